@@ -1,0 +1,1 @@
+"""tilemma.passes"""

@@ -1,0 +1,1 @@
+"""tilemma: tile-level matmul IR to PTX tensor-core instructions."""
