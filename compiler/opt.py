@@ -1,0 +1,69 @@
+"""`tilemma-opt`: xdsl-opt with tilemma's dialects, passes and targets, and no tracebacks.
+
+The stock `xDSLOptMain` lets parse, verify and pass-option errors escape as Python tracebacks;
+here each one becomes a located diagnostic on stderr and exit status 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from tilemma.compiler.diagnostics import LocatedParser, report_error, verify_located
+from tilemma.compiler.universe import DIALECTS, PASSES, TARGETS
+
+
+class TilemmaOptMain(xDSLOptMain):
+    version_format = "tilemma-opt built from xdsl version {xdsl_version}"
+
+    def register_all_dialects(self):
+        super().register_all_dialects()
+        # Also when tilemma runs from a tree whose entry points are not installed.
+        for name, factory in DIALECTS.items():
+            if name not in self.ctx.registered_dialect_names:
+                self.ctx.register_dialect(name, factory)
+
+    def parse_chunk(self, chunk, file_extension, start_offset=0):
+        text = chunk.read()
+        if not text.strip() and not self.args.split_input_file:
+            raise ValueError(f"{self.get_input_name()}: empty input: expected MLIR operations")
+        parser = LocatedParser(
+            self.ctx, text.decode(), self.get_input_name(), line_offset=start_offset
+        )
+        self._locations = parser.locations
+        return parser.parse_module(not self.args.no_implicit_module)
+
+    def apply_passes(self, prog):
+        # Verify the input first, with source locations, before any pass sees it.
+        if not self.args.disable_verify:
+            verify_located(prog, getattr(self, "_locations", {}))
+        super().apply_passes(prog)
+
+    def register_all_passes(self):
+        super().register_all_passes()
+        for name, factory in PASSES.items():
+            self.available_passes.setdefault(name, factory)
+
+    def register_all_targets(self):
+        super().register_all_targets()
+        for name, factory in TARGETS.items():
+            self.available_targets.setdefault(name, factory)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        TilemmaOptMain("tilemma-opt: the tilemma modular optimizer driver", argv).run()
+    except SystemExit:
+        raise
+    except BaseException as e:  # every failure becomes a diagnostic; see diagnostics.py
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        report_error("tilemma-opt", e)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

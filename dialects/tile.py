@@ -1,0 +1,709 @@
+"""The `tile` dialect: tile-level matmul IR with the `cuda::tiles` matmul/mma rules.
+
+A kernel is a `func.func` whose arguments are memrefs; `tile.load`/`tile.store` move statically
+shaped tiles (rank 2, or rank 3 for batches) between memrefs and values, `tile.matmul` and
+`tile.mma` multiply them, `tile.cast` converts element types and `tile.constant` makes splats.
+The verifiers enforce every rule of the CUDA Tile `matmul_compatible`/`mma_compatible` concepts
+(`shared/ptx-isa/003_*.txt`), each error naming the rule it enforces, plus the few extensions the
+PTX ISA needs beyond them (4-bit integers, single-bit popc, fp6/fp4 for `.kind::f8f6f4`), each
+marked as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    DenseArrayBase,
+    Float4E2M1FNType,
+    Float6E2M3FNType,
+    Float6E3M2FNType,
+    Float8E4M3FNType,
+    Float8E5M2Type,
+    Float8E8M0FNUType,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    FloatTF32Type,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    Signedness,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+
+@irdl_attr_definition
+class UE4M3Type(ParametrizedAttribute, TypeAttribute):
+    """Unsigned e4m3 (the `.ue4m3` block-scale type of `.kind::mxf4nvf4`); MLIR has no builtin."""
+
+    name = "tile.ue4m3"
+
+
+# ---------------------------------------------------------------------------------------------
+# Element types and the cuda::tiles type rules, as data.
+# ---------------------------------------------------------------------------------------------
+
+
+def element_name(t: Attribute) -> str:
+    """The MLIR spelling of an element type (`f16`, `si8`, `i1`, `f8E4M3FN`, `ue4m3`, ...)."""
+    if isinstance(t, IntegerType):
+        prefix = {Signedness.SIGNED: "si", Signedness.UNSIGNED: "ui"}.get(
+            t.signedness.data, "i"
+        )
+        return f"{prefix}{t.width.data}"
+    if isinstance(t, UE4M3Type):
+        return "ue4m3"
+    return str(t)
+
+
+@dataclass(frozen=True)
+class ElementClass:
+    """A row of the cuda::tiles tables: operand types that may meet, and what they produce.
+
+    `matmul_result` is None where `matmul` is not defined (it is then reachable through `mma`
+    only); `extension` says why a row goes beyond the CUDA Tile text (None for rows of the text).
+    """
+
+    name: str
+    kind: str  # "int" or "float" (rule 1 compares bit width for int, conversion rank for float)
+    matmul_result: str | None
+    accumulators: tuple[str, ...]
+    extension: str | None = None
+
+
+ELEMENT_CLASSES: dict[str, ElementClass] = {
+    c.name: c
+    for c in (
+        ElementClass("8-bit integer", "int", "si32", ("si32",)),
+        ElementClass(
+            "4-bit integer", "int", None, ("si32",), "PTX mma .s4/.u4 (not in cuda::tiles)"
+        ),
+        ElementClass(
+            "single bit", "int", None, ("si32",), "PTX mma .b1 with xor/and popc (not in cuda::tiles)"
+        ),
+        ElementClass("fp8/fp6/fp4", "float", "f16", ("f16", "f32")),
+        ElementClass("f16", "float", "f16", ("f16", "f32")),
+        ElementClass("bf16", "float", "f32", ("f32",)),
+        ElementClass("tf32", "float", "f32", ("f32",)),
+        ElementClass("f32", "float", "f32", ("f32",)),
+        ElementClass("f64", "float", "f64", ("f64",)),
+    )
+}
+
+# Element type -> its row. fp6/fp4 share the fp8 row: PTX `.kind::f8f6f4` mixes them freely
+# (an extension of the text, which names only e4m3 and e5m2 there).
+OPERAND_ELEMENTS: dict[str, str] = {
+    "si8": "8-bit integer",
+    "ui8": "8-bit integer",
+    "si4": "4-bit integer",
+    "ui4": "4-bit integer",
+    "i1": "single bit",
+    "f8E4M3FN": "fp8/fp6/fp4",
+    "f8E5M2": "fp8/fp6/fp4",
+    "f6E3M2FN": "fp8/fp6/fp4",
+    "f6E2M3FN": "fp8/fp6/fp4",
+    "f4E2M1FN": "fp8/fp6/fp4",
+    "f16": "f16",
+    "bf16": "bf16",
+    "tf32": "tf32",
+    "f32": "f32",
+    "f64": "f64",
+}
+
+SCALE_ELEMENTS = ("f8E8M0FNU", "ue4m3")
+ACCUMULATOR_ELEMENTS = ("si32", "f16", "f32", "f64")
+TILE_ELEMENTS = tuple(OPERAND_ELEMENTS) + SCALE_ELEMENTS + ("si32",)
+# Types with no storage format of their own: kept in memory as another type.
+NO_STORAGE = {"tf32": "f32"}
+
+_ELEMENT_TYPES: dict[str, Attribute] = {
+    "f16": Float16Type(),
+    "bf16": BFloat16Type(),
+    "tf32": FloatTF32Type(),
+    "f32": Float32Type(),
+    "f64": Float64Type(),
+    "si8": IntegerType(8, Signedness.SIGNED),
+    "ui8": IntegerType(8, Signedness.UNSIGNED),
+    "si4": IntegerType(4, Signedness.SIGNED),
+    "ui4": IntegerType(4, Signedness.UNSIGNED),
+    "i1": IntegerType(1),
+    "si32": IntegerType(32, Signedness.SIGNED),
+    "f8E4M3FN": Float8E4M3FNType(),
+    "f8E5M2": Float8E5M2Type(),
+    "f6E3M2FN": Float6E3M2FNType(),
+    "f6E2M3FN": Float6E2M3FNType(),
+    "f4E2M1FN": Float4E2M1FNType(),
+    "f8E8M0FNU": Float8E8M0FNUType(),
+    "ue4m3": UE4M3Type(),
+}
+
+
+def element_type(name: str) -> Attribute:
+    """The attribute for an element type named as in MLIR (see `TILE_ELEMENTS`)."""
+    try:
+        return _ELEMENT_TYPES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown element type '{name}'; known: {', '.join(_ELEMENT_TYPES)}"
+        ) from None
+
+
+def element_bits(name: str) -> int:
+    """Storage bits of one element (tf32 travels as 32 bits)."""
+    t = _ELEMENT_TYPES[name]
+    if isinstance(t, IntegerType):
+        return t.width.data
+    if isinstance(t, UE4M3Type):
+        return 8
+    if isinstance(t, FloatTF32Type):
+        return 32
+    return t.bitwidth  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------
+# The tile type.
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_attr_definition
+class TileType(ParametrizedAttribute, TypeAttribute):
+    """A statically shaped tile value: `!tile.tile<64x32xf16>` (rank 2) or `<3x64x32xf16>`."""
+
+    name = "tile.tile"
+
+    shape: ArrayAttr[IntAttr]
+    element_type: Attribute
+
+    def __init__(self, shape: Sequence[int], element_type: Attribute):
+        super().__init__(ArrayAttr(IntAttr(d) for d in shape), element_type)
+
+    def get_shape(self) -> tuple[int, ...]:
+        return tuple(d.data for d in self.shape.data)
+
+    @property
+    def element(self) -> str:
+        return element_name(self.element_type)
+
+    def verify(self) -> None:
+        problem = tile_type_problem(self.get_shape(), self.element)
+        if problem:
+            raise VerifyException(problem)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            for d in self.get_shape():
+                printer.print_string(f"{d}x")
+            printer.print_attribute(self.element_type)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        start = parser.pos
+        with parser.in_angle_brackets():
+            dims, elem = parser.parse_ranked_shape()
+        # Report bad shapes/elements here, where the source position is still known.
+        problem = tile_type_problem(dims, element_name(elem))
+        if problem:
+            parser.raise_error(problem, start, start + 1)
+        return (ArrayAttr(IntAttr(d) for d in dims), elem)
+
+
+def tile_type_problem(shape: Sequence[int], element: str) -> str | None:
+    """Why a tile type is invalid (None if it is valid)."""
+    if len(shape) not in (2, 3):
+        return (
+            f"tile rank must be 2 or 3 (cuda::tiles matmul/mma operate on rank 2 tiles "
+            f"or rank 3 batches), got rank {len(shape)} in {_shape_str(shape)}"
+        )
+    if any(d <= 0 for d in shape):
+        return f"tile dimensions must be positive, got {_shape_str(shape)}"
+    if element not in TILE_ELEMENTS:
+        return (
+            f"element type {element} is not a tile element type; "
+            f"allowed: {', '.join(TILE_ELEMENTS)}"
+        )
+    return None
+
+
+def _shape_str(shape: Sequence[int]) -> str:
+    return "x".join(str(d) for d in shape) or "scalar"
+
+
+def _tile(value: SSAValue, what: str) -> TileType:
+    if not isinstance(value.type, TileType):
+        raise VerifyException(f"{what} must be a !tile.tile, got {value.type}")
+    return value.type
+
+
+# ---------------------------------------------------------------------------------------------
+# The cuda::tiles rules, one function each, used by the verifiers and by the CLI generators.
+# ---------------------------------------------------------------------------------------------
+
+
+def operand_class(lhs: str, rhs: str, op: str) -> ElementClass:
+    """Rules 1 of matmul_compatible/mma_compatible: which element types may meet."""
+    for side, name in (("left", lhs), ("right", rhs)):
+        if name not in OPERAND_ELEMENTS:
+            why = (
+                "it is a block-scale type"
+                if name in SCALE_ELEMENTS
+                else "it is not a matmul operand type"
+            )
+            raise VerifyException(
+                f"{op}: {side} operand element type {name} cannot be multiplied ({why}); "
+                f"operand types: {', '.join(OPERAND_ELEMENTS)}"
+            )
+    lc, rc = ELEMENT_CLASSES[OPERAND_ELEMENTS[lhs]], ELEMENT_CLASSES[OPERAND_ELEMENTS[rhs]]
+    if lc.kind != rc.kind:
+        raise VerifyException(
+            f"{op}: operand element types {lhs} and {rhs} may not meet "
+            f"(rule 1: both integral or both floating point)"
+        )
+    if lc is not rc:
+        what = "integral scalars of the same bit width" if lc.kind == "int" else (
+            "floating point scalars of the same conversion rank"
+        )
+        raise VerifyException(
+            f"{op}: operand element types {lhs} and {rhs} may not meet "
+            f"(rule 1: operands must be {what})"
+        )
+    return lc
+
+
+def batch_dims(lhs: Sequence[int], rhs: Sequence[int], op: str) -> tuple[int | None, int, int, int]:
+    """Rules 2-4 of the concepts: ranks, N x K times K x M, batch broadcast. -> (batch, N, K, M)."""
+    if len(lhs) != len(rhs):
+        raise VerifyException(
+            f"{op}: operands must have the same rank (rule: same rank, 2 or 3), got "
+            f"{_shape_str(lhs)} and {_shape_str(rhs)}"
+        )
+    n, k = lhs[-2], lhs[-1]
+    k2, m = rhs[-2], rhs[-1]
+    if k != k2:
+        raise VerifyException(
+            f"{op}: contraction dimensions differ: left is {_shape_str(lhs)} (N x K with K={k}), "
+            f"right is {_shape_str(rhs)} (K x M with K={k2}) (rule: N x K times K x M)"
+        )
+    if len(lhs) == 2:
+        return None, n, k, m
+    a, b = lhs[0], rhs[0]
+    if a != b and a != 1 and b != 1:
+        raise VerifyException(
+            f"{op}: batch sizes {a} and {b} differ and neither is 1 "
+            f"(rule: A = B, or one of them is 1 and broadcasts)"
+        )
+    return max(a, b), n, k, m
+
+
+def matmul_result(lhs: TileType, rhs: TileType) -> TileType:
+    """`matmul_result_t`: the result tile type of `tile.matmul` (raises VerifyException)."""
+    cls = operand_class(lhs.element, rhs.element, "tile.matmul")
+    if cls.matmul_result is None:
+        raise VerifyException(
+            f"tile.matmul: {lhs.element} operands have no matmul result type (rule 1 of "
+            f"matmul_compatible: integral operands must be 8 bits wide); use tile.mma with an "
+            f"{' or '.join(cls.accumulators)} accumulator"
+        )
+    batch, n, _, m = batch_dims(lhs.get_shape(), rhs.get_shape(), "tile.matmul")
+    shape = (n, m) if batch is None else (batch, n, m)
+    return TileType(shape, element_type(cls.matmul_result))
+
+
+def check_mma(lhs: TileType, rhs: TileType, acc: TileType) -> None:
+    """`mma_compatible`: the accumulator table (rule 2) and shapes with broadcast (rules 3-5)."""
+    cls = operand_class(lhs.element, rhs.element, "tile.mma")
+    if acc.element not in cls.accumulators:
+        raise VerifyException(
+            f"tile.mma: accumulator element type {acc.element} is not allowed for "
+            f"{lhs.element} x {rhs.element} operands (rule 2: {cls.name} operands accumulate "
+            f"into {' or '.join(cls.accumulators)})"
+        )
+    ls, rs, cs = lhs.get_shape(), rhs.get_shape(), acc.get_shape()
+    if len(cs) != len(ls):
+        raise VerifyException(
+            f"tile.mma: accumulator rank differs from the operands' (rule 3: same rank), got "
+            f"{_shape_str(ls)}, {_shape_str(rs)} and {_shape_str(cs)}"
+        )
+    _, n, _, m = batch_dims(ls, rs, "tile.mma")
+    if tuple(cs[-2:]) != (n, m):
+        raise VerifyException(
+            f"tile.mma: accumulator shape {_shape_str(cs)} does not match N x M = {n}x{m} of "
+            f"{_shape_str(ls)} times {_shape_str(rs)} (rule 4: N x K, K x M, N x M)"
+        )
+    if len(cs) == 3:
+        for side, b in (("left", ls[0]), ("right", rs[0])):
+            if b not in (cs[0], 1):
+                raise VerifyException(
+                    f"tile.mma: {side} batch {b} must equal the accumulator batch {cs[0]} or "
+                    f"be 1 (rule 5: broadcast of a batch of 1)"
+                )
+
+
+# ---------------------------------------------------------------------------------------------
+# Operations.
+# ---------------------------------------------------------------------------------------------
+
+POPC_OPS = ("xor", "and")
+
+
+def _verify_popc(op: IRDLOperation, lhs: TileType) -> None:
+    popc = op.properties.get("popc")
+    if lhs.element == "i1":
+        if popc is None:
+            raise VerifyException(
+                f"{op.name}: single-bit (i1) operands need popc = \"xor\" or \"and\" "
+                f"(PTX mma .b1 multiplies by xor/and then popc)"
+            )
+    elif popc is not None:
+        raise VerifyException(f"{op.name}: popc only applies to i1 operands, got {lhs.element}")
+    if popc is not None and popc.data not in POPC_OPS:  # type: ignore[attr-defined]
+        raise VerifyException(
+            f"{op.name}: popc must be one of {', '.join(POPC_OPS)}, got {popc.data!r}"  # type: ignore[attr-defined]
+        )
+
+
+def _verify_satfinite(op: IRDLOperation, acc: str) -> None:
+    if op.properties.get("satfinite") is not None and acc != "si32":
+        raise VerifyException(
+            f"{op.name}: satfinite clamps integer (si32) accumulation, not {acc}"
+        )
+
+
+@irdl_op_definition
+class MatmulOp(IRDLOperation):
+    """`matmul(lhs, rhs)`: the result element type follows `matmul_result_t`."""
+
+    name = "tile.matmul"
+    lhs = operand_def(TileType)
+    rhs = operand_def(TileType)
+    result = result_def(TileType)
+    satfinite = opt_prop_def(UnitAttr)
+    popc = opt_prop_def(StringAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, result_type: Attribute | None = None):
+        if result_type is None:
+            result_type = matmul_result(_tile(lhs, "lhs"), _tile(rhs, "rhs"))
+        super().__init__(operands=[lhs, rhs], result_types=[result_type])
+
+    def verify_(self) -> None:
+        lhs, rhs = _tile(self.lhs, "lhs"), _tile(self.rhs, "rhs")
+        _verify_popc(self, lhs)
+        expected = matmul_result(lhs, rhs)
+        if self.result.type != expected:
+            raise VerifyException(
+                f"tile.matmul: result type must be {expected} (matmul_result_t of "
+                f"{lhs.element} operands), got {self.result.type}; the result element type of "
+                f"matmul cannot be configured: use tile.mma with a zero accumulator"
+            )
+        _verify_satfinite(self, expected.element)
+
+
+@irdl_op_definition
+class MmaOp(IRDLOperation):
+    """`mma(lhs, rhs, acc)`: multiply and add into an explicit accumulator of the same type."""
+
+    name = "tile.mma"
+    lhs = operand_def(TileType)
+    rhs = operand_def(TileType)
+    acc = operand_def(TileType)
+    result = result_def(TileType)
+    satfinite = opt_prop_def(UnitAttr)
+    popc = opt_prop_def(StringAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = (
+        "$lhs `,` $rhs `,` $acc attr-dict `:` type($lhs) `,` type($rhs) `,` type($acc) "
+        "`->` type($result)"
+    )
+
+    def __init__(
+        self,
+        lhs: SSAValue,
+        rhs: SSAValue,
+        acc: SSAValue,
+        *,
+        satfinite: bool = False,
+        popc: str | None = None,
+    ):
+        props: dict[str, Attribute] = {}
+        if satfinite:
+            props["satfinite"] = UnitAttr()
+        if popc is not None:
+            props["popc"] = StringAttr(popc)
+        super().__init__(operands=[lhs, rhs, acc], result_types=[acc.type], properties=props)
+
+    def verify_(self) -> None:
+        lhs, rhs, acc = _tile(self.lhs, "lhs"), _tile(self.rhs, "rhs"), _tile(self.acc, "acc")
+        check_mma(lhs, rhs, acc)
+        _verify_popc(self, lhs)
+        _verify_satfinite(self, acc.element)
+        if self.result.type != acc:
+            raise VerifyException(
+                f"tile.mma: result type {self.result.type} must equal the accumulator type {acc}"
+            )
+
+
+def _offsets_str(offsets: Sequence[int]) -> str:
+    return "[" + ", ".join(str(o) for o in offsets) + "]"
+
+
+def _verify_window(op: str, tile: TileType, ref: MemRefType, offsets: Sequence[int]) -> None:
+    """A tile moves to/from memory at static offsets, wholly inside the memref."""
+    shape, mshape = tile.get_shape(), tuple(ref.get_shape())
+    if len(mshape) != len(shape):
+        raise VerifyException(
+            f"{op}: memref rank {len(mshape)} differs from tile rank {len(shape)}"
+        )
+    if len(offsets) != len(shape):
+        raise VerifyException(
+            f"{op}: {len(offsets)} offsets given for a rank {len(shape)} tile"
+        )
+    if any(d < 0 for d in mshape):
+        raise VerifyException(f"{op}: memref must have a static shape, got {ref}")
+    for dim, (o, t, m) in enumerate(zip(offsets, shape, mshape)):
+        if o < 0 or o + t > m:
+            raise VerifyException(
+                f"{op}: tile {_shape_str(shape)} at offsets {_offsets_str(offsets)} leaves "
+                f"memref {_shape_str(mshape)} in dimension {dim} ({o} + {t} > {m})"
+            )
+    stored = NO_STORAGE.get(tile.element, tile.element)
+    if element_name(ref.element_type) != stored:
+        hint = f" ({tile.element} is stored as {stored})" if stored != tile.element else ""
+        raise VerifyException(
+            f"{op}: memref element type {element_name(ref.element_type)} does not match tile "
+            f"element type {tile.element}{hint}; use tile.cast to convert"
+        )
+
+
+def _parse_offsets(parser: Parser) -> list[int]:
+    return parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+
+
+@irdl_op_definition
+class LoadOp(IRDLOperation):
+    """Read a tile from a kernel argument (memref) at static offsets."""
+
+    name = "tile.load"
+    source = operand_def(MemRefType)
+    offsets = prop_def(DenseArrayBase)
+    result = result_def(TileType)
+
+    def __init__(self, source: SSAValue, offsets: Sequence[int], result_type: TileType):
+        super().__init__(
+            operands=[source],
+            result_types=[result_type],
+            properties={"offsets": DenseArrayBase.from_list(i64, list(offsets))},
+        )
+
+    def offset_values(self) -> tuple[int, ...]:
+        return tuple(self.offsets.get_values())  # type: ignore[arg-type]
+
+    def verify_(self) -> None:
+        ref = self.source.type
+        assert isinstance(ref, MemRefType)
+        _verify_window("tile.load", _tile(self.result, "result"), ref, self.offset_values())
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.source)
+        printer.print_string(_offsets_str(self.offset_values()))
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.source.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        source = parser.parse_unresolved_operand()
+        offsets = _parse_offsets(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        src_type = parser.parse_type()
+        parser.parse_punctuation("->")
+        res_type = parser.parse_type()
+        if not isinstance(res_type, TileType):
+            parser.raise_error(f"tile.load must produce a !tile.tile, got {res_type}")
+        source = parser.resolve_operand(source, src_type)
+        op = cls(source, offsets, res_type)
+        op.attributes |= attrs
+        return op
+
+
+@irdl_op_definition
+class StoreOp(IRDLOperation):
+    """Write a tile into a kernel argument (memref) at static offsets."""
+
+    name = "tile.store"
+    value = operand_def(TileType)
+    dest = operand_def(MemRefType)
+    offsets = prop_def(DenseArrayBase)
+
+    def __init__(self, value: SSAValue, dest: SSAValue, offsets: Sequence[int]):
+        super().__init__(
+            operands=[value, dest],
+            properties={"offsets": DenseArrayBase.from_list(i64, list(offsets))},
+        )
+
+    def offset_values(self) -> tuple[int, ...]:
+        return tuple(self.offsets.get_values())  # type: ignore[arg-type]
+
+    def verify_(self) -> None:
+        ref = self.dest.type
+        assert isinstance(ref, MemRefType)
+        _verify_window("tile.store", _tile(self.value, "value"), ref, self.offset_values())
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.value)
+        printer.print_string(", ")
+        printer.print_operand(self.dest)
+        printer.print_string(_offsets_str(self.offset_values()))
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.value.type)
+        printer.print_string(", ")
+        printer.print_attribute(self.dest.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StoreOp:
+        value = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        dest = parser.parse_unresolved_operand()
+        offsets = _parse_offsets(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        value_type = parser.parse_type()
+        parser.parse_punctuation(",")
+        dest_type = parser.parse_type()
+        op = cls(
+            parser.resolve_operand(value, value_type),
+            parser.resolve_operand(dest, dest_type),
+            offsets,
+        )
+        op.attributes |= attrs
+        return op
+
+
+ROUNDING_MODES = ("rn", "rna", "rz")
+
+
+@irdl_op_definition
+class CastOp(IRDLOperation):
+    """Element-wise conversion (`element_cast`); `rounding` picks the mode where it matters."""
+
+    name = "tile.cast"
+    source = operand_def(TileType)
+    result = result_def(TileType)
+    rounding = opt_prop_def(StringAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue, result_type: TileType, rounding: str | None = None):
+        props = {} if rounding is None else {"rounding": StringAttr(rounding)}
+        super().__init__(operands=[source], result_types=[result_type], properties=props)
+
+    def verify_(self) -> None:
+        src, dst = _tile(self.source, "source"), _tile(self.result, "result")
+        if src.get_shape() != dst.get_shape():
+            raise VerifyException(
+                f"tile.cast: shape changes from {_shape_str(src.get_shape())} to "
+                f"{_shape_str(dst.get_shape())}; a cast converts elements only"
+            )
+        if self.rounding is not None and self.rounding.data not in ROUNDING_MODES:
+            raise VerifyException(
+                f"tile.cast: rounding must be one of {', '.join(ROUNDING_MODES)}, "
+                f"got {self.rounding.data!r}"
+            )
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """A tile with every element equal to `value` (zeros for a fresh accumulator)."""
+
+    name = "tile.constant"
+    value = prop_def(Attribute)
+    result = result_def(TileType)
+    traits = traits_def(Pure())
+
+    def __init__(self, value: int | float, result_type: TileType):
+        attr: Attribute
+        if isinstance(result_type.element_type, IntegerType):
+            attr = IntegerAttr(int(value), i64)
+        else:
+            attr = FloatAttr(float(value), Float64Type())
+        super().__init__(properties={"value": attr}, result_types=[result_type])
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.scalar()!r}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        value = parser.parse_number()
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        result_type = parser.parse_type()
+        if not isinstance(result_type, TileType):
+            parser.raise_error(f"tile.constant must produce a !tile.tile, got {result_type}")
+        if isinstance(value, float) and isinstance(result_type.element_type, IntegerType):
+            parser.raise_error(
+                f"tile.constant: an {result_type.element} tile needs an integer value, got {value}"
+            )
+        op = cls(value, result_type)
+        op.attributes |= attrs
+        return op
+
+    def scalar(self) -> int | float:
+        return self.value.value.data  # type: ignore[attr-defined]
+
+    def verify_(self) -> None:
+        res = _tile(self.result, "result")
+        is_int = isinstance(res.element_type, IntegerType)
+        if is_int and not isinstance(self.value, IntegerAttr):
+            raise VerifyException(
+                f"tile.constant: an {res.element} tile needs an integer value, got {self.value}"
+            )
+        if not is_int and not isinstance(self.value, FloatAttr | IntegerAttr):
+            raise VerifyException(
+                f"tile.constant: value must be a number, got {self.value}"
+            )
+
+
+Tile = Dialect(
+    "tile",
+    [MatmulOp, MmaOp, LoadOp, StoreOp, CastOp, ConstantOp],
+    [TileType, UE4M3Type],
+)
