@@ -672,7 +672,9 @@ class ConstantOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
+        start = parser.pos
         value = parser.parse_number()
+        value_end = parser.pos
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         result_type = parser.parse_type()
@@ -680,7 +682,9 @@ class ConstantOp(IRDLOperation):
             parser.raise_error(f"tile.constant must produce a !tile.tile, got {result_type}")
         if isinstance(value, float) and isinstance(result_type.element_type, IntegerType):
             parser.raise_error(
-                f"tile.constant: an {result_type.element} tile needs an integer value, got {value}"
+                f"tile.constant: an {result_type.element} tile needs an integer value, got {value}",
+                start,
+                value_end,
             )
         op = cls(value, result_type)
         op.attributes |= attrs

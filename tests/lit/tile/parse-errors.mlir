@@ -1,0 +1,57 @@
+// RUN: tilemma-opt %s --split-input-file --parsing-diagnostics | filecheck %s
+// Malformed tile IR is reported at its source position.
+
+func.func @rank4(%a: !tile.tile<2x3x4x5xf16>) {
+  func.return
+}
+// CHECK: parse-errors.mlir:4:32
+// CHECK: tile rank must be 2 or 3 (cuda::tiles matmul/mma operate on rank 2 tiles or rank 3 batches), got rank 4 in 2x3x4x5
+
+// -----
+func.func @rank1(%a: !tile.tile<16xf16>) {
+  func.return
+}
+// CHECK: parse-errors.mlir:11:32
+// CHECK: tile rank must be 2 or 3 {{.*}} got rank 1 in 16
+
+// -----
+func.func @unknown_element(%a: !tile.tile<16x16xf17>) {
+  func.return
+}
+// CHECK: parse-errors.mlir:18:
+// CHECK: Expected shape type.
+
+// -----
+func.func @not_a_tile_element(%a: !tile.tile<16x16xi32>) {
+  func.return
+}
+// CHECK: element type i32 is not a tile element type; allowed: si8, ui8, si4, ui4, i1, f8E4M3FN, f8E5M2, f6E3M2FN, f6E2M3FN, f4E2M1FN, f16, bf16, tf32, f32, f64, f8E8M0FNU, ue4m3, si32
+
+// -----
+func.func @zero_dim(%a: !tile.tile<0x16xf16>) {
+  func.return
+}
+// CHECK: tile dimensions must be positive, got 0x16
+
+// -----
+func.func @missing_type(%a: !tile.tile<16x16xf16>, %b: !tile.tile<16x8xf16>) {
+  %r = tile.matmul %a, %b : !tile.tile<16x16xf16>
+  func.return
+}
+// CHECK: parse-errors.mlir:39:3
+// CHECK: Expected ','
+
+// -----
+func.func @undefined_value(%a: !tile.tile<16x16xf16>) {
+  %r = tile.matmul %a, %nope : !tile.tile<16x16xf16>, !tile.tile<16x8xf16> -> !tile.tile<16x8xf16>
+  func.return
+}
+// CHECK: values used but not defined: [%nope]
+
+// -----
+func.func @int_constant_float(%a: !tile.tile<16x16xf16>) {
+  %c = tile.constant 1.5 : !tile.tile<16x16xsi8>
+  func.return
+}
+// CHECK: parse-errors.mlir:53:22
+// CHECK: tile.constant: an si8 tile needs an integer value, got 1.5
