@@ -162,14 +162,37 @@ _ELEMENT_TYPES: dict[str, Attribute] = {
 }
 
 
-def element_type(name: str) -> Attribute:
-    """The attribute for an element type named as in MLIR (see `TILE_ELEMENTS`)."""
-    try:
-        return _ELEMENT_TYPES[name]
-    except KeyError:
+# PTX spellings accepted wherever a user names an element type.
+ELEMENT_ALIASES = {
+    "e4m3": "f8E4M3FN",
+    "e5m2": "f8E5M2",
+    "e3m2": "f6E3M2FN",
+    "e2m3": "f6E2M3FN",
+    "e2m1": "f4E2M1FN",
+    "ue8m0": "f8E8M0FNU",
+    "s8": "si8",
+    "u8": "ui8",
+    "s4": "si4",
+    "u4": "ui4",
+    "b1": "i1",
+    "s32": "si32",
+}
+
+
+def canonical_element(name: str) -> str:
+    """The MLIR name of an element type given by its MLIR or PTX spelling."""
+    name = ELEMENT_ALIASES.get(name, name)
+    if name not in _ELEMENT_TYPES:
         raise ValueError(
-            f"unknown element type '{name}'; known: {', '.join(_ELEMENT_TYPES)}"
-        ) from None
+            f"unknown element type '{name}'; known: {', '.join(_ELEMENT_TYPES)} "
+            f"(PTX spellings {', '.join(ELEMENT_ALIASES)} also work)"
+        )
+    return name
+
+
+def element_type(name: str) -> Attribute:
+    """The attribute for an element type named as in MLIR or PTX (see `TILE_ELEMENTS`)."""
+    return _ELEMENT_TYPES[canonical_element(name)]
 
 
 def element_bits(name: str) -> int:

@@ -1,0 +1,103 @@
+"""Writes the tile IR of a GEMM kernel: the `tilemma gemm` quick start and the tests' generator.
+
+The kernel computes D = A x B + C over whole memrefs (rank 3 with `batch`, where `bcast` makes
+one operand a batch of 1 that broadcasts). Types without a storage format (tf32) are loaded as
+their storage type and converted with `tile.cast`, as a user would write it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.rewriter import InsertPoint
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import Block, Region, SSAValue
+
+from tilemma.dialects import tile
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    m: int
+    n: int
+    k: int
+    a: str
+    b: str
+    acc: str | None = None  # None: the matmul result type of `a` x `b`
+    batch: int | None = None
+    bcast: str | None = None  # "a" or "b": that operand is a batch of 1
+    satfinite: bool = False
+    popc: str | None = None
+
+    @property
+    def name(self) -> str:
+        batch = f"b{self.batch}{self.bcast or ''}_" if self.batch else ""
+        return f"gemm_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}_{self.acc_type}"
+
+    @property
+    def acc_type(self) -> str:
+        if self.acc is not None:
+            return self.acc
+        cls = tile.ELEMENT_CLASSES[tile.OPERAND_ELEMENTS[tile.canonical_element(self.a)]]
+        if cls.matmul_result is None:
+            return cls.accumulators[0]
+        return cls.matmul_result
+
+
+def _shape(spec: GemmSpec, rows: int, cols: int, operand: str) -> tuple[int, ...]:
+    if spec.batch is None:
+        return (rows, cols)
+    return (1 if spec.bcast == operand else spec.batch, rows, cols)
+
+
+def gemm_module(spec: GemmSpec) -> ModuleOp:
+    """Build (and verify) the tile IR module of one GEMM kernel."""
+    a_name, b_name = tile.canonical_element(spec.a), tile.canonical_element(spec.b)
+    acc_name = tile.canonical_element(spec.acc_type)
+    spec = GemmSpec(**{**spec.__dict__, "a": a_name, "b": b_name, "acc": acc_name})
+    if spec.bcast not in (None, "a", "b"):
+        raise ValueError(f"--bcast must be 'a' or 'b', got {spec.bcast!r}")
+    if spec.bcast and spec.batch is None:
+        raise ValueError("--bcast needs --batch")
+    shapes = {
+        "a": _shape(spec, spec.m, spec.k, "a"),
+        "b": _shape(spec, spec.k, spec.n, "b"),
+        "c": _shape(spec, spec.m, spec.n, "c"),
+    }
+    types = {"a": a_name, "b": b_name, "c": acc_name}
+
+    def memref(which: str) -> MemRefType:
+        stored = tile.NO_STORAGE.get(types[which], types[which])
+        return MemRefType(tile.element_type(stored), shapes[which])
+
+    arg_types = [memref("a"), memref("b"), memref("c"), memref("c")]
+    block = Block(arg_types=arg_types)
+    for arg, name in zip(block.args, ("a", "b", "c", "d")):
+        arg.name_hint = name
+    builder = Builder(InsertPoint.at_end(block))
+    zeros = [0] * len(shapes["a"])
+
+    def load(which: str, value: SSAValue) -> SSAValue:
+        stored = tile.NO_STORAGE.get(types[which], types[which])
+        loaded = builder.insert(
+            tile.LoadOp(value, zeros, tile.TileType(shapes[which], tile.element_type(stored)))
+        ).result
+        if stored != types[which]:
+            target = tile.TileType(shapes[which], tile.element_type(types[which]))
+            loaded = builder.insert(tile.CastOp(loaded, target, rounding="rna")).result
+        loaded.name_hint = f"t{which}"
+        return loaded
+
+    ta, tb, tc = load("a", block.args[0]), load("b", block.args[1]), load("c", block.args[2])
+    result = builder.insert(
+        tile.MmaOp(ta, tb, tc, satfinite=spec.satfinite, popc=spec.popc)
+    ).result
+    result.name_hint = "td"
+    builder.insert(tile.StoreOp(result, block.args[3], zeros))
+    builder.insert(func.ReturnOp())
+    kernel = func.FuncOp(spec.name, (arg_types, []), Region(block))
+    module = ModuleOp([kernel])
+    module.verify()
+    return module
