@@ -18,6 +18,7 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     BFloat16Type,
     DenseArrayBase,
+    DictionaryAttr,
     Float4E2M1FNType,
     Float6E2M3FNType,
     Float6E3M2FNType,
@@ -459,6 +460,12 @@ class MmaOp(IRDLOperation):
     result = result_def(TileType)
     satfinite = opt_prop_def(UnitAttr)
     popc = opt_prop_def(StringAttr)
+    # Optional hint: the instruction shape to use (e.g. "m16n8k8"), honoured by tile-select-mma.
+    mma_shape = opt_prop_def(StringAttr)
+    # Set by tile-select-mma: the full PTX opcode chosen for this op.
+    variant = opt_prop_def(StringAttr)
+    # Set by tile-tile-warps: how the op is split over CTAs, warps and instructions.
+    tiling = opt_prop_def(DictionaryAttr)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
 

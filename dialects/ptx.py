@@ -1,0 +1,271 @@
+"""The `ptx` dialect: PTX instructions and registers as operations, one-to-one with PTX text.
+
+PTX registers are mutable and a kernel loops by branching to labels, so registers here are
+names (`%r12`), declared by `ptx.reg`, rather than SSA values: each operation prints exactly one
+PTX line and the text reads back into the same operations (see `tilemma.compiler.ptx_text`).
+`ptx.module` carries the `.version`/`.target`/`.address_size` header, `ptx.entry` a kernel with
+its parameters. The `ptx` target (`-t ptx`) prints every module as a complete PTX file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.ir import Attribute, Dialect, Region
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    traits_def,
+)
+from xdsl.traits import NoTerminator
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.target import Target
+
+REGISTER_TYPES = ("pred", "b16", "b32", "b64", "u32", "u64", "s32", "s64", "f16", "f32", "f64")
+
+
+def _strings(values: Sequence[str]) -> ArrayAttr[StringAttr]:
+    return ArrayAttr(StringAttr(v) for v in values)
+
+
+@irdl_op_definition
+class ModuleOp_(IRDLOperation):
+    """A PTX module: `.version`, `.target` and `.address_size`, then its kernels."""
+
+    name = "ptx.module"
+    version = prop_def(StringAttr)
+    target = prop_def(StringAttr)
+    address_size = prop_def(StringAttr)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "attr-dict-with-keyword $body"
+
+    def __init__(self, version: str, target: str, entries: Sequence[IRDLOperation] = ()):
+        super().__init__(
+            properties={
+                "version": StringAttr(version),
+                "target": StringAttr(target),
+                "address_size": StringAttr("64"),
+            },
+            regions=[Region([])],
+        )
+        from xdsl.ir import Block
+
+        self.body.add_block(Block(entries))
+
+    def header(self) -> str:
+        return (
+            f".version {self.version.data}\n.target {self.target.data}\n"
+            f".address_size {self.address_size.data}\n"
+        )
+
+
+@irdl_op_definition
+class EntryOp(IRDLOperation):
+    """A kernel (`.visible .entry`); `params` are `.param` declarations like `.u64 a`."""
+
+    name = "ptx.entry"
+    sym_name = prop_def(StringAttr)
+    params = prop_def(ArrayAttr[StringAttr])
+    max_threads = opt_prop_def(StringAttr)
+    body = region_def("single_block")
+    traits = traits_def(NoTerminator())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$sym_name $params attr-dict-with-keyword $body"
+
+    def __init__(self, name: str, params: Sequence[str], body: Region, max_threads: int | None = None):
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name), "params": _strings(params)}
+        if max_threads is not None:
+            props["max_threads"] = StringAttr(str(max_threads))
+        super().__init__(properties=props, regions=[body])
+
+
+@irdl_op_definition
+class RegOp(IRDLOperation):
+    """`.reg .TYPE %PREFIX<COUNT>;` — a bank of registers named PREFIX0 .. PREFIX(COUNT-1)."""
+
+    name = "ptx.reg"
+    type = prop_def(StringAttr)
+    prefix = prop_def(StringAttr)
+    count = prop_def(StringAttr)
+
+    assembly_format = "$type $prefix $count attr-dict"
+
+    def __init__(self, type: str, prefix: str, count: int):
+        super().__init__(
+            properties={
+                "type": StringAttr(type),
+                "prefix": StringAttr(prefix),
+                "count": StringAttr(str(count)),
+            }
+        )
+
+    def verify_(self) -> None:
+        if self.type.data not in REGISTER_TYPES:
+            raise VerifyException(
+                f"ptx.reg: unknown register type .{self.type.data}; known: {', '.join(REGISTER_TYPES)}"
+            )
+        if not self.count.data.isdigit() or int(self.count.data) <= 0:
+            raise VerifyException(f"ptx.reg: count must be a positive integer, got {self.count.data}")
+
+    def text(self) -> str:
+        return f".reg .{self.type.data} {self.prefix.data}<{self.count.data}>;"
+
+
+@irdl_op_definition
+class InstOp(IRDLOperation):
+    """One PTX instruction: optional guard (`%p3` or `!%p3`), opcode, operands as written."""
+
+    name = "ptx.inst"
+    opcode = prop_def(StringAttr)
+    args = prop_def(ArrayAttr[StringAttr])
+    guard = opt_prop_def(StringAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$opcode $args attr-dict"
+
+    def __init__(self, opcode: str, args: Sequence[str] = (), guard: str | None = None):
+        props: dict[str, Attribute] = {"opcode": StringAttr(opcode), "args": _strings(args)}
+        if guard is not None:
+            props["guard"] = StringAttr(guard)
+        super().__init__(properties=props)
+
+    def arg_values(self) -> list[str]:
+        return [a.data for a in self.args.data]
+
+    def text(self) -> str:
+        guard = f"@{self.guard.data} " if self.guard is not None else ""
+        args = ", ".join(self.arg_values())
+        return f"{guard}{self.opcode.data}{' ' if args else ''}{args};"
+
+
+@irdl_op_definition
+class MmaOp(IRDLOperation):
+    """A warp-wide `mma`: the full opcode and its register groups d, a, b, c (and e, f, ...)."""
+
+    name = "ptx.mma"
+    opcode = prop_def(StringAttr)
+    d = prop_def(ArrayAttr[StringAttr])
+    a = prop_def(ArrayAttr[StringAttr])
+    b = prop_def(ArrayAttr[StringAttr])
+    c = prop_def(ArrayAttr[StringAttr])
+    extra = prop_def(ArrayAttr[StringAttr])
+
+    assembly_format = "$opcode $d `,` $a `,` $b `,` $c `,` $extra attr-dict"
+
+    def __init__(
+        self,
+        opcode: str,
+        d: Sequence[str],
+        a: Sequence[str],
+        b: Sequence[str],
+        c: Sequence[str],
+        extra: Sequence[str] = (),
+    ):
+        super().__init__(
+            properties={
+                "opcode": StringAttr(opcode),
+                "d": _strings(d),
+                "a": _strings(a),
+                "b": _strings(b),
+                "c": _strings(c),
+                "extra": _strings(extra),
+            }
+        )
+
+    def verify_(self) -> None:
+        if not self.opcode.data.startswith("mma."):
+            raise VerifyException(f"ptx.mma: opcode must be an mma instruction, got {self.opcode.data}")
+
+    def groups(self) -> dict[str, list[str]]:
+        return {
+            name: [s.data for s in getattr(self, name).data] for name in ("d", "a", "b", "c", "extra")
+        }
+
+    def text(self) -> str:
+        g = self.groups()
+        parts = ["{" + ", ".join(g[n]) + "}" for n in ("d", "a", "b", "c")] + g["extra"]
+        return f"{self.opcode.data} " + ", ".join(parts) + ";"
+
+
+@irdl_op_definition
+class LabelOp(IRDLOperation):
+    """A branch target `NAME:`."""
+
+    name = "ptx.label"
+    label = prop_def(StringAttr)
+
+    assembly_format = "$label attr-dict"
+
+    def __init__(self, label: str):
+        super().__init__(properties={"label": StringAttr(label)})
+
+    def text(self) -> str:
+        return f"{self.label.data}:"
+
+
+@irdl_op_definition
+class CommentOp(IRDLOperation):
+    """A `//` comment line, to keep the emitted kernel readable."""
+
+    name = "ptx.comment"
+    comment = prop_def(StringAttr)
+
+    assembly_format = "$comment attr-dict"
+
+    def __init__(self, comment: str):
+        super().__init__(properties={"comment": StringAttr(comment)})
+
+    def text(self) -> str:
+        return f"// {self.comment.data}"
+
+
+PTX = Dialect("ptx", [ModuleOp_, EntryOp, RegOp, InstOp, MmaOp, LabelOp, CommentOp], [])
+
+
+def print_module(module: ModuleOp_, out: IO[str]) -> None:
+    """Print one ptx.module as a complete PTX file."""
+    out.write(module.header())
+    for entry in module.body.ops:
+        if not isinstance(entry, EntryOp):
+            raise VerifyException(f"ptx.module may only hold ptx.entry, found {entry.name}")
+        params = ",\n".join(f"    .param {p.data}" for p in entry.params.data)
+        out.write(f"\n.visible .entry {entry.sym_name.data}(\n{params}\n)\n")
+        if entry.max_threads is not None:
+            out.write(f".maxntid {entry.max_threads.data}, 1, 1\n")
+        out.write("{\n")
+        for op in entry.body.ops:
+            text = op.text()  # type: ignore[attr-defined]
+            indent = "" if isinstance(op, LabelOp) else "    "
+            out.write(f"{indent}{text}\n")
+        out.write("}\n")
+
+
+@dataclass(frozen=True)
+class PTXTarget(Target):
+    """`-t ptx`: every `ptx.module` in the input, printed as PTX text."""
+
+    name = "ptx"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        found = [op for op in module.walk() if isinstance(op, ModuleOp_)]
+        if not found:
+            raise VerifyException(
+                "-t ptx: no ptx.module in the input; lower tile IR first "
+                "(e.g. -p tile-select-mma{sm=90},tile-tile-warps,tile-to-ptx)"
+            )
+        for i, ptx_module in enumerate(found):
+            if i:
+                output.write("\n")
+            print_module(ptx_module, output)

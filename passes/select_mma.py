@@ -1,0 +1,199 @@
+"""`tile-select-mma`: picks the `mma.sync` variant that implements each tile.matmul / tile.mma.
+
+Choices come from the ISA table (`tilemma.compiler.isa`) filtered by what the target and PTX
+version accept, then by what is fast there (`SLOW_PATHS`, measured), and among exact choices the
+largest instruction wins (fewest instructions per tile). Anything that changes numerics is only
+done when asked: f32 operands go to tf32 units only with `f32-precision=tf32`, f16 accumulation
+only when the IR's accumulator is f16. `tile.matmul` becomes `tile.mma` with a zero accumulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from tilemma.compiler import isa, targets
+from tilemma.dialects import tile
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.gemm_kernel import PTX_TYPE
+
+
+@dataclass(frozen=True)
+class SlowPath:
+    """An instruction family that is legal on some targets but slow there, and the exact detour."""
+
+    targets: tuple[int, ...]
+    types: tuple[str, ...]  # operand element types (MLIR names) it concerns
+    widen_to: dict[str, str]  # exact widening that reaches a fast family
+    why: str
+
+
+SLOW_PATHS = (
+    SlowPath(
+        targets=(90,),
+        types=("si4", "ui4"),
+        widen_to={"si4": "si8", "ui4": "ui8"},
+        why="int4 mma is emulated on sm_90 (measured 28x slower than int8 mma)",
+    ),
+)
+
+F32_PRECISIONS = ("exact", "tf32")
+
+
+def _cast(rewriter_anchor: Operation, value: SSAValue, element: str, rounding: str | None) -> SSAValue:
+    vt = value.type
+    assert isinstance(vt, tile.TileType)
+    cast = tile.CastOp(value, tile.TileType(vt.get_shape(), tile.element_type(element)), rounding)
+    Rewriter.insert_op(cast, _before(rewriter_anchor))
+    return cast.result
+
+
+def _before(op: Operation):
+    from xdsl.rewriter import InsertPoint
+
+    return InsertPoint.before(op)
+
+
+@dataclass(frozen=True)
+class SelectMma(ModulePass):
+    """Options: `sm` (e.g. 90, sm_90a, 120a), `ptx` (default: newest ptxas accepts),
+    `f32-precision` (exact: refuse f32 operands; tf32: round them to tf32, rna),
+    `allow-slow` (keep families the target runs slowly instead of widening them)."""
+
+    name = "tile-select-mma"
+
+    sm: str | int = "90"
+    ptx: str | float = ""
+    f32_precision: str = "exact"
+    allow_slow: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        target = targets.parse_sm(str(self.sm))
+        version = targets.parse_ptx_version(str(self.ptx)) if self.ptx else max(
+            targets.DEFAULT_PTX, target.min_ptx
+        )
+        if self.f32_precision not in F32_PRECISIONS:
+            raise ValueError(
+                f"tile-select-mma: f32-precision must be one of {', '.join(F32_PRECISIONS)}, "
+                f"got {self.f32_precision!r}"
+            )
+        for kernel in op.walk():
+            if not isinstance(kernel, func.FuncOp):
+                continue
+            for mm in [o for o in kernel.walk() if isinstance(o, tile.MatmulOp | tile.MmaOp)]:
+                mma = self._as_mma(mm)
+                self._select(mma, target, version)
+            kernel.attributes["tile.target"] = StringAttr(target.name)
+            kernel.attributes["tile.ptx"] = StringAttr(str(version))
+
+    @staticmethod
+    def _as_mma(op: tile.MatmulOp | tile.MmaOp) -> tile.MmaOp:
+        if isinstance(op, tile.MmaOp):
+            return op
+        result = op.result.type
+        assert isinstance(result, tile.TileType)
+        zero = tile.ConstantOp(0, result)
+        mma = tile.MmaOp(
+            op.lhs,
+            op.rhs,
+            zero.result,
+            satfinite=op.satfinite is not None,
+            popc=op.popc.data if op.popc is not None else None,
+        )
+        Rewriter.insert_op(zero, _before(op))
+        Rewriter.replace_op(op, mma)
+        return mma
+
+    def _operand_types(self, mma: tile.MmaOp, target: targets.SmTarget) -> tuple[str, str]:
+        """Insert the casts the target needs; return the operand element types after them."""
+        a, b = mma.lhs.type.element, mma.rhs.type.element  # type: ignore[union-attr]
+        if a == b == "f32":
+            if self.f32_precision != "tf32":
+                raise LoweringError(
+                    mma,
+                    "f32 x f32 has no exact tensor-core instruction: pass f32-precision=tf32 to "
+                    "round the operands to tf32 (10-bit mantissa), or tile.cast them to tf32 in "
+                    "the IR",
+                )
+            for operand in (mma.lhs, mma.rhs):
+                operand.replace_by_if(
+                    _cast(mma, operand, "tf32", "rna"), lambda use: use.operation is mma
+                )
+            return "tf32", "tf32"
+        hinted = mma.mma_shape.data if mma.mma_shape is not None else None
+        for slow in SLOW_PATHS:
+            if (
+                target.number in slow.targets
+                and a in slow.types
+                and not self.allow_slow
+                and not _hint_needs(hinted, a)
+            ):
+                for operand, t in ((mma.lhs, a), (mma.rhs, b)):
+                    widened = _cast(mma, operand, slow.widen_to[t], None)
+                    operand.replace_by_if(widened, lambda use: use.operation is mma)
+                return slow.widen_to[a], slow.widen_to[b]
+        return a, b
+
+    def _select(self, mma: tile.MmaOp, target: targets.SmTarget, version) -> None:
+        a, b = self._operand_types(mma, target)
+        acc = mma.acc.type.element  # type: ignore[union-attr]
+        want = dict(
+            atype=PTX_TYPE[a],
+            btype=PTX_TYPE[b],
+            ctype=PTX_TYPE[acc],
+            dtype=PTX_TYPE[acc],
+            satfinite=mma.satfinite is not None,
+            bitop=mma.popc.data if mma.popc is not None else None,
+        )
+        hint = mma.mma_shape.data if mma.mma_shape is not None else None
+        defined = [
+            v
+            for v in isa.all_variants()
+            if v.sparse is None
+            and v.kind is None
+            and v.rounding is None
+            and (v.alayout, v.blayout) == ("row", "col")
+            and all(getattr(v, f) == x for f, x in want.items())
+            and (hint is None or v.shape == hint)
+        ]
+        legal = [v for v in defined if not v.legal(target, version)]
+        if not legal:
+            raise LoweringError(mma, self._why_none(want, hint, defined, target, version))
+        best = max(legal, key=lambda v: v.m * v.n * v.k)
+        mma.variant = StringAttr(best.opcode)
+
+    @staticmethod
+    def _why_none(want, hint, defined, target, version) -> str:
+        what = f"{want['atype']} x {want['btype']} -> {want['dtype']}"
+        if want["satfinite"]:
+            what += " with satfinite"
+        if want["bitop"]:
+            what += f" ({want['bitop']}.popc)"
+        where = f"{target.name} with PTX {version}"
+        if not defined:
+            shape = f" of shape {hint}" if hint else ""
+            return f"no mma.sync variant{shape} computes {what}"
+        reasons = [f"{v.shape}: {'; '.join(v.legal(target, version))}" for v in defined]
+        others = [
+            v.shape
+            for v in isa.legal_variants(target, version)
+            if v.sparse is None and v.kind is None and hint is not None
+            and (v.atype, v.btype, v.dtype) == (want["atype"], want["btype"], want["dtype"])
+        ]
+        tail = f"; on {target.name} use {' or '.join(sorted(set(others)))}" if others else ""
+        return f"no mma.sync variant for {what} on {where}: " + "; ".join(reasons) + tail
+
+
+def _hint_needs(hint: str | None, element: str) -> bool:
+    """A shape hint that only exists for 4-bit operands asks for the native 4-bit instruction."""
+    if hint is None:
+        return False
+    return any(
+        v.shape == hint and v.atype == PTX_TYPE[element] for v in isa.all_variants()
+    ) and not any(v.shape == hint and v.atype in ("s8", "u8") for v in isa.all_variants())
