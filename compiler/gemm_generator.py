@@ -30,11 +30,13 @@ class GemmSpec:
     bcast: str | None = None  # "a" or "b": that operand is a batch of 1
     satfinite: bool = False
     popc: str | None = None
+    shape: str | None = None  # instruction shape hint for tile-select-mma, e.g. "m16n8k8"
 
     @property
     def name(self) -> str:
         batch = f"b{self.batch}{self.bcast or ''}_" if self.batch else ""
-        return f"gemm_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}_{self.acc_type}"
+        shape = f"_{self.shape}" if self.shape else ""
+        return f"gemm_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}_{self.acc_type}{shape}"
 
     @property
     def acc_type(self) -> str:
@@ -92,7 +94,7 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
 
     ta, tb, tc = load("a", block.args[0]), load("b", block.args[1]), load("c", block.args[2])
     result = builder.insert(
-        tile.MmaOp(ta, tb, tc, satfinite=spec.satfinite, popc=spec.popc)
+        tile.MmaOp(ta, tb, tc, satfinite=spec.satfinite, popc=spec.popc, mma_shape=spec.shape)
     ).result
     result.name_hint = "td"
     builder.insert(tile.StoreOp(result, block.args[3], zeros))

@@ -482,12 +482,15 @@ class MmaOp(IRDLOperation):
         *,
         satfinite: bool = False,
         popc: str | None = None,
+        mma_shape: str | None = None,
     ):
         props: dict[str, Attribute] = {}
         if satfinite:
             props["satfinite"] = UnitAttr()
         if popc is not None:
             props["popc"] = StringAttr(popc)
+        if mma_shape is not None:
+            props["mma_shape"] = StringAttr(mma_shape)
         super().__init__(operands=[lhs, rhs, acc], result_types=[acc.type], properties=props)
 
     def verify_(self) -> None:

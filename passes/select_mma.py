@@ -121,10 +121,7 @@ class SelectMma(ModulePass):
                     "round the operands to tf32 (10-bit mantissa), or tile.cast them to tf32 in "
                     "the IR",
                 )
-            for operand in (mma.lhs, mma.rhs):
-                operand.replace_by_if(
-                    _cast(mma, operand, "tf32", "rna"), lambda use: use.operation is mma
-                )
+            _set_operands(mma, "tf32", "tf32", "rna")
             return "tf32", "tf32"
         hinted = mma.mma_shape.data if mma.mma_shape is not None else None
         for slow in SLOW_PATHS:
@@ -134,9 +131,7 @@ class SelectMma(ModulePass):
                 and not self.allow_slow
                 and not _hint_needs(hinted, a)
             ):
-                for operand, t in ((mma.lhs, a), (mma.rhs, b)):
-                    widened = _cast(mma, operand, slow.widen_to[t], None)
-                    operand.replace_by_if(widened, lambda use: use.operation is mma)
+                _set_operands(mma, slow.widen_to[a], slow.widen_to[b], None)
                 return slow.widen_to[a], slow.widen_to[b]
         return a, b
 
@@ -190,10 +185,18 @@ class SelectMma(ModulePass):
         return f"no mma.sync variant for {what} on {where}: " + "; ".join(reasons) + tail
 
 
+def _set_operands(mma: tile.MmaOp, a: str, b: str, rounding: str | None) -> None:
+    """Make the mma multiply its operands converted to `a` and `b` (casts inserted before it)."""
+    lhs = _cast(mma, mma.lhs, a, rounding)
+    rhs = _cast(mma, mma.rhs, b, rounding)
+    mma.operands = [lhs, rhs, mma.acc]
+
+
 def _hint_needs(hint: str | None, element: str) -> bool:
     """A shape hint that only exists for 4-bit operands asks for the native 4-bit instruction."""
     if hint is None:
         return False
-    return any(
-        v.shape == hint and v.atype == PTX_TYPE[element] for v in isa.all_variants()
-    ) and not any(v.shape == hint and v.atype in ("s8", "u8") for v in isa.all_variants())
+    dense = [v for v in isa.all_variants() if v.sparse is None and v.kind is None and v.shape == hint]
+    return any(v.atype == PTX_TYPE[element] for v in dense) and not any(
+        v.atype in ("s8", "u8") for v in dense
+    )

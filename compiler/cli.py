@@ -1,0 +1,202 @@
+"""`tilemma`: the driver. Subcommands: isa, gemm, compile, run.
+
+Every failure the user can cause (bad IR, bad option, no legal instruction, a refused PTX) ends
+as one located message on stderr and exit status 1; see `diagnostics.report_error`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from tilemma.compiler.diagnostics import report_error
+
+
+def _read_input(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    with open(path) as f:
+        return f.read(), path
+
+
+def _compile_options(args: argparse.Namespace):
+    from tilemma.compiler.pipeline import CompileOptions
+
+    return CompileOptions(
+        sm=args.sm,
+        ptx=args.ptx or "",
+        f32_precision=args.f32_precision,
+        allow_slow=args.allow_slow,
+        warps=args.warps or "",
+        warp_tile=args.warp_tile or "",
+    )
+
+
+def _add_compile_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sm", default="90", help="target: 90, sm_90, 120a, sm_120a, ... (default 90)")
+    p.add_argument("--ptx", help="PTX ISA version (default: newest the target and ptxas accept)")
+    p.add_argument(
+        "--f32-precision",
+        default="exact",
+        choices=("exact", "tf32"),
+        help="f32 operands: 'exact' refuses them, 'tf32' rounds them to tf32 (rna)",
+    )
+    p.add_argument("--allow-slow", action="store_true", help="keep families the target emulates")
+    p.add_argument("--warps", help="warps per CTA as WMxWN (default up to 2x2)")
+    p.add_argument("--warp-tile", help="instructions per warp as RMxRN")
+
+
+def cmd_gemm(args: argparse.Namespace) -> int:
+    from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
+    from tilemma.compiler.targets import parse_sm
+
+    parse_sm(args.sm)  # validate the spelling even though the IR is target independent
+    module = gemm_module(
+        GemmSpec(
+            args.m, args.n, args.k, args.a, args.b, args.acc, args.batch, args.bcast,
+            args.satfinite, args.popc, args.shape,
+        )
+    )
+    print(module)
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from tilemma.compiler.pipeline import compile_text, lower, parse
+    from tilemma.compiler.ptxas import assemble
+
+    text, name = _read_input(args.file)
+    options = _compile_options(args)
+    if args.emit == "mlir":
+        module, locations = parse(text, name)
+        lower(module, locations, options)
+        out = str(module) + "\n"
+        _write(args.output, out)
+        return 0
+    kernels = compile_text(text, name, options)
+    if args.emit == "ptx":
+        _write(args.output, "\n".join(k.ptx for k in kernels))
+        return 0
+    if len(kernels) != 1 and args.output:
+        raise ValueError("--emit cubin -o FILE takes an input with exactly one kernel")
+    for k in kernels:
+        from tilemma.compiler.targets import parse_sm
+
+        cubin = assemble(k.ptx, parse_sm(args.sm).name)
+        path = args.output or f"{k.name}.cubin"
+        with open(path, "wb") as f:
+            f.write(cubin)
+        print(f"{k.name}: wrote {path} ({len(cubin)} bytes)")
+    return 0
+
+
+def _write(path: str | None, text: str) -> None:
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from xdsl.dialects.builtin import MemRefType
+
+    from tilemma.compiler import cuda_runtime
+    from tilemma.compiler.pipeline import compile_text, parse
+    from tilemma.compiler.runner import run_compiled
+
+    text, name = _read_input(args.file)
+    on = args.on
+    if on == "auto":
+        on = "gpu" if cuda_runtime.gpu_available() else "emulator"
+    if on == "gpu" and not cuda_runtime.gpu_available():
+        raise ValueError(f"--on gpu: no usable GPU ({cuda_runtime.gpu_unavailable_reason()})")
+    options = _compile_options(args)
+    if on == "gpu" and not args.ptx:
+        major, minor = cuda_runtime.driver_max_ptx()
+        from tilemma.compiler.targets import DEFAULT_PTX, parse_ptx_version
+
+        newest = min(DEFAULT_PTX, parse_ptx_version(f"{major}.{minor}"))
+        options = type(options)(**{**options.__dict__, "ptx": str(newest)})
+    module, _ = parse(text, name)
+    sizes = {}
+    from xdsl.dialects import func
+
+    for k in module.body.ops:
+        if isinstance(k, func.FuncOp):
+            sizes[k.sym_name.data] = [
+                _elements(arg.type) for arg in k.body.block.args if isinstance(arg.type, MemRefType)
+            ]
+    failed = 0
+    for kernel in compile_text(text, name, options):
+        result = run_compiled(kernel, sizes[kernel.name], args.seed, on)
+        print(result.line(), flush=True)
+        failed += not result.ok
+    return 1 if failed else 0
+
+
+def _elements(ref) -> int:
+    n = 1
+    for d in ref.get_shape():
+        n *= d
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tilemma", description="tile-level matmul IR to PTX tensor-core instructions"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    from tilemma.compiler import isa_commands
+
+    isa_commands.register(sub)
+
+    g = sub.add_parser("gemm", help="write the tile IR of a GEMM kernel D = A x B + C")
+    g.add_argument("--m", type=int, required=True)
+    g.add_argument("--n", type=int, required=True)
+    g.add_argument("--k", type=int, required=True)
+    g.add_argument("--a", required=True, help="element type of A (MLIR or PTX name)")
+    g.add_argument("--b", required=True, help="element type of B")
+    g.add_argument("--acc", help="accumulator type (default: the matmul result type)")
+    g.add_argument("--batch", type=int, help="batch size (rank 3 tiles)")
+    g.add_argument("--bcast", choices=("a", "b"), help="this operand is a batch of 1, broadcast")
+    g.add_argument("--satfinite", action="store_true", help="clamp integer accumulation")
+    g.add_argument("--popc", choices=("xor", "and"), help="b1 operands: xor or and, then popc")
+    g.add_argument("--shape", help="instruction shape to use, e.g. m16n8k8 (default: best)")
+    g.add_argument("--sm", default="90", help="target the kernel is meant for (checked only)")
+    g.set_defaults(func=cmd_gemm)
+
+    c = sub.add_parser("compile", help="tile IR -> PTX (or cubin, or lowered IR)")
+    c.add_argument("file", help="input file ('-' for stdin)")
+    c.add_argument("-o", "--output")
+    c.add_argument("--emit", choices=("ptx", "cubin", "mlir"), default="ptx")
+    _add_compile_options(c)
+    c.set_defaults(func=cmd_compile)
+
+    r = sub.add_parser("run", help="compile, run on random inputs, compare with the reference")
+    r.add_argument("file", help="input file ('-' for stdin)")
+    r.add_argument("--on", choices=("auto", "gpu", "emulator"), default="auto")
+    r.add_argument("--seed", type=int, default=0)
+    _add_compile_options(r)
+    r.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # every failure becomes a diagnostic; see diagnostics.py
+        if isinstance(e, SystemExit):
+            raise
+        report_error("tilemma", e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Runs a compiled kernel on random inputs and checks every output element against the reference.
+
+Inputs are random values of each memref's element type (`reference.random_matrix`, fixed seed);
+the expected D is `reference.mma_reference` on the tiles the kernel reads, after the element
+conversions the tile IR asks for (tf32 rounding) — independent of the compiled code. Elements of
+D's memref outside the stored tile must come back unchanged.
+
+Memory layout of kernel arguments: row-major, elements of fewer than 8 bits packed densely with
+element i at bit i*bits (least significant first), as the lowering addresses them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tilemma.compiler import reference
+from tilemma.compiler.pipeline import CompiledKernel
+from tilemma.passes.gemm_kernel import GemmKernel, MemOperand
+
+
+@dataclass(frozen=True)
+class RunResult:
+    kernel: str
+    variant: str
+    size: str
+    max_abs: float
+    max_rel: float
+    ok: bool
+    detail: str
+    device: str
+
+    def line(self) -> str:
+        verdict = "PASS" if self.ok else "FAIL"
+        return (
+            f"{self.kernel}  {self.variant}  {self.size}  on {self.device}  "
+            f"max_abs={self.max_abs:.3g} max_rel={self.max_rel:.3g}  {verdict}"
+            + ("" if self.ok else f"  ({self.detail})")
+        )
+
+
+def pack_memory(values: np.ndarray, type_name: str) -> np.ndarray:
+    """The bytes a kernel argument holds: packed bits for sub-byte types, else the values."""
+    et = reference.element_type(type_name)
+    if et.bits >= 8:
+        storage = np.float32 if type_name == "tf32" else et.dtype
+        return np.ascontiguousarray(values.astype(storage))
+    bits = reference.to_bits(values, et).reshape(-1).astype(np.uint64)
+    n = bits.size * et.bits
+    out = np.zeros(-(-n // 8), dtype=np.uint8)
+    for i in range(et.bits):
+        positions = np.arange(bits.size, dtype=np.int64) * et.bits + i
+        on = ((bits >> np.uint64(i)) & np.uint64(1)).astype(bool)
+        np.bitwise_or.at(out, positions[on] // 8, (1 << (positions[on] % 8)).astype(np.uint8))
+    return out
+
+
+def _view(full: np.ndarray, mem: MemOperand, g: GemmKernel, rows: int, cols: int) -> np.ndarray:
+    """The tile an operand reads out of its memref (batch broadcast kept as batch 1)."""
+    flat = full.reshape(-1)
+    batches = 1 if mem.batch_stride == 0 else g.batch
+    idx = (
+        mem.base
+        + np.arange(batches)[:, None, None] * mem.batch_stride
+        + np.arange(rows)[None, :, None] * mem.row_stride
+        + np.arange(cols)[None, None, :]
+    )
+    return flat[idx]
+
+
+def _logical(values: np.ndarray, mem: MemOperand) -> tuple[np.ndarray, str]:
+    """Apply the tile IR's casts: the values the mma multiplies, and their type."""
+    t = mem.stored
+    for src, dst, rounding in mem.casts:
+        if (src, dst) == ("f32", "tf32"):
+            values = reference.round_tf32(values.astype(np.float32), rounding or "rna")
+        elif src in ("si4", "ui4") and dst in ("si8", "ui8"):
+            values = values.astype(reference.element_type(dst).dtype)
+        else:
+            raise ValueError(f"the reference has no cast {src} -> {dst}")
+        t = dst
+    return values, t
+
+
+def _memref_shape(mem: MemOperand, total: int, g: GemmKernel, rows: int) -> int:
+    return total
+
+
+def _random_memref(rng: np.random.Generator, mem: MemOperand, size: int) -> np.ndarray:
+    return reference.random_matrix(mem.stored, (size,), rng)
+
+
+def run_compiled(kernel: CompiledKernel, arg_sizes: list[int], seed: int, on: str) -> RunResult:
+    """Run on `on` ("gpu"; "emulator" when that exists) and compare with the reference."""
+    g = kernel.gemm
+    rng = np.random.default_rng(seed)
+    args: list[np.ndarray] = []
+    values: dict[int, np.ndarray] = {}
+    types = {g.a.param: g.a.stored, g.b.param: g.b.stored, g.d.param: g.d.stored}
+    if isinstance(g.c, MemOperand):
+        types[g.c.param] = g.c.stored
+    for i, size in enumerate(arg_sizes):
+        t = types[i]
+        values[i] = reference.random_matrix(t, (size,), rng)
+        args.append(pack_memory(values[i], t))
+
+    a_vals, a_type = _logical(_view(values[g.a.param], g.a, g, g.m, g.k), g.a)
+    b_vals, b_type = _logical(_view(values[g.b.param], g.b, g, g.k, g.n), g.b)
+    c_vals = (
+        _view(values[g.c.param], g.c, g, g.m, g.n)
+        if isinstance(g.c, MemOperand)
+        else np.full((1, g.m, g.n), g.c, dtype=reference.element_type(g.acc_type).dtype)
+    )
+    if c_vals.shape[0] != g.batch:
+        c_vals = np.broadcast_to(c_vals, (g.batch, g.m, g.n))
+    bitop = g.mma.popc.data if g.mma.popc is not None else None  # type: ignore[union-attr]
+    want = reference.mma_reference(
+        a_vals, b_vals, c_vals, a_type=a_type, b_type=b_type, acc_type=g.acc_type,
+        satfinite=g.mma.satfinite is not None, bitop=bitop,  # type: ignore[union-attr]
+    )
+    if on != "gpu":
+        raise ValueError(f"--on {on}: only the GPU runs kernels so far")
+    from tilemma.compiler import cuda_runtime
+
+    outs = cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, args)
+    d_full = outs[g.d.param].view(reference.element_type(g.d.stored).dtype).reshape(-1)
+    got = _view(d_full, g.d, g, g.m, g.n)
+    cmp = reference.compare(
+        got, want, acc_type=g.acc_type, a_type=a_type, b_type=b_type, k=g.k,
+        a=np.broadcast_to(a_vals, (g.batch, g.m, g.k)), b=np.broadcast_to(b_vals, (g.batch, g.k, g.n)), c=c_vals,
+    )
+    # Nothing outside the stored tile may change.
+    mask = np.ones(d_full.size, dtype=bool)
+    mask[_view(np.arange(d_full.size), g.d, g, g.m, g.n).reshape(-1)] = False
+    before = args[g.d.param].view(d_full.dtype).reshape(-1)
+    outside_ok = np.array_equal(d_full[mask].view(np.uint8), before[mask].view(np.uint8))
+    size = f"{g.batch}x" if g.batch > 1 else ""
+    detail = cmp.detail if not cmp.ok else ""
+    if not outside_ok:
+        detail = (detail + "; " if detail else "") + "elements outside the stored tile changed"
+    return RunResult(
+        kernel.name, kernel.variant, f"{size}{g.m}x{g.n}x{g.k}", cmp.max_abs, cmp.max_rel,
+        cmp.ok and outside_ok, detail, on,
+    )

@@ -1,0 +1,54 @@
+"""Every dense family, compiled by tilemma and run on the GPU, every output element checked.
+
+Odd sizes (not multiples of any instruction shape, a batch of 3 with a broadcast operand) and one
+size that fills the GPU. Skipped (with the reason) where there is no GPU.
+"""
+
+import numpy as np
+import pytest
+
+from tests.dense_cases import DENSE_SM90, case_id, spec_for
+from tilemma.compiler import cuda_runtime
+from tilemma.compiler.gemm_generator import gemm_module
+from tilemma.compiler.pipeline import CompileOptions, compile_text
+from tilemma.compiler.runner import run_compiled
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not cuda_runtime.gpu_available(), reason=f"no GPU: {cuda_runtime.gpu_unavailable_reason()}"
+    ),
+]
+
+
+def _run(spec, seed=1):
+    module = gemm_module(spec)
+    sizes = [int(np.prod(arg.type.get_shape())) for arg in module.body.block.ops.first.body.block.args]
+    major, minor = cuda_runtime.driver_max_ptx()
+    ptx = min((9, 0), (major, minor))
+    [kernel] = compile_text(str(module), spec.name, CompileOptions(sm="90", ptx=f"{ptx[0]}.{ptx[1]}"))
+    result = run_compiled(kernel, sizes, seed, "gpu")
+    print(result.line())
+    return result
+
+
+@pytest.mark.parametrize("case", DENSE_SM90, ids=case_id)
+def test_odd_size(case):
+    k = 300 if case[0] == "i1" else 53
+    result = _run(spec_for(case, 37, 91, k))
+    assert result.ok, result.line()
+
+
+@pytest.mark.parametrize("case", DENSE_SM90, ids=case_id)
+def test_batch_broadcast(case):
+    k = 300 if case[0] == "i1" else 45
+    result = _run(spec_for(case, 29, 40, k, batch=3, bcast="b" if case[0] != "f16" else "a"))
+    assert result.ok, result.line()
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in DENSE_SM90 if c[3] in (None, "m16n8k16", "m16n8k32", "m16n8k256")], ids=case_id
+)
+def test_full_gpu_size(case):
+    result = _run(spec_for(case, 2048, 2048, 2048))
+    assert result.ok, result.line()
