@@ -475,10 +475,11 @@ def mma_reference(a, b, c=None, *, a_type: str, b_type: str, acc_type: str,
             raise ValueError("single-bit mma needs bitop='xor' or 'and'")
         if satfinite:
             raise ValueError(".satfinite does not apply to single-bit mma")
+        av, bv = av.astype(np.int64), bv.astype(np.int64)
         if bitop == "and":
-            total = np.matmul(av, bv)
+            total = _exact_int_matmul(av, bv)
         else:  # popc(a ^ b) counts positions where exactly one bit is set
-            total = np.matmul(av, 1 - bv) + np.matmul(1 - av, bv)
+            total = _exact_int_matmul(av, 1 - bv) + _exact_int_matmul(1 - av, bv)
         if cv is not None:
             total = total + cv
         return _wrap_s32(total)
@@ -487,7 +488,7 @@ def mma_reference(a, b, c=None, *, a_type: str, b_type: str, acc_type: str,
     if at.is_int or bt.is_int:
         if not (at.is_int and bt.is_int) or ct.name != "si32":
             raise ValueError("integer mma needs integer A and B and an si32 accumulator")
-        total = np.matmul(av, bv)
+        total = _exact_int_matmul(av.astype(np.int64), bv.astype(np.int64))
         if cv is not None:
             total = total + cv
         if satfinite:
@@ -500,12 +501,29 @@ def mma_reference(a, b, c=None, *, a_type: str, b_type: str, acc_type: str,
     if ct.name == "f64" or at.name == "f64" or bt.name == "f64":
         if not (ct.name == at.name == bt.name == "f64"):
             raise ValueError("f64 mma needs f64 A, B and accumulator")
-        return _dot2(av, bv, cv)
+        if av.shape[-2] * bv.shape[-1] * av.shape[-1] <= _DOT2_MAX_WORK:
+            return _dot2(av, bv, cv)
+        # Large problems: one float64 BLAS matmul. Its error, at most K * 2**-53 * sum|a*b|, is a
+        # sixteenth of the f64 bound `compare` allows, so it cannot turn a right result wrong.
+        total = np.matmul(av, bv)
+        return total if cv is None else total + cv
     with np.errstate(over="ignore", invalid="ignore"):
         total = np.matmul(av, bv)
         if cv is not None:
             total = total + cv
         return total.astype(ct.dtype)  # float64 -> f16/f32: one round-to-nearest-even
+
+
+_DOT2_MAX_WORK = 2**27  # M*N*K up to which f64 uses the compensated (Python-loop) Dot2 sum
+
+
+def _exact_int_matmul(av: np.ndarray, bv: np.ndarray) -> np.ndarray:
+    """Exact integer matmul: float64 BLAS when every partial sum fits in 53 bits (it does for
+    8-bit and narrower operands up to K = 2**37 / 2**14), otherwise NumPy's int64 loop."""
+    bound = av.shape[-1] * max(int(np.abs(av).max(initial=0)), 1) * max(int(np.abs(bv).max(initial=0)), 1)
+    if bound < 2**53:
+        return np.rint(np.matmul(av.astype(np.float64), bv.astype(np.float64))).astype(np.int64)
+    return np.matmul(av, bv)
 
 
 def _wrap_s32(total: np.ndarray) -> np.ndarray:
