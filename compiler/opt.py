@@ -11,7 +11,13 @@ from collections.abc import Sequence
 
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from tilemma.compiler.diagnostics import LocatedParser, report_error, verify_located
+from tilemma.compiler.diagnostics import (
+    LocatedParser,
+    LocatedVerifyError,
+    report_error,
+    verify_located,
+)
+from tilemma.passes.errors import LoweringError
 from tilemma.compiler.universe import DIALECTS, PASSES, TARGETS
 
 
@@ -37,9 +43,13 @@ class TilemmaOptMain(xDSLOptMain):
 
     def apply_passes(self, prog):
         # Verify the input first, with source locations, before any pass sees it.
+        locations = getattr(self, "_locations", {})
         if not self.args.disable_verify:
-            verify_located(prog, getattr(self, "_locations", {}))
-        super().apply_passes(prog)
+            verify_located(prog, locations)
+        try:
+            super().apply_passes(prog)
+        except LoweringError as e:
+            raise LocatedVerifyError(locations.get(e.op), e.message) from None
 
     def register_all_passes(self):
         super().register_all_passes()
