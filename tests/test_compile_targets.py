@@ -1,0 +1,61 @@
+"""`tilemma compile` output assembles with ptxas on every target where the ISA table says the
+chosen instruction is legal, and selection refuses (with a reason) exactly where it is not."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.dense_cases import DENSE_SM90, case_id, spec_for
+from tilemma.compiler import isa
+from tilemma.compiler.diagnostics import LocatedVerifyError
+from tilemma.compiler.gemm_generator import gemm_module
+from tilemma.compiler.pipeline import CompileOptions, compile_text
+from tilemma.compiler.ptxas import find_ptxas, run_ptxas
+from tilemma.compiler.targets import parse_sm
+from tilemma.passes.gemm_kernel import PTX_TYPE
+
+TARGETS = ("75", "80", "86", "89", "90", "100a", "120a")
+
+pytestmark = pytest.mark.ptxas
+
+
+def _table_has_legal(case, sm: str) -> bool:
+    a, b, acc, shape, extra = case
+    widened = {"si4": "si8", "ui4": "ui8"} if parse_sm(sm).number == 90 and shape is None else {}
+    want = (PTX_TYPE[widened.get(a, a)], PTX_TYPE[widened.get(b, b)], PTX_TYPE[acc])
+    return any(
+        (v.atype, v.btype, v.dtype) == want
+        and v.sparse is None and v.kind is None and v.rounding is None
+        and (shape is None or v.shape == shape)
+        and v.satfinite == bool(extra.get("satfinite"))
+        and v.bitop == extra.get("popc")
+        for v in isa.legal_variants(sm)
+    )
+
+
+def _compile(case, sm):
+    spec = spec_for(case, 37, 91, 300 if case[0] == "i1" else 53, batch=2, bcast="a")
+    try:
+        [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm=sm))
+    except LocatedVerifyError as e:
+        return None, str(e)
+    return kernel, run_ptxas(kernel.ptx, parse_sm(sm).name)
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (pip install nvidia-cuda-nvcc)")
+@pytest.mark.parametrize("sm", TARGETS)
+def test_every_dense_family_assembles_where_legal(sm):
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda c: (c, *_compile(c, sm)), DENSE_SM90))
+    compiled = 0
+    for case, kernel, outcome in results:
+        legal = _table_has_legal(case, sm)
+        if kernel is None:
+            assert not legal, f"{case_id(case)} on sm_{sm}: table has a legal variant but: {outcome}"
+            assert "no mma.sync variant" in outcome
+            continue
+        assert legal, f"{case_id(case)} compiled for sm_{sm} though the table has no legal variant"
+        assert outcome.ok, f"{case_id(case)} on sm_{sm}: {kernel.variant}\n{outcome.log}"
+        assert not isa.check(kernel.variant, sm)
+        compiled += 1
+    assert compiled > 0
