@@ -453,7 +453,8 @@ def _dot2(av: np.ndarray, bv: np.ndarray, cv: np.ndarray | None) -> np.ndarray:
 
 
 def mma_reference(a, b, c=None, *, a_type: str, b_type: str, acc_type: str,
-                  satfinite: bool = False, bitop: str | None = None) -> np.ndarray:
+                  satfinite: bool = False, bitop: str | None = None,
+                  satfinite_step: int | None = None) -> np.ndarray:
     """D = A*B + C with exact element semantics, returned in the accumulator's dtype.
 
     `a`, `b`, `c` hold values of `a_type`, `b_type`, `acc_type` (any array whose values are exactly
@@ -464,7 +465,9 @@ def mma_reference(a, b, c=None, *, a_type: str, b_type: str, acc_type: str,
       sum|a*b|, far below the accumulator's), rounded once to f16/f32 (round to nearest even).
     * f64: Dot2 compensated sum, rounded once to f64.
     * Integers: exact int64 sum, then wrapped to s32, or clamped to [INT32_MIN, INT32_MAX] with
-      `satfinite`.
+      `satfinite`. PTX clamps at the end of each `mma` instruction, so a kernel that walks K in
+      steps of the instruction's K saturates after every step: pass `satfinite_step` = that K to
+      model it (C first, then each K chunk in order, clamping after each).
     * i1 with `bitop` "xor" or "and": popc(row XOR/AND column) over K, plus C, wrapped to s32.
     """
     at, bt, ct, av, bv, cv = _operands(a, b, c, a_type, b_type, acc_type)
@@ -488,7 +491,14 @@ def mma_reference(a, b, c=None, *, a_type: str, b_type: str, acc_type: str,
     if at.is_int or bt.is_int:
         if not (at.is_int and bt.is_int) or ct.name != "si32":
             raise ValueError("integer mma needs integer A and B and an si32 accumulator")
-        total = _exact_int_matmul(av.astype(np.int64), bv.astype(np.int64))
+        av, bv = av.astype(np.int64), bv.astype(np.int64)
+        if satfinite and satfinite_step:
+            total = np.zeros(av.shape[:-1] + (bv.shape[-1],), np.int64) if cv is None else cv.astype(np.int64)
+            for k0 in range(0, av.shape[-1], satfinite_step):
+                chunk = _exact_int_matmul(av[..., k0:k0 + satfinite_step], bv[..., k0:k0 + satfinite_step, :])
+                total = np.clip(total + chunk, INT32_MIN, INT32_MAX)
+            return total.astype(np.int32)
+        total = _exact_int_matmul(av, bv)
         if cv is not None:
             total = total + cv
         if satfinite:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tilemma.compiler import reference
+from tilemma.compiler.isa import parse_opcode
 from tilemma.compiler.pipeline import CompiledKernel
 from tilemma.passes.gemm_kernel import GemmKernel, MemOperand
 
@@ -91,6 +92,11 @@ def _random_memref(rng: np.random.Generator, mem: MemOperand, size: int) -> np.n
     return reference.random_matrix(mem.stored, (size,), rng)
 
 
+def instruction_k(kernel: CompiledKernel) -> int:
+    """K of one mma of the kernel: .satfinite clamps after each of them."""
+    return parse_opcode(kernel.variant).k
+
+
 def run_compiled(kernel: CompiledKernel, arg_sizes: list[int], seed: int, on: str) -> RunResult:
     """Run on `on` ("gpu"; "emulator" when that exists) and compare with the reference."""
     g = kernel.gemm
@@ -118,6 +124,7 @@ def run_compiled(kernel: CompiledKernel, arg_sizes: list[int], seed: int, on: st
     want = reference.mma_reference(
         a_vals, b_vals, c_vals, a_type=a_type, b_type=b_type, acc_type=g.acc_type,
         satfinite=g.mma.satfinite is not None, bitop=bitop,  # type: ignore[union-attr]
+        satfinite_step=instruction_k(kernel),
     )
     if on != "gpu":
         raise ValueError(f"--on {on}: only the GPU runs kernels so far")

@@ -458,6 +458,8 @@ class MmaOp(IRDLOperation):
     rhs = operand_def(TileType)
     acc = operand_def(TileType)
     result = result_def(TileType)
+    # Integer accumulation saturates instead of wrapping; like PTX .satfinite it clamps after each
+    # instruction-K step of the accumulation (C first, then K in order), not only at the end.
     satfinite = opt_prop_def(UnitAttr)
     popc = opt_prop_def(StringAttr)
     # Optional hint: the instruction shape to use (e.g. "m16n8k8"), honoured by tile-select-mma.

@@ -509,3 +509,16 @@ def test_random_matrix_is_reproducible():
     a = ref.random_matrix("bf16", (4, 4), np.random.default_rng(1))
     b = ref.random_matrix("bf16", (4, 4), np.random.default_rng(1))
     np.testing.assert_array_equal(a.astype(np.float32), b.astype(np.float32))
+
+
+def test_satfinite_clamps_after_each_instruction_step():
+    """PTX clamps at the end of every mma: with C near INT32_MAX, a positive K chunk saturates
+    and a later negative chunk then counts down from INT32_MAX, unlike one clamp at the end."""
+    a = np.array([[100, 100, -100, -100]], np.int8)
+    b = np.array([[100], [100], [100], [100]], np.int8)
+    c = np.array([[INT32_MAX - 15000]], np.int32)
+    once = ref.mma_reference(a, b, c, a_type="si8", b_type="si8", acc_type="si32", satfinite=True)
+    stepped = ref.mma_reference(a, b, c, a_type="si8", b_type="si8", acc_type="si32", satfinite=True,
+                            satfinite_step=2)
+    assert once[0, 0] == INT32_MAX - 15000  # +20000 - 20000, never clamped
+    assert stepped[0, 0] == INT32_MAX - 20000  # clamped to MAX after the first chunk
