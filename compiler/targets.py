@@ -1,0 +1,197 @@
+"""SM targets and PTX ISA versions, with the PTX ISA's target rules as predicates.
+
+The `mma` excerpts gate features three ways, and each has a predicate here so the instruction
+table can state requirements as data instead of hand-written comparisons:
+
+* "requires sm_XY or higher"            -> `SmTarget.at_least(XY)` (any suffix counts)
+* "requires sm_120a" / "sm_120a, sm_121a" -> `SmTarget.is_arch(120, 121)` (exact 'a' targets only)
+* "supported on sm_120f or higher in the same family"
+                                        -> `SmTarget.in_family_from(120)` ('f' or 'a', same family,
+                                           same or newer minor)
+
+Families are `number // 10` (sm_100/sm_103, sm_110, sm_120/sm_121); ptxas 13.0 agrees: it compiles
+`.target sm_120f` for sm_121a but refuses `.target sm_100f` for sm_110 ("different SM-family").
+
+`MIN_PTX_FOR_TARGET` is what ptxas 13.0 accepts in `.target`, measured (not copied from the
+documentation): each target was assembled with every `.version` from 6.0 to 9.0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import total_ordering
+
+_SUFFIXES = ("", "f", "a")  # feature sets grow in this order: base < family < arch-specific
+
+
+@total_ordering
+@dataclass(frozen=True)
+class PtxVersion:
+    """A PTX ISA version such as 8.7; ordered, printed as `.version` wants it."""
+
+    major: int
+    minor: int
+
+    @classmethod
+    def parse(cls, text: str | PtxVersion) -> PtxVersion:
+        """'8.7' -> PtxVersion(8, 7); raises ValueError naming the expected spelling."""
+        if isinstance(text, PtxVersion):
+            return text
+        m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", str(text))
+        if not m:
+            raise ValueError(
+                f"bad PTX ISA version {text!r}: expected MAJOR.MINOR such as '8.7' or '9.0'"
+            )
+        return cls(int(m.group(1)), int(m.group(2)))
+
+    def __lt__(self, other: PtxVersion) -> bool:
+        return (self.major, self.minor) < (other.major, other.minor)
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    def as_tuple(self) -> tuple[int, int]:
+        return (self.major, self.minor)
+
+
+def parse_ptx_version(text: str | PtxVersion) -> PtxVersion:
+    return PtxVersion.parse(text)
+
+
+# Released PTX ISA versions from the one `mma` appeared in (6.4) to the newest documented (9.1).
+# Used to name "the version just below" a minimum; there is no 7.9 or 8.9.
+PTX_VERSIONS: tuple[PtxVersion, ...] = tuple(
+    PtxVersion.parse(v)
+    for v in (
+        "6.0 6.1 6.2 6.3 6.4 6.5 7.0 7.1 7.2 7.3 7.4 7.5 7.6 7.7 7.8 "
+        "8.0 8.1 8.2 8.3 8.4 8.5 8.6 8.7 8.8 9.0 9.1"
+    ).split()
+)
+# Newest version the ptxas we test with (13.0) accepts; 9.1 exists in the ISA but not in ptxas.
+PTXAS_MAX_PTX = PtxVersion(9, 0)
+DEFAULT_PTX = PTXAS_MAX_PTX
+
+
+def previous_ptx_version(v: PtxVersion) -> PtxVersion | None:
+    """The released PTX version just below `v` (8.0 -> 7.8), or None below 6.0."""
+    older = [p for p in PTX_VERSIONS if p < v]
+    return older[-1] if older else None
+
+
+@total_ordering
+@dataclass(frozen=True)
+class SmTarget:
+    """An `sm_XY[a|f]` target. Ordering is (number, '' < 'f' < 'a'): a sort key, not support."""
+
+    number: int
+    suffix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.suffix not in _SUFFIXES:
+            raise ValueError(f"bad SM suffix {self.suffix!r}: expected '', 'a' or 'f'")
+
+    @property
+    def name(self) -> str:
+        return f"sm_{self.number}{self.suffix}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __lt__(self, other: SmTarget) -> bool:
+        return self.sort_key() < other.sort_key()
+
+    def sort_key(self) -> tuple[int, int]:
+        return (self.number, _SUFFIXES.index(self.suffix))
+
+    @property
+    def family(self) -> int:
+        """Family number: 12 for sm_120/sm_121, 10 for sm_100/sm_103, 11 for sm_110."""
+        return self.number // 10
+
+    @property
+    def arch_specific(self) -> bool:
+        return self.suffix == "a"
+
+    @property
+    def family_specific(self) -> bool:
+        """True for 'f' and 'a' targets: an 'a' target has every feature of its 'f' target."""
+        return self.suffix in ("a", "f")
+
+    # --- the three forms of "Target ISA Notes" ---------------------------------------------
+    def at_least(self, number: int) -> bool:
+        """'requires sm_XY or higher': every later number qualifies, whatever its suffix."""
+        return self.number >= number
+
+    def is_arch(self, *numbers: int) -> bool:
+        """'requires sm_120a': only the listed arch-specific ('a') targets qualify."""
+        return self.suffix == "a" and self.number in numbers
+
+    def in_family_from(self, number: int) -> bool:
+        """'supported on sm_XYf or higher in the same family': an 'f' or 'a' target of the
+        same family whose number is at least XY (sm_120f, sm_121f, sm_120a, sm_121a for 120)."""
+        return self.family_specific and self.family == number // 10 and self.number >= number
+
+    def runs_code_for(self, code: SmTarget) -> bool:
+        """Whether PTX written for `.target code` may be assembled for this target (ptxas rules):
+        base code runs on any newer target, 'f' code within its family, 'a' code only on itself."""
+        if code.suffix == "a":
+            return self == code
+        if code.suffix == "f":
+            return self.family == code.family and self.number >= code.number
+        return self.number >= code.number
+
+    @property
+    def min_ptx(self) -> PtxVersion:
+        """Oldest `.version` ptxas accepts with this `.target`."""
+        return MIN_PTX_FOR_TARGET[self]
+
+
+# Measured with ptxas 13.0 (`.version V` + `.target T`, for every V): the oldest V accepted.
+# sm_88 is accepted from 7.3 although NVIDIA documents it from PTX 9.0; ptxas is the authority
+# for what assembles here, so the measured value is kept.
+_MIN_PTX_TEXT = {
+    "sm_75": "6.3", "sm_80": "7.0", "sm_86": "7.1", "sm_87": "7.4", "sm_88": "7.3",
+    "sm_89": "7.8", "sm_90": "7.8", "sm_90a": "8.0",
+    "sm_100": "8.6", "sm_100a": "8.6", "sm_100f": "8.8",
+    "sm_103": "8.8", "sm_103a": "8.8", "sm_103f": "8.8",
+    "sm_110": "9.0", "sm_110a": "9.0", "sm_110f": "9.0",
+    "sm_120": "8.7", "sm_120a": "8.7", "sm_120f": "8.8",
+    "sm_121": "8.8", "sm_121a": "8.8", "sm_121f": "8.8",
+}  # fmt: skip
+
+_SM_RE = re.compile(r"(?:sm_)?(\d+)([af]?)")
+
+
+def _spellings_help() -> str:
+    return (
+        "expected one of " + ", ".join(t.name for t in ALL_TARGETS)
+        + " (the 'sm_' prefix is optional: '90', 'sm_90', '120a', 'sm_120a')"
+    )
+
+
+def parse_sm(text: str | SmTarget) -> SmTarget:
+    """'90', 'sm_90', '120a', 'sm_120a' -> SmTarget; ValueError lists the valid spellings."""
+    if isinstance(text, SmTarget):
+        return text
+    m = _SM_RE.fullmatch(str(text).strip().lower())
+    if not m:
+        raise ValueError(f"bad SM target {text!r}: {_spellings_help()}")
+    target = SmTarget(int(m.group(1)), m.group(2))
+    if target not in MIN_PTX_FOR_TARGET:
+        raise ValueError(f"unknown SM target {target.name!r}: {_spellings_help()}")
+    return target
+
+
+MIN_PTX_FOR_TARGET: dict[SmTarget, PtxVersion] = {}
+for _name, _ver in _MIN_PTX_TEXT.items():
+    _m = _SM_RE.fullmatch(_name)
+    assert _m is not None
+    MIN_PTX_FOR_TARGET[SmTarget(int(_m.group(1)), _m.group(2))] = PtxVersion.parse(_ver)
+
+ALL_TARGETS: tuple[SmTarget, ...] = tuple(sorted(MIN_PTX_FOR_TARGET))
+
+
+def all_targets() -> tuple[SmTarget, ...]:
+    """Every target ptxas 13.0 accepts, sm_75 .. sm_121f, oldest first."""
+    return ALL_TARGETS
