@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tilemma.compiler.diagnostics import report_error
+from tilemma.compiler.diagnostics import run_reporting
 
 
 def _read_input(path: str) -> tuple[str, str]:
@@ -187,15 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except KeyboardInterrupt:
-        raise
-    except BaseException as e:  # every failure becomes a diagnostic; see diagnostics.py
-        if isinstance(e, SystemExit):
-            raise
-        report_error("tilemma", e)
-        return 1
+    return run_reporting("tilemma", lambda: args.func(args))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 
 from xdsl.ir import Operation
@@ -24,6 +25,17 @@ from xdsl.utils.lexer import Span
 
 #: Exceptions that mean "the input or the options are wrong", as opposed to a tilemma bug.
 USER_ERRORS = (ParseError, DiagnosticException, ArgSpecParseError, ValueError, OSError)
+
+
+def run_reporting(tool: str, action: Callable[[], int | None]) -> int:
+    """Run a command's body; any failure becomes one diagnostic on stderr and exit status 1."""
+    try:
+        return action() or 0
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as e:  # ArgSpecParseError derives from BaseException
+        report_error(tool, e)
+        return 1
 
 
 def report_error(tool: str, error: BaseException) -> None:

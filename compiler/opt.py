@@ -14,7 +14,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from tilemma.compiler.diagnostics import (
     LocatedParser,
     LocatedVerifyError,
-    report_error,
+    run_reporting,
     verify_located,
 )
 from tilemma.passes.errors import LoweringError
@@ -63,16 +63,10 @@ class TilemmaOptMain(xDSLOptMain):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        TilemmaOptMain("tilemma-opt: the tilemma modular optimizer driver", argv).run()
-    except SystemExit:
-        raise
-    except BaseException as e:  # every failure becomes a diagnostic; see diagnostics.py
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        report_error("tilemma-opt", e)
-        return 1
-    return 0
+    return run_reporting(
+        "tilemma-opt",
+        lambda: TilemmaOptMain("tilemma-opt: the tilemma modular optimizer driver", argv).run(),
+    )
 
 
 if __name__ == "__main__":
