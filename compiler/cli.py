@@ -39,8 +39,9 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--f32-precision",
         default="exact",
-        choices=("exact", "tf32"),
-        help="f32 operands: 'exact' refuses them, 'tf32' rounds them to tf32 (rna)",
+        choices=("exact", "tf32", "3xtf32"),
+        help="f32 operands: 'exact' refuses them, 'tf32' rounds them to tf32 (rna), '3xtf32' "
+        "splits them into tf32 hi+lo parts and runs three mmas (close to f32 accuracy)",
     )
     p.add_argument("--allow-slow", action="store_true", help="keep families the target emulates")
     p.add_argument("--warps", help="warps per CTA as WMxWN (default up to 2x2)")

@@ -466,6 +466,9 @@ class MmaOp(IRDLOperation):
     mma_shape = opt_prop_def(StringAttr)
     # Set by tile-select-mma: the full PTX opcode chosen for this op.
     variant = opt_prop_def(StringAttr)
+    # Set by tile-select-mma{f32-precision=3xtf32}: f32 operands split as hi + lo tf32 parts and
+    # multiplied as hi*hi + hi*lo + lo*hi on tf32 units (about f32 accuracy, 3x the instructions).
+    split_tf32 = opt_prop_def(UnitAttr)
     # Set by tile-tile-warps: how the op is split over CTAs, warps and instructions.
     tiling = opt_prop_def(DictionaryAttr)
     traits = traits_def(Pure())

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr, UnitAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
@@ -43,7 +43,7 @@ SLOW_PATHS = (
     ),
 )
 
-F32_PRECISIONS = ("exact", "tf32")
+F32_PRECISIONS = ("exact", "tf32", "3xtf32")
 
 
 def _cast(rewriter_anchor: Operation, value: SSAValue, element: str, rounding: str | None) -> SSAValue:
@@ -63,7 +63,8 @@ def _before(op: Operation):
 @dataclass(frozen=True)
 class SelectMma(ModulePass):
     """Options: `sm` (e.g. 90, sm_90a, 120a), `ptx` (default: newest ptxas accepts),
-    `f32-precision` (exact: refuse f32 operands; tf32: round them to tf32, rna),
+    `f32-precision` (exact: refuse f32 operands; tf32: round them to tf32, rna; 3xtf32: split
+    each into tf32 hi + lo parts and run three tf32 mmas, close to f32 accuracy),
     `allow-slow` (keep families the target runs slowly instead of widening them)."""
 
     name = "tile-select-mma"
@@ -114,14 +115,17 @@ class SelectMma(ModulePass):
         """Insert the casts the target needs; return the operand element types after them."""
         a, b = mma.lhs.type.element, mma.rhs.type.element  # type: ignore[union-attr]
         if a == b == "f32":
-            if self.f32_precision != "tf32":
+            if self.f32_precision == "exact":
                 raise LoweringError(
                     mma,
-                    "f32 x f32 has no exact tensor-core instruction: pass f32-precision=tf32 to "
-                    "round the operands to tf32 (10-bit mantissa), or tile.cast them to tf32 in "
-                    "the IR",
+                    "f32 x f32 has no exact tensor-core instruction: pass f32-precision=3xtf32 "
+                    "(three tf32 mmas on hi/lo parts, close to f32 accuracy) or f32-precision=tf32 "
+                    "(round the operands to tf32, 10-bit mantissa), or tile.cast them to tf32",
                 )
-            _set_operands(mma, "tf32", "tf32", "rna")
+            if self.f32_precision == "3xtf32":
+                mma.split_tf32 = UnitAttr()
+            else:
+                _set_operands(mma, "tf32", "tf32", "rna")
             return "tf32", "tf32"
         hinted = mma.mma_shape.data if mma.mma_shape is not None else None
         for slow in SLOW_PATHS:

@@ -193,6 +193,9 @@ class _KernelLowering:
         # Main loop over K.
         a_regs = [b.regs("f64" if self.lay_a.reg_bits == 64 else "b32", self.lay_a.regs) for _ in range(self.rm)]
         b_regs = [b.regs("f64" if self.lay_b.reg_bits == 64 else "b32", self.lay_b.regs) for _ in range(self.rn)]
+        split = g.mma.split_tf32 is not None
+        a_lo = [b.regs("b32", self.lay_a.regs) for _ in range(self.rm)] if split else None
+        b_lo = [b.regs("b32", self.lay_b.regs) for _ in range(self.rn)] if split else None
         steps = -(-g.k // self.ki)
         kk = b.reg("b32")
         b.emit("mov.u32", kk, 0)
@@ -213,6 +216,7 @@ class _KernelLowering:
             self.lay_a,
             "f64" if self.lay_a.reg_bits == 64 else "b32",
             convert_to=instr.atype,
+            lo_regs=[a_lo] if split else None,
         )
         self.fill_fragments(
             [b_regs],
@@ -227,9 +231,13 @@ class _KernelLowering:
             self.lay_b,
             "f64" if self.lay_b.reg_bits == 64 else "b32",
             convert_to=instr.btype,
+            lo_regs=[b_lo] if split else None,
         )
         for i in range(self.rm):
             for j in range(self.rn):
+                if split:  # small terms first: lo*hi, hi*lo, then hi*hi
+                    b.mma(instr.opcode, acc[i][j], a_lo[i], b_regs[j], acc[i][j])
+                    b.mma(instr.opcode, acc[i][j], a_regs[i], b_lo[j], acc[i][j])
                 b.mma(instr.opcode, acc[i][j], a_regs[i], b_regs[j], acc[i][j])
         # Advance along K.
         b.emit("add.u32", a.col_reg, a.col_reg, self.ki)
@@ -275,8 +283,9 @@ class _KernelLowering:
             b.emit("mad.lo.s64", idx, idx, mem.bits // 8, ptr)
         return idx
 
-    def fill_fragments(self, regs, op: _Operand, where, lay: fragments.FragmentLayout, bank: str, convert_to: str | None = None) -> None:
-        """Load every value of every fragment in `regs[i][j]` (i, j instruction indices)."""
+    def fill_fragments(self, regs, op: _Operand, where, lay: fragments.FragmentLayout, bank: str, convert_to: str | None = None, lo_regs=None) -> None:
+        """Load every value of every fragment in `regs[i][j]` (i, j instruction indices); with
+        `lo_regs` (3xTF32), also the tf32 remainder of each f32 value into the same place there."""
         b = self.b
         per = lay.elems_per_reg
         for i, row in enumerate(regs):
@@ -287,12 +296,24 @@ class _KernelLowering:
                     for s in range(per):
                         v = r * per + s
                         pred, offset = where(i, j, v)
-                        if per == 1:
+                        if lo_regs is not None:
+                            self.load_split_tf32(op, offset, pred, reg, lo_regs[i][j][r])
+                        elif per == 1:
                             self.load_converted(op, offset, pred, reg, bank, convert_to)
                         else:
                             t = b.reg("b32")
                             self.load_converted(op, offset, pred, t, "b32", convert_to)
                             b.emit("bfi.b32", reg, t, reg, s * lay.elem_bits, lay.elem_bits)
+
+    def load_split_tf32(self, op: _Operand, offset: int, pred: str | None, hi: str, lo: str) -> None:
+        """x (f32) -> hi = tf32(x), lo = tf32(x - hi): the 3xTF32 split."""
+        b = self.b
+        x, hi_f, rest = b.reg("f32"), b.reg("f32"), b.reg("f32")
+        self.load_element(op, offset, pred, x, "f32")
+        b.emit("cvt.rna.tf32.f32", hi, x)
+        b.emit("mov.b32", hi_f, hi)
+        b.emit("sub.f32", rest, x, hi_f)
+        b.emit("cvt.rna.tf32.f32", lo, rest)
 
     def load_converted(self, op: _Operand, offset: int, pred: str | None, dst: str, bank: str, convert_to: str | None) -> None:
         """Load one element and convert it from its storage type to the instruction's type."""

@@ -52,3 +52,18 @@ def test_batch_broadcast(case):
 def test_full_gpu_size(case):
     result = _run(spec_for(case, 2048, 2048, 2048))
     assert result.ok, result.line()
+
+
+@pytest.mark.parametrize("precision", ["tf32", "3xtf32"])
+def test_f32_operands(precision):
+    """f32 inputs on tf32 units: rounded (tf32) or split into three mmas (3xtf32), checked against
+    the reference of what each promises (tf32-rounded inputs, resp. the f32 inputs themselves)."""
+    from tilemma.compiler.gemm_generator import GemmSpec
+
+    spec = GemmSpec(37, 91, 53, "f32", "f32", "f32", batch=2, bcast="b")
+    module = gemm_module(spec)
+    sizes = [int(np.prod(arg.type.get_shape())) for arg in module.body.block.ops.first.body.block.args]
+    [kernel] = compile_text(str(module), spec.name, CompileOptions(sm="90", ptx="9.0", f32_precision=precision))
+    result = run_compiled(kernel, sizes, 3, "gpu")
+    print(result.line())
+    assert result.ok, result.line()

@@ -14,7 +14,7 @@ func.func @f32_operands(%a: !tile.tile<16x8xf32>, %b: !tile.tile<8x8xf32>, %c: !
   %r = tile.mma %a, %b, %c : !tile.tile<16x8xf32>, !tile.tile<8x8xf32>, !tile.tile<16x8xf32> -> !tile.tile<16x8xf32>
   func.return
 }
-// CHECK: tile.mma: f32 x f32 has no exact tensor-core instruction: pass f32-precision=tf32
+// CHECK: tile.mma: f32 x f32 has no exact tensor-core instruction: pass f32-precision=3xtf32 (three tf32 mmas on hi/lo parts, close to f32 accuracy) or f32-precision=tf32
 
 // -----
 func.func @bf16_on_turing(%a: !tile.tile<16x16xbf16>, %b: !tile.tile<16x8xbf16>) {

@@ -1,4 +1,4 @@
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90}' | filecheck %s
+// RUN: tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=90}' | filecheck %s
 // RUN: tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=80}' | filecheck %s --check-prefix=SM80
 
 // The largest exact instruction wins; matmul becomes mma with a zero accumulator.
@@ -46,5 +46,22 @@ func.func @hints(%a: !tile.tile<16x16xf16>, %b: !tile.tile<16x16xf16>, %c: !tile
   %1 = tile.mma %x, %y, %z {satfinite, mma_shape = "m16n8k16"} : !tile.tile<16x32xsi8>, !tile.tile<32x8xsi8>, !tile.tile<16x8xsi32> -> !tile.tile<16x8xsi32>
   %2 = tile.mma %p, %q, %z {popc = "and"} : !tile.tile<16x512xi1>, !tile.tile<512x8xi1>, !tile.tile<16x8xsi32> -> !tile.tile<16x8xsi32>
   %3 = tile.mma %e, %f, %g : !tile.tile<16x64xf8E4M3FN>, !tile.tile<64x8xf8E5M2>, !tile.tile<16x8xf32> -> !tile.tile<16x8xf32>
+  func.return
+}
+
+// -----
+// f32 operands only on request: 3xtf32 keeps f32 inputs and marks the split; tf32 rounds them.
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90 f32-precision=3xtf32}' | filecheck %s --check-prefix=SPLIT
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90 f32-precision=tf32}' | filecheck %s --check-prefix=TF32
+// CHECK:       f32 x f32 has no exact tensor-core instruction
+// SM80:        f32 x f32 has no exact tensor-core instruction
+// SPLIT-LABEL: func.func @f32_operands
+// SPLIT-NOT:   tile.cast
+// SPLIT:       tile.mma %a, %b, %c {split_tf32, variant = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"}
+// TF32-LABEL:  func.func @f32_operands
+// TF32:        %[[A:.*]] = tile.cast %a {rounding = "rna"} : !tile.tile<16x8xf32> -> !tile.tile<16x8xtf32>
+// TF32:        tile.mma %[[A]], %{{.*}}, %c {variant = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"}
+func.func @f32_operands(%a: !tile.tile<16x8xf32>, %b: !tile.tile<8x8xf32>, %c: !tile.tile<16x8xf32>) {
+  %r = tile.mma %a, %b, %c : !tile.tile<16x8xf32>, !tile.tile<8x8xf32>, !tile.tile<16x8xf32> -> !tile.tile<16x8xf32>
   func.return
 }
