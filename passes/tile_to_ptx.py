@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -23,11 +22,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from tilemma.compiler import fragments
-from tilemma.compiler.isa import MmaVariant as MmaInstr
-from tilemma.compiler.isa import parse_opcode as instr_of
+from tilemma.compiler.isa import MmaVariant, parse_opcode
 from tilemma.compiler.mma_layouts import instruction_layouts
 from tilemma.compiler.ptx_builder import PtxBuilder, f32_literal, f64_literal
-from tilemma.dialects import ptx, tile
+from tilemma.dialects import ptx
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import PTX_TYPE, GemmKernel, MemOperand, read_kernel
 
@@ -54,7 +52,7 @@ class _Operand:
 
 
 class _KernelLowering:
-    def __init__(self, g: GemmKernel, instr: MmaInstr, tiling: dict[str, tuple[int, ...]]):
+    def __init__(self, g: GemmKernel, instr: MmaVariant, tiling: dict[str, tuple[int, ...]]):
         self.g, self.instr, self.b = g, instr, PtxBuilder()
         self.rm, self.rn = tiling["warp_tile"]
         self.wm, self.wn = tiling["warps"]
@@ -318,7 +316,7 @@ class _KernelLowering:
     def load_converted(self, op: _Operand, offset: int, pred: str | None, dst: str, bank: str, convert_to: str | None) -> None:
         """Load one element and convert it from its storage type to the instruction's type."""
         stored = PTX_TYPE[op.mem.stored]
-        if convert_to in (None, stored) or (convert_to, stored) in _SAME_BITS:
+        if convert_to in (None, stored):
             self.load_element(op, offset, pred, dst, bank)
             return
         if (stored, convert_to) == ("f32", "tf32"):
@@ -361,11 +359,6 @@ class _KernelLowering:
         return str(int(value))
 
 
-# Same bits, different spelling: nothing to convert.
-_SAME_BITS = {("s32", "si32")}
-_ = ml_dtypes  # ml_dtypes registers the narrow float dtypes numpy uses above
-
-
 class TileToPtx(ModulePass):
     """Replace every kernel (`func.func` holding a selected, tiled tile.mma) by a ptx.module."""
 
@@ -380,7 +373,7 @@ class TileToPtx(ModulePass):
                 raise LoweringError(g.mma, "run tile-select-mma and tile-tile-warps before tile-to-ptx")
             target = kernel.attributes.get("tile.target")
             version = kernel.attributes.get("tile.ptx")
-            instr = instr_of(g.mma.variant.data)
+            instr = parse_opcode(g.mma.variant.data)
             tiling = {k: tuple(v.get_values()) for k, v in g.mma.tiling.data.items()}
             module = _KernelLowering(g, instr, tiling).lower(target.data, version.data)
             op.body.block.insert_op_before(module, kernel)
