@@ -84,21 +84,14 @@ def _logical(values: np.ndarray, mem: MemOperand) -> tuple[np.ndarray, str]:
     return values, t
 
 
-def _memref_shape(mem: MemOperand, total: int, g: GemmKernel, rows: int) -> int:
-    return total
-
-
-def _random_memref(rng: np.random.Generator, mem: MemOperand, size: int) -> np.ndarray:
-    return reference.random_matrix(mem.stored, (size,), rng)
-
-
 def instruction_k(kernel: CompiledKernel) -> int:
     """K of one mma of the kernel: .satfinite clamps after each of them."""
     return parse_opcode(kernel.variant).k
 
 
 def run_compiled(kernel: CompiledKernel, arg_sizes: list[int], seed: int, on: str) -> RunResult:
-    """Run on `on` ("gpu"; "emulator" when that exists) and compare with the reference."""
+    """Run on `on` ("gpu", or "emulator": the CPU emulator of the same PTX) and compare with
+    the reference."""
     g = kernel.gemm
     rng = np.random.default_rng(seed)
     args: list[np.ndarray] = []
@@ -126,11 +119,16 @@ def run_compiled(kernel: CompiledKernel, arg_sizes: list[int], seed: int, on: st
         satfinite=g.mma.satfinite is not None, bitop=bitop,  # type: ignore[union-attr]
         satfinite_step=instruction_k(kernel),
     )
-    if on != "gpu":
-        raise ValueError(f"--on {on}: only the GPU runs kernels so far")
-    from tilemma.compiler import cuda_runtime
+    if on == "gpu":
+        from tilemma.compiler import cuda_runtime
 
-    outs = cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, args)
+        outs = cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, args)
+    elif on == "emulator":
+        from tilemma.compiler import emulator
+
+        outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args)
+    else:
+        raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
     d_full = outs[g.d.param].view(reference.element_type(g.d.stored).dtype).reshape(-1)
     got = _view(d_full, g.d, g, g.m, g.n)
     cmp = reference.compare(

@@ -1,0 +1,1255 @@
+"""An exact CPU emulator of the PTX tilemma emits: numerics checked without a GPU.
+
+CI and most users have no GPU, and no GPU we can reach runs the sm_120a-only instructions, so the
+project needs a second, independent way to run what it emits. `emulate` runs one `.entry` of a
+PTX module (the text `tilemma compile` prints, or the `ptx` dialect ops it is printed from) for a
+whole grid with NumPy and returns the final contents of the argument arrays, like
+`cuda_runtime.run_kernel`.
+
+How it runs, and why:
+
+* Vectorized across threads. Every register is a NumPy row holding that register for all threads
+  of a chunk of CTAs (all CTAs at once unless the register file would exceed a memory budget), so
+  each PTX instruction is a handful of NumPy operations, not a Python loop over threads. Each
+  instruction is decoded once into a closure (operand readers, result writer, precomputed
+  immediates); running the kernel is a loop over those closures.
+* One program counter. The emitted kernels branch uniformly (the K loop's `bra.uni`), so all
+  threads run in lockstep; a branch that some live threads take and others do not raises
+  `EmulationError` instead of being executed wrongly. Guards (`@%p` / `@!%p`) become masks.
+* Memory is the argument arrays, addressed through fake 64-bit pointers (argument i lives at
+  (i + 1) << 40). Every load and store of a thread whose guard holds is checked against its
+  buffer: an out-of-bounds or misaligned access raises, naming the instruction, its line, the
+  thread and the offending offset. Predicated-off threads never touch memory.
+* `mma` is decoded from the ISA table (`isa.parse_opcode`) and the fragment table
+  (`fragments.layout` / `coords`): each warp's registers are gathered into A, B, C matrices, D is
+  computed with exact element semantics, and D is scattered back. The per-variant gather/scatter
+  indices are computed once. Semantics: products exact; float sums formed in float64 (exact for
+  the types' significands at these K) and rounded once to the f16/f32 accumulator, like
+  `reference.mma_reference` (the ISA leaves accumulation order and rounding unspecified); f64 via a
+  compensated (Dot2) sum honouring .rn/.rz/.rm/.rp; integers exact then wrapped to s32, or clamped
+  with .satfinite; b1 as popc of AND/XOR. m8n8k4 .f16 runs as the ISA defines it: four
+  independent 8x8x4 products, one per quad-pair. tf32 operands ignore the low 13 register bits.
+  Sparse (`mma.sp`) and block-scaled (`.block_scale`) variants are recognized and refused with a
+  clear error for now; `_MmaSemantics` is where their metadata/scale operands would plug in.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+from tilemma.compiler import fragments, isa
+from tilemma.compiler.ptx_text import ParsedPtx, parse_ptx_modules, print_ptx
+from tilemma.dialects import ptx
+from xdsl.dialects.builtin import ModuleOp
+
+__all__ = ["EmulationError", "Program", "RunStats", "compile_entry", "emulate", "mma_semantics", "mma_warps"]
+
+
+class EmulationError(RuntimeError):
+    """The kernel did something the emulator refuses to guess about (out-of-bounds access,
+    non-uniform branch, unsupported instruction, ...); the message names the instruction."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Types
+# ---------------------------------------------------------------------------------------------
+
+# Register declarations -> storage of the bits (registers are untyped bit containers).
+_STORAGE = {
+    "pred": np.dtype(np.bool_),
+    "b16": np.dtype(np.uint16), "u16": np.dtype(np.uint16), "s16": np.dtype(np.uint16),
+    "f16": np.dtype(np.uint16),
+    "b32": np.dtype(np.uint32), "u32": np.dtype(np.uint32), "s32": np.dtype(np.uint32),
+    "f32": np.dtype(np.uint32),
+    "b64": np.dtype(np.uint64), "u64": np.dtype(np.uint64), "s64": np.dtype(np.uint64),
+    "f64": np.dtype(np.uint64),
+}  # fmt: skip
+
+# Instruction type suffixes -> the NumPy type the instruction computes in.
+_TYPES = {
+    "pred": np.dtype(np.bool_),
+    "b8": np.dtype(np.uint8), "u8": np.dtype(np.uint8), "s8": np.dtype(np.int8),
+    "b16": np.dtype(np.uint16), "u16": np.dtype(np.uint16), "s16": np.dtype(np.int16),
+    "f16": np.dtype(np.float16),
+    "b32": np.dtype(np.uint32), "u32": np.dtype(np.uint32), "s32": np.dtype(np.int32),
+    "f32": np.dtype(np.float32),
+    "b64": np.dtype(np.uint64), "u64": np.dtype(np.uint64), "s64": np.dtype(np.int64),
+    "f64": np.dtype(np.float64),
+}  # fmt: skip
+_UNSIGNED = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+_SIGNED = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
+_INT_TYPES = {t for t, d in _TYPES.items() if d.kind in "iu"}
+_FLOAT_TYPES = {"f16", "f32", "f64"}
+_IEEE_ARITH = {"f32", "f64"}  # NumPy rounds these exactly like PTX's default .rn (f16 would round twice)
+
+_SPACE_SHIFT = 40  # argument i occupies addresses [(i + 1) << 40, (i + 2) << 40)
+_OFFSET_MASK = (1 << _SPACE_SHIFT) - 1
+
+
+def _as_storage(value, storage: np.dtype):
+    """`value` (array or NumPy scalar of an instruction type) as register bits of `storage`:
+    same width is a reinterpretation, a narrower integer is zero/sign-extended by its own
+    signedness, a wider one truncated (what PTX does when a register is wider than the type)."""
+    v = np.asarray(value)
+    if v.dtype == storage:
+        return v
+    if v.dtype.itemsize == storage.itemsize and storage.kind != "b":
+        return v.view(storage)
+    if v.dtype.kind in "iub" and storage.kind in "ub":
+        return v.astype(storage)
+    raise EmulationError(f"cannot hold a {v.dtype} value in a {storage} register")
+
+
+# ---------------------------------------------------------------------------------------------
+# Operands
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Reg:
+    name: str
+    bank: str  # prefix, e.g. "%rd"
+    index: int
+    rtype: str  # declared type, e.g. "b64"
+
+    @property
+    def storage(self) -> np.dtype:
+        return _STORAGE[self.rtype]
+
+
+@dataclass(frozen=True)
+class _Imm:
+    text: str
+    value: int | float
+    fbits: int = 0  # 32/64: a 0f/0d literal whose bit pattern is `value`
+
+
+@dataclass(frozen=True)
+class _Special:
+    name: str
+
+
+@dataclass(frozen=True)
+class _Addr:
+    base: _Reg | str  # register, or a parameter name (ld.param)
+    offset: int
+
+
+_SPECIALS = {
+    f"%{s}.{c}" for s in ("tid", "ntid", "ctaid", "nctaid") for c in "xyz"
+} | {"%laneid", "%warpid", "%nwarpid"}
+_REG_RE = re.compile(r"^(%[A-Za-z_$][A-Za-z_$]*?)(\d+)$")
+_ADDR_RE = re.compile(r"^\[([%A-Za-z_$][\w$]*)(?:\+(-?\d+)|-(\d+))?\]$")
+
+
+class _Decode:
+    """Per-entry decoding context: registers, labels, parameters; operand parsing."""
+
+    def __init__(self, entry: ptx.EntryOp, lines: dict, source: str):
+        self.entry, self.lines, self.source = entry, lines, source
+        module = entry.parent_op()
+        self.target = module.target.data if isinstance(module, ptx.ModuleOp_) else None
+        self.version = module.version.data if isinstance(module, ptx.ModuleOp_) else None
+        self.banks: dict[str, tuple[str, int]] = {}
+        self.labels: dict[str, int] = {}
+        self.params: list[tuple[str, str]] = []
+        for p in entry.params.data:
+            parts = p.data.split()
+            if len(parts) != 2 or not parts[0].startswith(".") or parts[0][1:] not in _TYPES:
+                raise EmulationError(f"{source}: kernel {entry.sym_name.data}: cannot read parameter {p.data!r}")
+            self.params.append((parts[0][1:], parts[1]))
+
+    def where(self, op) -> str:
+        line = self.lines.get(op)
+        at = f"{self.source}:{line}" if line else self.source
+        text = op.text() if hasattr(op, "text") else op.name
+        return f"{at}: `{text}`"
+
+    def reg(self, text: str, op) -> _Reg:
+        m = _REG_RE.match(text)
+        if not m or m.group(1) not in self.banks:
+            raise EmulationError(f"{self.where(op)}: {text!r} is not a declared register")
+        rtype, count = self.banks[m.group(1)]
+        index = int(m.group(2))
+        if index >= count:
+            raise EmulationError(f"{self.where(op)}: {text} is beyond `.reg .{rtype} {m.group(1)}<{count}>`")
+        return _Reg(text, m.group(1), index, rtype)
+
+    def operand(self, text: str, op):
+        if text in _SPECIALS:
+            return _Special(text)
+        if text.startswith("%"):
+            return self.reg(text, op)
+        if text.startswith("["):
+            m = _ADDR_RE.match(text)
+            if not m:
+                raise EmulationError(f"{self.where(op)}: cannot read address {text!r}")
+            base_text = m.group(1)
+            offset = int(m.group(2)) if m.group(2) else -int(m.group(3)) if m.group(3) else 0
+            base: _Reg | str
+            if base_text.startswith("%"):
+                base = self.reg(base_text, op)
+            else:
+                if base_text not in {n for _, n in self.params}:
+                    raise EmulationError(f"{self.where(op)}: {base_text!r} is not a parameter")
+                base = base_text
+            return _Addr(base, offset)
+        t = text
+        if re.fullmatch(r"0[fF][0-9a-fA-F]{8}", t):
+            return _Imm(t, int(t[2:], 16), 32)
+        if re.fullmatch(r"0[dD][0-9a-fA-F]{16}", t):
+            return _Imm(t, int(t[2:], 16), 64)
+        if re.fullmatch(r"-?0[xX][0-9a-fA-F]+", t):
+            return _Imm(t, int(t, 16))
+        if re.fullmatch(r"-?\d+[uU]?", t):
+            return _Imm(t, int(t.rstrip("uU")))
+        if re.fullmatch(r"-?\d+\.\d*([eE][+-]?\d+)?", t):
+            return _Imm(t, float(t))
+        raise EmulationError(f"{self.where(op)}: cannot read operand {text!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The machine state of one chunk of CTAs
+# ---------------------------------------------------------------------------------------------
+
+
+class _Memory:
+    """The argument buffers as bytes, with bounds-checked gathers and scatters."""
+
+    def __init__(self, args: Sequence):
+        self.bufs: dict[int, np.ndarray] = {}
+        self.sizes: dict[int, int] = {}
+        for i, a in enumerate(args):
+            if isinstance(a, np.ndarray):
+                raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+                padded = np.zeros(-(-max(raw.size, 1) // 8) * 8, dtype=np.uint8)
+                padded[: raw.size] = raw
+                self.bufs[i] = padded
+                self.sizes[i] = raw.size
+
+    @staticmethod
+    def pointer(i: int) -> int:
+        return (i + 1) << _SPACE_SHIFT
+
+    def locate(self, addr: np.ndarray, size: int, fail: Callable[[int, str, str], None]) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Split addresses into (argument, element index, positions) groups, after checking that
+        every access lies inside its argument and is aligned; `fail(position, what, why)` raises."""
+        space = (addr >> np.uint64(_SPACE_SHIFT)).astype(np.int64) - 1
+        offset = (addr & np.uint64(_OFFSET_MASK)).astype(np.int64)
+        first = int(space[0]) if space.size else 0
+        groups = []
+        spaces = [first] if space.size and (space == first).all() else np.unique(space).tolist()
+        for s in spaces:
+            pos = None if len(spaces) == 1 else np.flatnonzero(space == s)
+            off = offset if pos is None else offset[pos]
+            if s not in self.bufs:
+                p = 0 if pos is None else int(pos[0])
+                fail(p, "out-of-bounds", f"address {int(addr[p]):#x} is outside every argument buffer")
+            limit = self.sizes[s]
+            bad = (off < 0) | (off + size > limit)
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                p = k if pos is None else int(pos[k])
+                fail(p, "out-of-bounds", f"byte offset {int(off[k])} (+{size} bytes) is out of bounds of argument {s} "
+                        f"({limit} bytes); {int(bad.sum())} such accesses")
+            if size > 1:
+                mis = (off % size) != 0
+                if mis.any():
+                    k = int(np.flatnonzero(mis)[0])
+                    p = k if pos is None else int(pos[k])
+                    fail(p, "misaligned", f"byte offset {int(off[k])} of argument {s} is not aligned to {size} bytes")
+            groups.append((s, off // size, pos))
+        return groups
+
+
+@dataclass
+class RunStats:
+    """What one `Program.run` did (for the speed benchmark and for curiosity)."""
+
+    threads: int = 0
+    ctas: int = 0
+    chunks: int = 0
+    instructions: int = 0  # instructions issued (each counts once for all threads of a chunk)
+    mma: int = 0  # mma instructions executed (each for every warp of the chunk)
+    seconds: float = 0.0
+
+
+class _Machine:
+    """Registers, special registers and liveness for one chunk of CTAs."""
+
+    def __init__(self, prog: Program, memory: _Memory, params: dict[str, np.ndarray],
+                 grid: tuple[int, int, int], block: tuple[int, int, int], cta0: int, nctas: int):
+        self.prog, self.memory, self.params = prog, memory, params
+        bx, by, bz = block
+        per_cta = bx * by * bz
+        self.per_cta = -(-per_cta // 32) * 32  # CTAs padded to whole warps
+        self.T = T = nctas * self.per_cta
+        self.cta0, self.grid, self.block = cta0, grid, block
+        self.banks = {p: np.zeros((count, T), dtype=_STORAGE[t]) for p, (t, count) in prog.banks.items()}
+        t = np.arange(T, dtype=np.int64)
+        local = t % self.per_cta
+        cta = cta0 + t // self.per_cta
+        u = np.uint32
+        self.specials = {
+            "%tid.x": (local % bx).astype(u), "%tid.y": (local // bx % by).astype(u),
+            "%tid.z": (local // (bx * by)).astype(u),
+            "%ntid.x": u(bx), "%ntid.y": u(by), "%ntid.z": u(bz),
+            "%ctaid.x": (cta % grid[0]).astype(u), "%ctaid.y": (cta // grid[0] % grid[1]).astype(u),
+            "%ctaid.z": (cta // (grid[0] * grid[1])).astype(u),
+            "%nctaid.x": u(grid[0]), "%nctaid.y": u(grid[1]), "%nctaid.z": u(grid[2]),
+            "%laneid": (local & 31).astype(u), "%warpid": (local >> 5).astype(u),
+            "%nwarpid": u(self.per_cta // 32),
+        }  # fmt: skip
+        self.active: np.ndarray | None = None if per_cta == self.per_cta else local < per_cta
+        self.done = False
+        self.mma_count = 0
+
+    def thread(self, t: int) -> str:
+        """Thread t of the chunk, as a user reads it."""
+        local, cta = t % self.per_cta, self.cta0 + t // self.per_cta
+        g, b = self.grid, self.block
+        c = (cta % g[0], cta // g[0] % g[1], cta // (g[0] * g[1]))
+        return (f"thread ({local % b[0]}, {local // b[0] % b[1]}, {local // (b[0] * b[1])}) "
+                f"of CTA ({c[0]}, {c[1]}, {c[2]})")
+
+
+# ---------------------------------------------------------------------------------------------
+# Instruction decoders: each returns fn(machine, mask) -> next pc or None
+# ---------------------------------------------------------------------------------------------
+
+Fn = Callable[[_Machine, "np.ndarray | None"], "int | None"]
+
+
+def _imm_scalar(imm: _Imm, t: str, where: str):
+    dt = _TYPES[t]
+    if imm.fbits:
+        if dt.kind != "f" or dt.itemsize * 8 != imm.fbits:
+            raise EmulationError(f"{where}: {imm.text} is an f{imm.fbits} literal, the instruction is .{t}")
+        return np.array(imm.value, dtype=_UNSIGNED[dt.itemsize]).view(dt)[()]
+    if dt.kind == "f":
+        return dt.type(imm.value)
+    if dt.kind == "b":
+        return np.bool_(int(imm.value) != 0)
+    if isinstance(imm.value, float):
+        raise EmulationError(f"{where}: float literal {imm.text} for .{t}")
+    bits = int(imm.value) & ((1 << (8 * dt.itemsize)) - 1)
+    return np.array(bits, dtype=_UNSIGNED[dt.itemsize]).view(dt)[()]
+
+
+def _reader(d: _Decode, operand, t: str, where: str) -> Callable[[_Machine], object]:
+    """A function giving the operand's value as the instruction's type `t` (array or scalar)."""
+    dt = _TYPES[t]
+    if isinstance(operand, _Imm):
+        value = _imm_scalar(operand, t, where)
+        return lambda m: value
+    if isinstance(operand, _Special):
+        name = operand.name
+        if dt.kind not in "iu":
+            raise EmulationError(f"{where}: special register {name} read as .{t}")
+        if dt.itemsize == 4:
+            return lambda m: np.asarray(m.specials[name]).view(dt)
+        return lambda m: np.asarray(m.specials[name]).astype(dt)
+    if isinstance(operand, _Reg):
+        st = operand.storage
+        bank, i = operand.bank, operand.index
+        if st == dt:
+            return lambda m: m.banks[bank][i]
+        if st.itemsize == dt.itemsize and dt.kind != "b" and st.kind != "b":
+            return lambda m: m.banks[bank][i].view(dt)
+        if st.itemsize > dt.itemsize and dt.kind in "iu" and st.kind == "u":
+            narrow = _UNSIGNED[dt.itemsize]
+            return lambda m: m.banks[bank][i].astype(narrow).view(dt)
+        raise EmulationError(f"{where}: register {operand.name} (.{operand.rtype}) cannot be read as .{t}")
+    raise EmulationError(f"{where}: operand {operand!r} cannot be read here")
+
+
+def _writer(operand, where: str) -> Callable[[_Machine, object, np.ndarray | None], None]:
+    if not isinstance(operand, _Reg):
+        raise EmulationError(f"{where}: the destination must be a register")
+    bank, i, st = operand.bank, operand.index, operand.storage
+
+    def write(m: _Machine, value, mask) -> None:
+        v = _as_storage(value, st)
+        dst = m.banks[bank][i]
+        if mask is None:
+            dst[...] = v
+        else:
+            np.copyto(dst, v, where=mask)
+
+    return write
+
+
+def _one(d: _Decode, op, args: list[str], n: int, where: str) -> list:
+    if len(args) != n:
+        raise EmulationError(f"{where}: expected {n} operands, got {len(args)}")
+    return [d.operand(a, op) for a in args]
+
+
+def _dec_mov(d, op, mods, args, where) -> Fn:
+    if len(mods) != 1 or mods[0] not in _TYPES:
+        raise EmulationError(f"{where}: expected mov.TYPE")
+    dst, src = _one(d, op, args, 2, where)
+    read, write = _reader(d, src, mods[0], where), _writer(dst, where)
+    return lambda m, mask: write(m, read(m), mask)
+
+
+_BINARY = {
+    "add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+}  # fmt: skip
+
+
+def _dec_binary(d, op, mods, args, where) -> Fn:
+    head = op.opcode.data.split(".")[0]
+    rounding = mods[:-1]
+    t = mods[-1] if mods else ""
+    if t not in _TYPES or any(r != "rn" for r in rounding) or (rounding and t not in _FLOAT_TYPES):
+        raise EmulationError(f"{where}: only {head}.TYPE (and .rn for floats) is supported")
+    if head in ("and", "or", "xor") and t not in ("pred", "b16", "b32", "b64"):
+        raise EmulationError(f"{where}: {head} needs .pred or .bN")
+    if head in ("add", "sub", "min", "max") and t not in _INT_TYPES | _IEEE_ARITH:
+        raise EmulationError(f"{where}: {head}.{t} is not supported")
+    if head in ("min", "max") and t in _FLOAT_TYPES:
+        raise EmulationError(f"{where}: float {head} (NaN rules) is not supported by the emulator")
+    dst, a, b = _one(d, op, args, 3, where)
+    ra, rb, write, f = _reader(d, a, t, where), _reader(d, b, t, where), _writer(dst, where), _BINARY[head]
+    if t == "pred" and head == "and":
+        f = np.logical_and
+    elif t == "pred" and head == "or":
+        f = np.logical_or
+    elif t == "pred" and head == "xor":
+        f = np.logical_xor
+    return lambda m, mask: write(m, f(ra(m), rb(m)), mask)
+
+
+def _dec_not(d, op, mods, args, where) -> Fn:
+    if len(mods) != 1 or mods[0] not in ("pred", "b16", "b32", "b64"):
+        raise EmulationError(f"{where}: expected not.pred or not.bN")
+    dst, a = _one(d, op, args, 2, where)
+    ra, write = _reader(d, a, mods[0], where), _writer(dst, where)
+    f = np.logical_not if mods[0] == "pred" else np.invert
+    return lambda m, mask: write(m, f(ra(m)), mask)
+
+
+def _widen(t: str) -> np.dtype:
+    dt = _TYPES[t]
+    return (_SIGNED if dt.kind == "i" else _UNSIGNED)[dt.itemsize * 2]
+
+
+def _dec_mul_mad(d, op, mods, args, where) -> Fn:
+    head = op.opcode.data.split(".")[0]
+    n = 3 if head == "mul" else 4
+    t = mods[-1] if mods else ""
+    mode = mods[0] if len(mods) == 2 else None
+    if t in _IEEE_ARITH and head == "mul" and mode in (None, "rn"):
+        dst, a, b = _one(d, op, args, 3, where)
+        ra, rb, write = _reader(d, a, t, where), _reader(d, b, t, where), _writer(dst, where)
+        return lambda m, mask: write(m, np.multiply(ra(m), rb(m)), mask)
+    if t not in _INT_TYPES or t.startswith("b") or mode not in ("lo", "hi", "wide") or len(mods) != 2:
+        raise EmulationError(f"{where}: expected {head}.lo/.hi/.wide with an integer type")
+    ops = _one(d, op, args, n, where)
+    dst, srcs = ops[0], ops[1:]
+    dt = _TYPES[t]
+    if mode in ("hi", "wide") and dt.itemsize == 8:
+        raise EmulationError(f"{where}: 128-bit products (.{mode} on 64-bit types) are not supported")
+    ra, rb = _reader(d, srcs[0], t, where), _reader(d, srcs[1], t, where)
+    wide = _widen(t) if mode != "lo" else None
+    rc = None
+    if head == "mad":
+        ctype = ("s" if dt.kind == "i" else "u") + str(wide.itemsize * 8) if mode == "wide" else t
+        rc = _reader(d, srcs[2], ctype, where)
+    write = _writer(dst, where)
+    bits = dt.itemsize * 8
+
+    def run(m, mask):
+        a, b = ra(m), rb(m)
+        if mode == "lo":
+            p = np.multiply(a, b, dtype=dt)
+        else:
+            p = np.multiply(np.asarray(a).astype(wide), np.asarray(b).astype(wide))
+            if mode == "hi":
+                p = (p >> bits).astype(dt)
+        if rc is not None:
+            p = np.add(p, rc(m), dtype=p.dtype)
+        write(m, p, mask)
+
+    return run
+
+
+def _dec_div_rem(d, op, mods, args, where) -> Fn:
+    head = op.opcode.data.split(".")[0]
+    if len(mods) != 1 or mods[0] not in _INT_TYPES or mods[0].startswith("b"):
+        raise EmulationError(f"{where}: expected {head}.uN or {head}.sN (float division is not supported)")
+    t = mods[0]
+    dt = _TYPES[t]
+    dst, a, b = _one(d, op, args, 3, where)
+    ra, rb, write = _reader(d, a, t, where), _reader(d, b, t, where), _writer(dst, where)
+    wide = np.dtype(np.int64) if dt.kind == "i" else np.dtype(np.uint64)
+
+    def run(m, mask):
+        x = np.broadcast_to(np.asarray(ra(m)).astype(wide), (m.T,))
+        y = np.broadcast_to(np.asarray(rb(m)).astype(wide), (m.T,))
+        zero = (y == 0) if mask is None else ((y == 0) & mask)
+        if zero.any():
+            raise EmulationError(f"{where}: division by zero in {m.thread(int(np.flatnonzero(zero)[0]))} "
+                                 "(PTX leaves the result unspecified)")
+        y = np.where(y == 0, wide.type(1), y)
+        if dt.kind == "u":
+            r = x // y if head == "div" else x % y
+        else:
+            rem = np.fmod(x, y)
+            r = (x - rem) // y if head == "div" else rem
+        write(m, r.astype(dt), mask)
+
+    return run
+
+
+def _dec_shift(d, op, mods, args, where) -> Fn:
+    head = op.opcode.data.split(".")[0]
+    if len(mods) != 1 or mods[0] not in _INT_TYPES or _TYPES[mods[0]].itemsize < 2:
+        raise EmulationError(f"{where}: expected {head}.bN/.uN/.sN")
+    t = mods[0]
+    if head == "shl" and t not in ("b16", "b32", "b64"):
+        raise EmulationError(f"{where}: shl takes .b16/.b32/.b64")
+    dt = _TYPES[t]
+    bits = dt.itemsize * 8
+    dst, a, b = _one(d, op, args, 3, where)
+    if head == "shr" and t.startswith("b"):
+        t = "u" + t[1:]
+        dt = _TYPES[t]
+    ra, rb, write = _reader(d, a, t, where), _reader(d, b, "u32", where), _writer(dst, where)
+    arithmetic = dt.kind == "i"
+
+    def run(m, mask):
+        x, s = ra(m), np.asarray(rb(m))
+        big = s >= bits
+        sh = np.minimum(s, bits - 1).astype(dt)
+        if head == "shl":
+            r = np.left_shift(x, sh)
+            r = np.where(big, dt.type(0), r)
+        else:
+            r = np.right_shift(x, sh)
+            if not arithmetic:
+                r = np.where(big, dt.type(0), r)
+        write(m, r, mask)
+
+    return run
+
+
+def _field_mask(n: np.ndarray) -> np.ndarray:
+    """(1 << n) - 1 as uint64 for 0 <= n <= 64."""
+    n = np.asarray(n, dtype=np.int64)
+    one = np.uint64(1)
+    return np.where(n >= 64, ~np.uint64(0), (one << np.minimum(n, 63).astype(np.uint64)) - one)
+
+
+def _dec_bfe(d, op, mods, args, where) -> Fn:
+    if len(mods) != 1 or mods[0] not in ("u32", "s32", "u64", "s64"):
+        raise EmulationError(f"{where}: expected bfe.u32/.s32/.u64/.s64")
+    t = mods[0]
+    dt = _TYPES[t]
+    bits = dt.itemsize * 8
+    signed = dt.kind == "i"
+    dst, a, b, c = _one(d, op, args, 4, where)
+    ra = _reader(d, a, "u" + t[1:], where)
+    rb, rc, write = _reader(d, b, "u32", where), _reader(d, c, "u32", where), _writer(dst, where)
+    u64 = np.uint64
+
+    def run(m, mask):
+        x = np.asarray(ra(m)).astype(u64)
+        pos = np.asarray(rb(m)).astype(np.int64) & 0xFF
+        ln = np.asarray(rc(m)).astype(np.int64) & 0xFF
+        n = np.clip(np.minimum(ln, bits - pos), 0, None)  # bits actually inside the source
+        field = (x >> np.minimum(pos, bits - 1).astype(u64)) & _field_mask(n)
+        if signed:
+            top = np.minimum(pos + ln - 1, bits - 1)
+            sbit = np.where(ln == 0, u64(0), (x >> np.maximum(top, 0).astype(u64)) & u64(1))
+            field = field | (np.where(sbit == 1, ~_field_mask(n), u64(0)) & _field_mask(np.int64(bits)))
+        write(m, field.astype(_UNSIGNED[dt.itemsize]), mask)
+
+    return run
+
+
+def _dec_bfi(d, op, mods, args, where) -> Fn:
+    if len(mods) != 1 or mods[0] not in ("b32", "b64"):
+        raise EmulationError(f"{where}: expected bfi.b32/.b64")
+    t = mods[0]
+    bits = _TYPES[t].itemsize * 8
+    dst, a, b, c, e = _one(d, op, args, 5, where)
+    ra, rb = _reader(d, a, t, where), _reader(d, b, t, where)
+    rc, re_, write = _reader(d, c, "u32", where), _reader(d, e, "u32", where), _writer(dst, where)
+    u64 = np.uint64
+    const = isinstance(c, _Imm) and isinstance(e, _Imm)
+    if const:  # the common case: position and length known when decoding
+        pos, ln = int(c.value) & 0xFF, int(e.value) & 0xFF
+        n = max(0, min(ln, bits - pos))
+        fmask = ((1 << n) - 1) << pos if n else 0
+        dtu = _UNSIGNED[bits // 8]
+        keep, ins, sh = dtu.type(~fmask & ((1 << bits) - 1)), dtu.type(fmask), dtu.type(pos if n else 0)
+
+        def run_const(m, mask):
+            write(m, (rb(m) & keep) | ((ra(m) << sh) & ins), mask)
+
+        return run_const
+
+    def run(m, mask):
+        x, y = np.asarray(ra(m)).astype(u64), np.asarray(rb(m)).astype(u64)
+        pos = np.asarray(rc(m)).astype(np.int64) & 0xFF
+        ln = np.asarray(re_(m)).astype(np.int64) & 0xFF
+        n = np.clip(np.minimum(ln, bits - pos), 0, None)
+        sh = np.where(n > 0, pos, 0).astype(u64)
+        fm = _field_mask(n) << sh
+        r = (y & ~fm) | ((x << sh) & fm)
+        write(m, r.astype(_UNSIGNED[bits // 8]), mask)
+
+    return run
+
+
+_CMP = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+    "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal,
+}  # fmt: skip
+
+
+def _dec_setp(d, op, mods, args, where) -> Fn:
+    if len(mods) != 2 or mods[0] not in _CMP or mods[1] not in _TYPES or mods[1] == "pred":
+        raise EmulationError(f"{where}: expected setp.CMP.TYPE p, a, b (CMP in {', '.join(_CMP)})")
+    cmp, t = mods
+    if cmp in ("lo", "ls", "hi", "hs") and _TYPES[t].kind != "u":
+        raise EmulationError(f"{where}: setp.{cmp} needs an unsigned type")
+    if "|" in args[0]:
+        raise EmulationError(f"{where}: the p|q destination form is not supported")
+    dst, a, b = _one(d, op, args, 3, where)
+    ra, rb, write, f = _reader(d, a, t, where), _reader(d, b, t, where), _writer(dst, where), _CMP[cmp]
+    if t in _FLOAT_TYPES and cmp == "ne":  # ordered: false when either is NaN
+        def run_ne(m, mask):
+            x, y = ra(m), rb(m)
+            write(m, (x != y) & ~np.isnan(x) & ~np.isnan(y), mask)
+        return run_ne
+    return lambda m, mask: write(m, np.broadcast_to(f(ra(m), rb(m)), (m.T,)), mask)
+
+
+def _dec_selp(d, op, mods, args, where) -> Fn:
+    if len(mods) != 1 or mods[0] not in _TYPES or mods[0] == "pred":
+        raise EmulationError(f"{where}: expected selp.TYPE")
+    t = mods[0]
+    dst, a, b, c = _one(d, op, args, 4, where)
+    ra, rb, rc = _reader(d, a, t, where), _reader(d, b, t, where), _reader(d, c, "pred", where)
+    write = _writer(dst, where)
+    return lambda m, mask: write(m, np.where(rc(m), ra(m), rb(m)).astype(_TYPES[t]), mask)
+
+
+def _round_tf32_bits(bits: np.ndarray, mode: str) -> np.ndarray:
+    """f32 bit patterns -> tf32 bit patterns (low 13 bits zero) as cvt.{rna,rn,rz}.tf32.f32."""
+    from tilemma.compiler.reference import round_tf32
+
+    return round_tf32(np.asarray(bits, dtype=np.uint32).view(np.float32), mode).view(np.uint32)
+
+
+def _dec_cvt(d, op, mods, args, where) -> Fn:
+    dst, a = _one(d, op, args, 2, where)
+    write = _writer(dst, where)
+    if len(mods) == 3 and mods[1:] == ["tf32", "f32"] and mods[0] in ("rna", "rn", "rz"):
+        mode = mods[0]
+        ra = _reader(d, a, "f32", where)
+        return lambda m, mask: write(m, _round_tf32_bits(np.asarray(ra(m)).view(np.uint32), mode), mask)
+    if len(mods) == 2 and mods[0] in _INT_TYPES and mods[1] in _INT_TYPES:
+        dt = _TYPES[mods[0]]
+        ra = _reader(d, a, mods[1], where)
+        return lambda m, mask: write(m, np.asarray(ra(m)).astype(dt), mask)
+    floats = {("f32", "f16"): None, ("f64", "f32"): None, ("rn", "f16", "f32"): "rn",
+              ("rn", "f32", "f64"): "rn", ("rn", "f16", "f64"): "rn"}
+    key = tuple(mods)
+    if key in floats:
+        dt, st = _TYPES[mods[-2]], mods[-1]
+        ra = _reader(d, a, st, where)
+
+        def run(m, mask):
+            with np.errstate(over="ignore"):
+                write(m, np.asarray(ra(m)).astype(dt), mask)
+
+        return run
+    raise EmulationError(f"{where}: conversion cvt.{'.'.join(mods)} is not supported by the emulator")
+
+
+def _dec_cvta(d, op, mods, args, where) -> Fn:
+    if mods not in (["to", "global", "u64"], ["global", "u64"]):
+        raise EmulationError(f"{where}: only cvta.to.global.u64 / cvta.global.u64 are supported")
+    dst, a = _one(d, op, args, 2, where)
+    ra, write = _reader(d, a, "u64", where), _writer(dst, where)
+    return lambda m, mask: write(m, ra(m), mask)  # generic and global addresses coincide here
+
+
+_CACHE_OPS = {"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc"}
+
+
+def _mem_type(mods: list[str], where: str, what: str) -> tuple[str, str]:
+    """(space, type) of ld/st qualifiers; generic addresses are global ones here."""
+    rest = [x for x in mods if x not in _CACHE_OPS]
+    space = "global"
+    if rest and rest[0] in ("global", "param"):
+        space = rest.pop(0)
+    if len(rest) != 1 or rest[0] not in _TYPES or rest[0] == "pred":
+        raise EmulationError(f"{where}: expected {what}[.global|.param].TYPE (vector forms are not supported)")
+    return space, rest[0]
+
+
+def _fail(m: _Machine, where: str, access: str, mask, position: int, what: str, why: str):
+    t = position if mask is None else int(np.flatnonzero(mask)[position])
+    raise EmulationError(f"{where}: {what} {access} by {m.thread(t)}: {why}")
+
+
+def _addresses(d, addr: _Addr, where: str) -> Callable[[_Machine], np.ndarray]:
+    if not isinstance(addr.base, _Reg):
+        raise EmulationError(f"{where}: a global address needs a register base")
+    base = _reader(d, addr.base, "u64", where)
+    off = np.uint64(addr.offset & 0xFFFFFFFFFFFFFFFF)
+    return lambda m: np.broadcast_to(np.asarray(base(m)) + off, (m.T,))
+
+
+def _dec_ld(d, op, mods, args, where) -> Fn:
+    space, t = _mem_type(mods, where, "ld")
+    dst, addr = _one(d, op, args, 2, where)
+    if not isinstance(addr, _Addr):
+        raise EmulationError(f"{where}: ld needs an address in brackets")
+    write = _writer(dst, where)
+    dt = _TYPES[t]
+    size = dt.itemsize
+    if space == "param":
+        if not isinstance(addr.base, str):
+            raise EmulationError(f"{where}: ld.param reads a parameter by name")
+        name, off = addr.base, addr.offset
+
+        def run_param(m, mask):
+            raw = m.params[name]
+            if off < 0 or off + size > raw.size:
+                raise EmulationError(f"{where}: reads {size} bytes at offset {off} of a {raw.size}-byte parameter")
+            write(m, raw[off:off + size].view(dt)[0], mask)
+
+        return run_param
+    if dst.storage.itemsize < size or (dst.storage.itemsize > size and dt.kind == "f"):
+        raise EmulationError(f"{where}: .{t} does not fit register {dst.name} (.{dst.rtype})")
+    addresses = _addresses(d, addr, where)
+    unsigned = _UNSIGNED[size]
+
+    def run(m, mask):
+        a = addresses(m)
+        if mask is not None:
+            a = a[mask]
+        out = np.empty(a.size, dtype=unsigned)
+        for s, idx, pos in m.memory.locate(a, size, lambda p, what, why: _fail(m, where, "load", mask, p, what, why)):
+            vals = m.memory.bufs[s].view(unsigned)[idx]
+            if pos is None:
+                out = vals
+            else:
+                out[pos] = vals
+        vals = out.view(dt)
+        if mask is None:
+            write(m, vals, None)
+        else:
+            full = np.zeros(m.T, dtype=dt)
+            full[mask] = vals
+            write(m, full, mask)
+
+    return run
+
+
+def _dec_st(d, op, mods, args, where) -> Fn:
+    space, t = _mem_type(mods, where, "st")
+    if space != "global":
+        raise EmulationError(f"{where}: only global stores are supported")
+    addr, src = _one(d, op, args, 2, where)
+    if not isinstance(addr, _Addr):
+        raise EmulationError(f"{where}: st needs an address in brackets")
+    dt = _TYPES[t]
+    size = dt.itemsize
+    unsigned = _UNSIGNED[size]
+    if isinstance(src, _Reg) and src.storage.itemsize > size and dt.kind in "iu":
+        read = _reader(d, src, "u" + str(8 * size), where)  # store the low bits
+    else:
+        read = _reader(d, src, t, where)
+    addresses = _addresses(d, addr, where)
+
+    def run(m, mask):
+        a = addresses(m)
+        v = np.broadcast_to(np.asarray(read(m)), (m.T,)).view(unsigned)
+        if mask is not None:
+            a, v = a[mask], v[mask]
+        for s, idx, pos in m.memory.locate(a, size, lambda p, what, why: _fail(m, where, "store", mask, p, what, why)):
+            m.memory.bufs[s].view(unsigned)[idx] = v if pos is None else v[pos]
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# mma
+# ---------------------------------------------------------------------------------------------
+
+_FLOAT_ELEMS = {
+    "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
+    "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2,
+    "e3m2": ml_dtypes.float6_e3m2fn, "e2m3": ml_dtypes.float6_e2m3fn, "e2m1": ml_dtypes.float4_e2m1fn,
+}  # fmt: skip
+_INT_ELEMS = {"s8": (8, True), "u8": (8, False), "s4": (4, True), "u4": (4, False), "b1": (1, False),
+              "s32": (32, True)}
+# .kind::f8f6f4 8-bit containers: (shift, width) of the element inside (ISA: e2m1 in the middle
+# four bits, e3m2/e2m3 in the low six; the padding is ignored).
+_CONTAINER = {"e3m2": (0, 6), "e2m3": (0, 6), "e2m1": (2, 4)}
+
+
+def _decode(bits: np.ndarray, t: str, elem_bits: int) -> np.ndarray:
+    """Element values (float64, or int64 for integers) of raw element bit patterns."""
+    if t in _INT_ELEMS:
+        n, signed = _INT_ELEMS[t]
+        v = bits.astype(np.int64)
+        if signed:
+            v = np.where(v >= 1 << (n - 1), v - (1 << n), v)
+        return v
+    if t == "tf32":  # tensor cores read the f32 layout and ignore the low 13 bits
+        return (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    dt = np.dtype(_FLOAT_ELEMS[t])
+    if t in _CONTAINER and elem_bits == 8:
+        shift, w = _CONTAINER[t]
+        bits = (bits >> shift) & ((1 << w) - 1)
+    return bits.astype(_UNSIGNED[dt.itemsize]).view(dt).astype(np.float64)
+
+
+def _encode(values: np.ndarray, t: str) -> np.ndarray:
+    """Accumulator values (already of the accumulator's dtype) -> uint64 bit patterns."""
+    if t == "s32":
+        return values.astype(np.int32).view(np.uint32).astype(np.uint64)
+    dt = np.dtype(_FLOAT_ELEMS[t])
+    return np.ascontiguousarray(values.astype(dt)).view(_UNSIGNED[dt.itemsize]).astype(np.uint64)
+
+
+@dataclass(frozen=True)
+class _Fragment:
+    """One operand's registers <-> matrix elements, as flat gather/scatter indices.
+
+    Matrix positions p = (group * rows + row) * cols + col, group being the quad-pair for m8n8k4
+    .f16 (four independent products) and 0 otherwise; register words are numbered reg * 32 + lane.
+    """
+
+    lay: fragments.FragmentLayout
+    groups: int
+    src: np.ndarray  # [P]: word holding position p
+    shift: np.ndarray  # [P]: bit offset of position p in its word
+    dst: np.ndarray  # [regs, 32, per]: position of (reg, lane, slot)
+
+    @property
+    def regs(self) -> int:
+        return self.lay.regs
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.groups, self.lay.rows, self.lay.cols
+
+    def gather(self, words: np.ndarray) -> np.ndarray:
+        """[W, regs*32] words -> [W, groups, rows, cols] element bit patterns (uint64)."""
+        w = words.astype(np.uint64, copy=False)[:, self.src]
+        if self.lay.elem_bits < 64:
+            w = (w >> self.shift) & np.uint64((1 << self.lay.elem_bits) - 1)
+        return w.reshape((words.shape[0],) + self.shape)
+
+    def scatter(self, bits: np.ndarray) -> np.ndarray:
+        """[W, groups, rows, cols] bit patterns (uint64) -> [W, regs, 32] register words."""
+        flat = bits.reshape(bits.shape[0], -1)
+        per = self.lay.elems_per_reg
+        out = flat[:, self.dst[:, :, 0]]
+        for s in range(1, per):
+            out = out | (flat[:, self.dst[:, :, s]] << np.uint64(s * self.lay.elem_bits))
+        return out.astype(self.lay.word_dtype)
+
+
+def _fragment(shape: str, operand: str, elem_type: str, major: str | None, quad: bool) -> _Fragment:
+    lay = fragments.layout(shape, operand, elem_type, major=major, view="quadpair" if quad else None)
+    rows, cols = fragments.coords(lay)
+    lane = np.arange(32)[:, None]
+    group = ((lane >> 2) & 3) if quad else np.zeros_like(lane)
+    groups = 4 if quad else 1
+    p = (group * lay.rows + rows) * lay.cols + cols  # [32, nvals]
+    count = np.bincount(p.ravel(), minlength=groups * lay.rows * lay.cols)
+    if count.size != groups * lay.rows * lay.cols or not (count == 1).all():
+        raise AssertionError(f"{lay}: fragment does not hold every element exactly once per product")
+    per = lay.elems_per_reg
+    v = np.arange(lay.nvals)[None, :]
+    src = np.empty(count.size, dtype=np.int64)
+    shift = np.empty(count.size, dtype=np.uint64)
+    src[p] = (v // per) * 32 + lane
+    shift[p] = (v % per) * lay.elem_bits
+    dst = p.reshape(32, lay.regs, per).transpose(1, 0, 2).copy()
+    return _Fragment(lay, groups, src, shift, dst)
+
+
+def _two_sum(x, y):
+    s = x + y
+    z = s - x
+    return s, (x - (s - z)) + (y - z)
+
+
+def _split(x):
+    c = 134217729.0 * x  # 2**27 + 1: Veltkamp split into two 26-bit halves
+    hi = c - (c - x)
+    return hi, x - hi
+
+
+def _two_prod(x, y):
+    p = x * y
+    xh, xl = _split(x)
+    yh, yl = _split(y)
+    return p, xl * yl - (((p - xh * yh) - xl * yh) - xh * yl)
+
+
+@np.errstate(over="ignore", invalid="ignore")
+def _f64_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str | None) -> np.ndarray:
+    """A @ B + C in f64 from a compensated sum (about twice f64 precision), rounded once by
+    `rounding` (.rn default, .rz, .rm, .rp): what K chained f64 FMAs approximate."""
+    s = c.copy()
+    err = np.zeros_like(s)
+    for k in range(a.shape[-1]):
+        p, pe = _two_prod(a[..., :, k, None], b[..., k, None, :])
+        s, se = _two_sum(s, p)
+        err += pe + se
+    hi, lo = _two_sum(s, err)
+    if rounding in (None, "rn"):
+        return hi
+    finite = np.isfinite(hi) & np.isfinite(lo)
+    if rounding == "rz":
+        step = finite & (lo != 0) & (np.sign(lo) != np.sign(hi))
+        return np.where(step, np.nextafter(hi, 0.0), hi)
+    if rounding == "rm":
+        return np.where(finite & (lo < 0), np.nextafter(hi, -np.inf), hi)
+    return np.where(finite & (lo > 0), np.nextafter(hi, np.inf), hi)
+
+
+@dataclass(frozen=True)
+class _MmaSemantics:
+    """One mma variant: fragment codecs for a, b, c, d and the element arithmetic."""
+
+    variant: isa.MmaVariant
+    a: _Fragment
+    b: _Fragment
+    c: _Fragment
+    d: _Fragment
+
+    def __call__(self, a_words: np.ndarray, b_words: np.ndarray, c_words: np.ndarray) -> np.ndarray:
+        """[W, regs*32] words of a, b, c -> [W, regs, 32] words of d."""
+        v = self.variant
+        a = _decode(self.a.gather(a_words), v.atype, self.a.lay.elem_bits)
+        b = _decode(self.b.gather(b_words), v.btype, self.b.lay.elem_bits)
+        c = _decode(self.c.gather(c_words), v.ctype, self.c.lay.elem_bits)
+        if v.dtype == "s32":
+            af, bf = a.astype(np.float64), b.astype(np.float64)  # |sums| < 2**25: exact in float64
+            if v.bitop == "xor":  # popc(a ^ b) = popc(a) + popc(b) - 2 popc(a & b)
+                prod = af.sum(-1)[..., :, None] + bf.sum(-2)[..., None, :] - 2.0 * (af @ bf)
+            else:  # .and.popc, and plain integer products
+                prod = af @ bf
+            total = prod.astype(np.int64) + c
+            if v.satfinite:
+                d = np.clip(total, -(2**31), 2**31 - 1)
+            else:
+                d = (total + 2**31) % 2**32 - 2**31
+        elif v.dtype == "f64":
+            d = _f64_mma(a, b, c, v.rounding)
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                d = (a @ b + c).astype(_FLOAT_ELEMS[v.dtype])  # exact sum, one rounding
+        return self.d.scatter(_encode(d, v.dtype).reshape(d.shape))
+
+
+@functools.cache
+def mma_semantics(opcode: str) -> _MmaSemantics:
+    """The decoded semantics of an mma opcode from the ISA table (ValueError if undefined;
+    EmulationError for the sparse and block-scaled forms, not emulated yet)."""
+    v = isa.parse_opcode(opcode)
+    if v.sparse or v.block_scale:
+        what = "sparse (mma.sp)" if v.sparse else "block-scaled (.block_scale)"
+        raise EmulationError(f"{opcode}: {what} mma is not emulated yet (dense mma.sync only)")
+    quad = v.shape == "m8n8k4" and v.atype == "f16"
+    frag = functools.partial(_fragment, v.shape)
+    return _MmaSemantics(
+        v,
+        frag("a", v.atype, v.alayout, quad),
+        frag("b", v.btype, v.blayout, quad),
+        frag("c", v.ctype, None, quad),
+        frag("d", v.dtype, None, quad),
+    )
+
+
+def mma_warps(opcode: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Run one mma on raw registers: a, b, c are [W, 32, regs] (or [32, regs]) words per lane,
+    as the fragment tables lay them out; returns d the same way. The semantics `emulate` uses."""
+    sem = mma_semantics(opcode)
+    single = np.ndim(a) == 2
+
+    def flat(x: np.ndarray, frag: _Fragment) -> np.ndarray:
+        x = np.asarray(x)
+        x = x[None] if x.ndim == 2 else x
+        if x.shape[1:] != (32, frag.regs):
+            raise ValueError(f"{opcode}: expected [W, 32, {frag.regs}] words, got {x.shape}")
+        return x.astype(frag.lay.word_dtype).transpose(0, 2, 1).reshape(x.shape[0], -1)
+
+    d = sem(flat(a, sem.a), flat(b, sem.b), flat(c, sem.c)).transpose(0, 2, 1)
+    return d[0] if single else d
+
+
+def _dec_mma(d: _Decode, op: ptx.MmaOp, where: str) -> Fn:
+    try:
+        sem = mma_semantics(op.opcode.data)
+    except (ValueError, EmulationError) as e:
+        raise EmulationError(f"{where}: {e}") from None
+    if d.target is not None:  # what ptxas would refuse, the emulator does not run either
+        why = sem.variant.legal(d.target, d.version)
+        if why:
+            raise EmulationError(f"{where}: not available on {d.target} with PTX {d.version}: {'; '.join(why)}")
+    groups = op.groups()
+    if groups["extra"]:
+        raise EmulationError(f"{where}: unexpected operands after c: {groups['extra']}")
+    regs = {}
+    for name, frag in (("d", sem.d), ("a", sem.a), ("b", sem.b), ("c", sem.c)):
+        rs = [d.reg(r, op) for r in groups[name]]
+        if len(rs) != frag.regs:
+            raise EmulationError(f"{where}: {name} needs {frag.regs} registers, got {len(rs)}")
+        for r in rs:
+            if r.storage.itemsize * 8 != frag.lay.reg_bits or r.storage.kind == "b":
+                raise EmulationError(f"{where}: {r.name} (.{r.rtype}) is not a {frag.lay.reg_bits}-bit register")
+        regs[name] = [(r.bank, r.index) for r in rs]
+
+    def gather(m: _Machine, name: str, warps) -> np.ndarray:
+        words = np.stack([m.banks[bk][i] for bk, i in regs[name]])  # [regs, T]
+        words = words.reshape(len(regs[name]), -1, 32)
+        if warps is not None:
+            words = words[:, warps]
+        return words.transpose(1, 0, 2).reshape(words.shape[1], -1)
+
+    def run(m: _Machine, mask):
+        warps = None
+        if mask is not None:
+            lanes = mask.reshape(-1, 32)
+            some, every = lanes.any(1), lanes.all(1)
+            partial = some & ~every
+            if partial.any():
+                w = int(np.flatnonzero(partial)[0])
+                raise EmulationError(
+                    f"{where}: only {int(lanes[w].sum())} of 32 lanes of the warp of "
+                    f"{m.thread(w * 32)} execute this mma (.sync.aligned needs the whole warp)")
+            warps = np.flatnonzero(every)
+        out = sem(gather(m, "a", warps), gather(m, "b", warps), gather(m, "c", warps))  # [W, regs, 32]
+        for j, (bk, i) in enumerate(regs["d"]):
+            row = m.banks[bk][i].reshape(-1, 32)
+            if warps is None:
+                row[...] = out[:, j, :]
+            else:
+                row[warps] = out[:, j, :]
+        m.mma_count += 1
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Programs
+# ---------------------------------------------------------------------------------------------
+
+_DECODERS = {
+    "mov": _dec_mov, "add": _dec_binary, "sub": _dec_binary, "min": _dec_binary, "max": _dec_binary,
+    "and": _dec_binary, "or": _dec_binary, "xor": _dec_binary, "not": _dec_not,
+    "mul": _dec_mul_mad, "mad": _dec_mul_mad, "div": _dec_div_rem, "rem": _dec_div_rem,
+    "shl": _dec_shift, "shr": _dec_shift, "bfe": _dec_bfe, "bfi": _dec_bfi, "setp": _dec_setp,
+    "selp": _dec_selp, "cvt": _dec_cvt, "cvta": _dec_cvta, "ld": _dec_ld, "st": _dec_st,
+}  # fmt: skip
+
+
+@dataclass
+class _Step:
+    fn: Fn | None
+    kind: str  # "op", "bra", "ret"
+    guard: tuple[str, int, bool] | None  # (bank, index, negated)
+    where: str
+    target: int = -1
+
+
+class Program:
+    """One kernel decoded for emulation; `run` executes it for a grid."""
+
+    def __init__(self, entry: ptx.EntryOp, lines: dict | None = None, source: str = "<ptx>"):
+        self.name = entry.sym_name.data
+        d = _Decode(entry, lines or {}, source)
+        self.params = d.params
+        self.max_threads = int(entry.max_threads.data) if entry.max_threads is not None else None
+        body = list(entry.body.ops)
+        for op in body:
+            if isinstance(op, ptx.RegOp):
+                prefix = op.prefix.data
+                if prefix in d.banks:
+                    raise EmulationError(f"{d.where(op)}: register prefix {prefix} declared twice")
+                d.banks[prefix] = (op.type.data, int(op.count.data))
+        code = [op for op in body if isinstance(op, (ptx.InstOp, ptx.MmaOp, ptx.LabelOp))]
+        index = 0
+        for op in code:
+            if isinstance(op, ptx.LabelOp):
+                if op.label.data in d.labels:
+                    raise EmulationError(f"{d.where(op)}: label defined twice")
+                d.labels[op.label.data] = index
+            else:
+                index += 1
+        self.banks = dict(d.banks)
+        self.steps: list[_Step] = [self._decode(d, op) for op in code if not isinstance(op, ptx.LabelOp)]
+
+    @staticmethod
+    def _decode(d: _Decode, op) -> _Step:
+        where = d.where(op)
+        if isinstance(op, ptx.MmaOp):
+            return _Step(_dec_mma(d, op, where), "op", None, where)
+        guard = None
+        if op.guard is not None:
+            g = op.guard.data
+            r = d.reg(g.lstrip("!"), op)
+            if r.rtype != "pred":
+                raise EmulationError(f"{where}: guard {g} is not a .pred register")
+            guard = (r.bank, r.index, g.startswith("!"))
+        opcode = op.opcode.data
+        parts = opcode.split(".")
+        args = op.arg_values()
+        if parts[0] == "bra":
+            if parts[1:] not in ([], ["uni"]) or len(args) != 1 or args[0] not in d.labels:
+                raise EmulationError(f"{where}: expected bra[.uni] LABEL with a label of this kernel")
+            return _Step(None, "bra", guard, where, d.labels[args[0]])
+        if parts[0] in ("ret", "exit"):
+            if len(parts) > 1 or args:
+                raise EmulationError(f"{where}: expected plain {parts[0]}")
+            return _Step(None, "ret", guard, where)
+        decoder = _DECODERS.get(parts[0])
+        if decoder is None:
+            raise EmulationError(f"{where}: the emulator does not implement {parts[0]!r}")
+        return _Step(decoder(d, op, parts[1:], args, where), "op", guard, where)
+
+    def run(self, grid, block, args: Sequence, *, max_steps: int = 10_000_000,
+            memory_budget: int = 256 << 20) -> list[np.ndarray]:
+        """Run the kernel for `grid` x `block` on `args` (like `cuda_runtime.run_kernel`): the
+        final contents of every ndarray argument, in order. Scalars are passed by value."""
+        grid, block = _dims(grid, "grid"), _dims(block, "block")
+        threads = block[0] * block[1] * block[2]
+        if threads > 1024:
+            raise EmulationError(f"block {block} has {threads} threads; at most 1024 per CTA")
+        if self.max_threads is not None and threads > self.max_threads:
+            raise EmulationError(f"{self.name}: block {block} exceeds .maxntid {self.max_threads}")
+        if len(args) != len(self.params):
+            raise EmulationError(f"{self.name} takes {len(self.params)} parameters, got {len(args)} arguments")
+        memory = _Memory(args)
+        params = {}
+        for i, ((ptype, pname), arg) in enumerate(zip(self.params, args)):
+            size = _TYPES[ptype].itemsize
+            if isinstance(arg, np.ndarray):
+                if size != 8:
+                    raise EmulationError(f"parameter {pname} is .{ptype}; an array argument is a 64-bit pointer")
+                value = np.array([memory.pointer(i)], dtype=np.uint64)
+            elif isinstance(arg, np.generic):
+                if arg.dtype.itemsize != size:
+                    raise EmulationError(f"parameter {pname} is .{ptype}, argument {i} has {arg.dtype.itemsize} bytes")
+                value = np.array([arg])
+            else:
+                raise TypeError(f"kernel argument {i} is {type(arg).__name__}; pass an np.ndarray or a NumPy scalar")
+            params[pname] = value.view(np.uint8)
+        per_cta = -(-threads // 32) * 32
+        bytes_per_thread = sum(_STORAGE[t].itemsize * n for t, n in self.banks.values()) + 64
+        ctas = grid[0] * grid[1] * grid[2]
+        chunk = max(1, min(ctas, memory_budget // max(1, bytes_per_thread * per_cta)))
+        stats = RunStats(threads=ctas * threads, ctas=ctas)
+        start = time.perf_counter()
+        for cta0 in range(0, ctas, chunk):
+            m = _Machine(self, memory, params, grid, block, cta0, min(chunk, ctas - cta0))
+            stats.instructions += self._execute(m, max_steps)
+            stats.mma += m.mma_count
+            stats.chunks += 1
+        stats.seconds = time.perf_counter() - start
+        self.stats = stats
+        out = []
+        for i, a in enumerate(args):
+            if isinstance(a, np.ndarray):
+                host = np.ascontiguousarray(a)
+                raw = memory.bufs[i][: memory.sizes[i]]
+                out.append(raw.view(host.dtype).reshape(host.shape).copy() if host.size else host.copy())
+        return out
+
+    def _execute(self, m: _Machine, max_steps: int) -> int:
+        steps, n, pc, count = self.steps, len(self.steps), 0, 0
+        while pc < n and not m.done:
+            step = steps[pc]
+            count += 1
+            if count > max_steps:
+                raise EmulationError(f"{step.where}: more than {max_steps} instructions executed; an endless loop?")
+            mask = m.active
+            if step.guard is not None:
+                bank, i, neg = step.guard
+                p = m.banks[bank][i]
+                p = ~p if neg else p
+                if mask is not None:
+                    p = p & mask
+                if not p.any():
+                    pc += 1
+                    continue
+                mask = None if (mask is None and p.all()) else p
+            if step.kind == "op":
+                step.fn(m, mask)
+                pc += 1
+            elif step.kind == "bra":
+                if mask is not None and (m.active is None or not np.array_equal(mask, m.active)):
+                    live = m.active if m.active is not None else np.ones(m.T, bool)
+                    off = np.flatnonzero(live & ~mask)
+                    raise EmulationError(
+                        f"{step.where}: non-uniform branch: {int(mask.sum())} live threads take it, "
+                        f"{off.size} do not (first: {m.thread(int(off[0]))}); the emulator runs "
+                        "all threads in lockstep")
+                pc = step.target
+            else:  # ret / exit
+                if mask is None:
+                    m.done = True
+                else:
+                    m.active = (m.active if m.active is not None else np.ones(m.T, bool)) & ~mask
+                    m.done = not m.active.any()
+                pc += 1
+        return count
+
+
+def _dims(d, what: str) -> tuple[int, int, int]:
+    t = tuple(int(x) for x in (d if isinstance(d, (tuple, list)) else (d,)))
+    t = t + (1,) * (3 - len(t))
+    if len(t) != 3 or min(t) < 1:
+        raise EmulationError(f"{what} must be 1 to 3 positive sizes, got {d!r}")
+    return t  # type: ignore[return-value]
+
+
+def _parsed(source) -> ParsedPtx:
+    if isinstance(source, str):
+        return parse_ptx_modules(source)
+    if isinstance(source, ptx.ModuleOp_):
+        return parse_ptx_modules(print_ptx(source))
+    if isinstance(source, ModuleOp):
+        found = [op for op in source.walk() if isinstance(op, ptx.ModuleOp_)]
+        if not found:
+            raise EmulationError("no ptx.module in the input; lower tile IR first")
+        return parse_ptx_modules("\n".join(print_ptx(p) for p in found))
+    raise TypeError(f"expected PTX text or a ptx.module, got {type(source).__name__}")
+
+
+def compile_entry(ptx_text_or_module, entry: str | None = None) -> Program:
+    """Decode kernel `entry` (the only one when None) of PTX text or a ptx.module. Modules are
+    printed and read back, so error messages point at lines of the PTX the GPU would get."""
+    parsed = _parsed(ptx_text_or_module)
+    try:
+        e = parsed.entry(entry)
+    except ValueError as err:
+        raise EmulationError(str(err)) from None
+    return Program(e, parsed.lines, parsed.source)
+
+
+def emulate(ptx_text_or_module, entry: str, grid, block, args: list, **options) -> list[np.ndarray]:
+    """Run `entry` of a PTX module on the CPU, mirroring `cuda_runtime.run_kernel`: arrays are
+    copied in, the grid runs, and the final contents of every ndarray argument come back."""
+    return compile_entry(ptx_text_or_module, entry).run(grid, block, args, **options)
