@@ -10,14 +10,19 @@ code base; here it is data, in the style of LLVM's `llvm/test/CodeGen/NVPTX/wmma
   block-scaled rows come from Table 36 (004).
 * `_PTX_NOTES` / `_TARGET_NOTES`: one row per sentence of "PTX ISA Notes" / "Target ISA Notes".
   A variant needs the newest PTX version of every note that matches it, and every target rule.
-* `EXCEPTIONS`: where ptxas 13.0 and the ISA text disagree, the table follows ptxas; each entry
-  quotes the ISA sentence and the ptxas message that contradicts it
-  (`python -m tilemma.compiler.isa_ptxas_check` re-derives them).
+* `EXCEPTIONS`: where ptxas 13.0 and the ISA text disagree. Where ptxas is stricter the table
+  follows it (drops a variant or adds a target rule); where ptxas also assembles spellings the
+  excerpts never define (it silently ignores some qualifiers) the entry records where, and the
+  table still refuses them. Each entry quotes the ISA text and the ptxas evidence;
+  `python -m tilemma.compiler.isa_ptxas_check` re-derives all of them on every target.
 
 Register counts are computed, not listed: elements per thread = rows * cols / 32 (A halved for
 sparse, x4 for the f16 m8n8k4 quad-pair form), packed into 32-bit registers by the element's
 container width (f6/f4 sit in 8-bit containers except under .kind::mxf4*); f64 uses one .f64
-register per element. ptxas checks every count ("Argument vector size mismatch").
+register per element. The same formula gives the "nearest family" count for undefined
+combinations. ptxas checks every count ("Argument vector size mismatch") and type ("Arguments
+mismatch"): .bf16 and .tf32 operands must be .b32 registers (ptxas refuses the excerpt's
+`.reg .f16x2` for bf16 and `.f32` for tf32), f16 takes .f16x2 or .b32.
 """
 
 from __future__ import annotations
@@ -245,15 +250,21 @@ class MmaVariant:
 
     def legal(self, target: SmTarget | str, ptx: PtxVersion | str | None = None) -> list[str]:
         """Reasons the variant cannot be used on (target, ptx); empty when it can."""
-        if not self.is_defined:
-            why = explain_undefined(self)
-            quirk = ptxas_also_accepts(self, target, ptx)
-            if quirk is not None:
-                why += (f" (ptxas 13.0 accepts it anyway, see EXCEPTIONS {quirk.name!r}; "
-                        "the PTX ISA defines no meaning for it)")
-            return [why]
         t = parse_sm(target)
         p = parse_ptx_version(ptx) if ptx is not None else DEFAULT_PTX
+        reasons = self._reasons(t, p)
+        if reasons:
+            quirk = ptxas_also_accepts(self, t, p)
+            if quirk is not None:
+                reasons[-1] += (
+                    f" (ptxas 13.0 assembles it anyway, see EXCEPTIONS {quirk.name!r}; the PTX "
+                    "ISA does not define it here, so tilemma does not emit it)"
+                )
+        return reasons
+
+    def _reasons(self, t: SmTarget, p: PtxVersion) -> list[str]:
+        if not self.is_defined:
+            return [explain_undefined(self)]
         req = self._req()
         if not all(g.holds(t) for g in req.gates):
             return ["needs " + _describe_targets(req.gates)]
@@ -276,13 +287,16 @@ class MmaVariant:
 # --------------------------------------------------------------------------------------------
 # Target rules: the three ways the excerpts gate a feature
 # --------------------------------------------------------------------------------------------
+_NO_PTX_LIMIT = PtxVersion(0, 0)
+
+
 @dataclass(frozen=True)
 class TargetRule:
     """One clause of a Target ISA Notes sentence; `min_ptx` is its 'from PTX ISA version'."""
 
     how: str  # "min" (sm_XY or higher) | "arch" (exact 'a' targets) | "family" (sm_XYf+)
     numbers: tuple[int, ...]
-    min_ptx: PtxVersion = PtxVersion(0, 0)
+    min_ptx: PtxVersion = _NO_PTX_LIMIT
 
     def holds(self, t: SmTarget) -> bool:
         if self.how == "min":
@@ -397,10 +411,15 @@ _MX_SHAPE_K = {"mxf8f6f4": 32, "mxf4": 64, "mxf4nvf4": 64}
 def _block_scaled_rows(forms, sparse: bool) -> list[_Row]:
     return [
         _Row(
-            forms, (f"m16n8k{_MX_SHAPE_K[kind] * (2 if sparse else 1)}",), types, types, F32,
-            kinds=(kind,), scales=tuple((True, sv, stype) for sv in sizes),
+            forms,
+            (f"m16n8k{_MX_SHAPE_K[kind] * (2 if sparse else 1)}",),
+            types,
+            types,
+            F32,
+            kinds=(kind,),
+            scales=tuple((True, sv, stype) for sv in sizes),
             source=f"{'001' if sparse else '000'} block scaling, Table 36 row {kind}/{stype}",
-        )  # fmt: skip
+        )
         for kind, types, stype, sizes in TABLE_36
     ]
 
@@ -562,6 +581,18 @@ class Deviation:
     drop: bool = False
     gate: Gate | None = None
     accepted_like: dict | None = None
+    accepted_gate: Gate | None = None  # a further target condition for accepted_like
+
+
+# Where ptxas 13.0 takes a .kind it ignores: 'a'/'f' targets of sm_100+, 'a' only for sparse mx4.
+_AF_100_PLUS = Gate(
+    tuple(TargetRule("family", (n,), PtxVersion(8, 7)) for n in (100, 110, 120)),
+    "an 'a' or 'f' target of sm_100 or newer",
+)
+_SPARSE_MXF4_F8 = Gate(
+    (TargetRule("arch", (100, 103, 110, 120, 121), PtxVersion(8, 7)),),
+    "an 'a' target of sm_100 or newer",
+)
 
 
 EXCEPTIONS: tuple[Deviation, ...] = (
@@ -617,6 +648,26 @@ EXCEPTIONS: tuple[Deviation, ...] = (
         "specified for 'mma'\"",
         accepted_like={"k": 8, "m": 16, "alayout": "row", "blayout": "col"},
     ),
+    *(
+        Deviation(
+            f"f8-ignores-kind-without-block-scale{suffix}",
+            {"sparse": forms, "atype": F8, "btype": F8, "kind": kinds, "block_scale": {False}},
+            isa_text="000/001: .kind::f8f6f4 is defined at m16n8k32 (sparse m16n8k64) on "
+            "sm_120a/sm_120f+, and the mx kinds only with .block_scale and Table 36's types",
+            ptxas_evidence="with .e4m3/.e5m2 inputs and no .block_scale, ptxas ignores "
+            ".kind: e.g. mma.sync.aligned.m16n8k16.row.col.kind::mxf4.f32.e4m3.e4m3.f32 and "
+            "...m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32 assemble on sm_100a; on "
+            "sm_120f the sparse mx4 forms give \"Feature '.kind::mxf4 with .sp modifier' not "
+            "supported on .target 'sm_120f'\"",
+            accepted_like={"kind": None},
+            accepted_gate=gate,
+        )
+        for suffix, forms, kinds, gate in (
+            ("", {None}, ALL_KINDS, _AF_100_PLUS),
+            ("-sparse", {"sp::ordered_metadata"}, {"f8f6f4", "mxf8f6f4"}, _AF_100_PLUS),
+            ("-sparse-mxf4", {"sp::ordered_metadata"}, {"mxf4", "mxf4nvf4"}, _SPARSE_MXF4_F8),
+        )
+    ),
 )
 
 
@@ -656,6 +707,11 @@ _TABLE: dict[MmaVariant, _Requirements] = _build(EXCEPTIONS)
 _ISA_TEXT_TABLE: dict[MmaVariant, _Requirements] = _build(())
 
 
+def isa_text_defines(v: MmaVariant) -> bool:
+    """Whether the excerpts' text alone (no EXCEPTIONS) defines `v`."""
+    return v in _ISA_TEXT_TABLE
+
+
 def isa_text_allows(v: MmaVariant, target: SmTarget | str, ptx: PtxVersion | str) -> bool:
     """Whether the excerpts' text alone (no EXCEPTIONS) allows `v` on (target, ptx)."""
     req = _ISA_TEXT_TABLE.get(v)
@@ -672,14 +728,20 @@ def isa_text_allows(v: MmaVariant, target: SmTarget | str, ptx: PtxVersion | str
 def ptxas_also_accepts(
     v: MmaVariant, target: SmTarget | str, ptx: PtxVersion | str | None = None
 ) -> Deviation | None:
-    """The `accepted_like` exception under which ptxas assembles the undefined spelling `v`
-    on (target, ptx), if any."""
-    if v.is_defined:
+    """The `accepted_like` exception under which ptxas assembles `v` on (target, ptx) although
+    the table refuses it there, if any."""
+    t = parse_sm(target)
+    p = parse_ptx_version(ptx) if ptx is not None else DEFAULT_PTX
+    if not v._reasons(t, p):
         return None
     for d in EXCEPTIONS:
         if d.accepted_like and _matches(v, d.match):
+            if d.accepted_gate and not any(
+                r.holds(t) and p >= r.min_ptx for r in d.accepted_gate.rules
+            ):
+                continue
             like = replace(v, **d.accepted_like)
-            if like.is_defined and not like.legal(target, ptx):
+            if not like._reasons(t, p):
                 return d
     return None
 
@@ -828,8 +890,7 @@ def parse_qualifiers(text: str) -> MmaVariant:
 
     Raises ValueError naming the first token that is unknown or out of place."""
     s = text.strip()
-    if s.startswith("."):
-        s = s[1:]
+    s = s.removeprefix(".")
     tokens = s.split(".")
     if not tokens or tokens[0] != "mma":
         raise ValueError(f"not an mma opcode: {text!r} (expected it to start with 'mma.')")
@@ -946,8 +1007,9 @@ __all__ = [
     "exceptions_matching",
     "explain_undefined",
     "isa_text_allows",
-    "ptxas_also_accepts",
+    "isa_text_defines",
     "legal_variants",
     "parse_opcode",
     "parse_qualifiers",
+    "ptxas_also_accepts",
 ]

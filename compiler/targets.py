@@ -59,14 +59,12 @@ def parse_ptx_version(text: str | PtxVersion) -> PtxVersion:
     return PtxVersion.parse(text)
 
 
-# Released PTX ISA versions from the one `mma` appeared in (6.4) to the newest documented (9.1).
+# Released PTX ISA versions, 6.0 to the newest documented (9.1).
 # Used to name "the version just below" a minimum; there is no 7.9 or 8.9.
 PTX_VERSIONS: tuple[PtxVersion, ...] = tuple(
-    PtxVersion.parse(v)
-    for v in (
-        "6.0 6.1 6.2 6.3 6.4 6.5 7.0 7.1 7.2 7.3 7.4 7.5 7.6 7.7 7.8 "
-        "8.0 8.1 8.2 8.3 8.4 8.5 8.6 8.7 8.8 9.0 9.1"
-    ).split()
+    PtxVersion(major, minor)
+    for major, minors in ((6, range(6)), (7, range(9)), (8, range(9)), (9, range(2)))
+    for minor in minors
 )
 # Newest version the ptxas we test with (13.0) accepts; 9.1 exists in the ISA but not in ptxas.
 PTXAS_MAX_PTX = PtxVersion(9, 0)
