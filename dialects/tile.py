@@ -213,14 +213,9 @@ def element_bits(name: str) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-@irdl_attr_definition
-class TileType(ParametrizedAttribute, TypeAttribute):
-    """A statically shaped tile value: `!tile.tile<64x32xf16>` (rank 2) or `<3x64x32xf16>`."""
-
-    name = "tile.tile"
-
-    shape: ArrayAttr[IntAttr]
-    element_type: Attribute
+class TileLike(ParametrizedAttribute, TypeAttribute):
+    """What every tile type has: a static shape (rank 2 or 3) and an element type (each
+    definition below declares the two parameters again: IRDL reads a class's own fields)."""
 
     def __init__(self, shape: Sequence[int], element_type: Attribute):
         super().__init__(ArrayAttr(IntAttr(d) for d in shape), element_type)
@@ -232,8 +227,13 @@ class TileType(ParametrizedAttribute, TypeAttribute):
     def element(self) -> str:
         return element_name(self.element_type)
 
+    @classmethod
+    def problem(cls, shape: Sequence[int], element: str) -> str | None:
+        """Why a type of this kind with `shape` and `element` is invalid (None if it is valid)."""
+        return tile_type_problem(shape, element)
+
     def verify(self) -> None:
-        problem = tile_type_problem(self.get_shape(), self.element)
+        problem = self.problem(self.get_shape(), self.element)
         if problem:
             raise VerifyException(problem)
 
@@ -249,10 +249,19 @@ class TileType(ParametrizedAttribute, TypeAttribute):
         with parser.in_angle_brackets():
             dims, elem = parser.parse_ranked_shape()
         # Report bad shapes/elements here, where the source position is still known.
-        problem = tile_type_problem(dims, element_name(elem))
+        problem = cls.problem(dims, element_name(elem))
         if problem:
             parser.raise_error(problem, start, start + 1)
         return (ArrayAttr(IntAttr(d) for d in dims), elem)
+
+
+@irdl_attr_definition
+class TileType(TileLike):
+    """A statically shaped tile value: `!tile.tile<64x32xf16>` (rank 2) or `<3x64x32xf16>`."""
+
+    name = "tile.tile"
+    shape: ArrayAttr[IntAttr]
+    element_type: Attribute
 
 
 def tile_type_problem(shape: Sequence[int], element: str) -> str | None:
@@ -276,9 +285,57 @@ def _shape_str(shape: Sequence[int]) -> str:
     return "x".join(str(d) for d in shape) or "scalar"
 
 
-def _tile(value: SSAValue, what: str) -> TileType:
-    if not isinstance(value.type, TileType):
+# Structured sparsity of a compressed left operand, by element type (PTX mma.sp): two of every
+# four elements; one of two for tf32; two of four aligned pairs ("4:8") for 4-bit integers.
+SPARSE_PATTERNS = {
+    "f16": "2:4",
+    "bf16": "2:4",
+    "tf32": "1:2",
+    "si8": "2:4",
+    "ui8": "2:4",
+    "f8E4M3FN": "2:4",
+    "f8E5M2": "2:4",
+    "f6E3M2FN": "2:4",
+    "f6E2M3FN": "2:4",
+    "f4E2M1FN": "2:4",
+    "si4": "4:8",
+    "ui4": "4:8",
+}
+
+
+@irdl_attr_definition
+class SparseTileType(TileLike):
+    """A tile known to be structured sparse (`SPARSE_PATTERNS`), held compressed: the kept
+    values and their positions. `!tile.sparse<16x32xf16>` is a 16x32 tile of which 16x16 values
+    are stored. It is made by `tile.compress` and only consumed as the left operand of
+    `tile.mma`/`tile.matmul` (PTX mma.sp)."""
+
+    name = "tile.sparse"
+    shape: ArrayAttr[IntAttr]
+    element_type: Attribute
+
+    @property
+    def pattern(self) -> str:
+        return SPARSE_PATTERNS[self.element]
+
+    @classmethod
+    def problem(cls, shape: Sequence[int], element: str) -> str | None:
+        if element not in SPARSE_PATTERNS:
+            return (
+                f"{element} has no structured-sparse mma (mma.sp); sparse element types: "
+                f"{', '.join(SPARSE_PATTERNS)}"
+            )
+        return tile_type_problem(shape, element)
+
+
+def _tile(value: SSAValue, what: str, sparse_ok: bool = False) -> TileLike:
+    if not isinstance(value.type, TileLike):
         raise VerifyException(f"{what} must be a !tile.tile, got {value.type}")
+    if isinstance(value.type, SparseTileType) and not sparse_ok:
+        raise VerifyException(
+            f"{what} is a sparse tile ({value.type}); sparse tiles are only the left operand "
+            f"of tile.mma / tile.matmul"
+        )
     return value.type
 
 
@@ -421,7 +478,7 @@ class MatmulOp(IRDLOperation):
     """`matmul(lhs, rhs)`: the result element type follows `matmul_result_t`."""
 
     name = "tile.matmul"
-    lhs = operand_def(TileType)
+    lhs = operand_def(TileType | SparseTileType)
     rhs = operand_def(TileType)
     result = result_def(TileType)
     satfinite = opt_prop_def(UnitAttr)
@@ -433,11 +490,11 @@ class MatmulOp(IRDLOperation):
 
     def __init__(self, lhs: SSAValue, rhs: SSAValue, result_type: Attribute | None = None):
         if result_type is None:
-            result_type = matmul_result(_tile(lhs, "lhs"), _tile(rhs, "rhs"))
+            result_type = matmul_result(_tile(lhs, "lhs", sparse_ok=True), _tile(rhs, "rhs"))
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
     def verify_(self) -> None:
-        lhs, rhs = _tile(self.lhs, "lhs"), _tile(self.rhs, "rhs")
+        lhs, rhs = _tile(self.lhs, "lhs", sparse_ok=True), _tile(self.rhs, "rhs")
         _verify_popc(self, lhs)
         expected = matmul_result(lhs, rhs)
         if self.result.type != expected:
@@ -454,7 +511,7 @@ class MmaOp(IRDLOperation):
     """`mma(lhs, rhs, acc)`: multiply and add into an explicit accumulator of the same type."""
 
     name = "tile.mma"
-    lhs = operand_def(TileType)
+    lhs = operand_def(TileType | SparseTileType)
     rhs = operand_def(TileType)
     acc = operand_def(TileType)
     result = result_def(TileType)
@@ -499,7 +556,8 @@ class MmaOp(IRDLOperation):
         super().__init__(operands=[lhs, rhs, acc], result_types=[acc.type], properties=props)
 
     def verify_(self) -> None:
-        lhs, rhs, acc = _tile(self.lhs, "lhs"), _tile(self.rhs, "rhs"), _tile(self.acc, "acc")
+        lhs = _tile(self.lhs, "lhs", sparse_ok=True)
+        rhs, acc = _tile(self.rhs, "rhs"), _tile(self.acc, "acc")
         check_mma(lhs, rhs, acc)
         _verify_popc(self, lhs)
         _verify_satfinite(self, acc.element)
@@ -744,8 +802,44 @@ class ConstantOp(IRDLOperation):
             )
 
 
+@irdl_op_definition
+class CompressOp(IRDLOperation):
+    """Compress a dense tile to its structured-sparse form (`SPARSE_PATTERNS`).
+
+    Without `prune`, every group must already hold at most the kept number of nonzeros (2 of 4;
+    1 of 2 for tf32; 2 pairs of 4 for 4-bit integers): this is checked when the kernel runs and
+    the first offending group (row-major) is reported. With `prune`, the largest magnitudes of
+    each group are kept (ties keep the lower column) and the others dropped."""
+
+    name = "tile.compress"
+    source = operand_def(TileType)
+    result = result_def(SparseTileType)
+    prune = opt_prop_def(UnitAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue, prune: bool = False):
+        st = _tile(source, "source")
+        props = {"prune": UnitAttr()} if prune else {}
+        super().__init__(
+            operands=[source],
+            result_types=[SparseTileType(st.get_shape(), st.element_type)],
+            properties=props,
+        )
+
+    def verify_(self) -> None:
+        src, dst = _tile(self.source, "source"), _tile(self.result, "result", sparse_ok=True)
+        if src.get_shape() != dst.get_shape() or src.element_type != dst.element_type:
+            raise VerifyException(
+                f"tile.compress: result {dst} must have the shape and element type of the "
+                f"source {src}"
+            )
+
+
 Tile = Dialect(
     "tile",
-    [MatmulOp, MmaOp, LoadOp, StoreOp, CastOp, ConstantOp],
-    [TileType, UE4M3Type],
+    [MatmulOp, MmaOp, LoadOp, StoreOp, CastOp, ConstantOp, CompressOp],
+    [TileType, SparseTileType, UE4M3Type],
 )
