@@ -30,6 +30,7 @@ def _compile_options(args: argparse.Namespace):
         allow_slow=args.allow_slow,
         warps=args.warps or "",
         warp_tile=args.warp_tile or "",
+        sparse_form=args.sparse_form,
     )
 
 
@@ -45,6 +46,12 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--allow-slow", action="store_true", help="keep families the target emulates")
     p.add_argument("--warps", help="warps per CTA as WMxWN (default up to 2x2)")
+    p.add_argument(
+        "--sparse-form",
+        default="ordered",
+        choices=("ordered", "sp"),
+        help="sparse A: mma.sp::ordered_metadata where legal (default), or plain mma.sp",
+    )
     p.add_argument("--warp-tile", help="instructions per warp as RMxRN")
 
 
@@ -56,7 +63,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     module = gemm_module(
         GemmSpec(
             args.m, args.n, args.k, args.a, args.b, args.acc, args.batch, args.bcast,
-            args.satfinite, args.popc, args.shape,
+            args.satfinite, args.popc, args.shape, args.sparse_a is not None, args.prune,
         )
     )
     print(module)
@@ -166,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--satfinite", action="store_true", help="clamp integer accumulation")
     g.add_argument("--popc", choices=("xor", "and"), help="b1 operands: xor or and, then popc")
     g.add_argument("--shape", help="instruction shape to use, e.g. m16n8k8 (default: best)")
+    g.add_argument(
+        "--sparse-a",
+        choices=("2:4",),
+        help="A is structured sparse: 2 of every 4 (1 of 2 for tf32, 2 pairs of 4 for 4-bit)",
+    )
+    g.add_argument("--prune", action="store_true", help="with --sparse-a: keep the largest two")
     g.add_argument("--sm", default="90", help="target the kernel is meant for (checked only)")
     g.set_defaults(func=cmd_gemm)
 

@@ -31,12 +31,18 @@ class GemmSpec:
     satfinite: bool = False
     popc: str | None = None
     shape: str | None = None  # instruction shape hint for tile-select-mma, e.g. "m16n8k8"
+    sparse_a: bool = False  # A is structured sparse (tile.compress before the mma)
+    prune: bool = False  # with sparse_a: tile.compress {prune} keeps the largest magnitudes
 
     @property
     def name(self) -> str:
         batch = f"b{self.batch}{self.bcast or ''}_" if self.batch else ""
         shape = f"_{self.shape}" if self.shape else ""
-        return f"gemm_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}_{self.acc_type}{shape}"
+        sparse = ("_pruned" if self.prune else "_sparse") if self.sparse_a else ""
+        return (
+            f"gemm{sparse}_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}_{self.acc_type}"
+            f"{shape}"
+        )
 
     @property
     def acc_type(self) -> str:
@@ -93,6 +99,11 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         return loaded
 
     ta, tb, tc = load("a", block.args[0]), load("b", block.args[1]), load("c", block.args[2])
+    if spec.prune and not spec.sparse_a:
+        raise ValueError("--prune needs --sparse-a")
+    if spec.sparse_a:
+        ta = builder.insert(tile.CompressOp(ta, prune=spec.prune)).result
+        ta.name_hint = "sa"
     result = builder.insert(
         tile.MmaOp(ta, tb, tc, satfinite=spec.satfinite, popc=spec.popc, mma_shape=spec.shape)
     ).result

@@ -38,10 +38,11 @@ class CompileOptions:
     allow_slow: bool = False
     warps: str = ""
     warp_tile: str = ""
+    sparse_form: str = "ordered"
 
     def passes(self) -> list[ModulePass]:
         return [
-            SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow),
+            SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
             TileWarps(self.warps, self.warp_tile),
             TileToPtx(),
         ]

@@ -53,8 +53,16 @@ class PtxBuilder:
     def comment(self, text: str) -> None:
         self.ops.append(ptx.CommentOp(text))
 
-    def mma(self, opcode: str, d: Sequence[str], a: Sequence[str], b: Sequence[str], c: Sequence[str]) -> None:
-        self.ops.append(ptx.MmaOp(opcode, d, a, b, c))
+    def mma(
+        self,
+        opcode: str,
+        d: Sequence[str],
+        a: Sequence[str],
+        b: Sequence[str],
+        c: Sequence[str],
+        extra: Sequence[str] = (),
+    ) -> None:
+        self.ops.append(ptx.MmaOp(opcode, d, a, b, c, extra))
 
     # Small idioms used by the lowering -----------------------------------------------------
 

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tilemma.compiler import reference
+from tilemma.compiler import reference, sparse_fragments
 from tilemma.compiler.isa import parse_opcode
 from tilemma.compiler.pipeline import CompiledKernel
+from tilemma.dialects import tile
 from tilemma.passes.gemm_kernel import GemmKernel, MemOperand
+from tilemma.passes.sparse_a import NO_ERROR
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,49 @@ def instruction_k(kernel: CompiledKernel) -> int:
     return parse_opcode(kernel.variant).k
 
 
-def run_compiled(kernel: CompiledKernel, arg_sizes: list[int], seed: int, on: str) -> RunResult:
+def _sparse_pattern(g: GemmKernel) -> str:
+    """The pattern `tile.compress` enforces on A (by the element type it compresses)."""
+    _, compressed = _logical(np.zeros(1, reference.element_type(g.a.stored).dtype), g.a)
+    return tile.SPARSE_PATTERNS[compressed]
+
+
+def _prune_tiles(values: np.ndarray, g: GemmKernel, pattern: str) -> np.ndarray:
+    """`values` (a memref's elements) with the A tile pruned to `pattern` (groups start at the
+    tile's column 0; a ragged last group is padded with zeros)."""
+    out = values.copy()
+    for batch in _view(np.arange(values.size), g.a, g, g.m, g.k):
+        out[batch] = _prune_ragged(out[batch], pattern)
+    return out
+
+
+def sparsity_error(word: int, g: GemmKernel) -> str | None:
+    """Decode the kernel's sparsity error word (first offending group, row-major)."""
+    if word == NO_ERROR:
+        return None
+    pattern = sparse_fragments.pattern_for(_sparse_pattern(g))
+    groups = -(-g.k // pattern.chunk)
+    batch_row, group = divmod(word, groups)
+    batch, row = divmod(batch_row, g.m)
+    where = f"batch {batch}, " if g.a.batch_stride else ""
+    lo = group * pattern.chunk
+    return (
+        f"A is not {pattern.name} sparse: {where}row {row}, group {group} (columns {lo}.."
+        f"{min(lo + pattern.chunk, g.k) - 1}) has more than {pattern.kept_atoms} nonzero "
+        f"{pattern.what}; compress with prune to keep the largest"
+    )
+
+
+def run_compiled(
+    kernel: CompiledKernel,
+    arg_sizes: list[int],
+    seed: int,
+    on: str,
+    break_sparsity: tuple[int, int, int] | None = None,
+) -> RunResult:
     """Run on `on` ("gpu", or "emulator": the CPU emulator of the same PTX) and compare with
-    the reference."""
+    the reference. A compressed A gets random data with the pattern (or, for `prune`, without;
+    the reference then uses the pruned A). `break_sparsity` = (batch, row, group) fills that
+    group of A with nonzeros, to check that the kernel reports it."""
     g = kernel.gemm
     rng = np.random.default_rng(seed)
     args: list[np.ndarray] = []
@@ -100,11 +142,23 @@ def run_compiled(kernel: CompiledKernel, arg_sizes: list[int], seed: int, on: st
     if isinstance(g.c, MemOperand):
         types[g.c.param] = g.c.stored
     for i, size in enumerate(arg_sizes):
-        t = types[i]
-        values[i] = reference.random_matrix(t, (size,), rng)
-        args.append(pack_memory(values[i], t))
+        values[i] = reference.random_matrix(types[i], (size,), rng)
+    if g.a.sparse == "check":
+        values[g.a.param] = _prune_tiles(values[g.a.param], g, _sparse_pattern(g))
+        if break_sparsity is not None:
+            batch, row, group = break_sparsity
+            chunk = sparse_fragments.pattern_for(_sparse_pattern(g)).chunk
+            idx = _view(np.arange(values[g.a.param].size), g.a, g, g.m, g.k)
+            cols = idx[batch, row, group * chunk : (group + 1) * chunk]
+            values[g.a.param][cols] = reference.random_matrix(g.a.stored, (cols.size,), rng)
+    for i in range(len(arg_sizes)):
+        args.append(pack_memory(values[i], types[i]))
+    if g.a.sparse == "check":
+        args.append(np.full(1, NO_ERROR, np.uint32))
 
     a_vals, a_type = _logical(_view(values[g.a.param], g.a, g, g.m, g.k), g.a)
+    if g.a.sparse == "prune":
+        a_vals = np.stack([_prune_ragged(m, _sparse_pattern(g)) for m in a_vals])
     b_vals, b_type = _logical(_view(values[g.b.param], g.b, g, g.k, g.n), g.b)
     c_vals = (
         _view(values[g.c.param], g.c, g, g.m, g.n)
@@ -129,6 +183,7 @@ def run_compiled(kernel: CompiledKernel, arg_sizes: list[int], seed: int, on: st
         outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args)
     else:
         raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
+    broken = sparsity_error(int(outs[-1][0]), g) if g.a.sparse == "check" else None
     d_full = outs[g.d.param].view(reference.element_type(g.d.stored).dtype).reshape(-1)
     got = _view(d_full, g.d, g, g.m, g.n)
     cmp = reference.compare(
@@ -144,7 +199,18 @@ def run_compiled(kernel: CompiledKernel, arg_sizes: list[int], seed: int, on: st
     detail = cmp.detail if not cmp.ok else ""
     if not outside_ok:
         detail = (detail + "; " if detail else "") + "elements outside the stored tile changed"
+    if broken:
+        detail = broken
     return RunResult(
         kernel.name, kernel.variant, f"{size}{g.m}x{g.n}x{g.k}", cmp.max_abs, cmp.max_rel,
-        cmp.ok and outside_ok, detail, on,
+        cmp.ok and outside_ok and not broken, detail, on,
     )
+
+
+def _prune_ragged(matrix: np.ndarray, pattern: str) -> np.ndarray:
+    """prune() on an M x K matrix whose K need not be a multiple of the chunk."""
+    chunk = sparse_fragments.pattern_for(pattern).chunk
+    k = matrix.shape[1]
+    padded = np.zeros((matrix.shape[0], -(-k // chunk) * chunk), matrix.dtype)
+    padded[:, :k] = matrix
+    return sparse_fragments.prune(padded, pattern)[:, :k]

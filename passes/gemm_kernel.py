@@ -49,6 +49,7 @@ class MemOperand:
     batch_stride: int  # elements between batches (0 when the batch broadcasts)
     row_stride: int
     base: int  # element offset of the tile's first element
+    sparse: str | None = None  # tile.compress of this operand: "check" (pattern) or "prune"
 
     @property
     def bits(self) -> int:
@@ -84,6 +85,10 @@ def _operand(
 ) -> MemOperand:
     casts: list[tuple[str, str, str | None]] = []
     owner = value.owner
+    sparse = None
+    if isinstance(owner, tile.CompressOp):
+        sparse = "prune" if owner.prune is not None else "check"
+        owner = owner.source.owner
     while isinstance(owner, tile.CastOp):
         src, dst = owner.source.type, owner.result.type
         assert isinstance(src, tile.TileType) and isinstance(dst, tile.TileType)
@@ -93,7 +98,8 @@ def _operand(
     if not isinstance(owner, tile.LoadOp):
         raise LoweringError(
             at,
-            f"the {what} operand must come from tile.load (optionally through tile.cast); "
+            f"the {what} operand must come from tile.load (optionally through tile.cast, then "
+            f"tile.compress for the left one); "
             f"got {getattr(owner, 'name', 'a block argument')}",
         )
     if owner.source not in params:
@@ -114,6 +120,7 @@ def _operand(
         batch_stride=0 if (not batched or broadcast) else strides[0],
         row_stride=strides[-2],
         base=base,
+        sparse=sparse,
     )
 
 
@@ -151,7 +158,7 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
     if not isinstance(mma, tile.MmaOp):
         raise LoweringError(store, "the stored tile must be the result of tile.mma")
     lhs, rhs, acc = mma.lhs.type, mma.rhs.type, mma.acc.type
-    assert isinstance(lhs, tile.TileType) and isinstance(rhs, tile.TileType)
+    assert isinstance(lhs, tile.TileLike) and isinstance(rhs, tile.TileType)
     assert isinstance(acc, tile.TileType)
     batched = len(acc.get_shape()) == 3
     batch = acc.get_shape()[0] if batched else 1

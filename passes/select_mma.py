@@ -44,6 +44,8 @@ SLOW_PATHS = (
 )
 
 F32_PRECISIONS = ("exact", "tf32", "3xtf32")
+# Sparse forms in order of preference (the ISA advises ordered metadata for speed).
+SPARSE_FORM_OPTIONS = {"ordered": ("sp::ordered_metadata", "sp"), "sp": ("sp",)}
 
 
 def _cast(rewriter_anchor: Operation, value: SSAValue, element: str, rounding: str | None) -> SSAValue:
@@ -65,7 +67,9 @@ class SelectMma(ModulePass):
     """Options: `sm` (e.g. 90, sm_90a, 120a), `ptx` (default: newest ptxas accepts),
     `f32-precision` (exact: refuse f32 operands; tf32: round them to tf32, rna; 3xtf32: split
     each into tf32 hi + lo parts and run three tf32 mmas, close to f32 accuracy),
-    `allow-slow` (keep families the target runs slowly instead of widening them)."""
+    `allow-slow` (keep families the target runs slowly instead of widening them),
+    `sparse-form` (ordered: mma.sp::ordered_metadata where legal, as the ISA advises, else
+    mma.sp; sp: plain mma.sp only)."""
 
     name = "tile-select-mma"
 
@@ -73,12 +77,18 @@ class SelectMma(ModulePass):
     ptx: str | float = ""
     f32_precision: str = "exact"
     allow_slow: bool = False
+    sparse_form: str = "ordered"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target = targets.parse_sm(str(self.sm))
         version = targets.parse_ptx_version(str(self.ptx)) if self.ptx else max(
             targets.DEFAULT_PTX, target.min_ptx
         )
+        if self.sparse_form not in SPARSE_FORM_OPTIONS:
+            raise ValueError(
+                f"tile-select-mma: sparse-form must be one of {', '.join(SPARSE_FORM_OPTIONS)}, "
+                f"got {self.sparse_form!r}"
+            )
         if self.f32_precision not in F32_PRECISIONS:
             raise ValueError(
                 f"tile-select-mma: f32-precision must be one of {', '.join(F32_PRECISIONS)}, "
@@ -128,9 +138,11 @@ class SelectMma(ModulePass):
                 _set_operands(mma, "tf32", "tf32", "rna")
             return "tf32", "tf32"
         hinted = mma.mma_shape.data if mma.mma_shape is not None else None
+        sparse = isinstance(mma.lhs.type, tile.SparseTileType)
         for slow in SLOW_PATHS:
             if (
-                target.number in slow.targets
+                not sparse  # widening would change the sparsity pattern (4:8 pairs vs 2:4)
+                and target.number in slow.targets
                 and a in slow.types
                 and not self.allow_slow
                 and not _hint_needs(hinted, a)
@@ -151,10 +163,15 @@ class SelectMma(ModulePass):
             bitop=mma.popc.data if mma.popc is not None else None,
         )
         hint = mma.mma_shape.data if mma.mma_shape is not None else None
+        forms = (
+            SPARSE_FORM_OPTIONS[self.sparse_form]
+            if isinstance(mma.lhs.type, tile.SparseTileType)
+            else (None,)
+        )
         defined = [
             v
             for v in isa.all_variants()
-            if v.sparse is None
+            if v.sparse in forms
             and v.kind is None
             and v.rounding is None
             and (v.alayout, v.blayout) == ("row", "col")
@@ -163,12 +180,14 @@ class SelectMma(ModulePass):
         ]
         legal = [v for v in defined if not v.legal(target, version)]
         if not legal:
-            raise LoweringError(mma, self._why_none(want, hint, defined, target, version))
-        best = max(legal, key=lambda v: v.m * v.n * v.k)
+            raise LoweringError(mma, self._why_none(want, hint, defined, target, version, forms))
+        # Largest instruction first; for sparse A the ISA advises ::ordered_metadata over mma.sp.
+        best = max(legal, key=lambda v: (v.m * v.n * v.k, -forms.index(v.sparse)))
         mma.variant = StringAttr(best.opcode)
 
     @staticmethod
-    def _why_none(want, hint, defined, target, version) -> str:
+    def _why_none(want, hint, defined, target, version, forms) -> str:
+        form = "mma.sync" if forms == (None,) else "mma.sp"
         what = f"{want['atype']} x {want['btype']} -> {want['dtype']}"
         if want["satfinite"]:
             what += " with satfinite"
@@ -177,16 +196,16 @@ class SelectMma(ModulePass):
         where = f"{target.name} with PTX {version}"
         if not defined:
             shape = f" of shape {hint}" if hint else ""
-            return f"no mma.sync variant{shape} computes {what}"
-        reasons = [f"{v.shape}: {'; '.join(v.legal(target, version))}" for v in defined]
+            return f"no {form} variant{shape} computes {what}"
+        reasons = sorted({f"{v.shape}: {'; '.join(v.legal(target, version))}" for v in defined})
         others = [
             v.shape
             for v in isa.legal_variants(target, version)
-            if v.sparse is None and v.kind is None and hint is not None
+            if v.sparse in forms and v.kind is None and hint is not None
             and (v.atype, v.btype, v.dtype) == (want["atype"], want["btype"], want["dtype"])
         ]
         tail = f"; on {target.name} use {' or '.join(sorted(set(others)))}" if others else ""
-        return f"no mma.sync variant for {what} on {where}: " + "; ".join(reasons) + tail
+        return f"no {form} variant for {what} on {where}: " + "; ".join(reasons) + tail
 
 
 def _set_operands(mma: tile.MmaOp, a: str, b: str, rounding: str | None) -> None:

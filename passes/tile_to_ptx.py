@@ -28,6 +28,7 @@ from tilemma.compiler.ptx_builder import PtxBuilder, f32_literal, f64_literal
 from tilemma.dialects import ptx
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import PTX_TYPE, GemmKernel, MemOperand, read_kernel
+from tilemma.passes.sparse_a import SparseALoader, metadata_linear
 
 # Load/store opcode suffix and register bank of a whole element in memory, by storage bits.
 _MEM = {64: ("f64", "f64"), 32: ("b32", "b32"), 16: ("u16", "b32"), 8: ("u8", "b32")}
@@ -126,6 +127,9 @@ class _KernelLowering:
             f"warp tile {self.rm}x{self.rn} instructions"
         )
         params = [f"p_{name}" for name in g.params]
+        check_pattern = instr.sparse is not None and g.a.sparse == "check"
+        if check_pattern:  # where the first A group that breaks the sparsity pattern is recorded
+            params.append("p_sparsity_error")
         ptrs = []
         for name in params:
             r = b.reg("b64")
@@ -140,26 +144,38 @@ class _KernelLowering:
         b.emit("rem.u32", warp_m, warp, self.wm)
         b.emit("div.u32", warp_n, warp, self.wm)
         cta_n, cta_m, z = b.special("%ctaid.x"), b.special("%ctaid.y"), b.special("%ctaid.z")
+        self.z = z
         row0, col0 = b.reg("b32"), b.reg("b32")
         b.emit("mul.lo.u32", row0, cta_m, self.bm)
         b.emit("mad.lo.u32", row0, warp_m, self.rm * self.mi, row0)
         b.emit("mul.lo.u32", col0, cta_n, self.bn)
         b.emit("mad.lo.u32", col0, warp_n, self.rn * self.ni, col0)
 
-        rows_exact = g.m % self.bm == 0
+        self.rows_exact = rows_exact = g.m % self.bm == 0
         cols_exact = g.n % self.bn == 0
-        k_exact = g.k % self.ki == 0
+        self.k_exact = k_exact = g.k % self.ki == 0
 
-        def operand(mem: MemOperand, lay: fragments.FragmentLayout, row_start: str, col_start: str) -> _Operand:
-            lin = fragments.linear_form(lay)
+        def operand(mem: MemOperand, lay, lin: fragments.LinearForm, row_start: str, col_start: str, col_scale: int = 1) -> _Operand:
             row = self.lane_linear(lane, lin.row_w, row_start)
             col = self.lane_linear(lane, lin.col_w, col_start)
+            if col_scale != 1:  # compressed A / metadata columns -> dense A columns
+                b.emit("mul.lo.u32", col, col, col_scale)
             return _Operand(mem, lay, self.address_base_for(mem, ptrs[mem.param], z, row, col), row, col)
 
         zero = "0"
-        a = operand(g.a, self.lay_a, row0, zero)
-        bop = operand(g.b, self.lay_b, zero, col0)
         lin_a, lin_b, lin_c = (fragments.linear_form(l) for l in (self.lay_a, self.lay_b, self.lay_c))
+        sparse = None
+        if instr.sparse:
+            sparse = SparseALoader(self, instr, g.a.sparse == "prune", ptrs[-1] if check_pattern else None)
+            geo = sparse.geo
+            lin_e = metadata_linear(instr)
+            # A's lane columns count kept elements (chunk*kept apart), metadata's count fields
+            # (two per chunk): both scale to dense columns (chunk elements per chunk).
+            a = operand(g.a, self.lay_a, lin_a, row0, zero, geo.chunk // geo.kept)
+            meta = operand(g.a, self.lay_a, lin_e, row0, zero, geo.chunk // 2)
+        else:
+            a = operand(g.a, self.lay_a, lin_a, row0, zero)
+        bop = operand(g.b, self.lay_b, lin_b, zero, col0)
 
         # Accumulators: RM x RN instructions' worth, initialised from C or a constant.
         acc_bank = _FLOAT_ACC_BANK.get(instr.ctype, "b32")
@@ -194,6 +210,7 @@ class _KernelLowering:
         split = g.mma.split_tf32 is not None
         a_lo = [b.regs("b32", self.lay_a.regs) for _ in range(self.rm)] if split else None
         b_lo = [b.regs("b32", self.lay_b.regs) for _ in range(self.rn)] if split else None
+        e_regs = [b.reg("b32") for _ in range(self.rm)] if sparse else None
         steps = -(-g.k // self.ki)
         kk = b.reg("b32")
         b.emit("mov.u32", kk, 0)
@@ -201,21 +218,28 @@ class _KernelLowering:
         b.place_label(loop)
         a.col_preds.clear()
         bop.row_preds.clear()
-        self.fill_fragments(
-            [a_regs],
-            a,
-            lambda _, i, v: (
-                self.both(
-                    self.pred_lt(a.row_preds, a.row_reg, i * self.mi + lin_a.row_off[v], g.m, rows_exact),
-                    self.pred_lt(a.col_preds, a.col_reg, lin_a.col_off[v], g.k, k_exact),
+        if sparse:
+            meta.col_preds.clear()
+            sparse.begin_step()
+            for i in range(self.rm):
+                sparse.fill_a(a, a_regs[i], lin_a, self.lay_a, i)
+                sparse.fill_metadata(meta, e_regs[i], lin_e, i)
+        else:
+            self.fill_fragments(
+                [a_regs],
+                a,
+                lambda _, i, v: (
+                    self.both(
+                        self.pred_lt(a.row_preds, a.row_reg, i * self.mi + lin_a.row_off[v], g.m, rows_exact),
+                        self.pred_lt(a.col_preds, a.col_reg, lin_a.col_off[v], g.k, k_exact),
+                    ),
+                    (i * self.mi + lin_a.row_off[v]) * g.a.row_stride + lin_a.col_off[v],
                 ),
-                (i * self.mi + lin_a.row_off[v]) * g.a.row_stride + lin_a.col_off[v],
-            ),
-            self.lay_a,
-            "f64" if self.lay_a.reg_bits == 64 else "b32",
-            convert_to=instr.atype,
-            lo_regs=[a_lo] if split else None,
-        )
+                self.lay_a,
+                "f64" if self.lay_a.reg_bits == 64 else "b32",
+                convert_to=instr.atype,
+                lo_regs=[a_lo] if split else None,
+            )
         self.fill_fragments(
             [b_regs],
             bop,
@@ -236,11 +260,15 @@ class _KernelLowering:
                 if split:  # small terms first: lo*hi, hi*lo, then hi*hi
                     b.mma(instr.opcode, acc[i][j], a_lo[i], b_regs[j], acc[i][j])
                     b.mma(instr.opcode, acc[i][j], a_regs[i], b_lo[j], acc[i][j])
-                b.mma(instr.opcode, acc[i][j], a_regs[i], b_regs[j], acc[i][j])
+                extra = [e_regs[i], "0"] if sparse else []
+                b.mma(instr.opcode, acc[i][j], a_regs[i], b_regs[j], acc[i][j], extra)
         # Advance along K.
         b.emit("add.u32", a.col_reg, a.col_reg, self.ki)
         b.emit("add.u32", bop.row_reg, bop.row_reg, self.ki)
         b.emit("add.s64", a.ptr, a.ptr, self.ki * (g.a.bits if a.sub_byte else g.a.bits // 8))
+        if sparse:
+            b.emit("add.u32", meta.col_reg, meta.col_reg, self.ki)
+            b.emit("add.s64", meta.ptr, meta.ptr, self.ki * (g.a.bits if meta.sub_byte else g.a.bits // 8))
         step_b = self.ki * g.b.row_stride
         b.emit("add.s64", bop.ptr, bop.ptr, step_b * (g.b.bits if bop.sub_byte else g.b.bits // 8))
         b.emit("add.u32", kk, kk, 1)

@@ -1,0 +1,256 @@
+"""Part of `tile-to-ptx`: compresses a structured-sparse A in registers for `mma.sp`.
+
+Each lane reads whole chunks of the dense A (4 elements for 2:4; 2 for tf32's 1:2; 8 for the
+4-bit pair-wise 4:8), finds which of the chunk's 4 metadata units are kept — the nonzero ones
+(`tile.compress`) or the largest magnitudes (`tile.compress {prune}`, ties to the lower column) —
+and from that 4-bit unit mask one table lookup gives the chunk's metadata nibble (two increasing
+2-bit unit indices, right for both `mma.sp` and `::ordered_metadata`). The kept values are then
+cut out of the chunk with `bfe` at the indexed positions. The compressed A fragment and the
+metadata word `e` both come from `sparse_fragments` (the verified layouts); each is filled from
+its own chunk reads, since a lane's metadata describes rows other lanes hold.
+
+A chunk with more nonzeros than the pattern keeps (without `prune`) is recorded with
+`atom.global.min` of its row-major group number in the kernel's extra error word, so the run
+reports the first offending group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilemma.compiler import fragments, sparse_fragments
+from tilemma.compiler.isa import MmaVariant
+
+NO_ERROR = 0xFFFFFFFF
+
+# Bits that make an element nonzero (sign excluded: -0.0 counts as zero) and give its magnitude
+# ordering; integers use their absolute value instead.
+_MAGNITUDE_MASK = {"f16": 0x7FFF, "bf16": 0x7FFF, "tf32": 0x7FFFFFFF, "e4m3": 0x7F, "e5m2": 0x7F}
+_SIGNED = {"s8": 8, "s4": 4}
+
+
+def _nibble_table() -> int:
+    """64-bit constant: for each 4-bit kept-unit mask, the metadata nibble idx0 | idx1 << 2.
+
+    Masks with fewer than two units are padded with the lowest free units (their values are
+    zero); masks with more than two (a pattern error, reported separately) keep the first two."""
+    table = 0
+    for mask in range(16):
+        kept = [u for u in range(4) if mask >> u & 1][:2]
+        kept = sorted(kept + [u for u in range(4) if u not in kept][: 2 - len(kept)])
+        table |= (kept[0] | kept[1] << 2) << (4 * mask)
+    return table
+
+
+NIBBLE_TABLE = _nibble_table()
+
+
+@dataclass(frozen=True)
+class SparseGeometry:
+    """Sizes of one sparse instruction's A, in elements and metadata units."""
+
+    elem_bits: int
+    unit_bits: int
+    chunk: int  # dense elements per chunk
+    kept: int  # kept elements per chunk
+    atom: int  # elements ranked together by prune (2 for 4-bit pairs)
+
+    @staticmethod
+    def of(instr: MmaVariant) -> SparseGeometry:
+        spec = sparse_fragments.sparse_spec(instr.shape, instr.atype)
+        pat = spec.pattern
+        return SparseGeometry(spec.elem_bits, spec.unit_bits, pat.chunk, pat.kept, pat.atom)
+
+    def units_of_element(self, j: int) -> range:
+        lo = j * self.elem_bits // self.unit_bits
+        hi = ((j + 1) * self.elem_bits - 1) // self.unit_bits
+        return range(lo, hi + 1)
+
+
+def metadata_linear(instr: MmaVariant, selector: int = 0) -> fragments.LinearForm:
+    """The metadata layout as a linear form over lane bits (fitted on the lanes the selector
+    reads; the others compute the same formula and are ignored by the instruction)."""
+    lay = sparse_fragments.metadata_layout(instr.shape, instr.atype, selector)
+    live = [lane for lane in range(32) if lay.row[lane, 0] >= 0]
+    assert live and live[0] == 0
+    row_w, col_w = [], []
+    for bit in range(5):
+        lane = 1 << bit
+        row_w.append(int(lay.row[lane, 0] - lay.row[0, 0]) if lane in live else 0)
+        col_w.append(int(lay.field[lane, 0] - lay.field[0, 0]) if lane in live else 0)
+    form = fragments.LinearForm(
+        tuple(row_w), tuple(col_w), tuple(int(x) for x in lay.row[0]), tuple(int(x) for x in lay.field[0])
+    )
+    rows, cols = form.evaluate()
+    assert (rows[live] == lay.row[live]).all() and (cols[live] == lay.field[live]).all(), instr
+    return form
+
+
+class SparseALoader:
+    """Emits the compressed A fragments and metadata for one k-step (see module docstring)."""
+
+    def __init__(self, lowering, instr: MmaVariant, prune: bool, error_ptr: str | None):
+        self.low, self.b = lowering, lowering.b
+        self.instr, self.prune, self.error_ptr = instr, prune, error_ptr
+        self.geo = SparseGeometry.of(instr)
+        self.cache: dict = {}
+        self.table = None
+
+    def begin_step(self) -> None:
+        """Chunk analyses are per k-step: forget the previous step's registers."""
+        self.cache.clear()
+
+    # -- one chunk ------------------------------------------------------------------------
+
+    def analyse(self, op, key, row_const: int, col_const: int):
+        """(nibble, [element registers]) of the chunk at (row_reg + row_const, col_reg + col_const)."""
+        if (key, row_const, col_const) in self.cache:
+            return self.cache[(key, row_const, col_const)]
+        b, g, geo, low = self.b, self.low.g, self.geo, self.low
+        rows_exact, k_exact = self.low.rows_exact, self.low.k_exact
+        pr = low.pred_lt(op.row_preds, op.row_reg, row_const, g.m, rows_exact)
+        elems = []
+        for j in range(geo.chunk):
+            pc = low.pred_lt(op.col_preds, op.col_reg, col_const + j, g.k, k_exact)
+            t = b.reg("b32")
+            low.load_converted(op, row_const * op.mem.row_stride + col_const + j, low.both(pr, pc), t, "b32", self.instr.atype)
+            elems.append(t)
+        atoms = self._kept_atoms(elems) if self.prune else None
+        unit_mask = b.reg("b32")
+        b.emit("mov.b32", unit_mask, 0)
+        for u in range(4):
+            preds = (
+                [atoms[j // geo.atom] for j in range(geo.chunk) if u in geo.units_of_element(j)]
+                if atoms is not None
+                else [self._nonzero(elems[j]) for j in range(geo.chunk) if u in geo.units_of_element(j)]
+            )
+            p = preds[0]
+            for q in preds[1:]:
+                r = b.reg("pred")
+                b.emit("or.pred", r, p, q)
+                p = r
+            bit = b.reg("b32")
+            b.emit("selp.u32", bit, 1, 0, p)
+            b.emit("bfi.b32", unit_mask, bit, unit_mask, u, 1)
+        if self.error_ptr is not None:
+            self._record_violation(op, unit_mask, row_const, col_const)
+        if self.table is None:
+            self.table = b.reg("b64")
+            b.emit("mov.b64", self.table, f"0x{NIBBLE_TABLE:016X}")
+        shift, looked = b.reg("b32"), b.reg("b64")
+        nib = b.reg("b32")
+        b.emit("shl.b32", shift, unit_mask, 2)
+        b.emit("shr.b64", looked, self.table, shift)
+        b.emit("cvt.u32.u64", nib, looked)
+        b.emit("and.b32", nib, nib, 15)
+        self.cache[(key, row_const, col_const)] = (nib, elems)
+        return nib, elems
+
+    def _nonzero(self, t: str) -> str:
+        b = self.b
+        mask = _MAGNITUDE_MASK.get(self.instr.atype, (1 << self.geo.elem_bits) - 1)
+        m, p = b.reg("b32"), b.reg("pred")
+        b.emit("and.b32", m, t, mask)
+        b.emit("setp.ne.u32", p, m, 0)
+        return p
+
+    def _magnitude(self, t: str) -> str:
+        b, atype = self.b, self.instr.atype
+        m = b.reg("b32")
+        if atype in _MAGNITUDE_MASK:
+            b.emit("and.b32", m, t, _MAGNITUDE_MASK[atype])
+        elif atype in _SIGNED:
+            b.emit("bfe.s32", m, t, 0, _SIGNED[atype])
+            b.emit("abs.s32", m, m)
+        else:
+            b.emit("and.b32", m, t, (1 << self.geo.elem_bits) - 1)
+        return m
+
+    def _kept_atoms(self, elems: list[str]) -> list[str]:
+        """Predicates: atom kept by prune (largest magnitudes; ties keep the lower column)."""
+        b, geo = self.b, self.geo
+        mags = []
+        for a in range(geo.chunk // geo.atom):
+            m = self._magnitude(elems[a * geo.atom])
+            for j in range(1, geo.atom):
+                b.emit("add.u32", m, m, self._magnitude(elems[a * geo.atom + j]))
+            mags.append(m)
+        kept = []
+        for a, ma in enumerate(mags):
+            rank = b.reg("b32")
+            b.emit("mov.u32", rank, 0)
+            for o, mo in enumerate(mags):
+                if o == a:
+                    continue
+                p, one = b.reg("pred"), b.reg("b32")
+                b.emit("setp.ge.u32" if o < a else "setp.gt.u32", p, mo, ma)
+                b.emit("selp.u32", one, 1, 0, p)
+                b.emit("add.u32", rank, rank, one)
+            k = b.reg("pred")
+            b.emit("setp.lt.u32", k, rank, geo.kept // geo.atom)
+            kept.append(k)
+        return kept
+
+    def _record_violation(self, op, unit_mask: str, row_const: int, col_const: int) -> None:
+        """atom.min of the chunk's row-major group number when it keeps too many units."""
+        b, g, geo = self.b, self.low.g, self.geo
+        count, bad = b.reg("b32"), b.reg("pred")
+        b.emit("popc.b32", count, unit_mask)
+        b.emit("setp.gt.u32", bad, count, 2)
+        groups = -(-g.k // geo.chunk)
+        row, group, code, old = b.reg("b32"), b.reg("b32"), b.reg("b32"), b.reg("b32")
+        b.emit("add.u32", row, op.row_reg, row_const)
+        b.emit("mad.lo.u32", row, self.low.z, g.m, row)
+        b.emit("add.u32", group, op.col_reg, col_const)
+        b.emit("div.u32", group, group, geo.chunk)
+        b.emit("mad.lo.u32", code, row, groups, group)
+        b.emit("atom.global.min.u32", old, f"[{self.error_ptr}]", code, guard=bad)
+
+    # -- fragments ------------------------------------------------------------------------
+
+    def kept_value(self, nib: str, elems: list[str], p: int) -> str:
+        """Register holding kept element p (0-based within the chunk's kept elements)."""
+        b, geo = self.b, self.geo
+        eb, ub = geo.elem_bits, geo.unit_bits
+        per_unit = max(1, ub // eb)
+        unit_slot, sub = divmod(p * max(1, eb // ub), 1) if eb >= ub else divmod(p, per_unit)
+        idx = b.reg("b32")
+        b.emit("bfe.u32", idx, nib, 2 * unit_slot, 2)
+        # The element starting at unit idx (plus `sub` elements within a shared unit).
+        out = b.reg("b32")
+        b.emit("mov.b32", out, 0)
+        for j, e in enumerate(elems):
+            first_unit = j * eb // ub
+            if j * eb % ub != sub * eb:
+                continue
+            p_hit = b.reg("pred")
+            b.emit("setp.eq.u32", p_hit, idx, first_unit)
+            b.emit("selp.b32", out, e, out, p_hit)
+        return out
+
+    def fill_a(self, op, frag: list[str], lin: fragments.LinearForm, lay: fragments.FragmentLayout, i: int) -> None:
+        """Compressed A fragment of instruction row-block i from the dense A chunks."""
+        b, geo = self.b, self.geo
+        per = lay.elems_per_reg
+        for r, reg in enumerate(frag):
+            b.emit("mov.b32", reg, 0)
+            for s in range(per):
+                v = r * per + s
+                row = i * self.low.mi + lin.row_off[v]
+                chunk, p = divmod(lin.col_off[v], geo.kept)
+                nib, elems = self.analyse(op, "a", row, chunk * geo.chunk)
+                value = self.kept_value(nib, elems, p)
+                if per == 1:
+                    b.emit("mov.b32", reg, value)
+                else:
+                    b.emit("bfi.b32", reg, value, reg, s * lay.elem_bits, lay.elem_bits)
+
+    def fill_metadata(self, op, e: str, lin: fragments.LinearForm, i: int) -> None:
+        """The `e` word: nibble q holds fields 2q, 2q+1 = one chunk's two unit indices."""
+        b = self.b
+        b.emit("mov.b32", e, 0)
+        for q in range(8):
+            row = i * self.low.mi + lin.row_off[2 * q]
+            chunk = lin.col_off[2 * q] // 2
+            nib, _ = self.analyse(op, "e", row, chunk * self.geo.chunk)
+            b.emit("bfi.b32", e, nib, e, 4 * q, 4)
