@@ -1,7 +1,7 @@
 """Benchmark: tilemma's dense GEMM kernels against cuBLAS (through torch) in the same run.
 
 Prints TFLOP/s of each and the ratio. Needs a GPU, cuda-bindings and torch. Usage:
-    python benchmarks/dense_gemm.py [--sizes 2048 4096]
+    python -m benchmarks.dense_gemm [--sizes 2048 4096]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Benchmark: tilemma's 2:4-sparse f16 GEMM against its own dense kernel and cuBLAS dense (torch),
 in the same run. FLOP/s are dense-equivalent (2*M*N*K) for all three. Needs a GPU and torch.
 
-    python benchmarks/sparse_gemm.py [--size 4096]
+    python -m benchmarks.sparse_gemm [--size 4096]
 """
 
 from __future__ import annotations

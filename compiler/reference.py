@@ -638,6 +638,7 @@ def compare(got, want, *, acc_type: str, a_type: str, k: int, a=None, b=None, c=
     same_nonfinite = ((np.isnan(g) & np.isnan(w)) | (np.isinf(g) & (g == w)))
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.where(finite, np.abs(g - w), np.where(same_nonfinite, 0.0, np.inf))
+    with np.errstate(divide="ignore", invalid="ignore"):  # w == 0 is handled by the where
         rel = np.where(w != 0, diff / np.abs(np.where(finite, w, 1.0)), np.where(diff > 0, np.inf, 0.0))
     bad = ~((finite & (diff <= bound)) | same_nonfinite)
     return _summarize(diff, rel, bad, bound, g, w,
