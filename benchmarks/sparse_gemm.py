@@ -11,7 +11,7 @@ import argparse
 import numpy as np
 
 from benchmarks.dense_gemm import cublas_ms
-from tilemma.compiler import cuda_runtime, reference
+from tilemma.compiler import cuda_runtime, reference, sparse_fragments
 from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.pipeline import CompileOptions, compile_text
 from tilemma.compiler.runner import pack_memory
@@ -22,6 +22,8 @@ def tilemma_ms(spec: GemmSpec, rng: np.random.Generator) -> tuple[float, str]:
     [k] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", ptx="9.0"))
     n = spec.m
     mats = [reference.random_matrix(t, (n * n,), rng) for t in (spec.a, spec.b, spec.acc, spec.acc)]
+    if spec.sparse_a and not spec.prune:  # the checked kernel wants A that has the pattern
+        mats[0] = sparse_fragments.prune(mats[0].reshape(n, n), "2:4").reshape(-1)
     bufs = [pack_memory(m, t) for m, t in zip(mats, (spec.a, spec.b, spec.acc, spec.acc))]
     if spec.sparse_a and not spec.prune:
         bufs.append(np.full(1, NO_ERROR, np.uint32))
