@@ -63,9 +63,12 @@ class LocatedParser(Parser):
         self.locations: dict[Operation, Span] = {}
 
     def parse_operation(self) -> Operation:
-        token = self._current_token.span
-        op = super().parse_operation()
-        self.locations[op] = replace(token, line_offset=self.line_offset)
+        token = replace(self._current_token.span, line_offset=self.line_offset)
+        try:
+            op = super().parse_operation()
+        except VerifyException as e:  # operand type constraints are checked while parsing
+            raise ParseError(token, str(e).strip()) from None
+        self.locations[op] = token
         return op
 
 
