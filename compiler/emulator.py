@@ -29,8 +29,16 @@ How it runs, and why:
   compensated (Dot2) sum honouring .rn/.rz/.rm/.rp; integers exact then wrapped to s32, or clamped
   with .satfinite; b1 as popc of AND/XOR. m8n8k4 .f16 runs as the ISA defines it: four
   independent 8x8x4 products, one per quad-pair. tf32 operands ignore the low 13 register bits.
-  Sparse (`mma.sp`) and block-scaled (`.block_scale`) variants are recognized and refused with a
-  clear error for now; `_MmaSemantics` is where their metadata/scale operands would plug in.
+* `mma.sp` / `mma.sp::ordered_metadata` (every variant `sparse_fragments` has a table row for):
+  A's registers are the compressed M x K/2 A, the metadata words `e` of the lanes the selector
+  picks give each kept element's position (`sparse_fragments.metadata_layout`, the layout read
+  off an H200), A is decompressed and the dense arithmetic above runs on it unchanged. Metadata
+  the ISA leaves undefined raises instead of computing something: repeated indices, a tf32 index
+  other than 0b0100/0b1110, an undefined selector, and decreasing pairs under ::ordered_metadata
+  (plain mma.sp runs them, as the H200 does). Block-scaled (`.block_scale`) variants are refused.
+* `atom.global.min/max` applies threads one after another in thread order (the GPU's order is
+  unspecified; the final memory is the same for every order, the returned old values are those
+  of this order).
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
-from tilemma.compiler import fragments, isa
+from tilemma.compiler import fragments, isa, sparse_fragments
 from tilemma.compiler.ptx_text import ParsedPtx, parse_ptx_modules, print_ptx
 from tilemma.dialects import ptx
 from xdsl.dialects.builtin import ModuleOp
@@ -611,6 +619,47 @@ def _dec_bfi(d, op, mods, args, where) -> Fn:
     return run
 
 
+def _popcount(x: np.ndarray) -> np.ndarray:
+    """Set bits of each unsigned integer, as uint32 (NumPy >= 2 has it built in)."""
+    x = np.asarray(x)
+    if hasattr(np, "bitwise_count"):
+        return np.bitwise_count(x).astype(np.uint32)
+    v = x.astype(np.uint64)  # SWAR popcount for older NumPy
+    v = v - ((v >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    v = (v & np.uint64(0x3333333333333333)) + ((v >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    v = (v + (v >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return ((v * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.uint32)
+
+
+def _dec_popc(d, op, mods, args, where) -> Fn:
+    if mods not in (["b32"], ["b64"]):
+        raise EmulationError(f"{where}: expected popc.b32 or popc.b64")
+    dst, a = _one(d, op, args, 2, where)
+    if not isinstance(dst, _Reg) or dst.storage.itemsize != 4 or dst.storage.kind == "b":
+        raise EmulationError(f"{where}: popc writes a .u32 register")
+    ra, write = _reader(d, a, mods[0], where), _writer(dst, where)
+    return lambda m, mask: write(m, np.broadcast_to(_popcount(ra(m)), (m.T,)), mask)
+
+
+def _dec_abs_neg(d, op, mods, args, where) -> Fn:
+    """abs/neg of signed integers, two's complement: abs and neg of the most negative value give
+    it back (the ISA's wrap-around), which plain NumPy only does with an overflow warning."""
+    head = op.opcode.data.split(".")[0]
+    if len(mods) != 1 or mods[0] not in ("s16", "s32", "s64"):
+        raise EmulationError(f"{where}: expected {head}.s16/.s32/.s64 (float {head} is not supported)")
+    t = mods[0]
+    u = _UNSIGNED[_TYPES[t].itemsize]
+    dst, a = _one(d, op, args, 2, where)
+    ra, write = _reader(d, a, t, where), _writer(dst, where)
+
+    def run(m, mask):
+        x = np.asarray(ra(m))
+        neg = (u.type(0) - x.view(u)).view(_TYPES[t])  # modular
+        write(m, np.broadcast_to(neg if head == "neg" else np.where(x < 0, neg, x), (m.T,)), mask)
+
+    return run
+
+
 _CMP = {
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
     "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal,
@@ -787,6 +836,70 @@ def _dec_st(d, op, mods, args, where) -> Fn:
     return run
 
 
+def _dec_atom(d, op, mods, args, where) -> Fn:
+    """atom[.global].{min,max}.{u32,s32} d, [a], b: d gets the old word, memory min/max(old, b).
+
+    Threads of a chunk (and chunks, in CTA order) apply one after another in thread order, so the
+    result is that of a sequential loop: every thread's old value is the running min/max, up to it,
+    of the words earlier threads offered at the same address (a segmented scan). On the GPU the
+    order is unspecified; the final memory is the same for any order, the old values are not."""
+    rest = mods[1:] if mods[:1] == ["global"] else mods  # generic addresses are global ones here
+    if len(rest) != 2 or rest[0] not in ("min", "max") or rest[1] not in ("u32", "s32"):
+        raise EmulationError(f"{where}: expected atom[.global].min/.max.u32/.s32 (other atomics are not supported)")
+    how, t = rest
+    dst, addr, src = _one(d, op, args, 3, where)
+    if not isinstance(addr, _Addr):
+        raise EmulationError(f"{where}: atom needs an address in brackets")
+    dt, size = _TYPES[t], 4
+    read, write, addresses = _reader(d, src, t, where), _writer(dst, where), _addresses(d, addr, where)
+    bias = 2**31 if t == "s32" else 0  # order-preserving map of both types onto 0 .. 2**32 - 1
+
+    def key(x: np.ndarray) -> np.ndarray:
+        k = x.astype(np.int64) + bias
+        return k if how == "min" else (2**32 - 1) - k  # max = min of reversed keys
+
+    def unkey(k: np.ndarray) -> np.ndarray:
+        k = k if how == "min" else (2**32 - 1) - k
+        return (k - bias).astype(dt)
+
+    def run(m, mask):
+        a = addresses(m)
+        v = np.broadcast_to(np.asarray(read(m)), (m.T,))
+        if mask is not None:
+            a, v = a[mask], v[mask]
+        old = np.empty(a.size, dtype=dt)
+        for s, idx, pos in m.memory.locate(a, size, lambda p, what, why: _fail(m, where, "atomic", mask, p, what, why)):
+            mine = v if pos is None else v[pos]
+            buf = m.memory.bufs[s].view(dt)
+            order = np.argsort(idx, kind="stable")  # same address together, thread order kept
+            at, offered = idx[order], key(mine[order])
+            first = np.ones(at.size, bool)
+            first[1:] = at[1:] != at[:-1]
+            seg = np.cumsum(first) - 1
+            lift = (seg[-1] - seg) << 32  # earlier segments above every later key: one scan for all
+            upto = np.minimum.accumulate(offered + lift) - lift  # inclusive running min per address
+            before = np.where(first, np.int64(2**32), np.roll(upto, 1))
+            start = key(buf[at])
+            seen = unkey(np.minimum(start, before))
+            last = np.ones(at.size, bool)
+            last[:-1] = first[1:]
+            buf[at[last]] = unkey(np.minimum(start[last], upto[last]))
+            got = np.empty_like(seen)
+            got[order] = seen
+            if pos is None:
+                old = got
+            else:
+                old[pos] = got
+        if mask is None:
+            write(m, old, None)
+        else:
+            full = np.zeros(m.T, dtype=dt)
+            full[mask] = old
+            write(m, full, mask)
+
+    return run
+
+
 # ---------------------------------------------------------------------------------------------
 # mma
 # ---------------------------------------------------------------------------------------------
@@ -869,6 +982,10 @@ class _Fragment:
 
 def _fragment(shape: str, operand: str, elem_type: str, major: str | None, quad: bool) -> _Fragment:
     lay = fragments.layout(shape, operand, elem_type, major=major, view="quadpair" if quad else None)
+    return _fragment_of(lay, quad)
+
+
+def _fragment_of(lay: fragments.FragmentLayout, quad: bool = False) -> _Fragment:
     rows, cols = fragments.coords(lay)
     lane = np.arange(32)[:, None]
     group = ((lane >> 2) & 3) if quad else np.zeros_like(lane)
@@ -928,49 +1045,163 @@ def _f64_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str | None) 
     return np.where(finite & (lo > 0), np.nextafter(hi, np.inf), hi)
 
 
+def _mma_arith(v: isa.MmaVariant, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """D = A @ B + C with the element semantics of the module docstring, in D's dtype: the one
+    copy of the arithmetic, for dense and (decompressed) sparse A alike."""
+    if v.dtype == "s32":
+        af, bf = a.astype(np.float64), b.astype(np.float64)  # |sums| < 2**25: exact in float64
+        if v.bitop == "xor":  # popc(a ^ b) = popc(a) + popc(b) - 2 popc(a & b)
+            prod = af.sum(-1)[..., :, None] + bf.sum(-2)[..., None, :] - 2.0 * (af @ bf)
+        else:  # .and.popc, and plain integer products
+            prod = af @ bf
+        total = prod.astype(np.int64) + c
+        if v.satfinite:
+            return np.clip(total, -(2**31), 2**31 - 1)
+        return (total + 2**31) % 2**32 - 2**31
+    if v.dtype == "f64":
+        return _f64_mma(a, b, c, v.rounding)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (a @ b + c).astype(_FLOAT_ELEMS[v.dtype])  # exact sum, one rounding
+
+
+class _MetadataError(EmulationError):
+    """Sparse metadata the ISA leaves undefined, found in warp `warp` of a call."""
+
+    def __init__(self, warp: int, message: str):
+        self.warp = warp
+        super().__init__(message)
+
+
+@functools.cache
+def _metadata_gather(shape: str, atype: str, selector: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lane, bit shift) of the `e` field holding each (row, field) of A's M x fields_per_row
+    two-bit unit indices, inverted once from `sparse_fragments.metadata_layout` (the table the
+    H200 confirmed), so decoding a call is one gather for all warps."""
+    lay = sparse_fragments.metadata_layout(shape, atype, selector)
+    m = lay.spec.mnk[0]
+    lane = np.full((m, lay.spec.fields_per_row), -1, np.int64)
+    shift = np.zeros(lane.shape, np.uint32)
+    live = np.argwhere(lay.row >= 0)
+    for ln, v in live:
+        r, f = lay.row[ln, v], lay.field[ln, v]
+        assert lane[r, f] < 0, (shape, atype, selector, r, f)
+        lane[r, f], shift[r, f] = ln, sparse_fragments.FIELD_BITS * v
+    assert (lane >= 0).all(), (shape, atype, selector)
+    return lane, shift
+
+
+@dataclass(frozen=True)
+class _SparseA:
+    """`mma.sp`'s A operand: the compressed M x K/2 values plus each warp's metadata give the
+    dense M x K A that the shared arithmetic multiplies (`sparse_fragments` is the source of
+    truth for the layouts; this only vectorizes its `metadata_indices` over warps)."""
+
+    spec: sparse_fragments.SparseSpec
+    shape: str
+    atype: str
+    ordered: bool  # ::ordered_metadata: decreasing pairs are undefined, so refused
+
+    def check_selector(self, selector: int) -> None:
+        try:
+            sparse_fragments.check_selector(self.spec, selector)
+        except ValueError as e:
+            raise EmulationError(str(e)) from None
+
+    def indices(self, e_words: np.ndarray, selector: int) -> np.ndarray:
+        """[W, 32] metadata words -> [W, M, K/2] element indices of the compressed A (position
+        of each kept element in its chunk); `_MetadataError` where the ISA leaves it undefined."""
+        self.check_selector(selector)
+        spec, pat = self.spec, self.spec.pattern
+        lane, shift = _metadata_gather(self.shape, self.atype, selector)
+        e = np.asarray(e_words).astype(np.uint32, copy=False)
+        units = ((e[:, lane] >> shift) & np.uint32(3)).astype(np.int64)  # [W, M, fields]
+        w, m = units.shape[:2]
+        eb, ub = spec.elem_bits, spec.unit_bits
+        if eb >= ub:  # an element is eb // ub units (tf32: two, which must form one element)
+            r = eb // ub
+            u = units.reshape(w, m, -1, r)
+            whole = (u == u[..., :1] + np.arange(r)).all(-1) & (u[..., 0] % r == 0)
+            if not whole.all():
+                wi, row, col = (int(x) for x in np.argwhere(~whole)[0])
+                raise _MetadataError(wi, f"metadata units {u[wi, row, col].tolist()} of A row {row}, compressed "
+                                     f"column {col} do not select one whole .{self.atype} element (only "
+                                     "0b0100 and 0b1110 are meaningful)")
+            idx = u[..., 0] // r
+        else:  # a unit is ub // eb elements (4-bit pairs)
+            r = ub // eb
+            idx = (units[..., None] * r + np.arange(r)).reshape(w, m, -1)
+        if pat.kept_atoms == 2:
+            first = idx.reshape(w, m, -1, 2, pat.atom)[..., 0]  # [W, M, chunks, 2]
+            bad = first[..., 0] == first[..., 1]
+            why = "the same index twice (0b0000, 0b0101, 0b1010, 0b1111 are invalid)"
+            if self.ordered and not bad.any():
+                bad = first[..., 1] < first[..., 0]
+                why = ("decreasing indices, which mma.sp::ordered_metadata leaves undefined (plain mma.sp "
+                       "accepts them)")
+            if bad.any():
+                wi, row, g = (int(x) for x in np.argwhere(bad)[0])
+                fields = (2 * g, 2 * g + 1)  # a chunk's two kept units
+                src = ", ".join(f"lane {int(lane[row, j])} bits {int(shift[row, j]) + 1}..{int(shift[row, j])}"
+                                for j in fields)
+                lo = g * pat.chunk
+                raise _MetadataError(wi, f"metadata of A row {row}, chunk {g} (columns {lo}..{lo + pat.chunk - 1}) "
+                                     f"is {[int(units[wi, row, j]) for j in fields]} ({src}): {why}")
+        return idx
+
+    def dense(self, values: np.ndarray, e_words: np.ndarray, selector: int) -> np.ndarray:
+        """[W, 1, M, K/2] kept values -> [W, 1, M, K] dense A (`sparse_fragments.decompress`)."""
+        idx = self.indices(e_words, selector)
+        w, _, m, half = values.shape
+        flat = sparse_fragments.decompress(values.reshape(w * m, half), idx.reshape(w * m, half), self.spec.pattern)
+        return flat.reshape(w, 1, m, 2 * half)
+
+
 @dataclass(frozen=True)
 class _MmaSemantics:
-    """One mma variant: fragment codecs for a, b, c, d and the element arithmetic."""
+    """One mma variant: fragment codecs for a, b, c, d, the sparse A decoder where the variant
+    is `mma.sp`, and the shared element arithmetic."""
 
     variant: isa.MmaVariant
     a: _Fragment
     b: _Fragment
     c: _Fragment
     d: _Fragment
+    sparse: _SparseA | None = None
 
-    def __call__(self, a_words: np.ndarray, b_words: np.ndarray, c_words: np.ndarray) -> np.ndarray:
-        """[W, regs*32] words of a, b, c -> [W, regs, 32] words of d."""
+    def __call__(self, a_words: np.ndarray, b_words: np.ndarray, c_words: np.ndarray,
+                 e_words: np.ndarray | None = None, selector: int | None = None) -> np.ndarray:
+        """[W, regs*32] words of a, b, c (and for mma.sp [W, 32] metadata words and the
+        selector) -> [W, regs, 32] words of d."""
         v = self.variant
+        if (self.sparse is None) != (e_words is None and selector is None):
+            raise EmulationError(f"{v.opcode}: the metadata words and selector are needed exactly for mma.sp")
         a = _decode(self.a.gather(a_words), v.atype, self.a.lay.elem_bits)
+        if self.sparse is not None:
+            a = self.sparse.dense(a, e_words, selector)
         b = _decode(self.b.gather(b_words), v.btype, self.b.lay.elem_bits)
         c = _decode(self.c.gather(c_words), v.ctype, self.c.lay.elem_bits)
-        if v.dtype == "s32":
-            af, bf = a.astype(np.float64), b.astype(np.float64)  # |sums| < 2**25: exact in float64
-            if v.bitop == "xor":  # popc(a ^ b) = popc(a) + popc(b) - 2 popc(a & b)
-                prod = af.sum(-1)[..., :, None] + bf.sum(-2)[..., None, :] - 2.0 * (af @ bf)
-            else:  # .and.popc, and plain integer products
-                prod = af @ bf
-            total = prod.astype(np.int64) + c
-            if v.satfinite:
-                d = np.clip(total, -(2**31), 2**31 - 1)
-            else:
-                d = (total + 2**31) % 2**32 - 2**31
-        elif v.dtype == "f64":
-            d = _f64_mma(a, b, c, v.rounding)
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                d = (a @ b + c).astype(_FLOAT_ELEMS[v.dtype])  # exact sum, one rounding
+        d = _mma_arith(v, a, b, c)
         return self.d.scatter(_encode(d, v.dtype).reshape(d.shape))
 
 
 @functools.cache
 def mma_semantics(opcode: str) -> _MmaSemantics:
     """The decoded semantics of an mma opcode from the ISA table (ValueError if undefined;
-    EmulationError for the sparse and block-scaled forms, not emulated yet)."""
+    EmulationError for the block-scaled forms, not emulated yet)."""
     v = isa.parse_opcode(opcode)
-    if v.sparse or v.block_scale:
-        what = "sparse (mma.sp)" if v.sparse else "block-scaled (.block_scale)"
-        raise EmulationError(f"{opcode}: {what} mma is not emulated yet (dense mma.sync only)")
+    if v.block_scale:
+        raise EmulationError(f"{opcode}: block-scaled (.block_scale) mma is not emulated yet "
+                             "(its scale-factor operands have no table here)")
+    if v.sparse:
+        sf = sparse_fragments
+        return _MmaSemantics(
+            v,
+            _fragment_of(sf.compressed_a_layout(v.shape, v.atype)),
+            _fragment_of(sf.b_layout(v.shape, v.btype)),
+            _fragment_of(sf.accumulator_layout(v.shape, v.ctype)),
+            _fragment_of(sf.accumulator_layout(v.shape, v.dtype)),
+            _SparseA(sf.sparse_spec(v.shape, v.atype), v.shape, v.atype, v.sparse == "sp::ordered_metadata"),
+        )
     quad = v.shape == "m8n8k4" and v.atype == "f16"
     frag = functools.partial(_fragment, v.shape)
     return _MmaSemantics(
@@ -982,9 +1213,11 @@ def mma_semantics(opcode: str) -> _MmaSemantics:
     )
 
 
-def mma_warps(opcode: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def mma_warps(opcode: str, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+              e: np.ndarray | None = None, selector: int | None = None) -> np.ndarray:
     """Run one mma on raw registers: a, b, c are [W, 32, regs] (or [32, regs]) words per lane,
-    as the fragment tables lay them out; returns d the same way. The semantics `emulate` uses."""
+    as the fragment tables lay them out; for mma.sp also each lane's metadata word e ([W, 32] or
+    [32]) and the sparsity selector. Returns d the same way. The semantics `emulate` uses."""
     sem = mma_semantics(opcode)
     single = np.ndim(a) == 2
 
@@ -995,7 +1228,17 @@ def mma_warps(opcode: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.nd
             raise ValueError(f"{opcode}: expected [W, 32, {frag.regs}] words, got {x.shape}")
         return x.astype(frag.lay.word_dtype).transpose(0, 2, 1).reshape(x.shape[0], -1)
 
-    d = sem(flat(a, sem.a), flat(b, sem.b), flat(c, sem.c)).transpose(0, 2, 1)
+    args = [flat(a, sem.a), flat(b, sem.b), flat(c, sem.c)]
+    if e is not None:
+        e = np.asarray(e)
+        e = e[None] if e.ndim == 1 else e
+        if e.shape != (args[0].shape[0], 32):
+            raise ValueError(f"{opcode}: expected [W, 32] metadata words, got {e.shape}")
+        args.append(e.astype(np.uint32))
+    try:
+        d = sem(*args, selector=selector).transpose(0, 2, 1)
+    except _MetadataError as err:
+        raise EmulationError(f"{opcode}, warp {err.warp}: {err}") from None
     return d[0] if single else d
 
 
@@ -1009,8 +1252,24 @@ def _dec_mma(d: _Decode, op: ptx.MmaOp, where: str) -> Fn:
         if why:
             raise EmulationError(f"{where}: not available on {d.target} with PTX {d.version}: {'; '.join(why)}")
     groups = op.groups()
-    if groups["extra"]:
-        raise EmulationError(f"{where}: unexpected operands after c: {groups['extra']}")
+    selector, meta = None, None
+    if sem.sparse is None:
+        if groups["extra"]:
+            raise EmulationError(f"{where}: unexpected operands after c: {groups['extra']}")
+    else:
+        if len(groups["extra"]) != 2:
+            raise EmulationError(f"{where}: mma.sp needs the metadata register and the sparsity selector "
+                                 f"after c, got {groups['extra']}")
+        e, f = (d.operand(x, op) for x in groups["extra"])
+        if not isinstance(e, _Reg) or e.storage.itemsize != 4 or e.storage.kind == "b":
+            raise EmulationError(f"{where}: the metadata operand {groups['extra'][0]} must be a 32-bit register")
+        if not isinstance(f, _Imm) or isinstance(f.value, float) or f.fbits:
+            raise EmulationError(f"{where}: the sparsity selector {groups['extra'][1]} must be an integer constant")
+        selector, meta = int(f.value), (e.bank, e.index)
+        try:
+            sem.sparse.check_selector(selector)
+        except EmulationError as err:
+            raise EmulationError(f"{where}: {err}") from None
     regs = {}
     for name, frag in (("d", sem.d), ("a", sem.a), ("b", sem.b), ("c", sem.c)):
         rs = [d.reg(r, op) for r in groups[name]]
@@ -1040,7 +1299,16 @@ def _dec_mma(d: _Decode, op: ptx.MmaOp, where: str) -> Fn:
                     f"{where}: only {int(lanes[w].sum())} of 32 lanes of the warp of "
                     f"{m.thread(w * 32)} execute this mma (.sync.aligned needs the whole warp)")
             warps = np.flatnonzero(every)
-        out = sem(gather(m, "a", warps), gather(m, "b", warps), gather(m, "c", warps))  # [W, regs, 32]
+        e_words = None
+        if meta is not None:
+            e_words = m.banks[meta[0]][meta[1]].reshape(-1, 32)
+            e_words = e_words if warps is None else e_words[warps]
+        try:
+            out = sem(gather(m, "a", warps), gather(m, "b", warps), gather(m, "c", warps),
+                      e_words, selector)  # [W, regs, 32]
+        except _MetadataError as err:
+            w = err.warp if warps is None else int(warps[err.warp])
+            raise EmulationError(f"{where}: the warp of {m.thread(w * 32)}: {err}") from None
         for j, (bk, i) in enumerate(regs["d"]):
             row = m.banks[bk][i].reshape(-1, 32)
             if warps is None:
@@ -1062,6 +1330,7 @@ _DECODERS = {
     "mul": _dec_mul_mad, "mad": _dec_mul_mad, "div": _dec_div_rem, "rem": _dec_div_rem,
     "shl": _dec_shift, "shr": _dec_shift, "bfe": _dec_bfe, "bfi": _dec_bfi, "setp": _dec_setp,
     "selp": _dec_selp, "cvt": _dec_cvt, "cvta": _dec_cvta, "ld": _dec_ld, "st": _dec_st,
+    "popc": _dec_popc, "abs": _dec_abs_neg, "neg": _dec_abs_neg, "atom": _dec_atom,
 }  # fmt: skip
 
 

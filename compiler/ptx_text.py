@@ -17,7 +17,7 @@ The subset, per line (leading indentation is free; the printer uses four spaces)
     // text                                            ptx.comment
     LABEL:                                             ptx.label
     [@[!]%p] opcode arg, arg, ...;                     ptx.inst
-    mma.... {d..}, {a..}, {b..}, {c..}[, extra...];    ptx.mma
+    mma.... {d..}, {a..}, {b..}, {c..}[, extra...];    ptx.mma (mma.sp: extra = %rE, F)
 """
 
 from __future__ import annotations
@@ -265,9 +265,10 @@ class _Reader:
             if not all(regs):
                 raise self.error(f"empty register in group {a!r}")
             groups.append(regs)
-        extra = args[4:]
-        if not all(extra):
-            raise self.error("empty operand after the register groups")
+        extra = args[4:]  # mma.sp: the metadata register and the sparsity selector
+        for a in extra:
+            if not a or not _ARG.match(a):
+                raise self.error(f"malformed operand {a!r} after the register groups")
         try:
             return ptx.MmaOp(opcode, *groups, extra)
         except VerifyException as e:  # pragma: no cover - MmaOp's constructor does not verify

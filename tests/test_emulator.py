@@ -303,10 +303,11 @@ def test_f64_rounding_modes_gpu(rounding, sign):
     assert np.array_equal(fragments.unpack(lay_c, gpu[:32]).view(np.float64), _directed_want(rounding, sign))
 
 
-def test_sparse_and_block_scaled_are_refused_clearly():
+def test_block_scaled_is_refused_clearly():
+    """Sparse mma runs (tests/test_emulator_sparse.py); block-scaled forms are still refused."""
     for v in isa.all_variants():
-        if v.sparse or v.block_scale:
-            with pytest.raises(EmulationError, match="not emulated yet"):
+        if v.block_scale:
+            with pytest.raises(EmulationError, match="block-scaled .* not emulated yet"):
                 emulator.mma_semantics(v.opcode)
 
 
@@ -454,6 +455,168 @@ def test_tf32_conversion_and_64bit_arithmetic():
         assert int(out[t, 3]) == (a * 4) & 0xFFFFFFFF and int(out[t, 4]) == (a * 4) >> 32
         assert int(out[t, 5]) == ((_s32(a) * _s32(int(y[t]))) >> 32) & 0xFFFFFFFF
     assert np.isnan(out[7, 0:3].view(np.float32)).all()
+
+
+_S32_MIN = 0x80000000
+
+
+def _popc(x: int) -> int:
+    return x.bit_count()
+
+
+def _shift_model(op: str, a: int, n: int, w: int = 64) -> int:
+    """shl/shr of the ISA: counts past the width give 0 (unsigned/.b) or the sign (.s)."""
+    mask = (1 << w) - 1
+    if op == "shl":
+        return (a << n) & mask if n < w else 0
+    return a >> n if n < w else 0
+
+
+def _bfe64(a: int, pos: int, ln: int, signed: bool) -> int:
+    return _bfe_model(a, pos, ln, signed, w=64)
+
+
+_OPS32 = [  # (instruction writing %rd/%r result, model of (x0, x1, w0, w1, s0, s1)); 32-bit results
+    ("popc.b32 %r20, %r4;", lambda x0, x1, w0, w1, s0, s1: _popc(x0)),
+    ("popc.b64 %r20, %rd20;", lambda x0, x1, w0, w1, s0, s1: _popc(w0)),
+    ("abs.s32 %r20, %r4;", lambda x0, x1, w0, w1, s0, s1: abs(_s32(x0)) & 0xFFFFFFFF),
+    ("neg.s32 %r20, %r4;", lambda x0, x1, w0, w1, s0, s1: -_s32(x0) & 0xFFFFFFFF),
+    ("min.u32 %r20, %r4, %r5;", lambda x0, x1, w0, w1, s0, s1: min(x0, x1)),
+    ("max.u32 %r20, %r4, %r5;", lambda x0, x1, w0, w1, s0, s1: max(x0, x1)),
+    ("cvt.u32.u64 %r20, %rd20;", lambda x0, x1, w0, w1, s0, s1: w0 & 0xFFFFFFFF),
+    ("setp.ne.b32 %p1, %r4, %r5;\n    selp.u32 %r20, 1, 0, %p1;", lambda x0, x1, w0, w1, s0, s1: int(x0 != x1)),
+    ("setp.ne.u32 %p1, %r4, 0;\n    selp.b32 %r20, %r4, %r5, %p1;", lambda x0, x1, w0, w1, s0, s1: x0 if x0 else x1),
+    ("setp.ne.b64 %p1, %rd20, %rd21;\n    selp.u32 %r20, 1, 0, %p1;", lambda x0, x1, w0, w1, s0, s1: int(w0 != w1)),
+    ("setp.gt.u32 %p1, %r4, %r5;\n    selp.u32 %r20, 1, 0, %p1;", lambda x0, x1, w0, w1, s0, s1: int(x0 > x1)),
+    ("setp.ge.u32 %p1, %r4, %r5;\n    selp.u32 %r20, 1, 0, %p1;", lambda x0, x1, w0, w1, s0, s1: int(x0 >= x1)),
+    ("setp.eq.u32 %p1, %r4, %r5;\n    selp.u32 %r20, 1, 0, %p1;", lambda x0, x1, w0, w1, s0, s1: int(x0 == x1)),
+]
+_OPS64 = [  # 64-bit results
+    ("shr.b64 %rd30, %rd20, %r6;", lambda x0, x1, w0, w1, s0, s1: _shift_model("shr", w0, s0)),
+    ("shr.u64 %rd30, %rd20, %r6;", lambda x0, x1, w0, w1, s0, s1: _shift_model("shr", w0, s0)),
+    ("shl.b64 %rd30, %rd20, %r6;", lambda x0, x1, w0, w1, s0, s1: _shift_model("shl", w0, s0)),
+    ("and.b64 %rd30, %rd20, %rd21;", lambda x0, x1, w0, w1, s0, s1: w0 & w1),
+    ("or.b64 %rd30, %rd20, %rd21;", lambda x0, x1, w0, w1, s0, s1: w0 | w1),
+    ("cvt.u64.u32 %rd30, %r4;", lambda x0, x1, w0, w1, s0, s1: x0),
+    ("mov.b64 %rd30, 0xFEDCBA9876543210;", lambda *_: 0xFEDCBA9876543210),
+    ("mov.b64 %rd30, 18446744073709551615;", lambda *_: 2**64 - 1),
+    ("mov.b64 %rd30, 0x8000000000000001;\n    xor.b64 %rd30, %rd30, %rd20;", lambda x0, x1, w0, w1, s0, s1:
+     w0 ^ 0x8000000000000001),
+    ("setp.gt.u32 %p1, %r4, %r5;\n    selp.b64 %rd30, %rd20, %rd21, %p1;", lambda x0, x1, w0, w1, s0, s1:
+     w0 if x0 > x1 else w1),
+    ("selp.b64 %rd30, 0x123456789ABCDEF0, %rd21, %p1;", lambda x0, x1, w0, w1, s0, s1:
+     0x123456789ABCDEF0 if x0 > x1 else w1),
+    ("bfe.u64 %rd30, %rd20, %r6, %r7;", lambda x0, x1, w0, w1, s0, s1: _bfe64(w0, s0, s1, False)),
+    ("bfe.s64 %rd30, %rd20, %r6, %r7;", lambda x0, x1, w0, w1, s0, s1: _bfe64(w0, s0, s1, True)),
+    ("mov.b64 %rd30, %rd21;", lambda x0, x1, w0, w1, s0, s1: w1),  # ld.global.b64 + st.global.b64 round trip
+]
+
+
+def test_sparse_lowering_scalar_instructions():
+    """The scalar instructions the sparse-A lowering emits, on random and edge-case operands,
+    against Python-integer models of the ISA text (one result column per instruction)."""
+    lines = [
+        ".reg .b32 %r<40>;", ".reg .b64 %rd<40>;", ".reg .pred %p<4>;",
+        "mov.u32 %r0, %tid.x;", "mov.u32 %r1, %ctaid.x;", "mov.u32 %r2, %ntid.x;",
+        "mad.lo.u32 %r3, %r1, %r2, %r0;",
+        *[f"ld.param.u64 %rd{i}, [{p}];\n    cvta.to.global.u64 %rd{i}, %rd{i};"
+          for i, p in enumerate(("p_x", "p_s", "p_w", "p_o32", "p_o64"))],
+        "mul.wide.u32 %rd5, %r3, 8;", "add.s64 %rd6, %rd0, %rd5;", "add.s64 %rd7, %rd1, %rd5;",
+        "mul.wide.u32 %rd8, %r3, 16;", "add.s64 %rd9, %rd2, %rd8;",
+        f"mul.wide.u32 %rd10, %r3, {4 * len(_OPS32)};", "add.s64 %rd11, %rd3, %rd10;",
+        f"mul.wide.u32 %rd12, %r3, {8 * len(_OPS64)};", "add.s64 %rd13, %rd4, %rd12;",
+        "ld.global.b32 %r4, [%rd6+0];", "ld.global.b32 %r5, [%rd6+4];",
+        "ld.global.b32 %r6, [%rd7+0];", "ld.global.b32 %r7, [%rd7+4];",
+        "ld.global.b64 %rd20, [%rd9+0];", "ld.global.b64 %rd21, [%rd9+8];",
+    ]  # fmt: skip
+    for i, (inst, _) in enumerate(_OPS32):
+        lines += [inst, f"st.global.b32 [%rd11+{4 * i}], %r20;"]
+    for i, (inst, _) in enumerate(_OPS64):
+        lines += [inst, f"st.global.b64 [%rd13+{8 * i}], %rd30;"]
+    lines.append("ret;")
+    params = ("p_x", "p_s", "p_w", "p_o32", "p_o64")
+    rng = np.random.default_rng(11)
+    n = 192
+    x = rng.integers(0, 2**32, (n, 2), dtype=np.uint64).astype(np.uint32)
+    edge = [0, 1, 2, _S32_MIN, 0x7FFFFFFF, 0xFFFFFFFF, 0x80000001, 0xFFFF0000]
+    x[: len(edge), 0] = edge
+    x[len(edge): 2 * len(edge), 0] = edge
+    x[::5, 1] = x[::5, 0]  # equal pairs for eq/ne/ge
+    x[::7, 1] = 0
+    s = np.stack([rng.integers(0, 72, n), rng.integers(0, 300, n)], 1).astype(np.uint32)  # past 64, past 255
+    w = rng.integers(0, 2**64, (n, 2), dtype=np.uint64)
+    w[:6, 0] = [0, 2**64 - 1, 2**63, 2**63 - 1, 1, 0xFFFFFFFF]
+    w[::3, 1] = w[::3, 0]
+    w[1::4, 0] &= np.uint64(0xFFFFFFFF)  # small values too
+    o32, o64 = np.zeros((n, len(_OPS32)), np.uint32), np.zeros((n, len(_OPS64)), np.uint64)
+    text = _kernel(lines, params)
+    o32, o64 = emulate(text, "k", (3, 1, 1), (64, 1, 1), [x, s, w, o32, o64])[3:]
+    for t in range(n):
+        v = (int(x[t, 0]), int(x[t, 1]), int(w[t, 0]), int(w[t, 1]), int(s[t, 0]), int(s[t, 1]))
+        for col, (ops, out) in enumerate(((_OPS32, o32), (_OPS64, o64))):
+            for i, (inst, model) in enumerate(ops):
+                got, want = int(out[t, i]), model(*v)
+                assert got == want, f"thread {t}: `{inst}` on {[hex(a) for a in v]}: got {got:#x}, want {want:#x}"
+
+
+@pytest.mark.parametrize("how", ["min", "max"])
+@pytest.mark.parametrize("t", ["u32", "s32"])
+def test_atom_min_max_is_a_sequential_loop(how, t):
+    """atom.global: many threads (some guarded off, blocks not a whole number of warps) on a few
+    addresses; the old values and the memory are those of a loop over threads in order, whether
+    the grid runs at once or one CTA at a time."""
+    lines = [
+        ".reg .b32 %r<10>;", ".reg .b64 %rd<10>;", ".reg .pred %p<2>;",
+        "mov.u32 %r0, %tid.x;", "mov.u32 %r1, %ctaid.x;", "mov.u32 %r2, %ntid.x;", "mad.lo.u32 %r3, %r1, %r2, %r0;",
+        "ld.param.u64 %rd0, [p_mem];", "ld.param.u64 %rd1, [p_val];", "ld.param.u64 %rd2, [p_at];",
+        "ld.param.u64 %rd3, [p_old];",
+        "mul.wide.u32 %rd4, %r3, 4;", "add.s64 %rd1, %rd1, %rd4;", "add.s64 %rd2, %rd2, %rd4;", "add.s64 %rd3, %rd3, %rd4;",
+        "ld.global.b32 %r4, [%rd1+0];", "ld.global.b32 %r5, [%rd2+0];",
+        "mul.wide.u32 %rd5, %r5, 4;", "add.s64 %rd6, %rd0, %rd5;",
+        "and.b32 %r6, %r4, 7;", "setp.ne.u32 %p0, %r6, 0;",  # threads with value % 8 == 0 sit out
+        "mov.u32 %r7, 0xDEADBEEF;",
+        f"@%p0 atom.global.{how}.{t} %r7, [%rd6+4], %r4;",
+        "st.global.b32 [%rd3+0], %r7;",
+        "ret;",
+    ]  # fmt: skip
+    grid, block = 3, 80
+    n = grid * block
+    rng = np.random.default_rng(zlib.crc32(f"{how}{t}".encode()))
+    dt = np.uint32 if t == "u32" else np.int32
+    val = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(dt)
+    at = rng.integers(0, 4, n).astype(np.uint32)  # addresses 1..4 of a 6-word buffer (offset +4)
+    mem0 = rng.integers(0, 2**32, 6, dtype=np.uint64).astype(np.uint32).view(dt)
+    text = _kernel(lines, ("p_mem", "p_val", "p_at", "p_old"))
+    args = [mem0, val, at, np.zeros(n, dt)]
+    pick = min if how == "min" else max
+    mem, old = [int(m) for m in mem0], []
+    for i in range(n):
+        if int(val[i]) % 8 == 0:
+            old.append(int(np.uint32(0xDEADBEEF).view(dt)))
+            continue
+        a = int(at[i]) + 1
+        old.append(mem[a])
+        mem[a] = pick(mem[a], int(val[i]))
+    prog = emulator.compile_entry(text, "k")
+    for budget in ({}, {"memory_budget": 1}):
+        got_mem, _, _, got_old = prog.run(grid, block, args, **budget)
+        assert got_old.tolist() == old
+        assert got_mem.tolist() == mem
+    assert prog.stats.chunks == grid  # the second run went one CTA at a time
+    assert len(set(old)) > 10 and mem != [int(m) for m in mem0]  # the atomics did something
+
+
+def test_atom_out_of_bounds_raises():
+    lines = [
+        ".reg .b32 %r<4>;", ".reg .b64 %rd<4>;", "mov.u32 %r0, %tid.x;", "ld.param.u64 %rd0, [p_mem];",
+        "mul.wide.u32 %rd1, %r0, 4;", "add.s64 %rd2, %rd0, %rd1;", "atom.global.min.u32 %r1, [%rd2], %r0;", "ret;",
+    ]  # fmt: skip
+    mem = np.full(31, 7, np.uint32)  # one word short of the 32 threads
+    with pytest.raises(EmulationError, match=r"`atom.global.min.u32 %r1, \[%rd2\], %r0;`: out-of-bounds atomic by "
+                                             r"thread \(31, 0, 0\)"):
+        emulate(_kernel(lines, ("p_mem",)), "k", 1, 32, [mem])
+    with pytest.raises(EmulationError, match="expected atom"):
+        emulator.compile_entry(_kernel([l.replace("min.u32", "add.u32") for l in lines], ("p_mem",)))
 
 
 # ---------------------------------------------------------------------------------------------
