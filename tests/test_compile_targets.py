@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests import dense_cases, sparse_cases
 from tests.dense_cases import DENSE_SM90, case_id, spec_for
 from tilemma.compiler import isa
 from tilemma.compiler.diagnostics import LocatedVerifyError
@@ -19,13 +20,16 @@ TARGETS = ("75", "80", "86", "89", "90", "100a", "120a")
 pytestmark = pytest.mark.ptxas
 
 
-def _table_has_legal(case, sm: str) -> bool:
+def _table_has_legal(case, sm: str, sparse: bool = False) -> bool:
     a, b, acc, shape, extra = case
-    widened = {"si4": "si8", "ui4": "ui8"} if parse_sm(sm).number == 90 and shape is None else {}
+    widened = (
+        {"si4": "si8", "ui4": "ui8"} if parse_sm(sm).number == 90 and shape is None and not sparse else {}
+    )
+    forms = ("sp", "sp::ordered_metadata") if sparse else (None,)
     want = (PTX_TYPE[widened.get(a, a)], PTX_TYPE[widened.get(b, b)], PTX_TYPE[acc])
     return any(
         (v.atype, v.btype, v.dtype) == want
-        and v.sparse is None and v.kind is None and v.rounding is None
+        and v.sparse in forms and v.kind is None and v.rounding is None
         and (shape is None or v.shape == shape)
         and v.satfinite == bool(extra.get("satfinite"))
         and v.bitop == extra.get("popc")
@@ -33,8 +37,8 @@ def _table_has_legal(case, sm: str) -> bool:
     )
 
 
-def _compile(case, sm):
-    spec = spec_for(case, 37, 91, 300 if case[0] == "i1" else 53, batch=2, bcast="a")
+def _compile(case, sm, cases=dense_cases):
+    spec = cases.spec_for(case, 37, 91, 300 if case[0] == "i1" else 53, batch=2, bcast="a")
     try:
         [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm=sm))
     except LocatedVerifyError as e:
@@ -52,10 +56,24 @@ def test_every_dense_family_assembles_where_legal(sm):
         legal = _table_has_legal(case, sm)
         if kernel is None:
             assert not legal, f"{case_id(case)} on sm_{sm}: table has a legal variant but: {outcome}"
-            assert "no mma.sync variant" in outcome
+            assert "no mma.sync variant" in outcome or "no mma.sp variant" in outcome
             continue
         assert legal, f"{case_id(case)} compiled for sm_{sm} though the table has no legal variant"
         assert outcome.ok, f"{case_id(case)} on sm_{sm}: {kernel.variant}\n{outcome.log}"
         assert not isa.check(kernel.variant, sm)
         compiled += 1
     assert compiled > 0
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (pip install nvidia-cuda-nvcc)")
+@pytest.mark.parametrize("sm", TARGETS)
+def test_every_sparse_family_assembles_where_legal(sm):
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda c: (c, *_compile(c, sm, sparse_cases)), sparse_cases.SPARSE_SM90))
+    for case, kernel, outcome in results:
+        legal = _table_has_legal(case, sm, sparse=True)
+        if kernel is None:
+            assert not legal and "no mma.sp variant" in outcome, (case, sm, outcome)
+            continue
+        assert legal and outcome.ok, f"{sparse_cases.case_id(case)} on sm_{sm}: {kernel.variant}\n{outcome.log}"
+        assert kernel.variant.startswith("mma.sp::ordered_metadata.")
