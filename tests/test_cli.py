@@ -129,3 +129,16 @@ def test_isa_cli():
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in listing.stdout.splitlines()
     bad = tilemma("isa", "check", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "--sm", "75")
     assert bad.returncode == 1 and "needs sm_80 or newer" in bad.stdout + bad.stderr
+
+
+def test_sparse_gemm_through_the_cli():
+    g = tilemma("gemm", "--m", "19", "--n", "23", "--k", "75", "--a", "f16", "--b", "f16", "--acc", "f32",
+                "--sparse-a", "2:4", "--prune")
+    assert g.returncode == 0, g.stderr
+    assert "tile.compress %ta {prune} : !tile.tile<19x75xf16> -> !tile.sparse<19x75xf16>" in g.stdout
+    r = tilemma("run", "-", "--sm", "90", "--on", "emulator", stdin=g.stdout)
+    assert r.returncode == 0, r.stderr
+    assert "mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32" in r.stdout
+    assert r.stdout.rstrip().endswith("PASS")
+    bad = tilemma("gemm", "--m", "16", "--n", "8", "--k", "32", "--a", "f16", "--b", "f16", "--prune")
+    assert bad.returncode == 1 and "--prune needs --sparse-a" in bad.stderr
