@@ -136,6 +136,8 @@ OPERAND_ELEMENTS: dict[str, str] = {
 }
 
 SCALE_ELEMENTS = ("f8E8M0FNU", "ue4m3")
+# Element types of fewer than 8 bits that do not divide a byte are stored one per byte.
+BYTE_PER_ELEMENT = ("f6E3M2FN", "f6E2M3FN")
 ACCUMULATOR_ELEMENTS = ("si32", "f16", "f32", "f64")
 TILE_ELEMENTS = tuple(OPERAND_ELEMENTS) + SCALE_ELEMENTS + ("si32",)
 # Types with no storage format of their own: kept in memory as another type.
@@ -567,6 +569,100 @@ class MmaOp(IRDLOperation):
             )
 
 
+# Block-scaled mma (PTX Table 36): scale type and block size (elements of K per scale factor)
+# -> what the operands may be; the lowering picks .kind and .scale_vec from them.
+SCALE_BLOCK_RULES = {
+    ("f8E8M0FNU", 32): ("f8E4M3FN", "f8E5M2", "f6E3M2FN", "f6E2M3FN", "f4E2M1FN"),
+    ("f8E8M0FNU", 16): ("f4E2M1FN",),
+    ("ue4m3", 16): ("f4E2M1FN",),
+}
+
+
+@irdl_op_definition
+class ScaledMmaOp(IRDLOperation):
+    """Block-scaled `mma`: D = (A * scale_a) (B * scale_b) + C (PTX `.block_scale`).
+
+    scale_a is M x ceil(K / block), scale_b is ceil(K / block) x N: element k of a row of A is
+    multiplied by scale_a[row, k // block], element k of a column of B by scale_b[k // block, col].
+    The valid (scale type, block, operand types) are Table 36's (`SCALE_BLOCK_RULES`); the
+    accumulator is f32."""
+
+    name = "tile.scaled_mma"
+    lhs = operand_def(TileType | SparseTileType)
+    rhs = operand_def(TileType)
+    acc = operand_def(TileType)
+    scale_a = operand_def(TileType)
+    scale_b = operand_def(TileType)
+    result = result_def(TileType)
+    block = prop_def(IntegerAttr)
+    mma_shape = opt_prop_def(StringAttr)
+    variant = opt_prop_def(StringAttr)
+    tiling = opt_prop_def(DictionaryAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = (
+        "$lhs `,` $rhs `,` $acc `,` $scale_a `,` $scale_b attr-dict `:` type($lhs) `,` "
+        "type($rhs) `,` type($acc) `,` type($scale_a) `,` type($scale_b) `->` type($result)"
+    )
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, acc: SSAValue, scale_a: SSAValue,
+                 scale_b: SSAValue, block: int, mma_shape: str | None = None):
+        props: dict[str, Attribute] = {"block": IntegerAttr(block, i64)}
+        if mma_shape is not None:
+            props["mma_shape"] = StringAttr(mma_shape)
+        super().__init__(
+            operands=[lhs, rhs, acc, scale_a, scale_b], result_types=[acc.type], properties=props
+        )
+
+    @property
+    def block_size(self) -> int:
+        return self.block.value.data
+
+    def verify_(self) -> None:
+        lhs = _tile(self.lhs, "lhs", sparse_ok=True)
+        rhs, acc = _tile(self.rhs, "rhs"), _tile(self.acc, "acc")
+        sa, sb = _tile(self.scale_a, "scale_a"), _tile(self.scale_b, "scale_b")
+        check_mma(lhs, rhs, acc)
+        if self.result.type != acc:
+            raise VerifyException(
+                f"tile.scaled_mma: result type {self.result.type} must equal the accumulator type {acc}"
+            )
+        if acc.element != "f32":
+            raise VerifyException(
+                f"tile.scaled_mma: block-scaled mma accumulates in f32, got {acc.element}"
+            )
+        if sa.element != sb.element:
+            raise VerifyException(
+                f"tile.scaled_mma: scale_a and scale_b must have one scale type, got {sa.element} "
+                f"and {sb.element}"
+            )
+        key = (sa.element, self.block_size)
+        if key not in SCALE_BLOCK_RULES:
+            valid = ", ".join(f"{t} with block {b}" for t, b in SCALE_BLOCK_RULES)
+            raise VerifyException(
+                f"tile.scaled_mma: scale type {sa.element} with block {self.block_size} is not a "
+                f"valid block scaling (PTX Table 36: {valid})"
+            )
+        allowed = SCALE_BLOCK_RULES[key]
+        for side, t in (("left", lhs.element), ("right", rhs.element)):
+            if t not in allowed:
+                raise VerifyException(
+                    f"tile.scaled_mma: {side} operand {t} cannot be block-scaled by {sa.element} "
+                    f"in blocks of {self.block_size} (PTX Table 36 allows {', '.join(allowed)})"
+                )
+        ls, rs = lhs.get_shape(), rhs.get_shape()
+        blocks = -(-ls[-1] // self.block_size)
+        want_a = (*ls[:-1], blocks)
+        want_b = (*rs[:-2], blocks, rs[-1])
+        for name, got, want in (("scale_a", sa.get_shape(), want_a), ("scale_b", sb.get_shape(), want_b)):
+            if got != want:
+                raise VerifyException(
+                    f"tile.scaled_mma: {name} must be {_shape_str(want)} (one scale per "
+                    f"{self.block_size} elements of K={ls[-1]}), got {_shape_str(got)}"
+                )
+
+
 def _offsets_str(offsets: Sequence[int]) -> str:
     return "[" + ", ".join(str(o) for o in offsets) + "]"
 
@@ -838,8 +934,11 @@ class CompressOp(IRDLOperation):
             )
 
 
+# The ops that multiply into an accumulator (what tile-select-mma leaves behind).
+MMA_OPS = (MmaOp, ScaledMmaOp)
+
 Tile = Dialect(
     "tile",
-    [MatmulOp, MmaOp, LoadOp, StoreOp, CastOp, ConstantOp, CompressOp],
+    [MatmulOp, MmaOp, ScaledMmaOp, LoadOp, StoreOp, CastOp, ConstantOp, CompressOp],
     [TileType, SparseTileType, UE4M3Type],
 )

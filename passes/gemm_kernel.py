@@ -35,6 +35,8 @@ PTX_TYPE = {
     "f6E3M2FN": "e3m2",
     "f6E2M3FN": "e2m3",
     "f4E2M1FN": "e2m1",
+    "f8E8M0FNU": "ue8m0",
+    "ue4m3": "ue4m3",
 }
 
 

@@ -44,6 +44,17 @@ SLOW_PATHS = (
 )
 
 F32_PRECISIONS = ("exact", "tf32", "3xtf32")
+# .kind qualifiers in order of preference: plain mma first; .kind::f8f6f4 reaches fp6/fp4.
+UNSCALED_KINDS = (None, "f8f6f4")
+BLOCK_SCALED_KINDS = ("mxf4", "mxf8f6f4", "mxf4nvf4")
+_DEFAULT_SCALE_VEC = {"mxf4": "2X", "mxf8f6f4": "1X"}
+
+
+def scale_count(v) -> int:
+    """Scale factors per row of A in one instruction (.scale_vec::NX; N defaults by .kind)."""
+    return int((v.scale_vec or _DEFAULT_SCALE_VEC[v.kind])[0])
+
+
 # Sparse forms in order of preference (the ISA advises ordered metadata for speed).
 SPARSE_FORM_OPTIONS = {"ordered": ("sp::ordered_metadata", "sp"), "sp": ("sp",)}
 
@@ -97,15 +108,15 @@ class SelectMma(ModulePass):
         for kernel in op.walk():
             if not isinstance(kernel, func.FuncOp):
                 continue
-            for mm in [o for o in kernel.walk() if isinstance(o, tile.MatmulOp | tile.MmaOp)]:
+            for mm in [o for o in kernel.walk() if isinstance(o, (tile.MatmulOp, *tile.MMA_OPS))]:
                 mma = self._as_mma(mm)
                 self._select(mma, target, version)
             kernel.attributes["tile.target"] = StringAttr(target.name)
             kernel.attributes["tile.ptx"] = StringAttr(str(version))
 
     @staticmethod
-    def _as_mma(op: tile.MatmulOp | tile.MmaOp) -> tile.MmaOp:
-        if isinstance(op, tile.MmaOp):
+    def _as_mma(op):
+        if isinstance(op, tile.MMA_OPS):
             return op
         result = op.result.type
         assert isinstance(result, tile.TileType)
@@ -124,6 +135,8 @@ class SelectMma(ModulePass):
     def _operand_types(self, mma: tile.MmaOp, target: targets.SmTarget) -> tuple[str, str]:
         """Insert the casts the target needs; return the operand element types after them."""
         a, b = mma.lhs.type.element, mma.rhs.type.element  # type: ignore[union-attr]
+        if isinstance(mma, tile.ScaledMmaOp):  # narrow floats only: nothing to convert
+            return a, b
         if a == b == "f32":
             if self.f32_precision == "exact":
                 raise LoweringError(
@@ -159,20 +172,26 @@ class SelectMma(ModulePass):
             btype=PTX_TYPE[b],
             ctype=PTX_TYPE[acc],
             dtype=PTX_TYPE[acc],
-            satfinite=mma.satfinite is not None,
-            bitop=mma.popc.data if mma.popc is not None else None,
+            satfinite=getattr(mma, "satfinite", None) is not None,
+            bitop=mma.popc.data if getattr(mma, "popc", None) is not None else None,
         )
+        scaled = isinstance(mma, tile.ScaledMmaOp)
+        if scaled:
+            want["stype"] = PTX_TYPE[mma.scale_a.type.element]  # type: ignore[union-attr]
         hint = mma.mma_shape.data if mma.mma_shape is not None else None
         forms = (
             SPARSE_FORM_OPTIONS[self.sparse_form]
             if isinstance(mma.lhs.type, tile.SparseTileType)
             else (None,)
         )
+        kinds = BLOCK_SCALED_KINDS if scaled else UNSCALED_KINDS
         defined = [
             v
             for v in isa.all_variants()
             if v.sparse in forms
-            and v.kind is None
+            and v.kind in kinds
+            and v.block_scale == scaled
+            and (not scaled or v.k // scale_count(v) == mma.block_size)
             and v.rounding is None
             and (v.alayout, v.blayout) == ("row", "col")
             and all(getattr(v, f) == x for f, x in want.items())
@@ -182,13 +201,18 @@ class SelectMma(ModulePass):
         if not legal:
             raise LoweringError(mma, self._why_none(want, hint, defined, target, version, forms))
         # Largest instruction first; for sparse A the ISA advises ::ordered_metadata over mma.sp.
-        best = max(legal, key=lambda v: (v.m * v.n * v.k, -forms.index(v.sparse)))
+        best = max(
+            legal,
+            key=lambda v: (v.m * v.n * v.k, -forms.index(v.sparse), -kinds.index(v.kind), v.scale_vec is not None),
+        )
         mma.variant = StringAttr(best.opcode)
 
     @staticmethod
     def _why_none(want, hint, defined, target, version, forms) -> str:
         form = "mma.sync" if forms == (None,) else "mma.sp"
         what = f"{want['atype']} x {want['btype']} -> {want['dtype']}"
+        if "stype" in want:
+            what += f" scaled by {want['stype']}"
         if want["satfinite"]:
             what += " with satfinite"
         if want["bitop"]:

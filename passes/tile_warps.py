@@ -47,7 +47,7 @@ class TileWarps(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = _pair(self.warps, "warps"), _pair(self.warp_tile, "warp-tile")
-        for mma in [o for o in op.walk() if isinstance(o, tile.MmaOp)]:
+        for mma in [o for o in op.walk() if isinstance(o, tile.MMA_OPS)]:
             if mma.variant is None:
                 raise LoweringError(mma, "run tile-select-mma before tile-tile-warps")
             mi, ni, ki = instruction_layouts(parse_opcode(mma.variant.data)).warp_shape
