@@ -221,7 +221,11 @@ class SelectMma(ModulePass):
         if not defined:
             shape = f" of shape {hint}" if hint else ""
             return f"no {form} variant{shape} computes {what}"
-        reasons = sorted({f"{v.shape}: {'; '.join(v.legal(target, version))}" for v in defined})
+        ordered = sorted(defined, key=lambda v: (UNSCALED_KINDS + BLOCK_SCALED_KINDS).index(v.kind))
+        reasons = dict.fromkeys(
+            f"{v.shape}{f' .kind::{v.kind}' if v.kind else ''}: {'; '.join(v.legal(target, version))}"
+            for v in ordered
+        )
         others = [
             v.shape
             for v in isa.legal_variants(target, version)
