@@ -64,6 +64,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
         GemmSpec(
             args.m, args.n, args.k, args.a, args.b, args.acc, args.batch, args.bcast,
             args.satfinite, args.popc, args.shape, args.sparse_a is not None, args.prune,
+            args.scale, args.scale_block,
         )
     )
     print(module)
@@ -179,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="A is structured sparse: 2 of every 4 (1 of 2 for tf32, 2 pairs of 4 for 4-bit)",
     )
     g.add_argument("--prune", action="store_true", help="with --sparse-a: keep the largest two")
+    g.add_argument("--scale", help="block scaling: scale type ue8m0 (f8E8M0FNU) or ue4m3")
+    g.add_argument(
+        "--scale-block", type=int, default=32, choices=(16, 32, 64),
+        help="with --scale: elements of K per scale factor (default 32; 64 for a sparse A)",
+    )
     g.add_argument("--sm", default="90", help="target the kernel is meant for (checked only)")
     g.set_defaults(func=cmd_gemm)
 

@@ -33,12 +33,16 @@ class GemmSpec:
     shape: str | None = None  # instruction shape hint for tile-select-mma, e.g. "m16n8k8"
     sparse_a: bool = False  # A is structured sparse (tile.compress before the mma)
     prune: bool = False  # with sparse_a: tile.compress {prune} keeps the largest magnitudes
+    scale: str | None = None  # block scaling: scale type (ue8m0 / f8E8M0FNU, ue4m3)
+    scale_block: int = 32  # with scale: elements of K per scale factor
 
     @property
     def name(self) -> str:
         batch = f"b{self.batch}{self.bcast or ''}_" if self.batch else ""
         shape = f"_{self.shape}" if self.shape else ""
         sparse = ("_pruned" if self.prune else "_sparse") if self.sparse_a else ""
+        if self.scale:
+            sparse += f"_scaled{self.scale_block}"
         return (
             f"gemm{sparse}_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}_{self.acc_type}"
             f"{shape}"
@@ -75,15 +79,23 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         "c": _shape(spec, spec.m, spec.n, "c"),
     }
     types = {"a": a_name, "b": b_name, "c": acc_name}
+    scaled = spec.scale is not None
+    if scaled:
+        blocks = -(-spec.k // spec.scale_block)
+        shapes["sa"] = _shape(spec, spec.m, blocks, "a")
+        shapes["sb"] = _shape(spec, blocks, spec.n, "b")
+        types["sa"] = types["sb"] = tile.canonical_element(spec.scale)
 
     def memref(which: str) -> MemRefType:
         stored = tile.NO_STORAGE.get(types[which], types[which])
         return MemRefType(tile.element_type(stored), shapes[which])
 
-    arg_types = [memref("a"), memref("b"), memref("c"), memref("c")]
+    names = ("a", "b", "sa", "sb", "c", "d") if scaled else ("a", "b", "c", "d")
+    arg_types = [memref("c" if n == "d" else n) for n in names]
     block = Block(arg_types=arg_types)
-    for arg, name in zip(block.args, ("a", "b", "c", "d")):
+    for arg, name in zip(block.args, names):
         arg.name_hint = name
+    args = dict(zip(names, block.args))
     builder = Builder(InsertPoint.at_end(block))
     zeros = [0] * len(shapes["a"])
 
@@ -98,17 +110,20 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         loaded.name_hint = f"t{which}"
         return loaded
 
-    ta, tb, tc = load("a", block.args[0]), load("b", block.args[1]), load("c", block.args[2])
+    ta, tb, tc = load("a", args["a"]), load("b", args["b"]), load("c", args["c"])
     if spec.prune and not spec.sparse_a:
         raise ValueError("--prune needs --sparse-a")
     if spec.sparse_a:
         ta = builder.insert(tile.CompressOp(ta, prune=spec.prune)).result
         ta.name_hint = "sa"
-    result = builder.insert(
-        tile.MmaOp(ta, tb, tc, satfinite=spec.satfinite, popc=spec.popc, mma_shape=spec.shape)
-    ).result
+    if scaled:
+        sa, sb = load("sa", args["sa"]), load("sb", args["sb"])
+        op = tile.ScaledMmaOp(ta, tb, tc, sa, sb, spec.scale_block, mma_shape=spec.shape)
+    else:
+        op = tile.MmaOp(ta, tb, tc, satfinite=spec.satfinite, popc=spec.popc, mma_shape=spec.shape)
+    result = builder.insert(op).result
     result.name_hint = "td"
-    builder.insert(tile.StoreOp(result, block.args[3], zeros))
+    builder.insert(tile.StoreOp(result, args["d"], zeros))
     builder.insert(func.ReturnOp())
     kernel = func.FuncOp(spec.name, (arg_types, []), Region(block))
     module = ModuleOp([kernel])

@@ -569,12 +569,17 @@ class MmaOp(IRDLOperation):
             )
 
 
-# Block-scaled mma (PTX Table 36): scale type and block size (elements of K per scale factor)
-# -> what the operands may be; the lowering picks .kind and .scale_vec from them.
+# Block-scaled mma (PTX Table 36): (sparse A, scale type, block size = elements of K per scale
+# factor) -> what the operands may be; the lowering picks .kind and .scale_vec from them. The
+# block is the instruction's K over its .scale_vec, and mma.sp has twice the K of mma.sync.
+_F8F6F4 = ("f8E4M3FN", "f8E5M2", "f6E3M2FN", "f6E2M3FN", "f4E2M1FN")
 SCALE_BLOCK_RULES = {
-    ("f8E8M0FNU", 32): ("f8E4M3FN", "f8E5M2", "f6E3M2FN", "f6E2M3FN", "f4E2M1FN"),
-    ("f8E8M0FNU", 16): ("f4E2M1FN",),
-    ("ue4m3", 16): ("f4E2M1FN",),
+    (False, "f8E8M0FNU", 32): _F8F6F4,  # mxf8f6f4 1X (k32); mxf4 / mxf4nvf4 2X (k64)
+    (False, "f8E8M0FNU", 16): ("f4E2M1FN",),  # mxf4nvf4 4X (PTX 9.1)
+    (False, "ue4m3", 16): ("f4E2M1FN",),  # mxf4nvf4 4X
+    (True, "f8E8M0FNU", 64): _F8F6F4,  # sparse mxf8f6f4 1X (k64); mxf4 / mxf4nvf4 2X (k128)
+    (True, "f8E8M0FNU", 32): ("f4E2M1FN",),  # sparse mxf4nvf4 4X (PTX 9.1)
+    (True, "ue4m3", 32): ("f4E2M1FN",),  # sparse mxf4nvf4 4X
 }
 
 
@@ -637,12 +642,14 @@ class ScaledMmaOp(IRDLOperation):
                 f"tile.scaled_mma: scale_a and scale_b must have one scale type, got {sa.element} "
                 f"and {sb.element}"
             )
-        key = (sa.element, self.block_size)
+        sparse = isinstance(lhs, SparseTileType)
+        key = (sparse, sa.element, self.block_size)
         if key not in SCALE_BLOCK_RULES:
-            valid = ", ".join(f"{t} with block {b}" for t, b in SCALE_BLOCK_RULES)
+            valid = ", ".join(f"{t} with block {b}" for sp, t, b in SCALE_BLOCK_RULES if sp == sparse)
+            form = "a sparse A (mma.sp)" if sparse else "a dense A"
             raise VerifyException(
                 f"tile.scaled_mma: scale type {sa.element} with block {self.block_size} is not a "
-                f"valid block scaling (PTX Table 36: {valid})"
+                f"valid block scaling for {form} (PTX Table 36: {valid})"
             )
         allowed = SCALE_BLOCK_RULES[key]
         for side, t in (("left", lhs.element), ("right", rhs.element)):

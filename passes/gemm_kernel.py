@@ -55,7 +55,8 @@ class MemOperand:
 
     @property
     def bits(self) -> int:
-        return tile.element_bits(self.stored)
+        """Bits one element takes in memory (fp6 is stored one per byte)."""
+        return 8 if self.stored in tile.BYTE_PER_ELEMENT else tile.element_bits(self.stored)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class GemmKernel:
     d: MemOperand
     acc_type: str
     mma: Operation  # the tile.mma op (carries the selected variant and tiling)
+    scales: tuple[MemOperand, MemOperand, int] | None = None  # scale_a, scale_b, block
 
 
 def _memref_strides(ref: MemRefType) -> tuple[int, ...]:
@@ -157,8 +159,8 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
     mma = store.value.owner
     if isinstance(mma, tile.MatmulOp):
         raise LoweringError(mma, "run tile-select-mma first: it turns tile.matmul into tile.mma")
-    if not isinstance(mma, tile.MmaOp):
-        raise LoweringError(store, "the stored tile must be the result of tile.mma")
+    if not isinstance(mma, tile.MMA_OPS):
+        raise LoweringError(store, "the stored tile must be the result of tile.mma or tile.scaled_mma")
     lhs, rhs, acc = mma.lhs.type, mma.rhs.type, mma.acc.type
     assert isinstance(lhs, tile.TileLike) and isinstance(rhs, tile.TileType)
     assert isinstance(acc, tile.TileType)
@@ -183,6 +185,15 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
         b=_operand(mma.rhs, params, batched, "right", mma),
         c=c,
         d=_store_operand(store, params, batched),
+        scales=(
+            (
+                _operand(mma.scale_a, params, batched, "scale_a", mma),
+                _operand(mma.scale_b, params, batched, "scale_b", mma),
+                mma.block_size,
+            )
+            if isinstance(mma, tile.ScaledMmaOp)
+            else None
+        ),
         acc_type=acc.element,
         mma=mma,
     )

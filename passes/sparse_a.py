@@ -25,7 +25,17 @@ NO_ERROR = 0xFFFFFFFF
 
 # Bits that make an element nonzero (sign excluded: -0.0 counts as zero) and give its magnitude
 # ordering; integers use their absolute value instead.
-_MAGNITUDE_MASK = {"f16": 0x7FFF, "bf16": 0x7FFF, "tf32": 0x7FFFFFFF, "e4m3": 0x7F, "e5m2": 0x7F}
+_MAGNITUDE_MASK = {
+    "f16": 0x7FFF,
+    "bf16": 0x7FFF,
+    "tf32": 0x7FFFFFFF,
+    "e4m3": 0x7F,
+    "e5m2": 0x7F,
+    "e3m2": 0x1F,
+    "e2m3": 0x1F,
+    "e2m1": 0x1C,  # in its .kind::f8f6f4 byte container (bits 2..5, sign in bit 5)
+}
+_PACKED_MAGNITUDE_MASK = {"e2m1": 0x7}  # packed 4-bit e2m1 of the mxf4 kinds
 _SIGNED = {"s8": 8, "s4": 4}
 
 
@@ -148,17 +158,24 @@ class SparseALoader:
 
     def _nonzero(self, t: str) -> str:
         b = self.b
-        mask = _MAGNITUDE_MASK.get(self.instr.atype, (1 << self.geo.elem_bits) - 1)
+        mask = self._mask()
         m, p = b.reg("b32"), b.reg("pred")
         b.emit("and.b32", m, t, mask)
         b.emit("setp.ne.u32", p, m, 0)
         return p
 
+    def _mask(self) -> int:
+        """Bits of an element (as loaded for the instruction) that hold its magnitude."""
+        atype = self.instr.atype
+        if self.geo.elem_bits == 4 and atype in _PACKED_MAGNITUDE_MASK:
+            return _PACKED_MAGNITUDE_MASK[atype]
+        return _MAGNITUDE_MASK.get(atype, (1 << self.geo.elem_bits) - 1)
+
     def _magnitude(self, t: str) -> str:
         b, atype = self.b, self.instr.atype
         m = b.reg("b32")
         if atype in _MAGNITUDE_MASK:
-            b.emit("and.b32", m, t, _MAGNITUDE_MASK[atype])
+            b.emit("and.b32", m, t, self._mask())
         elif atype in _SIGNED:
             b.emit("bfe.s32", m, t, 0, _SIGNED[atype])
             b.emit("abs.s32", m, m)

@@ -21,7 +21,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from tilemma.compiler import fragments
+from tilemma.compiler import fragments, scale_fragments
 from tilemma.compiler.isa import MmaVariant, parse_opcode
 from tilemma.compiler.mma_layouts import instruction_layouts
 from tilemma.compiler.ptx_builder import PtxBuilder, f32_literal, f64_literal
@@ -32,6 +32,9 @@ from tilemma.passes.sparse_a import SparseALoader, metadata_linear
 
 # Load/store opcode suffix and register bank of a whole element in memory, by storage bits.
 _MEM = {64: ("f64", "f64"), 32: ("b32", "b32"), 16: ("u16", "b32"), 8: ("u8", "b32")}
+# Where a narrow float sits in the 8-bit container of .kind::f8f6f4 / mxf8f6f4: e2m1 in bits
+# 2..5 (shifted left by 2); e3m2 and e2m3 in bits 0..5 (as stored).
+_CONTAINER_SHIFT = {"e2m1": 2}
 _FLOAT_ACC_BANK = {"f32": "f32", "f64": "f64"}
 
 
@@ -207,10 +210,13 @@ class _KernelLowering:
         # Main loop over K.
         a_regs = [b.regs("f64" if self.lay_a.reg_bits == 64 else "b32", self.lay_a.regs) for _ in range(self.rm)]
         b_regs = [b.regs("f64" if self.lay_b.reg_bits == 64 else "b32", self.lay_b.regs) for _ in range(self.rn)]
-        split = g.mma.split_tf32 is not None
+        split = getattr(g.mma, "split_tf32", None) is not None
         a_lo = [b.regs("b32", self.lay_a.regs) for _ in range(self.rm)] if split else None
         b_lo = [b.regs("b32", self.lay_b.regs) for _ in range(self.rn)] if split else None
         e_regs = [b.reg("b32") for _ in range(self.rm)] if sparse else None
+        scales = self.scale_operands(g, lane, row0, col0, ptrs) if g.scales else None
+        sf_a = [b.reg("b32") for _ in range(self.rm)] if scales else None
+        sf_b = [b.reg("b32") for _ in range(self.rn)] if scales else None
         steps = -(-g.k // self.ki)
         kk = b.reg("b32")
         b.emit("mov.u32", kk, 0)
@@ -240,6 +246,8 @@ class _KernelLowering:
                 convert_to=instr.atype,
                 lo_regs=[a_lo] if split else None,
             )
+        if scales:
+            self.fill_scales(scales, sf_a, sf_b)
         self.fill_fragments(
             [b_regs],
             bop,
@@ -260,7 +268,9 @@ class _KernelLowering:
                 if split:  # small terms first: lo*hi, hi*lo, then hi*hi
                     b.mma(instr.opcode, acc[i][j], a_lo[i], b_regs[j], acc[i][j])
                     b.mma(instr.opcode, acc[i][j], a_regs[i], b_lo[j], acc[i][j])
-                extra = [e_regs[i], "0"] if sparse else []
+                extra = ([e_regs[i], "0"] if sparse else []) + (
+                    [sf_a[i], "{0, 0}", sf_b[j], "{0, 0}"] if scales else []
+                )
                 b.mma(instr.opcode, acc[i][j], a_regs[i], b_regs[j], acc[i][j], extra)
         # Advance along K.
         b.emit("add.u32", a.col_reg, a.col_reg, self.ki)
@@ -271,6 +281,12 @@ class _KernelLowering:
             b.emit("add.s64", meta.ptr, meta.ptr, self.ki * (g.a.bits if meta.sub_byte else g.a.bits // 8))
         step_b = self.ki * g.b.row_stride
         b.emit("add.s64", bop.ptr, bop.ptr, step_b * (g.b.bits if bop.sub_byte else g.b.bits // 8))
+        if scales:
+            sa_op, sb_op, per_instr = scales
+            b.emit("add.u32", sa_op.col_reg, sa_op.col_reg, per_instr)
+            b.emit("add.s64", sa_op.ptr, sa_op.ptr, per_instr)
+            b.emit("add.u32", sb_op.row_reg, sb_op.row_reg, per_instr)
+            b.emit("add.s64", sb_op.ptr, sb_op.ptr, per_instr * sb_op.mem.row_stride)
         b.emit("add.u32", kk, kk, 1)
         more = b.reg("pred")
         b.emit("setp.lt.u32", more, kk, steps)
@@ -286,6 +302,46 @@ class _KernelLowering:
         b.emit("ret")
         entry = b.entry(g.name, [f".u64 {p}" for p in params], max_threads=threads)
         return ptx.ModuleOp_(ptx_version, sm, [entry])
+
+    def scale_operands(self, g: GemmKernel, lane: str, row0: str, col0: str, ptrs: list[str]):
+        """Per-lane addressing of scale_A (rows of A x K blocks) and scale_B (K blocks x columns
+        of B) for the canonical selectors {0, 0}: the scale layouts' lanes at byte j hold K
+        block j of the instruction."""
+        sa_mem, sb_mem, block = g.scales  # type: ignore[misc]
+        scale_vec = f"{self.ki // block}X"
+        wa, per_instr = scale_fragments.scale_linear("a", scale_vec)
+        wb, _ = scale_fragments.scale_linear("b", scale_vec)
+        b = self.b
+        rows, kb = self.lane_linear(lane, wa, row0), b.reg("b32")
+        b.emit("mov.u32", kb, 0)
+        sa = _Operand(sa_mem, self.lay_a, self.address_base_for(sa_mem, ptrs[sa_mem.param], self.z, rows, kb), rows, kb)
+        cols, kb_b = self.lane_linear(lane, wb, col0), b.reg("b32")
+        b.emit("mov.u32", kb_b, 0)
+        sb = _Operand(sb_mem, self.lay_b, self.address_base_for(sb_mem, ptrs[sb_mem.param], self.z, kb_b, cols), kb_b, cols)
+        self.scale_blocks = -(-g.k // block)
+        return sa, sb, per_instr
+
+    def fill_scales(self, scales, sf_a: list[str], sf_b: list[str]) -> None:
+        """Byte j of each lane's scale register = the scale of K block j of this k-step."""
+        b, g = self.b, self.g
+        sa, sb, per_instr = scales
+        for regs, op, step, count, bound, along_rows in (
+            (sf_a, sa, self.mi, self.rm, g.m, True),
+            (sf_b, sb, self.ni, self.rn, g.n, False),
+        ):
+            lane_idx = op.row_reg if along_rows else op.col_reg
+            block_idx = op.col_reg if along_rows else op.row_reg
+            idx_preds: dict[int, str | None] = {}
+            blk_preds: dict[int, str | None] = {}
+            for i, reg in enumerate(regs):
+                b.emit("mov.b32", reg, 0)
+                for j in range(per_instr):
+                    p_idx = self.pred_lt(idx_preds, lane_idx, i * step, bound, False)
+                    p_blk = self.pred_lt(blk_preds, block_idx, j, self.scale_blocks, False)
+                    offset = (i * step * op.mem.row_stride + j) if along_rows else (j * op.mem.row_stride + i * step)
+                    t = b.reg("b32")
+                    self.load_element(op, offset, self.both(p_idx, p_blk), t, "b32")
+                    b.emit("bfi.b32", reg, t, reg, 8 * j, 8)
 
     def address_base_for(self, mem: MemOperand, ptr: str, z: str, row: str, col: str) -> str:
         """Per-lane .b64 base: byte address for whole-byte types, bit address for sub-byte."""
@@ -346,6 +402,8 @@ class _KernelLowering:
         stored = PTX_TYPE[op.mem.stored]
         if convert_to in (None, stored):
             self.load_element(op, offset, pred, dst, bank)
+            if op.lay.elem_bits == 8 and stored in _CONTAINER_SHIFT:  # .kind::*f8f6f4 byte
+                self.b.emit("shl.b32", dst, dst, _CONTAINER_SHIFT[stored])
             return
         if (stored, convert_to) == ("f32", "tf32"):
             t = self.b.reg("f32")
