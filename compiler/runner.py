@@ -44,7 +44,10 @@ class RunResult:
 
 
 def pack_memory(values: np.ndarray, type_name: str) -> np.ndarray:
-    """The bytes a kernel argument holds: packed bits for sub-byte types, else the values."""
+    """The bytes a kernel argument holds: packed bits for 4- and 1-bit types, one byte per
+    element for fp6 (6 does not divide 8), else the values."""
+    if type_name in tile.BYTE_PER_ELEMENT or type_name in reference.SCALE_TYPES:
+        return np.ascontiguousarray(reference.to_bits(values, type_name).astype(np.uint8))
     et = reference.element_type(type_name)
     if et.bits >= 8:
         storage = np.float32 if type_name == "tf32" else et.dtype
@@ -141,6 +144,9 @@ def run_compiled(
     types = {g.a.param: g.a.stored, g.b.param: g.b.stored, g.d.param: g.d.stored}
     if isinstance(g.c, MemOperand):
         types[g.c.param] = g.c.stored
+    if g.scales:
+        for mem in g.scales[:2]:
+            types[mem.param] = mem.stored
     for i, size in enumerate(arg_sizes):
         values[i] = reference.random_matrix(types[i], (size,), rng)
     if g.a.sparse == "check":
@@ -167,12 +173,31 @@ def run_compiled(
     )
     if c_vals.shape[0] != g.batch:
         c_vals = np.broadcast_to(c_vals, (g.batch, g.m, g.n))
-    bitop = g.mma.popc.data if g.mma.popc is not None else None  # type: ignore[union-attr]
-    want = reference.mma_reference(
-        a_vals, b_vals, c_vals, a_type=a_type, b_type=b_type, acc_type=g.acc_type,
-        satfinite=g.mma.satfinite is not None, bitop=bitop,  # type: ignore[union-attr]
-        satfinite_step=instruction_k(kernel),
-    )
+    scales = None
+    if g.scales:
+        sa_mem, sb_mem, block = g.scales
+        blocks = -(-g.k // block)
+        scales = reference.BlockScales(
+            _view(values[sa_mem.param], sa_mem, g, g.m, blocks),
+            _view(values[sb_mem.param], sb_mem, g, blocks, g.n),
+            sa_mem.stored,
+            block,
+        )
+        # A ragged last block: zero-pad K (zeros add nothing, whatever their scale).
+        pad = blocks * block - g.k
+        a_vals = np.pad(a_vals, ((0, 0), (0, 0), (0, pad)))
+        b_vals = np.pad(b_vals, ((0, 0), (0, pad), (0, 0)))
+        want = reference.scaled_mma_reference(
+            a_vals, b_vals, c_vals, scales.sa, scales.sb, a_type=a_type, b_type=b_type,
+            scale_type=scales.scale_type, block=block, acc_type=g.acc_type,
+        )
+    else:
+        popc = getattr(g.mma, "popc", None)
+        want = reference.mma_reference(
+            a_vals, b_vals, c_vals, a_type=a_type, b_type=b_type, acc_type=g.acc_type,
+            satfinite=getattr(g.mma, "satfinite", None) is not None,
+            bitop=popc.data if popc is not None else None, satfinite_step=instruction_k(kernel),
+        )
     if on == "gpu":
         from tilemma.compiler import cuda_runtime
 
@@ -188,7 +213,9 @@ def run_compiled(
     got = _view(d_full, g.d, g, g.m, g.n)
     cmp = reference.compare(
         got, want, acc_type=g.acc_type, a_type=a_type, b_type=b_type, k=g.k,
-        a=np.broadcast_to(a_vals, (g.batch, g.m, g.k)), b=np.broadcast_to(b_vals, (g.batch, g.k, g.n)), c=c_vals,
+        a=np.broadcast_to(a_vals, (g.batch, g.m, a_vals.shape[-1])),
+        b=np.broadcast_to(b_vals, (g.batch, b_vals.shape[-2], g.n)), c=c_vals,
+        scales=scales,
     )
     # Nothing outside the stored tile may change.
     mask = np.ones(d_full.size, dtype=bool)
