@@ -178,8 +178,8 @@ def run_compiled(
         sa_mem, sb_mem, block = g.scales
         blocks = -(-g.k // block)
         scales = reference.BlockScales(
-            _view(values[sa_mem.param], sa_mem, g, g.m, blocks),
-            _view(values[sb_mem.param], sb_mem, g, blocks, g.n),
+            np.broadcast_to(_view(values[sa_mem.param], sa_mem, g, g.m, blocks), (g.batch, g.m, blocks)),
+            np.broadcast_to(_view(values[sb_mem.param], sb_mem, g, blocks, g.n), (g.batch, blocks, g.n)),
             sa_mem.stored,
             block,
         )
@@ -212,7 +212,7 @@ def run_compiled(
     d_full = outs[g.d.param].view(reference.element_type(g.d.stored).dtype).reshape(-1)
     got = _view(d_full, g.d, g, g.m, g.n)
     cmp = reference.compare(
-        got, want, acc_type=g.acc_type, a_type=a_type, b_type=b_type, k=g.k,
+        got, want, acc_type=g.acc_type, a_type=a_type, b_type=b_type, k=a_vals.shape[-1],
         a=np.broadcast_to(a_vals, (g.batch, g.m, a_vals.shape[-1])),
         b=np.broadcast_to(b_vals, (g.batch, b_vals.shape[-2], g.n)), c=c_vals,
         scales=scales,

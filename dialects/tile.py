@@ -577,10 +577,10 @@ SCALE_BLOCK_RULES = {
     (False, "f8E8M0FNU", 32): _F8F6F4,  # mxf8f6f4 1X (k32); mxf4 / mxf4nvf4 2X (k64)
     (False, "f8E8M0FNU", 16): ("f4E2M1FN",),  # mxf4nvf4 4X (PTX 9.1)
     (False, "ue4m3", 16): ("f4E2M1FN",),  # mxf4nvf4 4X
-    (True, "f8E8M0FNU", 64): _F8F6F4,  # sparse mxf8f6f4 1X (k64); mxf4 / mxf4nvf4 2X (k128)
-    (True, "f8E8M0FNU", 32): ("f4E2M1FN",),  # sparse mxf4nvf4 4X (PTX 9.1)
-    (True, "ue4m3", 32): ("f4E2M1FN",),  # sparse mxf4nvf4 4X
+    (True, "f8E8M0FNU", 64): _F8F6F4,  # sparse mxf8f6f4 1X (k64)
 }
+# Not reachable from tile IR: sparse mxf4 / mxf4nvf4 (m16n8k128) take packed e2m1 that is
+# pair-wise 4:8 sparse, while tile.compress makes f4E2M1FN 2:4 sparse.
 
 
 @irdl_op_definition

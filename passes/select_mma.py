@@ -18,7 +18,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from tilemma.compiler import isa, targets
+from tilemma.compiler import isa, sparse_fragments, targets
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import PTX_TYPE
@@ -192,6 +192,7 @@ class SelectMma(ModulePass):
             and v.kind in kinds
             and v.block_scale == scaled
             and (not scaled or v.k // scale_count(v) == mma.block_size)
+            and (v.sparse is None or _pattern(v) == mma.lhs.type.pattern)  # type: ignore[union-attr]
             and v.rounding is None
             and (v.alayout, v.blayout) == ("row", "col")
             and all(getattr(v, f) == x for f, x in want.items())
@@ -234,6 +235,11 @@ class SelectMma(ModulePass):
         ]
         tail = f"; on {target.name} use {' or '.join(sorted(set(others)))}" if others else ""
         return f"no {form} variant for {what} on {where}: " + "; ".join(reasons) + tail
+
+
+def _pattern(v) -> str:
+    """The sparsity an mma.sp variant needs (packed 4-bit operands: pair-wise 4:8)."""
+    return sparse_fragments.sparse_spec(v.shape, v.atype).pattern.name
 
 
 def _set_operands(mma: tile.MmaOp, a: str, b: str, rounding: str | None) -> None:

@@ -1,0 +1,53 @@
+"""fp6/fp4 `.kind::f8f6f4` and block-scaled (`.kind::mxf8f6f4`, `mxf4`, `mxf4nvf4`) GEMMs, dense and
+2:4-sparse, compiled for sm_120a: each assembles with ptxas and matches the reference in the CPU
+emulator, every element compared. No GPU we can reach runs these instructions (they need sm_120a);
+the GPU tests in tests/gpu/ are ready for one that does."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.pipeline import CompileOptions, compile_text
+from tilemma.compiler.ptxas import find_ptxas, run_ptxas
+from tilemma.compiler.runner import run_compiled
+
+NARROW = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
+# Unscaled pairs that need .kind::f8f6f4 (two fp8 operands use the plain fp8 instruction).
+F8F6F4 = [(a, b) for a, b in itertools.product(NARROW, NARROW) if not {a, b} <= {"e4m3", "e5m2"}]
+SCALED = (
+    [(a, b, "ue8m0", 32, False) for a, b in itertools.product(NARROW, NARROW)]  # mxf8f6f4 / mxf4
+    + [("e2m1", "e2m1", "ue4m3", 16, False)]  # mxf4nvf4 4X
+    + [(a, b, "ue8m0", 64, True) for a, b in itertools.product(NARROW, NARROW)]  # sparse mxf8f6f4
+)
+
+
+def _check(spec: GemmSpec, expect_kind: str):
+    module = gemm_module(spec)
+    sizes = [int(np.prod(x.type.get_shape())) for x in module.body.block.ops.first.body.block.args]
+    [kernel] = compile_text(str(module), spec.name, CompileOptions(sm="120a"))
+    assert f".kind::{expect_kind}" in kernel.variant or expect_kind in kernel.variant, kernel.variant
+    if find_ptxas() is not None:
+        assembled = run_ptxas(kernel.ptx, "sm_120a")
+        assert assembled.ok, assembled.log
+    result = run_compiled(kernel, sizes, 7, "emulator")
+    assert result.ok, result.line()
+
+
+@pytest.mark.parametrize("acc", ["f32", "f16"])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("a, b", F8F6F4, ids=[f"{a}x{b}" for a, b in F8F6F4])
+def test_kind_f8f6f4(a, b, sparse, acc):
+    _check(GemmSpec(21, 13, 70, a, b, acc, sparse_a=sparse, prune=sparse), "f8f6f4")
+
+
+@pytest.mark.parametrize(
+    "a, b, scale, block, sparse", SCALED,
+    ids=[f"{'sp-' if s else ''}{a}x{b}-{sc}-{blk}" for a, b, sc, blk, s in SCALED],
+)
+def test_block_scaled(a, b, scale, block, sparse):
+    kind = "mxf" if (a, b) != ("e2m1", "e2m1") or scale == "ue8m0" else "mxf4nvf4"
+    spec = GemmSpec(21, 13, 150, a, b, "f32", batch=2, bcast="b", sparse_a=sparse, prune=sparse,
+                    scale=scale, scale_block=block)
+    _check(spec, kind)
