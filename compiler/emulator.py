@@ -35,7 +35,18 @@ How it runs, and why:
   off an H200), A is decompressed and the dense arithmetic above runs on it unchanged. Metadata
   the ISA leaves undefined raises instead of computing something: repeated indices, a tf32 index
   other than 0b0100/0b1110, an undefined selector, and decreasing pairs under ::ordered_metadata
-  (plain mma.sp runs them, as the H200 does). Block-scaled (`.block_scale`) variants are refused.
+  (plain mma.sp runs them, as the H200 does).
+* Block-scaled `mma` / `mma.sp::ordered_metadata` (`.kind::mxf8f6f4`, `mxf4`, `mxf4nvf4` with
+  `.block_scale`; every variant of Table 36, dense and sparse): operands after c (after e, f for
+  sparse) are `scale-a-data, {byte-id-a, thread-id-a}, scale-b-data, {byte-id-b, thread-id-b}`,
+  the selectors immediates or 16-bit registers (the same in every lane of a warp). The scale bytes
+  are read where `scale_fragments` puts them (positions measured by others on sm_120, not by us),
+  decoded (.ue8m0 2**(e-127); .ue4m3 e4m3 with the sign bit ignored), and D = (A * SF_A)(B * SF_B)
+  + C is the shared arithmetic on the scaled A and B (exact products, one rounding to f32); the
+  scale block is K / chunks of the logical K (sparse A is decompressed first). A and B elements:
+  fp4/fp6 in 8-bit containers under .kind::mxf8f6f4 / f8f6f4 (e2m1 bits 2..5, e3m2/e2m3 bits
+  0..5, padding ignored), packed e2m1 under .kind::mxf4 / mxf4nvf4. Selectors outside Table 37
+  raise. No GPU we can reach runs these instructions, so this is our reading of the ISA only.
 * `atom.global.min/max` applies threads one after another in thread order (the GPU's order is
   unspecified; the final memory is the same for every order, the returned old values are those
   of this order).
@@ -51,7 +62,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
-from tilemma.compiler import fragments, isa, sparse_fragments
+from tilemma.compiler import fragments, isa, scale_fragments, sparse_fragments
 from tilemma.compiler.ptx_text import ParsedPtx, parse_ptx_modules, print_ptx
 from tilemma.dialects import ptx
 from xdsl.dialects.builtin import ModuleOp
@@ -1156,6 +1167,68 @@ class _SparseA:
         return flat.reshape(w, 1, m, 2 * half)
 
 
+@functools.cache
+def _scale_gather(operand: str, scale_vec: str, byte_id: int, thread_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """(lane, bit shift) of the byte holding each (row or column, chunk) scale, inverted once from
+    `scale_fragments.scale_layout` (the source of truth), so decoding a call is one gather."""
+    index, chunk = scale_fragments.scale_layout(operand, scale_vec, byte_id, thread_id)
+    size, chunks = scale_fragments.extent(operand), scale_fragments.SCALE_VECS[scale_vec].chunks
+    lane = np.full((size, chunks), -1, np.int64)
+    shift = np.zeros((size, chunks), np.uint32)
+    for ln, byte in np.argwhere(index >= 0):
+        i, j = index[ln, byte], chunk[ln, byte]
+        assert lane[i, j] < 0, (operand, scale_vec, byte_id, thread_id, i, j)
+        lane[i, j], shift[i, j] = ln, 8 * byte
+    assert (lane >= 0).all(), (operand, scale_vec, byte_id, thread_id)
+    return lane, shift
+
+
+@dataclass(frozen=True)
+class _BlockScale:
+    """The scale operands of a `.block_scale` variant: which bytes hold SF_A / SF_B for given
+    selectors, what they mean, and how many K elements each one scales."""
+
+    scale_vec: str  # "1X" / "2X" / "4X" (the ISA default filled in)
+    stype: str  # "ue8m0" / "ue4m3"
+    block: int  # K elements per scale: the logical K (dense A's) / chunks
+
+    def check(self, operand: str, ids) -> tuple[int, int]:
+        """(byte_id, thread_id) as ints; EmulationError where Table 37 leaves them undefined."""
+        try:
+            bid, tid = (int(x) for x in np.ravel(ids))
+        except (TypeError, ValueError):
+            raise EmulationError(f"scale selectors of {operand.upper()} must be (byte_id, thread_id), "
+                                 f"got {ids!r}") from None
+        try:
+            scale_fragments.scale_layout(operand, self.scale_vec, bid, tid)
+        except ValueError as e:
+            raise EmulationError(str(e)) from None
+        return bid, tid
+
+    def factors(self, operand: str, words: np.ndarray, ids) -> np.ndarray:
+        """[W, 32] scale words and the selectors ((byte_id, thread_id), or [W, 2] per warp) ->
+        [W, M or N, chunks] scale values (float64)."""
+        words = np.asarray(words).astype(np.uint32, copy=False)
+        ids = np.asarray(ids, dtype=np.int64)
+        per_warp = ids.reshape(-1, 2) if ids.ndim == 2 else np.broadcast_to(ids, (words.shape[0], 2))
+        size, chunks = scale_fragments.extent(operand), scale_fragments.SCALE_VECS[self.scale_vec].chunks
+        out = np.empty((words.shape[0], size, chunks))
+        for sel in np.unique(per_warp, axis=0):
+            bid, tid = self.check(operand, sel)
+            lane, shift = _scale_gather(operand, self.scale_vec, bid, tid)
+            warps = np.flatnonzero((per_warp == sel).all(1))
+            raw = (words[warps][:, lane] >> shift) & np.uint32(0xFF)
+            out[warps] = scale_fragments.scale_values(raw, self.stype)
+        return out
+
+    @np.errstate(invalid="ignore", over="ignore")
+    def apply(self, a: np.ndarray, b: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A * SF_A and SF_B * B: [W, 1, M, K] and [W, 1, K, N] values, exact in float64."""
+        sa_k = np.repeat(sa, self.block, axis=-1)[:, None]  # [W, 1, M, K]
+        sb_k = np.repeat(sb.transpose(0, 2, 1), self.block, axis=-2)[:, None]  # [W, 1, K, N]
+        return a * sa_k, b * sb_k
+
+
 @dataclass(frozen=True)
 class _MmaSemantics:
     """One mma variant: fragment codecs for a, b, c, d, the sparse A decoder where the variant
@@ -1167,31 +1240,43 @@ class _MmaSemantics:
     c: _Fragment
     d: _Fragment
     sparse: _SparseA | None = None
+    scale: _BlockScale | None = None
 
     def __call__(self, a_words: np.ndarray, b_words: np.ndarray, c_words: np.ndarray,
-                 e_words: np.ndarray | None = None, selector: int | None = None) -> np.ndarray:
-        """[W, regs*32] words of a, b, c (and for mma.sp [W, 32] metadata words and the
-        selector) -> [W, regs, 32] words of d."""
+                 e_words: np.ndarray | None = None, selector: int | None = None, *,
+                 scale_a: np.ndarray | None = None, ids_a=None,
+                 scale_b: np.ndarray | None = None, ids_b=None) -> np.ndarray:
+        """[W, regs*32] words of a, b, c (for mma.sp also [W, 32] metadata words and the
+        selector; for .block_scale [W, 32] scale words of A and B and their (byte_id, thread_id)
+        selectors, one pair for all warps or [W, 2]) -> [W, regs, 32] words of d."""
         v = self.variant
         if (self.sparse is None) != (e_words is None and selector is None):
             raise EmulationError(f"{v.opcode}: the metadata words and selector are needed exactly for mma.sp")
+        scaled = (scale_a, ids_a, scale_b, ids_b)
+        if (self.scale is None) != all(x is None for x in scaled) or (self.scale and any(x is None for x in scaled)):
+            raise EmulationError(f"{v.opcode}: the scale words and selectors of A and B are needed exactly "
+                                 "for .block_scale")
         a = _decode(self.a.gather(a_words), v.atype, self.a.lay.elem_bits)
         if self.sparse is not None:
             a = self.sparse.dense(a, e_words, selector)
         b = _decode(self.b.gather(b_words), v.btype, self.b.lay.elem_bits)
         c = _decode(self.c.gather(c_words), v.ctype, self.c.lay.elem_bits)
+        if self.scale is not None:
+            sa = self.scale.factors("a", scale_a, ids_a)
+            sb = self.scale.factors("b", scale_b, ids_b)
+            a, b = self.scale.apply(a, b, sa, sb)
         d = _mma_arith(v, a, b, c)
         return self.d.scatter(_encode(d, v.dtype).reshape(d.shape))
 
 
 @functools.cache
 def mma_semantics(opcode: str) -> _MmaSemantics:
-    """The decoded semantics of an mma opcode from the ISA table (ValueError if undefined;
-    EmulationError for the block-scaled forms, not emulated yet)."""
+    """The decoded semantics of an mma opcode from the ISA table (ValueError if undefined)."""
     v = isa.parse_opcode(opcode)
+    scale = None
     if v.block_scale:
-        raise EmulationError(f"{opcode}: block-scaled (.block_scale) mma is not emulated yet "
-                             "(its scale-factor operands have no table here)")
+        sv = scale_fragments.default_scale_vec(v.kind, v.scale_vec)
+        scale = _BlockScale(sv, v.stype, v.k // scale_fragments.SCALE_VECS[sv].chunks)
     if v.sparse:
         sf = sparse_fragments
         return _MmaSemantics(
@@ -1201,6 +1286,7 @@ def mma_semantics(opcode: str) -> _MmaSemantics:
             _fragment_of(sf.accumulator_layout(v.shape, v.ctype)),
             _fragment_of(sf.accumulator_layout(v.shape, v.dtype)),
             _SparseA(sf.sparse_spec(v.shape, v.atype), v.shape, v.atype, v.sparse == "sp::ordered_metadata"),
+            scale,
         )
     quad = v.shape == "m8n8k4" and v.atype == "f16"
     frag = functools.partial(_fragment, v.shape)
@@ -1210,14 +1296,19 @@ def mma_semantics(opcode: str) -> _MmaSemantics:
         frag("b", v.btype, v.blayout, quad),
         frag("c", v.ctype, None, quad),
         frag("d", v.dtype, None, quad),
+        scale=scale,
     )
 
 
 def mma_warps(opcode: str, a: np.ndarray, b: np.ndarray, c: np.ndarray,
-              e: np.ndarray | None = None, selector: int | None = None) -> np.ndarray:
+              e: np.ndarray | None = None, selector: int | None = None, *,
+              scale_a: np.ndarray | None = None, ids_a: tuple[int, int] | None = None,
+              scale_b: np.ndarray | None = None, ids_b: tuple[int, int] | None = None) -> np.ndarray:
     """Run one mma on raw registers: a, b, c are [W, 32, regs] (or [32, regs]) words per lane,
     as the fragment tables lay them out; for mma.sp also each lane's metadata word e ([W, 32] or
-    [32]) and the sparsity selector. Returns d the same way. The semantics `emulate` uses."""
+    [32]) and the sparsity selector; for .block_scale each lane's scale-a-data / scale-b-data
+    word ([W, 32] or [32]) and the selectors (byte_id, thread_id) of each. Returns d the same way.
+    The semantics `emulate` uses."""
     sem = mma_semantics(opcode)
     single = np.ndim(a) == 2
 
@@ -1228,18 +1319,50 @@ def mma_warps(opcode: str, a: np.ndarray, b: np.ndarray, c: np.ndarray,
             raise ValueError(f"{opcode}: expected [W, 32, {frag.regs}] words, got {x.shape}")
         return x.astype(frag.lay.word_dtype).transpose(0, 2, 1).reshape(x.shape[0], -1)
 
+    def lanes(x, what: str):
+        if x is None:
+            return None
+        x = np.asarray(x)
+        x = x[None] if x.ndim == 1 else x
+        if x.shape != (args[0].shape[0], 32):
+            raise ValueError(f"{opcode}: expected [W, 32] {what} words, got {x.shape}")
+        return x.astype(np.uint32)
+
     args = [flat(a, sem.a), flat(b, sem.b), flat(c, sem.c)]
     if e is not None:
-        e = np.asarray(e)
-        e = e[None] if e.ndim == 1 else e
-        if e.shape != (args[0].shape[0], 32):
-            raise ValueError(f"{opcode}: expected [W, 32] metadata words, got {e.shape}")
-        args.append(e.astype(np.uint32))
+        args.append(lanes(e, "metadata"))
     try:
-        d = sem(*args, selector=selector).transpose(0, 2, 1)
+        d = sem(*args, selector=selector, scale_a=lanes(scale_a, "scale-a-data"), ids_a=ids_a,
+                scale_b=lanes(scale_b, "scale-b-data"), ids_b=ids_b).transpose(0, 2, 1)
     except _MetadataError as err:
         raise EmulationError(f"{opcode}, warp {err.warp}: {err}") from None
     return d[0] if single else d
+
+
+def _scale_word_operand(d: _Decode, op, text: str, where: str) -> tuple[str, int]:
+    """scale-a-data / scale-b-data: a 32-bit register, bare or as a one-register vector `{%r}`."""
+    inner = text[1:-1].strip() if text.startswith("{") and text.endswith("}") else text
+    r = d.operand(inner, op) if "," not in inner else None
+    if not isinstance(r, _Reg) or r.storage.itemsize != 4 or r.storage.kind == "b":
+        raise EmulationError(f"{where}: the scale operand {text} must be a 32-bit register")
+    return r.bank, r.index
+
+
+def _selector_pair(d: _Decode, op, text: str, where: str) -> list:
+    """{byte-id, thread-id}: each an integer constant or a 16-bit register (ISA: .u16 values)."""
+    if not (text.startswith("{") and text.endswith("}")) or text.count(",") != 1:
+        raise EmulationError(f"{where}: expected a selector pair {{byte-id, thread-id}}, got {text!r}")
+    out = []
+    for part in (x.strip() for x in text[1:-1].split(",")):
+        x = d.operand(part, op)
+        if isinstance(x, _Imm) and not isinstance(x.value, float) and not x.fbits and 0 <= int(x.value) < 1 << 16:
+            out.append(int(x.value))
+        elif isinstance(x, _Reg) and x.storage.itemsize == 2 and x.rtype != "f16":
+            out.append((x.bank, x.index))
+        else:
+            raise EmulationError(f"{where}: selector {part!r} in {text} must be an unsigned 16-bit constant "
+                                 "or a 16-bit integer register")
+    return out
 
 
 def _dec_mma(d: _Decode, op: ptx.MmaOp, where: str) -> Fn:
@@ -1252,24 +1375,42 @@ def _dec_mma(d: _Decode, op: ptx.MmaOp, where: str) -> Fn:
         if why:
             raise EmulationError(f"{where}: not available on {d.target} with PTX {d.version}: {'; '.join(why)}")
     groups = op.groups()
-    selector, meta = None, None
-    if sem.sparse is None:
-        if groups["extra"]:
-            raise EmulationError(f"{where}: unexpected operands after c: {groups['extra']}")
-    else:
-        if len(groups["extra"]) != 2:
+    extra = groups["extra"]
+    want = []
+    if sem.sparse is not None:
+        want += ["the metadata register e", "the sparsity selector f"]
+    if sem.scale is not None:
+        want += ["scale-a-data", "{byte-id-a, thread-id-a}", "scale-b-data", "{byte-id-b, thread-id-b}"]
+    if len(extra) != len(want):
+        if not want:
+            raise EmulationError(f"{where}: unexpected operands after c: {extra}")
+        if sem.scale is None:
             raise EmulationError(f"{where}: mma.sp needs the metadata register and the sparsity selector "
-                                 f"after c, got {groups['extra']}")
-        e, f = (d.operand(x, op) for x in groups["extra"])
+                                 f"after c, got {extra}")
+        raise EmulationError(f"{where}: expected {', '.join(want)} after c, got {extra}")
+    selector, meta = None, None
+    if sem.sparse is not None:
+        e, f = (d.operand(x, op) for x in extra[:2])
         if not isinstance(e, _Reg) or e.storage.itemsize != 4 or e.storage.kind == "b":
-            raise EmulationError(f"{where}: the metadata operand {groups['extra'][0]} must be a 32-bit register")
+            raise EmulationError(f"{where}: the metadata operand {extra[0]} must be a 32-bit register")
         if not isinstance(f, _Imm) or isinstance(f.value, float) or f.fbits:
-            raise EmulationError(f"{where}: the sparsity selector {groups['extra'][1]} must be an integer constant")
+            raise EmulationError(f"{where}: the sparsity selector {extra[1]} must be an integer constant")
         selector, meta = int(f.value), (e.bank, e.index)
         try:
             sem.sparse.check_selector(selector)
         except EmulationError as err:
             raise EmulationError(f"{where}: {err}") from None
+    scales = {}  # operand -> ((bank, index) of the scale word, [byte-id, thread-id] constants or registers)
+    if sem.scale is not None:
+        rest = extra[-4:]
+        for operand, word, ids in (("a", rest[0], rest[1]), ("b", rest[2], rest[3])):
+            pair = _selector_pair(d, op, ids, where)
+            if all(isinstance(x, int) for x in pair):
+                try:
+                    sem.scale.check(operand, pair)
+                except EmulationError as err:
+                    raise EmulationError(f"{where}: {err}") from None
+            scales[operand] = (_scale_word_operand(d, op, word, where), pair)
     regs = {}
     for name, frag in (("d", sem.d), ("a", sem.a), ("b", sem.b), ("c", sem.c)):
         rs = [d.reg(r, op) for r in groups[name]]
@@ -1287,6 +1428,36 @@ def _dec_mma(d: _Decode, op: ptx.MmaOp, where: str) -> Fn:
             words = words[:, warps]
         return words.transpose(1, 0, 2).reshape(words.shape[1], -1)
 
+    def lane_words(m: _Machine, bank_index: tuple[str, int], warps) -> np.ndarray:
+        w = m.banks[bank_index[0]][bank_index[1]].reshape(-1, 32)
+        return w if warps is None else w[warps]
+
+    def selector_values(m: _Machine, operand: str, warps) -> np.ndarray:
+        """[W, 2] (byte-id, thread-id) per warp; a register must hold one value across its warp
+        (the ISA gives one selector per instruction), and the value must be one Table 37 defines."""
+        cols = []
+        for x in scales[operand][1]:
+            if isinstance(x, int):
+                cols.append(np.full(m.T // 32 if warps is None else len(warps), x, np.int64))
+                continue
+            v = lane_words(m, x, warps).astype(np.int64)
+            split = (v != v[:, :1]).any(1)
+            if split.any():
+                w = int(np.flatnonzero(split)[0])
+                w = w if warps is None else int(warps[w])
+                raise EmulationError(f"{where}: the warp of {m.thread(w * 32)}: selector register of "
+                                     f"{operand.upper()} differs across lanes ({sorted(set(v[split][0].tolist()))})")
+            cols.append(v[:, 0])
+        ids = np.stack(cols, 1)
+        for sel in np.unique(ids, axis=0):
+            try:
+                sem.scale.check(operand, sel)
+            except EmulationError as err:
+                w = int(np.flatnonzero((ids == sel).all(1))[0])
+                w = w if warps is None else int(warps[w])
+                raise EmulationError(f"{where}: the warp of {m.thread(w * 32)}: {err}") from None
+        return ids
+
     def run(m: _Machine, mask):
         warps = None
         if mask is not None:
@@ -1299,13 +1470,14 @@ def _dec_mma(d: _Decode, op: ptx.MmaOp, where: str) -> Fn:
                     f"{where}: only {int(lanes[w].sum())} of 32 lanes of the warp of "
                     f"{m.thread(w * 32)} execute this mma (.sync.aligned needs the whole warp)")
             warps = np.flatnonzero(every)
-        e_words = None
-        if meta is not None:
-            e_words = m.banks[meta[0]][meta[1]].reshape(-1, 32)
-            e_words = e_words if warps is None else e_words[warps]
+        e_words = None if meta is None else lane_words(m, meta, warps)
+        kw = {}
+        if scales:
+            kw = {"scale_a": lane_words(m, scales["a"][0], warps), "ids_a": selector_values(m, "a", warps),
+                  "scale_b": lane_words(m, scales["b"][0], warps), "ids_b": selector_values(m, "b", warps)}
         try:
             out = sem(gather(m, "a", warps), gather(m, "b", warps), gather(m, "c", warps),
-                      e_words, selector)  # [W, regs, 32]
+                      e_words, selector, **kw)  # [W, regs, 32]
         except _MetadataError as err:
             w = err.warp if warps is None else int(warps[err.warp])
             raise EmulationError(f"{where}: the warp of {m.thread(w * 32)}: {err}") from None

@@ -17,7 +17,8 @@ The subset, per line (leading indentation is free; the printer uses four spaces)
     // text                                            ptx.comment
     LABEL:                                             ptx.label
     [@[!]%p] opcode arg, arg, ...;                     ptx.inst
-    mma.... {d..}, {a..}, {b..}, {c..}[, extra...];    ptx.mma (mma.sp: extra = %rE, F)
+    mma.... {d..}, {a..}, {b..}, {c..}[, extra...];    ptx.mma (mma.sp: extra = %rE, F; .block_scale:
+                                                       then %rSA, {BA, TA}, %rSB, {BB, TB})
 """
 
 from __future__ import annotations
@@ -265,10 +266,16 @@ class _Reader:
             if not all(regs):
                 raise self.error(f"empty register in group {a!r}")
             groups.append(regs)
-        extra = args[4:]  # mma.sp: the metadata register and the sparsity selector
-        for a in extra:
-            if not a or not _ARG.match(a):
+        extra = []  # mma.sp: e, f; .block_scale: scale-a-data, {byte-id-a, thread-id-a}, ...
+        for a in args[4:]:
+            if a.startswith("{") and a.endswith("}"):  # a selector pair (or a one-register vector)
+                items = [x.strip() for x in a[1:-1].split(",")]
+                if not all(x and _ARG.match(x) for x in items):
+                    raise self.error(f"malformed operand group {a!r} after the register groups")
+                a = "{" + ", ".join(items) + "}"
+            elif not a or not _ARG.match(a):
                 raise self.error(f"malformed operand {a!r} after the register groups")
+            extra.append(a)
         try:
             return ptx.MmaOp(opcode, *groups, extra)
         except VerifyException as e:  # pragma: no cover - MmaOp's constructor does not verify

@@ -24,7 +24,13 @@ What the ISA fixes and what it leaves open (PTX ISA, mma, "Precision and roundin
 
 Element types are named as MLIR spells them (xDSL builtin types): f16, bf16, tf32, f32, f64, si8,
 ui8, si4, ui4, i1, f8E4M3FN, f8E5M2, f6E3M2FN, f6E2M3FN, f4E2M1FN, f8E8M0FNU, and si32 (i32 is an
-alias) for the integer accumulator.
+alias) for the integer accumulator. The scale type .ue4m3 has no MLIR builtin; it is `ue4m3`, kept
+in `SCALE_TYPES` (not an mma element type), and `ue8m0` names f8E8M0FNU where a scale is expected.
+
+Block scaling (`scaled_mma_reference`, PTX ISA 9.7.14.3): D = (A * SF_A)(B * SF_B) + C, each row
+of A (column of B) split along K into blocks of `block` elements, each multiplied by its own scale.
+Every scaled product a*sa*b*sb is exact in float64 (at most 4 + 4 + 4 + 4 significant bits, and
+exponents far inside float64's range), so the reference is again the float64 sum rounded once.
 """
 
 from __future__ import annotations
@@ -48,6 +54,11 @@ __all__ = [
     "mma_reference",
     "matmul_result_type",
     "error_bound",
+    "SCALE_TYPES",
+    "BlockScales",
+    "scale_type",
+    "scaled_mma_reference",
+    "scaled_error_bound",
     "Comparison",
     "compare",
     "INT32_MIN",
@@ -124,7 +135,15 @@ ELEMENT_TYPES: dict[str, ElementType] = {
     )
 }
 
+# Scale-only types (block-scaled mma): .ue4m3 is an unsigned e4m3 with no MLIR builtin type; its
+# values are held in float8_e4m3fn (never negative), its bits are those of that dtype with the sign
+# bit clear. Kept apart from ELEMENT_TYPES, which are the MLIR types mma multiplies.
+SCALE_TYPES: dict[str, ElementType] = {
+    t.name: t for t in (_t("ue4m3", ml_dtypes.float8_e4m3fn, 8, "float", False, "ue4m3", 3),)
+}
+
 _ALIASES = {"i32": "si32"}
+_SCALE_ALIASES = {"ue8m0": "f8E8M0FNU"}
 
 _BITS_DTYPE = {64: np.uint64, 32: np.uint32, 16: np.uint16, 8: np.uint8, 6: np.uint8, 4: np.uint8,
                1: np.uint8}
@@ -134,12 +153,22 @@ def element_type(name: str | ElementType) -> ElementType:
     """Look an element type up by its MLIR name (ElementType passes through)."""
     if isinstance(name, ElementType):
         return name
+    if name in SCALE_TYPES:
+        return SCALE_TYPES[name]
     try:
         return ELEMENT_TYPES[_ALIASES.get(name, name)]
     except KeyError:
         raise ValueError(
-            f"unknown element type {name!r}; known: {', '.join(ELEMENT_TYPES)}"
+            f"unknown element type {name!r}; known: {', '.join([*ELEMENT_TYPES, *SCALE_TYPES])}"
         ) from None
+
+
+def scale_type(name: str | ElementType) -> ElementType:
+    """A block-scale type by MLIR or PTX name: f8E8M0FNU (= ue8m0) or ue4m3."""
+    et = element_type(_SCALE_ALIASES.get(name, name) if isinstance(name, str) else name)
+    if et.name not in ("f8E8M0FNU", "ue4m3"):
+        raise ValueError(f"{et.name} is not a block-scale type (f8E8M0FNU / ue8m0, ue4m3)")
+    return et
 
 
 def matmul_result_type(operand_type: str) -> str:
@@ -173,7 +202,7 @@ def _exact_values(x, et: ElementType) -> np.ndarray:
     """
     arr = np.asarray(x)
     if et.is_float:
-        if arr.dtype == et.dtype and et.name != "tf32":
+        if arr.dtype == et.dtype and et.name != "tf32" and et.signed:
             return arr.astype(np.float64)
         vals = arr.astype(np.float64)
         if et.name == "tf32":
@@ -186,10 +215,12 @@ def _exact_values(x, et: ElementType) -> np.ndarray:
             with np.errstate(over="ignore", invalid="ignore"):
                 back = vals.astype(et.dtype).astype(np.float64)
             ok = (back == vals) | (np.isnan(back) & np.isnan(vals))
+        if not et.signed:  # ue4m3 (f8E8M0FNU cannot hold a negative value at all)
+            ok &= ~(vals < 0)
         if not np.all(ok):
             bad = tuple(int(i) for i in np.argwhere(~ok)[0])
             raise ValueError(f"value {vals[bad]!r} at {bad} is not representable in {et.name}")
-        return vals
+        return vals if et.signed else vals + 0.0  # -0.0 -> +0.0: an unsigned type has no sign
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
             raise ValueError(f"{et.name} values must be integers")
@@ -229,7 +260,9 @@ def to_bits(values, type: str | ElementType) -> np.ndarray:
 
 
 def from_bits(bits, type: str | ElementType) -> np.ndarray:
-    """Inverse of `to_bits`: values (in the type's dtype) from raw bit patterns in the low bits."""
+    """Inverse of `to_bits`: values (in the type's dtype) from raw bit patterns in the low bits.
+
+    ue4m3 ignores bit 7 (it has no sign; what the hardware is reported to do with a set one)."""
     et = element_type(type)
     raw = np.asarray(bits)
     if raw.dtype.kind not in "ui":
@@ -239,6 +272,8 @@ def from_bits(bits, type: str | ElementType) -> np.ndarray:
         raise ValueError(f"bit patterns wider than {et.bits} bits for {et.name}")
     if et.is_float:
         storage = _BITS_DTYPE[8 if et.bits < 8 else et.bits]
+        if et.name == "ue4m3":
+            wide = wide & np.uint64(0x7F)
         values = np.ascontiguousarray(wide.astype(storage)).view(et.dtype).copy()
         if et.name == "tf32" and not np.all(_tf32_bits_ok(values)):
             raise ValueError("tf32 bit patterns must have the low 13 bits zero")
@@ -319,7 +354,8 @@ def random_matrix(type: str | ElementType, shape, rng: np.random.Generator) -> n
       1/8 <= |v| <= 2 with both signs and full mantissas.
     * f8E4M3FN, f8E5M2, f6E3M2FN, f6E2M3FN, f4E2M1FN: uniform over the type's normal values with
       1/8 <= |v| <= 2, both signs (e2m3 and e2m1 have no normal values below 1, so theirs are [1, 2]).
-    * f8E8M0FNU (a scale): 2**e with e uniform in [-4, 4].
+    * f8E8M0FNU (a scale): 2**e with e uniform in [-4, 4] (never the NaN code 0xFF).
+    * ue4m3 (a scale): uniform over the normal e4m3 values in [2**-4, 2**4], non-negative.
     * si8, ui8, si4, ui4, si32: uniform over the type's whole range; i1: 0 or 1.
 
     Never all zero, and for two or more elements never all equal.
@@ -329,6 +365,9 @@ def random_matrix(type: str | ElementType, shape, rng: np.random.Generator) -> n
     n = int(np.prod(shape, dtype=np.int64))
     if et.name == "f8E8M0FNU":
         values = np.exp2(rng.integers(-4, 5, size=shape)).astype(np.float64)
+    elif et.name == "ue4m3":
+        choices = _normal_codes_in_range(et, 2.0**-4, 2.0**4)
+        values = rng.choice(choices[choices > 0], size=shape)
     elif et.is_float and et.bits <= 8:
         choices = _normal_codes_in_range(et, _MIN_MAG, _MAX_MAG)
         choices = np.concatenate([choices[choices > 0], -choices[choices > 0]])
@@ -356,7 +395,9 @@ def _nontrivial(out: np.ndarray, et: ElementType, rng: np.random.Generator) -> n
         flat[0] = 1
         as_f = flat.astype(np.float64)
     if flat.size >= 2 and np.all(as_f == as_f[0]):
-        if et.is_float:
+        if et.is_float and not et.signed:  # scales: stay positive, and inside their range
+            flat[1] = as_f[0] / 2 if as_f[0] > 1 else as_f[0] * 2
+        elif et.is_float:
             flat[1] = -flat[0]
         else:
             lo, hi = et.int_range
@@ -542,6 +583,88 @@ def _wrap_s32(total: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
+# Block scaling
+# ---------------------------------------------------------------------------------------------
+
+
+def _scaled_operands(a, b, c, sa, sb, a_type, b_type, scale_type_, block, acc_type):
+    """Exact values of A * SF_A and SF_B * B (float64), and C, broadcast as in `mma_reference`.
+
+    sa is [..., M, K / block] and sb [..., K / block, N]; in rank 3 a scale's batch is its
+    operand's or 1, and the two broadcast against each other before A and B are broadcast."""
+    at, bt, ct = element_type(a_type), element_type(b_type), element_type(acc_type)
+    st = scale_type(scale_type_)
+    if not (at.is_float and bt.is_float) or at.bits > 8 or bt.bits > 8:
+        raise ValueError(f"block-scaled mma multiplies fp8/fp6/fp4 values, not {at.name} x {bt.name}")
+    if ct.name not in ("f16", "f32"):
+        raise ValueError(f"block-scaled mma accumulates in f32 (or f16), not {ct.name}")
+    av, bv = _exact_values(a, at), _exact_values(b, bt)
+    sav, sbv = _exact_values(sa, st), _exact_values(sb, st)
+    if av.ndim not in (2, 3) or sav.ndim != av.ndim or sbv.ndim != bv.ndim:
+        raise ValueError(f"scales must have the rank of their operands: A {av.shape}, SF_A {sav.shape}, "
+                         f"B {bv.shape}, SF_B {sbv.shape}")
+    k = av.shape[-1]
+    if int(block) <= 0 or k % int(block):
+        raise ValueError(f"K = {k} is not a multiple of the scale block {block}")
+    chunks = k // int(block)
+    want_a, want_b = (av.shape[-2], chunks), (chunks, bv.shape[-1])
+    batches_ok = av.ndim == 2 or (av.shape[0] == sav.shape[0] or 1 in (av.shape[0], sav.shape[0])) and (
+        bv.shape[0] == sbv.shape[0] or 1 in (bv.shape[0], sbv.shape[0]))
+    if sav.shape[-2:] != want_a or sbv.shape[-2:] != want_b or not batches_ok:
+        raise ValueError(f"with K = {k} and block {block}: SF_A must be [..., {want_a[0]}, {chunks}] with A's "
+                         f"batch or 1 (got {sav.shape} for A {av.shape}), SF_B [..., {chunks}, {want_b[1]}] with "
+                         f"B's batch or 1 (got {sbv.shape} for B {bv.shape})")
+    av = av * np.repeat(sav, block, axis=-1)  # exact: a power of two, or 4 x 4 significant bits
+    bv = bv * np.repeat(sbv, block, axis=-2)
+    cv = None if c is None else _exact_values(c, ct)
+    av, bv, cv = _broadcast(av, bv, cv)
+    return ct, av, bv, cv
+
+
+def scaled_mma_reference(a, b, c, sa, sb, *, a_type: str, b_type: str, scale_type: str, block: int,
+                         acc_type: str = "f32") -> np.ndarray:
+    """D = sum_k (a[m,k] * sa[m, k // block]) * (b[k,n] * sb[k // block, n]) + c, in acc_type (f32).
+
+    The block-scaled `mma` of PTX ISA 9.7.14.3 (`.kind::mxf8f6f4`, `mxf4`, `mxf4nvf4`; `block` =
+    K / the instruction's .scale_vec chunks). a, b, c hold values of a_type, b_type (fp8/fp6/fp4 by
+    MLIR name) and acc_type; sa, sb values of `scale_type` (f8E8M0FNU / ue8m0, or ue4m3), shaped
+    [..., M, K / block] and [..., K / block, N]; c=None is a zero accumulator. Rank 2 or 3 (batch
+    broadcast as `mma_reference`; a scale's batch is its operand's or 1). Products exact in float64, summed in float64 (exact unless the
+    products' exponents span more than ~45 bits, then within K * 2**-53 of their magnitudes, far
+    inside `scaled_error_bound`), rounded once."""
+    ct, av, bv, cv = _scaled_operands(a, b, c, sa, sb, a_type, b_type, scale_type, block, acc_type)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.matmul(av, bv)
+        if cv is not None:
+            total = total + cv
+        return total.astype(ct.dtype)
+
+
+def scaled_error_bound(a, b, c, sa, sb, *, a_type: str, b_type: str, scale_type: str, block: int,
+                       acc_type: str = "f32", k: int | None = None) -> np.ndarray:
+    """`error_bound` of the scaled product: (K + 1) * step_error * S + floor with
+    S = sum_k |a * sa * b * sb| + |c|, i.e. the magnitudes the hardware actually adds."""
+    ct, av, bv, cv = _scaled_operands(a, b, c, sa, sb, a_type, b_type, scale_type, block, acc_type)
+    k = av.shape[-1] if k is None else k
+    with np.errstate(over="ignore", invalid="ignore"):
+        magnitude = np.matmul(np.abs(av), np.abs(bv))
+        if cv is not None:
+            magnitude = magnitude + np.abs(cv)
+    return (k + 1) * _STEP_ERROR[ct.name] * magnitude + _FLOOR[ct.name]
+
+
+@dataclass(frozen=True)
+class BlockScales:
+    """The scale operands of a block-scaled product, for `compare(..., scales=...)`: sa is
+    [..., M, K / block], sb [..., K / block, N], values of `scale_type` (f8E8M0FNU / ue8m0, ue4m3)."""
+
+    sa: object
+    sb: object
+    scale_type: str
+    block: int
+
+
+# ---------------------------------------------------------------------------------------------
 # Comparison
 # ---------------------------------------------------------------------------------------------
 
@@ -598,13 +721,15 @@ class Comparison:
 
 
 def compare(got, want, *, acc_type: str, a_type: str, k: int, a=None, b=None, c=None,
-            b_type: str | None = None) -> Comparison:
+            b_type: str | None = None, scales: BlockScales | None = None) -> Comparison:
     """Compare every element of a kernel's `got` with `mma_reference`'s `want`.
 
     Integer (si32) results must match exactly. Floating-point results must satisfy
     |got - want| <= error_bound(...) element by element; the bound needs the operands `a`, `b`
     (and `c`), because it is built from sum|a_ik*b_kj| (see `error_bound`). Non-finite values must
-    match exactly (same infinity, or NaN for NaN).
+    match exactly (same infinity, or NaN for NaN). For a block-scaled product (`want` from
+    `scaled_mma_reference`) pass `scales`: the bound is then `scaled_error_bound`, whose magnitudes
+    include the scales.
     """
     ct = element_type(acc_type)
     at = element_type(a_type)
@@ -630,7 +755,12 @@ def compare(got, want, *, acc_type: str, a_type: str, k: int, a=None, b=None, c=
             "comparing floating-point results needs the operands a and b (and c): the tolerance is "
             "derived per element from sum|a_ik*b_kj|"
         )
-    bound = error_bound(a, b, c, a_type=at.name, b_type=b_type, acc_type=ct.name, k=k)
+    if scales is not None:
+        bound = scaled_error_bound(a, b, c, scales.sa, scales.sb, a_type=at.name,
+                                   b_type=at.name if b_type is None else b_type,
+                                   scale_type=scales.scale_type, block=scales.block, acc_type=ct.name, k=k)
+    else:
+        bound = error_bound(a, b, c, a_type=at.name, b_type=b_type, acc_type=ct.name, k=k)
     bound = np.broadcast_to(bound, want_arr.shape)
     g = got_arr.astype(np.float64)
     w = want_arr.astype(np.float64)
