@@ -109,10 +109,8 @@ def _write(path: str | None, text: str) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from xdsl.dialects.builtin import MemRefType
-
     from tilemma.compiler import cuda_runtime
-    from tilemma.compiler.pipeline import compile_text, parse
+    from tilemma.compiler.pipeline import compile_text
     from tilemma.compiler.runner import run_compiled
 
     text, name = _read_input(args.file)
@@ -128,28 +126,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         newest = min(DEFAULT_PTX, parse_ptx_version(f"{major}.{minor}"))
         options = type(options)(**{**options.__dict__, "ptx": str(newest)})
-    module, _ = parse(text, name)
-    sizes = {}
-    from xdsl.dialects import func
-
-    for k in module.body.ops:
-        if isinstance(k, func.FuncOp):
-            sizes[k.sym_name.data] = [
-                _elements(arg.type) for arg in k.body.block.args if isinstance(arg.type, MemRefType)
-            ]
     failed = 0
     for kernel in compile_text(text, name, options):
-        result = run_compiled(kernel, sizes[kernel.name], args.seed, on)
+        result = run_compiled(kernel, args.seed, on)
         print(result.line(), flush=True)
         failed += not result.ok
     return 1 if failed else 0
-
-
-def _elements(ref) -> int:
-    n = 1
-    for d in ref.get_shape():
-        n *= d
-    return n
 
 
 def build_parser() -> argparse.ArgumentParser:

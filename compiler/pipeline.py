@@ -7,6 +7,7 @@ error that is the input's fault comes out as a `LocatedVerifyError` pointing at 
 from __future__ import annotations
 
 import io
+from math import prod
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -56,6 +57,7 @@ class CompiledKernel:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     gemm: GemmKernel  # what the kernel computes, read from the tile IR before lowering
+    arg_sizes: tuple[int, ...]  # elements of each memref argument, in order
 
 
 def parse(text: str, name: str) -> tuple[ModuleOp, dict]:
@@ -97,7 +99,8 @@ def compile_text(text: str, name: str, options: CompileOptions) -> list[Compiled
         except LoweringError as e:
             raise LocatedVerifyError(locations.get(e.op), e.message) from None
         tiling = {key: tuple(v.get_values()) for key, v in g.mma.tiling.data.items()}  # type: ignore[union-attr]
-        described[k.sym_name.data] = (g, g.mma.variant.data, tiling)  # type: ignore[union-attr]
+        sizes = tuple(prod(arg.type.get_shape()) for arg in k.body.block.args)  # type: ignore[attr-defined]
+        described[k.sym_name.data] = (g, g.mma.variant.data, tiling, sizes)  # type: ignore[union-attr]
     _apply(to_ptx, module, locations)
     compiled = []
     for pm in module.body.ops:
@@ -105,10 +108,12 @@ def compile_text(text: str, name: str, options: CompileOptions) -> list[Compiled
             continue
         entry = next(iter(pm.body.ops))
         assert isinstance(entry, ptx.EntryOp)
-        g, variant, tiling = described[entry.sym_name.data]
+        g, variant, tiling, sizes = described[entry.sym_name.data]
         out = io.StringIO()
         ptx.print_module(pm, out)
         compiled.append(
-            CompiledKernel(entry.sym_name.data, out.getvalue(), variant, tiling["grid"], tiling["block"], g)
+            CompiledKernel(
+                entry.sym_name.data, out.getvalue(), variant, tiling["grid"], tiling["block"], g, sizes
+            )
         )
     return compiled

@@ -128,7 +128,6 @@ def sparsity_error(word: int, g: GemmKernel) -> str | None:
 
 def run_compiled(
     kernel: CompiledKernel,
-    arg_sizes: list[int],
     seed: int,
     on: str,
     break_sparsity: tuple[int, int, int] | None = None,
@@ -147,7 +146,7 @@ def run_compiled(
     if g.scales:
         for mem in g.scales[:2]:
             types[mem.param] = mem.stored
-    for i, size in enumerate(arg_sizes):
+    for i, size in enumerate(kernel.arg_sizes):
         values[i] = reference.random_matrix(types[i], (size,), rng)
     if g.a.sparse == "check":
         values[g.a.param] = _prune_tiles(values[g.a.param], g, _sparse_pattern(g))
@@ -157,7 +156,7 @@ def run_compiled(
             idx = _view(np.arange(values[g.a.param].size), g.a, g, g.m, g.k)
             cols = idx[batch, row, group * chunk : (group + 1) * chunk]
             values[g.a.param][cols] = reference.random_matrix(g.a.stored, (cols.size,), rng)
-    for i in range(len(arg_sizes)):
+    for i in range(len(kernel.arg_sizes)):
         args.append(pack_memory(values[i], types[i]))
     if g.a.sparse == "check":
         args.append(np.full(1, NO_ERROR, np.uint32))

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests import dense_cases, sparse_cases
-from tests.dense_cases import DENSE_SM90, case_id, spec_for
+from tests.dense_cases import DENSE_SM90, case_id
 from tilemma.compiler import isa
 from tilemma.compiler.diagnostics import LocatedVerifyError
 from tilemma.compiler.gemm_generator import gemm_module

@@ -8,6 +8,7 @@ kernels on the GPU and the emulator and compares every lane.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import zlib
 
@@ -23,16 +24,10 @@ from tilemma.compiler.ptx_text import PtxSyntaxError, parse_ptx, print_ptx
 from tilemma.compiler.runner import run_compiled
 from tilemma.compiler.targets import DEFAULT_PTX
 from tilemma.dialects import ptx
-from xdsl.dialects import func
 
 from tests.dense_cases import DENSE_SM90, case_id, spec_for
 
 SMS = ("80", "90", "120a")
-
-
-def _sizes(module) -> list[int]:
-    kernel = next(op for op in module.body.ops if isinstance(op, func.FuncOp))
-    return [int(np.prod(a.type.get_shape())) for a in kernel.body.block.args]
 
 
 def _compile(spec: GemmSpec, sm: str):
@@ -43,7 +38,7 @@ def _compile(spec: GemmSpec, sm: str):
         if "no mma.sync variant" in str(e):
             pytest.skip(f"sm_{sm}: {str(e).splitlines()[-1].strip()}")
         raise
-    return kernel, _sizes(module)
+    return kernel, list(kernel.arg_sizes)
 
 
 def _odd(case):
@@ -65,7 +60,7 @@ def _batch(case):
 def test_dense_family(make, case, sm):
     kernel, sizes = _compile(make(case), sm)
     assert print_ptx(parse_ptx(kernel.ptx)) == kernel.ptx  # what the emulator reads is what was printed
-    result = run_compiled(kernel, sizes, seed=7, on="emulator")
+    result = run_compiled(kernel, seed=7, on="emulator")
     assert result.ok, result.line()
 
 
@@ -76,7 +71,7 @@ def test_f32_operands(precision, sm):
     spec = GemmSpec(37, 91, 53, "f32", "f32", "f32", batch=2, bcast="b")
     module = gemm_module(spec)
     [kernel] = compile_text(str(module), spec.name, CompileOptions(sm=sm, f32_precision=precision))
-    result = run_compiled(kernel, _sizes(module), seed=3, on="emulator")
+    result = run_compiled(kernel, seed=3, on="emulator")
     assert result.ok, result.line()
 
 
@@ -90,15 +85,15 @@ def test_emulator_catches_a_wrong_kernel():
     addr = re.compile(r"\[[^\]]+\]")
     ai, aj = addr.search(lines[i]).group(0), addr.search(lines[j]).group(0)
     lines[i], lines[j] = addr.sub(aj, lines[i]), addr.sub(ai, lines[j])
-    bad = type(kernel)(kernel.name, "\n".join(lines), kernel.variant, kernel.grid, kernel.block, kernel.gemm)
-    result = run_compiled(bad, sizes, seed=7, on="emulator")
+    bad = dataclasses.replace(kernel, ptx="\n".join(lines))
+    result = run_compiled(bad, seed=7, on="emulator")
     assert not result.ok and "out of bound" in result.detail
 
 
 def test_runner_rejects_unknown_device():
     kernel, sizes = _compile(GemmSpec(16, 8, 16, "f16", "f16", "f32"), "90")
     with pytest.raises(ValueError, match="expected 'gpu' or 'emulator'"):
-        run_compiled(kernel, sizes, seed=1, on="tpu")
+        run_compiled(kernel, seed=1, on="tpu")
 
 
 def test_cli_run_on_emulator(tmp_path, capsys):
@@ -301,14 +296,6 @@ def test_f64_rounding_modes_gpu(rounding, sign):
     emu = emulate(text, "mma_probe", (2, 1, 1), (BLOCK, 1, 1), args)[3]
     assert np.array_equal(gpu, emu), op
     assert np.array_equal(fragments.unpack(lay_c, gpu[:32]).view(np.float64), _directed_want(rounding, sign))
-
-
-def test_block_scaled_is_refused_clearly():
-    """Sparse mma runs (tests/test_emulator_sparse.py); block-scaled forms are still refused."""
-    for v in isa.all_variants():
-        if v.block_scale:
-            with pytest.raises(EmulationError, match="block-scaled .* not emulated yet"):
-                emulator.mma_semantics(v.opcode)
 
 
 def test_mma_illegal_on_target_is_refused():

@@ -4,7 +4,6 @@ Odd sizes (not multiples of any instruction shape, a batch of 3 with a broadcast
 size that fills the GPU. Skipped (with the reason) where there is no GPU.
 """
 
-import numpy as np
 import pytest
 
 from tests.dense_cases import DENSE_SM90, case_id, spec_for
@@ -23,11 +22,10 @@ pytestmark = [
 
 def _run(spec, seed=1):
     module = gemm_module(spec)
-    sizes = [int(np.prod(arg.type.get_shape())) for arg in module.body.block.ops.first.body.block.args]
     major, minor = cuda_runtime.driver_max_ptx()
     ptx = min((9, 0), (major, minor))
     [kernel] = compile_text(str(module), spec.name, CompileOptions(sm="90", ptx=f"{ptx[0]}.{ptx[1]}"))
-    result = run_compiled(kernel, sizes, seed, "gpu")
+    result = run_compiled(kernel, seed, "gpu")
     print(result.line())
     return result
 
@@ -62,8 +60,7 @@ def test_f32_operands(precision):
 
     spec = GemmSpec(37, 91, 53, "f32", "f32", "f32", batch=2, bcast="b")
     module = gemm_module(spec)
-    sizes = [int(np.prod(arg.type.get_shape())) for arg in module.body.block.ops.first.body.block.args]
     [kernel] = compile_text(str(module), spec.name, CompileOptions(sm="90", ptx="9.0", f32_precision=precision))
-    result = run_compiled(kernel, sizes, 3, "gpu")
+    result = run_compiled(kernel, 3, "gpu")
     print(result.line())
     assert result.ok, result.line()
