@@ -143,14 +143,13 @@ def _emulate_cases(opcode: str, selector: int, cases) -> np.ndarray:
 
 
 def test_every_sparse_variant_is_covered():
-    """Every sparse form of the ISA table runs except the block-scaled ones: both forms legal on
-    sm_80 and sm_90, and the sm_120a-only fp8 (f16 accumulator) and .kind::f8f6f4 forms."""
+    """Every sparse form of the ISA table runs: both forms legal on sm_80 and sm_90, the
+    sm_120a-only fp8 (f16 accumulator) and .kind::f8f6f4 forms, and the block-scaled ones."""
     for v in isa.all_variants():
-        if v.sparse and v.block_scale:
-            with pytest.raises(EmulationError, match="block-scaled .* not emulated yet"):
-                emulator.mma_semantics(v.opcode)
-        elif v.sparse:
-            assert emulator.mma_semantics(v.opcode).sparse is not None
+        if v.sparse:
+            semantics = emulator.mma_semantics(v.opcode)
+            assert semantics.sparse is not None
+            assert (semantics.scale is not None) == v.block_scale
     on = {t: [v for v in SPARSE if _target(v) == t] for t in TARGETS}
     assert {v.sparse for v in on["sm_80"]} == {v.sparse for v in on["sm_90"]} == {"sp", "sp::ordered_metadata"}
     assert {v.opcode for v in isa.legal_variants("sm_90") if v.sparse} == {v.opcode for v in on["sm_80"] + on["sm_90"]}
