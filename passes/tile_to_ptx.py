@@ -30,8 +30,8 @@ from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import PTX_TYPE, GemmKernel, MemOperand, read_kernel
 from tilemma.passes.sparse_a import SparseALoader, metadata_linear
 
-# Load/store opcode suffix and register bank of a whole element in memory, by storage bits.
-_MEM = {64: ("f64", "f64"), 32: ("b32", "b32"), 16: ("u16", "b32"), 8: ("u8", "b32")}
+# Load/store opcode suffix of a whole element in memory, by storage bits.
+_MEM = {64: "f64", 32: "b32", 16: "u16", 8: "u8"}
 # Where a narrow float sits in the 8-bit container of .kind::f8f6f4 / mxf8f6f4: e2m1 in bits
 # 2..5 (shifted left by 2); e3m2 and e2m3 in bits 0..5 (as stored).
 _CONTAINER_SHIFT = {"e2m1": 2}
@@ -104,7 +104,7 @@ class _KernelLowering:
             zero = {"f32": f32_literal(0.0), "f64": f64_literal(0.0)}.get(bank, "0")
             b.emit(f"mov.{bank}", dst, zero)
         if not op.sub_byte:
-            suffix = _MEM[bits][0]
+            suffix = _MEM[bits]
             if bank == "f32" and bits == 32:
                 suffix = "f32"
             b.emit(f"ld.global.{suffix}", dst, f"[{op.ptr}+{offset * bits // 8}]", guard=pred)
@@ -431,7 +431,7 @@ class _KernelLowering:
             return
         t = b.reg("b32")
         b.emit("bfe.u32", t, reg, slot * lay.elem_bits, lay.elem_bits)
-        b.emit(f"st.global.{_MEM[bits][0]}", addr, t, guard=pred)
+        b.emit(f"st.global.{_MEM[bits]}", addr, t, guard=pred)
 
     @staticmethod
     def splat_literal(value: float | int, ctype: str) -> str:
