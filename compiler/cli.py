@@ -65,6 +65,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
             args.m, args.n, args.k, args.a, args.b, args.acc, args.batch, args.bcast,
             args.satfinite, args.popc, args.shape, args.sparse_a is not None, args.prune,
             args.scale, args.scale_block,
+            args.sparse_a if args.sparse_a == "4:8" else None,
         )
     )
     print(module)
@@ -158,8 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--shape", help="instruction shape to use, e.g. m16n8k8 (default: best)")
     g.add_argument(
         "--sparse-a",
-        choices=("2:4",),
-        help="A is structured sparse: 2 of every 4 (1 of 2 for tf32, 2 pairs of 4 for 4-bit)",
+        choices=("2:4", "4:8"),
+        help="A is structured sparse: 2:4 is 2 of every 4 (1 of 2 for tf32, 2 pairs of 4 for "
+        "4-bit integers); 4:8 asks for aligned pairs for e2m1 (the sparse mxf4 kinds)",
     )
     g.add_argument("--prune", action="store_true", help="with --sparse-a: keep the largest two")
     g.add_argument("--scale", help="block scaling: scale type ue8m0 (f8E8M0FNU) or ue4m3")

@@ -35,6 +35,7 @@ class GemmSpec:
     prune: bool = False  # with sparse_a: tile.compress {prune} keeps the largest magnitudes
     scale: str | None = None  # block scaling: scale type (ue8m0 / f8E8M0FNU, ue4m3)
     scale_block: int = 32  # with scale: elements of K per scale factor
+    sparse_pattern: str | None = None  # with sparse_a: "4:8" for pair-wise e2m1 (mxf4 kinds)
 
     @property
     def name(self) -> str:
@@ -114,7 +115,7 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
     if spec.prune and not spec.sparse_a:
         raise ValueError("--prune needs --sparse-a")
     if spec.sparse_a:
-        ta = builder.insert(tile.CompressOp(ta, prune=spec.prune)).result
+        ta = builder.insert(tile.CompressOp(ta, prune=spec.prune, pattern=spec.sparse_pattern)).result
         ta.name_hint = "sa"
     if scaled:
         sa, sb = load("sa", args["sa"]), load("sb", args["sb"])

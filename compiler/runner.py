@@ -95,9 +95,9 @@ def instruction_k(kernel: CompiledKernel) -> int:
 
 
 def _sparse_pattern(g: GemmKernel) -> str:
-    """The pattern `tile.compress` enforces on A (by the element type it compresses)."""
-    _, compressed = _logical(np.zeros(1, reference.element_type(g.a.stored).dtype), g.a)
-    return tile.SPARSE_PATTERNS[compressed]
+    """The pattern `tile.compress` enforces on A."""
+    assert g.a.sparse_pattern is not None
+    return g.a.sparse_pattern
 
 
 def _prune_tiles(values: np.ndarray, g: GemmKernel, pattern: str) -> np.ndarray:

@@ -303,6 +303,9 @@ SPARSE_PATTERNS = {
     "si4": "4:8",
     "ui4": "4:8",
 }
+# Patterns a type may have besides its default: packed e2m1 (the sparse mxf4 / mxf4nvf4 kinds)
+# is sparse in aligned pairs like the 4-bit integers.
+OTHER_SPARSE_PATTERNS = {"f4E2M1FN": ("4:8",)}
 
 
 @irdl_attr_definition
@@ -315,19 +318,57 @@ class SparseTileType(TileLike):
     name = "tile.sparse"
     shape: ArrayAttr[IntAttr]
     element_type: Attribute
+    sparsity: StringAttr
+
+    def __init__(self, shape: Sequence[int], element_type: Attribute, pattern: str | None = None):
+        pattern = pattern or SPARSE_PATTERNS.get(element_name(element_type), "2:4")
+        ParametrizedAttribute.__init__(
+            self, ArrayAttr(IntAttr(d) for d in shape), element_type, StringAttr(pattern)
+        )
 
     @property
     def pattern(self) -> str:
-        return SPARSE_PATTERNS[self.element]
+        return self.sparsity.data
 
     @classmethod
-    def problem(cls, shape: Sequence[int], element: str) -> str | None:
+    def problem(cls, shape: Sequence[int], element: str, pattern: str | None = None) -> str | None:
         if element not in SPARSE_PATTERNS:
             return (
                 f"{element} has no structured-sparse mma (mma.sp); sparse element types: "
                 f"{', '.join(SPARSE_PATTERNS)}"
             )
+        allowed = (SPARSE_PATTERNS[element], *OTHER_SPARSE_PATTERNS.get(element, ()))
+        if pattern is not None and pattern not in allowed:
+            return (
+                f"{element} tiles can be {' or '.join(allowed)} sparse (the patterns of mma.sp), "
+                f"not {pattern}"
+            )
         return tile_type_problem(shape, element)
+
+    def verify(self) -> None:
+        problem = self.problem(self.get_shape(), self.element, self.pattern)
+        if problem:
+            raise VerifyException(problem)
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            for d in self.get_shape():
+                printer.print_string(f"{d}x")
+            printer.print_attribute(self.element_type)
+            if self.pattern != SPARSE_PATTERNS.get(self.element):
+                printer.print_string(f', "{self.pattern}"')
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        start = parser.pos
+        with parser.in_angle_brackets():
+            dims, elem = parser.parse_ranked_shape()
+            pattern = parser.parse_str_literal() if parser.parse_optional_punctuation(",") else None
+        problem = cls.problem(dims, element_name(elem), pattern)
+        if problem:
+            parser.raise_error(problem, start, start + 1)
+        pattern = pattern or SPARSE_PATTERNS[element_name(elem)]
+        return (ArrayAttr(IntAttr(d) for d in dims), elem, StringAttr(pattern))
 
 
 def _tile(value: SSAValue, what: str, sparse_ok: bool = False) -> TileLike:
@@ -577,10 +618,12 @@ SCALE_BLOCK_RULES = {
     (False, "f8E8M0FNU", 32): _F8F6F4,  # mxf8f6f4 1X (k32); mxf4 / mxf4nvf4 2X (k64)
     (False, "f8E8M0FNU", 16): ("f4E2M1FN",),  # mxf4nvf4 4X (PTX 9.1)
     (False, "ue4m3", 16): ("f4E2M1FN",),  # mxf4nvf4 4X
-    (True, "f8E8M0FNU", 64): _F8F6F4,  # sparse mxf8f6f4 1X (k64)
+    (True, "f8E8M0FNU", 64): _F8F6F4,  # sparse mxf8f6f4 1X (k64); mxf4 / mxf4nvf4 2X (k128)
+    (True, "f8E8M0FNU", 32): ("f4E2M1FN",),  # sparse mxf4nvf4 4X (PTX 9.1)
+    (True, "ue4m3", 32): ("f4E2M1FN",),  # sparse mxf4nvf4 4X
 }
-# Not reachable from tile IR: sparse mxf4 / mxf4nvf4 (m16n8k128) take packed e2m1 that is
-# pair-wise 4:8 sparse, while tile.compress makes f4E2M1FN 2:4 sparse.
+# The sparse mxf4 / mxf4nvf4 kinds (m16n8k128) take packed e2m1 that is "4:8" sparse (aligned
+# pairs); a "2:4" f4E2M1FN tile goes to sparse mxf8f6f4 instead.
 
 
 @irdl_op_definition
@@ -923,12 +966,12 @@ class CompressOp(IRDLOperation):
 
     assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
 
-    def __init__(self, source: SSAValue, prune: bool = False):
+    def __init__(self, source: SSAValue, prune: bool = False, pattern: str | None = None):
         st = _tile(source, "source")
         props = {"prune": UnitAttr()} if prune else {}
         super().__init__(
             operands=[source],
-            result_types=[SparseTileType(st.get_shape(), st.element_type)],
+            result_types=[SparseTileType(st.get_shape(), st.element_type, pattern)],
             properties=props,
         )
 

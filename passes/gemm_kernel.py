@@ -52,6 +52,7 @@ class MemOperand:
     row_stride: int
     base: int  # element offset of the tile's first element
     sparse: str | None = None  # tile.compress of this operand: "check" (pattern) or "prune"
+    sparse_pattern: str | None = None  # and the pattern it compresses to ("2:4", "1:2", "4:8")
 
     @property
     def bits(self) -> int:
@@ -89,9 +90,10 @@ def _operand(
 ) -> MemOperand:
     casts: list[tuple[str, str, str | None]] = []
     owner = value.owner
-    sparse = None
+    sparse = pattern = None
     if isinstance(owner, tile.CompressOp):
         sparse = "prune" if owner.prune is not None else "check"
+        pattern = owner.result.type.pattern  # type: ignore[union-attr]
         owner = owner.source.owner
     while isinstance(owner, tile.CastOp):
         src, dst = owner.source.type, owner.result.type
@@ -125,6 +127,7 @@ def _operand(
         row_stride=strides[-2],
         base=base,
         sparse=sparse,
+        sparse_pattern=pattern,
     )
 
 

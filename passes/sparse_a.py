@@ -36,6 +36,9 @@ _MAGNITUDE_MASK = {
     "e2m1": 0x1C,  # in its .kind::f8f6f4 byte container (bits 2..5, sign in bit 5)
 }
 _PACKED_MAGNITUDE_MASK = {"e2m1": 0x7}  # packed 4-bit e2m1 of the mxf4 kinds
+# 2 * |e2m1| for the codes 0..7 (0, 0.5, 1, 1.5, 2, 3, 4, 6), one nibble each: pair sums of
+# magnitudes must be real sums, which the codes themselves do not give.
+E2M1_TWICE_MAGNITUDE = 0xC8643210
 _SIGNED = {"s8": 8, "s4": 4}
 
 
@@ -172,9 +175,17 @@ class SparseALoader:
         return _MAGNITUDE_MASK.get(atype, (1 << self.geo.elem_bits) - 1)
 
     def _magnitude(self, t: str) -> str:
+        """An integer that orders like |value| and adds like it (pairs are ranked by sums)."""
         b, atype = self.b, self.instr.atype
         m = b.reg("b32")
-        if atype in _MAGNITUDE_MASK:
+        if self.geo.elem_bits == 4 and atype == "e2m1":  # 2|x| by table: codes 0..7 -> 0..12
+            shift = b.reg("b32")
+            b.emit("and.b32", shift, t, 0x7)
+            b.emit("shl.b32", shift, shift, 2)
+            b.emit("mov.u32", m, E2M1_TWICE_MAGNITUDE)
+            b.emit("shr.u32", m, m, shift)
+            b.emit("and.b32", m, m, 0xF)
+        elif atype in _MAGNITUDE_MASK:
             b.emit("and.b32", m, t, self._mask())
         elif atype in _SIGNED:
             b.emit("bfe.s32", m, t, 0, _SIGNED[atype])

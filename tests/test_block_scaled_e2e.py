@@ -20,6 +20,8 @@ SCALED = (
     + [("e2m1", "e2m1", "ue4m3", 16, False)]  # mxf4nvf4 4X
     + [(a, b, "ue8m0", 64, True) for a, b in itertools.product(NARROW, NARROW)]  # sparse mxf8f6f4
 )
+# Pair-wise 4:8 sparse e2m1: the sparse mxf4 (2X, ue8m0) and mxf4nvf4 (4X, ue4m3) kinds.
+SPARSE_MXF4 = [("ue8m0", 64, "mxf4"), ("ue4m3", 32, "mxf4nvf4")]
 
 
 def _check(spec: GemmSpec, expect_kind: str):
@@ -49,3 +51,11 @@ def test_block_scaled(a, b, scale, block, sparse):
     spec = GemmSpec(21, 13, 150, a, b, "f32", batch=2, bcast="b", sparse_a=sparse, prune=sparse,
                     scale=scale, scale_block=block)
     _check(spec, kind)
+
+
+@pytest.mark.parametrize("prune", [False, True], ids=["checked", "pruned"])
+@pytest.mark.parametrize("scale, block, kind", SPARSE_MXF4, ids=[k for _, _, k in SPARSE_MXF4])
+def test_sparse_packed_e2m1(scale, block, kind, prune):
+    spec = GemmSpec(21, 13, 300, "e2m1", "e2m1", "f32", batch=2, bcast="a", sparse_a=True,
+                    prune=prune, scale=scale, scale_block=block, sparse_pattern="4:8")
+    _check(spec, f"mma.sp::ordered_metadata.sync.aligned.m16n8k128.row.col.kind::{kind}")

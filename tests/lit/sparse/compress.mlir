@@ -46,3 +46,21 @@ func.func @no_sparse_f32(%a: !tile.tile<16x32xf32>) {
 }
 // CHECK: compress.mlir:[[# @LINE - 3]]:64
 // CHECK: f32 has no structured-sparse mma (mma.sp); sparse element types: f16, bf16, tf32, si8, ui8, f8E4M3FN, f8E5M2, f6E3M2FN, f6E2M3FN, f4E2M1FN, si4, ui4
+
+// -----
+// e2m1 may also be pair-wise 4:8 sparse (the sparse mxf4 kinds); the pattern prints when it is
+// not the type's default.
+// CHECK-LABEL: func.func @pairs
+// CHECK: tile.compress %a : !tile.tile<16x128xf4E2M1FN> -> !tile.sparse<16x128xf4E2M1FN, "4:8">
+func.func @pairs(%a: !tile.tile<16x128xf4E2M1FN>) {
+  %s = tile.compress %a : !tile.tile<16x128xf4E2M1FN> -> !tile.sparse<16x128xf4E2M1FN, "4:8">
+  func.return
+}
+
+// -----
+func.func @no_pairs_for_f16(%a: !tile.tile<16x32xf16>) {
+  %s = tile.compress %a : !tile.tile<16x32xf16> -> !tile.sparse<16x32xf16, "4:8">
+  func.return
+}
+// CHECK: compress.mlir:[[# @LINE - 3]]:
+// CHECK: f16 tiles can be 2:4 sparse (the patterns of mma.sp), not 4:8
