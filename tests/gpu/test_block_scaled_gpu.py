@@ -4,7 +4,7 @@ the emulator by tests/test_block_scaled_e2e.py."""
 
 import pytest
 
-from tests.test_block_scaled_e2e import F8F6F4, SCALED
+from tests.test_block_scaled_e2e import F8F6F4, SCALED, SPARSE_MXF4
 from tilemma.compiler import cuda_runtime
 from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.pipeline import CompileOptions, compile_text
@@ -41,3 +41,9 @@ def test_kind_f8f6f4_gpu(a, b, sparse):
 def test_block_scaled_gpu(a, b, scale, block, sparse):
     _run(GemmSpec(37, 91, 150, a, b, "f32", batch=2, bcast="b", sparse_a=sparse, prune=sparse,
                   scale=scale, scale_block=block))
+
+
+@pytest.mark.parametrize("scale, block, kind", SPARSE_MXF4)
+def test_sparse_packed_e2m1_gpu(scale, block, kind):
+    _run(GemmSpec(37, 91, 300, "e2m1", "e2m1", "f32", sparse_a=True, prune=True, scale=scale,
+                  scale_block=block, sparse_pattern="4:8"))
