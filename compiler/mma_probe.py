@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 from tilemma.compiler import fragments as frag
+from tilemma.compiler import isa
 
 ENTRY = "mma_probe"
 _OPERANDS = ("a", "b", "c", "d")
@@ -22,56 +23,18 @@ _WIDE_REG_TYPES = {"f64", "b64", "u64", "s64"}
 _PACKED_REG_TYPES = {"f16x2", "bf16x2"}  # loaded/stored as .b32 words
 
 
-@dataclass(frozen=True)
-class MmaOpcode:
-    """The qualifiers of a dense `mma.sync.aligned` opcode that decide fragments and semantics."""
-
-    shape: str
-    alayout: str
-    blayout: str
-    dtype: str
-    atype: str
-    btype: str
-    ctype: str
-    kind: str | None = None  # e.g. 'kind::f8f6f4'
-    satfinite: bool = False
-    bitop: str | None = None  # 'xor' / 'and' for .b1
-    rounding: str | None = None  # 'rn' / 'rz' / 'rm' / 'rp' for .f64
-
-    @property
-    def mnk(self) -> tuple[int, int, int]:
-        return frag.shape_mnk(self.shape)
-
-    @property
-    def quadpair(self) -> bool:
-        """m8n8k4 .f16: four 8x8x4 MMAs per warp, one per quad-pair."""
-        return self.shape == "m8n8k4" and self.atype == "f16"
+def parse_mma(opcode: str) -> isa.MmaVariant:
+    """The qualifiers of a dense `mma.sync` opcode (the ISA table's parser), refusing the forms a
+    dense probe does not cover: mma.sp and block scaling."""
+    v = isa.parse_opcode(opcode)
+    if v.sparse or v.block_scale:
+        raise ValueError(f"not a dense mma.sync opcode without block scaling: {opcode!r}")
+    return v
 
 
-def parse_mma(opcode: str) -> MmaOpcode:
-    """Split 'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32' into its qualifiers."""
-    parts = opcode.strip().split(".")
-    if parts[:3] != ["mma", "sync", "aligned"] or len(parts) < 10:
-        raise ValueError(f"not a dense mma.sync.aligned opcode: {opcode!r}")
-    shape, alayout, blayout, rest = parts[3], parts[4], parts[5], parts[6:]
-    frag.shape_mnk(shape)
-    if alayout not in ("row", "col") or blayout not in ("row", "col"):
-        raise ValueError(f"{opcode!r}: expected .alayout.blayout after the shape")
-    kind = rest.pop(0) if rest[0].startswith("kind::") else None
-    if kind is not None and kind != "kind::f8f6f4":
-        raise ValueError(f"{opcode!r}: block-scaled {kind} is not a dense probe")
-    satfinite = rest[0] == "satfinite"
-    if satfinite:
-        rest.pop(0)
-    rounding = rest.pop(0) if rest[0] in ("rn", "rz", "rm", "rp") else None
-    bitop = None
-    if rest[-1:] == ["popc"]:
-        bitop = rest[-2]
-        rest = rest[:-2]
-    if len(rest) != 4:
-        raise ValueError(f"{opcode!r}: expected .dtype.atype.btype.ctype, got {rest}")
-    d, a, b, c = rest
-    return MmaOpcode(shape, alayout, blayout, d, a, b, c, kind, satfinite, bitop, rounding)
+def _quadpair(op: isa.MmaVariant) -> bool:
+    """m8n8k4 .f16: four 8x8x4 MMAs per warp, one per quad-pair."""
+    return op.shape == "m8n8k4" and op.atype == "f16"
 
 
 def reg_type(elem_type: str, operand: str) -> str:
@@ -144,10 +107,10 @@ def probe_ptx(
     return "\n".join(lines)
 
 
-def opcode_layouts(op: MmaOpcode, view: str = "warp16") -> dict[str, frag.FragmentLayout]:
+def opcode_layouts(op: isa.MmaVariant, view: str = "warp16") -> dict[str, frag.FragmentLayout]:
     """Fragment layouts of a, b, c, d for an opcode (C by .ctype, D by .dtype)."""
-    v = view if op.quadpair else None
-    quad = op.quadpair  # only m8n8k4 .f16 has a choice of .alayout/.blayout
+    v = view if _quadpair(op) else None
+    quad = _quadpair(op)  # only m8n8k4 .f16 has a choice of .alayout/.blayout
     return {
         "a": frag.layout(op.shape, "a", op.atype, major=op.alayout if quad else None, view=v),
         "b": frag.layout(op.shape, "b", op.btype, major=op.blayout if quad else None, view=v),
@@ -300,7 +263,7 @@ def random_elements(
 _ACC_EPS = {"f16": 2.0**-9, "f32": 2.0**-17, "f64": 2.0**-50}
 
 
-def reference(op: MmaOpcode, a: np.ndarray, b: np.ndarray, c: np.ndarray, exact: bool = False):
+def reference(op: isa.MmaVariant, a: np.ndarray, b: np.ndarray, c: np.ndarray, exact: bool = False):
     """(expected D, tolerance) from element values: exact for integers (int32 wrap, or clamp
     with .satfinite; .b1 is popc of xor/and); float64 A @ B + C for floats, with a K-scaled bound,
     or zero tolerance when `exact` (inputs chosen so that no partial sum rounds)."""
@@ -337,7 +300,7 @@ class ProbeCase:
     """Random inputs for one opcode, the packed register words, and how to judge the GPU's D."""
 
     opcode: str
-    op: MmaOpcode
+    op: isa.MmaVariant
     layouts: dict[str, frag.FragmentLayout]
     values: dict[str, np.ndarray]  # 'a', 'b', 'c': element values (float64 / int64)
     words: dict[str, np.ndarray]  # 'a', 'b', 'c': [32, regs] register words
@@ -390,7 +353,7 @@ def probe_case(opcode: str, rng: np.random.Generator, view: str = "warp16") -> P
     lays = opcode_layouts(op, view)
     types = {"a": op.atype, "b": op.btype, "c": op.ctype}
     exact = op.dtype == "f16"
-    grids = _exact_f16_grids(op.mnk[2]) if exact else {}
+    grids = _exact_f16_grids(op.k) if exact else {}
     values, words = {}, {}
     for k in "abc":
         lay = lays[k]
