@@ -240,8 +240,10 @@ class SparseALoader:
         """Register holding kept element p (0-based within the chunk's kept elements)."""
         b, geo = self.b, self.geo
         eb, ub = geo.elem_bits, geo.unit_bits
-        per_unit = max(1, ub // eb)
-        unit_slot, sub = divmod(p * max(1, eb // ub), 1) if eb >= ub else divmod(p, per_unit)
+        if eb >= ub:  # an element spans eb // ub units (tf32: two); its first unit's index
+            unit_slot, sub = p * (eb // ub), 0
+        else:  # ub // eb elements share a unit (4-bit pairs): the unit, then which half
+            unit_slot, sub = divmod(p, ub // eb)
         idx = b.reg("b32")
         b.emit("bfe.u32", idx, nib, 2 * unit_slot, 2)
         # The element starting at unit idx (plus `sub` elements within a shared unit).
