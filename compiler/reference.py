@@ -645,12 +645,7 @@ def scaled_error_bound(a, b, c, sa, sb, *, a_type: str, b_type: str, scale_type:
     """`error_bound` of the scaled product: (K + 1) * step_error * S + floor with
     S = sum_k |a * sa * b * sb| + |c|, i.e. the magnitudes the hardware actually adds."""
     ct, av, bv, cv = _scaled_operands(a, b, c, sa, sb, a_type, b_type, scale_type, block, acc_type)
-    k = av.shape[-1] if k is None else k
-    with np.errstate(over="ignore", invalid="ignore"):
-        magnitude = np.matmul(np.abs(av), np.abs(bv))
-        if cv is not None:
-            magnitude = magnitude + np.abs(cv)
-    return (k + 1) * _STEP_ERROR[ct.name] * magnitude + _FLOOR[ct.name]
+    return _summation_bound(ct, av, bv, cv, k)
 
 
 @dataclass(frozen=True)
@@ -679,6 +674,17 @@ _STEP_ERROR = {"f16": 2.0**-10, "f32": 2.0**-22, "f64": 2.0**-50}
 _FLOOR = {"f16": 2.0**-14, "f32": 2.0**-126, "f64": 2.0**-1022}
 
 
+def _summation_bound(ct: ElementType, av, bv, cv, k: int | None) -> np.ndarray:
+    """(K + 1) * step_error(acc) * (sum_k |a_ik * b_kj| + |c_ij|) + floor(acc): the bound shared by
+    `error_bound` and `scaled_error_bound` (whose av, bv already carry the scales)."""
+    k = av.shape[-1] if k is None else k
+    with np.errstate(over="ignore", invalid="ignore"):
+        magnitude = np.matmul(np.abs(av), np.abs(bv))
+        if cv is not None:
+            magnitude = magnitude + np.abs(cv)
+    return (k + 1) * _STEP_ERROR[ct.name] * magnitude + _FLOOR[ct.name]
+
+
 def error_bound(a, b, c=None, *, a_type: str, b_type: str | None = None, acc_type: str,
                 k: int | None = None) -> np.ndarray:
     """Per-element bound on |got - exact|: (K + 1) * step_error(acc) * S_ij + floor(acc), where
@@ -696,12 +702,7 @@ def error_bound(a, b, c=None, *, a_type: str, b_type: str | None = None, acc_typ
     at, bt, ct, av, bv, cv = _operands(a, b, c, a_type, b_type, acc_type)
     if not ct.is_float:
         raise ValueError("integer results are compared exactly; there is no error bound")
-    k = av.shape[-1] if k is None else k
-    with np.errstate(over="ignore", invalid="ignore"):
-        magnitude = np.matmul(np.abs(av), np.abs(bv))
-        if cv is not None:
-            magnitude = magnitude + np.abs(cv)
-    return (k + 1) * _STEP_ERROR[ct.name] * magnitude + _FLOOR[ct.name]
+    return _summation_bound(ct, av, bv, cv, k)
 
 
 @dataclass(frozen=True)
