@@ -15,7 +15,6 @@ from tilemma.compiler import cuda_runtime, reference, sparse_fragments
 from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.pipeline import CompileOptions, compile_text
 from tilemma.compiler.runner import pack_memory
-from tilemma.passes.sparse_a import NO_ERROR
 
 
 def tilemma_ms(spec: GemmSpec, rng: np.random.Generator) -> tuple[float, str]:
@@ -26,7 +25,8 @@ def tilemma_ms(spec: GemmSpec, rng: np.random.Generator) -> tuple[float, str]:
         mats[0] = sparse_fragments.prune(mats[0].reshape(n, n), "2:4").reshape(-1)
     bufs = [pack_memory(m, t) for m, t in zip(mats, (spec.a, spec.b, spec.acc, spec.acc))]
     if spec.sparse_a and not spec.prune:
-        bufs.append(np.full(1, NO_ERROR, np.uint32))
+        error = k.abi.params[k.abi.index("sparsity_error")]
+        bufs.append(np.full(1, error.init, np.uint32))
     return cuda_runtime.time_kernel(k.ptx, k.name, k.grid, k.block, bufs, iters=5, warmup=1), k.variant
 
 

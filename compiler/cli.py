@@ -78,26 +78,28 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     text, name = _read_input(args.file)
     options = _compile_options(args)
-    if args.emit == "mlir":
+    if args.emit in ("mlir", "warp"):
         module, locations = parse(text, name)
-        lower(module, locations, options)
+        lower(module, locations, options, warp_level=args.emit == "warp")
         out = str(module) + "\n"
         _write(args.output, out)
         return 0
     kernels = compile_text(text, name, options)
+    modules = list(dict.fromkeys(k.ptx for k in kernels))  # kernels of one target share a module
     if args.emit == "ptx":
-        _write(args.output, "\n".join(k.ptx for k in kernels))
+        _write(args.output, "\n".join(modules))
         return 0
-    if len(kernels) != 1 and args.output:
-        raise ValueError("--emit cubin -o FILE takes an input with exactly one kernel")
-    for k in kernels:
-        from tilemma.compiler.targets import parse_sm
+    if len(modules) != 1 and args.output:
+        raise ValueError("--emit cubin -o FILE takes an input whose kernels make one PTX module")
+    from tilemma.compiler.targets import parse_sm
 
-        cubin = assemble(k.ptx, parse_sm(args.sm).name)
-        path = args.output or f"{k.name}.cubin"
+    for text_ in modules:
+        cubin = assemble(text_, parse_sm(args.sm).name)
+        names = [k.name for k in kernels if k.ptx == text_]
+        path = args.output or f"{names[0]}.cubin"
         with open(path, "wb") as f:
             f.write(cubin)
-        print(f"{k.name}: wrote {path} ({len(cubin)} bytes)")
+        print(f"{', '.join(names)}: wrote {path} ({len(cubin)} bytes)")
     return 0
 
 
@@ -174,8 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="tile IR -> PTX (or cubin, or lowered IR)")
     c.add_argument("file", help="input file ('-' for stdin)")
+    c.add_argument("--emit", choices=("ptx", "cubin", "mlir", "warp"), default="ptx",
+                   help="ptx (default), cubin (through ptxas), mlir (the IR after every pass: PTX ops) or warp (the kernel at warp level)")
     c.add_argument("-o", "--output")
-    c.add_argument("--emit", choices=("ptx", "cubin", "mlir"), default="ptx")
     _add_compile_options(c)
     c.set_defaults(func=cmd_compile)
 

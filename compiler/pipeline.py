@@ -7,26 +7,28 @@ error that is the input's fault comes out as a `LocatedVerifyError` pointing at 
 from __future__ import annotations
 
 import io
-from math import prod
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import builtin, func
+from xdsl.dialects import arith, builtin, func, gpu, scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
+from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
+from tilemma.compiler.abi import KernelABI
 from tilemma.compiler.diagnostics import LocatedParser, LocatedVerifyError, verify_located
-from tilemma.dialects import ptx, tile
+from tilemma.dialects import ptx, tile, warp
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import GemmKernel, read_kernel
 from tilemma.passes.select_mma import SelectMma
-from tilemma.passes.tile_to_ptx import TileToPtx
+from tilemma.passes.split_tf32 import SplitTf32
 from tilemma.passes.tile_warps import TileWarps
+from tilemma.passes.warp_to_ptx import WarpToPtx
 
 
 def make_context() -> Context:
     ctx = Context()
-    for dialect in (builtin.Builtin, func.Func, tile.Tile, ptx.PTX):
+    for dialect in (builtin.Builtin, func.Func, arith.Arith, scf.Scf, gpu.GPU, tile.Tile, warp.Warp, ptx.PTX):
         ctx.load_dialect(dialect)
     return ctx
 
@@ -45,19 +47,32 @@ class CompileOptions:
         return [
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
             TileWarps(self.warps, self.warp_tile),
-            TileToPtx(),
+            SplitTf32(),
+            CommonSubexpressionElimination(),
+            WarpToPtx(),
         ]
 
 
 @dataclass(frozen=True)
 class CompiledKernel:
     name: str
-    ptx: str  # a complete PTX module holding this one kernel
+    ptx: str  # a complete PTX module holding this kernel (and the others of the same input)
     variant: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
+    abi: KernelABI
     gemm: GemmKernel  # what the kernel computes, read from the tile IR before lowering
-    arg_sizes: tuple[int, ...]  # elements of each memref argument, in order
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return self.abi.grid
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return self.abi.block
+
+    @property
+    def arg_sizes(self) -> tuple[int, ...]:
+        """Elements of each memref argument, in order (without the sparsity error word)."""
+        return tuple(p.span for p in self.abi.params if "sparsity_error" not in p.roles)
 
 
 def parse(text: str, name: str) -> tuple[ModuleOp, dict]:
@@ -80,9 +95,11 @@ def _apply(passes: list[ModulePass], module: ModuleOp, locations: dict) -> None:
         module.verify()
 
 
-def lower(module: ModuleOp, locations: dict, options: CompileOptions) -> None:
-    """Run the whole pipeline in place: tile IR in, ptx.module per kernel out."""
-    _apply(options.passes(), module, locations)
+def lower(module: ModuleOp, locations: dict, options: CompileOptions, warp_level: bool = False) -> None:
+    """Run the pipeline in place: tile IR in, a ptx.module per target out (or, with
+    `warp_level`, the kernels at the warp level, ready for warp-to-ptx)."""
+    passes = options.passes()
+    _apply(passes[:-1] if warp_level else passes, module, locations)
 
 
 def compile_text(text: str, name: str, options: CompileOptions) -> list[CompiledKernel]:
@@ -90,30 +107,26 @@ def compile_text(text: str, name: str, options: CompileOptions) -> list[Compiled
     kernels = [op for op in module.body.ops if isinstance(op, func.FuncOp)]
     if not kernels:
         raise ValueError(f"{name}: no kernel (func.func) in the input")
-    select_and_tile, to_ptx = options.passes()[:2], options.passes()[2:]
-    _apply(select_and_tile, module, locations)
+    select, rest = options.passes()[:1], options.passes()[1:]
+    _apply(select, module, locations)
     described = {}
-    for k in kernels:
+    for k in kernels:  # what each kernel computes (after selection's casts), for the reference
         try:
-            g = read_kernel(k)
+            described[k.sym_name.data] = read_kernel(k)
         except LoweringError as e:
             raise LocatedVerifyError(locations.get(e.op), e.message) from None
-        tiling = {key: tuple(v.get_values()) for key, v in g.mma.tiling.data.items()}  # type: ignore[union-attr]
-        sizes = tuple(prod(arg.type.get_shape()) for arg in k.body.block.args)  # type: ignore[attr-defined]
-        described[k.sym_name.data] = (g, g.mma.variant.data, tiling, sizes)  # type: ignore[union-attr]
-    _apply(to_ptx, module, locations)
+    _apply(rest, module, locations)
     compiled = []
     for pm in module.body.ops:
         if not isinstance(pm, ptx.ModuleOp_):
             continue
-        entry = next(iter(pm.body.ops))
-        assert isinstance(entry, ptx.EntryOp)
-        g, variant, tiling, sizes = described[entry.sym_name.data]
         out = io.StringIO()
         ptx.print_module(pm, out)
-        compiled.append(
-            CompiledKernel(
-                entry.sym_name.data, out.getvalue(), variant, tiling["grid"], tiling["block"], g, sizes
+        for entry in pm.body.ops:
+            assert isinstance(entry, ptx.EntryOp)
+            mma = next(o for o in entry.body.ops if isinstance(o, ptx.MmaOp))
+            abi = KernelABI.from_entry(entry)
+            compiled.append(
+                CompiledKernel(entry.sym_name.data, out.getvalue(), mma.opcode.data, abi, described[abi.name])
             )
-        )
     return compiled

@@ -20,7 +20,6 @@ from tilemma.compiler.isa import parse_opcode
 from tilemma.compiler.pipeline import CompiledKernel
 from tilemma.dialects import tile
 from tilemma.passes.gemm_kernel import GemmKernel, MemOperand
-from tilemma.passes.sparse_a import NO_ERROR
 
 
 @dataclass(frozen=True)
@@ -109,9 +108,10 @@ def _prune_tiles(values: np.ndarray, g: GemmKernel, pattern: str) -> np.ndarray:
     return out
 
 
-def sparsity_error(word: int, g: GemmKernel) -> str | None:
-    """Decode the kernel's sparsity error word (first offending group, row-major)."""
-    if word == NO_ERROR:
+def sparsity_error(word: int, g: GemmKernel, no_error: int) -> str | None:
+    """Decode the kernel's sparsity error word (first offending group, row-major); `no_error`
+    is the word's initial value (from the kernel's ABI)."""
+    if word == no_error:
         return None
     pattern = sparse_fragments.pattern_for(_sparse_pattern(g))
     groups = -(-g.k // pattern.chunk)
@@ -158,8 +158,10 @@ def run_compiled(
             values[g.a.param][cols] = reference.random_matrix(g.a.stored, (cols.size,), rng)
     for i in range(len(kernel.arg_sizes)):
         args.append(pack_memory(values[i], types[i]))
-    if g.a.sparse == "check":
-        args.append(np.full(1, NO_ERROR, np.uint32))
+    error_at = kernel.abi.index("sparsity_error")
+    if error_at is not None:
+        init = kernel.abi.params[error_at].init
+        args.insert(error_at, np.full(1, init, np.uint32))
 
     a_vals, a_type = _logical(_view(values[g.a.param], g.a, g, g.m, g.k), g.a)
     if g.a.sparse == "prune":
@@ -207,7 +209,8 @@ def run_compiled(
         outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args)
     else:
         raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
-    broken = sparsity_error(int(outs[-1][0]), g) if g.a.sparse == "check" else None
+    broken = (sparsity_error(int(outs[error_at][0]), g, kernel.abi.params[error_at].init)  # type: ignore[arg-type]
+              if error_at is not None else None)
     d_full = outs[g.d.param].view(reference.element_type(g.d.stored).dtype).reshape(-1)
     got = _view(d_full, g.d, g, g.m, g.n)
     cmp = reference.compare(

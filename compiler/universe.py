@@ -31,10 +31,22 @@ def _tile_warps():
     return TileWarps
 
 
-def _tile_to_ptx():
-    from tilemma.passes.tile_to_ptx import TileToPtx
+def _warp():
+    from tilemma.dialects.warp import Warp
 
-    return TileToPtx
+    return Warp
+
+
+def _split_tf32():
+    from tilemma.passes.split_tf32 import SplitTf32
+
+    return SplitTf32
+
+
+def _warp_to_ptx():
+    from tilemma.passes.warp_to_ptx import WarpToPtx
+
+    return WarpToPtx
 
 
 def _ptx_target():
@@ -43,11 +55,12 @@ def _ptx_target():
     return PTXTarget
 
 
-DIALECTS = {"tile": _tile, "ptx": _ptx}
+DIALECTS = {"tile": _tile, "warp": _warp, "ptx": _ptx}
 PASSES = {
     "tile-select-mma": _select_mma,
     "tile-tile-warps": _tile_warps,
-    "tile-to-ptx": _tile_to_ptx,
+    "warp-split-tf32": _split_tf32,
+    "warp-to-ptx": _warp_to_ptx,
 }
 TARGETS = {"ptx": _ptx_target}
 

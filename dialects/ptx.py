@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Attribute, Dialect, Region
 from xdsl.irdl import (
     IRDLOperation,
@@ -23,6 +23,7 @@ from xdsl.irdl import (
     opt_prop_def,
     prop_def,
     region_def,
+    result_def,
     traits_def,
 )
 from xdsl.traits import NoTerminator
@@ -72,22 +73,34 @@ class ModuleOp_(IRDLOperation):
 
 @irdl_op_definition
 class EntryOp(IRDLOperation):
-    """A kernel (`.visible .entry`); `params` are `.param` declarations like `.u64 a`."""
+    """A kernel (`.visible .entry`); `params` are `.param` declarations like `.u64 a`. Kernels
+    lowered from the warp level keep their launch shape (`grid`, `block`) and, per parameter,
+    its `abi` record (name, roles, memref type, initial value) for `compiler.abi.KernelABI`."""
 
     name = "ptx.entry"
     sym_name = prop_def(StringAttr)
     params = prop_def(ArrayAttr[StringAttr])
     max_threads = opt_prop_def(StringAttr)
+    grid = opt_prop_def(DenseArrayBase)
+    block = opt_prop_def(DenseArrayBase)
+    abi = opt_prop_def(ArrayAttr[DictionaryAttr])
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$sym_name $params attr-dict-with-keyword $body"
 
-    def __init__(self, name: str, params: Sequence[str], body: Region, max_threads: int | None = None):
+    def __init__(self, name: str, params: Sequence[str], body: Region, max_threads: int | None = None,
+                 launch: tuple[Sequence[int], Sequence[int]] | None = None,
+                 abi: Sequence[DictionaryAttr] | None = None):
         props: dict[str, Attribute] = {"sym_name": StringAttr(name), "params": _strings(params)}
         if max_threads is not None:
             props["max_threads"] = StringAttr(str(max_threads))
+        if launch is not None:
+            props["grid"] = DenseArrayBase.from_list(i64, list(launch[0]))
+            props["block"] = DenseArrayBase.from_list(i64, list(launch[1]))
+        if abi is not None:
+            props["abi"] = ArrayAttr(abi)
         super().__init__(properties=props, regions=[body])
 
 
@@ -200,6 +213,26 @@ class MmaOp(IRDLOperation):
 
 
 @irdl_op_definition
+class RegsOp(IRDLOperation):
+    """`ptx.regs`: the PTX registers (or an immediate) that hold a value of a higher level while
+    `warp-to-ptx` rewrites; its users read the names, and it is erased once it has none. It never
+    reaches PTX text."""
+
+    name = "ptx.regs"
+    regs = prop_def(ArrayAttr[StringAttr])
+    result = result_def()
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$regs attr-dict `:` type($result)"
+
+    def __init__(self, regs: Sequence[str], type: Attribute):
+        super().__init__(properties={"regs": _strings(regs)}, result_types=[type])
+
+    def names(self) -> list[str]:
+        return [r.data for r in self.regs.data]
+
+
+@irdl_op_definition
 class LabelOp(IRDLOperation):
     """A branch target `NAME:`."""
 
@@ -231,7 +264,7 @@ class CommentOp(IRDLOperation):
         return f"// {self.comment.data}"
 
 
-PTX = Dialect("ptx", [ModuleOp_, EntryOp, RegOp, InstOp, MmaOp, LabelOp, CommentOp], [])
+PTX = Dialect("ptx", [ModuleOp_, EntryOp, RegOp, InstOp, MmaOp, RegsOp, LabelOp, CommentOp], [])
 
 
 def print_module(module: ModuleOp_, out: IO[str]) -> None:
@@ -263,7 +296,7 @@ class PTXTarget(Target):
         if not found:
             raise VerifyException(
                 "-t ptx: no ptx.module in the input; lower tile IR first "
-                "(e.g. -p tile-select-mma{sm=90},tile-tile-warps,tile-to-ptx)"
+                "(e.g. -p tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx)"
             )
         for i, ptx_module in enumerate(found):
             if i:

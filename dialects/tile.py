@@ -56,6 +56,8 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from tilemma.dialects.warp import VariantAttr
+
 
 @irdl_attr_definition
 class UE4M3Type(ParametrizedAttribute, TypeAttribute):
@@ -564,13 +566,11 @@ class MmaOp(IRDLOperation):
     popc = opt_prop_def(StringAttr)
     # Optional hint: the instruction shape to use (e.g. "m16n8k8"), honoured by tile-select-mma.
     mma_shape = opt_prop_def(StringAttr)
-    # Set by tile-select-mma: the full PTX opcode chosen for this op.
-    variant = opt_prop_def(StringAttr)
+    # Set by tile-select-mma: the instruction chosen for this op.
+    variant = opt_prop_def(VariantAttr)
     # Set by tile-select-mma{f32-precision=3xtf32}: f32 operands split as hi + lo tf32 parts and
     # multiplied as hi*hi + hi*lo + lo*hi on tf32 units (about f32 accuracy, 3x the instructions).
     split_tf32 = opt_prop_def(UnitAttr)
-    # Set by tile-tile-warps: how the op is split over CTAs, warps and instructions.
-    tiling = opt_prop_def(DictionaryAttr)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
 
@@ -644,8 +644,7 @@ class ScaledMmaOp(IRDLOperation):
     result = result_def(TileType)
     block = prop_def(IntegerAttr)
     mma_shape = opt_prop_def(StringAttr)
-    variant = opt_prop_def(StringAttr)
-    tiling = opt_prop_def(DictionaryAttr)
+    variant = opt_prop_def(VariantAttr)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
 

@@ -20,6 +20,7 @@ from xdsl.rewriter import Rewriter
 
 from tilemma.compiler import isa, sparse_fragments, targets
 from tilemma.dialects import tile
+from tilemma.dialects.warp import TargetAttr, VariantAttr
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import PTX_TYPE
 
@@ -111,8 +112,7 @@ class SelectMma(ModulePass):
             for mm in [o for o in kernel.walk() if isinstance(o, (tile.MatmulOp, *tile.MMA_OPS))]:
                 mma = self._as_mma(mm)
                 self._select(mma, target, version)
-            kernel.attributes["tile.target"] = StringAttr(target.name)
-            kernel.attributes["tile.ptx"] = StringAttr(str(version))
+            kernel.attributes["warp.target"] = TargetAttr(target.name, str(version))
 
     @staticmethod
     def _as_mma(op):
@@ -206,7 +206,7 @@ class SelectMma(ModulePass):
             legal,
             key=lambda v: (v.m * v.n * v.k, -forms.index(v.sparse), -kinds.index(v.kind), v.scale_vec is not None),
         )
-        mma.variant = StringAttr(best.opcode)
+        mma.variant = VariantAttr(best)
 
     @staticmethod
     def _why_none(want, hint, defined, target, version, forms) -> str:

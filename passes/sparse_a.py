@@ -1,4 +1,4 @@
-"""Part of `tile-to-ptx`: compresses a structured-sparse A in registers for `mma.sp`.
+"""The `warp.load_sparse_a` lowering: compresses a structured-sparse A in registers for `mma.sp`.
 
 Each lane reads whole chunks of the dense A (4 elements for 2:4; 2 for tf32's 1:2; 8 for the
 4-bit pair-wise 4:8), finds which of the chunk's 4 metadata units are kept — the nonzero ones
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from tilemma.compiler import fragments, sparse_fragments
 from tilemma.compiler.isa import MmaVariant
+from tilemma.passes.fragment_io import Access, Emitter, load_converted
 
 NO_ERROR = 0xFFFFFFFF
 
@@ -100,18 +101,15 @@ def metadata_linear(instr: MmaVariant, selector: int = 0) -> fragments.LinearFor
 
 
 class SparseALoader:
-    """Emits the compressed A fragments and metadata for one k-step (see module docstring)."""
+    """Emits one instruction's compressed A fragment and metadata (see module docstring) through
+    `e`; `batch` is the batch index register (for the error word's group number)."""
 
-    def __init__(self, lowering, instr: MmaVariant, prune: bool, error_ptr: str | None):
-        self.low, self.b = lowering, lowering.b
-        self.instr, self.prune, self.error_ptr = instr, prune, error_ptr
+    def __init__(self, e: Emitter, instr: MmaVariant, prune: bool, error_ptr: str | None, batch: str):
+        self.b = e
+        self.instr, self.prune, self.error_ptr, self.batch = instr, prune, error_ptr, batch
         self.geo = SparseGeometry.of(instr)
         self.cache: dict = {}
-        self.table = None
-
-    def begin_step(self) -> None:
-        """Chunk analyses are per k-step: forget the previous step's registers."""
-        self.cache.clear()
+        self.table: str | None = None
 
     # -- one chunk ------------------------------------------------------------------------
 
@@ -119,14 +117,13 @@ class SparseALoader:
         """(nibble, [element registers]) of the chunk at (row_reg + row_const, col_reg + col_const)."""
         if (key, row_const, col_const) in self.cache:
             return self.cache[(key, row_const, col_const)]
-        b, g, geo, low = self.b, self.low.g, self.geo, self.low
-        rows_exact, k_exact = self.low.rows_exact, self.low.k_exact
-        pr = low.pred_lt(op.row_preds, op.row_reg, row_const, g.m, rows_exact)
+        b, geo = self.b, self.geo
         elems = []
         for j in range(geo.chunk):
-            pc = low.pred_lt(op.col_preds, op.col_reg, col_const + j, g.k, k_exact)
             t = b.reg("b32")
-            low.load_converted(op, row_const * op.mem.row_stride + col_const + j, low.both(pr, pc), t, "b32", self.instr.atype)
+            pred = op.pred(b, row_const, col_const + j)
+            offset = op.window.offset(row_const, col_const + j)
+            load_converted(b, op, offset, pred, t, "b32", self.instr.atype, None, geo.elem_bits)
             elems.append(t)
         atoms = self._kept_atoms(elems) if self.prune else None
         unit_mask = b.reg("b32")
@@ -221,14 +218,15 @@ class SparseALoader:
 
     def _record_violation(self, op, unit_mask: str, row_const: int, col_const: int) -> None:
         """atom.min of the chunk's row-major group number when it keeps too many units."""
-        b, g, geo = self.b, self.low.g, self.geo
+        b, geo = self.b, self.geo
+        _, m, k = op.window.extent
         count, bad = b.reg("b32"), b.reg("pred")
         b.emit("popc.b32", count, unit_mask)
         b.emit("setp.gt.u32", bad, count, 2)
-        groups = -(-g.k // geo.chunk)
+        groups = -(-k // geo.chunk)
         row, group, code, old = b.reg("b32"), b.reg("b32"), b.reg("b32"), b.reg("b32")
         b.emit("add.u32", row, op.row_reg, row_const)
-        b.emit("mad.lo.u32", row, self.low.z, g.m, row)
+        b.emit("mad.lo.u32", row, b.in_register(self.batch), m, row)
         b.emit("add.u32", group, op.col_reg, col_const)
         b.emit("div.u32", group, group, geo.chunk)
         b.emit("mad.lo.u32", code, row, groups, group)
@@ -258,15 +256,15 @@ class SparseALoader:
             b.emit("selp.b32", out, e, out, p_hit)
         return out
 
-    def fill_a(self, op, frag: list[str], lin: fragments.LinearForm, lay: fragments.FragmentLayout, i: int) -> None:
-        """Compressed A fragment of instruction row-block i from the dense A chunks."""
+    def fill_a(self, op: Access, frag: list[str], lin: fragments.LinearForm, lay: fragments.FragmentLayout) -> None:
+        """The compressed A fragment from the dense A chunks at the access origin."""
         b, geo = self.b, self.geo
         per = lay.elems_per_reg
         for r, reg in enumerate(frag):
             b.emit("mov.b32", reg, 0)
             for s in range(per):
                 v = r * per + s
-                row = i * self.low.mi + lin.row_off[v]
+                row = lin.row_off[v]
                 chunk, p = divmod(lin.col_off[v], geo.kept)
                 nib, elems = self.analyse(op, "a", row, chunk * geo.chunk)
                 value = self.kept_value(nib, elems, p)
@@ -275,12 +273,12 @@ class SparseALoader:
                 else:
                     b.emit("bfi.b32", reg, value, reg, s * lay.elem_bits, lay.elem_bits)
 
-    def fill_metadata(self, op, e: str, lin: fragments.LinearForm, i: int) -> None:
+    def fill_metadata(self, op: Access, e: str, lin: fragments.LinearForm) -> None:
         """The `e` word: nibble q holds fields 2q, 2q+1 = one chunk's two unit indices."""
         b = self.b
         b.emit("mov.b32", e, 0)
         for q in range(8):
-            row = i * self.low.mi + lin.row_off[2 * q]
+            row = lin.row_off[2 * q]
             chunk = lin.col_off[2 * q] // 2
             nib, _ = self.analyse(op, "e", row, chunk * self.geo.chunk)
             b.emit("bfi.b32", e, nib, e, 4 * q, 4)

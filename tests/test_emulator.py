@@ -742,6 +742,9 @@ def test_parse_gives_back_the_same_ops(case):
     [original] = [op for op in module.body.ops if isinstance(op, ptx.ModuleOp_)]
     text = print_ptx(original)
     parsed = parse_ptx(text)
+    for entry in original.body.ops:  # PTX text has no launch shape or argument ABI
+        for prop in ("grid", "block", "abi"):
+            entry.properties.pop(prop, None)
     assert str(parsed) == str(original)  # every op and property, in xDSL's own printing
     assert print_ptx(parsed) == text
 

@@ -1,8 +1,10 @@
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,tile-to-ptx' | filecheck %s --check-prefix=IR
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,tile-to-ptx' -t ptx | filecheck %s
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,tile-to-ptx' -t ptx > %t.ptx
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' | filecheck %s --check-prefix=IR
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' -t ptx > %t.ptx
 // RUN: %if ptxas %{ ptxas -arch=sm_90 %t.ptx -o %t.cubin %}
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,tile-to-ptx' | tilemma-opt -t ptx | diff - %t.ptx
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' | tilemma-opt -t ptx | diff - %t.ptx
+// The warp level prints and parses back: lowering the printed warp IR gives the same PTX.
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps' | tilemma-opt -p 'warp-split-tf32,cse,warp-to-ptx' -t ptx | diff - %t.ptx
 
 // IR: ptx.module attributes {version = "9.0", target = "sm_90", address_size = "64"} {
 // IR:   ptx.entry "gemm" [".u64 p_a", ".u64 p_b", ".u64 p_c", ".u64 p_d"]
@@ -21,14 +23,15 @@
 // CHECK-NEXT: .maxntid 128, 1, 1
 // CHECK:      // mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32: grid (2, 1, 1), block (128, 1, 1)
 // Lane coordinates come from the fragment table: groupID = lane bits 2..4 for A's row.
-// CHECK:      bfe.u32 %r{{[0-9]+}}, %r1, 2, 1;
+// CHECK:      mov.u32 [[LANE:%r[0-9]+]], %laneid;
+// CHECK:      bfe.u32 %r{{[0-9]+}}, [[LANE]], 2, 1;
 // Ragged M, N and K: predicated loads (0 when out of range) ...
 // CHECK:      setp.lt.s32 %p{{[0-9]+}}, %r{{[0-9]+}}, {{[0-9]+}};
 // CHECK:      @%p{{[0-9]+}} ld.global.f32 %f{{[0-9]+}}, [%rd{{[0-9]+}}+{{[0-9]+}}];
 // CHECK:      $k_loop_1:
 // CHECK:      @%p{{[0-9]+}} ld.global.u16 %r{{[0-9]+}}, [%rd{{[0-9]+}}+{{[0-9]+}}];
 // CHECK:      bfi.b32
-// CHECK:      mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f0, %f1, %f2, %f3}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, {%r{{[0-9]+}}, %r{{[0-9]+}}}, {%f0, %f1, %f2, %f3};
+// CHECK:      mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {[[D0:%f[0-9]+]], [[D1:%f[0-9]+]], [[D2:%f[0-9]+]], [[D3:%f[0-9]+]]}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, {%r{{[0-9]+}}, %r{{[0-9]+}}}, {[[D0]], [[D1]], [[D2]], [[D3]]};
 // CHECK:      @%p{{[0-9]+}} bra.uni $k_loop_1;
 // ... and predicated stores.
 // CHECK:      @%p{{[0-9]+}} st.global.f32 [%rd{{[0-9]+}}+{{[0-9]+}}], %f{{[0-9]+}};

@@ -1,29 +1,67 @@
 // RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s
 // RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=4x1 warp-tile=1x2}' | filecheck %s --check-prefix=OPT
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=64x64}' 2>&1 | filecheck %s --check-prefix=BIG
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warp-tile=100x100}' 2>&1 | filecheck %s --check-prefix=REGS
 
-// 37x91 with m16n8k16: warp tile 2x4 instructions (32x32), 2x2 warps (CTA 64x64), grid 2x1.
+// 37x91x53 with m16n8k16: warp tile 2x4 instructions (32x32), 2x2 warps (CTA 64x64), grid 2x1.
+// The kernel at warp level: ids, each warp's origin, C fragments, the K loop carrying the
+// accumulators, A and B fragments loaded and multiplied in it, D stored.
 // CHECK-LABEL: func.func @odd
-// CHECK: tiling = {instr = array<i64: 16, 8, 16>, warp_tile = array<i64: 2, 4>, warps = array<i64: 2, 2>, grid = array<i64: 2, 1, 1>, block = array<i64: 128, 1, 1>}
-// OPT:   tiling = {instr = array<i64: 16, 8, 16>, warp_tile = array<i64: 1, 2>, warps = array<i64: 4, 1>, grid = array<i64: 6, 1, 1>, block = array<i64: 128, 1, 1>}
-func.func @odd(%a: !tile.tile<37x53xf16>, %b: !tile.tile<53x91xf16>, %c: !tile.tile<37x91xf32>) {
-  %r = tile.mma %a, %b, %c : !tile.tile<37x53xf16>, !tile.tile<53x91xf16>, !tile.tile<37x91xf32> -> !tile.tile<37x91xf32>
+// CHECK-SAME:  %a: memref<37x53xf16> {warp.role = ["a"]}
+// CHECK-SAME:  %d: memref<37x91xf32> {warp.role = ["d"]}
+// CHECK-SAME:  warp.grid = array<i64: 2, 1, 1>, warp.block = array<i64: 128, 1, 1>, warp.tiling = array<i64: 2, 2, 2, 4>
+// CHECK:       %[[TID:.*]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}>
+// CHECK:       %[[BZ:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
+// CHECK:       %[[C0:.*]] = warp.load %c[%[[BZ]], %[[ROW:.*]], %[[COL:.*]]] {window = array<i64: 0, 0>, extent = array<i64: 1, 37, 91>} : memref<37x91xf32> -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+// CHECK:       scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[C0]],
+// CHECK:         %[[A:.*]] = warp.load %a[%[[BZ]], %[[ROW]], %[[K]]] {{.*}}extent = array<i64: 1, 37, 53>{{.*}} -> !warp.frag<a, f16,
+// CHECK:         %[[B:.*]] = warp.load %b[%[[BZ]], %[[K]], %[[COL]]] {{.*}} -> !warp.frag<b, f16,
+// CHECK:         warp.mma %[[A]], %[[B]], %[[ACC]] :
+// CHECK:         scf.yield
+// CHECK-COUNT-8: warp.store
+// CHECK:       func.return
+// OPT-LABEL:   func.func @odd
+// OPT-SAME:    warp.grid = array<i64: 6, 1, 1>, warp.block = array<i64: 128, 1, 1>, warp.tiling = array<i64: 4, 1, 1, 2>
+// BIG:         tile-warps.mlir:[[# @LINE + 8]]:3
+// BIG:         warps 64x64 make a CTA of 131072 threads; a CTA holds at most 1024 (32 warps)
+// REGS:        tile-warps.mlir:[[# @LINE + 6]]:3
+// REGS:        warp tile 100x100 holds {{[0-9]+}} fragment registers per thread
+func.func @odd(%a: memref<37x53xf16>, %b: memref<53x91xf16>, %c: memref<37x91xf32>, %d: memref<37x91xf32>) {
+  %ta = tile.load %a[0, 0] : memref<37x53xf16> -> !tile.tile<37x53xf16>
+  %tb = tile.load %b[0, 0] : memref<53x91xf16> -> !tile.tile<53x91xf16>
+  %tc = tile.load %c[0, 0] : memref<37x91xf32> -> !tile.tile<37x91xf32>
+  %td = tile.mma %ta, %tb, %tc : !tile.tile<37x53xf16>, !tile.tile<53x91xf16>, !tile.tile<37x91xf32> -> !tile.tile<37x91xf32>
+  tile.store %td, %d[0, 0] : !tile.tile<37x91xf32>, memref<37x91xf32>
   func.return
 }
 
 // -----
-// A small tile gets one warp; the batch becomes grid z; m8n8k4 f16 runs as a 16x16x4 warp op.
+// A small tile gets one warp; the batch becomes grid z; m8n8k4 f16 runs as a 16x16x4 warp op; a
+// constant accumulator is a splat fragment; exact sizes need no predicate (in_bounds).
 // CHECK-LABEL: func.func @small_batched
-// CHECK: tiling = {instr = array<i64: 16, 16, 4>, warp_tile = array<i64: 1, 1>, warps = array<i64: 1, 1>, grid = array<i64: 1, 1, 3>, block = array<i64: 32, 1, 1>}
-func.func @small_batched(%a: !tile.tile<3x9x4xf16>, %b: !tile.tile<1x4x7xf16>, %c: !tile.tile<3x9x7xf32>) {
-  %r = tile.mma %a, %b, %c {mma_shape = "m8n8k4"} : !tile.tile<3x9x4xf16>, !tile.tile<1x4x7xf16>, !tile.tile<3x9x7xf32> -> !tile.tile<3x9x7xf32>
+// CHECK-SAME:  warp.grid = array<i64: 1, 1, 3>, warp.block = array<i64: 32, 1, 1>, warp.tiling = array<i64: 1, 1, 1, 1>
+// CHECK:       warp.constant 0.000000e+00 : f64 : !warp.frag<acc, f32, #warp.variant<m8n8k4, f32, f16, f16, f32>>
+// CHECK:       warp.load %b[{{.*}}] {window = array<i64: 0, 0, 0>, extent = array<i64: 1, 4, 7>, in_bounds = array<i64: 1, 0>}
+func.func @small_batched(%a: memref<3x9x4xf16>, %b: memref<1x4x7xf16>, %d: memref<3x9x7xf32>) {
+  %ta = tile.load %a[0, 0, 0] : memref<3x9x4xf16> -> !tile.tile<3x9x4xf16>
+  %tb = tile.load %b[0, 0, 0] : memref<1x4x7xf16> -> !tile.tile<1x4x7xf16>
+  %z = tile.constant 0.0 : !tile.tile<3x9x7xf32>
+  %td = tile.mma %ta, %tb, %z {mma_shape = "m8n8k4"} : !tile.tile<3x9x4xf16>, !tile.tile<1x4x7xf16>, !tile.tile<3x9x7xf32> -> !tile.tile<3x9x7xf32>
+  tile.store %td, %d[0, 0, 0] : !tile.tile<3x9x7xf32>, memref<3x9x7xf32>
   func.return
 }
 
 // -----
-// 2048^3 s8: m16n8k32, CTA 64x64, a 32x32 grid.
-// CHECK-LABEL: func.func @large
-// CHECK: tiling = {instr = array<i64: 16, 8, 32>, warp_tile = array<i64: 2, 4>, warps = array<i64: 2, 2>, grid = array<i64: 32, 32, 1>, block = array<i64: 128, 1, 1>}
-func.func @large(%a: !tile.tile<2048x2048xsi8>, %b: !tile.tile<2048x2048xsi8>, %c: !tile.tile<2048x2048xsi32>) {
-  %r = tile.mma %a, %b, %c : !tile.tile<2048x2048xsi8>, !tile.tile<2048x2048xsi8>, !tile.tile<2048x2048xsi32> -> !tile.tile<2048x2048xsi32>
+// A checked 2:4 sparse A: compressed in registers, with an extra argument for the error word.
+// CHECK-LABEL: func.func @sparse
+// CHECK-SAME:  %sparsity_error: memref<1xui32> {warp.role = ["sparsity_error"], warp.init = 4294967295 : i64}
+// CHECK:       %{{.*}}, %[[E:.*]] = warp.load_sparse_a %a[{{.*}}] error %sparsity_error : memref<1xui32> {{.*}} -> !warp.frag<a, f16, #warp.variant<m16n8k32, f16, f16, f16, f16, sparse = "sp::ordered_metadata">>, !warp.frag<meta, i32,
+// CHECK:       warp.mma {{.*}} meta %[[E]] :
+func.func @sparse(%a: memref<32x64xf16>, %b: memref<64x16xf16>, %d: memref<32x16xf16>) {
+  %ta = tile.load %a[0, 0] : memref<32x64xf16> -> !tile.tile<32x64xf16>
+  %sa = tile.compress %ta : !tile.tile<32x64xf16> -> !tile.sparse<32x64xf16>
+  %tb = tile.load %b[0, 0] : memref<64x16xf16> -> !tile.tile<64x16xf16>
+  %td = tile.matmul %sa, %tb : !tile.sparse<32x64xf16>, !tile.tile<64x16xf16> -> !tile.tile<32x16xf16>
+  tile.store %td, %d[0, 0] : !tile.tile<32x16xf16>, memref<32x16xf16>
   func.return
 }

@@ -2,7 +2,7 @@
 // Block scaling: every (scale type, block, operand types) of PTX Table 36 maps to one .kind.
 
 // CHECK-LABEL: func.func @mxf4nvf4
-// CHECK: variant = "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3"
+// CHECK: variant = #warp.variant<m16n8k64, f32, e2m1, e2m1, f32, block_scale, kind = "mxf4nvf4", scale_vec = "4X", stype = "ue4m3">
 func.func @mxf4nvf4(%a: !tile.tile<16x64xf4E2M1FN>, %b: !tile.tile<64x8xf4E2M1FN>, %c: !tile.tile<16x8xf32>, %sa: !tile.tile<16x4x!tile.ue4m3>, %sb: !tile.tile<4x8x!tile.ue4m3>) {
   %r = tile.scaled_mma %a, %b, %c, %sa, %sb {block = 16} : !tile.tile<16x64xf4E2M1FN>, !tile.tile<64x8xf4E2M1FN>, !tile.tile<16x8xf32>, !tile.tile<16x4x!tile.ue4m3>, !tile.tile<4x8x!tile.ue4m3> -> !tile.tile<16x8xf32>
   func.return
@@ -10,8 +10,8 @@ func.func @mxf4nvf4(%a: !tile.tile<16x64xf4E2M1FN>, %b: !tile.tile<64x8xf4E2M1FN
 
 // -----
 // CHECK-LABEL: func.func @mxf4
-// CHECK: variant = "mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0"
-// CHECK: variant = "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e3m2.e2m1.f32.ue8m0"
+// CHECK: variant = #warp.variant<m16n8k64, f32, e2m1, e2m1, f32, block_scale, kind = "mxf4", scale_vec = "2X", stype = "ue8m0">
+// CHECK: variant = #warp.variant<m16n8k32, f32, e3m2, e2m1, f32, block_scale, kind = "mxf8f6f4", scale_vec = "1X", stype = "ue8m0">
 func.func @mxf4(%a: !tile.tile<16x64xf4E2M1FN>, %b: !tile.tile<64x8xf4E2M1FN>, %c: !tile.tile<16x8xf32>, %sa: !tile.tile<16x2xf8E8M0FNU>, %sb: !tile.tile<2x8xf8E8M0FNU>, %x: !tile.tile<16x64xf6E3M2FN>) {
   %r = tile.scaled_mma %a, %b, %c, %sa, %sb {block = 32} : !tile.tile<16x64xf4E2M1FN>, !tile.tile<64x8xf4E2M1FN>, !tile.tile<16x8xf32>, !tile.tile<16x2xf8E8M0FNU>, !tile.tile<2x8xf8E8M0FNU> -> !tile.tile<16x8xf32>
   %s = tile.scaled_mma %x, %b, %c, %sa, %sb {block = 32} : !tile.tile<16x64xf6E3M2FN>, !tile.tile<64x8xf4E2M1FN>, !tile.tile<16x8xf32>, !tile.tile<16x2xf8E8M0FNU>, !tile.tile<2x8xf8E8M0FNU> -> !tile.tile<16x8xf32>
@@ -20,7 +20,7 @@ func.func @mxf4(%a: !tile.tile<16x64xf4E2M1FN>, %b: !tile.tile<64x8xf4E2M1FN>, %
 
 // -----
 // CHECK-LABEL: func.func @sparse_mxf8f6f4
-// CHECK: variant = "mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3.e2m3.f32.ue8m0"
+// CHECK: variant = #warp.variant<m16n8k64, f32, e4m3, e2m3, f32, block_scale, sparse = "sp::ordered_metadata", kind = "mxf8f6f4", scale_vec = "1X", stype = "ue8m0">
 func.func @sparse_mxf8f6f4(%a: !tile.tile<16x128xf8E4M3FN>, %b: !tile.tile<128x8xf6E2M3FN>, %c: !tile.tile<16x8xf32>, %sa: !tile.tile<16x2xf8E8M0FNU>, %sb: !tile.tile<2x8xf8E8M0FNU>) {
   %s = tile.compress %a {prune} : !tile.tile<16x128xf8E4M3FN> -> !tile.sparse<16x128xf8E4M3FN>
   %r = tile.scaled_mma %s, %b, %c, %sa, %sb {block = 64} : !tile.sparse<16x128xf8E4M3FN>, !tile.tile<128x8xf6E2M3FN>, !tile.tile<16x8xf32>, !tile.tile<16x2xf8E8M0FNU>, !tile.tile<2x8xf8E8M0FNU> -> !tile.tile<16x8xf32>

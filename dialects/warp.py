@@ -1,0 +1,548 @@
+"""The `warp` dialect: the level between `tile` and `ptx`, where one warp's share of a GEMM is
+explicit (the slot MLIR's `nvgpu` fills).
+
+Values are register fragments of one `mma` operand, typed `!warp.frag<OPERAND, ELEMENT,
+#warp.variant<...>>`: the variant and operand name the lane layout (`compiler/fragments.py` and
+its sparse and scale companions are read from the type, never from a side channel), the element
+is what the registers hold. Ops move fragments between memref windows and registers (predicated
+at the tile's edge), multiply them (`warp.mma`), compress a sparse A in registers
+(`warp.load_sparse_a`) and split f32 into tf32 parts (`warp.split_tf32`). Thread and block ids
+come from `gpu`, the K loop is `scf.for` with the accumulators as `iter_args`, index arithmetic is
+`arith`. A kernel's launch shape and the role of each argument are attributes of its `func.func`
+(`warp.grid`, `warp.block`, `warp.role`), read back as `KernelABI`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import auto
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DictionaryAttr,
+    FloatAttr,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+from tilemma.compiler.isa import MmaVariant
+
+# ---------------------------------------------------------------------------------------------
+# The selected instruction, as a typed attribute.
+# ---------------------------------------------------------------------------------------------
+
+# Optional qualifiers of MmaVariant, in printing order; flags print bare, others as key = "v".
+_FLAGS = ("block_scale", "satfinite")
+_VALUED = ("sparse", "kind", "scale_vec", "stype", "bitop", "rounding")
+
+
+@irdl_attr_definition
+class VariantAttr(ParametrizedAttribute):
+    """One `mma` variant of the ISA table (`compiler/isa.py`), field by field:
+    `#warp.variant<m16n8k16, f32, f16, f16, f32>` (shape, d, a, b, c types), then qualifiers,
+    e.g. `sparse = "sp::ordered_metadata"`, `kind = "mxf4"`, `block_scale`, `satfinite`,
+    `bitop = "xor"`, `rounding = "rn"`. Passes read `.variant`; no opcode text is parsed."""
+
+    name = "warp.variant"
+    shape: DenseArrayBase
+    types: ArrayAttr[StringAttr]
+    quals: DictionaryAttr
+
+    def __init__(self, v: MmaVariant):
+        quals: dict[str, Attribute] = {}
+        for f in _FLAGS:
+            if getattr(v, f):
+                quals[f] = UnitAttr()
+        for f in _VALUED:
+            if getattr(v, f) is not None:
+                quals[f] = StringAttr(getattr(v, f))
+        super().__init__(
+            DenseArrayBase.from_list(i64, [v.m, v.n, v.k]),
+            ArrayAttr(StringAttr(t) for t in (v.dtype, v.atype, v.btype, v.ctype)),
+            DictionaryAttr(quals),
+        )
+
+    @property
+    def variant(self) -> MmaVariant:
+        m, n, k = self.shape.get_values()
+        d, a, b, c = (t.data for t in self.types.data)  # type: ignore[union-attr]
+        q = self.quals.data  # type: ignore[union-attr]
+        fields: dict = {f: f in q for f in _FLAGS}
+        fields.update({f: q[f].data for f in _VALUED if f in q})
+        return MmaVariant(m, n, k, d, a, b, c, **fields)
+
+    def print_parameters(self, printer: Printer) -> None:
+        v = self.variant
+        parts = [v.shape, v.dtype, v.atype, v.btype, v.ctype]
+        parts += [f for f in _FLAGS if getattr(v, f)]
+        parts += [f'{f} = "{getattr(v, f)}"' for f in _VALUED if getattr(v, f) is not None]
+        printer.print_string("<" + ", ".join(parts) + ">")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        start = parser.pos
+        with parser.in_angle_brackets():
+            shape = parser.parse_identifier()
+            types = []
+            for _ in range(4):
+                parser.parse_punctuation(",")
+                types.append(parser.parse_identifier())
+            fields: dict = {}
+            while parser.parse_optional_punctuation(","):
+                key = parser.parse_identifier()
+                if key in _FLAGS:
+                    fields[key] = True
+                elif key in _VALUED:
+                    parser.parse_punctuation("=")
+                    fields[key] = parser.parse_str_literal()
+                else:
+                    parser.raise_error(
+                        f"unknown mma qualifier {key!r}; known: {', '.join(_FLAGS + _VALUED)}"
+                    )
+        try:
+            m, n, k = _shape_mnk(shape)
+        except ValueError as e:
+            parser.raise_error(str(e), start, parser.pos)
+        v = MmaVariant(m, n, k, *types, **fields)
+        if not v.is_defined:
+            parser.raise_error(f"{v.opcode} is not an mma variant of the ISA table", start, parser.pos)
+        return VariantAttr(v).parameters
+
+
+def _shape_mnk(shape: str) -> tuple[int, int, int]:
+    import re
+
+    match = re.fullmatch(r"m(\d+)n(\d+)k(\d+)", shape)
+    if not match:
+        raise ValueError(f"mma shape must look like m16n8k16, got {shape!r}")
+    return int(match[1]), int(match[2]), int(match[3])
+
+
+@irdl_attr_definition
+class TargetAttr(ParametrizedAttribute):
+    """`#warp.target<"sm_90", "9.0">`: the target and PTX ISA version a kernel was selected for
+    (set by tile-select-mma on the kernel as `warp.target`; the PTX module header is made from it)."""
+
+    name = "warp.target"
+    sm: StringAttr
+    ptx: StringAttr
+
+    def __init__(self, sm: str, ptx: str):
+        super().__init__(StringAttr(sm), StringAttr(ptx))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fragments.
+# ---------------------------------------------------------------------------------------------
+
+
+class Operand(StrEnum):
+    """Which register group of the instruction a fragment feeds (PTX names them a, b, c/d, e,
+    scale-a-data, scale-b-data)."""
+
+    A = auto()
+    B = auto()
+    ACC = auto()
+    META = auto()
+    SCALE_A = auto()
+    SCALE_B = auto()
+
+
+@irdl_attr_definition
+class FragType(ParametrizedAttribute, TypeAttribute):
+    """`!warp.frag<a, f16, #warp.variant<...>>`: one warp's registers for one operand of one
+    instruction; lane l holds the elements the variant's layout assigns to it."""
+
+    name = "warp.frag"
+    operand: StringAttr
+    element: Attribute
+    variant_attr: VariantAttr
+
+    def __init__(self, operand: Operand, element: Attribute, variant: VariantAttr | MmaVariant):
+        if isinstance(variant, MmaVariant):
+            variant = VariantAttr(variant)
+        super().__init__(StringAttr(operand.value), element, variant)
+
+    @property
+    def role(self) -> Operand:
+        return Operand(self.operand.data)
+
+    @property
+    def variant(self) -> MmaVariant:
+        return self.variant_attr.variant
+
+    def verify(self) -> None:
+        if self.operand.data not in {o.value for o in Operand}:
+            raise VerifyException(
+                f"warp.frag: operand must be one of {', '.join(o.value for o in Operand)}, "
+                f"got {self.operand.data!r}"
+            )
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(f"{self.operand.data}, ")
+            printer.print_attribute(self.element)
+            printer.print_string(", ")
+            printer.print_attribute(self.variant_attr)
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            start = parser.pos
+            operand = parser.parse_identifier()
+            if operand not in {o.value for o in Operand}:
+                parser.raise_error(
+                    f"fragment operand must be one of {', '.join(o.value for o in Operand)}",
+                    start,
+                    parser.pos,
+                )
+            parser.parse_punctuation(",")
+            element = parser.parse_type()
+            parser.parse_punctuation(",")
+            variant = parser.parse_attribute()
+            if not isinstance(variant, VariantAttr):
+                parser.raise_error("expected #warp.variant<...>")
+        return (StringAttr(operand), element, variant)
+
+
+def _frag(value: SSAValue, what: str) -> FragType:
+    if not isinstance(value.type, FragType):
+        raise VerifyException(f"{what} must be a !warp.frag, got {value.type}")
+    return value.type
+
+
+def _expect(frag: FragType, role: Operand, variant: VariantAttr, what: str) -> None:
+    if frag.role != role:
+        raise VerifyException(f"{what} must be a fragment of operand {role.value}, got {frag.role.value}")
+    if frag.variant_attr != variant:
+        raise VerifyException(
+            f"{what} belongs to {frag.variant.opcode}, not to the instruction {variant.variant.opcode}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory windows.
+# ---------------------------------------------------------------------------------------------
+
+
+class _WindowOp(IRDLOperation):
+    """A tile of a memref: its static origin (`window`, one entry per memref dimension) and extent
+    (`extent`: batch, rows, cols of the tile); `indices` (batch, row, col, as `index` values) are
+    where in the tile the fragment's instruction block starts. Elements outside the extent are
+    not touched (loads give zero); `in_bounds` (rows, cols; as MLIR's vector transfers) marks the
+    dimensions where no access can leave the extent, so no predicate is needed there."""
+
+    def in_bounds_values(self) -> tuple[bool, bool]:
+        flags = self.in_bounds  # type: ignore[attr-defined]
+        return (False, False) if flags is None else tuple(bool(x) for x in flags.get_values())  # type: ignore[return-value]
+
+    def window_values(self) -> tuple[int, ...]:
+        return tuple(self.window.get_values())  # type: ignore[attr-defined]
+
+    def extent_values(self) -> tuple[int, int, int]:
+        return tuple(self.extent.get_values())  # type: ignore[attr-defined,return-value]
+
+    def verify_window(self, ref: Attribute, indices: Sequence[SSAValue]) -> None:
+        if not isinstance(ref, MemRefType):
+            raise VerifyException(f"{self.name}: the memory operand must be a memref, got {ref}")
+        if len(indices) != 3 or any(not isinstance(i.type, IndexType) for i in indices):
+            raise VerifyException(f"{self.name}: expected three index operands (batch, row, col)")
+        rank = len(ref.get_shape())
+        if len(self.window_values()) != rank:
+            raise VerifyException(
+                f"{self.name}: window has {len(self.window_values())} entries for a rank-{rank} memref"
+            )
+        if len(self.extent_values()) != 3 or min(self.extent_values()) < 1:
+            raise VerifyException(f"{self.name}: extent must be three positive sizes (batch, rows, cols)")
+        if self.in_bounds is not None and len(self.in_bounds.get_values()) != 2:  # type: ignore[attr-defined]
+            raise VerifyException(f"{self.name}: in_bounds has two flags (rows, cols)")
+
+    def set_in_bounds(self, rows: bool, cols: bool) -> None:
+        if rows or cols:
+            self.in_bounds = _ints([int(rows), int(cols)])  # type: ignore[attr-defined]
+
+
+def _ints(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, list(values))
+
+
+@irdl_op_definition
+class LoadOp(_WindowOp):
+    """`warp.load`: a fragment read from a memref window, converted from the memref's element
+    type to the fragment's (the conversions of `tile.CAST_RULES`; `rounding` where f32 becomes
+    tf32)."""
+
+    name = "warp.load"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    window = prop_def(DenseArrayBase)
+    extent = prop_def(DenseArrayBase)
+    in_bounds = opt_prop_def(DenseArrayBase)
+    rounding = opt_prop_def(StringAttr)
+    result = result_def(FragType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($result)"
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], window: Sequence[int],
+                 extent: Sequence[int], result: FragType, rounding: str | None = None):
+        props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent)}
+        if rounding:
+            props["rounding"] = StringAttr(rounding)
+        super().__init__(operands=[ref, indices], result_types=[result], properties=props)
+
+    def verify_(self) -> None:
+        self.verify_window(self.ref.type, self.indices)
+        frag = _frag(self.result, "warp.load result")
+        if frag.role in (Operand.META,):
+            raise VerifyException("warp.load: metadata fragments come from warp.load_sparse_a")
+
+
+@irdl_op_definition
+class StoreOp(_WindowOp):
+    """`warp.store`: an accumulator fragment written to a memref window (inside its extent)."""
+
+    name = "warp.store"
+    value = operand_def(FragType)
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    window = prop_def(DenseArrayBase)
+    extent = prop_def(DenseArrayBase)
+    in_bounds = opt_prop_def(DenseArrayBase)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$value `,` $ref `[` $indices `]` attr-dict `:` type($value) `,` type($ref)"
+
+    def __init__(self, value: SSAValue, ref: SSAValue, indices: Sequence[SSAValue],
+                 window: Sequence[int], extent: Sequence[int]):
+        super().__init__(
+            operands=[value, ref, indices],
+            properties={"window": _ints(window), "extent": _ints(extent)},
+        )
+
+    def verify_(self) -> None:
+        self.verify_window(self.ref.type, self.indices)
+        if _frag(self.value, "warp.store value").role != Operand.ACC:
+            raise VerifyException("warp.store: only accumulator fragments are stored")
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """`warp.constant`: every element of an accumulator fragment set to one value."""
+
+    name = "warp.constant"
+    value = prop_def(IntegerAttr | FloatAttr)
+    result = result_def(FragType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$value attr-dict `:` type($result)"
+
+    def __init__(self, value: IntegerAttr | FloatAttr, result: FragType):
+        super().__init__(properties={"value": value}, result_types=[result])
+
+    def scalar(self) -> int | float:
+        return self.value.value.data  # type: ignore[union-attr]
+
+    def verify_(self) -> None:
+        if _frag(self.result, "warp.constant").role != Operand.ACC:
+            raise VerifyException("warp.constant: only accumulator fragments are splats")
+
+
+@irdl_op_definition
+class LoadSparseAOp(_WindowOp):
+    """`warp.load_sparse_a`: reads whole chunks of a dense A window and compresses them in
+    registers into the variant's compressed A fragment and metadata word. Without `prune` a chunk
+    must already have the pattern; the first one that does not is recorded in `error` (an ui32
+    word, by `atom.global.min` of its row-major group number)."""
+
+    name = "warp.load_sparse_a"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    error = opt_operand_def(MemRefType)
+    window = prop_def(DenseArrayBase)
+    extent = prop_def(DenseArrayBase)
+    in_bounds = opt_prop_def(DenseArrayBase)
+    prune = opt_prop_def(UnitAttr)
+    values = result_def(FragType)
+    metadata = result_def(FragType)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+
+    assembly_format = (
+        "$ref `[` $indices `]` (`error` $error^ `:` type($error))? attr-dict `:` type($ref) "
+        "`->` type($values) `,` type($metadata)"
+    )
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], window: Sequence[int],
+                 extent: Sequence[int], values: FragType, metadata: FragType,
+                 error: SSAValue | None = None, prune: bool = False):
+        props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent)}
+        if prune:
+            props["prune"] = UnitAttr()
+        super().__init__(
+            operands=[ref, indices, [error] if error is not None else []],
+            properties=props,
+            result_types=[values, metadata],
+        )
+
+    def verify_(self) -> None:
+        self.verify_window(self.ref.type, self.indices)
+        a, e = _frag(self.values, "compressed A"), _frag(self.metadata, "metadata")
+        if a.variant.sparse is None:
+            raise VerifyException("warp.load_sparse_a: the variant is not an mma.sp")
+        _expect(a, Operand.A, a.variant_attr, "warp.load_sparse_a values")
+        _expect(e, Operand.META, a.variant_attr, "warp.load_sparse_a metadata")
+        if (self.prune is None) != (self.error is not None):
+            raise VerifyException(
+                "warp.load_sparse_a: a checked compression needs an error word, a pruning one has none"
+            )
+
+
+@irdl_op_definition
+class LoadScaleOp(_WindowOp):
+    """`warp.load_scale`: the block-scale factors of one instruction for A (rows x K blocks) or B
+    (K blocks x columns), one byte per K block, as the `.block_scale` operand with selectors
+    {0, 0}. Indices are (batch, row or K block, K block or column) of the scale tile."""
+
+    name = "warp.load_scale"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    window = prop_def(DenseArrayBase)
+    extent = prop_def(DenseArrayBase)
+    in_bounds = opt_prop_def(DenseArrayBase)
+    result = result_def(FragType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($result)"
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], window: Sequence[int],
+                 extent: Sequence[int], result: FragType):
+        super().__init__(
+            operands=[ref, indices],
+            properties={"window": _ints(window), "extent": _ints(extent)},
+            result_types=[result],
+        )
+
+    def verify_(self) -> None:
+        self.verify_window(self.ref.type, self.indices)
+        if _frag(self.result, "warp.load_scale").role not in (Operand.SCALE_A, Operand.SCALE_B):
+            raise VerifyException("warp.load_scale: the result must be a scale_a or scale_b fragment")
+
+
+@irdl_op_definition
+class SplitTf32Op(IRDLOperation):
+    """`warp.split_tf32`: x (f32) -> hi = tf32(x), lo = tf32(x - hi), rounded rna: the operands of
+    3xTF32."""
+
+    name = "warp.split_tf32"
+    source = operand_def(FragType)
+    hi = result_def(FragType)
+    lo = result_def(FragType)
+    traits = traits_def(Pure())
+
+    assembly_format = "$source attr-dict `:` type($source) `->` type($hi) `,` type($lo)"
+
+    def __init__(self, source: SSAValue, part: FragType):
+        super().__init__(operands=[source], result_types=[part, part])
+
+    def verify_(self) -> None:
+        src = _frag(self.source, "warp.split_tf32 source")
+        if _element_name(src.element) != "f32" or _element_name(self.hi.type.element) != "tf32":  # type: ignore[union-attr]
+            raise VerifyException("warp.split_tf32: splits an f32 fragment into tf32 fragments")
+
+
+@irdl_op_definition
+class MmaOp(IRDLOperation):
+    """`warp.mma`: d = a * b + c on the fragments' instruction (with the metadata fragment for
+    mma.sp, the scale fragments for .block_scale). `split_tf32` marks f32 operands that
+    `warp-split-tf32` turns into three tf32 mmas."""
+
+    name = "warp.mma"
+    a = operand_def(FragType)
+    b = operand_def(FragType)
+    c = operand_def(FragType)
+    metadata = opt_operand_def(FragType)
+    scale_a = opt_operand_def(FragType)
+    scale_b = opt_operand_def(FragType)
+    split_tf32 = opt_prop_def(UnitAttr)
+    result = result_def(FragType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+
+    assembly_format = (
+        "$a `,` $b `,` $c (`meta` $metadata^ `:` type($metadata))? "
+        "(`scales` $scale_a^ `,` $scale_b `:` type($scale_a) `,` type($scale_b))? attr-dict "
+        "`:` type($a) `,` type($b) `,` type($c) `->` type($result)"
+    )
+
+    def __init__(self, a: SSAValue, b: SSAValue, c: SSAValue, metadata: SSAValue | None = None,
+                 scales: tuple[SSAValue, SSAValue] | None = None, split_tf32: bool = False):
+        super().__init__(
+            operands=[a, b, c, [metadata] if metadata else [], [scales[0]] if scales else [],
+                      [scales[1]] if scales else []],
+            result_types=[c.type],
+            properties={"split_tf32": UnitAttr()} if split_tf32 else {},
+        )
+
+    def verify_(self) -> None:
+        c = _frag(self.c, "warp.mma accumulator")
+        v = c.variant_attr
+        _expect(c, Operand.ACC, v, "warp.mma accumulator")
+        _expect(_frag(self.a, "warp.mma a"), Operand.A, v, "warp.mma a")
+        _expect(_frag(self.b, "warp.mma b"), Operand.B, v, "warp.mma b")
+        if self.result.type != c:
+            raise VerifyException("warp.mma: the result type must equal the accumulator's")
+        if (self.metadata is not None) != (c.variant.sparse is not None):
+            raise VerifyException("warp.mma: a metadata fragment is needed exactly for mma.sp variants")
+        if self.metadata is not None:
+            _expect(_frag(self.metadata, "warp.mma metadata"), Operand.META, v, "warp.mma metadata")
+        if (self.scale_a is not None) != c.variant.block_scale:
+            raise VerifyException("warp.mma: scale fragments are needed exactly for .block_scale variants")
+        if self.scale_a is not None and self.scale_b is not None:
+            _expect(_frag(self.scale_a, "scale_a"), Operand.SCALE_A, v, "warp.mma scale_a")
+            _expect(_frag(self.scale_b, "scale_b"), Operand.SCALE_B, v, "warp.mma scale_b")
+        if self.split_tf32 is not None and c.variant.atype != "tf32":
+            raise VerifyException("warp.mma: split_tf32 needs a tf32 instruction")
+
+
+def _element_name(t: Attribute) -> str:
+    from tilemma.dialects.tile import element_name
+
+    return element_name(t)
+
+
+ROLES = ("a", "b", "c", "d", "scale_a", "scale_b", "sparsity_error")
+
+Warp = Dialect(
+    "warp",
+    [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, MmaOp],
+    [VariantAttr, TargetAttr, FragType],
+)

@@ -1,0 +1,583 @@
+"""`warp-to-ptx`: lowers warp-level kernels to one `ptx.module`, one small pattern per op.
+
+PTX registers are names, not SSA values, so while the patterns run, each lowered value is
+replaced by a `ptx.regs` op that names its registers (or holds an immediate); a pattern fires
+once its operands are in registers and puts the PTX for its op in front of it. Index arithmetic
+(`arith`) is 32-bit; a fragment's registers come from its type's layout. `scf.for` becomes a
+loop with the `iter_args` in registers: an accumulator used by exactly one `warp.mma` is updated
+in place, so the loop needs no copies. Once a kernel holds only PTX, it becomes a `ptx.entry`
+that keeps the launch shape and the argument ABI; all kernels of a target share one module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, gpu, scf
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from tilemma.compiler import fragments, scale_fragments
+from tilemma.compiler.mma_layouts import instruction_layouts
+from tilemma.dialects import ptx, warp
+from tilemma.dialects.tile import element_name
+from tilemma.passes import fragment_io as fio
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.gemm_kernel import PTX_TYPE
+from tilemma.passes.memref_strides import window_of
+from tilemma.passes.select_mma import scale_count
+from tilemma.passes.sparse_a import SparseALoader, metadata_linear
+
+_PTX_OPS = (ptx.InstOp, ptx.MmaOp, ptx.LabelOp, ptx.CommentOp, ptx.RegsOp)
+
+
+@dataclass
+class _Kernel:
+    regs: fio.RegisterFile
+    lane: str
+
+
+@dataclass
+class _Loop:
+    iv: str
+    carried: list[list[str]]
+
+
+@dataclass
+class LoweringState:
+    """What the patterns of one pass run share: each kernel's register file and lane register,
+    and the registers of the loops being lowered."""
+
+    kernels: dict[func.FuncOp, _Kernel] = field(default_factory=dict)
+    loops: dict[scf.ForOp, _Loop] = field(default_factory=dict)
+
+    def kernel(self, op: Operation) -> _Kernel:
+        parent = op.parent_op()
+        while not isinstance(parent, func.FuncOp):
+            assert parent is not None
+            parent = parent.parent_op()
+        return self.kernels[parent]
+
+
+def regs(value: SSAValue) -> list[str] | None:
+    """The registers of a lowered value (None while it is not lowered yet)."""
+    return value.owner.names() if isinstance(value.owner, ptx.RegsOp) else None
+
+
+def reg(value: SSAValue) -> str | None:
+    r = regs(value)
+    return r[0] if r else None
+
+
+def _finish(op: Operation, rewriter: PatternRewriter, e: fio.Emitter, results: list[list[str]] | None = None) -> None:
+    """Insert the emitted PTX before the matched op; replace its results by their registers."""
+    rewriter.insert(e.ops, InsertPoint.before(op))
+    if results is None:
+        rewriter.erase(op)
+        return
+    new = [ptx.RegsOp(r, res.type) for r, res in zip(results, op.results)]
+    rewriter.replace(op, new, [n.result for n in new])
+
+
+# ---------------------------------------------------------------------------------------------
+# Index arithmetic and ids.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LowerConstant(RewritePattern):
+    """`arith.constant` becomes an immediate."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: arith.ConstantOp, rewriter: PatternRewriter) -> None:
+        if not isinstance(op.value, IntegerAttr):
+            return
+        rewriter.replace(op, ptx.RegsOp([str(op.value.value.data)], op.result.type))
+
+
+_ARITH = {
+    arith.AddiOp: ("add.u32", lambda a, b: a + b),
+    arith.SubiOp: ("sub.u32", lambda a, b: a - b),
+    arith.MuliOp: ("mul.lo.u32", lambda a, b: a * b),
+    arith.DivUIOp: ("div.u32", lambda a, b: a // b),
+    arith.RemUIOp: ("rem.u32", lambda a, b: a % b),
+}
+
+
+@dataclass
+class LowerArith(RewritePattern):
+    """32-bit unsigned `arith` on index values (the table `_ARITH`); constants fold."""
+
+    state: LoweringState
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if type(op) not in _ARITH:
+            return
+        lhs, rhs = reg(op.operands[0]), reg(op.operands[1])
+        if lhs is None or rhs is None:
+            return
+        opcode, fold = _ARITH[type(op)]
+        if not lhs.startswith("%") and not rhs.startswith("%"):
+            value = fold(int(lhs), int(rhs))
+            rewriter.replace(op, ptx.RegsOp([str(value)], op.results[0].type))
+            return
+        e = fio.Emitter(self.state.kernel(op).regs)
+        d = e.reg("b32")
+        e.emit(opcode, d, e.in_register(lhs), rhs)
+        _finish(op, rewriter, e, [[d]])
+
+
+_SPECIAL = {gpu.ThreadIdOp: "%tid", gpu.BlockIdOp: "%ctaid"}
+
+
+@dataclass
+class LowerId(RewritePattern):
+    """`gpu.thread_id` / `gpu.block_id` read the special registers."""
+
+    state: LoweringState
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, (gpu.ThreadIdOp, gpu.BlockIdOp)):
+            return
+        e = fio.Emitter(self.state.kernel(op).regs)
+        d = e.reg("b32")
+        e.emit("mov.u32", d, f"{_SPECIAL[type(op)]}.{op.dimension.data.value.lower()}")
+        _finish(op, rewriter, e, [[d]])
+
+
+# ---------------------------------------------------------------------------------------------
+# The K loop.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LowerFor(RewritePattern):
+    """`scf.for` with static bounds and at least one iteration: first its block arguments get
+    registers; once the body is PTX, the loop is laid out in place (a bottom-tested loop)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
+        kernel = self.state.kernel(op)
+        body = op.body.block
+        if op not in self.state.loops:
+            inits = [regs(v) for v in op.iter_args]
+            if any(r is None for r in inits):
+                return
+            loop = _Loop(kernel.regs.reg("b32"), [])
+            for arg, init in zip(body.args[1:], inits):
+                bank = _bank_of(arg.type)  # type: ignore[arg-type]
+                loop.carried.append([kernel.regs.reg(bank) for _ in init])  # type: ignore[union-attr]
+            self.state.loops[op] = loop
+            first = body.first_op
+            for arg, names in zip(body.args, [[loop.iv]] + loop.carried):
+                bound = ptx.RegsOp(names, arg.type)
+                rewriter.insert(bound, InsertPoint.before(first) if first else InsertPoint.at_end(body))
+                arg.replace_all_uses_with(bound.result)
+            return
+        yield_op = body.last_op
+        assert isinstance(yield_op, scf.YieldOp)
+        yielded = [regs(v) for v in yield_op.operands]
+        if any(not isinstance(o, _PTX_OPS) for o in body.ops if o is not yield_op) or any(r is None for r in yielded):
+            return
+        lb, ub, step = reg(op.lb), reg(op.ub), reg(op.step)
+        if lb is None or ub is None or step is None:
+            return
+        if not all(x.lstrip("-").isdigit() for x in (lb, ub, step)):
+            raise LoweringError(op, "warp-to-ptx: scf.for needs constant bounds and step")
+        loop = self.state.loops.pop(op)
+        e = fio.Emitter(kernel.regs)
+        inits = [regs(v) for v in op.iter_args]
+        if int(lb) >= int(ub):  # no iteration: the results are the initial values
+            _finish(op, rewriter, e, inits)  # type: ignore[arg-type]
+            return
+        for dst, src in zip(loop.carried, inits):
+            _copy(e, dst, src, op)  # type: ignore[arg-type]
+        e.emit("mov.u32", loop.iv, lb)
+        start = kernel.regs.label("k_loop")
+        e.ops.append(ptx.LabelOp(start))
+        rewriter.insert(e.ops, InsertPoint.before(op))
+        rewriter.erase(yield_op)
+        rewriter.inline_block(body, InsertPoint.before(op))
+        tail = fio.Emitter(kernel.regs)
+        for dst, src in zip(loop.carried, yielded):
+            _copy(tail, dst, src, op)  # type: ignore[arg-type]
+        more = tail.reg("pred")
+        tail.emit("add.u32", loop.iv, loop.iv, step)
+        tail.emit("setp.lt.u32", more, loop.iv, ub)
+        tail.emit("bra.uni", start, guard=more)
+        _finish(op, rewriter, tail, loop.carried)
+
+
+def _copy(e: fio.Emitter, dst: list[str], src: list[str], op: Operation) -> None:
+    for d, s in zip(dst, src):
+        if d != s:
+            e.emit(f"mov.{_bank_name(d)}", d, s)
+
+
+def _bank_name(register: str) -> str:
+    for bank, prefix in sorted(fio.BANKS.items(), key=lambda kv: -len(kv[1])):
+        if register.startswith(prefix):
+            return bank
+    raise AssertionError(register)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fragments.
+# ---------------------------------------------------------------------------------------------
+
+
+def _layout(frag: warp.FragType) -> fragments.FragmentLayout:
+    lays = instruction_layouts(frag.variant)
+    return {warp.Operand.A: lays.a, warp.Operand.B: lays.b, warp.Operand.ACC: lays.c}[frag.role]
+
+
+def _ptx_type(frag: warp.FragType) -> str:
+    return PTX_TYPE[element_name(frag.element)]
+
+
+def _bank_of(frag: warp.FragType) -> str:
+    """Register bank of a fragment: .f32/.f64 for float accumulators and f32 data, .f64 for
+    64-bit operands, else .b32 (packed and integer data)."""
+    t = _ptx_type(frag)
+    if frag.role in (warp.Operand.META, warp.Operand.SCALE_A, warp.Operand.SCALE_B):
+        return "b32"
+    if t == "f64":
+        return "f64"
+    if t == "f32" and (frag.role == warp.Operand.ACC or _layout(frag).reg_bits == 32):
+        return "f32"
+    return "b32"
+
+
+def _count(frag: warp.FragType) -> int:
+    if frag.role in (warp.Operand.META, warp.Operand.SCALE_A, warp.Operand.SCALE_B):
+        return 1
+    return _layout(frag).regs
+
+
+@dataclass
+class LowerFragConstant(RewritePattern):
+    """`warp.constant`: every register of the fragment set to the splat."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.ConstantOp, rewriter: PatternRewriter) -> None:
+        frag = op.result.type
+        assert isinstance(frag, warp.FragType)
+        e = fio.Emitter(self.state.kernel(op).regs)
+        bank = _bank_of(frag)
+        out = e.reg_list(bank, _count(frag))
+        literal = fio.splat_literal(op.scalar(), frag.variant.ctype)
+        for r in out:
+            e.emit(f"mov.{bank}", r, literal)
+        _finish(op, rewriter, e, [out])
+
+
+def _open(e: fio.Emitter, op, lane: str, weights: tuple[tuple[int, ...], tuple[int, ...]],
+          col_scale: int = 1) -> fio.Access | None:
+    """Per-lane access of a window op: lane part of the coordinates (columns scaled by
+    `col_scale`, compressed -> dense) plus the op's indices."""
+    base, idx = reg(op.ref), [reg(i) for i in op.indices]
+    if base is None or any(i is None for i in idx):
+        return None
+    batch, row0, col0 = idx
+    row = e.lane_linear(lane, weights[0], row0)
+    if col_scale == 1:
+        col = e.lane_linear(lane, weights[1], col0)
+    else:
+        col = e.lane_linear(lane, weights[1], "0")
+        e.emit("mul.lo.u32", col, col, col_scale)
+        e.emit("add.u32", col, col, col0)
+    return fio.open_access(e, window_of(op), base, batch, row, col)  # type: ignore[arg-type]
+
+
+@dataclass
+class LowerLoad(RewritePattern):
+    """`warp.load`: each value from its place in the window, converted, packed into registers."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadOp, rewriter: PatternRewriter) -> None:
+        frag = op.result.type
+        assert isinstance(frag, warp.FragType)
+        kernel = self.state.kernel(op)
+        lay = _layout(frag)
+        lin = fragments.linear_form(lay)
+        e = fio.Emitter(kernel.regs)
+        access = _open(e, op, kernel.lane, (lin.row_w, lin.col_w))
+        if access is None:
+            return
+        bank = _bank_of(frag)
+        out = e.reg_list(bank, lay.regs)
+        rounding = op.rounding.data if op.rounding is not None else None
+        fio.fill_fragment(e, out, access, lin, lay, bank, _ptx_type(frag), rounding)
+        _finish(op, rewriter, e, [out])
+
+
+@dataclass
+class LowerStore(RewritePattern):
+    """`warp.store`: each accumulator value to its place in the window."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.StoreOp, rewriter: PatternRewriter) -> None:
+        frag = op.value.type
+        assert isinstance(frag, warp.FragType)
+        values = regs(op.value)
+        if values is None:
+            return
+        kernel = self.state.kernel(op)
+        lay = _layout(frag)
+        lin = fragments.linear_form(lay)
+        e = fio.Emitter(kernel.regs)
+        access = _open(e, op, kernel.lane, (lin.row_w, lin.col_w))
+        if access is None:
+            return
+        fio.store_fragment(e, values, access, lin, lay, _bank_of(frag))
+        _finish(op, rewriter, e)
+
+
+@dataclass
+class LowerSparseA(RewritePattern):
+    """`warp.load_sparse_a`: dense chunks read, compressed in registers (`sparse_a`)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadSparseAOp, rewriter: PatternRewriter) -> None:
+        frag = op.values.type
+        assert isinstance(frag, warp.FragType)
+        v = frag.variant
+        error = reg(op.error) if op.error is not None else None
+        batch = reg(op.indices[0])
+        if (op.error is not None and error is None) or batch is None:
+            return
+        kernel = self.state.kernel(op)
+        lay = _layout(frag)
+        lin_a, lin_e = fragments.linear_form(lay), metadata_linear(v)
+        e = fio.Emitter(kernel.regs)
+        loader = SparseALoader(e, v, op.prune is not None, error, batch)
+        geo = loader.geo
+        # A's lane columns count kept elements (chunk/kept apart), the metadata's count fields
+        # (two per chunk): both scale to dense columns.
+        a = _open(e, op, kernel.lane, (lin_a.row_w, lin_a.col_w), geo.chunk // geo.kept)
+        meta = _open(e, op, kernel.lane, (lin_e.row_w, lin_e.col_w), geo.chunk // 2)
+        if a is None or meta is None:
+            return
+        values, word = e.reg_list("b32", lay.regs), e.reg("b32")
+        loader.fill_a(a, values, lin_a, lay)
+        loader.fill_metadata(meta, word, lin_e)
+        _finish(op, rewriter, e, [values, [word]])
+
+
+@dataclass
+class LowerScale(RewritePattern):
+    """`warp.load_scale`: byte j of the lane's register = the scale of K block j of the
+    instruction, for the canonical selectors {0, 0} (lanes at byte j hold K block j)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadScaleOp, rewriter: PatternRewriter) -> None:
+        frag = op.result.type
+        assert isinstance(frag, warp.FragType)
+        is_a = frag.role == warp.Operand.SCALE_A
+        weights, per_instr = scale_fragments.scale_linear("a" if is_a else "b", f"{scale_count(frag.variant)}X")
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        no_lane = (0,) * len(weights)
+        access = _open(e, op, kernel.lane, (weights, no_lane) if is_a else (no_lane, weights))
+        if access is None:
+            return
+        out = e.reg("b32")
+        e.emit("mov.b32", out, 0)
+        for j in range(per_instr):
+            row, col = (0, j) if is_a else (j, 0)
+            t = e.reg("b32")
+            fio.load_element(e, access, access.window.offset(row, col), access.pred(e, row, col), t, "b32")
+            e.emit("bfi.b32", out, t, out, 8 * j, 8)
+        _finish(op, rewriter, e, [[out]])
+
+
+@dataclass
+class LowerSplitTf32(RewritePattern):
+    """`warp.split_tf32`: hi = tf32(x), lo = tf32(x - hi), both rounded rna."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.SplitTf32Op, rewriter: PatternRewriter) -> None:
+        src = regs(op.source)
+        if src is None:
+            return
+        e = fio.Emitter(self.state.kernel(op).regs)
+        hi, lo = e.reg_list("b32", len(src)), e.reg_list("b32", len(src))
+        for x, h, l in zip(src, hi, lo):
+            hi_f, rest = e.reg("f32"), e.reg("f32")
+            e.emit("cvt.rna.tf32.f32", h, x)
+            e.emit("mov.b32", hi_f, h)
+            e.emit("sub.f32", rest, x, hi_f)
+            e.emit("cvt.rna.tf32.f32", l, rest)
+        _finish(op, rewriter, e, [hi, lo])
+
+
+@dataclass
+class LowerMma(RewritePattern):
+    """`warp.mma`: one `mma` instruction; d reuses c's registers when this is c's only use."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.MmaOp, rewriter: PatternRewriter) -> None:
+        groups = [regs(x) for x in (op.a, op.b, op.c)]
+        extra_values = [x for x in (op.metadata, op.scale_a, op.scale_b) if x is not None]
+        extras = [reg(x) for x in extra_values]
+        if any(g is None for g in groups) or any(x is None for x in extras):
+            return
+        a, b, c = groups
+        frag = op.c.type
+        assert isinstance(frag, warp.FragType)
+        e = fio.Emitter(self.state.kernel(op).regs)
+        in_place = op.c.has_one_use() and all(r.startswith("%") for r in c)  # type: ignore[union-attr]
+        d = list(c) if in_place else e.reg_list(_bank_of(frag), len(c))  # type: ignore[arg-type]
+        extra: list[str] = []
+        if op.metadata is not None:
+            extra += [extras.pop(0), "0"]  # type: ignore[list-item]
+        if op.scale_a is not None:
+            extra += [extras[0], "{0, 0}", extras[1], "{0, 0}"]  # type: ignore[list-item]
+        e.ops.append(ptx.MmaOp(frag.variant.opcode, d, a, b, c, extra))  # type: ignore[arg-type]
+        _finish(op, rewriter, e, [d])
+
+
+@dataclass
+class LowerReturn(RewritePattern):
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: func.ReturnOp, rewriter: PatternRewriter) -> None:
+        if op.parent_op() not in self.state.kernels:
+            return
+        rewriter.replace(op, ptx.InstOp("ret"), [])
+
+
+# ---------------------------------------------------------------------------------------------
+# The pass.
+# ---------------------------------------------------------------------------------------------
+
+
+def _param_name(arg: SSAValue, index: int) -> str:
+    return f"p_{arg.name_hint or f'arg{index}'}"
+
+
+def _abi(kernel: func.FuncOp) -> list[DictionaryAttr]:
+    attrs = kernel.arg_attrs.data if kernel.arg_attrs is not None else ()
+    out = []
+    for i, arg in enumerate(kernel.body.block.args):
+        entry = {"name": StringAttr(_param_name(arg, i)), "type": arg.type}
+        if i < len(attrs):
+            entry |= {k.removeprefix("warp."): v for k, v in attrs[i].data.items()}
+        out.append(DictionaryAttr(entry))
+    return out
+
+
+@dataclass(frozen=True)
+class WarpToPtx(ModulePass):
+    """Lower every warp-level kernel (`func.func` with `warp.grid`) to PTX."""
+
+    name = "warp-to-ptx"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        kernels = [k for k in op.body.ops if isinstance(k, func.FuncOp) and "warp.grid" in k.attributes]
+        for k in op.body.ops:
+            if isinstance(k, func.FuncOp) and k not in kernels and any(
+                o.dialect_name() in ("tile", "warp") for o in k.walk()
+            ):
+                raise LoweringError(k, "run tile-select-mma and tile-tile-warps before warp-to-ptx")
+        if not kernels:
+            return
+        for mma in (o for k in kernels for o in k.walk() if isinstance(o, warp.MmaOp)):
+            if mma.split_tf32 is not None:
+                raise LoweringError(mma, "run warp-split-tf32 before warp-to-ptx (3xTF32 mmas)")
+        state = LoweringState()
+        abis = {k: _abi(k) for k in kernels}
+        for k in kernels:
+            state.kernels[k] = self._preamble(k)
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([
+                LowerConstant(), LowerArith(state), LowerId(state), LowerFor(state),
+                LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
+                LowerScale(state), LowerSplitTf32(state), LowerMma(state), LowerReturn(state),
+            ]),
+        ).rewrite_module(op)
+        modules: dict[tuple[str, str], ptx.ModuleOp_] = {}
+        for k in kernels:
+            entry = self._entry(k, state.kernels[k], abis[k])
+            target = k.attributes["warp.target"]
+            assert isinstance(target, warp.TargetAttr)
+            key = (target.sm.data, target.ptx.data)
+            if key not in modules:
+                modules[key] = ptx.ModuleOp_(key[1], key[0], [])
+                op.body.block.insert_op_before(modules[key], k)
+            modules[key].body.block.add_op(entry)
+            k.detach()
+            k.erase()
+
+    @staticmethod
+    def _preamble(kernel: func.FuncOp) -> _Kernel:
+        """Parameters into global pointers, and the lane id: the registers every pattern uses."""
+        state = _Kernel(fio.RegisterFile(), "")
+        e = fio.Emitter(state.regs)
+        block = kernel.body.block
+        bound = []
+        for i, arg in enumerate(block.args):
+            r = e.reg("b64")
+            e.emit("ld.param.u64", r, f"[{_param_name(arg, i)}]")
+            e.emit("cvta.to.global.u64", r, r)
+            bound.append(ptx.RegsOp([r], arg.type))
+        state.lane = e.reg("b32")
+        e.emit("mov.u32", state.lane, "%laneid")
+        first = block.first_op
+        assert first is not None
+        grid, threads = kernel.attributes["warp.grid"], kernel.attributes["warp.block"]
+        wm, wn, rm, rn = kernel.attributes["warp.tiling"].get_values()  # type: ignore[union-attr]
+        variant = next(o for o in kernel.walk() if isinstance(o, warp.MmaOp)).c.type.variant  # type: ignore[union-attr]
+        gx, gy, gz = grid.get_values()  # type: ignore[union-attr]
+        e.ops.insert(0, ptx.CommentOp(
+            f"{variant.opcode}: grid ({gx}, {gy}, {gz}), block ({threads.get_values()[0]}, 1, 1); "  # type: ignore[union-attr]
+            f"warps {wm}x{wn}, warp tile {rm}x{rn} instructions"
+        ))
+        Block.insert_ops_before  # (documentation aid for readers: ops go before the first op)
+        for new in [*e.ops, *bound]:
+            block.insert_op_before(new, first)
+        for arg, b in zip(list(block.args), bound):
+            arg.replace_all_uses_with(b.result)
+        return state
+
+    @staticmethod
+    def _entry(kernel: func.FuncOp, state: _Kernel, abi: list[DictionaryAttr]) -> ptx.EntryOp:
+        block = kernel.body.block
+        left = [o for o in block.ops if not isinstance(o, _PTX_OPS)]
+        if left:
+            raise LoweringError(left[0], f"warp-to-ptx: {left[0].name} has no lowering to PTX")
+        body = [o for o in block.ops if not isinstance(o, ptx.RegsOp)]
+        for o in body:
+            o.detach()
+        grid = tuple(kernel.attributes["warp.grid"].get_values())  # type: ignore[union-attr]
+        threads = tuple(kernel.attributes["warp.block"].get_values())  # type: ignore[union-attr]
+        params = [f".u64 {_param_name(a, i)}" for i, a in enumerate(block.args)]
+        region = Region(Block([*state.regs.declarations(), *body]))
+        return ptx.EntryOp(kernel.sym_name.data, params, region, threads[0], (grid, threads), abi)

@@ -1,0 +1,45 @@
+// RUN: tilemma-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// RUN: echo 'func.func @f(%c: !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f16>>) {func.return}' | not tilemma-opt 2>&1 | filecheck %s --check-prefix=PARSE
+// PARSE: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f16 is not an mma variant of the ISA table
+// The warp dialect's verifiers, each broken once: fragments must belong to the instruction that
+// uses them, in the operand slot their type names.
+
+func.func @wrong_slot(%a: !warp.frag<b, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>, %b: !warp.frag<b, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>, %c: !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>) {
+  %d = warp.mma %a, %b, %c : !warp.frag<b, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>, !warp.frag<b, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>, !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>> -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.mma a must be a fragment of operand a, got b
+
+// -----
+func.func @other_instruction(%a: !warp.frag<a, f16, #warp.variant<m16n8k8, f32, f16, f16, f32>>, %b: !warp.frag<b, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>, %c: !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>) {
+  %d = warp.mma %a, %b, %c : !warp.frag<a, f16, #warp.variant<m16n8k8, f32, f16, f16, f32>>, !warp.frag<b, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>, !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>> -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.mma a belongs to mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32, not to the instruction mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+
+// -----
+func.func @sparse_without_metadata(%a: !warp.frag<a, f16, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp">>, %b: !warp.frag<b, f16, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp">>, %c: !warp.frag<acc, f32, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp">>) {
+  %d = warp.mma %a, %b, %c : !warp.frag<a, f16, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp">>, !warp.frag<b, f16, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp">>, !warp.frag<acc, f32, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp">> -> !warp.frag<acc, f32, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp">>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.mma: a metadata fragment is needed exactly for mma.sp variants
+
+// -----
+func.func @store_a(%a: !warp.frag<a, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>, %m: memref<16x16xf16>, %i: index) {
+  warp.store %a, %m[%i, %i, %i] {window = array<i64: 0, 0>, extent = array<i64: 1, 16, 16>} : !warp.frag<a, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>, memref<16x16xf16>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.store: only accumulator fragments are stored
+
+// -----
+func.func @bad_window(%m: memref<16x16xf16>, %i: index) {
+  %f = warp.load %m[%i, %i, %i] {window = array<i64: 0>, extent = array<i64: 1, 16, 16>} : memref<16x16xf16> -> !warp.frag<a, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.load: window has 1 entries for a rank-2 memref
+
