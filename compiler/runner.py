@@ -79,9 +79,10 @@ def _logical(values: np.ndarray, mem: MemOperand) -> tuple[np.ndarray, str]:
     """Apply the tile IR's casts: the values the mma multiplies, and their type."""
     t = mem.stored
     for src, dst, rounding in mem.casts:
-        if (src, dst) == ("f32", "tf32"):
-            values = reference.round_tf32(values.astype(np.float32), rounding or "rna")
-        elif src in ("si4", "ui4") and dst in ("si8", "ui8"):
+        rule = tile.CAST_RULES.get((src, dst))
+        if rule is not None and dst == "tf32":
+            values = reference.round_tf32(values.astype(np.float32), rounding or rule.default)
+        elif rule is not None and rule.how == "extend":
             values = values.astype(reference.element_type(dst).dtype)
         else:
             raise ValueError(f"the reference has no cast {src} -> {dst}")

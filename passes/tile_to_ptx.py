@@ -25,7 +25,7 @@ from tilemma.compiler import fragments, scale_fragments
 from tilemma.compiler.isa import MmaVariant, parse_opcode
 from tilemma.compiler.mma_layouts import instruction_layouts
 from tilemma.compiler.ptx_builder import PtxBuilder, f32_literal, f64_literal
-from tilemma.dialects import ptx
+from tilemma.dialects import ptx, tile
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import PTX_TYPE, GemmKernel, MemOperand, read_kernel
 from tilemma.passes.sparse_a import SparseALoader, metadata_linear
@@ -398,26 +398,28 @@ class _KernelLowering:
         b.emit("cvt.rna.tf32.f32", lo, rest)
 
     def load_converted(self, op: _Operand, offset: int, pred: str | None, dst: str, bank: str, convert_to: str | None) -> None:
-        """Load one element and convert it from its storage type to the instruction's type."""
+        """Load one element and convert it from its storage type to the instruction's type, by
+        the operand's tile.cast and its rule in `tile.CAST_RULES`."""
         stored = PTX_TYPE[op.mem.stored]
         if convert_to in (None, stored):
             self.load_element(op, offset, pred, dst, bank)
             if op.lay.elem_bits == 8 and stored in _CONTAINER_SHIFT:  # .kind::*f8f6f4 byte
                 self.b.emit("shl.b32", dst, dst, _CONTAINER_SHIFT[stored])
             return
-        if (stored, convert_to) == ("f32", "tf32"):
-            t = self.b.reg("f32")
-            self.load_element(op, offset, pred, t, "f32")
-            rounding = next((r for s, d, r in op.mem.casts if d == "tf32"), None) or "rna"
-            self.b.emit(f"cvt.{rounding}.tf32.f32", dst, t)
-            return
-        if (stored, convert_to) in (("s4", "s8"), ("u4", "u8")):
+        casts = op.mem.casts
+        rule = tile.CAST_RULES.get(casts[0][:2]) if len(casts) == 1 else None
+        if rule is None or PTX_TYPE[casts[0][1]] != convert_to:
+            raise LoweringError(
+                self.g.mma,
+                f"no element conversion from {op.mem.stored} in memory to the instruction's "
+                f".{convert_to} (tile.CAST_RULES)",
+            )
+        if rule.how == "extend":
             self.load_element(op, offset, pred, dst, bank)  # bfe already sign/zero-extends
             return
-        raise LoweringError(
-            self.g.mma,
-            f"no element conversion from {op.mem.stored} in memory to the instruction's .{convert_to}",
-        )
+        t = self.b.reg(stored)
+        self.load_element(op, offset, pred, t, stored)
+        self.b.emit(f"cvt.{casts[0][2] or rule.default}.{convert_to}.{stored}", dst, t)
 
     def store_value(self, op: _Operand, frag: list[str], v: int, pred: str | None, offset: int, bank: str) -> None:
         b, lay = self.b, self.lay_c
