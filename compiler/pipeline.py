@@ -7,7 +7,6 @@ error that is the input's fault comes out as a `LocatedVerifyError` pointing at 
 from __future__ import annotations
 
 import io
-from math import prod
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -16,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from tilemma.compiler.diagnostics import LocatedParser, LocatedVerifyError, verify_located
+from tilemma.compiler.memref_layout import strided_layout
 from tilemma.dialects import ptx, tile
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import GemmKernel, read_kernel
@@ -99,7 +99,7 @@ def compile_text(text: str, name: str, options: CompileOptions) -> list[Compiled
         except LoweringError as e:
             raise LocatedVerifyError(locations.get(e.op), e.message) from None
         tiling = {key: tuple(v.get_values()) for key, v in g.mma.tiling.data.items()}  # type: ignore[union-attr]
-        sizes = tuple(prod(arg.type.get_shape()) for arg in k.body.block.args)  # type: ignore[attr-defined]
+        sizes = tuple(strided_layout(arg.type).span for arg in k.body.block.args)  # type: ignore[arg-type]
         described[k.sym_name.data] = (g, g.mma.variant.data, tiling, sizes)  # type: ignore[union-attr]
     _apply(to_ptx, module, locations)
     compiled = []

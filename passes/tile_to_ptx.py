@@ -195,7 +195,7 @@ class _KernelLowering:
             return self.both(pr, pc)
 
         def c_offset(mem: MemOperand, i: int, j: int, v: int) -> int:
-            return (i * self.mi + lin_c.row_off[v]) * mem.row_stride + j * self.ni + lin_c.col_off[v]
+            return (i * self.mi + lin_c.row_off[v]) * mem.row_stride + (j * self.ni + lin_c.col_off[v]) * mem.col_stride
 
         b.comment("accumulators")
         if isinstance(g.c, MemOperand):
@@ -239,7 +239,7 @@ class _KernelLowering:
                         self.pred_lt(a.row_preds, a.row_reg, i * self.mi + lin_a.row_off[v], g.m, rows_exact),
                         self.pred_lt(a.col_preds, a.col_reg, lin_a.col_off[v], g.k, k_exact),
                     ),
-                    (i * self.mi + lin_a.row_off[v]) * g.a.row_stride + lin_a.col_off[v],
+                    (i * self.mi + lin_a.row_off[v]) * g.a.row_stride + lin_a.col_off[v] * g.a.col_stride,
                 ),
                 self.lay_a,
                 "f64" if self.lay_a.reg_bits == 64 else "b32",
@@ -256,7 +256,7 @@ class _KernelLowering:
                     self.pred_lt(bop.row_preds, bop.row_reg, lin_b.row_off[v], g.k, k_exact),
                     self.pred_lt(bop.col_preds, bop.col_reg, j * self.ni + lin_b.col_off[v], g.n, cols_exact),
                 ),
-                lin_b.row_off[v] * g.b.row_stride + j * self.ni + lin_b.col_off[v],
+                lin_b.row_off[v] * g.b.row_stride + (j * self.ni + lin_b.col_off[v]) * g.b.col_stride,
             ),
             self.lay_b,
             "f64" if self.lay_b.reg_bits == 64 else "b32",
@@ -275,7 +275,7 @@ class _KernelLowering:
         # Advance along K.
         b.emit("add.u32", a.col_reg, a.col_reg, self.ki)
         b.emit("add.u32", bop.row_reg, bop.row_reg, self.ki)
-        b.emit("add.s64", a.ptr, a.ptr, self.ki * (g.a.bits if a.sub_byte else g.a.bits // 8))
+        b.emit("add.s64", a.ptr, a.ptr, self.ki * g.a.col_stride * (g.a.bits if a.sub_byte else g.a.bits // 8))
         if sparse:
             b.emit("add.u32", meta.col_reg, meta.col_reg, self.ki)
             b.emit("add.s64", meta.ptr, meta.ptr, self.ki * (g.a.bits if meta.sub_byte else g.a.bits // 8))
@@ -284,7 +284,7 @@ class _KernelLowering:
         if scales:
             sa_op, sb_op, per_instr = scales
             b.emit("add.u32", sa_op.col_reg, sa_op.col_reg, per_instr)
-            b.emit("add.s64", sa_op.ptr, sa_op.ptr, per_instr)
+            b.emit("add.s64", sa_op.ptr, sa_op.ptr, per_instr * sa_op.mem.col_stride)
             b.emit("add.u32", sb_op.row_reg, sb_op.row_reg, per_instr)
             b.emit("add.s64", sb_op.ptr, sb_op.ptr, per_instr * sb_op.mem.row_stride)
         b.emit("add.u32", kk, kk, 1)
@@ -338,7 +338,8 @@ class _KernelLowering:
                 for j in range(per_instr):
                     p_idx = self.pred_lt(idx_preds, lane_idx, i * step, bound, False)
                     p_blk = self.pred_lt(blk_preds, block_idx, j, self.scale_blocks, False)
-                    offset = (i * step * op.mem.row_stride + j) if along_rows else (j * op.mem.row_stride + i * step)
+                    rs, cs = op.mem.row_stride, op.mem.col_stride
+                    offset = (i * step * rs + j * cs) if along_rows else (j * rs + i * step * cs)
                     t = b.reg("b32")
                     self.load_element(op, offset, self.both(p_idx, p_blk), t, "b32")
                     b.emit("bfi.b32", reg, t, reg, 8 * j, 8)
@@ -353,7 +354,10 @@ class _KernelLowering:
             b.emit("mul.wide.u32", t, z, mem.batch_stride)
             b.emit("add.s64", idx, idx, t)
         c = b.reg("b64")
-        b.emit("cvt.u64.u32", c, col)
+        if mem.col_stride == 1:
+            b.emit("cvt.u64.u32", c, col)
+        else:
+            b.emit("mul.wide.u32", c, col, mem.col_stride)
         b.emit("add.s64", idx, idx, c)
         if mem.base:
             b.emit("add.s64", idx, idx, mem.base)
