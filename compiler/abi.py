@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType
 
 from tilemma.dialects import ptx, tile
 from tilemma.dialects.tile import element_name
-from tilemma.passes.memref_strides import memref_strides
+from tilemma.compiler.memref_layout import strided_layout
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ class KernelABI:
             d = record.data
             ref = d["type"]
             assert isinstance(ref, MemRefType)
-            strides, offset = memref_strides(ref)
+            layout = strided_layout(ref)
+            strides, offset = layout.strides, layout.offset
             init = d.get("init")
             params.append(Param(
                 d["name"].data,  # type: ignore[union-attr]

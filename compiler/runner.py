@@ -5,8 +5,12 @@ the expected D is `reference.mma_reference` on the tiles the kernel reads, after
 conversions the tile IR asks for (tf32 rounding) — independent of the compiled code. Elements of
 D's memref outside the stored tile must come back unchanged.
 
-Memory layout of kernel arguments: row-major, elements of fewer than 8 bits packed densely with
-element i at bit i*bits (least significant first), as the lowering addresses them.
+Memory layout of kernel arguments: each memref's strided layout (row-major unless it says
+otherwise), buffers of the layout's span; elements of fewer than 8 bits packed densely with buffer
+element i at bit i*bits (least significant first), as the lowering addresses them. Only the tiles
+the kernel reads hold random values: every other buffer element (the layout's gaps, the memref
+outside the tile, all of D) holds a sentinel (NaN, or the type's extreme value), so a kernel that
+reads the wrong place gets a wrong answer.
 """
 
 from __future__ import annotations
@@ -62,25 +66,50 @@ def pack_memory(values: np.ndarray, type_name: str) -> np.ndarray:
 
 
 def _view(full: np.ndarray, mem: MemOperand, g: GemmKernel, rows: int, cols: int) -> np.ndarray:
-    """The tile an operand reads out of its memref (batch broadcast kept as batch 1)."""
+    """The tile an operand reads out of its memref's buffer, through its strides (batch
+    broadcast kept as batch 1)."""
     flat = full.reshape(-1)
     batches = 1 if mem.batch_stride == 0 else g.batch
     idx = (
         mem.base
         + np.arange(batches)[:, None, None] * mem.batch_stride
         + np.arange(rows)[None, :, None] * mem.row_stride
-        + np.arange(cols)[None, None, :]
+        + np.arange(cols)[None, None, :] * mem.col_stride
     )
     return flat[idx]
+
+
+def sentinel(type_name: str) -> float | int:
+    """What a buffer holds where the kernel must not read: NaN where the type has one, else its
+    largest finite value (fp6, fp4), or the integer farthest from zero."""
+    et = reference.element_type(type_name)
+    if et.is_float:
+        with np.errstate(invalid="ignore"):
+            has_nan = bool(np.isnan(np.array(np.nan).astype(et.dtype).astype(np.float64)))
+        return float("nan") if has_nan else float(tile.FLOAT_LIMITS[type_name][1])
+    low, high = et.int_range
+    return low if low < 0 else high
+
+
+def _read_tiles(g: GemmKernel) -> list[tuple[MemOperand, int, int]]:
+    """(operand, rows, columns) of every tile the kernel reads."""
+    tiles = [(g.a, g.m, g.k), (g.b, g.k, g.n)]
+    if isinstance(g.c, MemOperand):
+        tiles.append((g.c, g.m, g.n))
+    if g.scales:
+        blocks = -(-g.k // g.scales[2])
+        tiles += [(g.scales[0], g.m, blocks), (g.scales[1], blocks, g.n)]
+    return tiles
 
 
 def _logical(values: np.ndarray, mem: MemOperand) -> tuple[np.ndarray, str]:
     """Apply the tile IR's casts: the values the mma multiplies, and their type."""
     t = mem.stored
     for src, dst, rounding in mem.casts:
-        if (src, dst) == ("f32", "tf32"):
-            values = reference.round_tf32(values.astype(np.float32), rounding or "rna")
-        elif src in ("si4", "ui4") and dst in ("si8", "ui8"):
+        rule = tile.CAST_RULES.get((src, dst))
+        if rule is not None and dst == "tf32":
+            values = reference.round_tf32(values.astype(np.float32), rounding or rule.default)
+        elif rule is not None and rule.how == "extend":
             values = values.astype(reference.element_type(dst).dtype)
         else:
             raise ValueError(f"the reference has no cast {src} -> {dst}")
@@ -146,8 +175,12 @@ def run_compiled(
     if g.scales:
         for mem in g.scales[:2]:
             types[mem.param] = mem.stored
+    read: dict[int, np.ndarray] = {i: np.zeros(size, bool) for i, size in enumerate(kernel.arg_sizes)}
+    for mem, rows, cols in _read_tiles(g):
+        read[mem.param][_view(np.arange(read[mem.param].size), mem, g, rows, cols)] = True
     for i, size in enumerate(kernel.arg_sizes):
         values[i] = reference.random_matrix(types[i], (size,), rng)
+        values[i][~read[i]] = sentinel(types[i])
     if g.a.sparse == "check":
         values[g.a.param] = _prune_tiles(values[g.a.param], g, _sparse_pattern(g))
         if break_sparsity is not None:

@@ -212,6 +212,44 @@ def element_bits(name: str) -> int:
     return t.bitwidth  # type: ignore[attr-defined]
 
 
+# (lowest, highest) finite value of each float element type; unsigned types hold no negatives and
+# e8m0 holds only powers of two (no zero).
+FLOAT_LIMITS: dict[str, tuple[float, float]] = {
+    "f16": (-(2 - 2.0**-10) * 2.0**15, (2 - 2.0**-10) * 2.0**15),
+    "bf16": (-(2 - 2.0**-7) * 2.0**127, (2 - 2.0**-7) * 2.0**127),
+    "tf32": (-(2 - 2.0**-10) * 2.0**127, (2 - 2.0**-10) * 2.0**127),
+    "f32": (-(2 - 2.0**-23) * 2.0**127, (2 - 2.0**-23) * 2.0**127),
+    "f64": (-(2 - 2.0**-52) * 2.0**1023, (2 - 2.0**-52) * 2.0**1023),
+    "f8E4M3FN": (-448.0, 448.0),
+    "f8E5M2": (-57344.0, 57344.0),
+    "f6E3M2FN": (-28.0, 28.0),
+    "f6E2M3FN": (-7.5, 7.5),
+    "f4E2M1FN": (-6.0, 6.0),
+    "f8E8M0FNU": (2.0**-127, 2.0**127),
+    "ue4m3": (0.0, 448.0),
+}
+
+
+def element_range(name: str) -> tuple[int | float, int | float]:
+    """(lowest, highest) finite value of an element type. Signless integers (i1) take either
+    reading, as MLIR's integer attributes do: -2**(w-1) .. 2**w - 1."""
+    t = _ELEMENT_TYPES[name]
+    if not isinstance(t, IntegerType):
+        return FLOAT_LIMITS[name]
+    w, sign = t.width.data, t.signedness.data
+    low = 0 if sign == Signedness.UNSIGNED else -(2 ** (w - 1))
+    return low, 2 ** (w - 1) - 1 if sign == Signedness.SIGNED else 2**w - 1
+
+
+def constant_problem(value: int | float, element: str) -> str | None:
+    """Why `value` cannot be a constant of `element` (None if it can): it must lie in the type's
+    finite range, or the lowering would wrap or overflow it silently."""
+    low, high = element_range(element)
+    if low <= value <= high or value != value or abs(value) == float("inf"):
+        return None
+    return f"tile.constant: {value!r} is out of range for {element} (range {low!r} to {high!r})"
+
+
 # ---------------------------------------------------------------------------------------------
 # The tile type.
 # ---------------------------------------------------------------------------------------------
@@ -857,9 +895,43 @@ class StoreOp(IRDLOperation):
 ROUNDING_MODES = ("rn", "rna", "rz")
 
 
+@dataclass(frozen=True)
+class CastRule:
+    """How one element conversion is lowered. `roundings` maps each rounding the conversion may
+    take to the first sm that has it (empty: the conversion is exact and takes none); `default`
+    is the rounding used when the op names none. `how`: "cvt" emits cvt.<rounding>.<dst>.<src>
+    after the load; "extend" is done by the load itself (sub-byte loads sign- or zero-extend)."""
+
+    roundings: tuple[tuple[str, int], ...]
+    default: str | None
+    how: str
+
+    @property
+    def rounding_names(self) -> tuple[str, ...]:
+        return tuple(r for r, _ in self.roundings)
+
+
+# Every conversion the lowering can do, (source, destination) element names -> rule: the one
+# table tile.cast verifies against and tile-to-ptx (and the reference runner) lower from.
+# cvt.rna.tf32.f32 needs sm_80, cvt.rn/.rz.tf32.f32 sm_90 (PTX 7.8).
+CAST_RULES: dict[tuple[str, str], CastRule] = {
+    ("f32", "tf32"): CastRule((("rna", 80), ("rn", 90), ("rz", 90)), "rna", "cvt"),
+    ("si4", "si8"): CastRule((), None, "extend"),
+    ("ui4", "ui8"): CastRule((), None, "extend"),
+}
+
+
+def _cast_rules_str() -> str:
+    return ", ".join(
+        f"{s} -> {d}" + (f" (rounding {' / '.join(r.rounding_names)})" if r.roundings else "")
+        for (s, d), r in CAST_RULES.items()
+    )
+
+
 @irdl_op_definition
 class CastOp(IRDLOperation):
-    """Element-wise conversion (`element_cast`); `rounding` picks the mode where it matters."""
+    """Element-wise conversion (`element_cast`) of a pair in `CAST_RULES`; `rounding` picks the
+    mode where the conversion rounds (its rule's default when absent)."""
 
     name = "tile.cast"
     source = operand_def(TileType)
@@ -885,6 +957,21 @@ class CastOp(IRDLOperation):
             raise VerifyException(
                 f"tile.cast: rounding must be one of {', '.join(ROUNDING_MODES)}, "
                 f"got {self.rounding.data!r}"
+            )
+        rule = CAST_RULES.get((src.element, dst.element))
+        if rule is None:
+            raise VerifyException(
+                f"tile.cast: no conversion from {src.element} to {dst.element}; "
+                f"supported: {_cast_rules_str()}"
+            )
+        if self.rounding is not None and self.rounding.data not in rule.rounding_names:
+            allowed = (
+                f"takes rounding {' / '.join(rule.rounding_names)}"
+                if rule.roundings
+                else "is exact and takes no rounding"
+            )
+            raise VerifyException(
+                f"tile.cast: {src.element} -> {dst.element} {allowed}, got {self.rounding.data!r}"
             )
 
 
@@ -927,6 +1014,9 @@ class ConstantOp(IRDLOperation):
                 start,
                 value_end,
             )
+        problem = constant_problem(value, result_type.element)
+        if problem:
+            parser.raise_error(problem, start, value_end)
         op = cls(value, result_type)
         op.attributes |= attrs
         return op
@@ -945,6 +1035,9 @@ class ConstantOp(IRDLOperation):
             raise VerifyException(
                 f"tile.constant: value must be a number, got {self.value}"
             )
+        problem = constant_problem(self.scalar(), res.element)
+        if problem:
+            raise VerifyException(problem)
 
 
 @irdl_op_definition

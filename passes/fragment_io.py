@@ -209,8 +209,8 @@ def load_element(e: Emitter, acc: Access, offset: int, pred: str | None, dst: st
 
 def load_converted(e: Emitter, acc: Access, offset: int, pred: str | None, dst: str, bank: str,
                    ptx_type: str, rounding: str | None, elem_bits: int) -> None:
-    """Load one element and convert it from its storage type to the instruction's `ptx_type`
-    (the conversions `tile.CAST_RULES` allows; the distribution pass checked the pair)."""
+    """Load one element and convert it from its storage type to `ptx_type` by its rule in
+    `tile.CAST_RULES` (the tile verifier admitted only those casts)."""
     from tilemma.passes.gemm_kernel import PTX_TYPE
 
     stored = PTX_TYPE[acc.window.stored]
@@ -219,15 +219,14 @@ def load_converted(e: Emitter, acc: Access, offset: int, pred: str | None, dst: 
         if elem_bits == 8 and stored in CONTAINER_SHIFT:  # .kind::*f8f6f4 byte container
             e.emit("shl.b32", dst, dst, CONTAINER_SHIFT[stored])
         return
-    if (stored, ptx_type) == ("f32", "tf32"):
-        t = e.reg("f32")
-        load_element(e, acc, offset, pred, t, "f32")
-        e.emit(f"cvt.{rounding or 'rna'}.tf32.f32", dst, t)
-        return
-    if (stored, ptx_type) in (("s4", "s8"), ("u4", "u8")):
+    target = next(t for t, name in PTX_TYPE.items() if name == ptx_type)
+    rule = tile.CAST_RULES[(acc.window.stored, target)]
+    if rule.how == "extend":
         load_element(e, acc, offset, pred, dst, bank)  # bfe already sign/zero-extends
         return
-    raise AssertionError(f"no conversion {stored} -> {ptx_type}: the distribution pass admits only table casts")
+    t = e.reg(stored)
+    load_element(e, acc, offset, pred, t, stored)
+    e.emit(f"cvt.{rounding or rule.default}.{ptx_type}.{stored}", dst, t)
 
 
 def fill_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.LinearForm,

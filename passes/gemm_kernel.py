@@ -14,6 +14,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
 
+from tilemma.compiler.memref_layout import StridedLayout, strided_layout
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError
 
@@ -49,8 +50,9 @@ class MemOperand:
     value_type: str  # element type the tile IR hands to the mma (after its casts)
     casts: tuple[tuple[str, str, str | None], ...]  # (from, to, rounding) in order
     batch_stride: int  # elements between batches (0 when the batch broadcasts)
-    row_stride: int
-    base: int  # element offset of the tile's first element
+    row_stride: int  # elements between rows
+    col_stride: int  # elements between columns (1 unless the memref's layout says otherwise)
+    base: int  # element offset of the tile's first element (the layout's offset included)
     sparse: str | None = None  # tile.compress of this operand: "check" (pattern) or "prune"
     sparse_pattern: str | None = None  # and the pattern it compresses to ("2:4", "1:2", "4:8")
 
@@ -77,12 +79,26 @@ class GemmKernel:
     scales: tuple[MemOperand, MemOperand, int] | None = None  # scale_a, scale_b, block
 
 
-def _memref_strides(ref: MemRefType) -> tuple[int, ...]:
-    shape = tuple(ref.get_shape())
-    strides = [1] * len(shape)
-    for i in range(len(shape) - 2, -1, -1):
-        strides[i] = strides[i + 1] * shape[i + 1]
-    return tuple(strides)
+def _layout(ref: MemRefType, at: Operation, stored: str, sparse: str | None = None) -> StridedLayout:
+    """The memref's strided layout (`read_kernel` has checked that it has one), or a
+    LoweringError at `at` where the lowering cannot address it: packed sub-byte elements and a
+    compressed A are read in runs along a row."""
+    layout = strided_layout(ref)
+    col_stride = layout.strides[-1]
+    if col_stride != 1:
+        if tile.element_bits(stored) < 8 and stored not in tile.BYTE_PER_ELEMENT:
+            raise LoweringError(
+                at,
+                f"{ref}: {stored} elements are packed along rows, so the column stride must be 1, "
+                f"not {col_stride}",
+            )
+        if sparse is not None:
+            raise LoweringError(
+                at,
+                f"{ref}: a compressed (tile.compress) operand is read in runs along its rows, so "
+                f"the column stride must be 1, not {col_stride}",
+            )
+    return layout
 
 
 def _operand(
@@ -114,9 +130,9 @@ def _operand(
     assert isinstance(ref, MemRefType)
     tile_type = owner.result.type
     assert isinstance(tile_type, tile.TileType)
-    strides = _memref_strides(ref)
-    offsets = owner.offset_values()
-    base = sum(o * s for o, s in zip(offsets, strides))
+    layout = _layout(ref, owner, tile_type.element, sparse)
+    strides = layout.strides
+    base = layout.offset + sum(o * s for o, s in zip(owner.offset_values(), strides))
     broadcast = batched and tile_type.get_shape()[0] == 1
     return MemOperand(
         param=params[owner.source],
@@ -125,6 +141,7 @@ def _operand(
         casts=tuple(casts),
         batch_stride=0 if (not batched or broadcast) else strides[0],
         row_stride=strides[-2],
+        col_stride=strides[-1],
         base=base,
         sparse=sparse,
         sparse_pattern=pattern,
@@ -136,11 +153,18 @@ def _store_operand(store: tile.StoreOp, params: dict[SSAValue, int], batched: bo
         raise LoweringError(store, "tile.store must write a kernel argument (memref)")
     ref = store.dest.type
     assert isinstance(ref, MemRefType)
-    strides = _memref_strides(ref)
-    base = sum(o * s for o, s in zip(store.offset_values(), strides))
     element = store.value.type.element  # type: ignore[union-attr]
+    layout = _layout(ref, store, element)
+    strides = layout.strides
     return MemOperand(
-        params[store.dest], element, element, (), strides[0] if batched else 0, strides[-2], base
+        param=params[store.dest],
+        stored=element,
+        value_type=element,
+        casts=(),
+        batch_stride=strides[0] if batched else 0,
+        row_stride=strides[-2],
+        col_stride=strides[-1],
+        base=layout.offset + sum(o * s for o, s in zip(store.offset_values(), strides)),
     )
 
 
@@ -152,6 +176,10 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
             raise LoweringError(
                 kernel, f"kernel arguments must be memrefs, got {arg.type} for argument {arg.index}"
             )
+        try:
+            strided_layout(arg.type)
+        except ValueError as e:  # reported where the argument is first used
+            raise LoweringError(next((u.operation for u in arg.uses), kernel), str(e)) from None
     stores = [op for op in kernel.walk() if isinstance(op, tile.StoreOp)]
     if len(stores) != 1:
         raise LoweringError(

@@ -112,6 +112,8 @@ class SelectMma(ModulePass):
             for mm in [o for o in kernel.walk() if isinstance(o, (tile.MatmulOp, *tile.MMA_OPS))]:
                 mma = self._as_mma(mm)
                 self._select(mma, target, version)
+            for cast in [o for o in kernel.walk() if isinstance(o, tile.CastOp)]:
+                _check_cast_target(cast, target)
             kernel.attributes["warp.target"] = TargetAttr(target.name, str(version))
 
     @staticmethod
@@ -240,6 +242,21 @@ class SelectMma(ModulePass):
 def _pattern(v) -> str:
     """The sparsity an mma.sp variant needs (packed 4-bit operands: pair-wise 4:8)."""
     return sparse_fragments.sparse_spec(v.shape, v.atype).pattern.name
+
+
+def _check_cast_target(cast: tile.CastOp, target: targets.SmTarget) -> None:
+    """A cast's rounding exists on the target (`tile.CAST_RULES` says from which sm)."""
+    src, dst = cast.source.type.element, cast.result.type.element  # type: ignore[union-attr]
+    rule = tile.CAST_RULES[(src, dst)]
+    rounding = cast.rounding.data if cast.rounding is not None else rule.default
+    need = dict(rule.roundings).get(rounding) if rounding is not None else None
+    if need is not None and target.number < need:
+        usable = [r for r, sm in rule.roundings if sm <= target.number]
+        raise LoweringError(
+            cast,
+            f"{src} -> {dst} with rounding {rounding} needs sm_{need} or newer; "
+            f"{target.name} has {' / '.join(usable) or 'none'}",
+        )
 
 
 def _set_operands(mma: tile.MmaOp, a: str, b: str, rounding: str | None) -> None:

@@ -55,3 +55,19 @@ func.func @int_constant_float(%a: !tile.tile<16x16xf16>) {
 }
 // CHECK: parse-errors.mlir:53:22
 // CHECK: tile.constant: an si8 tile needs an integer value, got 1.5
+
+// -----
+func.func @int_constant_too_big() {
+  %c = tile.constant 4294967296 : !tile.tile<16x8xsi32>
+  func.return
+}
+// CHECK: parse-errors.mlir:61:22
+// CHECK: tile.constant: 4294967296 is out of range for si32 (range -2147483648 to 2147483647)
+
+// -----
+func.func @float_constant_overflows() {
+  %c = tile.constant 65520.0 : !tile.tile<16x8xf16>
+  func.return
+}
+// CHECK: parse-errors.mlir:69:22
+// CHECK: tile.constant: 65520.0 is out of range for f16 (range -65504.0 to 65504.0)

@@ -169,3 +169,18 @@ func.func @cast_rounding(%t: !tile.tile<16x8xf32>) {
   func.return
 }
 // CHECK: tile.cast: rounding must be one of rn, rna, rz, got 'up'
+
+// -----
+func.func @cast_not_lowered(%t: !tile.tile<16x8xf16>) {
+  %c = tile.cast %t : !tile.tile<16x8xf16> -> !tile.tile<16x8xf32>
+  func.return
+}
+// CHECK: verify-errors.mlir:{{[0-9]+}}:3
+// CHECK: tile.cast: no conversion from f16 to f32; supported: f32 -> tf32 (rounding rna / rn / rz), si4 -> si8, ui4 -> ui8
+
+// -----
+func.func @cast_exact_rounding(%t: !tile.tile<16x64xsi4>) {
+  %c = tile.cast %t {rounding = "rz"} : !tile.tile<16x64xsi4> -> !tile.tile<16x64xsi8>
+  func.return
+}
+// CHECK: tile.cast: si4 -> si8 is exact and takes no rounding, got 'rz'
