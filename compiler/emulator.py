@@ -974,7 +974,12 @@ class _Shared:
     def bytes(self, m: _Machine, where: str, access: str, addr: np.ndarray, threads: np.ndarray,
               size: int) -> np.ndarray:
         """[k, size] byte indices of `size`-byte accesses at shared addresses `addr` by `threads`,
-        after checking that each lies in its CTA's shared memory and is aligned to `size`."""
+        after checking that each is aligned to `size` and lies in its CTA's shared memory."""
+        mis = (addr % size) != 0
+        if mis.any():
+            k = int(np.flatnonzero(mis)[0])
+            raise EmulationError(f"{where}: misaligned shared {access} by {m.thread(int(threads[k]))}: shared "
+                                 f"address {int(addr[k]):#x} is not aligned to {size} bytes")
         off = addr - _SHARED_BASE
         bad = (off < 0) | (off + size > self.size)
         if bad.any():
@@ -983,11 +988,6 @@ class _Shared:
                 f"{where}: out-of-range shared {access} by {m.thread(int(threads[k]))}: shared address "
                 f"{int(addr[k]):#x} (+{size} bytes) is outside the CTA's {self.size} bytes of shared memory "
                 f"[{_SHARED_BASE:#x}, {_SHARED_BASE + self.size:#x}); {int(bad.sum())} such accesses")
-        mis = (addr % size) != 0
-        if mis.any():
-            k = int(np.flatnonzero(mis)[0])
-            raise EmulationError(f"{where}: misaligned shared {access} by {m.thread(int(threads[k]))}: shared "
-                                 f"address {int(addr[k]):#x} is not aligned to {size} bytes")
         return ((threads // m.per_cta) * self.size + off)[:, None] + np.arange(size)
 
     def touch(self, m: _Machine, where: str, access: str, idx: np.ndarray, threads: np.ndarray, write: bool) -> None:

@@ -117,8 +117,7 @@ SHARED_TYPES = HEADER + r"""
 # == 1 with two .ca 8-byte copies, == 2 with four .ca 4-byte copies. Group 1 = chunks t, group 2 =
 # chunks 64 + t; after wait_group 1 and a barrier each thread writes chunk (t + 1) % 64 to dst,
 # after wait_group 0 (or wait_all) and a barrier chunk 64 + (t + 5) % 64.
-_CP_CHUNK = r"""
-    add.s32 %r30, %r11, {off};
+_CP_CHUNK = r"""    add.s32 %r30, %r11, {off};
     sub.s32 %r31, %r1, %r30;
     max.s32 %r31, %r31, 0;
     min.s32 %r32, %r31, 16;
@@ -178,8 +177,7 @@ CP_ASYNC = HEADER + r"""
     mul.lo.u32 %r11, %r2, 16;
     mov.u32 %r5, buf;
     add.u32 %r8, %r5, %r11;
-""" + _CP_CHUNK.format(off=0) + _CP_CHUNK.format(off=1024) + r"""
-    cp.async.wait_group 1;
+""" + _CP_CHUNK.format(off=0) + _CP_CHUNK.format(off=1024) + r"""    cp.async.wait_group 1;
     bar.sync 0;
     add.u32 %r12, %r2, 1;
     and.b32 %r12, %r12, 63;
