@@ -20,6 +20,16 @@ How it runs, and why:
   (i + 1) << 40). Every load and store of a thread whose guard holds is checked against its
   buffer: an out-of-bounds or misaligned access raises, naming the instruction, its line, the
   thread and the offending offset. Predicated-off threads never touch memory.
+* Shared memory: `.shared` buffers in declaration order from shared address 0x400 (kernels must
+  not assume 0), `.extern .shared` ones after them, `shared_bytes` long, one copy per CTA. ld/st
+  .shared of every width and .v2/.v4, `mov` of a buffer's name, cvta.shared, cp.async (.ca 4/8/16,
+  .cg 16; src-size bytes read, the rest zero-filled), commit/wait groups, ldmatrix (x1/x2/x4,
+  .trans), bar.sync. All threads run in lockstep, so a barrier orders nothing here and a kernel
+  missing one would still compute the right answer; instead every shared byte remembers the
+  thread that wrote it and the thread(s) that read it since the last barrier, and whether a
+  cp.async to it is in flight (a copy lands only when its thread waits for its group). An access
+  that would race on the GPU (another thread's write before a read or write, another thread's
+  read before a write or a copy) or touch bytes with a copy in flight raises, naming both threads.
 * `mma` is decoded from the ISA table (`isa.parse_opcode`) and the fragment table
   (`fragments.layout` / `coords`): each warp's registers are gathered into A, B, C matrices, D is
   computed with exact element semantics, and D is scattered back. The per-variant gather/scatter
