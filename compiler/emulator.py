@@ -1063,6 +1063,11 @@ class _Shared:
             if bad.any():
                 k, j = (int(x) for x in np.argwhere(bad)[0])
                 self._race(m, where, threads[k], "copies to", idx[k, j], verb, other[k, j])
+        flat = idx.ravel()
+        if np.unique(flat).size != flat.size:
+            byte = int(flat[np.flatnonzero(np.bincount(flat) > 1)[0]])
+            both = threads[np.flatnonzero((idx == byte).any(1))[:2]]
+            self._race(m, where, both[1], "copies to", byte, "also copies to in the same instruction", both[0], window="")
         self.inflight[idx] = True
         self.copies.append((threads, idx, data, self.committed[threads]))
 
@@ -2074,14 +2079,15 @@ class Program:
             return None
         from tilemma.compiler.targets import max_shared_per_cta
 
+        target = self.target or "sm_90"
         try:
-            limit = max_shared_per_cta(self.target or "90")
-        except ValueError:
-            limit = max_shared_per_cta("90")
+            limit = max_shared_per_cta(target)
+        except ValueError as err:
+            raise EmulationError(f"{self.name}: {err}") from None
         if self.static_shared + shared_bytes > limit:
             raise EmulationError(
                 f"{self.name}: {self.static_shared} bytes of static and {shared_bytes} bytes of dynamic shared memory "
-                f"exceed the {limit} bytes ({limit // 1024} KiB) one CTA may use on {self.target}")
+                f"exceed the {limit} bytes ({limit // 1024} KiB) one CTA may use on {target}")
         return self.dynamic_at - _SHARED_BASE + int(shared_bytes)
 
     def _execute(self, m: _Machine, max_steps: int) -> int:

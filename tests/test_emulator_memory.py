@@ -225,6 +225,9 @@ def test_cp_async_data_needs_a_barrier_before_other_threads_read_it():
 def test_two_threads_storing_one_byte_is_a_race():
     with pytest.raises(EmulationError, match=r"also writes in the same instruction; missing bar.sync\?"):
         _run(_kernel("    st.shared.u32 [%r2], %r1;\n"))
+    with pytest.raises(EmulationError, match=r"thread \(1, 0, 0\) .* copies to shared address 0x400, which thread "
+                                             r"\(0, 0, 0\) .* also copies to in the same instruction"):
+        _run(_kernel("    cp.async.ca.shared.global [%r2], [%rd3], 4;\n"))
 
 
 @pytest.mark.parametrize("copy, message", [
@@ -410,3 +413,18 @@ def test_gpu_dynamic_shared_memory_and_limit():
     with pytest.raises(ValueError, match="allows at most 232448"):
         cuda_runtime.run_kernel(text, "k", (2, 1, 1), (64, 1, 1), args, shared_bytes=232448)
 
+
+
+@pytest.mark.parametrize("body, message", [
+    ("    ld.global.v4.u32 {%r4, %r5, %r6, %r7}, [%rd3+4];\n", r"misaligned load by thread \(0, 0, 0\).* not aligned to 16 bytes"),
+    ("    ld.global.v2.u32 {%r4, %r5}, [%rd3+2064];\n", r"out-of-bounds load by thread \(63, 0, 0\) of CTA \(1, 0, 0\): byte offset 4096 \(\+8 bytes\)"),
+    ("    st.global.v2.b64 [%rd5+8], {%rd1, %rd2};\n", "misaligned store .* not aligned to 16 bytes"),
+    ("    setp.lt.u32 %p1, %r1, 63;\n    @%p1 st.global.v4.u32 [%rd5+16], {%r1, %r1, %r1, %r1};\n", None),
+    ("    st.global.v4.u32 [%rd5+16], {%r1, %r1, %r1, %r1};\n", r"out-of-bounds store by thread \(63, 0, 0\) of CTA \(1, 0, 0\)"),
+])  # fmt: skip
+def test_vector_global_access_is_checked(body, message):
+    if message is None:  # predicated off where it would be out of bounds
+        _run(_kernel(body))
+        return
+    with pytest.raises(EmulationError, match=message):
+        _run(_kernel(body))
