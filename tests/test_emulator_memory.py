@@ -418,7 +418,8 @@ def test_gpu_dynamic_shared_memory_and_limit():
 @pytest.mark.parametrize("body, message", [
     ("    ld.global.v4.u32 {%r4, %r5, %r6, %r7}, [%rd3+4];\n", r"misaligned load by thread \(0, 0, 0\).* not aligned to 16 bytes"),
     ("    ld.global.v2.u32 {%r4, %r5}, [%rd3+2064];\n", r"out-of-bounds load by thread \(63, 0, 0\) of CTA \(1, 0, 0\): byte offset 4096 \(\+8 bytes\)"),
-    ("    st.global.v2.b64 [%rd5+8], {%rd1, %rd2};\n", "misaligned store .* not aligned to 16 bytes"),
+    ("    setp.lt.u32 %p1, %r1, 63;\n    @%p1 st.global.v2.b64 [%rd5+8], {%rd1, %rd2};\n",
+     r"misaligned store by thread \(0, 0, 0\).* not aligned to 16 bytes"),
     ("    setp.lt.u32 %p1, %r1, 63;\n    @%p1 st.global.v4.u32 [%rd5+16], {%r1, %r1, %r1, %r1};\n", None),
     ("    st.global.v4.u32 [%rd5+16], {%r1, %r1, %r1, %r1};\n", r"out-of-bounds store by thread \(63, 0, 0\) of CTA \(1, 0, 0\)"),
 ])  # fmt: skip
