@@ -189,7 +189,7 @@ class _Reader:
         self.op_lines[op] = self.pos
         return op
 
-    def entry(self, externs: list[ptx.SharedOp] = ()) -> ptx.EntryOp:
+    def entry(self, externs: list[ptx.SharedOp] | None = None) -> ptx.EntryOp:
         line = self.expect("'.visible .entry NAME('")
         m = _ENTRY.match(line.strip())
         if not m:
@@ -221,7 +221,7 @@ class _Reader:
             raise self.error("expected '.maxntid N, 1, 1'")
         if line.strip() != "{":
             raise self.error("expected '{' to open the kernel body")
-        ops: list[Operation] = list(externs)
+        ops: list[Operation] = list(externs or [])
         while True:
             line = self.expect("'}' to close the kernel body")
             if line.strip() == "}":

@@ -429,3 +429,10 @@ def test_vector_global_access_is_checked(body, message):
         return
     with pytest.raises(EmulationError, match=message):
         _run(_kernel(body))
+
+
+def test_shared_cta_spelling_is_the_same_instruction():
+    args, index, want = ldmatrix_case(np.random.default_rng(3), 4, True)
+    text = K.ldmatrix(4, True).replace(".trans.shared.b16", ".trans.shared::cta.b16")
+    assert ".shared::cta.b16" in text
+    assert np.array_equal(emulate(text, "ldmatrix", (2, 1, 1), (64, 1, 1), args)[index], want)
