@@ -402,11 +402,32 @@ def _dims(value: Sequence[int], what: str) -> tuple[int, int, int]:
     return dims  # type: ignore[return-value]
 
 
+def check_shared_bytes(shared_bytes: int, static_bytes: int, limit: int, arch: str) -> None:
+    """Refuse a launch whose static plus dynamic shared memory exceeds what one CTA may use
+    (`limit`: the device's opt-in maximum, 232448 = 227 KiB on sm_90) with a message, not a
+    launch failure the driver would report as CUDA_ERROR_INVALID_VALUE."""
+    if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
+        raise ValueError(f"shared_bytes must be a non-negative integer, got {shared_bytes!r}")
+    if static_bytes + shared_bytes > limit:
+        raise ValueError(
+            f"shared_bytes={shared_bytes}: with the kernel's {static_bytes} bytes of static shared memory "
+            f"that is {static_bytes + shared_bytes} bytes per CTA; {arch} allows at most {limit} "
+            f"({limit // 1024} KiB)"
+        )
+
+
 def _prepare(ptx: str, entry: str, shared_bytes: int) -> Any:
     func = _function(ptx, entry)
+    driver = _driver()
+    limit = _call(
+        "cuDeviceGetAttribute",
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        _device,
+    )
+    static = _call("cuFuncGetAttribute", driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func)
+    check_shared_bytes(shared_bytes, int(static), int(limit), device_arch())
     if shared_bytes > _DEFAULT_MAX_DYNAMIC_SHARED:
         # More than 48 KiB of dynamic shared memory must be opted into per function.
-        driver = _driver()
         _call(
             "cuFuncSetAttribute",
             func,
@@ -435,6 +456,9 @@ def run_kernel(
     packed the way the kernel reads them) to fresh device buffers, passed as pointers, and copied
     back after cuCtxSynchronize. The result has one array per ndarray argument, in argument order
     (scalars are passed by value and not returned). Device memory is freed even on failure.
+
+    `shared_bytes` is the dynamic shared memory per CTA (what `.extern .shared` names); above
+    48 KiB the kernel is opted in, above the device's limit the launch is refused (ValueError).
 
     A fault inside the kernel (illegal address, trap) surfaces as CudaError from the synchronize;
     such errors are sticky: the process's context cannot run anything afterwards.

@@ -20,6 +20,16 @@ How it runs, and why:
   (i + 1) << 40). Every load and store of a thread whose guard holds is checked against its
   buffer: an out-of-bounds or misaligned access raises, naming the instruction, its line, the
   thread and the offending offset. Predicated-off threads never touch memory.
+* Shared memory: `.shared` buffers in declaration order from shared address 0x400 (kernels must
+  not assume 0), `.extern .shared` ones after them, `shared_bytes` long, one copy per CTA. ld/st
+  .shared of every width and .v2/.v4, `mov` of a buffer's name, cvta.shared, cp.async (.ca 4/8/16,
+  .cg 16; src-size bytes read, the rest zero-filled), commit/wait groups, ldmatrix (x1/x2/x4,
+  .trans), bar.sync. All threads run in lockstep, so a barrier orders nothing here and a kernel
+  missing one would still compute the right answer; instead every shared byte remembers the
+  thread that wrote it and the thread(s) that read it since the last barrier, and whether a
+  cp.async to it is in flight (a copy lands only when its thread waits for its group). An access
+  that would race on the GPU (another thread's write before a read or write, another thread's
+  read before a write or a copy) or touch bytes with a copy in flight raises, naming both threads.
 * `mma` is decoded from the ISA table (`isa.parse_opcode`) and the fragment table
   (`fragments.layout` / `coords`): each warp's registers are gathered into A, B, C matrices, D is
   computed with exact element semantics, and D is scattered back. The per-variant gather/scatter
@@ -109,6 +119,8 @@ _IEEE_ARITH = {"f32", "f64"}  # NumPy rounds these exactly like PTX's default .r
 
 _SPACE_SHIFT = 40  # argument i occupies addresses [(i + 1) << 40, (i + 2) << 40)
 _OFFSET_MASK = (1 << _SPACE_SHIFT) - 1
+_SHARED_SPACE = 0xFE  # cvta.shared puts shared address x at generic (0xFF << 40) | x
+_SHARED_BASE = 1024  # the first shared byte's address; kernels must not assume 0
 
 
 def _as_storage(value, storage: np.dtype):
@@ -156,8 +168,13 @@ class _Special:
 
 @dataclass(frozen=True)
 class _Addr:
-    base: _Reg | str  # register, or a parameter name (ld.param)
+    base: _Reg | str  # register, or a parameter name (ld.param) or shared buffer (ld.shared)
     offset: int
+
+
+@dataclass(frozen=True)
+class _Vec:
+    items: tuple  # `{%r1, %r2, ...}`: the registers of a vector load/store or ldmatrix
 
 
 _SPECIALS = {
@@ -178,6 +195,7 @@ class _Decode:
         self.banks: dict[str, tuple[str, int]] = {}
         self.labels: dict[str, int] = {}
         self.params: list[tuple[str, str]] = []
+        self.shared: dict[str, int] = {}  # shared buffer -> its shared address (set by Program)
         for p in entry.params.data:
             parts = p.data.split()
             if len(parts) != 2 or not parts[0].startswith(".") or parts[0][1:] not in _TYPES:
@@ -201,6 +219,10 @@ class _Decode:
         return _Reg(text, m.group(1), index, rtype)
 
     def operand(self, text: str, op):
+        if text.startswith("{") and text.endswith("}"):
+            return _Vec(tuple(self.operand(x.strip(), op) for x in text[1:-1].split(",")))
+        if text in self.shared:
+            return _Imm(text, self.shared[text])
         if text in _SPECIALS:
             return _Special(text)
         if text.startswith("%"):
@@ -215,8 +237,8 @@ class _Decode:
             if base_text.startswith("%"):
                 base = self.reg(base_text, op)
             else:
-                if base_text not in {n for _, n in self.params}:
-                    raise EmulationError(f"{self.where(op)}: {base_text!r} is not a parameter")
+                if base_text not in {n for _, n in self.params} | set(self.shared):
+                    raise EmulationError(f"{self.where(op)}: {base_text!r} is neither a parameter nor a shared buffer")
                 base = base_text
             return _Addr(base, offset)
         t = text
@@ -256,9 +278,11 @@ class _Memory:
     def pointer(i: int) -> int:
         return (i + 1) << _SPACE_SHIFT
 
-    def locate(self, addr: np.ndarray, size: int, fail: Callable[[int, str, str], None]) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """Split addresses into (argument, element index, positions) groups, after checking that
-        every access lies inside its argument and is aligned; `fail(position, what, why)` raises."""
+    def locate(self, addr: np.ndarray, size: int, fail: Callable[[int, str, str], None],
+               unit: int | None = None) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Split addresses into (argument, index of `unit`-byte elements (default `size`), positions)
+        groups, after checking that every `size`-byte access lies inside its argument and is
+        aligned; `fail(position, what, why)` raises."""
         space = (addr >> np.uint64(_SPACE_SHIFT)).astype(np.int64) - 1
         offset = (addr & np.uint64(_OFFSET_MASK)).astype(np.int64)
         first = int(space[0]) if space.size else 0
@@ -269,6 +293,9 @@ class _Memory:
             off = offset if pos is None else offset[pos]
             if s not in self.bufs:
                 p = 0 if pos is None else int(pos[0])
+                if s == _SHARED_SPACE:
+                    fail(p, "unsupported", f"address {int(addr[p]):#x} is a generic address of shared memory; "
+                         "the emulator reads shared memory only through ld.shared/st.shared")
                 fail(p, "out-of-bounds", f"address {int(addr[p]):#x} is outside every argument buffer")
             limit = self.sizes[s]
             bad = (off < 0) | (off + size > limit)
@@ -283,7 +310,7 @@ class _Memory:
                     k = int(np.flatnonzero(mis)[0])
                     p = k if pos is None else int(pos[k])
                     fail(p, "misaligned", f"byte offset {int(off[k])} of argument {s} is not aligned to {size} bytes")
-            groups.append((s, off // size, pos))
+            groups.append((s, off // (unit or size), pos))
         return groups
 
 
@@ -303,13 +330,14 @@ class _Machine:
     """Registers, special registers and liveness for one chunk of CTAs."""
 
     def __init__(self, prog: Program, memory: _Memory, params: dict[str, np.ndarray],
-                 grid: tuple[int, int, int], block: tuple[int, int, int], cta0: int, nctas: int):
+                 grid: tuple[int, int, int], block: tuple[int, int, int], cta0: int, nctas: int,
+                 shared_size: int | None = None):
         self.prog, self.memory, self.params = prog, memory, params
         bx, by, bz = block
         per_cta = bx * by * bz
         self.per_cta = -(-per_cta // 32) * 32  # CTAs padded to whole warps
         self.T = T = nctas * self.per_cta
-        self.cta0, self.grid, self.block = cta0, grid, block
+        self.cta0, self.grid, self.block, self.nctas = cta0, grid, block, nctas
         self.banks = {p: np.zeros((count, T), dtype=_STORAGE[t]) for p, (t, count) in prog.banks.items()}
         t = np.arange(T, dtype=np.int64)
         local = t % self.per_cta
@@ -328,6 +356,7 @@ class _Machine:
         self.active: np.ndarray | None = None if per_cta == self.per_cta else local < per_cta
         self.done = False
         self.mma_count = 0
+        self.shared = None if shared_size is None else _Shared(self, shared_size)
 
     def thread(self, t: int) -> str:
         """Thread t of the chunk, as a user reads it."""
@@ -739,25 +768,40 @@ def _dec_cvt(d, op, mods, args, where) -> Fn:
 
 
 def _dec_cvta(d, op, mods, args, where) -> Fn:
-    if mods not in (["to", "global", "u64"], ["global", "u64"]):
-        raise EmulationError(f"{where}: only cvta.to.global.u64 / cvta.global.u64 are supported")
+    """Global addresses are generic ones here; shared address x is generic (0xFF << 40) | x."""
     dst, a = _one(d, op, args, 2, where)
     ra, write = _reader(d, a, "u64", where), _writer(dst, where)
-    return lambda m, mask: write(m, ra(m), mask)  # generic and global addresses coincide here
+    window = np.uint64((_SHARED_SPACE + 1) << _SPACE_SHIFT)
+    if mods in (["to", "global", "u64"], ["global", "u64"]):
+        return lambda m, mask: write(m, ra(m), mask)
+    if mods == ["shared", "u64"]:
+        return lambda m, mask: write(m, np.asarray(ra(m)) | window, mask)
+    if mods == ["to", "shared", "u64"]:
+        def run(m, mask):
+            x = np.broadcast_to(np.asarray(ra(m)), (m.T,))
+            bad = (x >> np.uint64(_SPACE_SHIFT)) != np.uint64(_SHARED_SPACE + 1)
+            bad = bad if mask is None else bad & mask
+            if bad.any():
+                t = int(np.flatnonzero(bad)[0])
+                raise EmulationError(f"{where}: {m.thread(t)}: {int(x[t]):#x} is not a generic shared address")
+            write(m, x & np.uint64(_OFFSET_MASK), mask)
+        return run
+    raise EmulationError(f"{where}: expected cvta[.to].global.u64 or cvta[.to].shared.u64")
 
 
 _CACHE_OPS = {"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc"}
 
 
-def _mem_type(mods: list[str], where: str, what: str) -> tuple[str, str]:
-    """(space, type) of ld/st qualifiers; generic addresses are global ones here."""
+def _mem_type(mods: list[str], where: str, what: str) -> tuple[str, int, str]:
+    """(space, vector length, type) of ld/st qualifiers; generic addresses are global ones here."""
     rest = [x for x in mods if x not in _CACHE_OPS]
     space = "global"
-    if rest and rest[0] in ("global", "param"):
-        space = rest.pop(0)
+    if rest and rest[0] in ("global", "param", "shared", "shared::cta"):
+        space = rest.pop(0).split("::")[0]
+    n = int(rest.pop(0)[1]) if rest and rest[0] in ("v2", "v4") else 1
     if len(rest) != 1 or rest[0] not in _TYPES or rest[0] == "pred":
-        raise EmulationError(f"{where}: expected {what}[.global|.param].TYPE (vector forms are not supported)")
-    return space, rest[0]
+        raise EmulationError(f"{where}: expected {what}[.global|.shared|.param][.v2|.v4].TYPE")
+    return space, n, rest[0]
 
 
 def _fail(m: _Machine, where: str, access: str, mask, position: int, what: str, why: str):
@@ -773,17 +817,41 @@ def _addresses(d, addr: _Addr, where: str) -> Callable[[_Machine], np.ndarray]:
     return lambda m: np.broadcast_to(np.asarray(base(m)) + off, (m.T,))
 
 
+def _vector(d, operand, n: int, where: str, what: str) -> list:
+    """The n registers of a `{..}` operand (or the one operand when n == 1)."""
+    items = list(operand.items) if isinstance(operand, _Vec) else [operand]
+    if len(items) != n or (n > 1) != isinstance(operand, _Vec):
+        raise EmulationError(f"{where}: {what} needs {'{' + ', '.join(['%r'] * n) + '}' if n > 1 else 'one operand'}")
+    return items
+
+
+def _threads(m: _Machine, mask) -> np.ndarray:
+    return np.arange(m.T) if mask is None else np.flatnonzero(mask)
+
+
+def _put(m: _Machine, writes: list, vals: np.ndarray, dt: np.dtype, mask) -> None:
+    """Write column j of vals ([threads executing, n] as `dt`) to register j."""
+    for j, write in enumerate(writes):
+        v = vals[:, j]
+        if mask is None:
+            write(m, v, None)
+        else:
+            full = np.zeros(m.T, dtype=dt)
+            full[mask] = v
+            write(m, full, mask)
+
+
 def _dec_ld(d, op, mods, args, where) -> Fn:
-    space, t = _mem_type(mods, where, "ld")
+    space, n, t = _mem_type(mods, where, "ld")
     dst, addr = _one(d, op, args, 2, where)
     if not isinstance(addr, _Addr):
         raise EmulationError(f"{where}: ld needs an address in brackets")
-    write = _writer(dst, where)
     dt = _TYPES[t]
     size = dt.itemsize
     if space == "param":
-        if not isinstance(addr.base, str):
-            raise EmulationError(f"{where}: ld.param reads a parameter by name")
+        if not isinstance(addr.base, str) or n > 1:
+            raise EmulationError(f"{where}: ld.param reads a parameter by name, one value")
+        write = _writer(dst, where)
         name, off = addr.base, addr.offset
 
         def run_param(m, mask):
@@ -793,56 +861,415 @@ def _dec_ld(d, op, mods, args, where) -> Fn:
             write(m, raw[off:off + size].view(dt)[0], mask)
 
         return run_param
-    if dst.storage.itemsize < size or (dst.storage.itemsize > size and dt.kind == "f"):
-        raise EmulationError(f"{where}: .{t} does not fit register {dst.name} (.{dst.rtype})")
-    addresses = _addresses(d, addr, where)
+    regs = _vector(d, dst, n, where, "the destination")
+    for r in regs:
+        if not isinstance(r, _Reg):
+            raise EmulationError(f"{where}: the destination must be a register")
+        if r.storage.itemsize < size or (r.storage.itemsize > size and dt.kind == "f"):
+            raise EmulationError(f"{where}: .{t} does not fit register {r.name} (.{r.rtype})")
+    writes = [_writer(r, where) for r in regs]
     unsigned = _UNSIGNED[size]
+    if space == "shared":
+        saddr = _shared_addresses(d, addr, where)
+
+        def run_shared(m, mask):
+            sh = _shared_of(m, where)
+            threads = _threads(m, mask)
+            a = saddr(m) if mask is None else saddr(m)[mask]
+            idx = sh.bytes(m, where, "load", a, threads, n * size)
+            sh.touch(m, where, "load", idx, threads, write=False)
+            _put(m, writes, sh.data[idx].view(unsigned).view(dt), dt, mask)
+
+        return run_shared
+    addresses = _addresses(d, addr, where)
+    lanes = np.arange(n)
 
     def run(m, mask):
         a = addresses(m)
         if mask is not None:
             a = a[mask]
-        out = np.empty(a.size, dtype=unsigned)
-        for s, idx, pos in m.memory.locate(a, size, lambda p, what, why: _fail(m, where, "load", mask, p, what, why)):
-            vals = m.memory.bufs[s].view(unsigned)[idx]
+        out = np.empty((a.size, n), dtype=unsigned)
+        for s, idx, pos in m.memory.locate(a, n * size, lambda p, what, why: _fail(m, where, "load", mask, p, what, why),
+                                           unit=size):
+            buf = m.memory.bufs[s].view(unsigned)
+            vals = buf[idx][:, None] if n == 1 else buf[idx[:, None] + lanes]
             if pos is None:
                 out = vals
             else:
                 out[pos] = vals
-        vals = out.view(dt)
-        if mask is None:
-            write(m, vals, None)
-        else:
-            full = np.zeros(m.T, dtype=dt)
-            full[mask] = vals
-            write(m, full, mask)
+        _put(m, writes, out.view(dt), dt, mask)
 
     return run
 
 
 def _dec_st(d, op, mods, args, where) -> Fn:
-    space, t = _mem_type(mods, where, "st")
-    if space != "global":
-        raise EmulationError(f"{where}: only global stores are supported")
+    space, n, t = _mem_type(mods, where, "st")
+    if space == "param":
+        raise EmulationError(f"{where}: st.param is not supported (kernel parameters are read-only)")
     addr, src = _one(d, op, args, 2, where)
     if not isinstance(addr, _Addr):
         raise EmulationError(f"{where}: st needs an address in brackets")
     dt = _TYPES[t]
     size = dt.itemsize
     unsigned = _UNSIGNED[size]
-    if isinstance(src, _Reg) and src.storage.itemsize > size and dt.kind in "iu":
-        read = _reader(d, src, "u" + str(8 * size), where)  # store the low bits
-    else:
-        read = _reader(d, src, t, where)
+    reads = []
+    for s in _vector(d, src, n, where, "the source"):
+        if isinstance(s, _Reg) and s.storage.itemsize > size and dt.kind in "iu":
+            reads.append(_reader(d, s, "u" + str(8 * size), where))  # store the low bits
+        else:
+            reads.append(_reader(d, s, t, where))
+
+    def values(m, mask) -> np.ndarray:  # [threads executing, n] as unsigned
+        cols = [np.broadcast_to(np.asarray(r(m)), (m.T,)).view(unsigned) for r in reads]
+        v = cols[0][:, None] if n == 1 else np.stack(cols, 1)
+        return v if mask is None else v[mask]
+
+    if space == "shared":
+        saddr = _shared_addresses(d, addr, where)
+
+        def run_shared(m, mask):
+            sh = _shared_of(m, where)
+            threads = _threads(m, mask)
+            a = saddr(m) if mask is None else saddr(m)[mask]
+            idx = sh.bytes(m, where, "store", a, threads, n * size)
+            sh.touch(m, where, "store", idx, threads, write=True)
+            sh.data[idx] = np.ascontiguousarray(values(m, mask)).view(np.uint8)
+
+        return run_shared
     addresses = _addresses(d, addr, where)
+    lanes = np.arange(n)
 
     def run(m, mask):
         a = addresses(m)
-        v = np.broadcast_to(np.asarray(read(m)), (m.T,)).view(unsigned)
+        v = values(m, mask)
         if mask is not None:
-            a, v = a[mask], v[mask]
-        for s, idx, pos in m.memory.locate(a, size, lambda p, what, why: _fail(m, where, "store", mask, p, what, why)):
-            m.memory.bufs[s].view(unsigned)[idx] = v if pos is None else v[pos]
+            a = a[mask]
+        for s, idx, pos in m.memory.locate(a, n * size, lambda p, what, why: _fail(m, where, "store", mask, p, what, why),
+                                           unit=size):
+            buf = m.memory.bufs[s].view(unsigned)
+            vals = v if pos is None else v[pos]
+            if n == 1:
+                buf[idx] = vals[:, 0]
+            else:
+                buf[idx[:, None] + lanes] = vals
+
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared memory: ld/st.shared, cp.async, ldmatrix, bar.sync
+# ---------------------------------------------------------------------------------------------
+
+
+class _Shared:
+    """The shared memory of one chunk of CTAs, plus what makes the GPU's undefined cases visible
+    although all threads run in lockstep here: per byte, the thread that wrote it and the
+    thread that read it (-2: several) since the last barrier, and whether a cp.async to it is
+    in flight; and the copies issued but not yet waited for. A copy lands only when its thread
+    waits for its group, so a kernel that forgets a wait reads stale data on the GPU, here an error."""
+
+    def __init__(self, m: _Machine, size: int):
+        n = m.nctas * size
+        self.size = size
+        self.data = np.full(n, 0xA5, np.uint8)  # not zeros: a missing zero fill must show
+        self.writer = np.full(n, -1, np.int32)
+        self.reader = np.full(n, -1, np.int32)
+        self.inflight = np.zeros(n, bool)
+        self.committed = np.zeros(m.T, np.int64)  # groups each thread has committed
+        self.copies: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # thread, bytes, data, group
+
+    def address(self, byte: int) -> str:
+        return f"{_SHARED_BASE + byte % self.size:#x}"
+
+    def bytes(self, m: _Machine, where: str, access: str, addr: np.ndarray, threads: np.ndarray,
+              size: int) -> np.ndarray:
+        """[k, size] byte indices of `size`-byte accesses at shared addresses `addr` by `threads`,
+        after checking that each is aligned to `size` and lies in its CTA's shared memory."""
+        mis = (addr % size) != 0
+        if mis.any():
+            k = int(np.flatnonzero(mis)[0])
+            raise EmulationError(f"{where}: misaligned shared {access} by {m.thread(int(threads[k]))}: shared "
+                                 f"address {int(addr[k]):#x} is not aligned to {size} bytes")
+        off = addr - _SHARED_BASE
+        bad = (off < 0) | (off + size > self.size)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise EmulationError(
+                f"{where}: out-of-range shared {access} by {m.thread(int(threads[k]))}: shared address "
+                f"{int(addr[k]):#x} (+{size} bytes) is outside the CTA's {self.size} bytes of shared memory "
+                f"[{_SHARED_BASE:#x}, {_SHARED_BASE + self.size:#x}); {int(bad.sum())} such accesses")
+        return ((threads // m.per_cta) * self.size + off)[:, None] + np.arange(size)
+
+    def touch(self, m: _Machine, where: str, access: str, idx: np.ndarray, threads: np.ndarray, write: bool) -> None:
+        """Check and record `threads` reading or writing bytes `idx` ([k, size])."""
+        busy = self.inflight[idx]
+        if busy.any():
+            k, j = (int(x) for x in np.argwhere(busy)[0])
+            raise EmulationError(
+                f"{where}: {'write' if write else 'read'} of shared memory with a cp.async in flight: "
+                f"{m.thread(int(threads[k]))} {access}s shared address {self.address(int(idx[k, j]))} that "
+                "a cp.async has not yet landed on; missing cp.async.wait_group?")
+        me = threads[:, None].astype(np.int32)
+        w = self.writer[idx]
+        bad = (w >= 0) & (w != me)
+        if bad.any():
+            k, j = (int(x) for x in np.argwhere(bad)[0])
+            self._race(m, where, threads[k], "reads" if not write else "writes", idx[k, j], "wrote", w[k, j])
+        r = self.reader[idx]
+        if write:
+            bad = (r != -1) & (r != me)
+            if bad.any():
+                k, j = (int(x) for x in np.argwhere(bad)[0])
+                self._race(m, where, threads[k], "writes", idx[k, j], "read", r[k, j])
+            self.writer[idx] = np.broadcast_to(me, idx.shape)
+            clash = self.writer[idx] != me
+            if clash.any():
+                k, j = (int(x) for x in np.argwhere(clash)[0])
+                self._race(m, where, threads[k], "writes", idx[k, j], "also writes in the same instruction",
+                           self.writer[idx[k, j]], window="")
+        else:
+            new = np.where((r == -1) | (r == me), me, np.int32(-2))
+            self.reader[idx] = new
+            clash = self.reader[idx] != new  # another thread of this instruction read it too
+            if clash.any():
+                self.reader[idx[clash]] = -2
+
+    def _race(self, m: _Machine, where: str, t, verb: str, byte, other_verb: str, other,
+              window: str = " since the last bar.sync") -> None:
+        who = "other threads" if other == -2 else m.thread(int(other))
+        raise EmulationError(
+            f"{where}: shared-memory race: {m.thread(int(t))} {verb} shared address {self.address(int(byte))}, "
+            f"which {who} {other_verb}{window}; missing bar.sync?")
+
+    def barrier(self, ctas: np.ndarray | None) -> None:
+        """bar.sync by every live thread of `ctas` (bool per CTA; None: all): forget the marks."""
+        if ctas is None:
+            self.writer.fill(-1)
+            self.reader.fill(-1)
+        else:
+            self.writer.reshape(ctas.size, -1)[ctas] = -1
+            self.reader.reshape(ctas.size, -1)[ctas] = -1
+
+    def issue(self, m: _Machine, where: str, threads: np.ndarray, idx: np.ndarray, data: np.ndarray) -> None:
+        """A cp.async by `threads` of `data` to bytes `idx`: in flight until its group is waited for."""
+        if self.inflight[idx].any():
+            k = int(np.flatnonzero(self.inflight[idx].any(1))[0])
+            raise EmulationError(f"{where}: cp.async by {m.thread(int(threads[k]))} to shared memory that another "
+                                 "cp.async has not yet landed on; missing cp.async.wait_group?")
+        me = threads[:, None].astype(np.int32)
+        for marks, verb in ((self.writer, "wrote"), (self.reader, "read")):
+            other = marks[idx]
+            bad = (other != -1) & (other != me)
+            if bad.any():
+                k, j = (int(x) for x in np.argwhere(bad)[0])
+                self._race(m, where, threads[k], "copies to", idx[k, j], verb, other[k, j])
+        flat = idx.ravel()
+        if np.unique(flat).size != flat.size:
+            byte = int(flat[np.flatnonzero(np.bincount(flat) > 1)[0]])
+            both = threads[np.flatnonzero((idx == byte).any(1))[:2]]
+            self._race(m, where, both[1], "copies to", byte, "also copies to in the same instruction", both[0], window="")
+        self.inflight[idx] = True
+        self.copies.append((threads, idx, data, self.committed[threads]))
+
+    def commit(self, threads: np.ndarray) -> None:
+        self.committed[threads] += 1
+
+    def wait(self, threads: np.ndarray, pending: int) -> None:
+        """cp.async.wait_group by `threads`: their copies of all but the `pending` newest committed
+        groups land (copies not yet committed stay in flight)."""
+        waiting = np.zeros(self.committed.size, bool)
+        waiting[threads] = True
+        limit = self.committed - pending
+        keep = []
+        for t, idx, data, group in self.copies:
+            land = waiting[t] & (group < limit[t])
+            if land.any():
+                self.data[idx[land]] = data[land]
+                self.inflight[idx[land]] = False
+                self.writer[idx[land]] = np.broadcast_to(t[land, None].astype(np.int32), idx[land].shape)
+            if not land.all():
+                keep.append((t[~land], idx[~land], data[~land], group[~land]))
+        self.copies = keep
+
+
+def _shared_of(m: _Machine, where: str) -> _Shared:
+    if m.shared is None:
+        raise EmulationError(f"{where}: the kernel declares no shared memory (.shared or .extern .shared)")
+    return m.shared
+
+
+def _shared_addresses(d, addr: _Addr, where: str) -> Callable[[_Machine], np.ndarray]:
+    """Shared addresses (int64, per thread) of `[buffer+off]` or `[%r+off]` (32- or 64-bit %r)."""
+    off = addr.offset
+    if isinstance(addr.base, str):
+        if addr.base not in d.shared:
+            raise EmulationError(f"{where}: {addr.base!r} is not a shared buffer")
+        at = np.int64(d.shared[addr.base] + off)
+        return lambda m: np.full(m.T, at)
+    if addr.base.storage.itemsize not in (4, 8) or addr.base.storage.kind == "b":
+        raise EmulationError(f"{where}: a shared address is a 32- or 64-bit register, not {addr.base.name}")
+    base = _reader(d, addr.base, "u32" if addr.base.storage.itemsize == 4 else "u64", where)
+    return lambda m: np.broadcast_to(np.asarray(base(m)).astype(np.int64) + off, (m.T,))
+
+
+def _whole_warps(m: _Machine, mask, where: str, what: str) -> np.ndarray | None:
+    """Warps executing a warp-wide instruction (None: all); a partly active warp is an error."""
+    if mask is None:
+        return None
+    lanes = mask.reshape(-1, 32)
+    partial = lanes.any(1) & ~lanes.all(1)
+    if partial.any():
+        w = int(np.flatnonzero(partial)[0])
+        raise EmulationError(f"{where}: only {int(lanes[w].sum())} of 32 lanes of the warp of {m.thread(w * 32)} "
+                             f"execute this {what} (.sync.aligned needs the whole warp)")
+    return np.flatnonzero(lanes.all(1))
+
+
+_CP_ASYNC = re.compile(r"^cp\.async\.(ca|cg)\.shared(?:::cta)?\.global(?:\.L2::(?:64|128|256)B)?$")
+
+
+def _dec_cp(d, op, mods, args, where) -> Fn:
+    """cp.async copies, commit_group, wait_group N, wait_all (see `_Shared`)."""
+    opcode = op.opcode.data
+    if opcode in ("cp.async.commit_group", "cp.async.wait_all"):
+        if args:
+            raise EmulationError(f"{where}: {opcode} takes no operands")
+        if opcode == "cp.async.commit_group":
+            return lambda m, mask: _shared_of(m, where).commit(_threads(m, mask))
+
+        def run_all(m, mask):
+            sh, threads = _shared_of(m, where), _threads(m, mask)
+            sh.commit(threads)
+            sh.wait(threads, 0)
+
+        return run_all
+    if opcode == "cp.async.wait_group":
+        (n,) = _one(d, op, args, 1, where)
+        if not isinstance(n, _Imm) or isinstance(n.value, float) or n.fbits or n.value < 0:
+            raise EmulationError(f"{where}: cp.async.wait_group takes a non-negative integer constant")
+        pending = int(n.value)
+        return lambda m, mask: _shared_of(m, where).wait(_threads(m, mask), pending)
+    match = _CP_ASYNC.match(opcode)
+    if not match or len(args) not in (3, 4):
+        raise EmulationError(f"{where}: expected cp.async.{{ca,cg}}.shared[::cta].global[.L2::128B] [dst], [src], "
+                             "CP-SIZE[, SRC-SIZE] (or commit_group / wait_group N / wait_all)")
+    ops = [d.operand(a, op) for a in args]
+    dst, src, cp = ops[:3]
+    if not (isinstance(dst, _Addr) and isinstance(src, _Addr)):
+        raise EmulationError(f"{where}: cp.async needs [shared address], [global address]")
+    if not isinstance(cp, _Imm) or cp.value not in ((16,) if match.group(1) == "cg" else (4, 8, 16)):
+        raise EmulationError(f"{where}: cp-size must be {'16 for .cg' if match.group(1) == 'cg' else '4, 8 or 16'}")
+    size = int(cp.value)
+    if len(ops) == 4 and isinstance(ops[3], _Imm) and not 0 <= ops[3].value <= size:
+        raise EmulationError(f"{where}: src-size {ops[3].text} is not in 0..{size}")
+    src_size = _reader(d, ops[3], "u32", where) if len(ops) == 4 else (lambda m: np.uint32(size))
+    saddr, gaddr = _shared_addresses(d, dst, where), _addresses(d, src, where)
+    cols = np.arange(size)
+
+    def run(m, mask):
+        sh, threads = _shared_of(m, where), _threads(m, mask)
+        sa, ga = saddr(m), gaddr(m)
+        n = np.broadcast_to(np.asarray(src_size(m)).astype(np.int64), (m.T,))
+        if mask is not None:
+            sa, ga, n = sa[mask], ga[mask], n[mask]
+        idx = sh.bytes(m, where, "cp.async destination", sa, threads, size)
+        if (n > size).any():
+            k = int(np.flatnonzero(n > size)[0])
+            raise EmulationError(f"{where}: {m.thread(int(threads[k]))}: src-size {int(n[k])} exceeds cp-size {size}")
+        mis = (ga % np.uint64(size)) != 0
+        if mis.any():
+            k = int(np.flatnonzero(mis)[0])
+            raise EmulationError(f"{where}: misaligned cp.async source by {m.thread(int(threads[k]))}: global "
+                                 f"address {int(ga[k]):#x} is not aligned to {size} bytes")
+        data = np.zeros((threads.size, size), np.uint8)
+        some = np.flatnonzero(n > 0)  # src-size 0 reads nothing (the whole copy is zero fill)
+        if some.size:
+            first, last = ga[some], ga[some] + (n[some] - 1).astype(np.uint64)
+
+            def fail(p, what, why):
+                raise EmulationError(f"{where}: {what} cp.async source read by {m.thread(int(threads[some[p]]))}: {why}")
+
+            m.memory.locate(last, 1, fail)
+            for s, off, pos in m.memory.locate(first, 1, fail):
+                rows = some if pos is None else some[pos]
+                got = np.take(m.memory.bufs[s], off[:, None] + cols, mode="clip")
+                data[rows] = np.where(cols < n[rows, None], got, 0)
+        sh.issue(m, where, threads, idx, data)
+
+    return run
+
+
+_LDMATRIX = re.compile(r"^ldmatrix\.sync\.aligned\.m8n8\.x([124])(\.trans)?\.shared(?:::cta)?\.b16$")
+
+
+def _dec_ldmatrix(d, op, mods, args, where) -> Fn:
+    """ldmatrix: lane 8i + r gives the address of row r (16 bytes) of matrix i; register i of
+    lane l gets elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) of matrix i (of its
+    transpose with .trans), the first in the low half. x1 / x2 ignore the addresses of lanes 8 / 16 up."""
+    match = _LDMATRIX.match(op.opcode.data)
+    if not match:
+        raise EmulationError(f"{where}: expected ldmatrix.sync.aligned.m8n8.{{x1,x2,x4}}[.trans].shared[::cta].b16")
+    count, trans = int(match.group(1)), bool(match.group(2))
+    dst, addr = _one(d, op, args, 2, where)
+    if not isinstance(addr, _Addr):
+        raise EmulationError(f"{where}: ldmatrix needs a shared address in brackets")
+    regs = list(dst.items) if isinstance(dst, _Vec) else [dst]
+    if len(regs) != count:
+        raise EmulationError(f"{where}: ldmatrix .x{count} writes {count} registers")
+    for r in regs:
+        if not isinstance(r, _Reg) or r.storage != np.dtype(np.uint32):
+            raise EmulationError(f"{where}: ldmatrix writes 32-bit registers, got {getattr(r, 'name', r)}")
+    saddr = _shared_addresses(d, addr, where)
+    providers = np.arange(8 * count)
+
+    def run(m, mask):
+        sh = _shared_of(m, where)
+        warps = _whole_warps(m, mask, where, "ldmatrix")
+        wid = np.arange(m.T // 32) if warps is None else warps
+        threads = (wid[:, None] * 32 + providers).reshape(-1)
+        idx = sh.bytes(m, where, "ldmatrix row load", saddr(m)[threads], threads, 16)
+        sh.touch(m, where, "load", idx, threads, write=False)
+        mats = sh.data[idx].view(np.uint16).reshape(wid.size, count, 8, 8)
+        if trans:
+            mats = mats.transpose(0, 1, 3, 2)
+        words = np.ascontiguousarray(mats).view(np.uint32).reshape(wid.size, count, 32)
+        for i, r in enumerate(regs):
+            row = m.banks[r.bank][r.index].reshape(-1, 32)
+            if warps is None:
+                row[...] = words[:, i]
+            else:
+                row[warps] = words[:, i]
+
+    return run
+
+
+def _dec_bar(d, op, mods, args, where) -> Fn:
+    """bar.sync 0 / barrier.sync[.aligned] 0 [, N]: all warps run in lockstep, so the barrier's
+    work here is to end the race-detection window (and to refuse a barrier in divergent code)."""
+    head = op.opcode.data.split(".")[0]
+    if mods not in (["sync"], ["sync", "aligned"]) or (head == "bar" and mods != ["sync"]):
+        raise EmulationError(f"{where}: expected bar.sync 0 or barrier.sync[.aligned] 0 (optionally ', N')")
+    ops = [d.operand(a, op) for a in args]
+    if len(ops) not in (1, 2) or not all(isinstance(x, _Imm) and not isinstance(x.value, float) for x in ops) \
+            or ops[0].value != 0:
+        raise EmulationError(f"{where}: only barrier 0 with a constant thread count is supported")
+    count = int(ops[1].value) if len(ops) == 2 else None
+
+    def run(m, mask):
+        if count is not None and count != m.per_cta:
+            raise EmulationError(f"{where}: thread count {count} is not the CTA's {m.per_cta} threads (whole warps); "
+                                 "the emulator runs all warps in lockstep and supports only whole-CTA barriers")
+        live = np.ones(m.T, bool) if m.active is None else m.active
+        there = live if mask is None else mask
+        arrived, expected = there.reshape(m.nctas, -1).sum(1), live.reshape(m.nctas, -1).sum(1)
+        partial = (arrived > 0) & (arrived < expected)
+        if partial.any():
+            c = int(np.flatnonzero(partial)[0])
+            missing = int(np.flatnonzero(live & ~there)[0])
+            raise EmulationError(f"{where}: only {int(arrived[c])} of the {int(expected[c])} live threads of the CTA of "
+                                 f"{m.thread(missing)} reach this barrier (a barrier in divergent code hangs the GPU)")
+        if m.shared is not None:
+            m.shared.barrier(None if mask is None else arrived > 0)
 
     return run
 
@@ -1503,6 +1930,7 @@ _DECODERS = {
     "shl": _dec_shift, "shr": _dec_shift, "bfe": _dec_bfe, "bfi": _dec_bfi, "setp": _dec_setp,
     "selp": _dec_selp, "cvt": _dec_cvt, "cvta": _dec_cvta, "ld": _dec_ld, "st": _dec_st,
     "popc": _dec_popc, "abs": _dec_abs_neg, "neg": _dec_abs_neg, "atom": _dec_atom,
+    "cp": _dec_cp, "ldmatrix": _dec_ldmatrix, "bar": _dec_bar, "barrier": _dec_bar,
 }  # fmt: skip
 
 
@@ -1530,6 +1958,7 @@ class Program:
                 if prefix in d.banks:
                     raise EmulationError(f"{d.where(op)}: register prefix {prefix} declared twice")
                 d.banks[prefix] = (op.type.data, int(op.count.data))
+        self._layout_shared(d, [op for op in body if isinstance(op, ptx.SharedOp)])
         code = [op for op in body if isinstance(op, (ptx.InstOp, ptx.MmaOp, ptx.LabelOp))]
         index = 0
         for op in code:
@@ -1541,6 +1970,27 @@ class Program:
                 index += 1
         self.banks = dict(d.banks)
         self.steps: list[_Step] = [self._decode(d, op) for op in code if not isinstance(op, ptx.LabelOp)]
+
+    def _layout_shared(self, d: _Decode, decls: list) -> None:
+        """Static buffers in declaration order from `_SHARED_BASE`, each at its alignment; every
+        `.extern` buffer at the end, where the launch's dynamic shared memory starts."""
+        at = _SHARED_BASE
+        for op in decls:
+            name = op.sym_name.data
+            if name in d.shared:
+                raise EmulationError(f"{d.where(op)}: shared buffer {name} declared twice")
+            if not op.dynamic:
+                at = -(-at // int(op.align.data)) * int(op.align.data)
+                d.shared[name] = at
+                at += int(op.size.data)
+        align = max([16] + [int(op.align.data) for op in decls if op.dynamic])
+        self.static_shared = at - _SHARED_BASE
+        self.dynamic_at = -(-at // align) * align
+        for op in decls:
+            if op.dynamic:
+                d.shared.setdefault(op.sym_name.data, self.dynamic_at)
+        self.has_shared = bool(decls)
+        self.target = d.target
 
     @staticmethod
     def _decode(d: _Decode, op) -> _Step:
@@ -1570,10 +2020,11 @@ class Program:
             raise EmulationError(f"{where}: the emulator does not implement {parts[0]!r}")
         return _Step(decoder(d, op, parts[1:], args, where), "op", guard, where)
 
-    def run(self, grid, block, args: Sequence, *, max_steps: int = 10_000_000,
+    def run(self, grid, block, args: Sequence, *, shared_bytes: int = 0, max_steps: int = 10_000_000,
             memory_budget: int = 256 << 20) -> list[np.ndarray]:
         """Run the kernel for `grid` x `block` on `args` (like `cuda_runtime.run_kernel`): the
-        final contents of every ndarray argument, in order. Scalars are passed by value."""
+        final contents of every ndarray argument, in order. Scalars are passed by value;
+        `shared_bytes` is the dynamic shared memory per CTA (what `.extern .shared` names)."""
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         threads = block[0] * block[1] * block[2]
         if threads > 1024:
@@ -1582,6 +2033,7 @@ class Program:
             raise EmulationError(f"{self.name}: block {block} exceeds .maxntid {self.max_threads}")
         if len(args) != len(self.params):
             raise EmulationError(f"{self.name} takes {len(self.params)} parameters, got {len(args)} arguments")
+        shared_size = self._shared_size(shared_bytes)
         memory = _Memory(args)
         params = {}
         for i, ((ptype, pname), arg) in enumerate(zip(self.params, args)):
@@ -1599,12 +2051,13 @@ class Program:
             params[pname] = value.view(np.uint8)
         per_cta = -(-threads // 32) * 32
         bytes_per_thread = sum(_STORAGE[t].itemsize * n for t, n in self.banks.values()) + 64
+        bytes_per_thread += 10 * (shared_size or 0) // per_cta + (8 if shared_size is not None else 0)
         ctas = grid[0] * grid[1] * grid[2]
         chunk = max(1, min(ctas, memory_budget // max(1, bytes_per_thread * per_cta)))
         stats = RunStats(threads=ctas * threads, ctas=ctas)
         start = time.perf_counter()
         for cta0 in range(0, ctas, chunk):
-            m = _Machine(self, memory, params, grid, block, cta0, min(chunk, ctas - cta0))
+            m = _Machine(self, memory, params, grid, block, cta0, min(chunk, ctas - cta0), shared_size)
             stats.instructions += self._execute(m, max_steps)
             stats.mma += m.mma_count
             stats.chunks += 1
@@ -1617,6 +2070,25 @@ class Program:
                 raw = memory.bufs[i][: memory.sizes[i]]
                 out.append(raw.view(host.dtype).reshape(host.shape).copy() if host.size else host.copy())
         return out
+
+    def _shared_size(self, shared_bytes: int) -> int | None:
+        """Bytes of shared memory per CTA (None: the kernel uses none), within the target's limit."""
+        if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
+            raise EmulationError(f"shared_bytes must be a non-negative integer, got {shared_bytes!r}")
+        if not self.has_shared and not shared_bytes:
+            return None
+        from tilemma.compiler.targets import max_shared_per_cta
+
+        target = self.target or "sm_90"
+        try:
+            limit = max_shared_per_cta(target)
+        except ValueError as err:
+            raise EmulationError(f"{self.name}: {err}") from None
+        if self.static_shared + shared_bytes > limit:
+            raise EmulationError(
+                f"{self.name}: {self.static_shared} bytes of static and {shared_bytes} bytes of dynamic shared memory "
+                f"exceed the {limit} bytes ({limit // 1024} KiB) one CTA may use on {target}")
+        return self.dynamic_at - _SHARED_BASE + int(shared_bytes)
 
     def _execute(self, m: _Machine, max_steps: int) -> int:
         steps, n, pc, count = self.steps, len(self.steps), 0, 0

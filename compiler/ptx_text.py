@@ -10,13 +10,15 @@ number and text, rather than guessed at.
 The subset, per line (leading indentation is free; the printer uses four spaces):
 
     .version V / .target T / .address_size N          module header, in this order
+    .extern .shared .align A .b8 NAME[];               ptx.shared (dynamic) of the kernel that follows
     .visible .entry NAME(  .param DECL, ...  )         a kernel, one parameter per line
     .maxntid N, 1, 1                                   optional, before the body
     {  ...  }                                          the body, one operation per line:
     .reg .TYPE %PREFIX<COUNT>;                         ptx.reg
+    .shared .align A .b8 NAME[SIZE];                   ptx.shared (static)
     // text                                            ptx.comment
     LABEL:                                             ptx.label
-    [@[!]%p] opcode arg, arg, ...;                     ptx.inst
+    [@[!]%p] opcode arg, arg, ...;                     ptx.inst (an arg may be a vector {%r1, %r2})
     mma.... {d..}, {a..}, {b..}, {c..}[, extra...];    ptx.mma (mma.sp: extra = %rE, F; .block_scale:
                                                        then %rSA, {BA, TA}, %rSB, {BB, TB})
 """
@@ -71,6 +73,7 @@ _ENTRY = re.compile(r"^\.visible\s+\.entry\s+([A-Za-z_$][\w$]*)\s*\($")
 _PARAM = re.compile(r"^\.param\s+(\.\w+\s+[A-Za-z_$][\w$]*)\s*(,?)$")
 _MAXNTID = re.compile(r"^\.maxntid\s+(\d+)\s*,\s*1\s*,\s*1$")
 _REG = re.compile(r"^\.reg\s+\.(\w+)\s+(%[A-Za-z_$][A-Za-z_$]*)<(\d+)>;$")
+_SHARED = re.compile(r"^(\.extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.b8\s+([A-Za-z_$][\w$]*)\[(\d*)\];$")
 _LABEL = re.compile(r"^([A-Za-z_$][\w$]*):$")
 _GUARD = re.compile(r"^@(!?%[A-Za-z_$][\w$]*)\s+")
 _OPCODE = re.compile(r"^[a-z][\w.:]*$")
@@ -152,21 +155,41 @@ class _Reader:
                 raise self.error(f"expected '.{key} ...' (the module header is .version, .target, .address_size)")
             values[key] = m.group(1)
             start = self.pos - 1 if start is None else start
-        entries = []
+        entries, externs = [], []
         while True:
             save = self.pos
             line = self.next_nonblank()
             if line is None or line.strip().startswith(".version"):
                 self.pos = save
                 break
+            if line.strip().startswith(".extern"):
+                externs.append(self.shared(line, dynamic=True))
+                continue
             self.pos -= 1
-            entries.append(self.entry())
+            entries.append(self.entry(externs))
+            externs = []
+        if externs:
+            raise self.error("'.extern .shared' must be followed by the kernel that uses it", self.op_lines[externs[-1]] - 1)
         module = ptx.ModuleOp_(values["version"], values["target"], entries)
         module.properties["address_size"] = StringAttr(values["address_size"])
         self.op_lines[module] = (start or 0) + 1
         return module
 
-    def entry(self) -> ptx.EntryOp:
+    def shared(self, line: str, dynamic: bool) -> ptx.SharedOp:
+        m = _SHARED.match(line.strip())
+        if not m or bool(m.group(1)) != dynamic or (m.group(4) == "") != dynamic:
+            want = ".extern .shared .align A .b8 NAME[];" if dynamic else ".shared .align A .b8 NAME[SIZE];"
+            raise self.error(f"expected '{want}'")
+        _, align, name, size = m.groups()
+        op = ptx.SharedOp(name, int(align), int(size) if size else None)
+        try:
+            op.verify()
+        except VerifyException as e:
+            raise self.error(str(e)) from None
+        self.op_lines[op] = self.pos
+        return op
+
+    def entry(self, externs: list[ptx.SharedOp] | None = None) -> ptx.EntryOp:
         line = self.expect("'.visible .entry NAME('")
         m = _ENTRY.match(line.strip())
         if not m:
@@ -198,7 +221,7 @@ class _Reader:
             raise self.error("expected '.maxntid N, 1, 1'")
         if line.strip() != "{":
             raise self.error("expected '{' to open the kernel body")
-        ops: list[Operation] = []
+        ops: list[Operation] = list(externs or [])
         while True:
             line = self.expect("'}' to close the kernel body")
             if line.strip() == "}":
@@ -227,11 +250,15 @@ class _Reader:
             if int(count) <= 0:
                 raise self.error("register count must be positive")
             return ptx.RegOp(rtype, prefix, int(count))
+        if s.startswith(".shared"):
+            return self.shared(s, dynamic=False)
         m = _LABEL.match(s)
         if m:
             return ptx.LabelOp(m.group(1))
+        if s.startswith(".extern"):
+            raise self.error("'.extern .shared' belongs at module scope, just above the kernel")
         if s.startswith("."):
-            raise self.error("directive not allowed in a kernel body (only '.reg')")
+            raise self.error("directive not allowed in a kernel body (only '.reg' and '.shared')")
         if not s.endswith(";"):
             raise self.error("an instruction must end with ';'")
         s = s[:-1].rstrip()
@@ -248,8 +275,13 @@ class _Reader:
             raise self.error(str(e)) from None
         if opcode.startswith("mma."):
             return self.mma(opcode, args, guard)
-        for a in args:
-            if not a or not _ARG.match(a):
+        for i, a in enumerate(args):
+            if a.startswith("{") and a.endswith("}"):  # a vector operand
+                items = [x.strip() for x in a[1:-1].split(",")]
+                if not all(x and _ARG.match(x) for x in items):
+                    raise self.error(f"malformed vector operand {a!r}")
+                args[i] = "{" + ", ".join(items) + "}"
+            elif not a or not _ARG.match(a):
                 raise self.error(f"malformed operand {a!r}")
         return ptx.InstOp(opcode, args, guard)
 

@@ -193,3 +193,17 @@ ALL_TARGETS: tuple[SmTarget, ...] = tuple(sorted(MIN_PTX_FOR_TARGET))
 def all_targets() -> tuple[SmTarget, ...]:
     """Every target ptxas 13.0 accepts, sm_75 .. sm_121f, oldest first."""
     return ALL_TARGETS
+
+
+# Most shared memory one CTA may use (static + dynamic, after the opt-in above 48 KiB), in KiB, by
+# SM number: the CUDA C++ Programming Guide's per-compute-capability table.
+_MAX_SHARED_KIB = {75: 64, 80: 163, 86: 99, 87: 163, 88: 99, 89: 99, 90: 227, 100: 227, 101: 227,
+                   103: 227, 110: 227, 120: 99, 121: 99}  # fmt: skip
+
+
+def max_shared_per_cta(target: str | SmTarget) -> int:
+    """Bytes of shared memory one CTA may use on `target` (232448 = 227 KiB on sm_90)."""
+    t = parse_sm(target)
+    if t.number not in _MAX_SHARED_KIB:
+        raise ValueError(f"no shared-memory limit known for {t.name}")
+    return _MAX_SHARED_KIB[t.number] * 1024

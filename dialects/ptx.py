@@ -9,6 +9,8 @@ its parameters. The `ptx` target (`-t ptx`) prints every module as a complete PT
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
@@ -136,9 +138,52 @@ class RegOp(IRDLOperation):
         return f".reg .{self.type.data} {self.prefix.data}<{self.count.data}>;"
 
 
+_SYMBOL = re.compile(r"^[A-Za-z_$][\w$]*$")
+
+
+@irdl_op_definition
+class SharedOp(IRDLOperation):
+    """A CTA's shared buffer: `.shared .align A .b8 NAME[SIZE];`, or without `size` the dynamic
+    shared memory `.extern .shared .align A .b8 NAME[];` sized at launch. It sits in the kernel's
+    body; PTX accepts `.extern` only at module scope, so the printer writes that one just above
+    the kernel (and the reader gives it back to the kernel that follows)."""
+
+    name = "ptx.shared"
+    sym_name = prop_def(StringAttr)
+    align = prop_def(StringAttr)
+    size = opt_prop_def(StringAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$sym_name $align attr-dict"
+
+    def __init__(self, name: str, align: int, size: int | None = None):
+        props: dict[str, Attribute] = {"sym_name": StringAttr(name), "align": StringAttr(str(align))}
+        if size is not None:
+            props["size"] = StringAttr(str(size))
+        super().__init__(properties=props)
+
+    @property
+    def dynamic(self) -> bool:
+        return self.size is None
+
+    def verify_(self) -> None:
+        name, align = self.sym_name.data, self.align.data
+        if not _SYMBOL.match(name):
+            raise VerifyException(f"ptx.shared: {name!r} is not a PTX identifier")
+        if not align.isdigit() or int(align) == 0 or int(align) & (int(align) - 1):
+            raise VerifyException(f"ptx.shared {name}: .align must be a power of two, got {align}")
+        if self.size is not None and (not self.size.data.isdigit() or int(self.size.data) <= 0):
+            raise VerifyException(f"ptx.shared {name}: size must be a positive integer, got {self.size.data}")
+
+    def text(self) -> str:
+        head = f".shared .align {self.align.data} .b8 {self.sym_name.data}"
+        return f".extern {head}[];" if self.dynamic else f"{head}[{self.size.data}];"
+
+
 @irdl_op_definition
 class InstOp(IRDLOperation):
-    """One PTX instruction: optional guard (`%p3` or `!%p3`), opcode, operands as written."""
+    """One PTX instruction: optional guard (`%p3` or `!%p3`), opcode, operands as written (a
+    vector operand is one string, `{%r1, %r2}`)."""
 
     name = "ptx.inst"
     opcode = prop_def(StringAttr)
@@ -264,7 +309,7 @@ class CommentOp(IRDLOperation):
         return f"// {self.comment.data}"
 
 
-PTX = Dialect("ptx", [ModuleOp_, EntryOp, RegOp, InstOp, MmaOp, RegsOp, LabelOp, CommentOp], [])
+PTX = Dialect("ptx", [ModuleOp_, EntryOp, RegOp, SharedOp, InstOp, MmaOp, RegsOp, LabelOp, CommentOp], [])
 
 
 def print_module(module: ModuleOp_, out: IO[str]) -> None:
@@ -274,11 +319,16 @@ def print_module(module: ModuleOp_, out: IO[str]) -> None:
         if not isinstance(entry, EntryOp):
             raise VerifyException(f"ptx.module may only hold ptx.entry, found {entry.name}")
         params = ",\n".join(f"    .param {p.data}" for p in entry.params.data)
+        for op in entry.body.ops:  # PTX declares dynamic shared memory at module scope only
+            if isinstance(op, SharedOp) and op.dynamic:
+                out.write(f"\n{op.text()}\n")
         out.write(f"\n.visible .entry {entry.sym_name.data}(\n{params}\n)\n")
         if entry.max_threads is not None:
             out.write(f".maxntid {entry.max_threads.data}, 1, 1\n")
         out.write("{\n")
         for op in entry.body.ops:
+            if isinstance(op, SharedOp) and op.dynamic:
+                continue
             text = op.text()  # type: ignore[attr-defined]
             indent = "" if isinstance(op, LabelOp) else "    "
             out.write(f"{indent}{text}\n")
