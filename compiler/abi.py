@@ -57,6 +57,7 @@ class KernelABI:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     params: tuple[Param, ...]
+    shared_bytes: int = 0  # dynamic shared memory per CTA
 
     @staticmethod
     def from_entry(entry: ptx.EntryOp) -> KernelABI:
@@ -84,6 +85,7 @@ class KernelABI:
             tuple(entry.grid.get_values()),  # type: ignore[arg-type]
             tuple(entry.block.get_values()),  # type: ignore[arg-type]
             tuple(params),
+            entry.shared_bytes.value.data if entry.shared_bytes is not None else 0,
         )
 
     def index(self, role: str) -> int | None:

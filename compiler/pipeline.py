@@ -22,6 +22,7 @@ from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import GemmKernel, read_kernel
 from tilemma.passes.select_mma import SelectMma
 from tilemma.passes.split_tf32 import SplitTf32
+from tilemma.passes.swizzle_shared import SwizzleShared
 from tilemma.passes.tile_warps import TileWarps
 from tilemma.passes.warp_to_ptx import WarpToPtx
 
@@ -42,11 +43,13 @@ class CompileOptions:
     warps: str = ""
     warp_tile: str = ""
     sparse_form: str = "ordered"
+    stages: int = -1
 
     def passes(self) -> list[ModulePass]:
         return [
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
-            TileWarps(self.warps, self.warp_tile),
+            TileWarps(self.warps, self.warp_tile, self.stages),
+            SwizzleShared(),
             SplitTf32(),
             CommonSubexpressionElimination(),
             WarpToPtx(),

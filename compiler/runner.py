@@ -235,11 +235,11 @@ def run_compiled(
     if on == "gpu":
         from tilemma.compiler import cuda_runtime
 
-        outs = cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, args)
+        outs = cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
     elif on == "emulator":
         from tilemma.compiler import emulator
 
-        outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args)
+        outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
     else:
         raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
     broken = (sparsity_error(int(outs[error_at][0]), g, kernel.abi.params[error_at].init)  # type: ignore[arg-type]

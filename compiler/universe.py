@@ -43,6 +43,12 @@ def _split_tf32():
     return SplitTf32
 
 
+def _swizzle_shared():
+    from tilemma.passes.swizzle_shared import SwizzleShared
+
+    return SwizzleShared
+
+
 def _warp_to_ptx():
     from tilemma.passes.warp_to_ptx import WarpToPtx
 
@@ -59,6 +65,7 @@ DIALECTS = {"tile": _tile, "warp": _warp, "ptx": _ptx}
 PASSES = {
     "tile-select-mma": _select_mma,
     "tile-tile-warps": _tile_warps,
+    "warp-swizzle-shared": _swizzle_shared,
     "warp-split-tf32": _split_tf32,
     "warp-to-ptx": _warp_to_ptx,
 }

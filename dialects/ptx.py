@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Attribute, Dialect, Region
 from xdsl.irdl import (
     IRDLOperation,
@@ -86,6 +86,7 @@ class EntryOp(IRDLOperation):
     grid = opt_prop_def(DenseArrayBase)
     block = opt_prop_def(DenseArrayBase)
     abi = opt_prop_def(ArrayAttr[DictionaryAttr])
+    shared_bytes = opt_prop_def(IntegerAttr)  # dynamic shared memory the launch must provide
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
     irdl_options = (ParsePropInAttrDict(),)

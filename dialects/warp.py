@@ -533,6 +533,121 @@ class MmaOp(IRDLOperation):
             raise VerifyException("warp.mma: split_tf32 needs a tf32 instruction")
 
 
+# ---------------------------------------------------------------------------------------------
+# Shared memory: CTA-wide asynchronous copies, their groups, ldmatrix.
+# ---------------------------------------------------------------------------------------------
+
+SHARED = 3  # memory space of a shared-memory memref (NVVM's address space 3, as MLIR's nvgpu)
+
+
+def is_shared(t: Attribute) -> bool:
+    return isinstance(t, MemRefType) and isinstance(t.memory_space, IntegerAttr) and t.memory_space.value.data == SHARED
+
+
+def _shared_stage(ref: Attribute, what: str) -> MemRefType:
+    if not is_shared(ref) or len(ref.get_shape()) != 3:  # type: ignore[union-attr]
+        raise VerifyException(f"{what} must be a 3-d shared memref (stages x rows x cols, memory space {SHARED})")
+    return ref  # type: ignore[return-value]
+
+
+@irdl_op_definition
+class CopyAsyncOp(_WindowOp):
+    """`warp.copy_async`: the whole CTA copies a rows x cols tile of a global window into one
+    stage of a shared buffer, `vector` bytes per `cp.async`; elements outside the window's extent
+    are zero-filled (nothing is read there). `swizzle` XORs each row's 16-byte granules with the
+    row (see `swizzle_granule`); readers of the buffer must use the same."""
+
+    name = "warp.copy_async"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    dest = operand_def(MemRefType)
+    stage = operand_def(IndexType)
+    window = prop_def(DenseArrayBase)
+    extent = prop_def(DenseArrayBase)
+    in_bounds = opt_prop_def(DenseArrayBase)
+    threads = prop_def(IntegerAttr)
+    vector = prop_def(IntegerAttr)
+    swizzle = opt_prop_def(UnitAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = (
+        "$ref `[` $indices `]` `,` $dest `[` $stage `]` attr-dict `:` type($ref) `,` type($dest)"
+    )
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], dest: SSAValue, stage: SSAValue,
+                 window: Sequence[int], extent: Sequence[int], threads: int, vector: int):
+        super().__init__(
+            operands=[ref, indices, dest, stage],
+            properties={"window": _ints(window), "extent": _ints(extent),
+                        "threads": IntegerAttr(threads, i64), "vector": IntegerAttr(vector, i64)},
+        )
+
+    def verify_(self) -> None:
+        self.verify_window(self.ref.type, self.indices)
+        dest = _shared_stage(self.dest.type, "warp.copy_async destination")
+        if dest.element_type != self.ref.type.element_type:  # type: ignore[union-attr]
+            raise VerifyException("warp.copy_async: source and destination element types differ")
+        if self.vector.value.data not in (4, 8, 16):
+            raise VerifyException("warp.copy_async: vector must be 4, 8 or 16 bytes (cp.async sizes)")
+
+
+@irdl_op_definition
+class AsyncCommitOp(IRDLOperation):
+    """`warp.async_commit`: closes the group of this thread's copies issued since the last one."""
+
+    name = "warp.async_commit"
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class AsyncWaitOp(IRDLOperation):
+    """`warp.async_wait`: waits until at most `pending` of this thread's groups are in flight."""
+
+    name = "warp.async_wait"
+    pending = prop_def(IntegerAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict"
+
+    def __init__(self, pending: int):
+        super().__init__(properties={"pending": IntegerAttr(pending, i64)})
+
+
+@irdl_op_definition
+class LdMatrixOp(IRDLOperation):
+    """`warp.ldmatrix`: a 16-bit A fragment (`ldmatrix .x4`) or B fragment (`.x2.trans`, from a
+    K x N buffer) read from stage `stage` of a shared buffer at (row, col)."""
+
+    name = "warp.ldmatrix"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    swizzle = opt_prop_def(UnitAttr)
+    result = result_def(FragType)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($result)"
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], result: FragType):
+        super().__init__(operands=[ref, indices], result_types=[result])
+
+    def verify_(self) -> None:
+        _shared_stage(self.ref.type, "warp.ldmatrix source")
+        if len(self.indices) != 3:
+            raise VerifyException("warp.ldmatrix: expected three indices (stage, row, col)")
+        frag = _frag(self.result, "warp.ldmatrix result")
+        v = frag.variant
+        if (v.m, v.n, v.k) != (16, 8, 16) or v.atype not in ("f16", "bf16") or v.sparse or frag.role not in (Operand.A, Operand.B):
+            raise VerifyException("warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 mma")
+
+
+def swizzle_granule(row, granule, row_bytes: int):
+    """The 16-byte granule where (row, granule) of a buffer with `row_bytes`-byte rows is kept:
+    granules XORed with the row's position among the 8 rows that share the banks, so that 8
+    rows read at one column (ldmatrix, and the copies) touch 8 different bank groups."""
+    per_line = max(1, 128 // row_bytes)
+    period = min(8, row_bytes // 16)
+    return granule ^ ((row // per_line) % period)
+
+
 def _element_name(t: Attribute) -> str:
     from tilemma.dialects.tile import element_name
 
@@ -543,6 +658,7 @@ ROLES = ("a", "b", "c", "d", "scale_a", "scale_b", "sparsity_error")
 
 Warp = Dialect(
     "warp",
-    [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, MmaOp],
+    [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, MmaOp,
+     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp],
     [VariantAttr, TargetAttr, FragType],
 )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, gpu, scf
+from xdsl.dialects import arith, func, gpu, memref, scf
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -43,6 +43,9 @@ from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import read_kernel
 from tilemma.passes.sparse_a import NO_ERROR
 
+STAGES = (2, 3, 4, 5)
+STAGE_K = 32  # K of one shared-memory stage (two m16n8k16 steps)
+DEFAULT_STAGES = 4
 MAX_THREADS = 1024  # per CTA, every target
 MAX_REGISTERS = 255  # per thread
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
@@ -84,23 +87,28 @@ class Tiling:
 
 @dataclass(frozen=True)
 class TileWarps(ModulePass):
-    """Options: `warps` (WMxWN warps per CTA, default up to 2x2) and `warp-tile` (RMxRN
-    instructions per warp, default up to 2 x (32 / instruction N)), both clamped to the problem."""
+    """Options: `warps` (WMxWN warps per CTA, default up to 2x2), `warp-tile` (RMxRN
+    instructions per warp; default up to 2 x (32 / instruction N), or 4x8 when staged) and
+    `stages` (the ring of shared-memory stages of the staged schedule, 2..5; 0: fragments straight
+    from global memory; -1, the default: staged where it applies, see `stageable`)."""
 
     name = "tile-tile-warps"
 
     warps: str = ""
     warp_tile: str = ""
+    stages: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = _pair(self.warps, "warps"), _pair(self.warp_tile, "warp-tile")
+        if self.stages not in (-1, 0, *STAGES):
+            raise ValueError(f"tile-tile-warps: stages must be -1 (automatic), 0 (no shared memory) or 2..5, got {self.stages}")
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             mmas = [o for o in kernel.walk() if isinstance(o, tile.MMA_OPS)]
             if not mmas:
                 continue
             if any(m.variant is None for m in mmas):
                 raise LoweringError(mmas[0], "run tile-select-mma before tile-tile-warps")
-            _Distribute(kernel, warps, warp_tile).run()
+            _Distribute(kernel, warps, warp_tile, self.stages).run()
 
 
 def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
@@ -133,10 +141,40 @@ def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
     return t
 
 
+GROUP_M = 8  # CTA rows of tiles per group of the rasterized order (Triton's GROUP_SIZE_M)
+
+
+def copy_vector(mem) -> int:
+    """Bytes per cp.async for an operand: the widest of 16/8/4 that keeps every row of the
+    window aligned (0 when even 4 does not)."""
+    from math import gcd
+
+    size = mem.bits // 8
+    g = gcd(mem.row_stride * size, mem.base * size, 16)
+    return g if g >= 4 else 0
+
+
+def stageable(g, variant) -> str | None:
+    """Why a kernel cannot take the staged schedule (None if it can): 16-bit dense m16n8k16
+    operands read as stored, rows contiguous and aligned for cp.async."""
+    if (variant.m, variant.n, variant.k) != (16, 8, 16) or variant.sparse or variant.block_scale:
+        return f"staging covers dense m16n8k16, not {variant.shape}{' sparse' if variant.sparse else ''}"
+    if variant.atype not in ("f16", "bf16") or variant.btype != variant.atype:
+        return f"staging covers 16-bit (f16, bf16) operands, not {variant.atype} x {variant.btype}"
+    for what, mem in (("A", g.a), ("B", g.b)):
+        if mem.casts or mem.col_stride != 1:
+            return f"{what} must be read as stored, with contiguous rows"
+        if not copy_vector(mem):
+            return f"{what}'s rows are not 4-byte aligned (row stride {mem.row_stride}, offset {mem.base} elements)"
+    if getattr(g.mma, "split_tf32", None) is not None:
+        return "3xTF32 is not staged"
+    return None
+
+
 class _Distribute:
     """Rewrites one kernel's body (read with `read_kernel`, which reports what is unsupported)."""
 
-    def __init__(self, kernel: func.FuncOp, warps, warp_tile):
+    def __init__(self, kernel: func.FuncOp, warps, warp_tile, stages: int = -1):
         self.kernel, self.g = kernel, read_kernel(kernel)
         self.mma = self.g.mma
         self.variant_attr: warp.VariantAttr = self.mma.variant  # type: ignore[assignment]
@@ -149,7 +187,18 @@ class _Distribute:
                     self.mma, f"{what} = {size}: tiles of 2^31 or more elements along a dimension "
                     f"are not supported (coordinates are 32-bit)",
                 )
+        why_not = stageable(self.g, self.variant)
+        if stages > 0 and why_not:
+            raise LoweringError(self.mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
+        self.stages = 0 if (stages == 0 or why_not) else (stages if stages > 0 else DEFAULT_STAGES)
+        if self.stages and warp_tile is None:
+            warp_tile = (min(4, _ceil(g.m, 16)), min(8, _ceil(g.n, 8)))
         self.t = choose_tiling(self.mma, self.variant, g.m, g.n, g.batch, warps, warp_tile)
+        if self.stages:
+            self.t = Tiling(self.t.instr, self.t.warp_tile, self.t.warps,
+                            (self.t.grid[0] * self.t.grid[1], 1, g.batch))
+            if self.t.grid[0] > GRID_LIMITS[0]:
+                raise LoweringError(self.mma, f"{self.t.grid[0]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
         self.ops: list[Operation] = []
         bm, bn = self.t.cta_tile
         self.m_exact, self.n_exact, self.k_exact = g.m % bm == 0, g.n % bn == 0, g.k % self.t.instr[2] == 0
@@ -226,8 +275,12 @@ class _Distribute:
         wid = self.add(arith.DivUIOp(tid, self.const(32))).results[0]
         warp_m = self.add(arith.RemUIOp(wid, self.const(wm))).results[0]
         warp_n = self.add(arith.DivUIOp(wid, self.const(wm))).results[0]
-        row0 = self.affine(by, bm, self.affine(warp_m, rm * mi, None))
-        col0 = self.affine(bx, bn, self.affine(warp_n, rn * ni, None))
+        if self.stages:  # CTAs in groups of GROUP_M rows of tiles, so that neighbours share L2
+            by, bx = self.rasterize(bx, _ceil(g.m, bm), _ceil(g.n, bn))
+        self.cta_row, self.cta_col = self.affine(by, bm, None), self.affine(bx, bn, None)
+        self.warp_row, self.warp_col = self.affine(warp_m, rm * mi, None), self.affine(warp_n, rn * ni, None)
+        row0 = self.add(arith.AddiOp(self.cta_row, self.warp_row)).results[0]
+        col0 = self.add(arith.AddiOp(self.cta_col, self.warp_col)).results[0]
         rows = [self.plus(row0, i * mi) for i in range(rm)]
         cols = [self.plus(col0, j * ni) for j in range(rn)]
         zero = self.const(0)
@@ -250,7 +303,18 @@ class _Distribute:
                 for i in range(rm) for j in range(rn)
             ]
 
-        # The K loop: one instruction's K per iteration (dense A columns for mma.sp).
+        if self.stages:
+            loop = self.staged_loop(arg_of, roles, bz, accs, acc_frag)
+        else:
+            loop = self.simple_loop(arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero)
+        self.finish_body(kernel, new_body, args, roles, arg_of, bz, rows, cols, loop, check)
+
+    def simple_loop(self, arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero):
+        """The K loop with fragments straight from global memory, one instruction's K per
+        iteration (dense A columns for mma.sp)."""
+        g, mma = self.g, self.mma
+        rm, rn = self.t.warp_tile
+        ki = self.t.instr[2]
         steps = _ceil(g.k, ki)
         body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs))
         k, iters = body.args[0], list(body.args[1:])
@@ -271,8 +335,79 @@ class _Distribute:
         self.add(scf.YieldOp(*results))
         body.add_ops(self.ops)
         self.ops = outer
-        loop = self.add(scf.ForOp(zero, self.const(steps * ki), self.const(ki), accs, body))
+        return self.add(scf.ForOp(zero, self.const(steps * ki), self.const(ki), accs, body))
 
+    def rasterize(self, pid, tiles_m: int, tiles_n: int):
+        """(tile row, tile col) of CTA `pid` when CTAs run in groups of GROUP_M tile rows."""
+        width = GROUP_M * tiles_n
+        group = self.add(arith.DivUIOp(pid, self.const(width))).results[0]
+        first = self.add(arith.MuliOp(group, self.const(GROUP_M))).results[0]
+        left = self.add(arith.SubiOp(self.const(tiles_m), first)).results[0]
+        size = self.add(arith.MinUIOp(left, self.const(GROUP_M))).results[0]
+        within = self.add(arith.RemUIOp(pid, self.const(width))).results[0]
+        row = self.add(arith.AddiOp(first, self.add(arith.RemUIOp(within, size)).results[0])).results[0]
+        col = self.add(arith.DivUIOp(within, size)).results[0]
+        return row, col
+
+    def staged_loop(self, arg_of, roles, bz, accs, acc_frag):
+        """The K loop through a ring of shared-memory stages: the CTA copies A (BM x BK) and B
+        (BK x BN) tiles with cp.async, S-1 stages ahead of the stage the warps multiply
+        (prologue, then one stage per iteration; each iteration waits for its stage, syncs,
+        refills the stage freed by the previous iteration and reads its own with ldmatrix)."""
+        g, t, S = self.g, self.t, self.stages
+        rm, rn = t.warp_tile
+        bm, bn = t.cta_tile
+        bk = STAGE_K
+        element = g.a.stored
+        elem_type = tile.element_type(element)
+        shared = [MemRefType(elem_type, [S, bm, bk], memory_space=IntegerAttr(warp.SHARED, i64)),
+                  MemRefType(elem_type, [S, bk, bn], memory_space=IntegerAttr(warp.SHARED, i64))]
+        s_a, s_b = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0] for ty in shared)
+        (load_a, _), (load_b, _) = self.source(self.mma.lhs), self.source(self.mma.rhs)
+        roles[load_a.source].append("a")
+        roles[load_b.source].append("b")
+        win_a, ext_a = self.window(load_a)
+        win_b, ext_b = self.window(load_b)
+
+        def copy(k: SSAValue, stage: SSAValue) -> None:
+            self.add(warp.CopyAsyncOp(arg_of[load_a.source], [bz, self.cta_row, k], s_a, stage,
+                                      win_a, ext_a, t.threads, copy_vector(g.a)))
+            self.add(warp.CopyAsyncOp(arg_of[load_b.source], [bz, k, self.cta_col], s_b, stage,
+                                      win_b, ext_b, t.threads, copy_vector(g.b)))
+            self.add(warp.AsyncCommitOp())
+
+        for s in range(S - 1):
+            copy(self.const(s * bk), self.const(s))
+        steps = _ceil(g.k, bk)
+        body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs))
+        kt, iters = body.args[0], list(body.args[1:])
+        outer, self.ops = self.ops, []
+        self.add(warp.AsyncWaitOp(S - 2))
+        self.add(gpu.BarrierOp())
+        ahead = self.plus(kt, S - 1)
+        copy(self.add(arith.MuliOp(ahead, self.const(bk))).results[0],
+             self.add(arith.RemUIOp(ahead, self.const(S))).results[0])
+        stage = self.add(arith.RemUIOp(kt, self.const(S))).results[0]
+        a_type, b_type = (self.frag(r, elem_type) for r in (warp.Operand.A, warp.Operand.B))
+        for kk in range(0, bk, 16):
+            at = self.const(kk)
+            a = [self.add(warp.LdMatrixOp(s_a, [stage, self.plus(self.warp_row, i * 16), at], a_type)).results[0]
+                 for i in range(rm)]
+            b = [self.add(warp.LdMatrixOp(s_b, [stage, at, self.plus(self.warp_col, j * 8)], b_type)).results[0]
+                 for j in range(rn)]
+            iters = [self.add(warp.MmaOp(a[i], b[j], iters[i * rn + j])).results[0]
+                     for i in range(rm) for j in range(rn)]
+        self.add(scf.YieldOp(*iters))
+        body.add_ops(self.ops)
+        self.ops = outer
+        loop = self.add(scf.ForOp(self.const(0), self.const(steps), self.const(1), accs, body))
+        self.add(warp.AsyncWaitOp(0))  # the copies of stages past K land before the CTA ends
+        return loop
+
+    def finish_body(self, kernel, new_body, args, roles, arg_of, bz, rows, cols, loop, check) -> None:
+        """Store D; swap the body in; record the arguments' roles and the launch shape."""
+        t = self.t
+        rm, rn = t.warp_tile
         store = next(o for o in kernel.walk() if isinstance(o, tile.StoreOp))
         roles[store.dest].append("d")
         window = store.offset_values()
@@ -284,8 +419,6 @@ class _Distribute:
                                           [bz, rows[i], cols[j]], window, extent), self.m_exact, self.n_exact)
         self.add(func.ReturnOp())
         new_body.add_ops(self.ops)
-
-        # Swap the body; record roles and the launch shape.
         old = kernel.body.blocks[0]
         kernel.body.insert_block_before(new_body, old)
         kernel.body.detach_block(old)
@@ -304,7 +437,7 @@ class _Distribute:
         kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, list(t.grid))
         kernel.attributes["warp.block"] = DenseArrayBase.from_list(i64, [t.threads, 1, 1])
         kernel.attributes["warp.tiling"] = DenseArrayBase.from_list(
-            i64, [*t.warps, *t.warp_tile]
+            i64, [*t.warps, *t.warp_tile, self.stages]
         )
 
     def lhs_fragments(self, arg_of, roles, bz, rows, k, error):

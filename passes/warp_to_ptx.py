@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, gpu, scf
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
+from math import prod
+
+from xdsl.dialects import arith, func, gpu, memref, scf
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -29,7 +31,7 @@ from xdsl.rewriter import InsertPoint
 
 from tilemma.compiler import fragments, scale_fragments
 from tilemma.compiler.mma_layouts import instruction_layouts
-from tilemma.dialects import ptx, warp
+from tilemma.dialects import ptx, tile, warp
 from tilemma.dialects.tile import element_name
 from tilemma.passes import fragment_io as fio
 from tilemma.passes.errors import LoweringError
@@ -41,10 +43,14 @@ from tilemma.passes.sparse_a import SparseALoader, metadata_linear
 _PTX_OPS = (ptx.InstOp, ptx.MmaOp, ptx.LabelOp, ptx.CommentOp, ptx.RegsOp)
 
 
+SHARED_SYMBOL = "smem"  # the kernel's dynamic shared memory (.extern .shared)
+
+
 @dataclass
 class _Kernel:
     regs: fio.RegisterFile
     lane: str
+    shared_bytes: int = 0
 
 
 @dataclass
@@ -111,6 +117,7 @@ _ARITH = {
     arith.MuliOp: ("mul.lo.u32", lambda a, b: a * b),
     arith.DivUIOp: ("div.u32", lambda a, b: a // b),
     arith.RemUIOp: ("rem.u32", lambda a, b: a % b),
+    arith.MinUIOp: ("min.u32", min),
 }
 
 
@@ -475,6 +482,178 @@ class LowerReturn(RewritePattern):
 
 
 # ---------------------------------------------------------------------------------------------
+# Shared memory.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LowerSharedAlloc(RewritePattern):
+    """`memref.alloc` in shared memory: a 128-byte aligned slice of the kernel's dynamic shared
+    memory; the value is its 32-bit shared address."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.AllocOp, rewriter: PatternRewriter) -> None:
+        ref = op.memref.type
+        if not warp.is_shared(ref):
+            return
+        kernel = self.state.kernel(op)
+        offset = -(-kernel.shared_bytes // 128) * 128
+        size = prod(ref.get_shape()) * tile.element_bits(element_name(ref.element_type)) // 8  # type: ignore[union-attr]
+        kernel.shared_bytes = offset + size
+        e = fio.Emitter(kernel.regs)
+        r = e.reg("b32")
+        e.emit("mov.u32", r, SHARED_SYMBOL)
+        if offset:
+            e.emit("add.u32", r, r, offset)
+        _finish(op, rewriter, e, [[r]])
+
+
+def _shared_geometry(ref: MemRefType) -> tuple[int, int, int]:
+    """(bytes per element, bytes per row, bytes per stage) of a stages x rows x cols buffer."""
+    _, rows, cols = ref.get_shape()
+    esz = tile.element_bits(element_name(ref.element_type)) // 8
+    return esz, cols * esz, rows * cols * esz
+
+
+def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row: str, row_bytes: int,
+                    col_bytes: str, swizzle: bool) -> str:
+    """Shared address of (stage, row, byte column), with the granule swizzle if asked."""
+    addr = e.reg("b32")
+    e.emit("mad.lo.u32", addr, e.in_register(stage), stage_bytes, base)
+    e.emit("mad.lo.u32", addr, row, row_bytes, addr)
+    if not swizzle:
+        e.emit("add.u32", addr, addr, col_bytes)
+        return addr
+    per_line = max(1, 128 // row_bytes)
+    period = min(8, row_bytes // 16)
+    phase = e.reg("b32")
+    e.emit("shr.u32", phase, row, per_line.bit_length() - 1)
+    e.emit("and.b32", phase, phase, period - 1)
+    e.emit("shl.b32", phase, phase, 4)
+    e.emit("xor.b32", phase, phase, col_bytes)  # granule ^ phase, offset within it kept
+    e.emit("add.u32", addr, addr, phase)
+    return addr
+
+
+@dataclass
+class LowerCopyAsync(RewritePattern):
+    """`warp.copy_async`: thread t copies chunks t, t + T, ... of the tile (row-major chunks of
+    `vector` bytes), each a `cp.async` whose source size is the part inside the window (0 past
+    its edge: nothing is read, the chunk is zero-filled)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.CopyAsyncOp, rewriter: PatternRewriter) -> None:
+        ptr, dst, stage = reg(op.ref), reg(op.dest), reg(op.stage)
+        idx = [reg(i) for i in op.indices]
+        if ptr is None or dst is None or stage is None or any(i is None for i in idx):
+            return
+        batch, row0, col0 = (x for x in idx)
+        window = window_of(op)
+        ref = op.dest.type
+        assert isinstance(ref, MemRefType)
+        esz, row_bytes, stage_bytes = _shared_geometry(ref)
+        _, rows, cols = ref.get_shape()
+        w = op.vector.value.data
+        threads = op.threads.value.data
+        per_row = row_bytes // w
+        total = rows * per_row
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        tid = e.reg("b32")
+        e.emit("mov.u32", tid, "%tid.x")
+        _, ext_rows, ext_cols = window.extent
+        for i in range(-(-total // threads)):
+            c = e.reg("b32")
+            e.emit("add.u32", c, tid, i * threads)
+            guard = None
+            if (i + 1) * threads > total:
+                guard = e.reg("pred")
+                e.emit("setp.lt.u32", guard, c, total)
+            row, vec = e.reg("b32"), e.reg("b32")
+            e.emit("div.u32", row, c, per_row)
+            e.emit("rem.u32", vec, c, per_row)
+            grow, gcol = e.reg("b32"), e.reg("b32")
+            e.emit("add.u32", grow, row, e.in_register(row0))  # type: ignore[arg-type]
+            e.emit("mad.lo.u32", gcol, vec, w // esz, e.in_register(col0))  # type: ignore[arg-type]
+            # bytes inside the window: clamp((cols - gcol) * esz, 0, w), 0 on rows past the edge
+            size, inside = e.reg("b32"), e.reg("pred")
+            e.emit("sub.s32", size, ext_cols, gcol)
+            e.emit("mul.lo.s32", size, size, esz)
+            e.emit("min.s32", size, size, w)
+            e.emit("max.s32", size, size, 0)
+            e.emit("setp.lt.u32", inside, grow, ext_rows)
+            e.emit("selp.b32", size, size, 0, inside)
+            acc = fio.open_access(e, window, ptr, batch, grow, gcol)  # type: ignore[arg-type]
+            some = e.reg("pred")
+            e.emit("setp.ne.u32", some, size, 0)
+            e.emit("selp.b64", acc.ptr, acc.ptr, ptr, some)  # nothing is read: any valid address
+            col_bytes = e.reg("b32")
+            e.emit("mul.lo.u32", col_bytes, vec, w)
+            addr = _shared_address(e, dst, stage, stage_bytes, row, row_bytes, col_bytes, op.swizzle is not None)
+            kind = "cg" if w == 16 else "ca"
+            e.emit(f"cp.async.{kind}.shared.global", f"[{addr}]", f"[{acc.ptr}]", w, size, guard=guard)
+        _finish(op, rewriter, e)
+
+
+@dataclass
+class LowerAsyncGroups(RewritePattern):
+    """`warp.async_commit` / `warp.async_wait` as cp.async group instructions."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if isinstance(op, warp.AsyncCommitOp):
+            rewriter.replace(op, ptx.InstOp("cp.async.commit_group"), [])
+        elif isinstance(op, warp.AsyncWaitOp):
+            rewriter.replace(op, ptx.InstOp("cp.async.wait_group", [str(op.pending.value.data)]), [])
+        elif isinstance(op, gpu.BarrierOp):
+            rewriter.replace(op, ptx.InstOp("bar.sync", ["0"]), [])
+
+
+@dataclass
+class LowerLdMatrix(RewritePattern):
+    """`warp.ldmatrix`: lanes 8q..8q+7 give the rows of 8x8 matrix q. A (x4): matrices at
+    (rows +0/+8) x (cols +0/+8), in a0..a3 order; B (x2.trans, K x N buffer): k rows +0/+8."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LdMatrixOp, rewriter: PatternRewriter) -> None:
+        base = reg(op.ref)
+        idx = [reg(i) for i in op.indices]
+        if base is None or any(i is None for i in idx):
+            return
+        stage, row0, col0 = idx
+        frag = op.result.type
+        assert isinstance(frag, warp.FragType)
+        ref = op.ref.type
+        assert isinstance(ref, MemRefType)
+        esz, row_bytes, stage_bytes = _shared_geometry(ref)
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        lane = kernel.lane
+        row, half, col = e.reg("b32"), e.reg("b32"), e.reg("b32")
+        e.emit("and.b32", row, lane, 7)
+        e.emit("bfe.u32", half, lane, 3, 1)
+        e.emit("mad.lo.u32", row, half, 8, row)
+        e.emit("add.u32", row, row, e.in_register(row0))  # type: ignore[arg-type]
+        is_a = frag.role == warp.Operand.A
+        if is_a:
+            e.emit("bfe.u32", col, lane, 4, 1)
+            e.emit("mad.lo.u32", col, col, 8, e.in_register(col0))  # type: ignore[arg-type]
+        else:
+            e.emit("mov.u32", col, col0)
+        e.emit("mul.lo.u32", col, col, esz)
+        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, op.swizzle is not None)  # type: ignore[arg-type]
+        out = e.reg_list("b32", 4 if is_a else 2)
+        shape = "x4" if is_a else "x2.trans"
+        e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}", f"[{addr}]")
+        _finish(op, rewriter, e, [out])
+
+
+# ---------------------------------------------------------------------------------------------
 # The pass.
 # ---------------------------------------------------------------------------------------------
 
@@ -521,6 +700,7 @@ class WarpToPtx(ModulePass):
                 LowerConstant(), LowerArith(state), LowerId(state), LowerFor(state),
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerMma(state), LowerReturn(state),
+                LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}
@@ -553,12 +733,13 @@ class WarpToPtx(ModulePass):
         first = block.first_op
         assert first is not None
         grid, threads = kernel.attributes["warp.grid"], kernel.attributes["warp.block"]
-        wm, wn, rm, rn = kernel.attributes["warp.tiling"].get_values()  # type: ignore[union-attr]
+        wm, wn, rm, rn, stages = kernel.attributes["warp.tiling"].get_values()  # type: ignore[union-attr]
         variant = next(o for o in kernel.walk() if isinstance(o, warp.MmaOp)).c.type.variant  # type: ignore[union-attr]
         gx, gy, gz = grid.get_values()  # type: ignore[union-attr]
         e.ops.insert(0, ptx.CommentOp(
             f"{variant.opcode}: grid ({gx}, {gy}, {gz}), block ({threads.get_values()[0]}, 1, 1); "  # type: ignore[union-attr]
             f"warps {wm}x{wn}, warp tile {rm}x{rn} instructions"
+            + (f", {stages} shared-memory stages" if stages else "")
         ))
         Block.insert_ops_before  # (documentation aid for readers: ops go before the first op)
         for new in [*e.ops, *bound]:
@@ -579,5 +760,9 @@ class WarpToPtx(ModulePass):
         grid = tuple(kernel.attributes["warp.grid"].get_values())  # type: ignore[union-attr]
         threads = tuple(kernel.attributes["warp.block"].get_values())  # type: ignore[union-attr]
         params = [f".u64 {_param_name(a, i)}" for i, a in enumerate(block.args)]
-        region = Region(Block([*state.regs.declarations(), *body]))
-        return ptx.EntryOp(kernel.sym_name.data, params, region, threads[0], (grid, threads), abi)
+        shared = [ptx.SharedOp(SHARED_SYMBOL, 128)] if state.shared_bytes else []
+        region = Region(Block([*shared, *state.regs.declarations(), *body]))
+        entry = ptx.EntryOp(kernel.sym_name.data, params, region, threads[0], (grid, threads), abi)
+        if state.shared_bytes:
+            entry.shared_bytes = IntegerAttr(state.shared_bytes, 64)
+        return entry
