@@ -593,7 +593,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.triton_worker:
         return run_triton_worker(args.triton_worker, [FAMILIES[f] for f in args.families],
                                  args.sizes, args.budget)
-    rows = run(args)
+    try:
+        rows = run(args)
+    except ModuleNotFoundError as exc:
+        print(f"gemm_bench needs torch and a GPU: {exc}", file=sys.stderr)
+        return 1
     if args.csv:
         write_csv(rows, args.csv)
     if args.plot:

@@ -41,7 +41,10 @@ def plot(rows: list[Row], path: str) -> None:
         ax.set_ylabel("TOP/s" if fam == "s8" else "TFLOP/s")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.lines:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, "no results", ha="center", transform=ax.transAxes)
     for ax in list(axes.flat)[len(families):]:
         ax.set_visible(False)
     devices = sorted({r.device for r in rows if r.device})
