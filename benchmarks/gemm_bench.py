@@ -60,7 +60,7 @@ FAMILIES: dict[str, Family] = {
         Family("bf16", "bf16", "f32", "bfloat16", "float32"),
         Family("s8", "si8", "si32", "int8", "int32"),
         Family("tf32", "tf32", "f32", "float32", "float32", triton_precision="tf32"),
-        Family("f64", "f64", "f64", "float64", "float64"),
+        Family("f64", "f64", "f64", "float64", "float64", triton_precision="ieee"),
         Family("sparse-f16", "f16", "f32", "float16", "float32", sparse=True),
     )
 }

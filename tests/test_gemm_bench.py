@@ -205,4 +205,5 @@ def test_whole_harness_on_small_sizes(capsys):
     for fam in ("f16", "s8", "tf32", "f64", "sparse-f16"):
         cells = next(line for line in out.splitlines() if line.split()[:2] == [fam, "256"]).split()
         assert "error" not in cells and "wrong" not in cells, out
-    assert "failed or skipped:" not in out or "torch-sparse" in out.split("failed or skipped:")[1]
+    failed = out.split("failed or skipped:")[1].splitlines()[1:] if "failed or skipped:" in out else []
+    assert all(" torch-sparse: " in line for line in failed), out  # the only optional peer
