@@ -29,11 +29,11 @@ def plot(rows: list[Row], path: str) -> None:
                              figsize=(4.2 * cols, 3.4 * math.ceil(len(families) / cols)))
     for ax, fam in zip(axes.flat, families):
         sizes = sorted({r.size for r in rows if r.family == fam})
-        for impl in IMPLS:
+        for color, impl in enumerate(IMPLS):  # one colour per implementation in every panel
             points = sorted((r.size, r.tflops) for r in rows
                             if r.family == fam and r.impl == impl and r.ok)
             if points:
-                ax.plot(*zip(*points), marker="o", label=impl)
+                ax.plot(*zip(*points), marker="o", label=impl, color=f"C{color}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(n) for n in sizes])
         ax.set_title(fam)
