@@ -33,6 +33,7 @@ __all__ = [
     "load_module",
     "run_kernel",
     "time_kernel",
+    "launch",
 ]
 
 # NVIDIA's "PTX ISA release history" table (PTX ISA manual, release notes), newest first: the first
@@ -476,6 +477,43 @@ def run_kernel(
         raise
     launch.close()
     return outputs
+
+
+def launch(
+    ptx: str,
+    entry: str,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    args: Sequence[int | np.generic],
+    shared_bytes: int = 0,
+    stream: int = 0,
+) -> None:
+    """Queue one launch of `entry` on memory that is already on the device, and return at once.
+
+    Each Python int is a device address passed as a 64-bit pointer (a torch tensor's `data_ptr()`,
+    a cupy array's `.data.ptr`); a NumPy scalar is passed by value. `stream` is a CUstream handle as
+    an int (0: the legacy default stream, torch's default), so that events another library records
+    on that stream time the launch. Nothing is synchronized: faults surface at the caller's next
+    synchronization.
+    """
+    grid, block = _dims(grid, "grid"), _dims(block, "block")
+    holders = []
+    for index, arg in enumerate(args):
+        if isinstance(arg, np.generic):
+            holders.append(np.array([arg], dtype=arg.dtype))
+        elif isinstance(arg, int) and not isinstance(arg, bool) and 0 <= arg < 1 << 64:
+            holders.append(np.array([arg], dtype=np.uint64))
+        else:
+            raise TypeError(
+                f"kernel argument {index} is {arg!r}; pass a device address (a non-negative int) "
+                "or a NumPy scalar such as np.int32(n)"
+            )
+    _ensure_context()
+    func = _prepare(ptx, entry, shared_bytes)
+    pointers = np.array([h.ctypes.data for h in holders], dtype=np.uint64)
+    params = int(pointers.ctypes.data) if holders else 0
+    handle = _driver().CUstream(stream) if stream else 0
+    _call("cuLaunchKernel", func, *grid, *block, int(shared_bytes), handle, params, 0)
 
 
 def time_kernel(

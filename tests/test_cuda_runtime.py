@@ -409,3 +409,35 @@ def test_time_kernel_returns_positive_milliseconds():
                         [x, np.float32(1.0), np.uint32(n)], iters=10, warmup=2)
     assert isinstance(ms, float) and math.isfinite(ms)
     assert 0.0 < ms < 1000.0
+
+
+@pytest.mark.parametrize("bad", [1.5, True, -1, np.zeros(2, np.int32), "0x10"])
+def test_launch_refuses_what_is_not_an_address_or_scalar(bad):
+    # checked before the device is touched, so this runs without a GPU too
+    with pytest.raises(TypeError, match="argument 1 is"):
+        cr.launch(ADD_I32, "add_i32", (1, 1, 1), (1, 1, 1), [0, bad, 0, np.uint32(0)])
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_launch_on_device_pointers_matches_numpy():
+    n = 5000
+    rng = np.random.default_rng(3)
+    a, b = (rng.integers(-(2**31), 2**31, n, dtype=np.int64).astype(np.int32) for _ in range(2))
+    out = np.full(n + 1, 7, np.int32)  # one element past n must stay untouched
+    cr._ensure_context()
+    ptrs = []
+    try:
+        for host in (a, b, out):
+            ptrs.append(cr._call("cuMemAlloc", host.nbytes))
+            cr._call("cuMemcpyHtoD", ptrs[-1], host.ctypes.data, host.nbytes)
+        cr.launch(ADD_I32, "add_i32", _grid(n, 128), (128, 1, 1), [int(p) for p in ptrs] + [np.uint32(n)])
+        cr._call("cuCtxSynchronize")
+        got = np.empty_like(out)
+        cr._call("cuMemcpyDtoH", got.ctypes.data, ptrs[2], got.nbytes)
+    finally:
+        for p in ptrs:
+            cr._call("cuMemFree", p)
+    want = (a.astype(np.int64) + b).astype(np.int32)  # wraps like add.s32
+    np.testing.assert_array_equal(got[:n], want)
+    assert got[n] == 7

@@ -1,0 +1,616 @@
+"""GEMM benchmark: tilemma against cuBLAS (torch) and Triton on the GPU, in one run.
+
+Square GEMMs per family; TFLOP/s (TOP/s for s8; dense-equivalent 2*N^3 for sparse) is the median of
+CUDA-event samples, each timing back-to-back launches (captured in a CUDA graph where that works,
+so that Python launch overhead is not measured). Inputs are random. tilemma's result is checked
+once per (family, size) against a float64 torch product with the per-element bound of
+`reference.error_bound` (exact for s8), so a fast wrong kernel is reported as wrong, not fast; the
+peers get a sanity check with their output rounding added. Triton runs in two subprocesses,
+default and `DISABLE_MMA_V3=1` (its mma.sync path), each with its own cache, because the variable
+is read when Triton compiles. Whatever fails becomes a row carrying its error; nothing stops the run.
+
+    python -m benchmarks.gemm_bench [--families f16 s8] [--sizes 1024 4096] [--tilemma-sizes 1024]
+                                    [--csv out.csv] [--plot out.png] [--budget 280]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Callable, Sequence
+
+from tilemma.compiler import reference
+
+
+@dataclass(frozen=True)
+class Family:
+    """One benchmarked element-type family: the tilemma GEMM and the torch dtypes of its operands."""
+
+    name: str
+    a: str  # tilemma element type of A and B (their memrefs hold the storage type: f32 for tf32)
+    acc: str  # tilemma type of C and D
+    torch_in: str  # torch dtype of A and B
+    torch_acc: str  # torch dtype of C and D (tilemma, Triton)
+    sparse: bool = False  # A is 2:4 sparse (tilemma's tile.compress, checked)
+    triton_precision: str | None = None  # tl.dot input_precision (None: Triton's default)
+
+    @property
+    def exact(self) -> bool:
+        return self.acc == "si32"
+
+    @property
+    def tf32(self) -> bool:
+        return self.a == "tf32"
+
+
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family("f16", "f16", "f32", "float16", "float32"),
+        Family("bf16", "bf16", "f32", "bfloat16", "float32"),
+        Family("s8", "si8", "si32", "int8", "int32"),
+        Family("tf32", "tf32", "f32", "float32", "float32", triton_precision="tf32"),
+        Family("f64", "f64", "f64", "float64", "float64", triton_precision="ieee"),
+        Family("sparse-f16", "f16", "f32", "float16", "float32", sparse=True),
+    )
+}
+SIZES = (1024, 2048, 4096, 8192)
+# Implementations in table order. For sparse-f16, "cublas" is the dense f16 GEMM of the same size.
+IMPLS = ("cublas", "triton", "triton-mma.sync", "torch-sparse", "tilemma")
+TRITON_MODES = {"triton-mma.sync": {"DISABLE_MMA_V3": "1"}, "triton": {}}
+SAMPLES = 15  # timed samples per measurement; the median is reported
+SAMPLE_MS = 2.0  # launches per sample are chosen so that a sample lasts about this long
+WARMUP_MS = 50.0  # untimed running first (clocks, caches, JIT)
+
+
+@dataclass
+class Row:
+    family: str
+    size: int
+    impl: str
+    ms: float | None = None
+    tflops: float | None = None
+    config: str = ""  # tilemma: instruction and tiling; Triton: the best tile configuration
+    instruction: str = ""  # Triton: wgmma / mma.sync, read from the PTX it compiled
+    check: str = ""  # "exact", "bound" (tilemma's tight check), "sanity" (peers)
+    timing: str = ""  # "graph" or "eager"
+    error: str = ""
+    device: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.tflops is not None and not self.error
+
+
+def flops(n: int) -> float:
+    return 2.0 * n**3
+
+
+# ---------------------------------------------------------------------------------------------
+# The tilemma side: the one adapter that knows how kernels are compiled and launched.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TilemmaKernel:
+    """A compiled kernel: `launch(pointers, stream)` queues it on device addresses, in argument
+    order; `config` says which instruction and tiling it uses; `ptx` is its module."""
+
+    launch: Callable[[Sequence[int], int], None]
+    config: str
+    ptx: str
+    name: str
+
+
+def tilemma_kernel(ir_text: str, name: str, options: Any) -> TilemmaKernel:
+    """Compile tile IR (one GEMM kernel, as `tilemma gemm` writes it) with `CompileOptions`."""
+    from tilemma.compiler import cuda_runtime
+    from tilemma.compiler.pipeline import compile_text
+
+    [k] = compile_text(ir_text, name, options)
+    tiling = {key: "x".join(map(str, v.get_values())) for key, v in k.gemm.mma.tiling.data.items()}
+    config = " ".join([k.variant, *(f"{key}={v}" for key, v in tiling.items())])
+    shared = getattr(k, "shared_bytes", 0)
+
+    def launch(pointers: Sequence[int], stream: int = 0) -> None:
+        cuda_runtime.launch(k.ptx, k.name, k.grid, k.block, list(pointers), shared, stream)
+
+    return TilemmaKernel(launch, config, k.ptx, k.name)
+
+
+def tilemma_ir(fam: Family, n: int) -> tuple[str, str]:
+    """The tile IR text and kernel name of family `fam` at size n."""
+    from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
+
+    spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse)
+    return str(gemm_module(spec)), spec.name
+
+
+def compile_options(sm: str = "90", ptx: str | None = None) -> Any:
+    """Options for `tilemma_kernel`: PTX `ptx`, or (None) the newest the driver JITs, up to 9.0."""
+    from tilemma.compiler import cuda_runtime
+    from tilemma.compiler.pipeline import CompileOptions
+
+    if ptx is None:
+        major, minor = min((9, 0), cuda_runtime.driver_max_ptx())
+        ptx = f"{major}.{minor}"
+    return CompileOptions(sm=sm, ptx=ptx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking. Array code written with operators only, so that it runs on torch and NumPy alike.
+# ---------------------------------------------------------------------------------------------
+
+SENTINEL = {True: -(1 << 31), False: math.nan}  # D before the launch under test (exact: int32)
+NO_ERROR_WORD = -1  # passes.sparse_a.NO_ERROR (0xFFFFFFFF) as an int32
+
+
+def round_tf32_bits(bits):
+    """f32 bit patterns (int32) rounded to tf32 with ties away from zero (cvt.rna.tf32.f32),
+    for finite values below the largest tf32: add half a unit of the 13 dropped bits, drop them."""
+    return (bits + 0x1000) & -0x2000
+
+
+def check(got, want, magnitude, *, acc: str, k: int, slack: float = 0.0) -> str | None:
+    """None when every element of `got` is within the bound of `want`, else what went wrong.
+
+    `got`, `want` and `magnitude` (S_ij = sum_k |a_ik*b_kj| + |c_ij|) are float64 arrays; `magnitude`
+    None asks for equality (integers). The bound is `reference.error_bound`'s, (K + 1) *
+    step_error(acc) * S + floor(acc), plus `slack` * S for a peer's own input or output rounding.
+    """
+    diff = abs(got - want)
+    if magnitude is None:
+        bound = 0.0
+    else:
+        step, floor = reference._STEP_ERROR[acc], reference._FLOOR[acc]
+        bound = ((k + 1) * step + slack) * magnitude + floor
+    bad = ~(diff <= bound)  # NaN counts as bad
+    count = int(bad.sum())
+    if count == 0:
+        return None
+    first = int(bad.reshape(-1).nonzero()[0][0])
+    row, col = divmod(first, got.shape[-1])
+    g, w = float(got.reshape(-1)[first]), float(want.reshape(-1)[first])
+    limit = float(bound if magnitude is None else bound.reshape(-1)[first])
+    return (f"{count} of {got.numel() if hasattr(got, 'numel') else got.size} elements out of "
+            f"bound; first at ({row}, {col}): got {g!r}, want {w!r}, bound {limit:g}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs, references and timing (torch)
+# ---------------------------------------------------------------------------------------------
+
+
+def prune_24(a, torch):
+    """Keep the two largest magnitudes of every 4 consecutive elements of each row."""
+    m, k = a.shape
+    groups = a.reshape(m, k // 4, 4)
+    keep = torch.zeros_like(groups, dtype=torch.bool)
+    keep.scatter_(-1, groups.abs().float().topk(2, dim=-1).indices, True)
+    return (groups * keep).reshape(m, k)
+
+
+def make_inputs(fam: Family, n: int, torch, seed: int = 0) -> dict:
+    """Random A, B, C on the device and the float64 reference: A x B, and S = |A| x |B|."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    dt_in, dt_acc = getattr(torch, fam.torch_in), getattr(torch, fam.torch_acc)
+    if fam.exact:
+        a, b = (torch.randint(-128, 128, (n, n), generator=gen, device="cuda", dtype=dt_in)
+                for _ in range(2))
+        c = torch.randint(-(1 << 20), 1 << 20, (n, n), generator=gen, device="cuda", dtype=dt_acc)
+    else:
+        a, b = (torch.randn(n, n, generator=gen, device="cuda").to(dt_in) for _ in range(2))
+        c = torch.randn(n, n, generator=gen, device="cuda").to(dt_acc)
+    if fam.sparse:
+        a = prune_24(a, torch)
+    av, bv = a, b
+    if fam.tf32:  # the values the tensor cores multiply
+        av, bv = (round_tf32_bits(x.view(torch.int32)).view(torch.float32) for x in (a, b))
+    av, bv = av.double(), bv.double()
+    ab = av @ bv  # exact for s8 (|sums| < 2^53); far inside the bound for the float families
+    s = None if fam.exact else av.abs() @ bv.abs()
+    return {"a": a, "b": b, "c": c, "ab": ab, "s": s}
+
+
+def median_ms(fn: Callable[[], Any], torch) -> tuple[float, str]:
+    """Median milliseconds per call of `fn` over SAMPLES samples, and how they were run."""
+    fn()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(3):
+        fn()
+    stop.record()
+    torch.cuda.synchronize()
+    reps = max(1, min(200, math.ceil(SAMPLE_MS / max(start.elapsed_time(stop) / 3, 1e-3))))
+    how = "graph"
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(reps):
+                fn()
+        run = graph.replay
+        run()
+        torch.cuda.synchronize()
+    except Exception as exc:  # a launch that cannot be captured: time it eagerly
+        print(f"  (graph capture failed, timing eagerly: {exc})", file=sys.stderr)
+        torch.cuda.synchronize()
+        how = "eager"
+
+        def run() -> None:
+            for _ in range(reps):
+                fn()
+
+    began = time.perf_counter()
+    while (time.perf_counter() - began) * 1e3 < WARMUP_MS:
+        run()
+        torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(SAMPLES)]
+    for begin, end in events:
+        begin.record()
+        run()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(b.elapsed_time(e) / reps for b, e in events), how
+
+
+def _error(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().replace("\n", " | ")
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def measured(row: Row, fn: Callable[[], Any], torch) -> Row:
+    row.ms, row.timing = median_ms(fn, torch)
+    row.tflops = flops(row.size) / row.ms / 1e9
+    return row
+
+
+def guarded(row: Row, body: Callable[[Row], Row], deadline: float) -> Row:
+    """Run one measurement; a failure or an exhausted time budget becomes the row's error."""
+    if time.monotonic() > deadline:
+        row.error = "skipped: time budget spent"
+        return row
+    try:
+        return body(row)
+    except Exception as exc:
+        traceback.print_exc()
+        row.ms = row.tflops = None
+        row.error = _error(exc)
+        return row
+
+
+def peer_check(row: Row, got, inp: dict, fam: Family, torch) -> None:
+    """Sanity-check a peer's D = A x B (no C), allowing for its output type and tf32 rounding."""
+    slack = 0.0 if fam.exact else torch.finfo(got.dtype).eps + (2.0**-9 if fam.tf32 else 0.0)
+    problem = check(got.double(), inp["ab"], inp["s"], acc=fam.acc, k=row.size, slack=slack)
+    if problem:
+        raise AssertionError(f"wrong result: {problem}")
+    row.check = "exact" if fam.exact else "sanity"
+
+
+# ---------------------------------------------------------------------------------------------
+# The implementations
+# ---------------------------------------------------------------------------------------------
+
+
+def cublas_rows(fam: Family, n: int, inp: dict, torch, deadline: float) -> list[Row]:
+    a, b = inp["a"], inp["b"]
+
+    def dense(row: Row) -> Row:
+        if fam.exact:  # column-major B: torch._int_mm's fast cuBLASLt path
+            bt = b.t().contiguous().t()
+            fn = lambda: torch._int_mm(a, bt)  # noqa: E731
+        else:
+            fn = lambda: a @ b  # noqa: E731
+        peer_check(row, fn(), inp, fam, torch)
+        row.config = "torch._int_mm, B column-major" if fam.exact else f"torch.matmul {fam.torch_in}"
+        return measured(row, fn, torch)
+
+    def semi_structured(row: Row) -> Row:
+        sa = torch.sparse.to_sparse_semi_structured(a)
+        fn = lambda: sa @ b  # noqa: E731
+        peer_check(row, fn(), inp, fam, torch)
+        row.config = type(sa).__name__
+        return measured(row, fn, torch)
+
+    rows = [guarded(Row(fam.name, n, "cublas"), dense, deadline)]
+    if fam.sparse:
+        rows.append(guarded(Row(fam.name, n, "torch-sparse"), semi_structured, deadline))
+    return rows
+
+
+def tilemma_row(fam: Family, n: int, inp: dict, torch, deadline: float, sm: str) -> Row:
+    def body(row: Row) -> Row:
+        text, name = tilemma_ir(fam, n)
+        kernel = tilemma_kernel(text, name, compile_options(sm))
+        row.config = kernel.config
+        d = torch.full_like(inp["c"], SENTINEL[fam.exact])
+        pointers = [inp["a"].data_ptr(), inp["b"].data_ptr(), inp["c"].data_ptr(), d.data_ptr()]
+        if fam.sparse:
+            word = torch.full((1,), NO_ERROR_WORD, dtype=torch.int32, device="cuda")
+            pointers.append(word.data_ptr())
+        launch = lambda: kernel.launch(pointers, torch.cuda.current_stream().cuda_stream)  # noqa: E731
+        launch()
+        torch.cuda.synchronize()
+        if fam.sparse and int(word.item()) != NO_ERROR_WORD:
+            raise AssertionError(f"the kernel reports A is not 2:4 sparse (error word {word.item()})")
+        c = inp["c"].double()
+        magnitude = None if fam.exact else inp["s"] + c.abs()
+        problem = check(d.double(), inp["ab"] + c, magnitude, acc=fam.acc, k=n)
+        if problem:
+            raise AssertionError(f"wrong result: {problem}")
+        row.check = "exact" if fam.exact else "bound"
+        return measured(row, launch, torch)
+
+    return guarded(Row(fam.name, n, "tilemma"), body, deadline)
+
+
+def triton_rows(impl: str, fam: Family, n: int, inp: dict, torch, deadline: float) -> list[Row]:
+    """The best of `triton_gemm.CONFIGS` for this family (worker side)."""
+    from benchmarks import triton_gemm
+
+    a, b = inp["a"], inp["b"]
+    d = torch.empty_like(inp["c"])
+    best: Row | None = None
+    failures = []
+    for config in triton_gemm.CONFIGS[a.element_size()]:
+        row = Row(fam.name, n, impl, config="BMxBNxBK={}x{}x{} warps={} stages={}".format(*config))
+
+        def body(row: Row, config=config) -> Row:
+            d.fill_(SENTINEL[fam.exact])  # what a failed launch would leave must not pass the check
+            compiled = triton_gemm.matmul(a, b, d, config, fam.triton_precision)
+            row.instruction = triton_gemm.instruction(compiled.asm["ptx"])
+            peer_check(row, d, inp, fam, torch)
+            return measured(row, lambda: triton_gemm.matmul(a, b, d, config, fam.triton_precision), torch)
+
+        row = guarded(row, body, deadline)
+        if row.ok and (best is None or row.tflops > best.tflops):  # type: ignore[operator]
+            best = row
+        elif not row.ok:
+            failures.append(f"[{row.config}] {row.error}")
+    if best is None:
+        return [Row(fam.name, n, impl, error="; ".join(failures) or "no configuration")]
+    if failures:
+        best.config += f" ({len(failures)} other configs failed: {failures[0][:120]})"
+    if impl == "triton-mma.sync" and best.instruction == "wgmma":
+        best.error = "DISABLE_MMA_V3=1 was ignored: the kernel uses wgmma"
+    return [best]
+
+
+# ---------------------------------------------------------------------------------------------
+# Driving: the main process times cuBLAS and tilemma, and starts one worker per Triton mode.
+# ---------------------------------------------------------------------------------------------
+
+
+def run_triton_worker(impl: str, families: list[Family], sizes: list[int], budget: float) -> int:
+    import torch
+
+    deadline = time.monotonic() + budget
+    device = torch.cuda.get_device_name()
+    for fam in families:
+        for n in sizes:
+            try:
+                rows = triton_rows(impl, fam, n, make_inputs(fam, n, torch), torch, deadline)
+            except Exception as exc:
+                traceback.print_exc()
+                rows = [Row(fam.name, n, impl, error=_error(exc))]
+            for row in rows:
+                row.device = device
+                print("ROW " + json.dumps(asdict(row)), flush=True)
+            torch.cuda.empty_cache()
+    return 0
+
+
+def triton_subprocess(impl: str, families: list[Family], sizes: list[int], budget: float) -> list[Row]:
+    """Run one Triton mode in its own process (own environment and cache); rows it printed are
+    kept even when it dies or runs out of time, and every missing one becomes an error row."""
+    env = {**os.environ, **TRITON_MODES[impl]}
+    cmd = [sys.executable, "-m", "benchmarks.gemm_bench", "--triton-worker", impl,
+           "--families", *(f.name for f in families), "--sizes", *map(str, sizes),
+           "--budget", str(max(budget - 10, 1))]
+    with tempfile.TemporaryDirectory(prefix=f"tilemma-{impl}-cache-") as cache:
+        env["TRITON_CACHE_DIR"] = cache
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=budget,
+                                  cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            out, err, why = proc.stdout, proc.stderr, f"worker exited with {proc.returncode}"
+        except subprocess.TimeoutExpired as exc:
+            out, err = (x.decode() if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
+            why = f"worker killed after {budget:.0f} s"
+    sys.stderr.write(err)
+    names = {f.name for f in fields(Row)}
+    rows = [Row(**{k: v for k, v in json.loads(line[4:]).items() if k in names})
+            for line in out.splitlines() if line.startswith("ROW ")]
+    done = {(r.family, r.size) for r in rows}
+    last = err.strip().splitlines()[-1:] if err.strip() else []
+    rows += [Row(f.name, n, impl, error=f"{why}: {last[0][:200] if last else 'no output'}")
+             for f in families for n in sizes if (f.name, n) not in done]
+    return rows
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("gemm_bench: torch sees no CUDA device; this benchmark needs the GPU")
+    torch.backends.cuda.matmul.allow_tf32 = True  # cuBLAS's tf32 path for the tf32 family
+    started = time.monotonic()
+    deadline = started + args.budget
+    device = torch.cuda.get_device_name()
+    families = [FAMILIES[f] for f in args.families]
+    rows: list[Row] = []
+    for fam in families:
+        for n in sorted(set(args.sizes) | set(args.tilemma_sizes)):
+            print(f"{fam.name} {n}: cuBLAS{' and tilemma' if n in args.tilemma_sizes else ''}",
+                  file=sys.stderr, flush=True)
+            try:
+                inp = make_inputs(fam, n, torch)
+            except Exception as exc:
+                traceback.print_exc()
+                rows += [Row(fam.name, n, "cublas", error=_error(exc))]
+                continue
+            if n in args.sizes:
+                rows += cublas_rows(fam, n, inp, torch, deadline)
+            if n in args.tilemma_sizes:
+                rows.append(tilemma_row(fam, n, inp, torch, deadline, args.sm))
+            del inp
+            torch.cuda.empty_cache()
+    dense = [f for f in families if not f.sparse]
+    modes = [m for m in TRITON_MODES if m not in args.skip]
+    for i, impl in enumerate(modes):
+        left = deadline - time.monotonic()
+        print(f"{impl}: {left:.0f} s of budget left", file=sys.stderr, flush=True)
+        if dense and left > 5:
+            rows += triton_subprocess(impl, dense, list(args.sizes), left / (len(modes) - i))
+        elif dense:
+            rows += [Row(f.name, n, impl, error="skipped: time budget spent")
+                     for f in dense for n in args.sizes]
+    for row in rows:
+        row.device = row.device or device
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------
+
+
+def _cell(row: Row | None) -> str:
+    if row is None:
+        return "—"
+    if row.error.startswith("skipped"):
+        return "skip"
+    if not row.ok:
+        return "wrong" if "wrong result" in row.error else "error"
+    mark = {"wgmma": " wg", "mma.sync": " ms", "fma": " fma"}.get(row.instruction, "")
+    return f"{row.tflops:.1f}{mark}"
+
+
+def _ratio(ours: Row | None, theirs: Row | None) -> str:
+    if ours is None or theirs is None or not ours.ok or not theirs.ok:
+        return "—"
+    return f"{ours.tflops / theirs.tflops:.3f}"  # type: ignore[operator]
+
+
+def table(rows: list[Row]) -> str:
+    """TFLOP/s per implementation for each (family, size), with tilemma's ratios to cuBLAS and to
+    Triton's mma.sync path; failed rows are listed underneath with their errors."""
+    by_key = {(r.family, r.size, r.impl): r for r in rows}
+    keys = sorted({(r.family, r.size) for r in rows},
+                  key=lambda k: (list(FAMILIES).index(k[0]) if k[0] in FAMILIES else 99, k[1]))
+    impls = [i for i in IMPLS if any(r.impl == i for r in rows)]
+    head = ["family", "size", *impls, "tilemma/cuBLAS", "tilemma/Triton-ms"]
+    body = []
+    for fam, n in keys:
+        cells = [_cell(by_key.get((fam, n, i))) for i in impls]
+        ours = by_key.get((fam, n, "tilemma"))
+        body.append([fam, str(n), *cells, _ratio(ours, by_key.get((fam, n, "cublas"))),
+                     _ratio(ours, by_key.get((fam, n, "triton-mma.sync")))])
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    lines = ["  ".join(x.rjust(w) for x, w in zip(line, widths)) for line in [head, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("TFLOP/s (TOP/s for s8; sparse: dense-equivalent; cublas for sparse-f16 is dense "
+                 "f16). wg/ms: Triton used wgmma/mma.sync.")
+    configs = [f"  {r.family} {r.size} {r.impl}: {r.config}" for r in rows
+               if r.ok and r.impl in ("tilemma", "triton", "triton-mma.sync")]
+    failed = [f"  {r.family} {r.size} {r.impl}: {r.error}" for r in rows if r.error]
+    if configs:
+        lines += ["configurations:", *configs]
+    if failed:
+        lines += ["failed or skipped:", *failed]
+    return "\n".join(lines)
+
+
+def write_csv(rows: list[Row], path: str) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(Row)])
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(asdict(row))
+
+
+def read_csv(path: str) -> list[Row]:
+    def convert(name: str, value: str):
+        if name == "size":
+            return int(value)
+        if name in ("ms", "tflops"):
+            return float(value) if value else None
+        return value
+
+    with open(path, newline="") as f:
+        return [Row(**{k: convert(k, v) for k, v in line.items()}) for line in csv.DictReader(f)]
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gemm_bench", description=__doc__.split("\n")[0])
+    p.add_argument("--families", nargs="+", default=list(FAMILIES), metavar="F",
+                   help=f"families to run (default all: {' '.join(FAMILIES)})")
+    p.add_argument("--sizes", nargs="+", type=int, default=list(SIZES), metavar="N",
+                   help="square sizes M = N = K for the peers (default 1024 2048 4096 8192)")
+    p.add_argument("--tilemma-sizes", nargs="+", type=int, metavar="N",
+                   help="sizes for tilemma (default: --sizes); may differ from the peers'")
+    p.add_argument("--skip", nargs="+", default=[], metavar="IMPL", choices=list(TRITON_MODES),
+                   help="leave out a Triton mode: triton, triton-mma.sync")
+    p.add_argument("--sm", default="90", help="target tilemma compiles for (default 90)")
+    p.add_argument("--csv", help="write every row to this CSV file")
+    p.add_argument("--plot", help="write a PNG of TFLOP/s against size per family (matplotlib)")
+    p.add_argument("--budget", type=float, default=3600.0,
+                   help="seconds; measurements not started by then become 'skipped' rows")
+    p.add_argument("--triton-worker", choices=list(TRITON_MODES), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    unknown = [f for f in args.families if f not in FAMILIES]
+    if unknown:
+        p.error(f"unknown family {', '.join(unknown)}: choose from {', '.join(FAMILIES)}")
+    if args.tilemma_sizes is None:
+        args.tilemma_sizes = args.sizes
+    bad = [n for n in [*args.sizes, *args.tilemma_sizes] if n < 16 or n % 16]
+    if bad:
+        p.error(f"size {bad[0]}: sizes must be positive multiples of 16")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.triton_worker:
+        return run_triton_worker(args.triton_worker, [FAMILIES[f] for f in args.families],
+                                 args.sizes, args.budget)
+    try:
+        rows = run(args)
+    except ModuleNotFoundError as exc:
+        print(f"gemm_bench needs torch and a GPU: {exc}", file=sys.stderr)
+        return 1
+    if args.csv:
+        write_csv(rows, args.csv)
+    if args.plot:
+        from benchmarks import plot
+
+        try:
+            plot.plot(rows, args.plot)
+        except ImportError:
+            print(f"no matplotlib here: write the plot elsewhere with "
+                  f"`python -m benchmarks.plot {args.csv or 'ROWS.csv'} {args.plot}`", file=sys.stderr)
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
