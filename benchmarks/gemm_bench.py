@@ -118,9 +118,8 @@ def tilemma_kernel(ir_text: str, name: str, options: Any) -> TilemmaKernel:
     from tilemma.compiler.pipeline import compile_text
 
     [k] = compile_text(ir_text, name, options)
-    tiling = {key: "x".join(map(str, v.get_values())) for key, v in k.gemm.mma.tiling.data.items()}
-    config = " ".join([k.variant, *(f"{key}={v}" for key, v in tiling.items())])
-    shared = getattr(k, "shared_bytes", 0)
+    config = f"{k.variant} {k.abi.config}"
+    shared = k.abi.shared_bytes
 
     def launch(pointers: Sequence[int], stream: int = 0) -> None:
         cuda_runtime.launch(k.ptx, k.name, k.grid, k.block, list(pointers), shared, stream)
@@ -136,7 +135,7 @@ def tilemma_ir(fam: Family, n: int) -> tuple[str, str]:
     return str(gemm_module(spec)), spec.name
 
 
-def compile_options(sm: str = "90", ptx: str | None = None) -> Any:
+def compile_options(sm: str = "90", ptx: str | None = None, **tiling: Any) -> Any:
     """Options for `tilemma_kernel`: PTX `ptx`, or (None) the newest the driver JITs, up to 9.0."""
     from tilemma.compiler import cuda_runtime
     from tilemma.compiler.pipeline import CompileOptions
@@ -144,7 +143,7 @@ def compile_options(sm: str = "90", ptx: str | None = None) -> Any:
     if ptx is None:
         major, minor = min((9, 0), cuda_runtime.driver_max_ptx())
         ptx = f"{major}.{minor}"
-    return CompileOptions(sm=sm, ptx=ptx)
+    return CompileOptions(sm=sm, ptx=ptx, **tiling)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,10 +334,20 @@ def cublas_rows(fam: Family, n: int, inp: dict, torch, deadline: float) -> list[
     return rows
 
 
-def tilemma_row(fam: Family, n: int, inp: dict, torch, deadline: float, sm: str) -> Row:
+def parse_config(text: str) -> dict[str, Any]:
+    """`warps=2x4,warp-tile=4x8,stages=3` -> CompileOptions fields ('' -> the defaults)."""
+    out: dict[str, Any] = {}
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        key = key.strip().replace("-", "_")
+        out[key] = int(value) if key in ("stages", "stage_k") else value.strip()
+    return out
+
+
+def tilemma_row(fam: Family, n: int, inp: dict, torch, deadline: float, sm: str, config: str = "") -> Row:
     def body(row: Row) -> Row:
         text, name = tilemma_ir(fam, n)
-        kernel = tilemma_kernel(text, name, compile_options(sm))
+        kernel = tilemma_kernel(text, name, compile_options(sm, **parse_config(config)))
         row.config = kernel.config
         d = torch.full_like(inp["c"], SENTINEL[fam.exact])
         pointers = [inp["a"].data_ptr(), inp["b"].data_ptr(), inp["c"].data_ptr(), d.data_ptr()]
@@ -468,7 +477,8 @@ def run(args: argparse.Namespace) -> list[Row]:
             if n in args.sizes:
                 rows += cublas_rows(fam, n, inp, torch, deadline)
             if n in args.tilemma_sizes:
-                rows.append(tilemma_row(fam, n, inp, torch, deadline, args.sm))
+                for config in args.tilemma_configs:
+                    rows.append(tilemma_row(fam, n, inp, torch, deadline, args.sm, config))
             del inp
             torch.cuda.empty_cache()
     dense = [f for f in families if not f.sparse]
@@ -571,6 +581,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--skip", nargs="+", default=[], metavar="IMPL", choices=list(TRITON_MODES),
                    help="leave out a Triton mode: triton, triton-mma.sync")
     p.add_argument("--sm", default="90", help="target tilemma compiles for (default 90)")
+    p.add_argument("--tilemma-configs", nargs="+", default=[""], metavar="CFG",
+                   help="tilemma configurations to measure, e.g. 'warps=2x4,warp-tile=4x8,stages=3' "
+                   "('' = the compiler's default)")
     p.add_argument("--csv", help="write every row to this CSV file")
     p.add_argument("--plot", help="write a PNG of TFLOP/s against size per family (matplotlib)")
     p.add_argument("--budget", type=float, default=3600.0,

@@ -58,6 +58,15 @@ class KernelABI:
     block: tuple[int, int, int]
     params: tuple[Param, ...]
     shared_bytes: int = 0  # dynamic shared memory per CTA
+    tiling: tuple[int, ...] = ()  # warps (2), warp tile in instructions (2), stages, stage K
+
+    @property
+    def config(self) -> str:
+        """The configuration the kernel was built with, in the options' spelling."""
+        if len(self.tiling) != 6:
+            return ""
+        wm, wn, rm, rn, stages, stage_k = self.tiling
+        return f"warps={wm}x{wn} warp-tile={rm}x{rn} stages={stages}" + (f" stage-k={stage_k}" if stages else "")
 
     @staticmethod
     def from_entry(entry: ptx.EntryOp) -> KernelABI:
@@ -86,6 +95,7 @@ class KernelABI:
             tuple(entry.block.get_values()),  # type: ignore[arg-type]
             tuple(params),
             entry.shared_bytes.value.data if entry.shared_bytes is not None else 0,
+            tuple(entry.tiling.get_values()) if entry.tiling is not None else (),  # type: ignore[arg-type]
         )
 
     def index(self, role: str) -> int | None:

@@ -31,6 +31,8 @@ def _compile_options(args: argparse.Namespace):
         warps=args.warps or "",
         warp_tile=args.warp_tile or "",
         sparse_form=args.sparse_form,
+        stages=args.stages,
+        stage_k=args.stage_k,
     )
 
 
@@ -53,6 +55,12 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         help="sparse A: mma.sp::ordered_metadata where legal (default), or plain mma.sp",
     )
     p.add_argument("--warp-tile", help="instructions per warp as RMxRN")
+    p.add_argument(
+        "--stages", type=int, default=-1,
+        help="shared-memory stages of the staged schedule, 2..5; 0: fragments straight from global "
+        "memory; -1 (default): staged wherever it applies (dense 16-bit with aligned rows)",
+    )
+    p.add_argument("--stage-k", type=int, default=32, help="K of one shared-memory stage (16, 32, 64, 128)")
 
 
 def cmd_gemm(args: argparse.Namespace) -> int:

@@ -44,11 +44,12 @@ class CompileOptions:
     warp_tile: str = ""
     sparse_form: str = "ordered"
     stages: int = -1
+    stage_k: int = 32
 
     def passes(self) -> list[ModulePass]:
         return [
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
-            TileWarps(self.warps, self.warp_tile, self.stages),
+            TileWarps(self.warps, self.warp_tile, self.stages, self.stage_k),
             SwizzleShared(),
             SplitTf32(),
             CommonSubexpressionElimination(),

@@ -87,6 +87,7 @@ class EntryOp(IRDLOperation):
     block = opt_prop_def(DenseArrayBase)
     abi = opt_prop_def(ArrayAttr[DictionaryAttr])
     shared_bytes = opt_prop_def(IntegerAttr)  # dynamic shared memory the launch must provide
+    tiling = opt_prop_def(DenseArrayBase)  # warps (2), warp tile (2), shared stages: how it was built
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
     irdl_options = (ParsePropInAttrDict(),)

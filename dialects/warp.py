@@ -44,6 +44,7 @@ from xdsl.irdl import (
     result_def,
     traits_def,
     var_operand_def,
+    var_result_def,
 )
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
@@ -614,29 +615,40 @@ class AsyncWaitOp(IRDLOperation):
 
 @irdl_op_definition
 class LdMatrixOp(IRDLOperation):
-    """`warp.ldmatrix`: a 16-bit A fragment (`ldmatrix .x4`) or B fragment (`.x2.trans`, from a
-    K x N buffer) read from stage `stage` of a shared buffer at (row, col)."""
+    """`warp.ldmatrix`: 16-bit fragments read from stage `indices[0]` of a shared buffer at
+    (row, col) = indices[1:] + `offsets` (static): one A fragment (`ldmatrix .x4`), or one or two
+    B fragments from a K x N buffer (`.x2.trans`; `.x4.trans` for two side by side, n and n + 8).
+    Static offsets become immediates where the swizzle allows."""
 
     name = "warp.ldmatrix"
     ref = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
+    offsets = prop_def(DenseArrayBase)
     swizzle = opt_prop_def(UnitAttr)
-    result = result_def(FragType)
+    fragments = var_result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 
-    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($result)"
+    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($fragments)"
 
-    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], result: FragType):
-        super().__init__(operands=[ref, indices], result_types=[result])
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], offsets: Sequence[int], result: FragType, count: int = 1):
+        super().__init__(operands=[ref, indices], result_types=[[result] * count],
+                         properties={"offsets": _ints(offsets)})
+
+    def offset_values(self) -> tuple[int, int]:
+        return tuple(self.offsets.get_values())  # type: ignore[return-value]
 
     def verify_(self) -> None:
         _shared_stage(self.ref.type, "warp.ldmatrix source")
-        if len(self.indices) != 3:
-            raise VerifyException("warp.ldmatrix: expected three indices (stage, row, col)")
-        frag = _frag(self.result, "warp.ldmatrix result")
+        if len(self.indices) != 3 or len(self.offset_values()) != 2:
+            raise VerifyException("warp.ldmatrix: expected three indices (stage, row, col) and two offsets (row, col)")
+        if not 1 <= len(self.fragments) <= 2 or len(set(r.type for r in self.fragments)) != 1:
+            raise VerifyException("warp.ldmatrix: one or two fragments of one type")
+        frag = _frag(self.fragments[0], "warp.ldmatrix result")
         v = frag.variant
         if (v.m, v.n, v.k) != (16, 8, 16) or v.atype not in ("f16", "bf16") or v.sparse or frag.role not in (Operand.A, Operand.B):
             raise VerifyException("warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 mma")
+        if frag.role == Operand.A and len(self.fragments) != 1:
+            raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4")
 
 
 def swizzle_granule(row, granule, row_bytes: int):

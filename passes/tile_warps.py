@@ -44,7 +44,6 @@ from tilemma.passes.gemm_kernel import read_kernel
 from tilemma.passes.sparse_a import NO_ERROR
 
 STAGES = (2, 3, 4, 5)
-STAGE_K = 32  # K of one shared-memory stage (two m16n8k16 steps)
 DEFAULT_STAGES = 4
 MAX_THREADS = 1024  # per CTA, every target
 MAX_REGISTERS = 255  # per thread
@@ -90,25 +89,29 @@ class TileWarps(ModulePass):
     """Options: `warps` (WMxWN warps per CTA, default up to 2x2), `warp-tile` (RMxRN
     instructions per warp; default up to 2 x (32 / instruction N), or 4x8 when staged) and
     `stages` (the ring of shared-memory stages of the staged schedule, 2..5; 0: fragments straight
-    from global memory; -1, the default: staged where it applies, see `stageable`)."""
+    from global memory; -1, the default: staged where it applies, see `stageable`) and `stage-k`
+    (K of one stage, default 32)."""
 
     name = "tile-tile-warps"
 
     warps: str = ""
     warp_tile: str = ""
     stages: int = -1
+    stage_k: int = 32
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = _pair(self.warps, "warps"), _pair(self.warp_tile, "warp-tile")
         if self.stages not in (-1, 0, *STAGES):
             raise ValueError(f"tile-tile-warps: stages must be -1 (automatic), 0 (no shared memory) or 2..5, got {self.stages}")
+        if self.stage_k not in (16, 32, 64, 128):
+            raise ValueError(f"tile-tile-warps: stage-k must be 16, 32, 64 or 128, got {self.stage_k}")
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             mmas = [o for o in kernel.walk() if isinstance(o, tile.MMA_OPS)]
             if not mmas:
                 continue
             if any(m.variant is None for m in mmas):
                 raise LoweringError(mmas[0], "run tile-select-mma before tile-tile-warps")
-            _Distribute(kernel, warps, warp_tile, self.stages).run()
+            _Distribute(kernel, warps, warp_tile, self.stages, self.stage_k).run()
 
 
 def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
@@ -174,7 +177,8 @@ def stageable(g, variant) -> str | None:
 class _Distribute:
     """Rewrites one kernel's body (read with `read_kernel`, which reports what is unsupported)."""
 
-    def __init__(self, kernel: func.FuncOp, warps, warp_tile, stages: int = -1):
+    def __init__(self, kernel: func.FuncOp, warps, warp_tile, stages: int = -1, stage_k: int = 32):
+        self.stage_k = stage_k
         self.kernel, self.g = kernel, read_kernel(kernel)
         self.mma = self.g.mma
         self.variant_attr: warp.VariantAttr = self.mma.variant  # type: ignore[assignment]
@@ -357,7 +361,7 @@ class _Distribute:
         g, t, S = self.g, self.t, self.stages
         rm, rn = t.warp_tile
         bm, bn = t.cta_tile
-        bk = STAGE_K
+        bk = self.stage_k
         element = g.a.stored
         elem_type = tile.element_type(element)
         shared = [MemRefType(elem_type, [S, bm, bk], memory_space=IntegerAttr(warp.SHARED, i64)),
@@ -389,12 +393,15 @@ class _Distribute:
              self.add(arith.RemUIOp(ahead, self.const(S))).results[0])
         stage = self.add(arith.RemUIOp(kt, self.const(S))).results[0]
         a_type, b_type = (self.frag(r, elem_type) for r in (warp.Operand.A, warp.Operand.B))
+        zero = self.const(0)
+        b_cols = [self.plus(self.warp_col, j * 8) for j in range(0, rn, 2)]
         for kk in range(0, bk, 16):
             at = self.const(kk)
-            a = [self.add(warp.LdMatrixOp(s_a, [stage, self.plus(self.warp_row, i * 16), at], a_type)).results[0]
+            a = [self.add(warp.LdMatrixOp(s_a, [stage, self.warp_row, at], (i * 16, 0), a_type)).results[0]
                  for i in range(rm)]
-            b = [self.add(warp.LdMatrixOp(s_b, [stage, at, self.plus(self.warp_col, j * 8)], b_type)).results[0]
-                 for j in range(rn)]
+            b = [f for j in range(0, rn, 2)  # .x4.trans: fragments j and j + 1 at once
+                 for f in self.add(warp.LdMatrixOp(s_b, [stage, zero, b_cols[j // 2]], (kk, 0), b_type,
+                                                   min(2, rn - j))).results]
             iters = [self.add(warp.MmaOp(a[i], b[j], iters[i * rn + j])).results[0]
                      for i in range(rm) for j in range(rn)]
         self.add(scf.YieldOp(*iters))
@@ -437,7 +444,7 @@ class _Distribute:
         kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, list(t.grid))
         kernel.attributes["warp.block"] = DenseArrayBase.from_list(i64, [t.threads, 1, 1])
         kernel.attributes["warp.tiling"] = DenseArrayBase.from_list(
-            i64, [*t.warps, *t.warp_tile, self.stages]
+            i64, [*t.warps, *t.warp_tile, self.stages, self.stage_k if self.stages else 0]
         )
 
     def lhs_fragments(self, arg_of, roles, bz, rows, k, error):

@@ -520,20 +520,21 @@ def _shared_geometry(ref: MemRefType) -> tuple[int, int, int]:
 def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row: str, row_bytes: int,
                     col_bytes: str, swizzle: bool) -> str:
     """Shared address of (stage, row, byte column), with the granule swizzle if asked."""
+    # the part that does not depend on the stage first (loop-invariant where row and column are)
+    offset = e.reg("b32")
+    if swizzle:
+        per_line = max(1, 128 // row_bytes)
+        period = min(8, row_bytes // 16)
+        e.emit("shr.u32", offset, row, per_line.bit_length() - 1)
+        e.emit("and.b32", offset, offset, period - 1)
+        e.emit("shl.b32", offset, offset, 4)
+        e.emit("xor.b32", offset, offset, col_bytes)  # granule ^ phase, offset within it kept
+    else:
+        e.emit("mov.u32", offset, col_bytes)
+    e.emit("mad.lo.u32", offset, row, row_bytes, offset)
     addr = e.reg("b32")
     e.emit("mad.lo.u32", addr, e.in_register(stage), stage_bytes, base)
-    e.emit("mad.lo.u32", addr, row, row_bytes, addr)
-    if not swizzle:
-        e.emit("add.u32", addr, addr, col_bytes)
-        return addr
-    per_line = max(1, 128 // row_bytes)
-    period = min(8, row_bytes // 16)
-    phase = e.reg("b32")
-    e.emit("shr.u32", phase, row, per_line.bit_length() - 1)
-    e.emit("and.b32", phase, phase, period - 1)
-    e.emit("shl.b32", phase, phase, 4)
-    e.emit("xor.b32", phase, phase, col_bytes)  # granule ^ phase, offset within it kept
-    e.emit("add.u32", addr, addr, phase)
+    e.emit("add.u32", addr, addr, offset)
     return addr
 
 
@@ -615,7 +616,8 @@ class LowerAsyncGroups(RewritePattern):
 @dataclass
 class LowerLdMatrix(RewritePattern):
     """`warp.ldmatrix`: lanes 8q..8q+7 give the rows of 8x8 matrix q. A (x4): matrices at
-    (rows +0/+8) x (cols +0/+8), in a0..a3 order; B (x2.trans, K x N buffer): k rows +0/+8."""
+    (rows +0/+8) x (cols +0/+8), in a0..a3 order; B (.trans, K x N buffer): k rows +0/+8, and
+    for two fragments n +0/+8. A static row offset that keeps the swizzle phase is an immediate."""
 
     state: LoweringState
 
@@ -626,11 +628,15 @@ class LowerLdMatrix(RewritePattern):
         if base is None or any(i is None for i in idx):
             return
         stage, row0, col0 = idx
-        frag = op.result.type
+        frag = op.fragments[0].type
         assert isinstance(frag, warp.FragType)
         ref = op.ref.type
         assert isinstance(ref, MemRefType)
         esz, row_bytes, stage_bytes = _shared_geometry(ref)
+        swizzle = op.swizzle is not None
+        row_off, col_off = op.offset_values()
+        period_rows = max(1, 128 // row_bytes) * min(8, row_bytes // 16)
+        imm_rows = row_off if (not swizzle or row_off % period_rows == 0) else 0
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
         lane = kernel.lane
@@ -639,18 +645,24 @@ class LowerLdMatrix(RewritePattern):
         e.emit("bfe.u32", half, lane, 3, 1)
         e.emit("mad.lo.u32", row, half, 8, row)
         e.emit("add.u32", row, row, e.in_register(row0))  # type: ignore[arg-type]
+        if row_off != imm_rows:
+            e.emit("add.u32", row, row, row_off)
         is_a = frag.role == warp.Operand.A
-        if is_a:
+        wide = is_a or len(op.fragments) == 2
+        if wide:  # matrices 2, 3: 8 columns on
             e.emit("bfe.u32", col, lane, 4, 1)
             e.emit("mad.lo.u32", col, col, 8, e.in_register(col0))  # type: ignore[arg-type]
         else:
             e.emit("mov.u32", col, col0)
+        if col_off:
+            e.emit("add.u32", col, col, col_off)
         e.emit("mul.lo.u32", col, col, esz)
-        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, op.swizzle is not None)  # type: ignore[arg-type]
-        out = e.reg_list("b32", 4 if is_a else 2)
-        shape = "x4" if is_a else "x2.trans"
-        e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}", f"[{addr}]")
-        _finish(op, rewriter, e, [out])
+        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle)  # type: ignore[arg-type]
+        out = e.reg_list("b32", 4 if wide else 2)
+        shape = "x4" if is_a else ("x4.trans" if wide else "x2.trans")
+        e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
+               f"[{addr}+{imm_rows * row_bytes}]")
+        _finish(op, rewriter, e, [out] if is_a else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -733,13 +745,13 @@ class WarpToPtx(ModulePass):
         first = block.first_op
         assert first is not None
         grid, threads = kernel.attributes["warp.grid"], kernel.attributes["warp.block"]
-        wm, wn, rm, rn, stages = kernel.attributes["warp.tiling"].get_values()  # type: ignore[union-attr]
+        wm, wn, rm, rn, stages, stage_k = kernel.attributes["warp.tiling"].get_values()  # type: ignore[union-attr]
         variant = next(o for o in kernel.walk() if isinstance(o, warp.MmaOp)).c.type.variant  # type: ignore[union-attr]
         gx, gy, gz = grid.get_values()  # type: ignore[union-attr]
         e.ops.insert(0, ptx.CommentOp(
             f"{variant.opcode}: grid ({gx}, {gy}, {gz}), block ({threads.get_values()[0]}, 1, 1); "  # type: ignore[union-attr]
             f"warps {wm}x{wn}, warp tile {rm}x{rn} instructions"
-            + (f", {stages} shared-memory stages" if stages else "")
+            + (f", {stages} shared-memory stages of K {stage_k}" if stages else "")
         ))
         Block.insert_ops_before  # (documentation aid for readers: ops go before the first op)
         for new in [*e.ops, *bound]:
@@ -765,4 +777,5 @@ class WarpToPtx(ModulePass):
         entry = ptx.EntryOp(kernel.sym_name.data, params, region, threads[0], (grid, threads), abi)
         if state.shared_bytes:
             entry.shared_bytes = IntegerAttr(state.shared_bytes, 64)
+        entry.tiling = kernel.attributes["warp.tiling"]  # type: ignore[assignment]
         return entry
