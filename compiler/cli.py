@@ -33,6 +33,7 @@ def _compile_options(args: argparse.Namespace):
         sparse_form=args.sparse_form,
         stages=args.stages,
         stage_k=args.stage_k,
+        swizzle=not args.no_swizzle,
     )
 
 
@@ -61,6 +62,8 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         "memory; -1 (default): staged wherever it applies (dense 16-bit with aligned rows)",
     )
     p.add_argument("--stage-k", type=int, default=32, help="K of one shared-memory stage (16, 32, 64, 128)")
+    p.add_argument("--no-swizzle", action="store_true",
+                   help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")
 
 
 def cmd_gemm(args: argparse.Namespace) -> int:

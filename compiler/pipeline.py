@@ -45,12 +45,13 @@ class CompileOptions:
     sparse_form: str = "ordered"
     stages: int = -1
     stage_k: int = 32
+    swizzle: bool = True
 
     def passes(self) -> list[ModulePass]:
         return [
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
             TileWarps(self.warps, self.warp_tile, self.stages, self.stage_k),
-            SwizzleShared(),
+            *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
             CommonSubexpressionElimination(),
             WarpToPtx(),

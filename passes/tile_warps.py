@@ -144,6 +144,7 @@ def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
     return t
 
 
+ONE_WAVE = 120  # CTAs that keep most of a 132-SM H100 busy
 GROUP_M = 8  # CTA rows of tiles per group of the rasterized order (Triton's GROUP_SIZE_M)
 
 
@@ -196,7 +197,13 @@ class _Distribute:
             raise LoweringError(self.mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
         self.stages = 0 if (stages == 0 or why_not) else (stages if stages > 0 else DEFAULT_STAGES)
         if self.stages and warp_tile is None:
-            warp_tile = (min(4, _ceil(g.m, 16)), min(8, _ceil(g.n, 8)))
+            rm, rn = min(4, _ceil(g.m, 16)), min(8, _ceil(g.n, 8))
+            wm, wn = warps or (2, 2)
+            # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
+            # about one wave of an H100's 132 SMs).
+            while rm > 2 and _ceil(g.m, wm * rm * 16) * _ceil(g.n, wn * rn * 8) * g.batch < ONE_WAVE:
+                rm //= 2
+            warp_tile = (rm, rn)
         self.t = choose_tiling(self.mma, self.variant, g.m, g.n, g.batch, warps, warp_tile)
         if self.stages:
             self.t = Tiling(self.t.instr, self.t.warp_tile, self.t.warps,
