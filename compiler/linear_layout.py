@@ -191,10 +191,12 @@ class LinearLayout:
         return _pack(outs, dict(zip((n for n, _ in outs), v)))
 
     @staticmethod
-    def identity(dims: Mapping[str, int] | Iterable[tuple[str, int]]) -> LinearLayout:
-        """Each dimension to itself."""
+    def identity(dims: Mapping[str, int] | Iterable[tuple[str, int]], offset: Mapping[str, int] | None = None) -> LinearLayout:
+        """Each dimension to itself, XORed with `offset` (a translation by an offset aligned to
+        the coordinates it moves, where XOR is +)."""
         d = _dims(dims, "identity")
-        return LinearLayout(d, d, tuple(1 << i for i in range(_nbits(d))))
+        off = LinearLayout._pack_checked(d, [(offset or {}).get(n, 0) for n, _ in d], "offset")
+        return LinearLayout(d, d, tuple(1 << i for i in range(_nbits(d))), off)
 
     @staticmethod
     def fit(
@@ -353,7 +355,7 @@ class LinearLayout:
         names = [n for n, _ in self.in_dims]
         if set(inputs) != set(names):
             raise ValueError(f"apply needs exactly the inputs {names}, got {sorted(inputs)}")
-        acc = np.asarray(np.int64(self.offset))
+        acc = np.full(np.broadcast_shapes(*(np.shape(x) for x in inputs.values())), self.offset, np.int64)
         sh = _shifts(self.in_dims)
         for n, s in self.in_dims:
             x = np.asarray(inputs[n])
