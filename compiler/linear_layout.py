@@ -404,9 +404,9 @@ class LinearLayout:
                 raise ValueError(f"{self} is not invertible: not injective, {_fmt(self.in_dims, x)} maps to {_fmt(self.out_dims, self.offset)} like the zero input")
         if n_in != n_out:
             raise ValueError(f"{self} is not invertible: not surjective, its image has 2**{n_in} of the 2**{n_out} outputs")
-        images = basis.images(n_out)
-        inv = LinearLayout(self.out_dims, self.in_dims, tuple(images))
-        return LinearLayout(self.out_dims, self.in_dims, tuple(images), inv._linear(self.offset))
+        linear = LinearLayout(self.out_dims, self.in_dims, tuple(basis.images(n_out)))
+        # y = M x ^ c  <=>  x = M^-1 y ^ M^-1 c
+        return LinearLayout(linear.in_dims, linear.out_dims, linear.columns, linear._linear(self.offset))
 
     def __mul__(self, other: LinearLayout) -> LinearLayout:
         """Product: self on the low bits, other on the high bits of every dimension they share
