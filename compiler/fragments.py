@@ -15,8 +15,9 @@ the type, because the ISA gives one layout per width (s8, u8, e4m3, ... share on
 share positions on m16n8k4/k8).
 
 Every layout is then a CuTe-style function (lane, value) -> (row, col) (`coords`), and because every
-ISA formula is a sum of bit fields it is also linear over the 5 lane bits (`linear_form`), the form
-code generation uses. Matrices are in math orientation: A is M x K, B is K x N (indexed [k][n]),
+ISA formula is a sum of bit fields it is also linear over GF(2) in the lane and value bits
+(`linear_layout`, a `LinearLayout`), with bits that do not overlap, so additive (`linear_form`),
+the form code generation uses. Matrices are in math orientation: A is M x K, B is K x N (indexed [k][n]),
 C/D is M x N.
 
 m8n8k4 with .f16 is four independent 8x8x4 MMAs, one per quad-pair q (lanes 4q..4q+3 and
@@ -33,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from tilemma.compiler.linear_layout import LinearLayout
 
 LANES = 32
 LANE_BITS = 5
@@ -357,6 +360,20 @@ class LinearForm:
     row_off: tuple[int, ...]  # nvals offsets
     col_off: tuple[int, ...]
 
+    @staticmethod
+    def of(ll: LinearLayout, nvals: int, what: str = "layout") -> LinearForm:
+        """The additive form of a (lane, value) -> (row, col) layout, offsets for values
+        0..nvals-1; ValueError when its basis vectors overlap (XOR is not + there)."""
+        split = ll.additive_split()
+        if split is None:
+            raise ValueError(f"{what} is linear over GF(2) but not additive (basis bits overlap): {ll}")
+        w, const = split.weights, split.const
+        v = np.arange(nvals)
+        off = split.evaluate(lane=0, value=v)
+        return LinearForm(
+            w["row"]["lane"], w["col"]["lane"], tuple(map(int, off["row"])), tuple(map(int, off["col"]))
+        )
+
     def evaluate(self) -> tuple[np.ndarray, np.ndarray]:
         lane = np.arange(LANES)
         bits = (lane[:, None] >> np.arange(LANE_BITS)[None, :]) & 1
@@ -365,30 +382,32 @@ class LinearForm:
         return rows, cols
 
 
-def fit_linear(rows: np.ndarray, cols: np.ndarray, what: str = "layout") -> LinearForm:
-    """The lane-bit-linear form of [32, nvals] coordinates: weights read off lanes 1, 2, 4, 8,
-    16 and offsets off lane 0, then checked against every lane and value; raises ValueError
-    if no such form reproduces them."""
+def fit_layout(rows: np.ndarray, cols: np.ndarray, what: str = "layout", **kw) -> LinearLayout:
+    """The (lane, value) -> (row, col) `LinearLayout` of [32, nvals] coordinates (negative
+    entries ignored; `LinearLayout.fit` options in `kw`)."""
     rows, cols = np.asarray(rows), np.asarray(cols)
-    row_off, col_off = rows[0], cols[0]
-    probe = 1 << np.arange(LANE_BITS)
-    row_w = tuple(int(w) for w in rows[probe, 0] - row_off[0])
-    col_w = tuple(int(w) for w in cols[probe, 0] - col_off[0])
-    form = LinearForm(row_w, col_w, tuple(map(int, row_off)), tuple(map(int, col_off)))
-    got_r, got_c = form.evaluate()
-    if not (np.array_equal(got_r, rows) and np.array_equal(got_c, cols)):
-        bad = tuple(np.argwhere((got_r != rows) | (got_c != cols))[0])
-        raise ValueError(
-            f"{what} is not linear in the lane bits: lane {bad[0]} value {bad[1]} is at "
-            f"({rows[bad]}, {cols[bad]}), the linear form says ({got_r[bad]}, {got_c[bad]})"
-        )
-    return form
+    sizes = {"lane": LANES, "value": 1 << (rows.shape[1] - 1).bit_length()}
+    return LinearLayout.fit_table({"row": rows, "col": cols}, ("lane", "value"), in_sizes=sizes, what=what, **kw)
+
+
+def fit_linear(rows: np.ndarray, cols: np.ndarray, what: str = "layout") -> LinearForm:
+    """The lane-bit-linear form of [32, nvals] coordinates (`fit_layout`, then its additive
+    split); raises ValueError if no linear layout reproduces them."""
+    return LinearForm.of(fit_layout(rows, cols, what), np.shape(rows)[1], what)
+
+
+@functools.cache
+def linear_layout(lay: FragmentLayout) -> LinearLayout:
+    """The fragment as a (lane: 32, value: nvals) -> (row, col) layout over GF(2), fitted to
+    `coords` (so every table entry is checked; every dense ISA layout is linear)."""
+    rows, cols = coords(lay)
+    return fit_layout(rows, cols, str(lay), out_sizes={"row": lay.rows, "col": lay.cols})
 
 
 def linear_form(lay: FragmentLayout) -> LinearForm:
-    """The layout as row/col = lane-bit weights + per-value offsets, checked against `coords`
-    (every dense ISA layout is linear; `fit_linear` raises otherwise)."""
-    return fit_linear(*coords(lay), what=str(lay))
+    """The layout as row/col = lane-bit weights + per-value offsets (`linear_layout`'s additive
+    split; every dense ISA layout has one)."""
+    return LinearForm.of(linear_layout(lay), lay.nvals, str(lay))
 
 
 def _check_matrix(lay: FragmentLayout, matrix: np.ndarray) -> np.ndarray:

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from tilemma.compiler.linear_layout import LinearLayout
+
 LANES = 32
 LANE_BITS = 5
 BYTES = 4  # a scale-a-data / scale-b-data register is one .b32: four 8-bit scales
@@ -160,26 +162,24 @@ def scale_linear(operand: str, scale_vec: str) -> tuple[tuple[int, ...], int]:
     """(weights, nbytes) for the canonical selectors {0, 0}: lane l's register holds, in bytes
     0..nbytes-1, chunks 0..nbytes-1 of row/column sum_i bit_i(l) * weights[i] (offset 0).
 
-    Fitted on the live lanes and checked against `scale_layout` on every lane and byte. Lane bits
-    that only select ignored lanes get weight 0, so every lane computes an in-range index (a copy
-    of a live lane's) and a load through the form is always in bounds."""
+    The (lane, byte) -> (index, chunk) layout is fitted on the bytes the instruction reads
+    (`LinearLayout.fit`, checked on every one) and must be the product of a lane part (index)
+    and a byte part (chunk = byte). Lane bits that only select ignored lanes get weight 0, so
+    every lane computes an in-range index (a copy of a live lane's) and a load through the form
+    is always in bounds."""
     index, chunk = scale_layout(operand, scale_vec, 0, 0)
     nbytes = SCALE_VECS[scale_vec].chunks
-    live = np.flatnonzero(index[:, 0] >= 0)
-    base = int(live[0])
-    weights = []
-    for i in range(LANE_BITS):
-        partner = base ^ (1 << i)
-        weights.append(int(index[partner, 0] - index[base, 0]) if partner in live else 0)
-    bits = (np.arange(LANES)[:, None] >> np.arange(LANE_BITS)) & 1
-    rows = bits @ np.array(weights)
-    offset = int(index[base, 0] - rows[base])
-    ok = offset == 0 and np.array_equal(rows[live], index[live, 0])
-    ok = ok and (chunk[live, :nbytes] == np.arange(nbytes)).all() and (index[live, :nbytes] == rows[live, None]).all()
-    ok = ok and (index[live, nbytes:] < 0).all() and (index[np.setdiff1d(np.arange(LANES), live)] < 0).all()
+    what = f"scale_{operand} layout of .scale_vec::{scale_vec}"
+    lay = LinearLayout.fit_table({"index": index, "chunk": chunk}, ("lane", "byte"), what=what)
+    split = lay.additive_split()
+    live = index >= 0
+    ok = split is not None and split.const == {"index": 0, "chunk": 0}
+    ok = ok and split.weights["index"]["byte"] == (0, 0) and not any(split.weights["chunk"]["lane"])
+    ok = ok and split.weights["chunk"]["byte"] == (1, 2)[: nbytes.bit_length() - 1] + (0, 0)[nbytes.bit_length() - 1 :]
+    ok = ok and (live[:, :nbytes] == live[:, :1]).all() and not live[:, nbytes:].any()
     if not ok:
-        raise ValueError(f"scale_{operand} layout of .scale_vec::{scale_vec} is not linear in the lane bits")
-    return tuple(weights), nbytes
+        raise ValueError(f"{what} is not linear in the lane bits with chunk = byte: {lay}")
+    return split.weights["index"]["lane"], nbytes
 
 
 def _bits_matrix(operand: str, scale_vec: str, scales_bits) -> np.ndarray:

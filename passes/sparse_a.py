@@ -82,22 +82,12 @@ class SparseGeometry:
 
 
 def metadata_linear(instr: MmaVariant, selector: int = 0) -> fragments.LinearForm:
-    """The metadata layout as a linear form over lane bits (fitted on the lanes the selector
-    reads; the others compute the same formula and are ignored by the instruction)."""
+    """The metadata layout (row, field) as a linear form over lane bits, fitted on the lanes the
+    selector reads; lane bits that only reach ignored lanes get weight 0, so the others compute
+    a live lane's formula, which the instruction ignores."""
     lay = sparse_fragments.metadata_layout(instr.shape, instr.atype, selector)
-    live = [lane for lane in range(32) if lay.row[lane, 0] >= 0]
-    assert live and live[0] == 0
-    row_w, col_w = [], []
-    for bit in range(5):
-        lane = 1 << bit
-        row_w.append(int(lay.row[lane, 0] - lay.row[0, 0]) if lane in live else 0)
-        col_w.append(int(lay.field[lane, 0] - lay.field[0, 0]) if lane in live else 0)
-    form = fragments.LinearForm(
-        tuple(row_w), tuple(col_w), tuple(int(x) for x in lay.row[0]), tuple(int(x) for x in lay.field[0])
-    )
-    rows, cols = form.evaluate()
-    assert (rows[live] == lay.row[live]).all() and (cols[live] == lay.field[live]).all(), instr
-    return form
+    what = f"metadata of {instr.shape} {instr.atype} selector {selector}"
+    return fragments.fit_linear(lay.row, lay.field, what)
 
 
 class SparseALoader:
