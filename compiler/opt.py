@@ -17,7 +17,7 @@ from tilemma.compiler.diagnostics import (
     run_reporting,
     verify_located,
 )
-from tilemma.passes.errors import LoweringError
+from tilemma.passes.errors import LoweringError, origin
 from tilemma.compiler.universe import DIALECTS, PASSES, TARGETS
 
 
@@ -49,7 +49,7 @@ class TilemmaOptMain(xDSLOptMain):
         try:
             super().apply_passes(prog)
         except LoweringError as e:
-            raise LocatedVerifyError(locations.get(e.op), e.message) from None
+            raise LocatedVerifyError(locations.get(origin(e.op)), e.message) from None
 
     def register_all_passes(self):
         super().register_all_passes()

@@ -18,7 +18,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from tilemma.compiler.abi import KernelABI
 from tilemma.compiler.diagnostics import LocatedParser, LocatedVerifyError, verify_located
 from tilemma.dialects import ptx, tile, warp
-from tilemma.passes.errors import LoweringError
+from tilemma.passes.errors import LoweringError, origin
 from tilemma.passes.gemm_kernel import GemmKernel, read_kernel
 from tilemma.passes.select_mma import SelectMma
 from tilemma.passes.split_tf32 import SplitTf32
@@ -96,7 +96,7 @@ def _apply(passes: list[ModulePass], module: ModuleOp, locations: dict) -> None:
         try:
             p.apply(ctx, module)
         except LoweringError as e:
-            raise LocatedVerifyError(locations.get(e.op), e.message) from None
+            raise LocatedVerifyError(locations.get(origin(e.op)), e.message) from None
         module.verify()
 
 
@@ -119,7 +119,7 @@ def compile_text(text: str, name: str, options: CompileOptions) -> list[Compiled
         try:
             described[k.sym_name.data] = read_kernel(k)
         except LoweringError as e:
-            raise LocatedVerifyError(locations.get(e.op), e.message) from None
+            raise LocatedVerifyError(locations.get(origin(e.op)), e.message) from None
     _apply(rest, module, locations)
     compiled = []
     for pm in module.body.ops:

@@ -21,7 +21,7 @@ from xdsl.rewriter import Rewriter
 from tilemma.compiler import isa, sparse_fragments, targets
 from tilemma.dialects import tile
 from tilemma.dialects.warp import TargetAttr, VariantAttr
-from tilemma.passes.errors import LoweringError
+from tilemma.passes.errors import LoweringError, replaced
 from tilemma.passes.gemm_kernel import PTX_TYPE
 
 
@@ -132,6 +132,7 @@ class SelectMma(ModulePass):
         )
         Rewriter.insert_op(zero, _before(op))
         Rewriter.replace_op(op, mma)
+        replaced(op, mma)
         return mma
 
     def _operand_types(self, mma: tile.MmaOp, target: targets.SmTarget) -> tuple[str, str]:

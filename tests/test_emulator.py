@@ -30,10 +30,10 @@ from tests.dense_cases import DENSE_SM90, case_id, spec_for
 SMS = ("80", "90", "120a")
 
 
-def _compile(spec: GemmSpec, sm: str):
+def _compile(spec: GemmSpec, sm: str, **options):
     module = gemm_module(spec)
     try:
-        [kernel] = compile_text(str(module), spec.name, CompileOptions(sm=sm))
+        [kernel] = compile_text(str(module), spec.name, CompileOptions(sm=sm, **options))
     except Exception as e:  # LocatedVerifyError from a LoweringError
         if "no mma.sync variant" in str(e):
             pytest.skip(f"sm_{sm}: {str(e).splitlines()[-1].strip()}")
@@ -77,7 +77,7 @@ def test_f32_operands(precision, sm):
 
 def test_emulator_catches_a_wrong_kernel():
     """The comparison is not vacuous: swapping two B fragment loads gives wrong elements."""
-    kernel, sizes = _compile(GemmSpec(32, 16, 32, "f16", "f16", "f32"), "90")
+    kernel, sizes = _compile(GemmSpec(32, 16, 32, "f16", "f16", "f32"), "90", stages=0)
     lines = kernel.ptx.split("\n")
     b_ptr = re.search(r"mad\.lo\.s64 (%rd\d+), %rd\d+, 2, %rd1;", kernel.ptx).group(1)  # p_b is %rd1
     loads = [i for i, l in enumerate(lines) if "ld.global.u16" in l and f"[{b_ptr}+" in l]
@@ -88,6 +88,26 @@ def test_emulator_catches_a_wrong_kernel():
     bad = dataclasses.replace(kernel, ptx="\n".join(lines))
     result = run_compiled(bad, seed=7, on="emulator")
     assert not result.ok and "out of bound" in result.detail
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        # one group fewer waited for: the stage about to be read still has copies in flight
+        (("cp.async.wait_group 2;", "cp.async.wait_group 3;"), "cp.async in flight"),
+        # no barrier between this iteration's ldmatrix reads and the next one's refill
+        (("bar.sync 0;", "// bar.sync 0;"), "race"),
+        # a broken swizzle (or for xor) sends two threads' copies to one place
+        (("xor.b32", "or.b32"), "shared-memory race"),
+    ],
+)
+def test_emulator_catches_a_broken_staged_kernel(edit, message):
+    """The staged schedule's waits, barriers and swizzle are each load-bearing in the emulator."""
+    kernel, _ = _compile(GemmSpec(70, 40, 200, "f16", "f16", "f32"), "90")
+    assert kernel.abi.shared_bytes and edit[0] in kernel.ptx
+    bad = dataclasses.replace(kernel, ptx=kernel.ptx.replace(*edit))
+    with pytest.raises(EmulationError, match=message):
+        run_compiled(bad, seed=5, on="emulator")
 
 
 def test_runner_rejects_unknown_device():

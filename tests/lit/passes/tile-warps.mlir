@@ -2,6 +2,7 @@
 // RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=4x1 warp-tile=1x2}' | filecheck %s --check-prefix=OPT
 // RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=64x64}' 2>&1 | filecheck %s --check-prefix=BIG
 // RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warp-tile=100x100}' 2>&1 | filecheck %s --check-prefix=REGS
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared' | filecheck %s --check-prefix=SWZ
 
 // 37x91x53 with m16n8k16: warp tile 2x4 instructions (32x32), 2x2 warps (CTA 64x64), grid 2x1.
 // The kernel at warp level: ids, each warp's origin, C fragments, the K loop carrying the
@@ -9,7 +10,7 @@
 // CHECK-LABEL: func.func @odd
 // CHECK-SAME:  %a: memref<37x53xf16> {warp.role = ["a"]}
 // CHECK-SAME:  %d: memref<37x91xf32> {warp.role = ["d"]}
-// CHECK-SAME:  warp.grid = array<i64: 2, 1, 1>, warp.block = array<i64: 128, 1, 1>, warp.tiling = array<i64: 2, 2, 2, 4>
+// CHECK-SAME:  warp.grid = array<i64: 2, 1, 1>, warp.block = array<i64: 128, 1, 1>, warp.tiling = array<i64: 2, 2, 2, 4, 0, 0>
 // CHECK:       %[[TID:.*]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}>
 // CHECK:       %[[BZ:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
 // CHECK:       %[[C0:.*]] = warp.load %c[%[[BZ]], %[[ROW:.*]], %[[COL:.*]]] {window = array<i64: 0, 0>, extent = array<i64: 1, 37, 91>} : memref<37x91xf32> -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
@@ -21,7 +22,7 @@
 // CHECK-COUNT-8: warp.store
 // CHECK:       func.return
 // OPT-LABEL:   func.func @odd
-// OPT-SAME:    warp.grid = array<i64: 6, 1, 1>, warp.block = array<i64: 128, 1, 1>, warp.tiling = array<i64: 4, 1, 1, 2>
+// OPT-SAME:    warp.grid = array<i64: 6, 1, 1>, warp.block = array<i64: 128, 1, 1>, warp.tiling = array<i64: 4, 1, 1, 2, 0, 0>
 // BIG:         tile-warps.mlir:[[# @LINE + 8]]:3
 // BIG:         warps 64x64 make a CTA of 131072 threads; a CTA holds at most 1024 (32 warps)
 // REGS:        tile-warps.mlir:[[# @LINE + 6]]:3
@@ -39,7 +40,7 @@ func.func @odd(%a: memref<37x53xf16>, %b: memref<53x91xf16>, %c: memref<37x91xf3
 // A small tile gets one warp; the batch becomes grid z; m8n8k4 f16 runs as a 16x16x4 warp op; a
 // constant accumulator is a splat fragment; exact sizes need no predicate (in_bounds).
 // CHECK-LABEL: func.func @small_batched
-// CHECK-SAME:  warp.grid = array<i64: 1, 1, 3>, warp.block = array<i64: 32, 1, 1>, warp.tiling = array<i64: 1, 1, 1, 1>
+// CHECK-SAME:  warp.grid = array<i64: 1, 1, 3>, warp.block = array<i64: 32, 1, 1>, warp.tiling = array<i64: 1, 1, 1, 1, 0, 0>
 // CHECK:       warp.constant 0.000000e+00 : f64 : !warp.frag<acc, f32, #warp.variant<m8n8k4, f32, f16, f16, f32>>
 // CHECK:       warp.load %b[{{.*}}] {window = array<i64: 0, 0, 0>, extent = array<i64: 1, 4, 7>, in_bounds = array<i64: 1, 0>}
 func.func @small_batched(%a: memref<3x9x4xf16>, %b: memref<1x4x7xf16>, %d: memref<3x9x7xf32>) {
@@ -63,5 +64,38 @@ func.func @sparse(%a: memref<32x64xf16>, %b: memref<64x16xf16>, %d: memref<32x16
   %tb = tile.load %b[0, 0] : memref<64x16xf16> -> !tile.tile<64x16xf16>
   %td = tile.matmul %sa, %tb : !tile.sparse<32x64xf16>, !tile.tile<64x16xf16> -> !tile.tile<32x16xf16>
   tile.store %td, %d[0, 0] : !tile.tile<32x16xf16>, memref<32x16xf16>
+  func.return
+}
+
+// -----
+// Dense f16 with aligned rows takes the staged schedule (512^3 leaves SMs idle with 128x128 CTAs:
+// the CTA is 64x128): two shared rings (memory space 3), the
+// prologue fills stages - 1 of them with CTA-wide cp.async copies, each iteration waits for its
+// stage, syncs, refills the stage freed last time and reads fragments with ldmatrix (B two at a
+// time, .x4.trans); warp-swizzle-shared marks every access of both buffers.
+// CHECK-LABEL: func.func @staged
+// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 2, 8, 4, 32>
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x64x32xf16, 3 : i64>
+// CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x32x128xf16, 3 : i64>
+// CHECK-COUNT-3: warp.async_commit
+// CHECK:       scf.for
+// CHECK:         warp.async_wait {pending = 2 : i64}
+// CHECK-NEXT:    "gpu.barrier"()
+// CHECK:         warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}threads = 128 : i64, vector = 16 : i64
+// CHECK:         warp.async_commit
+// CHECK:         warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<4x64x32xf16, 3 : i64> -> !warp.frag<a, f16,
+// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<4x32x128xf16, 3 : i64> -> !warp.frag<b, f16, {{.*}}>, !warp.frag<b, f16,
+// CHECK:         warp.mma
+// CHECK:       warp.async_wait {pending = 0 : i64}
+// SWZ-LABEL:   func.func @staged
+// SWZ-COUNT-4: warp.copy_async {{.*}}swizzle
+// SWZ:         warp.ldmatrix {{.*}}swizzle
+// OPT-LABEL:   func.func @staged
+func.func @staged(%a: memref<512x512xf16>, %b: memref<512x512xf16>, %d: memref<512x512xf32>) {
+  %ta = tile.load %a[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>
+  %tb = tile.load %b[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>
+  %z = tile.constant 0.0 : !tile.tile<512x512xf32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<512x512xf16>, !tile.tile<512x512xf16>, !tile.tile<512x512xf32> -> !tile.tile<512x512xf32>
+  tile.store %td, %d[0, 0] : !tile.tile<512x512xf32>, memref<512x512xf32>
   func.return
 }
