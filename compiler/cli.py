@@ -10,6 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from tilemma.compiler import configs
 from tilemma.compiler.diagnostics import run_reporting
 
 
@@ -34,6 +35,7 @@ def _compile_options(args: argparse.Namespace):
         stages=args.stages,
         stage_k=args.stage_k,
         swizzle=not args.no_swizzle,
+        tune_cache=args.tune_cache if args.tune_cache is not None else configs.default_cache(),
     )
 
 
@@ -62,6 +64,7 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         "memory; -1 (default): staged wherever it applies (dense 16-bit with aligned rows)",
     )
     p.add_argument("--stage-k", type=int, default=32, help="K of one shared-memory stage (16, 32, 64, 128)")
+    p.add_argument("--tune-cache", help="tuning cache written by `tilemma tune` (default $TILEMMA_TUNE_CACHE)")
     p.add_argument("--no-swizzle", action="store_true",
                    help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")
 
@@ -120,6 +123,12 @@ def _write(path: str | None, text: str) -> None:
             f.write(text)
     else:
         sys.stdout.write(text)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from tilemma.compiler.tune import tune
+
+    return tune(args.types, args.classes, args.sm, args.cache, args.iters)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -192,6 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output")
     _add_compile_options(c)
     c.set_defaults(func=cmd_compile)
+
+    t = sub.add_parser("tune", help="time the candidate configurations on the GPU, write the tuning cache")
+    t.add_argument("--types", nargs="+", default=["f16", "bf16"], help="operand types (default f16 bf16)")
+    t.add_argument("--classes", nargs="+", default=["small", "medium", "large"],
+                   choices=("small", "medium", "large"), help="size classes (1024^3, 4096^3, 8192^3)")
+    t.add_argument("--sm", default="90")
+    t.add_argument("--cache", required=True, help="the JSON cache to write (compile reads it via --tune-cache "
+                   "or $TILEMMA_TUNE_CACHE)")
+    t.add_argument("--iters", type=int, default=10)
+    t.set_defaults(func=cmd_tune)
 
     r = sub.add_parser("run", help="compile, run on random inputs, compare with the reference")
     r.add_argument("file", help="input file ('-' for stdin)")

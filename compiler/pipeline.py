@@ -7,7 +7,7 @@ error that is the input's fault comes out as a `LocatedVerifyError` pointing at 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func, gpu, scf
@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
+from tilemma.compiler import configs
 from tilemma.compiler.abi import KernelABI
 from tilemma.compiler.diagnostics import LocatedParser, LocatedVerifyError, verify_located
 from tilemma.dialects import ptx, tile, warp
@@ -46,11 +47,12 @@ class CompileOptions:
     stages: int = -1
     stage_k: int = 32
     swizzle: bool = True
+    tune_cache: str = field(default_factory=configs.default_cache)
 
     def passes(self) -> list[ModulePass]:
         return [
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
-            TileWarps(self.warps, self.warp_tile, self.stages, self.stage_k),
+            TileWarps(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
             CommonSubexpressionElimination(),

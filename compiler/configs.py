@@ -1,0 +1,82 @@
+"""Kernel configurations: the candidates per type family, the size classes, and the tuning cache.
+
+A configuration is what `tile-tile-warps` takes as options (warps, warp tile, stages, stage K).
+`tilemma tune` times the candidates of a family on the GPU for each size class and writes the
+winners to a JSON cache keyed by target, types and size class; the compiler reads that cache
+(`CompileOptions.tune_cache`, default `$TILEMMA_TUNE_CACHE`) whenever the options force no
+configuration. Without a cache entry the distribution pass's own heuristic decides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Config:
+    warps: str
+    warp_tile: str
+    stages: int
+    stage_k: int = 32
+
+    def __str__(self) -> str:
+        return f"warps={self.warps} warp-tile={self.warp_tile} stages={self.stages} stage-k={self.stage_k}"
+
+
+# Candidates of the staged schedule (dense 16-bit operands); the first is the heuristic's choice
+# for large problems.
+CANDIDATES: dict[str, tuple[Config, ...]] = {
+    "16bit": (
+        Config("2x2", "4x8", 4),
+        Config("2x2", "4x8", 3),
+        Config("2x4", "4x8", 3),
+        Config("2x4", "4x8", 4),
+        Config("4x2", "2x8", 4),
+        Config("2x2", "2x8", 4),
+        Config("2x2", "4x8", 3, 64),
+        Config("2x4", "4x4", 4),
+    ),
+}
+STAGED_TYPES = ("f16", "bf16")
+# Representative sizes (M = N = K) the tuner measures for each class.
+SIZE_CLASSES = {"small": 1024, "medium": 4096, "large": 8192}
+
+
+def family(atype: str, btype: str) -> str | None:
+    """The candidate family of an operand type pair (None: no tunable configurations)."""
+    return "16bit" if atype == btype and atype in STAGED_TYPES else None
+
+
+def size_class(m: int, n: int, k: int, batch: int = 1) -> str:
+    work = m * n * k * batch
+    if work <= 2 * 1024**3:
+        return "small"
+    return "medium" if work <= 2 * 4096**3 else "large"
+
+
+def cache_key(sm: str, atype: str, btype: str, acc: str, cls: str) -> str:
+    return f"{sm}/{atype}x{btype}->{acc}/{cls}"
+
+
+def default_cache() -> str:
+    return os.environ.get("TILEMMA_TUNE_CACHE", "")
+
+
+def load(path: str) -> dict[str, Config]:
+    """The cache at `path` ({} when there is none); a malformed cache is an error naming it."""
+    if not path or not Path(path).exists():
+        return {}
+    try:
+        raw = json.loads(Path(path).read_text())
+        return {key: Config(**value) for key, value in raw["configs"].items()}
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a tilemma tuning cache ({e})") from None
+
+
+def save(path: str, configs: dict[str, Config], measured: dict[str, dict[str, float]]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    data = {"configs": {k: asdict(c) for k, c in sorted(configs.items())}, "tflops": measured}
+    Path(path).write_text(json.dumps(data, indent=1) + "\n")

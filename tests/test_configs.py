@@ -1,0 +1,47 @@
+"""The configuration table and the tuning cache: what `tilemma tune` writes, the compiler reads."""
+
+import pytest
+
+from tilemma.compiler import configs
+from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.pipeline import CompileOptions, compile_text
+
+
+def _compile(spec, **options):
+    [k] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", **options))
+    return k
+
+
+def test_size_classes_and_keys():
+    assert configs.size_class(1024, 1024, 1024) == "small"
+    assert configs.size_class(4096, 4096, 4096) == "medium"
+    assert configs.size_class(8192, 8192, 8192) == "large"
+    assert configs.cache_key("sm_90", "f16", "f16", "f32", "small") == "sm_90/f16xf16->f32/small"
+    assert configs.family("bf16", "bf16") == "16bit" and configs.family("si8", "si8") is None
+
+
+def test_every_candidate_compiles_to_what_it_says():
+    spec = GemmSpec(256, 256, 256, "f16", "f16", "f32")
+    for cand in configs.CANDIDATES["16bit"]:
+        k = _compile(spec, warps=cand.warps, warp_tile=cand.warp_tile, stages=cand.stages,
+                     stage_k=cand.stage_k, tune_cache="")
+        assert k.abi.config == str(cand)
+
+
+def test_cache_round_trip_and_use(tmp_path):
+    path = str(tmp_path / "tune.json")
+    chosen = configs.Config("2x4", "2x4", 3)
+    configs.save(path, {"sm_90/f16xf16->f32/small": chosen}, {"sm_90/f16xf16->f32/small": {str(chosen): 1.0}})
+    assert configs.load(path) == {"sm_90/f16xf16->f32/small": chosen}
+    spec = GemmSpec(512, 512, 512, "f16", "f16", "f32")
+    assert _compile(spec, tune_cache=path).abi.config == str(chosen)
+    # another class, another type, or a forced option: the cache does not apply
+    assert _compile(GemmSpec(512, 512, 512, "bf16", "bf16", "f32"), tune_cache=path).abi.config != str(chosen)
+    assert _compile(spec, tune_cache=path, stages=2).abi.config.endswith("stages=2 stage-k=32")
+
+
+def test_malformed_cache_is_an_error(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"configs": {"k": {"warps": "2x2"}}}')
+    with pytest.raises(ValueError, match="not a tilemma tuning cache"):
+        configs.load(str(bad))
