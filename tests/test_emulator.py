@@ -632,7 +632,7 @@ def test_atom_out_of_bounds_raises():
 
 
 def _gemm_text(m=37, n=91, k=53):
-    kernel, sizes = _compile(GemmSpec(m, n, k, "f16", "f16", "f32"), "90")
+    kernel, sizes = _compile(GemmSpec(m, n, k, "f16", "f16", "f32"), "90", stages=0)
     rng = np.random.default_rng(0)
     from tilemma.compiler.reference import random_matrix
     from tilemma.compiler.runner import pack_memory
@@ -733,7 +733,7 @@ def test_emulation_is_vectorized():
     kernel, sizes = _compile(GemmSpec(256, 256, 256, "f16", "f16", "f32"), "90")
     prog = emulator.compile_entry(kernel.ptx, kernel.name)
     args = [np.zeros(s, np.float16 if i < 2 else np.float32) for i, s in enumerate(sizes)]
-    prog.run(kernel.grid, kernel.block, args)
+    prog.run(kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
     assert prog.stats.threads == int(np.prod(kernel.grid)) * kernel.block[0] and prog.stats.chunks == 1
     assert prog.stats.seconds < 20
 
@@ -742,9 +742,9 @@ def test_chunks_of_ctas_give_the_same_result():
     """With a small register-file budget the grid runs a few CTAs at a time; same bits out."""
     kernel, args = _gemm_text()
     prog = emulator.compile_entry(kernel.ptx, kernel.name)
-    whole = prog.run(kernel.grid, kernel.block, args)
+    whole = prog.run(kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
     assert prog.stats.chunks == 1
-    chunked = prog.run(kernel.grid, kernel.block, args, memory_budget=1)
+    chunked = prog.run(kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes, memory_budget=1)
     assert prog.stats.chunks == prog.stats.ctas == int(np.prod(kernel.grid)) > 1
     assert all(np.array_equal(x.view(np.uint8), y.view(np.uint8)) for x, y in zip(whole, chunked))
 
@@ -763,7 +763,7 @@ def test_parse_gives_back_the_same_ops(case):
     text = print_ptx(original)
     parsed = parse_ptx(text)
     for entry in original.body.ops:  # PTX text has no launch shape or argument ABI
-        for prop in ("grid", "block", "abi"):
+        for prop in ("grid", "block", "abi", "shared_bytes", "tiling"):
             entry.properties.pop(prop, None)
     assert str(parsed) == str(original)  # every op and property, in xDSL's own printing
     assert print_ptx(parsed) == text
@@ -784,7 +784,7 @@ def test_parse_gives_back_the_same_ops(case):
     ],
 )
 def test_parse_errors_name_the_line(edit, needle, message):
-    kernel, _ = _compile(GemmSpec(64, 64, 64, "f16", "f16", "f32"), "90")
+    kernel, _ = _compile(GemmSpec(64, 64, 64, "f16", "f16", "f32"), "90", stages=0)
     text = kernel.ptx.replace(*edit, 1)
     assert text != kernel.ptx
     line = _line_of(text, needle) if needle else len(text.split("\n")) - 1

@@ -141,7 +141,7 @@ def test_adapter_compiles_tile_ir_and_names_its_configuration():
     kernel = gb.tilemma_kernel(text, name, gb.compile_options("90", ptx="8.5"))
     assert kernel.name == name and ".version 8.5" in kernel.ptx
     assert kernel.config.startswith("mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32")
-    assert "grid=" in kernel.config and "warps=" in kernel.config
+    assert "warps=" in kernel.config and "stages=" in kernel.config
     if not cuda_runtime.gpu_available():
         with pytest.raises(cuda_runtime.NoGpuError):
             kernel.launch([0, 0, 0, 0, 0], 0)
