@@ -52,6 +52,7 @@ class Model:
     as_type: str | None = None  # inputs converted to this type first (Hopper fp8 -> f16)
     sub_block: int = 0  # mxf4 kinds: products summed exactly in blocks of this many, then scaled
     software: bool = False  # not a tensor-core op there: ptxas emits FFMA/FADD (`_m8n8k4_ffma`)
+    halves: bool = False  # ptxas: two mmas from zero over each register's halves, then D = C + sum
 
 
 _MMASIM, _KHATTAK = "MMA-Sim arXiv 2511.10909", "Khattak & Mikaitis arXiv 2512.07004"
@@ -69,7 +70,8 @@ MODELS: dict[tuple[str, str], Model] = {
     ("sm_90", "f16"): Model(25, 16, True, f"{_MMASIM}; {_KHATTAK}"),
     ("sm_90", "bf16"): Model(25, 16, True, f"{_MMASIM}; {_KHATTAK}"),
     ("sm_90", "tf32"): Model(25, 8, True, f"{_MMASIM}; {_KHATTAK}"),
-    ("sm_90", "fp8"): Model(25, 16, True, _KHATTAK, as_type="f16"),
+    ("sm_90", "fp8"): Model(25, 16, True, "measured: ptxas 13.0 SASS for sm_90; " + _KHATTAK, as_type="f16",
+                            halves=True),
     ("sm_90", "f16/m8n8k4"): Model(0, 4, True, "measured: ptxas 13.0 SASS for sm_90", software=True),
     ("sm_100", "f16"): Model(25, 16, False, f"{_MMASIM}; {_KHATTAK}"),
     ("sm_100", "bf16"): Model(25, 16, False, f"{_MMASIM}; {_KHATTAK}"),
@@ -134,6 +136,8 @@ def fused_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, model: Model, atype: 
     block-scale factors of each element. Returns D in D's dtype (f32 or f16), NaNs canonical."""
     if model.software:
         return _m8n8k4_ffma(a, b, c, dtype)
+    if model.halves:
+        return _halves(a, b, c, model, atype, btype, dtype, kept)
     if model.as_type:  # fp8 -> f16 is exact: only the exponent range (emin) changes
         atype = btype = model.as_type
     k = a.shape[-1]
@@ -178,6 +182,29 @@ def fused_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, model: Model, atype: 
     out = acc.astype(out_type)
     nan_word, _ = _CANONICAL_NAN[dtype]
     out.view(nan_word.dtype)[np.isnan(acc)] = nan_word
+    return out
+
+
+def _halves(a, b, c, model: Model, atype: str, btype: str, dtype: str, kept) -> np.ndarray:
+    """fp8 `mma.sync` on sm_90 as ptxas 13.0 emits it (SASS, checked on an H100): each 32-bit
+    register of four fp8 is unpacked into two f16 pairs; one f16 HMMA from a zero accumulator takes
+    the low pairs (kept products j with j % 4 < 2, j counting the kept ones), a second continues
+    with the high pairs, and C is added last by an FADD (f32, nearest) or HADD2 (f16)."""
+    if kept is None:
+        kept = np.ones(a.shape, bool)
+    j = np.cumsum(kept, -1) - 1
+    low = kept & (j % 4 < 2)
+    inner = Model(model.frac_bits, a.shape[-1], model.measured, model.source, as_type=model.as_type)
+    acc = fused_mma(a, b, np.zeros(c.shape), inner, atype, btype, dtype, kept=low)
+    acc = fused_mma(a, b, acc.astype(np.float64), inner, atype, btype, dtype, kept=kept & ~low)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if dtype == "f32":
+            d = _fadd32(c.astype(np.float64), acc.astype(np.float64))
+        else:
+            d = (c.astype(np.float64) + acc.astype(np.float64)).astype(np.float16).astype(np.float64)
+    nan_word, out_type = _CANONICAL_NAN[dtype]
+    out = d.astype(out_type)
+    out.view(nan_word.dtype)[np.isnan(d)] = nan_word
     return out
 
 
