@@ -12,7 +12,8 @@ products (chained through the rounded accumulator, C joining the first group):
 2. C and the group's products are aligned to the largest of their exponents and each term is
    truncated toward zero to `frac_bits` fraction bits of that alignment;
 3. the truncated terms are summed exactly and the sum is normalized once: truncated (RZ) to an
-   f32 (to `out_frac` fraction bits), or rounded to nearest even for an f16 accumulator;
+   f32 (to `out_frac` fraction bits), or rounded to nearest even for an f16 accumulator; a zero
+   result, exact or rounded, is +0;
 4. NaN (any NaN input, Inf - Inf, 0 x Inf) gives the canonical NaN (0x7FFFFFFF, f16 0x7FFF), a
    surviving Inf its signed Inf, found from an f64 shadow sum before the alignment.
 
@@ -178,6 +179,7 @@ def fused_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, model: Model, atype: 
             rounded = _round_f32(value, model.out_frac).astype(np.float64)
         else:
             rounded = value.astype(np.float16).astype(np.float64)
+        rounded = rounded + 0.0  # a zero sum, or one rounded away to zero, is +0
         acc = np.where(np.isfinite(shadow), rounded, shadow)
     out = acc.astype(out_type)
     nan_word, _ = _CANONICAL_NAN[dtype]
