@@ -342,10 +342,13 @@ def _nan_of(x, y, z):
 @np.errstate(invalid="ignore", over="ignore", under="ignore")
 def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str | None = None) -> np.ndarray:
     """D = fma(a[:, K-1], b[K-1], ... fma(a[:, 0], b[0], c)) elementwise in IEEE f64 with the
-    rounding mode of every step (.rn default). Fast path: TwoProd/TwoSum with a round-to-odd
-    middle sum (Boldo & Melquiond's FMA emulation); elements near under/overflow or not finite go
-    through exact rationals."""
+    rounding mode of every step (.rn default); NaNs as measured (`_nan_of`). Fast path: TwoProd /
+    TwoSum with a round-to-odd middle sum (Boldo & Melquiond's FMA emulation); then, vectorized,
+    the cases it cannot do: non-finite operands, products below a quarter ulp of the accumulator,
+    products that overflow whatever is added, exact zeros. What is left (near the overflow or
+    underflow threshold) goes through exact rationals."""
     rounding = rounding or "rn"
+    big = np.finfo(np.float64).max
     acc = np.array(c, dtype=np.float64, copy=True)
     for k in range(a.shape[-1]):
         x = np.broadcast_to(a[..., :, k, None], acc.shape)
@@ -355,10 +358,27 @@ def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str | None 
         v, ve = _two_sum(tl, pl)
         s, se = _two_sum(th, _odd(v, ve))
         new = _toward(s, se, rounding)
+        finite = np.isfinite(x) & np.isfinite(y)
+        ex, ey, ea = np.frexp(x)[1], np.frexp(y)[1], np.where(acc == 0, -2000, np.frexp(acc)[1])  # |v| < 2**e
+        sign = np.where(np.signbit(x) != np.signbit(y), -1.0, 1.0)
+        nonzero = finite & (x != 0) & (y != 0)
+        # products below a quarter ulp of a finite accumulator only steer its rounding
+        negligible = nonzero & np.isfinite(acc) & (ex + ey <= np.maximum(ea - 53, -1074) - 2)
+        lone = {"rn": 0.0, "rz": 0.0, "rm": np.where(sign < 0, -5e-324, 0.0), "rp": np.where(sign > 0, 5e-324, 0.0)}
+        small = np.where(acc != 0, _toward(acc, sign, rounding), np.copysign(lone[rounding], sign))
+        # products of 2**1025 or more overflow, whatever finite accumulator is added
+        high = {"rn": np.inf, "rz": big, "rm": np.where(sign < 0, np.inf, big), "rp": np.where(sign > 0, np.inf, big)}
+        huge = nonzero & np.isfinite(acc) & (ex + ey >= 1027)
+        zero = finite & np.isfinite(acc) & ~negligible & (new == 0)  # IEEE's signed zeros
+        both = (x == 0) | (y == 0)
+        zero_sign = np.where(both & (acc == 0) & ((sign < 0) == np.signbit(acc)), sign < 0, rounding == "rm")
+        new = np.where(negligible, small, new)
+        new = np.where(huge, sign * high[rounding], new)
+        new = np.where(zero, np.where(zero_sign, -0.0, 0.0), new)
+        new = np.where(~finite, x * y + acc, np.where(finite & ~np.isfinite(acc), acc, new))
+        plain = finite & np.isfinite(acc) & ~negligible & ~huge & ~zero
         mag = np.maximum(np.abs(x * y), np.abs(acc))
-        tiny = (x != 0) & (y != 0) & (np.abs(x) * np.abs(y) < 2.0**-960)  # TwoProd's error underflows
-        slow = ~np.isfinite(new) | ~np.isfinite(mag) | tiny | (mag > 2.0**1000)
-        slow |= (new == 0)  # signed zeros follow IEEE's rules, which the fast path does not
+        slow = plain & (~np.isfinite(new) | ~np.isfinite(mag) | (mag > 2.0**1000) | (ex + ey < -958))
         for i in zip(*np.nonzero(slow)):
             new[i] = _fma_exact(float(x[i]), float(y[i]), float(acc[i]), rounding)
         acc = np.where(np.isnan(new), _nan_of(x, y, acc), new)

@@ -334,11 +334,52 @@ def run(plan_dir: Path, out: Path) -> None:
         print(f"gemm_{part}: {len(cases(data, 'g'))} in {time.time() - t0:.1f}s", flush=True)
 
 
+# What the repository keeps (tests/data/mma_arith): every probe variant with one warp per style
+# (two for f64, whose NaN rules need them; two warps in all for the exact integer variants), and
+# of the GEMMs these styles per family (f64: two shapes), K = 4096 ("cancel") for three families.
+KEEP_STYLES = {"float": ("special", "tiny", "carry"), "int": ("wide",)}
+KEEP_K4096 = ("f16xf16-f32-m16n8k16", "bf16xbf16-f32-m16n8k16", "tf32xtf32-f32-m16n8k8")
+
+
+def kept_family(family: str) -> bool:
+    """Whether the repository keeps GEMMs of this family (f64: one fma chain, two shapes suffice)."""
+    return not family.startswith("f64") or family.endswith(("m16n8k16", "m8n8k4"))
+
+
+def subset(rec: Path, out: Path) -> None:
+    """Copy a recording, keeping the part the repository holds (see KEEP_STYLES)."""
+    out.mkdir(parents=True, exist_ok=True)
+    data = dict(np.load(rec / "probes.npz"))
+    for i in cases(data, "p"):
+        op = str(data[f"p{i}.opcode"])
+        w = 2 if ".s32." in op else len(STYLES) * (2 if ".f64." in op else 1)
+        for k in "abced":
+            if f"p{i}.{k}" in data:
+                data[f"p{i}.{k}"] = data[f"p{i}.{k}"][:w]
+    np.savez_compressed(out / "probes.npz", **data)
+    for part in ("dense", "sparse"):
+        data = dict(np.load(rec / f"gemm_{part}.npz"))
+        keep = {}
+        for j in cases(data, "g"):
+            family, style = str(data[f"g{j}.family"]).rsplit("/", 1)
+            kind = "int" if "si32" in family else "float"
+            if not kept_family(family):
+                continue
+            if style in KEEP_STYLES[kind] or (style == "cancel" and family in KEEP_K4096):
+                n = len({kk.split(".")[0] for kk in keep})
+                keep.update({f"g{n}." + k.split(".", 1)[1]: v for k, v in data.items() if k.split(".")[0] == f"g{j}"})
+                if keep[f"g{n}.last"].size > 1:  # the last argument is D itself, not an error word
+                    del keep[f"g{n}.last"]
+        np.savez_compressed(out / f"gemm_{part}.npz", **keep)
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "plan" and len(sys.argv) == 3:
         plan(Path(sys.argv[2]))
     elif cmd == "run" and len(sys.argv) == 4:
         run(Path(sys.argv[2]), Path(sys.argv[3]))
+    elif cmd == "subset" and len(sys.argv) == 4:
+        subset(Path(sys.argv[2]), Path(sys.argv[3]))
     else:
-        sys.exit("usage: python -m tests.gpu.record_mma_arith plan DIR | run DIR OUT")
+        sys.exit("usage: python -m tests.gpu.record_mma_arith plan DIR | run DIR OUT | subset REC OUT")
