@@ -30,7 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["MODELS", "Model", "model_for", "fused_mma", "fma_chain", "DEFAULT_ARCH"]
+__all__ = ["MODELS", "Model", "model_for", "proven", "fused_mma", "fma_chain", "DEFAULT_ARCH"]
 
 DEFAULT_ARCH = "sm_90"  # the GPU the emulator imitates unless told otherwise (ours: H100/H200)
 
@@ -106,6 +106,22 @@ def model_for(arch: str, atype: str, kind: str | None = None, shape: str = "") -
         known = sorted({a for a, f in MODELS if f == key[1]})
         raise ValueError(f"no tensor-core arithmetic model for {key[1]} on {arch} (known: {', '.join(known)})")
     return MODELS[key]
+
+
+# Where the rest of the arithmetic was proved bit-exact on a GPU here: integer mma and f64 (an
+# IEEE fma chain, NaNs as `_nan_of` says) on sm_90.
+_EXACT_PROVEN = ("sm_90",)
+
+
+def proven(arch: str, atype: str, dtype: str, kind: str | None = None, shape: str = "") -> bool:
+    """Whether the emulator's arithmetic for this mma was proved equal to `arch`'s, word for word."""
+    base = arch.rstrip("af")
+    if dtype in ("s32", "f64"):
+        return base in _EXACT_PROVEN
+    try:
+        return model_for(base, atype, kind, shape).measured
+    except ValueError:
+        return False
 
 
 def _sig_exp(x: np.ndarray, emin: int) -> tuple[np.ndarray, np.ndarray]:

@@ -163,3 +163,26 @@ def test_fma_chain_nan_rules():
     assert int(d.view(np.uint64)[0, 0, 0]) == 0x7FFC000000000003
     d = fma_chain(np.array([[[np.inf]]]), np.array([[[0.0]]]), np.array([[[1.0]]]))
     assert int(d.view(np.uint64)[0, 0, 0]) == int(mma_arith.DEFAULT_NAN)
+
+
+# ------------------------------------------------------------------------- runner: the GPU's twin
+def test_runner_demands_the_emulators_bits_where_proven(monkeypatch):
+    """`runner._gpu_twin_differs` on outputs standing for the GPU's: the emulator's own (agree),
+    one bit flipped (caught, located), and a GPU whose arithmetic is unproven (not judged)."""
+    from tilemma.compiler import cuda_runtime, emulator, runner
+    from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
+    from tilemma.compiler.pipeline import CompileOptions, compile_text
+
+    spec = GemmSpec(19, 13, 40, "bf16", "bf16", "f32")
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
+    rng = np.random.default_rng(3)
+    args = [runner.pack_memory(np.asarray(rng.normal(0, 8, n)).astype(ml_dtypes.bfloat16 if i < 2 else np.float32),
+                               "bf16" if i < 2 else "f32") for i, n in enumerate(kernel.arg_sizes)]
+    outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args)
+    monkeypatch.setattr(cuda_runtime, "device_arch", lambda: "sm_90")
+    assert runner._gpu_twin_differs(kernel, args, outs) is None
+    d = kernel.gemm.d.param
+    outs[d].view(np.uint32)[5] ^= 1
+    assert "differ in 1 words of D, first at element 5" in runner._gpu_twin_differs(kernel, args, outs)
+    monkeypatch.setattr(cuda_runtime, "device_arch", lambda: "sm_80")
+    assert runner._gpu_twin_differs(kernel, args, outs) is None
