@@ -263,14 +263,28 @@ def _keep_pattern(word: np.ndarray, kernel, rng: np.random.Generator) -> np.ndar
 # ------------------------------------------------------------------------------------------------
 # plan / run
 # ------------------------------------------------------------------------------------------------
-def plan(out: Path, warps: int = 16) -> None:
+# Issue 11's table: (family of tests.dense_cases, size) run at 128 x 128 x 1024 by `plan --big`.
+ISSUE_TABLE = ["f16xf16-f32-m16n8k16", "bf16xbf16-f32-m16n8k16", "tf32xtf32-f32-m16n8k8", "f64xf64-f64-m16n8k16",
+               "f16xf16-f16-m16n8k16", "f8E4M3FNxf8E4M3FN-f32-m16n8k32", "f8E4M3FNxf8E5M2-f16-m16n8k32",
+               "si8xsi8-si32-m16n8k32"]  # fmt: skip
+
+
+def _gemm_record(kernel, family: str, args: list[np.ndarray]) -> dict:
+    rec = {"family": np.array(family), "ptx": np.array(kernel.ptx), "entry": np.array(kernel.name),
+           "grid": np.array(kernel.grid), "block": np.array(kernel.block),
+           "dparam": np.array(kernel.gemm.d.param), "nargs": np.array(len(args))}
+    return rec | {f"arg{n}": x for n, x in enumerate(args)}
+
+
+def plan(out: Path, warps: int = 16, salt: str = "", big: bool = False) -> None:
+    """Write the plan; `salt` draws fresh data, `big` adds ISSUE_TABLE's 128 x 128 x 1024 GEMMs."""
     from tilemma.compiler.gemm_generator import gemm_module
     from tilemma.compiler.pipeline import CompileOptions, compile_text
 
     out.mkdir(parents=True, exist_ok=True)
     probes = {}
     for i, (opcode, sel) in enumerate(sm90_probe_variants()):
-        rng = np.random.default_rng(zlib.crc32(f"{opcode}/{sel}".encode()))
+        rng = np.random.default_rng(zlib.crc32(f"{salt}{opcode}/{sel}".encode()))
         v = isa.parse_opcode(opcode)
         w = warps if v.dtype != "s32" else 4
         probes[f"p{i}.opcode"] = np.array(opcode)
@@ -283,26 +297,33 @@ def plan(out: Path, warps: int = 16) -> None:
         gemms = {}
         for j, (family, spec) in enumerate(c for c in gemm_cases() if pick(c[1])):
             [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", ptx="8.7"))
-            rng = np.random.default_rng(zlib.crc32(family.encode()))
+            rng = np.random.default_rng(zlib.crc32(f"{salt}{family}".encode()))
             args = gemm_args(kernel, family.rsplit("/", 1)[1], rng)
-            gemms[f"g{j}.family"] = np.array(family)
-            gemms[f"g{j}.ptx"] = np.array(kernel.ptx)
-            gemms[f"g{j}.entry"] = np.array(kernel.name)
-            gemms[f"g{j}.grid"] = np.array(kernel.grid)
-            gemms[f"g{j}.block"] = np.array(kernel.block)
-            gemms[f"g{j}.dparam"] = np.array(kernel.gemm.d.param)
-            gemms[f"g{j}.nargs"] = np.array(len(args))
-            for n, x in enumerate(args):
-                gemms[f"g{j}.arg{n}"] = x
+            gemms |= {f"g{j}.{k}": v for k, v in _gemm_record(kernel, family, args).items()}
         np.savez_compressed(out / f"gemm_{part}.npz", **gemms)
+    if big:
+        from tests import dense_cases
+
+        gemms = {}
+        rows = {dense_cases.case_id(c): c for c in dense_cases.DENSE_SM90}
+        for j, (family, style) in enumerate((f, s) for f in ISSUE_TABLE for s in ("narrow", "wide")):
+            spec = dense_cases.spec_for(rows[family], 128, 128, 1024)
+            [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", ptx="8.7"))
+            args = gemm_args(kernel, style, np.random.default_rng(zlib.crc32(f"{salt}{family}/{style}".encode())))
+            gemms |= {f"g{j}.{k}": v for k, v in _gemm_record(kernel, f"{family}/{style}", args).items()}
+        np.savez_compressed(out / "gemm_big.npz", **gemms)
 
 
 def cases(data: dict, prefix: str) -> list[int]:
     return sorted({int(k[1:].split(".")[0]) for k in data if k.startswith(prefix)})
 
 
-def run(plan_dir: Path, out: Path) -> None:
-    """On the GPU: run every probe and GEMM of the plan; write the plan plus the outputs."""
+_INPUTS = ("a", "b", "c", "e", "ptx")
+
+
+def run(plan_dir: Path, out: Path, outputs_only: bool = False) -> None:
+    """On the GPU: run every probe and GEMM of the plan; write the plan plus the outputs (or,
+    `outputs_only`, the outputs alone: merge them with the plan afterwards)."""
     from tilemma.compiler import cuda_runtime
 
     out.mkdir(parents=True, exist_ok=True)
@@ -320,9 +341,13 @@ def run(plan_dir: Path, out: Path) -> None:
         entry = "mma_probe" if sel < 0 else "mma_sp_probe"
         outs = cuda_runtime.run_kernel(str(data[f"p{i}.ptx"]), entry, (w, 1, 1), (32, 1, 1), args)
         data[f"p{i}.d"] = outs[-1].reshape(d.shape)
+    if outputs_only:
+        data = {k: v for k, v in data.items() if k.split(".", 1)[1] not in _INPUTS}
     np.savez_compressed(out / "probes.npz", **data)
     print(f"probes: {len(cases(data, 'p'))} in {time.time() - t0:.1f}s", flush=True)
-    for part in ("dense", "sparse"):
+    for part in ("dense", "sparse", "big"):
+        if not (plan_dir / f"gemm_{part}.npz").exists():
+            continue
         data = dict(np.load(plan_dir / f"gemm_{part}.npz"))
         for j in cases(data, "g"):
             args = [data[f"g{j}.arg{n}"] for n in range(int(data[f"g{j}.nargs"]))]
@@ -330,6 +355,8 @@ def run(plan_dir: Path, out: Path) -> None:
                                            tuple(data[f"g{j}.grid"]), tuple(data[f"g{j}.block"]), args)
             data[f"g{j}.out"] = outs[int(data[f"g{j}.dparam"])]
             data[f"g{j}.last"] = outs[-1]  # a checked sparse A's error word
+        if outputs_only:
+            data = {k: v for k, v in data.items() if k.split(".", 1)[1] in ("out", "last")}
         np.savez_compressed(out / f"gemm_{part}.npz", **data)
         print(f"gemm_{part}: {len(cases(data, 'g'))} in {time.time() - t0:.1f}s", flush=True)
 
@@ -375,11 +402,11 @@ def subset(rec: Path, out: Path) -> None:
 
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
-    if cmd == "plan" and len(sys.argv) == 3:
-        plan(Path(sys.argv[2]))
-    elif cmd == "run" and len(sys.argv) == 4:
-        run(Path(sys.argv[2]), Path(sys.argv[3]))
+    if cmd == "plan" and len(sys.argv) in (3, 4, 5):  # plan DIR [SALT [big]]
+        plan(Path(sys.argv[2]), salt=sys.argv[3] if len(sys.argv) > 3 else "", big=sys.argv[-1] == "big")
+    elif cmd == "run" and len(sys.argv) in (4, 5):  # run DIR OUT [outputs-only]
+        run(Path(sys.argv[2]), Path(sys.argv[3]), outputs_only=sys.argv[-1] == "outputs-only")
     elif cmd == "subset" and len(sys.argv) == 4:
         subset(Path(sys.argv[2]), Path(sys.argv[3]))
     else:
-        sys.exit("usage: python -m tests.gpu.record_mma_arith plan DIR | run DIR OUT | subset REC OUT")
+        sys.exit("usage: python -m tests.gpu.record_mma_arith plan DIR [SALT [big]] | run DIR OUT [outputs-only] | subset REC OUT")
