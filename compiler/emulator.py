@@ -22,17 +22,19 @@ How it runs, and why:
   thread and the offending offset. Predicated-off threads never touch memory.
 * `mma` is decoded from the ISA table (`isa.parse_opcode`) and the fragment table
   (`fragments.layout` / `coords`): each warp's registers are gathered into A, B, C matrices, D is
-  computed with exact element semantics, and D is scattered back. The per-variant gather/scatter
-  indices are computed once. Semantics: products exact; float sums formed in float64 (exact for
-  the types' significands at these K) and rounded once to the f16/f32 accumulator, like
-  `reference.mma_reference` (the ISA leaves accumulation order and rounding unspecified); f64 via a
-  compensated (Dot2) sum honouring .rn/.rz/.rm/.rp; integers exact then wrapped to s32, or clamped
-  with .satfinite; b1 as popc of AND/XOR. m8n8k4 .f16 runs as the ISA defines it: four
-  independent 8x8x4 products, one per quad-pair. tf32 operands ignore the low 13 register bits.
+  computed with the GPU's own arithmetic, and D is scattered back. The per-variant gather/scatter
+  indices are computed once. Arithmetic (`mma_arith`, per GPU `arch`, sm_90 by default): float
+  mma as the tensor cores add (exact products aligned to the largest exponent, each term truncated
+  to F fraction bits, one truncation to f32 or RNE to f16; canonical NaNs), fp8 and m8n8k4 .f16 as
+  the FFMA/HMMA sequences ptxas emits for sm_90, f64 as a chain of IEEE fmas in k order honouring
+  .rn/.rz/.rm/.rp; all of it word for word the H100's (tests/test_mma_arith_replay.py). Integers
+  exact then wrapped to s32, or clamped with .satfinite; b1 as popc of AND/XOR. m8n8k4 .f16 runs
+  as the ISA defines it: four independent 8x8x4 products, one per quad-pair. tf32 operands ignore
+  the low 13 register bits.
 * `mma.sp` / `mma.sp::ordered_metadata` (every variant `sparse_fragments` has a table row for):
   A's registers are the compressed M x K/2 A, the metadata words `e` of the lanes the selector
   picks give each kept element's position (`sparse_fragments.metadata_layout`, the layout read
-  off an H200), A is decompressed and the dense arithmetic above runs on it unchanged. Metadata
+  off an H200), A is decompressed and the dense arithmetic above runs on its kept products. Metadata
   the ISA leaves undefined raises instead of computing something: repeated indices, a tf32 index
   other than 0b0100/0b1110, an undefined selector, and decreasing pairs under ::ordered_metadata
   (plain mma.sp runs them, as the H200 does).
@@ -42,7 +44,7 @@ How it runs, and why:
   the selectors immediates or 16-bit registers (the same in every lane of a warp). The scale bytes
   are read where `scale_fragments` puts them (positions measured by others on sm_120, not by us),
   decoded (.ue8m0 2**(e-127); .ue4m3 e4m3 with the sign bit ignored), and D = (A * SF_A)(B * SF_B)
-  + C is the shared arithmetic on the scaled A and B (exact products, one rounding to f32); the
+  + C with the scales joining the product exponents (`mma_arith`, sm_120's published model); the
   scale block is K / chunks of the logical K (sparse A is decompressed first). A and B elements:
   fp4/fp6 in 8-bit containers under .kind::mxf8f6f4 / f8f6f4 (e2m1 bits 2..5, e3m2/e2m3 bits
   0..5, padding ignored), packed e2m1 under .kind::mxf4 / mxf4nvf4. Selectors outside Table 37
