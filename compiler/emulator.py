@@ -32,17 +32,19 @@ How it runs, and why:
   read before a write or a copy) or touch bytes with a copy in flight raises, naming both threads.
 * `mma` is decoded from the ISA table (`isa.parse_opcode`) and the fragment table
   (`fragments.layout` / `coords`): each warp's registers are gathered into A, B, C matrices, D is
-  computed with exact element semantics, and D is scattered back. The per-variant gather/scatter
-  indices are computed once. Semantics: products exact; float sums formed in float64 (exact for
-  the types' significands at these K) and rounded once to the f16/f32 accumulator, like
-  `reference.mma_reference` (the ISA leaves accumulation order and rounding unspecified); f64 via a
-  compensated (Dot2) sum honouring .rn/.rz/.rm/.rp; integers exact then wrapped to s32, or clamped
-  with .satfinite; b1 as popc of AND/XOR. m8n8k4 .f16 runs as the ISA defines it: four
-  independent 8x8x4 products, one per quad-pair. tf32 operands ignore the low 13 register bits.
+  computed with the GPU's own arithmetic, and D is scattered back. The per-variant gather/scatter
+  indices are computed once. Arithmetic (`mma_arith`, per GPU `arch`, sm_90 by default): float
+  mma as the tensor cores add (exact products aligned to the largest exponent, each term truncated
+  to F fraction bits, one truncation to f32 or RNE to f16; canonical NaNs), fp8 and m8n8k4 .f16 as
+  the FFMA/HMMA sequences ptxas emits for sm_90, f64 as a chain of IEEE fmas in k order honouring
+  .rn/.rz/.rm/.rp; all of it word for word the H100's (tests/test_mma_arith_replay.py). Integers
+  exact then wrapped to s32, or clamped with .satfinite; b1 as popc of AND/XOR. m8n8k4 .f16 runs
+  as the ISA defines it: four independent 8x8x4 products, one per quad-pair. tf32 operands ignore
+  the low 13 register bits.
 * `mma.sp` / `mma.sp::ordered_metadata` (every variant `sparse_fragments` has a table row for):
   A's registers are the compressed M x K/2 A, the metadata words `e` of the lanes the selector
   picks give each kept element's position (`sparse_fragments.metadata_layout`, the layout read
-  off an H200), A is decompressed and the dense arithmetic above runs on it unchanged. Metadata
+  off an H200), A is decompressed and the dense arithmetic above runs on its kept products. Metadata
   the ISA leaves undefined raises instead of computing something: repeated indices, a tf32 index
   other than 0b0100/0b1110, an undefined selector, and decreasing pairs under ::ordered_metadata
   (plain mma.sp runs them, as the H200 does).
@@ -52,7 +54,7 @@ How it runs, and why:
   the selectors immediates or 16-bit registers (the same in every lane of a warp). The scale bytes
   are read where `scale_fragments` puts them (positions measured by others on sm_120, not by us),
   decoded (.ue8m0 2**(e-127); .ue4m3 e4m3 with the sign bit ignored), and D = (A * SF_A)(B * SF_B)
-  + C is the shared arithmetic on the scaled A and B (exact products, one rounding to f32); the
+  + C with the scales joining the product exponents (`mma_arith`, sm_120's published model); the
   scale block is K / chunks of the logical K (sparse A is decompressed first). A and B elements:
   fp4/fp6 in 8-bit containers under .kind::mxf8f6f4 / f8f6f4 (e2m1 bits 2..5, e3m2/e2m3 bits
   0..5, padding ignored), packed e2m1 under .kind::mxf4 / mxf4nvf4. Selectors outside Table 37
@@ -72,7 +74,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
-from tilemma.compiler import fragments, isa, scale_fragments, sparse_fragments
+from tilemma.compiler import fragments, isa, mma_arith, scale_fragments, sparse_fragments
 from tilemma.compiler.ptx_text import ParsedPtx, parse_ptx_modules, print_ptx
 from tilemma.dialects import ptx
 from xdsl.dialects.builtin import ModuleOp
@@ -187,8 +189,8 @@ _ADDR_RE = re.compile(r"^\[([%A-Za-z_$][\w$]*)(?:\+(-?\d+)|-(\d+))?\]$")
 class _Decode:
     """Per-entry decoding context: registers, labels, parameters; operand parsing."""
 
-    def __init__(self, entry: ptx.EntryOp, lines: dict, source: str):
-        self.entry, self.lines, self.source = entry, lines, source
+    def __init__(self, entry: ptx.EntryOp, lines: dict, source: str, arch: str):
+        self.entry, self.lines, self.source, self.arch = entry, lines, source, arch
         module = entry.parent_op()
         self.target = module.target.data if isinstance(module, ptx.ModuleOp_) else None
         self.version = module.version.data if isinstance(module, ptx.ModuleOp_) else None
@@ -1442,50 +1444,12 @@ def _fragment_of(lay: fragments.FragmentLayout, quad: bool = False) -> _Fragment
     return _Fragment(lay, groups, src, shift, dst)
 
 
-def _two_sum(x, y):
-    s = x + y
-    z = s - x
-    return s, (x - (s - z)) + (y - z)
-
-
-def _split(x):
-    c = 134217729.0 * x  # 2**27 + 1: Veltkamp split into two 26-bit halves
-    hi = c - (c - x)
-    return hi, x - hi
-
-
-def _two_prod(x, y):
-    p = x * y
-    xh, xl = _split(x)
-    yh, yl = _split(y)
-    return p, xl * yl - (((p - xh * yh) - xl * yh) - xh * yl)
-
-
-@np.errstate(over="ignore", invalid="ignore")
-def _f64_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str | None) -> np.ndarray:
-    """A @ B + C in f64 from a compensated sum (about twice f64 precision), rounded once by
-    `rounding` (.rn default, .rz, .rm, .rp): what K chained f64 FMAs approximate."""
-    s = c.copy()
-    err = np.zeros_like(s)
-    for k in range(a.shape[-1]):
-        p, pe = _two_prod(a[..., :, k, None], b[..., k, None, :])
-        s, se = _two_sum(s, p)
-        err += pe + se
-    hi, lo = _two_sum(s, err)
-    if rounding in (None, "rn"):
-        return hi
-    finite = np.isfinite(hi) & np.isfinite(lo)
-    if rounding == "rz":
-        step = finite & (lo != 0) & (np.sign(lo) != np.sign(hi))
-        return np.where(step, np.nextafter(hi, 0.0), hi)
-    if rounding == "rm":
-        return np.where(finite & (lo < 0), np.nextafter(hi, -np.inf), hi)
-    return np.where(finite & (lo > 0), np.nextafter(hi, np.inf), hi)
-
-
-def _mma_arith(v: isa.MmaVariant, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """D = A @ B + C with the element semantics of the module docstring, in D's dtype: the one
-    copy of the arithmetic, for dense and (decompressed) sparse A alike."""
+def _mma_arith(v: isa.MmaVariant, a: np.ndarray, b: np.ndarray, c: np.ndarray, arch: str,
+               kept: np.ndarray | None = None, scales: tuple | None = None) -> np.ndarray:
+    """D = A @ B + C in D's dtype, the one copy of the arithmetic for dense, (decompressed) sparse
+    and block-scaled mma: integers exact (wrapped or .satfinite), f64 a chain of IEEE fmas, the
+    other floats as `arch`'s tensor cores add them (`mma_arith`); `kept` marks mma.sp's real
+    products, `scales` = (SF_A per element of A, SF_B per element of B, scale type)."""
     if v.dtype == "s32":
         af, bf = a.astype(np.float64), b.astype(np.float64)  # |sums| < 2**25: exact in float64
         if v.bitop == "xor":  # popc(a ^ b) = popc(a) + popc(b) - 2 popc(a & b)
@@ -1497,9 +1461,11 @@ def _mma_arith(v: isa.MmaVariant, a: np.ndarray, b: np.ndarray, c: np.ndarray) -
             return np.clip(total, -(2**31), 2**31 - 1)
         return (total + 2**31) % 2**32 - 2**31
     if v.dtype == "f64":
-        return _f64_mma(a, b, c, v.rounding)
-    with np.errstate(over="ignore", invalid="ignore"):
-        return (a @ b + c).astype(_FLOAT_ELEMS[v.dtype])  # exact sum, one rounding
+        return mma_arith.fma_chain(a, b, c, v.rounding)
+    model = mma_arith.model_for(arch if v.supported_on(arch) else "sm_120a", v.atype, v.kind, v.shape)
+    sa, sb, stype = scales if scales is not None else (None, None, None)
+    return mma_arith.fused_mma(a, b, c, model, v.atype, v.btype, v.dtype, kept=kept,
+                               scale_a=sa, scale_b=sb, stype=stype)
 
 
 class _MetadataError(EmulationError):
@@ -1648,12 +1614,11 @@ class _BlockScale:
             out[warps] = scale_fragments.scale_values(raw, self.stype)
         return out
 
-    @np.errstate(invalid="ignore", over="ignore")
-    def apply(self, a: np.ndarray, b: np.ndarray, sa: np.ndarray, sb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A * SF_A and SF_B * B: [W, 1, M, K] and [W, 1, K, N] values, exact in float64."""
-        sa_k = np.repeat(sa, self.block, axis=-1)[:, None]  # [W, 1, M, K]
-        sb_k = np.repeat(sb.transpose(0, 2, 1), self.block, axis=-2)[:, None]  # [W, 1, K, N]
-        return a * sa_k, b * sb_k
+    def per_element(self, sa: np.ndarray, sb: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+        """The scale of every element of A and B: [W, 1, M, K], [W, 1, K, N], and their type."""
+        sa_k = np.repeat(sa, self.block, axis=-1)[:, None]
+        sb_k = np.repeat(sb.transpose(0, 2, 1), self.block, axis=-2)[:, None]
+        return sa_k, sb_k, self.stype
 
 
 @dataclass(frozen=True)
@@ -1668,6 +1633,7 @@ class _MmaSemantics:
     d: _Fragment
     sparse: _SparseA | None = None
     scale: _BlockScale | None = None
+    arch: str = mma_arith.DEFAULT_ARCH  # whose tensor-core arithmetic (`mma_arith.MODELS`)
 
     def __call__(self, a_words: np.ndarray, b_words: np.ndarray, c_words: np.ndarray,
                  e_words: np.ndarray | None = None, selector: int | None = None, *,
@@ -1684,21 +1650,24 @@ class _MmaSemantics:
             raise EmulationError(f"{v.opcode}: the scale words and selectors of A and B are needed exactly "
                                  "for .block_scale")
         a = _decode(self.a.gather(a_words), v.atype, self.a.lay.elem_bits)
+        kept = None
         if self.sparse is not None:
+            kept = self.sparse.dense(np.ones_like(a), e_words, selector) != 0
             a = self.sparse.dense(a, e_words, selector)
         b = _decode(self.b.gather(b_words), v.btype, self.b.lay.elem_bits)
         c = _decode(self.c.gather(c_words), v.ctype, self.c.lay.elem_bits)
+        scales = None
         if self.scale is not None:
-            sa = self.scale.factors("a", scale_a, ids_a)
-            sb = self.scale.factors("b", scale_b, ids_b)
-            a, b = self.scale.apply(a, b, sa, sb)
-        d = _mma_arith(v, a, b, c)
+            scales = self.scale.per_element(self.scale.factors("a", scale_a, ids_a),
+                                            self.scale.factors("b", scale_b, ids_b))
+        d = _mma_arith(v, a, b, c, self.arch, kept, scales)
         return self.d.scatter(_encode(d, v.dtype).reshape(d.shape))
 
 
 @functools.cache
-def mma_semantics(opcode: str) -> _MmaSemantics:
-    """The decoded semantics of an mma opcode from the ISA table (ValueError if undefined)."""
+def mma_semantics(opcode: str, arch: str = mma_arith.DEFAULT_ARCH) -> _MmaSemantics:
+    """The decoded semantics of an mma opcode from the ISA table (ValueError if undefined), with
+    the floating-point arithmetic of the GPU `arch` (variants it lacks: sm_120a's)."""
     v = isa.parse_opcode(opcode)
     scale = None
     if v.block_scale:
@@ -1714,6 +1683,7 @@ def mma_semantics(opcode: str) -> _MmaSemantics:
             _fragment_of(sf.accumulator_layout(v.shape, v.dtype)),
             _SparseA(sf.sparse_spec(v.shape, v.atype), v.shape, v.atype, v.sparse == "sp::ordered_metadata"),
             scale,
+            arch,
         )
     quad = v.shape == "m8n8k4" and v.atype == "f16"
     frag = functools.partial(_fragment, v.shape)
@@ -1724,19 +1694,21 @@ def mma_semantics(opcode: str) -> _MmaSemantics:
         frag("c", v.ctype, None, quad),
         frag("d", v.dtype, None, quad),
         scale=scale,
+        arch=arch,
     )
 
 
 def mma_warps(opcode: str, a: np.ndarray, b: np.ndarray, c: np.ndarray,
               e: np.ndarray | None = None, selector: int | None = None, *,
               scale_a: np.ndarray | None = None, ids_a: tuple[int, int] | None = None,
-              scale_b: np.ndarray | None = None, ids_b: tuple[int, int] | None = None) -> np.ndarray:
+              scale_b: np.ndarray | None = None, ids_b: tuple[int, int] | None = None,
+              arch: str = mma_arith.DEFAULT_ARCH) -> np.ndarray:
     """Run one mma on raw registers: a, b, c are [W, 32, regs] (or [32, regs]) words per lane,
     as the fragment tables lay them out; for mma.sp also each lane's metadata word e ([W, 32] or
     [32]) and the sparsity selector; for .block_scale each lane's scale-a-data / scale-b-data
     word ([W, 32] or [32]) and the selectors (byte_id, thread_id) of each. Returns d the same way.
-    The semantics `emulate` uses."""
-    sem = mma_semantics(opcode)
+    The semantics `emulate` uses, with the arithmetic of the GPU `arch`."""
+    sem = mma_semantics(opcode, arch)
     single = np.ndim(a) == 2
 
     def flat(x: np.ndarray, frag: _Fragment) -> np.ndarray:
@@ -1794,7 +1766,7 @@ def _selector_pair(d: _Decode, op, text: str, where: str) -> list:
 
 def _dec_mma(d: _Decode, op: ptx.MmaOp, where: str) -> Fn:
     try:
-        sem = mma_semantics(op.opcode.data)
+        sem = mma_semantics(op.opcode.data, d.arch)
     except (ValueError, EmulationError) as e:
         raise EmulationError(f"{where}: {e}") from None
     if d.target is not None:  # what ptxas would refuse, the emulator does not run either
@@ -1946,9 +1918,10 @@ class _Step:
 class Program:
     """One kernel decoded for emulation; `run` executes it for a grid."""
 
-    def __init__(self, entry: ptx.EntryOp, lines: dict | None = None, source: str = "<ptx>"):
+    def __init__(self, entry: ptx.EntryOp, lines: dict | None = None, source: str = "<ptx>",
+                 arch: str = mma_arith.DEFAULT_ARCH):
         self.name = entry.sym_name.data
-        d = _Decode(entry, lines or {}, source)
+        d = _Decode(entry, lines or {}, source, arch)
         self.params = d.params
         self.max_threads = int(entry.max_threads.data) if entry.max_threads is not None else None
         body = list(entry.body.ops)
@@ -2151,18 +2124,21 @@ def _parsed(source) -> ParsedPtx:
     raise TypeError(f"expected PTX text or a ptx.module, got {type(source).__name__}")
 
 
-def compile_entry(ptx_text_or_module, entry: str | None = None) -> Program:
-    """Decode kernel `entry` (the only one when None) of PTX text or a ptx.module. Modules are
-    printed and read back, so error messages point at lines of the PTX the GPU would get."""
+def compile_entry(ptx_text_or_module, entry: str | None = None, arch: str = mma_arith.DEFAULT_ARCH) -> Program:
+    """Decode kernel `entry` (the only one when None) of PTX text or a ptx.module, for a GPU
+    `arch` (whose tensor-core arithmetic mma follows). Modules are printed and read back, so
+    error messages point at lines of the PTX the GPU would get."""
     parsed = _parsed(ptx_text_or_module)
     try:
         e = parsed.entry(entry)
     except ValueError as err:
         raise EmulationError(str(err)) from None
-    return Program(e, parsed.lines, parsed.source)
+    return Program(e, parsed.lines, parsed.source, arch)
 
 
-def emulate(ptx_text_or_module, entry: str, grid, block, args: list, **options) -> list[np.ndarray]:
-    """Run `entry` of a PTX module on the CPU, mirroring `cuda_runtime.run_kernel`: arrays are
-    copied in, the grid runs, and the final contents of every ndarray argument come back."""
-    return compile_entry(ptx_text_or_module, entry).run(grid, block, args, **options)
+def emulate(ptx_text_or_module, entry: str, grid, block, args: list, *, arch: str = mma_arith.DEFAULT_ARCH,
+            **options) -> list[np.ndarray]:
+    """Run `entry` of a PTX module on the CPU, mirroring `cuda_runtime.run_kernel` on a GPU `arch`
+    (sm_90 by default): arrays are copied in, the grid runs, and the final contents of every
+    ndarray argument come back."""
+    return compile_entry(ptx_text_or_module, entry, arch).run(grid, block, args, **options)

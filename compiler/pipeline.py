@@ -17,6 +17,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 
 from tilemma.compiler import configs
 from tilemma.compiler.abi import KernelABI
+from tilemma.compiler.isa import MmaVariant
 from tilemma.compiler.diagnostics import LocatedParser, LocatedVerifyError, verify_located
 from tilemma.dialects import ptx, tile, warp
 from tilemma.passes.errors import LoweringError, origin
@@ -67,6 +68,11 @@ class CompiledKernel:
     variant: str
     abi: KernelABI
     gemm: GemmKernel  # what the kernel computes, read from the tile IR before lowering
+
+    @property
+    def instruction(self) -> MmaVariant:
+        """The selected mma variant (from the tile op's typed attribute)."""
+        return self.gemm.mma.variant.variant  # type: ignore[union-attr]
 
     @property
     def grid(self) -> tuple[int, int, int]:

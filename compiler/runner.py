@@ -3,7 +3,9 @@
 Inputs are random values of each memref's element type (`reference.random_matrix`, fixed seed);
 the expected D is `reference.mma_reference` on the tiles the kernel reads, after the element
 conversions the tile IR asks for (tf32 rounding) — independent of the compiled code. Elements of
-D's memref outside the stored tile must come back unchanged.
+D's memref outside the stored tile must come back unchanged. On a GPU whose tensor-core arithmetic
+the emulator has been proven to reproduce (`mma_arith.proven`), D must moreover be the emulator's,
+word for word; the reference's bound stays as the second opinion.
 
 Memory layout of kernel arguments: each memref's strided layout (row-major unless it says
 otherwise), buffers of the layout's span; elements of fewer than 8 bits packed densely with buffer
@@ -20,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tilemma.compiler import reference, sparse_fragments
-from tilemma.compiler.isa import parse_opcode
 from tilemma.compiler.pipeline import CompiledKernel
 from tilemma.dialects import tile
 from tilemma.passes.gemm_kernel import GemmKernel, MemOperand
@@ -119,7 +120,7 @@ def _logical(values: np.ndarray, mem: MemOperand) -> tuple[np.ndarray, str]:
 
 def instruction_k(kernel: CompiledKernel) -> int:
     """K of one mma of the kernel: .satfinite clamps after each of them."""
-    return parse_opcode(kernel.variant).k
+    return kernel.instruction.k
 
 
 def _sparse_pattern(g: GemmKernel) -> str:
@@ -244,6 +245,7 @@ def run_compiled(
         raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
     broken = (sparsity_error(int(outs[error_at][0]), g, kernel.abi.params[error_at].init)  # type: ignore[arg-type]
               if error_at is not None else None)
+    differs = _gpu_twin_differs(kernel, args, outs) if on == "gpu" else None
     d_full = outs[g.d.param].view(reference.element_type(g.d.stored).dtype).reshape(-1)
     got = _view(d_full, g.d, g, g.m, g.n)
     cmp = reference.compare(
@@ -261,12 +263,38 @@ def run_compiled(
     detail = cmp.detail if not cmp.ok else ""
     if not outside_ok:
         detail = (detail + "; " if detail else "") + "elements outside the stored tile changed"
+    if differs:
+        detail = (detail + "; " if detail else "") + differs
     if broken:
         detail = broken
     return RunResult(
         kernel.name, kernel.variant, f"{size}{g.m}x{g.n}x{g.k}", cmp.max_abs, cmp.max_rel,
-        cmp.ok and outside_ok and not broken, detail, on,
+        cmp.ok and outside_ok and not broken and not differs, detail, on,
     )
+
+
+BIT_EXACT_MAX_MACS = 1 << 26  # above this the CPU twin would take long: the bound check alone
+
+
+def _gpu_twin_differs(kernel: CompiledKernel, args: list[np.ndarray], outs: list[np.ndarray]) -> str | None:
+    """Where the emulator's arithmetic is proven for this GPU (`mma_arith.proven`), the GPU's
+    output words must be the emulator's, bit for bit, on the same inputs; None when they are (or
+    when the model is not proven there, or the GEMM is too large to emulate quickly)."""
+    from tilemma.compiler import cuda_runtime, emulator, mma_arith
+
+    g, v = kernel.gemm, kernel.instruction
+    arch = cuda_runtime.device_arch()
+    if not mma_arith.proven(arch, v.atype, v.dtype, v.kind, v.shape) or g.batch * g.m * g.n * g.k > BIT_EXACT_MAX_MACS:
+        return None
+    twin = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args, arch=arch,
+                            shared_bytes=kernel.abi.shared_bytes)
+    gpu, cpu = (np.ascontiguousarray(x).view(np.uint8) for x in (outs[g.d.param], twin[g.d.param]))
+    if np.array_equal(gpu, cpu):
+        return None
+    width = outs[g.d.param].dtype.itemsize
+    bad = np.flatnonzero((gpu != cpu).reshape(-1, width).any(1))
+    return (f"the GPU and the bit-exact emulator ({arch}) differ in {bad.size} words of D, first at "
+            f"element {int(bad[0])} of its memref")
 
 
 def _prune_ragged(matrix: np.ndarray, pattern: str) -> np.ndarray:

@@ -120,9 +120,11 @@ class Case:
                                       b_type=MLIR[self.v.btype], scale_type=SCALE_TYPE[self.v.stype],
                                       block=_block(self.v))
 
-    def problems(self, i: int, d_words: np.ndarray, exact: bool = True) -> list[str]:
+    def problems(self, i: int, d_words: np.ndarray, exact: bool = False) -> list[str]:
         """Every D element of instruction i against the reference: within `compare`'s bound, and
-        (for operands whose float64 sums are exact) bit for bit."""
+        with `exact` bit for bit. The emulator adds like sm_120's tensor cores as published
+        (`mma_arith`: terms truncated to 25 or 35 fraction bits, the sum truncated to f32), the
+        reference rounds once, so by default they are held to the bound only."""
         got = fragments.unpack(self.lays["c"], d_words).view(np.float32)
         want = self.want(i)
         sa, sb = self.scales[i]
