@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from tilemma.compiler import configs
 from tilemma.compiler.mma_layouts import instruction_layouts
 from tilemma.compiler import sparse_fragments
 from tilemma.dialects import tile, warp
@@ -90,7 +91,8 @@ class TileWarps(ModulePass):
     instructions per warp; default up to 2 x (32 / instruction N), or 4x8 when staged) and
     `stages` (the ring of shared-memory stages of the staged schedule, 2..5; 0: fragments straight
     from global memory; -1, the default: staged where it applies, see `stageable`) and `stage-k`
-    (K of one stage, default 32)."""
+    (K of one stage, default 32). When none of warps, warp-tile and stages is given, a
+    configuration in the tuning cache `tune-cache` (JSON, `compiler/configs.py`) wins."""
 
     name = "tile-tile-warps"
 
@@ -98,6 +100,7 @@ class TileWarps(ModulePass):
     warp_tile: str = ""
     stages: int = -1
     stage_k: int = 32
+    tune_cache: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = _pair(self.warps, "warps"), _pair(self.warp_tile, "warp-tile")
@@ -111,7 +114,25 @@ class TileWarps(ModulePass):
                 continue
             if any(m.variant is None for m in mmas):
                 raise LoweringError(mmas[0], "run tile-select-mma before tile-tile-warps")
-            _Distribute(kernel, warps, warp_tile, self.stages, self.stage_k).run()
+            w, t, st, sk = warps, warp_tile, self.stages, self.stage_k
+            tuned = self.tuned(kernel, mmas[0]) if (warps, warp_tile, self.stages) == (None, None, -1) else None
+            if tuned is not None:
+                w, t, st, sk = _pair(tuned.warps, "warps"), _pair(tuned.warp_tile, "warp-tile"), tuned.stages, tuned.stage_k
+            _Distribute(kernel, w, t, st, sk).run()
+
+    def tuned(self, kernel: func.FuncOp, mma):
+        """The tuning cache's configuration for this kernel, if it has one."""
+        cache = configs.load(self.tune_cache)
+        if not cache:
+            return None
+        v = mma.variant.variant
+        target = kernel.attributes.get("warp.target")
+        shape = mma.acc.type.get_shape()
+        batch = shape[0] if len(shape) == 3 else 1
+        k = mma.lhs.type.get_shape()[-1]
+        key = configs.cache_key(target.sm.data if target else "", v.atype, v.btype, v.ctype,
+                                configs.size_class(shape[-2], shape[-1], k, batch))
+        return cache.get(key)
 
 
 def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
