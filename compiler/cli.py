@@ -149,12 +149,43 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         newest = min(DEFAULT_PTX, parse_ptx_version(f"{major}.{minor}"))
         options = type(options)(**{**options.__dict__, "ptx": str(newest)})
+    inputs = _load_inputs(args.input or [])
     failed = 0
     for kernel in compile_text(text, name, options):
-        result = run_compiled(kernel, args.seed, on)
+        result = run_compiled(kernel, args.seed, on, inputs=inputs)
         print(result.line(), flush=True)
         failed += not result.ok
+        if args.save:
+            _save_outputs(args.save, kernel.name, result.outputs)
     return 1 if failed else 0
+
+
+def _load_inputs(specs: list[str]) -> dict:
+    """`NAME=FILE.npy` pairs -> arrays (checked against the kernel's ABI when it runs)."""
+    import numpy as np
+
+    inputs = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--input {spec}: expected NAME=FILE.npy (NAME: a kernel argument, e.g. a)")
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--input {spec}: cannot read {path} as a .npy array ({e})") from None
+    return inputs
+
+
+def _save_outputs(directory: str, kernel: str, outputs: dict) -> None:
+    import os
+
+    import numpy as np
+
+    os.makedirs(directory, exist_ok=True)
+    for name, array in outputs.items():
+        path = os.path.join(directory, f"{kernel}.{name}.npy")
+        np.save(path, array)
+        print(f"{kernel}: wrote {path} ({'x'.join(map(str, array.shape))} {array.dtype})", flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,6 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("file", help="input file ('-' for stdin)")
     r.add_argument("--on", choices=("auto", "gpu", "emulator"), default="auto")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="take argument NAME's values from a .npy array of its memref's shape and "
+                   "element type (repeatable; the others stay random)")
+    r.add_argument("--save", metavar="DIR", help="write D, shaped like its memref, to DIR/KERNEL.NAME.npy")
     _add_compile_options(r)
     r.set_defaults(func=cmd_run)
     return parser

@@ -17,11 +17,12 @@ reads the wrong place gets a wrong answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tilemma.compiler import reference, sparse_fragments
+from tilemma.compiler.memref_layout import StridedLayout
 from tilemma.compiler.pipeline import CompiledKernel
 from tilemma.dialects import tile
 from tilemma.passes.gemm_kernel import GemmKernel, MemOperand
@@ -37,6 +38,7 @@ class RunResult:
     ok: bool
     detail: str
     device: str
+    outputs: dict = field(default_factory=dict, compare=False, repr=False)  # name -> memref values
 
     def line(self) -> str:
         verdict = "PASS" if self.ok else "FAIL"
@@ -161,11 +163,15 @@ def run_compiled(
     seed: int,
     on: str,
     break_sparsity: tuple[int, int, int] | None = None,
+    inputs: dict[str, np.ndarray] | None = None,
 ) -> RunResult:
     """Run on `on` ("gpu", or "emulator": the CPU emulator of the same PTX) and compare with
     the reference. A compressed A gets random data with the pattern (or, for `prune`, without;
     the reference then uses the pruned A). `break_sparsity` = (batch, row, group) fills that
-    group of A with nonzeros, to check that the kernel reports it."""
+    group of A with nonzeros, to check that the kernel reports it. `inputs` replaces the random
+    values of the named arguments by the caller's (each of its memref's shape and element type,
+    placed through its layout; a checked sparse A is then taken as given). The result's `outputs`
+    holds D, shaped like its memref."""
     g = kernel.gemm
     rng = np.random.default_rng(seed)
     args: list[np.ndarray] = []
@@ -182,7 +188,8 @@ def run_compiled(
     for i, size in enumerate(kernel.arg_sizes):
         values[i] = reference.random_matrix(types[i], (size,), rng)
         values[i][~read[i]] = sentinel(types[i])
-    if g.a.sparse == "check":
+    given = _place_inputs(kernel, inputs or {}, values, types)
+    if g.a.sparse == "check" and g.a.param not in given:
         values[g.a.param] = _prune_tiles(values[g.a.param], g, _sparse_pattern(g))
         if break_sparsity is not None:
             batch, row, group = break_sparsity
@@ -270,6 +277,7 @@ def run_compiled(
     return RunResult(
         kernel.name, kernel.variant, f"{size}{g.m}x{g.n}x{g.k}", cmp.max_abs, cmp.max_rel,
         cmp.ok and outside_ok and not broken and not differs, detail, on,
+        {kernel.abi.params[g.d.param].name.removeprefix("p_"): d_full[_positions(kernel, g.d.param)]},
     )
 
 
@@ -295,6 +303,39 @@ def _gpu_twin_differs(kernel: CompiledKernel, args: list[np.ndarray], outs: list
     bad = np.flatnonzero((gpu != cpu).reshape(-1, width).any(1))
     return (f"the GPU and the bit-exact emulator ({arch}) differ in {bad.size} words of D, first at "
             f"element {int(bad[0])} of its memref")
+
+
+def _param_index(kernel: CompiledKernel, name: str) -> int:
+    names = [p.name for p in kernel.abi.params[: len(kernel.arg_sizes)]]
+    for i, full in enumerate(names):
+        if name in (full, full.removeprefix("p_")):
+            return i
+    raise ValueError(
+        f"{kernel.name}: no argument {name!r}; its arguments are "
+        + ", ".join(n.removeprefix("p_") for n in names)
+    )
+
+
+def _positions(kernel: CompiledKernel, i: int) -> np.ndarray:
+    p = kernel.abi.params[i]
+    return StridedLayout(p.shape, p.strides, p.offset).positions()
+
+
+def _place_inputs(kernel: CompiledKernel, inputs: dict[str, np.ndarray], values: dict, types: dict) -> set[int]:
+    """Write the caller's arrays into the argument buffers (checked against the ABI)."""
+    placed = set()
+    for name, array in inputs.items():
+        i = _param_index(kernel, name)
+        p = kernel.abi.params[i]
+        want = np.dtype(reference.element_type(types[i]).dtype)
+        array = np.asarray(array)
+        if array.shape != p.shape:
+            raise ValueError(f"input {name}: shape {array.shape}, but the kernel's {name} is {'x'.join(map(str, p.shape))} ({types[i]})")
+        if array.dtype != want:
+            raise ValueError(f"input {name}: dtype {array.dtype}, but {types[i]} elements are given as {want}")
+        values[i][_positions(kernel, i)] = array
+        placed.add(i)
+    return placed
 
 
 def _prune_ragged(matrix: np.ndarray, pattern: str) -> np.ndarray:
