@@ -238,7 +238,7 @@ def run_compiled(
         want = reference.mma_reference(
             a_vals, b_vals, c_vals, a_type=a_type, b_type=b_type, acc_type=g.acc_type,
             satfinite=getattr(g.mma, "satfinite", None) is not None,
-            bitop=popc.data if popc is not None else None, satfinite_step=instruction_k(kernel),
+            bitop=str(popc.data) if popc is not None else None, satfinite_step=instruction_k(kernel),
         )
     if on == "gpu":
         from tilemma.compiler import cuda_runtime

@@ -39,7 +39,10 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, SSAValue, TypeAttribute
+from enum import auto
+
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, SpacedOpaqueSyntaxAttribute, SSAValue, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -55,6 +58,7 @@ from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
 
 from tilemma.dialects.warp import VariantAttr
 
@@ -530,7 +534,18 @@ def check_mma(lhs: TileType, rhs: TileType, acc: TileType) -> None:
 # Operations.
 # ---------------------------------------------------------------------------------------------
 
-POPC_OPS = ("xor", "and")
+class Popc(StrEnum):
+    """The bit operation of a single-bit mma (PTX .xor.popc / .and.popc)."""
+
+    XOR = auto()
+    AND = auto()
+
+
+@irdl_attr_definition
+class PopcAttr(EnumAttribute[Popc], SpacedOpaqueSyntaxAttribute):
+    """`#tile<popc xor>`."""
+
+    name = "tile.popc"
 
 
 def _verify_popc(op: IRDLOperation, lhs: TileType) -> None:
@@ -538,15 +553,11 @@ def _verify_popc(op: IRDLOperation, lhs: TileType) -> None:
     if lhs.element == "i1":
         if popc is None:
             raise VerifyException(
-                f"{op.name}: single-bit (i1) operands need popc = \"xor\" or \"and\" "
+                f"{op.name}: single-bit (i1) operands need popc = #tile<popc xor> or #tile<popc and> "
                 f"(PTX mma .b1 multiplies by xor/and then popc)"
             )
     elif popc is not None:
         raise VerifyException(f"{op.name}: popc only applies to i1 operands, got {lhs.element}")
-    if popc is not None and popc.data not in POPC_OPS:  # type: ignore[attr-defined]
-        raise VerifyException(
-            f"{op.name}: popc must be one of {', '.join(POPC_OPS)}, got {popc.data!r}"  # type: ignore[attr-defined]
-        )
 
 
 def _verify_satfinite(op: IRDLOperation, acc: str) -> None:
@@ -565,7 +576,7 @@ class MatmulOp(IRDLOperation):
     rhs = operand_def(TileType)
     result = result_def(TileType)
     satfinite = opt_prop_def(UnitAttr)
-    popc = opt_prop_def(StringAttr)
+    popc = opt_prop_def(PopcAttr)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
 
@@ -601,7 +612,7 @@ class MmaOp(IRDLOperation):
     # Integer accumulation saturates instead of wrapping; like PTX .satfinite it clamps after each
     # instruction-K step of the accumulation (C first, then K in order), not only at the end.
     satfinite = opt_prop_def(UnitAttr)
-    popc = opt_prop_def(StringAttr)
+    popc = opt_prop_def(PopcAttr)
     # Optional hint: the instruction shape to use (e.g. "m16n8k8"), honoured by tile-select-mma.
     mma_shape = opt_prop_def(StringAttr)
     # Set by tile-select-mma: the instruction chosen for this op.
@@ -631,7 +642,7 @@ class MmaOp(IRDLOperation):
         if satfinite:
             props["satfinite"] = UnitAttr()
         if popc is not None:
-            props["popc"] = StringAttr(popc)
+            props["popc"] = PopcAttr(Popc(popc))
         if mma_shape is not None:
             props["mma_shape"] = StringAttr(mma_shape)
         super().__init__(operands=[lhs, rhs, acc], result_types=[acc.type], properties=props)
@@ -892,7 +903,22 @@ class StoreOp(IRDLOperation):
         return op
 
 
-ROUNDING_MODES = ("rn", "rna", "rz")
+class Rounding(StrEnum):
+    """How a conversion rounds (PTX cvt modifiers): to nearest even, to nearest away, to zero."""
+
+    RN = auto()
+    RNA = auto()
+    RZ = auto()
+
+
+@irdl_attr_definition
+class RoundingAttr(EnumAttribute[Rounding], SpacedOpaqueSyntaxAttribute):
+    """`#tile<rounding rna>`."""
+
+    name = "tile.rounding"
+
+
+ROUNDING_MODES = tuple(r.value for r in Rounding)
 
 
 @dataclass(frozen=True)
@@ -936,14 +962,14 @@ class CastOp(IRDLOperation):
     name = "tile.cast"
     source = operand_def(TileType)
     result = result_def(TileType)
-    rounding = opt_prop_def(StringAttr)
+    rounding = opt_prop_def(RoundingAttr)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
 
     def __init__(self, source: SSAValue, result_type: TileType, rounding: str | None = None):
-        props = {} if rounding is None else {"rounding": StringAttr(rounding)}
+        props = {} if rounding is None else {"rounding": RoundingAttr(Rounding(rounding))}
         super().__init__(operands=[source], result_types=[result_type], properties=props)
 
     def verify_(self) -> None:
@@ -956,7 +982,7 @@ class CastOp(IRDLOperation):
         if self.rounding is not None and self.rounding.data not in ROUNDING_MODES:
             raise VerifyException(
                 f"tile.cast: rounding must be one of {', '.join(ROUNDING_MODES)}, "
-                f"got {self.rounding.data!r}"
+                f"got '{self.rounding.data}'"
             )
         rule = CAST_RULES.get((src.element, dst.element))
         if rule is None:
@@ -971,7 +997,7 @@ class CastOp(IRDLOperation):
                 else "is exact and takes no rounding"
             )
             raise VerifyException(
-                f"tile.cast: {src.element} -> {dst.element} {allowed}, got {self.rounding.data!r}"
+                f"tile.cast: {src.element} -> {dst.element} {allowed}, got '{self.rounding.data}'"
             )
 
 
@@ -1082,5 +1108,5 @@ MMA_OPS = (MmaOp, ScaledMmaOp)
 Tile = Dialect(
     "tile",
     [MatmulOp, MmaOp, ScaledMmaOp, LoadOp, StoreOp, CastOp, ConstantOp, CompressOp],
-    [TileType, SparseTileType, UE4M3Type],
+    [TileType, SparseTileType, UE4M3Type, PopcAttr, RoundingAttr],
 )

@@ -305,7 +305,7 @@ class LoadOp(_WindowOp):
     window = prop_def(DenseArrayBase)
     extent = prop_def(DenseArrayBase)
     in_bounds = opt_prop_def(DenseArrayBase)
-    rounding = opt_prop_def(StringAttr)
+    rounding = opt_prop_def(Attribute)  # a #tile<rounding ...> (tile.RoundingAttr)
     result = result_def(FragType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
@@ -316,11 +316,17 @@ class LoadOp(_WindowOp):
                  extent: Sequence[int], result: FragType, rounding: str | None = None):
         props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent)}
         if rounding:
-            props["rounding"] = StringAttr(rounding)
+            from tilemma.dialects.tile import Rounding, RoundingAttr
+
+            props["rounding"] = RoundingAttr(Rounding(rounding))
         super().__init__(operands=[ref, indices], result_types=[result], properties=props)
 
     def verify_(self) -> None:
         self.verify_window(self.ref.type, self.indices)
+        from tilemma.dialects.tile import RoundingAttr
+
+        if self.rounding is not None and not isinstance(self.rounding, RoundingAttr):
+            raise VerifyException(f"warp.load: rounding must be a #tile<rounding ...>, got {self.rounding}")
         frag = _frag(self.result, "warp.load result")
         if frag.role in (Operand.META,):
             raise VerifyException("warp.load: metadata fragments come from warp.load_sparse_a")

@@ -114,7 +114,7 @@ def _operand(
     while isinstance(owner, tile.CastOp):
         src, dst = owner.source.type, owner.result.type
         assert isinstance(src, tile.TileType) and isinstance(dst, tile.TileType)
-        rounding = owner.rounding.data if owner.rounding is not None else None
+        rounding = str(owner.rounding.data) if owner.rounding is not None else None
         casts.insert(0, (src.element, dst.element, rounding))
         owner = owner.source.owner
     if not isinstance(owner, tile.LoadOp):

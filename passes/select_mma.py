@@ -128,7 +128,7 @@ class SelectMma(ModulePass):
             op.rhs,
             zero.result,
             satfinite=op.satfinite is not None,
-            popc=op.popc.data if op.popc is not None else None,
+            popc=str(op.popc.data) if op.popc is not None else None,
         )
         Rewriter.insert_op(zero, _before(op))
         Rewriter.replace_op(op, mma)
@@ -176,7 +176,7 @@ class SelectMma(ModulePass):
             ctype=PTX_TYPE[acc],
             dtype=PTX_TYPE[acc],
             satfinite=getattr(mma, "satfinite", None) is not None,
-            bitop=mma.popc.data if getattr(mma, "popc", None) is not None else None,
+            bitop=str(mma.popc.data) if getattr(mma, "popc", None) is not None else None,
         )
         scaled = isinstance(mma, tile.ScaledMmaOp)
         if scaled:
@@ -249,7 +249,7 @@ def _check_cast_target(cast: tile.CastOp, target: targets.SmTarget) -> None:
     """A cast's rounding exists on the target (`tile.CAST_RULES` says from which sm)."""
     src, dst = cast.source.type.element, cast.result.type.element  # type: ignore[union-attr]
     rule = tile.CAST_RULES[(src, dst)]
-    rounding = cast.rounding.data if cast.rounding is not None else rule.default
+    rounding = str(cast.rounding.data) if cast.rounding is not None else rule.default
     need = dict(rule.roundings).get(rounding) if rounding is not None else None
     if need is not None and target.number < need:
         usable = [r for r, sm in rule.roundings if sm <= target.number]

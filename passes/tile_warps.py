@@ -267,7 +267,7 @@ class _Distribute:
             owner = owner.source.owner
         while isinstance(owner, tile.CastOp):
             if owner.rounding is not None:
-                rounding = owner.rounding.data
+                rounding = str(owner.rounding.data)
             owner = owner.source.owner
         assert isinstance(owner, tile.LoadOp)  # read_kernel checked
         return owner, rounding

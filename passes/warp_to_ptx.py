@@ -329,7 +329,7 @@ class LowerLoad(RewritePattern):
             return
         bank = _bank_of(frag)
         out = e.reg_list(bank, lay.regs)
-        rounding = op.rounding.data if op.rounding is not None else None
+        rounding = str(op.rounding.data) if op.rounding is not None else None
         fio.fill_fragment(e, out, access, lin, lay, bank, _ptx_type(frag), rounding)
         _finish(op, rewriter, e, [out])
 

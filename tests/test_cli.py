@@ -41,7 +41,7 @@ def test_gemm_ptx_aliases_batch_and_tf32():
     assert g.returncode == 0, g.stderr
     assert "memref<1x16x8xf8E5M2>" in g.stdout and "memref<3x8x16xf8E4M3FN>" in g.stdout
     t = tilemma("gemm", "--m", "8", "--n", "8", "--k", "8", "--a", "tf32", "--b", "tf32")
-    assert '%ta = tile.cast %0 {rounding = "rna"} : !tile.tile<8x8xf32> -> !tile.tile<8x8xtf32>' in t.stdout
+    assert '%ta = tile.cast %0 {rounding = #tile<rounding rna>} : !tile.tile<8x8xf32> -> !tile.tile<8x8xtf32>' in t.stdout
 
 
 @pytest.mark.parametrize(

@@ -96,8 +96,8 @@ def _gemm(m, n, k, a_t, b_t, acc, la, lb, lc, ld, cast=None):
     if cast:
         va = vb = cast
         lines += [
-            f'  %ca = tile.cast %ta {{rounding = "rna"}} : !tile.tile<{m}x{k}x{a_t}> -> !tile.tile<{m}x{k}x{cast}>',
-            f'  %cb = tile.cast %tb {{rounding = "rna"}} : !tile.tile<{k}x{n}x{b_t}> -> !tile.tile<{k}x{n}x{cast}>',
+            f'  %ca = tile.cast %ta {{rounding = #tile<rounding rna>}} : !tile.tile<{m}x{k}x{a_t}> -> !tile.tile<{m}x{k}x{cast}>',
+            f'  %cb = tile.cast %tb {{rounding = #tile<rounding rna>}} : !tile.tile<{k}x{n}x{b_t}> -> !tile.tile<{k}x{n}x{cast}>',
         ]
     x, y = ("%ca", "%cb") if cast else ("%ta", "%tb")
     lines += [

@@ -144,8 +144,8 @@ def _tf32_kernel(rounding: str) -> str:
     return f"""func.func @k(%a: memref<37x29xf32>, %b: memref<29x45xf32>, %d: memref<37x45xf32>) {{
   %ta = tile.load %a[0, 0] : memref<37x29xf32> -> !tile.tile<37x29xf32>
   %tb = tile.load %b[0, 0] : memref<29x45xf32> -> !tile.tile<29x45xf32>
-  %ca = tile.cast %ta {{rounding = "{rounding}"}} : !tile.tile<37x29xf32> -> !tile.tile<37x29xtf32>
-  %cb = tile.cast %tb {{rounding = "{rounding}"}} : !tile.tile<29x45xf32> -> !tile.tile<29x45xtf32>
+  %ca = tile.cast %ta {{rounding = #tile<rounding {rounding}>}} : !tile.tile<37x29xf32> -> !tile.tile<37x29xtf32>
+  %cb = tile.cast %tb {{rounding = #tile<rounding {rounding}>}} : !tile.tile<29x45xf32> -> !tile.tile<29x45xtf32>
   %r = tile.matmul %ca, %cb : !tile.tile<37x29xtf32>, !tile.tile<29x45xtf32> -> !tile.tile<37x45xf32>
   tile.store %r, %d[0, 0] : !tile.tile<37x45xf32>, memref<37x45xf32>
   func.return

@@ -44,7 +44,7 @@ func.func @hints(%a: !tile.tile<16x16xf16>, %b: !tile.tile<16x16xf16>, %c: !tile
                  %e: !tile.tile<16x64xf8E4M3FN>, %f: !tile.tile<64x8xf8E5M2>, %g: !tile.tile<16x8xf32>) {
   %0 = tile.mma %a, %b, %c {mma_shape = "m8n8k4"} : !tile.tile<16x16xf16>, !tile.tile<16x16xf16>, !tile.tile<16x16xf32> -> !tile.tile<16x16xf32>
   %1 = tile.mma %x, %y, %z {satfinite, mma_shape = "m16n8k16"} : !tile.tile<16x32xsi8>, !tile.tile<32x8xsi8>, !tile.tile<16x8xsi32> -> !tile.tile<16x8xsi32>
-  %2 = tile.mma %p, %q, %z {popc = "and"} : !tile.tile<16x512xi1>, !tile.tile<512x8xi1>, !tile.tile<16x8xsi32> -> !tile.tile<16x8xsi32>
+  %2 = tile.mma %p, %q, %z {popc = #tile<popc and>} : !tile.tile<16x512xi1>, !tile.tile<512x8xi1>, !tile.tile<16x8xsi32> -> !tile.tile<16x8xsi32>
   %3 = tile.mma %e, %f, %g : !tile.tile<16x64xf8E4M3FN>, !tile.tile<64x8xf8E5M2>, !tile.tile<16x8xf32> -> !tile.tile<16x8xf32>
   func.return
 }
@@ -59,7 +59,7 @@ func.func @hints(%a: !tile.tile<16x16xf16>, %b: !tile.tile<16x16xf16>, %c: !tile
 // SPLIT-NOT:   tile.cast
 // SPLIT:       tile.mma %a, %b, %c {split_tf32, variant = #warp.variant<m16n8k8, f32, tf32, tf32, f32>}
 // TF32-LABEL:  func.func @f32_operands
-// TF32:        %[[A:.*]] = tile.cast %a {rounding = "rna"} : !tile.tile<16x8xf32> -> !tile.tile<16x8xtf32>
+// TF32:        %[[A:.*]] = tile.cast %a {rounding = #tile<rounding rna>} : !tile.tile<16x8xf32> -> !tile.tile<16x8xtf32>
 // TF32:        tile.mma %[[A]], %{{.*}}, %c {variant = #warp.variant<m16n8k8, f32, tf32, tf32, f32>}
 func.func @f32_operands(%a: !tile.tile<16x8xf32>, %b: !tile.tile<8x8xf32>, %c: !tile.tile<16x8xf32>) {
   %r = tile.mma %a, %b, %c : !tile.tile<16x8xf32>, !tile.tile<8x8xf32>, !tile.tile<16x8xf32> -> !tile.tile<16x8xf32>

@@ -11,8 +11,8 @@
 func.func @exact(%a: memref<128x64xf32>, %b: memref<64x128xf32>, %d: memref<128x128xf32>) {
   %ta = tile.load %a[0, 0] : memref<128x64xf32> -> !tile.tile<128x64xf32>
   %tb = tile.load %b[0, 0] : memref<64x128xf32> -> !tile.tile<64x128xf32>
-  %ca = tile.cast %ta {rounding = "rna"} : !tile.tile<128x64xf32> -> !tile.tile<128x64xtf32>
-  %cb = tile.cast %tb {rounding = "rna"} : !tile.tile<64x128xf32> -> !tile.tile<64x128xtf32>
+  %ca = tile.cast %ta {rounding = #tile<rounding rna>} : !tile.tile<128x64xf32> -> !tile.tile<128x64xtf32>
+  %cb = tile.cast %tb {rounding = #tile<rounding rna>} : !tile.tile<64x128xf32> -> !tile.tile<64x128xtf32>
   %r = tile.matmul %ca, %cb : !tile.tile<128x64xtf32>, !tile.tile<64x128xtf32> -> !tile.tile<128x128xf32>
   tile.store %r, %d[0, 0] : !tile.tile<128x128xf32>, memref<128x128xf32>
   func.return

@@ -71,3 +71,19 @@ func.func @float_constant_overflows() {
 }
 // CHECK: parse-errors.mlir:69:22
 // CHECK: tile.constant: 65520.0 is out of range for f16 (range -65504.0 to 65504.0)
+
+// -----
+func.func @bad_popc(%a: !tile.tile<16x256xi1>, %b: !tile.tile<256x8xi1>, %c: !tile.tile<16x8xsi32>) {
+  %r = tile.mma %a, %b, %c {popc = #tile<popc or>} : !tile.tile<16x256xi1>, !tile.tile<256x8xi1>, !tile.tile<16x8xsi32> -> !tile.tile<16x8xsi32>
+  func.return
+}
+// CHECK: parse-errors.mlir:[[# @LINE - 3]]:{{[0-9]+}}
+// CHECK: Expected `xor`, or `and`.
+
+// -----
+func.func @cast_rounding(%t: !tile.tile<16x8xf32>) {
+  %c = tile.cast %t {rounding = #tile<rounding up>} : !tile.tile<16x8xf32> -> !tile.tile<16x8xtf32>
+  func.return
+}
+// CHECK: parse-errors.mlir:[[# @LINE - 3]]:{{[0-9]+}}
+// CHECK: Expected `rn`, `rna`, or `rz`.

@@ -56,8 +56,8 @@ func.func @every_element_type(%m: memref<64x64xf32>) {
   %ue8m0 = tile.constant 1.0 : !tile.tile<16x2xf8E8M0FNU>
   // CHECK: !tile.tile<16x4x!tile.ue4m3>
   %ue4m3 = tile.constant 1.0 : !tile.tile<16x4x!tile.ue4m3>
-  // CHECK: tile.cast %f32 {rounding = "rna"} : !tile.tile<16x16xf32> -> !tile.tile<16x16xtf32>
-  %c = tile.cast %f32 {rounding = "rna"} : !tile.tile<16x16xf32> -> !tile.tile<16x16xtf32>
+  // CHECK: tile.cast %f32 {rounding = #tile<rounding rna>} : !tile.tile<16x16xf32> -> !tile.tile<16x16xtf32>
+  %c = tile.cast %f32 {rounding = #tile<rounding rna>} : !tile.tile<16x16xf32> -> !tile.tile<16x16xtf32>
   func.return
 }
 
@@ -80,8 +80,8 @@ func.func @integer_and_bits(%a8: memref<16x32xsi8>, %b8: memref<32x8xui8>, %a1: 
   %r = tile.matmul %ta, %tb {satfinite} : !tile.tile<16x32xsi8>, !tile.tile<32x8xui8> -> !tile.tile<16x8xsi32>
   %x = tile.load %a1[0, 0] : memref<16x256xi1> -> !tile.tile<16x256xi1>
   %y = tile.load %b1[0, 0] : memref<256x8xi1> -> !tile.tile<256x8xi1>
-  // CHECK: tile.mma %x, %y, %r {popc = "xor"}
-  %p = tile.mma %x, %y, %r {popc = "xor"} : !tile.tile<16x256xi1>, !tile.tile<256x8xi1>, !tile.tile<16x8xsi32> -> !tile.tile<16x8xsi32>
+  // CHECK: tile.mma %x, %y, %r {popc = #tile<popc xor>}
+  %p = tile.mma %x, %y, %r {popc = #tile<popc xor>} : !tile.tile<16x256xi1>, !tile.tile<256x8xi1>, !tile.tile<16x8xsi32> -> !tile.tile<16x8xsi32>
   tile.store %p, %c[0, 0] : !tile.tile<16x8xsi32>, memref<16x8xsi32>
   func.return
 }
