@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from benchmarks.gemm_bench import FAMILIES, compile_options, tilemma_ir, tilemma_kernel
-from tilemma.compiler.ptxas import assemble, run_ptxas
+from tilemma.compiler.ptxas import assemble, find_cuda_tool, run_ptxas
 
 OPCODES = ("HMMA", "IMMA", "DMMA", "LDSM", "LDGSTS", "LDG", "STS", "LDS", "STG", "BAR")
 # An instruction line of cuobjdump -sass: /*0a30*/ [@[!]P3] OPCODE.MODIFIERS operands ;
@@ -59,22 +58,7 @@ def sass_counts(sass: str) -> Counter:
 
 def find_cuobjdump() -> str | None:
     """$CUOBJDUMP, then PATH, then the `nvidia-cuda-cuobjdump` wheel's copy."""
-    explicit = os.environ.get("CUOBJDUMP")
-    if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    try:
-        import nvidia  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    for base in nvidia.__path__:
-        for sub in sorted(os.listdir(base)):
-            candidate = os.path.join(base, sub, "bin", "cuobjdump")
-            if os.access(candidate, os.X_OK):
-                return candidate
-    return None
+    return find_cuda_tool("cuobjdump")
 
 
 def disassemble(cubin: bytes) -> str:

@@ -26,23 +26,41 @@ def f64_literal(value: float) -> str:
     return "0d" + struct.pack(">d", value).hex().upper()
 
 
-class PtxBuilder:
+class RegisterFile:
+    """Names of one kernel's registers, one bank per PTX register type, and its labels."""
+
     def __init__(self) -> None:
-        self.ops: list = []
         self.counts = dict.fromkeys(BANKS, 0)
-        self._labels = 0
+        self.labels = 0
 
     def reg(self, bank: str) -> str:
         name = f"{BANKS[bank]}{self.counts[bank]}"
         self.counts[bank] += 1
         return name
 
+    def label(self, stem: str) -> str:
+        self.labels += 1
+        return f"${stem}_{self.labels}"
+
+    def declarations(self) -> list[ptx.RegOp]:
+        return [ptx.RegOp(t, BANKS[t], n) for t, n in self.counts.items() if n]
+
+
+class PtxBuilder:
+    """A whole kernel body written by hand (the probes and tests): a register file plus the ops."""
+
+    def __init__(self) -> None:
+        self.ops: list = []
+        self.file = RegisterFile()
+
+    def reg(self, bank: str) -> str:
+        return self.file.reg(bank)
+
     def regs(self, bank: str, n: int) -> list[str]:
         return [self.reg(bank) for _ in range(n)]
 
     def label(self, stem: str) -> str:
-        self._labels += 1
-        return f"${stem}_{self._labels}"
+        return self.file.label(stem)
 
     def emit(self, opcode: str, *args: str | int, guard: str | None = None) -> None:
         self.ops.append(ptx.InstOp(opcode, [str(a) for a in args], guard))
@@ -77,6 +95,5 @@ class PtxBuilder:
         return r
 
     def entry(self, name: str, params: Sequence[str], max_threads: int | None = None) -> ptx.EntryOp:
-        decls = [ptx.RegOp(t, BANKS[t], n) for t, n in self.counts.items() if n]
-        body = Region(Block([*decls, *self.ops]))
+        body = Region(Block([*self.file.declarations(), *self.ops]))
         return ptx.EntryOp(name, params, body, max_threads)

@@ -30,24 +30,30 @@ class PtxasError(Exception):
         super().__init__("\n".join(lines))
 
 
-def find_ptxas() -> str | None:
-    """Path of ptxas: $PTXAS, then PATH, then the `nvidia-cuda-nvcc` wheel's copy."""
-    explicit = os.environ.get("PTXAS")
+def find_cuda_tool(name: str) -> str | None:
+    """Path of a CUDA command-line tool: $NAME (upper case), then PATH, then a pip wheel's copy
+    (`nvidia-cuda-nvcc` ships ptxas, `nvidia-cuda-cuobjdump` cuobjdump, under nvidia/*/bin)."""
+    explicit = os.environ.get(name.upper())
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else None
-    found = shutil.which("ptxas")
+    found = shutil.which(name)
     if found:
         return found
-    try:  # pip install nvidia-cuda-nvcc ships ptxas inside the package
-        import nvidia.cuda_nvcc as nvcc  # type: ignore[import-not-found]
-
-        for base in nvcc.__path__:
-            candidate = os.path.join(base, "bin", "ptxas")
+    try:
+        import nvidia  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    for base in nvidia.__path__:
+        for sub in sorted(os.listdir(base)):
+            candidate = os.path.join(base, sub, "bin", name)
             if os.access(candidate, os.X_OK):
                 return candidate
-    except ImportError:
-        pass
     return None
+
+
+def find_ptxas() -> str | None:
+    """Path of ptxas: $PTXAS, then PATH, then the `nvidia-cuda-nvcc` wheel's copy."""
+    return find_cuda_tool("ptxas")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     BFloat16Type,
     DenseArrayBase,
-    DictionaryAttr,
     Float4E2M1FNType,
     Float6E2M3FNType,
     Float6E3M2FNType,

@@ -23,7 +23,6 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     FloatAttr,
     IndexType,
-    IntAttr,
     IntegerAttr,
     MemRefType,
     StringAttr,
@@ -657,12 +656,16 @@ class LdMatrixOp(IRDLOperation):
             raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4")
 
 
+def swizzle_phases(row_bytes: int) -> tuple[int, int]:
+    """(rows per 128-byte line, number of phases) of the granule swizzle for `row_bytes` rows."""
+    return max(1, 128 // row_bytes), min(8, row_bytes // 16)
+
+
 def swizzle_granule(row, granule, row_bytes: int):
     """The 16-byte granule where (row, granule) of a buffer with `row_bytes`-byte rows is kept:
     granules XORed with the row's position among the 8 rows that share the banks, so that 8
     rows read at one column (ldmatrix, and the copies) touch 8 different bank groups."""
-    per_line = max(1, 128 // row_bytes)
-    period = min(8, row_bytes // 16)
+    per_line, period = swizzle_phases(row_bytes)
     return granule ^ ((row // per_line) % period)
 
 
@@ -671,8 +674,6 @@ def _element_name(t: Attribute) -> str:
 
     return element_name(t)
 
-
-ROLES = ("a", "b", "c", "d", "scale_a", "scale_b", "sparsity_error")
 
 Warp = Dialect(
     "warp",

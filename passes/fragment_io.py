@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilemma.compiler import fragments
-from tilemma.compiler.ptx_builder import BANKS, f32_literal, f64_literal
+from tilemma.compiler.ptx_builder import RegisterFile, f32_literal, f64_literal
 from tilemma.dialects import ptx, tile
 
 # Load/store opcode suffix of a whole element in memory, by storage bits.
@@ -26,27 +26,6 @@ MEM_SUFFIX = {64: "f64", 32: "b32", 16: "u16", 8: "u8"}
 # 2..5 (shifted left by 2); e3m2 and e2m3 in bits 0..5 (as stored).
 CONTAINER_SHIFT = {"e2m1": 2}
 U32_MAX = (1 << 32) - 1
-
-
-class RegisterFile:
-    """Names of one kernel's registers, one bank per PTX register type (`%r` .b32, `%rd` .b64,
-    `%f` .f32, `%fd` .f64, `%p` .pred), and its labels."""
-
-    def __init__(self) -> None:
-        self.counts = dict.fromkeys(BANKS, 0)
-        self.labels = 0
-
-    def reg(self, bank: str) -> str:
-        name = f"{BANKS[bank]}{self.counts[bank]}"
-        self.counts[bank] += 1
-        return name
-
-    def label(self, stem: str) -> str:
-        self.labels += 1
-        return f"${stem}_{self.labels}"
-
-    def declarations(self) -> list[ptx.RegOp]:
-        return [ptx.RegOp(t, BANKS[t], n) for t, n in self.counts.items() if n]
 
 
 class Emitter:
@@ -288,10 +267,3 @@ def splat_literal(value: float | int, ctype: str) -> str:
         h = int(np.array(value, dtype=np.float16).view(np.uint16))
         return str(h | (h << 16))
     return str(int(value))
-
-
-def bank_of(ptx_type: str, reg_bits: int) -> str:
-    """Register bank of a fragment register: f32/f64 accumulators float, 64-bit f64, else .b32."""
-    if ptx_type in ("f32", "f64") or reg_bits == 64:
-        return "f64" if reg_bits == 64 else ("f32" if ptx_type == "f32" else "b32")
-    return "b32"

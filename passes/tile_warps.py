@@ -29,7 +29,6 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     Signedness,
     StringAttr,
-    UnitAttr,
     f64,
     i64,
 )
@@ -38,7 +37,6 @@ from xdsl.passes import ModulePass
 
 from tilemma.compiler import configs
 from tilemma.compiler.mma_layouts import instruction_layouts
-from tilemma.compiler import sparse_fragments
 from tilemma.dialects import tile, warp
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.gemm_kernel import read_kernel
@@ -283,7 +281,7 @@ class _Distribute:
     # -- the kernel -----------------------------------------------------------------------
 
     def run(self) -> None:
-        g, t, v, mma = self.g, self.t, self.variant, self.mma
+        g, t, mma = self.g, self.t, self.mma
         kernel = self.kernel
         args = list(kernel.body.block.args)
         roles: dict[SSAValue, list[str]] = {a: [] for a in args}

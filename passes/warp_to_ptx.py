@@ -31,6 +31,7 @@ from xdsl.rewriter import InsertPoint
 
 from tilemma.compiler import fragments, scale_fragments
 from tilemma.compiler.mma_layouts import instruction_layouts
+from tilemma.compiler.ptx_builder import BANKS, RegisterFile
 from tilemma.dialects import ptx, tile, warp
 from tilemma.dialects.tile import element_name
 from tilemma.passes import fragment_io as fio
@@ -48,7 +49,7 @@ SHARED_SYMBOL = "smem"  # the kernel's dynamic shared memory (.extern .shared)
 
 @dataclass
 class _Kernel:
-    regs: fio.RegisterFile
+    regs: RegisterFile
     lane: str
     shared_bytes: int = 0
 
@@ -210,7 +211,7 @@ class LowerFor(RewritePattern):
             _finish(op, rewriter, e, inits)  # type: ignore[arg-type]
             return
         for dst, src in zip(loop.carried, inits):
-            _copy(e, dst, src, op)  # type: ignore[arg-type]
+            _copy(e, dst, src)  # type: ignore[arg-type]
         e.emit("mov.u32", loop.iv, lb)
         start = kernel.regs.label("k_loop")
         e.ops.append(ptx.LabelOp(start))
@@ -219,7 +220,7 @@ class LowerFor(RewritePattern):
         rewriter.inline_block(body, InsertPoint.before(op))
         tail = fio.Emitter(kernel.regs)
         for dst, src in zip(loop.carried, yielded):
-            _copy(tail, dst, src, op)  # type: ignore[arg-type]
+            _copy(tail, dst, src)  # type: ignore[arg-type]
         more = tail.reg("pred")
         tail.emit("add.u32", loop.iv, loop.iv, step)
         tail.emit("setp.lt.u32", more, loop.iv, ub)
@@ -227,14 +228,14 @@ class LowerFor(RewritePattern):
         _finish(op, rewriter, tail, loop.carried)
 
 
-def _copy(e: fio.Emitter, dst: list[str], src: list[str], op: Operation) -> None:
+def _copy(e: fio.Emitter, dst: list[str], src: list[str]) -> None:
     for d, s in zip(dst, src):
         if d != s:
             e.emit(f"mov.{_bank_name(d)}", d, s)
 
 
 def _bank_name(register: str) -> str:
-    for bank, prefix in sorted(fio.BANKS.items(), key=lambda kv: -len(kv[1])):
+    for bank, prefix in sorted(BANKS.items(), key=lambda kv: -len(kv[1])):
         if register.startswith(prefix):
             return bank
     raise AssertionError(register)
@@ -522,9 +523,8 @@ def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row
     """Shared address of (stage, row, byte column), with the granule swizzle if asked."""
     # the part that does not depend on the stage first (loop-invariant where row and column are)
     offset = e.reg("b32")
-    if swizzle:
-        per_line = max(1, 128 // row_bytes)
-        period = min(8, row_bytes // 16)
+    if swizzle:  # the emitted form of warp.swizzle_granule
+        per_line, period = warp.swizzle_phases(row_bytes)
         e.emit("shr.u32", offset, row, per_line.bit_length() - 1)
         e.emit("and.b32", offset, offset, period - 1)
         e.emit("shl.b32", offset, offset, 4)
@@ -635,7 +635,8 @@ class LowerLdMatrix(RewritePattern):
         esz, row_bytes, stage_bytes = _shared_geometry(ref)
         swizzle = op.swizzle is not None
         row_off, col_off = op.offset_values()
-        period_rows = max(1, 128 // row_bytes) * min(8, row_bytes // 16)
+        per_line, period = warp.swizzle_phases(row_bytes)
+        period_rows = per_line * period
         imm_rows = row_off if (not swizzle or row_off % period_rows == 0) else 0
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
@@ -731,7 +732,7 @@ class WarpToPtx(ModulePass):
     @staticmethod
     def _preamble(kernel: func.FuncOp) -> _Kernel:
         """Parameters into global pointers, and the lane id: the registers every pattern uses."""
-        state = _Kernel(fio.RegisterFile(), "")
+        state = _Kernel(RegisterFile(), "")
         e = fio.Emitter(state.regs)
         block = kernel.body.block
         bound = []
@@ -753,7 +754,6 @@ class WarpToPtx(ModulePass):
             f"warps {wm}x{wn}, warp tile {rm}x{rn} instructions"
             + (f", {stages} shared-memory stages of K {stage_k}" if stages else "")
         ))
-        Block.insert_ops_before  # (documentation aid for readers: ops go before the first op)
         for new in [*e.ops, *bound]:
             block.insert_op_before(new, first)
         for arg, b in zip(list(block.args), bound):
