@@ -42,6 +42,7 @@ class Family:
     torch_in: str  # torch dtype of A and B
     torch_acc: str  # torch dtype of C and D (tilemma, Triton)
     sparse: bool = False  # A is 2:4 sparse (tilemma's tile.compress, checked)
+    b_col: bool = False  # tilemma's B is column-major (K-major), as cuBLAS's fast int8 path takes it
     triton_precision: str | None = None  # tl.dot input_precision (None: Triton's default)
 
     @property
@@ -58,7 +59,7 @@ FAMILIES: dict[str, Family] = {
     for f in (
         Family("f16", "f16", "f32", "float16", "float32"),
         Family("bf16", "bf16", "f32", "bfloat16", "float32"),
-        Family("s8", "si8", "si32", "int8", "int32"),
+        Family("s8", "si8", "si32", "int8", "int32", b_col=True),
         Family("tf32", "tf32", "f32", "float32", "float32", triton_precision="tf32"),
         Family("f64", "f64", "f64", "float64", "float64", triton_precision="ieee"),
         Family("sparse-f16", "f16", "f32", "float16", "float32", sparse=True),
@@ -131,7 +132,7 @@ def tilemma_ir(fam: Family, n: int) -> tuple[str, str]:
     """The tile IR text and kernel name of family `fam` at size n."""
     from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
 
-    spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse)
+    spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse, b_layout="col" if fam.b_col else "row")
     return str(gemm_module(spec)), spec.name
 
 
@@ -350,7 +351,8 @@ def tilemma_row(fam: Family, n: int, inp: dict, torch, deadline: float, sm: str,
         kernel = tilemma_kernel(text, name, compile_options(sm, **parse_config(config)))
         row.config = kernel.config
         d = torch.full_like(inp["c"], SENTINEL[fam.exact])
-        pointers = [inp["a"].data_ptr(), inp["b"].data_ptr(), inp["c"].data_ptr(), d.data_ptr()]
+        b = inp["b"].t().contiguous() if fam.b_col else inp["b"]  # the same matrix, stored K-major
+        pointers = [inp["a"].data_ptr(), b.data_ptr(), inp["c"].data_ptr(), d.data_ptr()]
         if fam.sparse:
             word = torch.full((1,), NO_ERROR_WORD, dtype=torch.int32, device="cuda")
             pointers.append(word.data_ptr())

@@ -63,7 +63,8 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         help="shared-memory stages of the staged schedule, 2..5; 0: fragments straight from global "
         "memory; -1 (default): staged wherever it applies (dense 16-bit with aligned rows)",
     )
-    p.add_argument("--stage-k", type=int, default=32, help="K of one shared-memory stage (16, 32, 64, 128)")
+    p.add_argument("--stage-k", type=int, default=0,
+                   help="K of one shared-memory stage (16, 32, 64, 128; default 0: 128 bytes, 64 16-bit or 128 8-bit elements)")
     p.add_argument("--tune-cache", help="tuning cache written by `tilemma tune` (default $TILEMMA_TUNE_CACHE)")
     p.add_argument("--no-swizzle", action="store_true",
                    help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")
@@ -79,7 +80,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
             args.m, args.n, args.k, args.a, args.b, args.acc, args.batch, args.bcast,
             args.satfinite, args.popc, args.shape, args.sparse_a is not None, args.prune,
             args.scale, args.scale_block,
-            args.sparse_a if args.sparse_a == "4:8" else None,
+            args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout,
         )
     )
     print(module)
@@ -217,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
         "4-bit integers); 4:8 asks for aligned pairs for e2m1 (the sparse mxf4 kinds)",
     )
     g.add_argument("--prune", action="store_true", help="with --sparse-a: keep the largest two")
+    g.add_argument("--b-layout", choices=("row", "col"), default="row",
+                   help="B's memory layout: row-major K x N (default) or column-major (K-major, "
+                   "strided<[1, K]>; what 8-bit operands need for the staged schedule)")
     g.add_argument("--scale", help="block scaling: scale type ue8m0 (f8E8M0FNU) or ue4m3")
     g.add_argument(
         "--scale-block", type=int, default=32, choices=(16, 32, 64),

@@ -20,34 +20,46 @@ class Config:
     warps: str
     warp_tile: str
     stages: int
-    stage_k: int = 32
+    stage_k: int = 64
 
     def __str__(self) -> str:
         return f"warps={self.warps} warp-tile={self.warp_tile} stages={self.stages} stage-k={self.stage_k}"
 
 
-# Candidates of the staged schedule (dense 16-bit operands); the first is the heuristic's choice
-# for large problems.
+# Candidates of the staged schedule per operand family; the first is the heuristic's choice for
+# large problems.
 CANDIDATES: dict[str, tuple[Config, ...]] = {
     "16bit": (
-        Config("2x2", "4x8", 4),
-        Config("2x2", "4x8", 3),
-        Config("2x4", "4x8", 3),
-        Config("2x4", "4x8", 4),
-        Config("4x2", "2x8", 4),
-        Config("2x2", "2x8", 4),
         Config("2x2", "4x8", 3, 64),
-        Config("2x4", "4x4", 4),
+        Config("2x2", "4x8", 4, 32),
+        Config("2x2", "4x8", 4, 64),
+        Config("2x2", "2x8", 3, 64),
+        Config("2x2", "2x8", 4, 32),
+        Config("2x4", "4x8", 3, 64),
+        Config("4x2", "2x8", 3, 64),
+        Config("2x4", "2x8", 4, 32),
+    ),
+    # 8-bit operands (B K-major): the same tiles, K twice as long per byte of shared memory
+    "8bit": (
+        Config("2x2", "4x8", 3, 128),
+        Config("2x2", "4x8", 4, 64),
+        Config("2x2", "4x8", 4, 128),
+        Config("2x2", "2x8", 3, 128),
+        Config("2x4", "4x8", 3, 128),
+        Config("4x2", "2x8", 3, 128),
     ),
 }
-STAGED_TYPES = ("f16", "bf16")
+FAMILY_TYPES = {"16bit": ("f16", "bf16"), "8bit": ("s8", "u8", "e4m3", "e5m2")}
+STAGED_TYPES = tuple(t for ts in FAMILY_TYPES.values() for t in ts)
 # Representative sizes (M = N = K) the tuner measures for each class.
 SIZE_CLASSES = {"small": 1024, "medium": 4096, "large": 8192}
 
 
 def family(atype: str, btype: str) -> str | None:
     """The candidate family of an operand type pair (None: no tunable configurations)."""
-    return "16bit" if atype == btype and atype in STAGED_TYPES else None
+    if atype != btype:
+        return None
+    return next((f for f, types in FAMILY_TYPES.items() if atype in types), None)
 
 
 def size_class(m: int, n: int, k: int, batch: int = 1) -> str:

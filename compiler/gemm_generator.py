@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.rewriter import InsertPoint
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp, StridedLayoutAttr
 from xdsl.ir import Block, Region, SSAValue
 
 from tilemma.dialects import tile
@@ -36,6 +36,7 @@ class GemmSpec:
     scale: str | None = None  # block scaling: scale type (ue8m0 / f8E8M0FNU, ue4m3)
     scale_block: int = 32  # with scale: elements of K per scale factor
     sparse_pattern: str | None = None  # with sparse_a: "4:8" for pair-wise e2m1 (mxf4 kinds)
+    b_layout: str = "row"  # "col": B is stored K-major (column-major, strided<[1, K]>)
 
     @property
     def name(self) -> str:
@@ -44,8 +45,9 @@ class GemmSpec:
         sparse = ("_pruned" if self.prune else "_sparse") if self.sparse_a else ""
         if self.scale:
             sparse += f"_scaled{self.scale_block}"
+        layout = "_bcol" if self.b_layout == "col" else ""
         return (
-            f"gemm{sparse}_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}_{self.acc_type}"
+            f"gemm{sparse}_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}{layout}_{self.acc_type}"
             f"{shape}"
         )
 
@@ -87,8 +89,14 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         shapes["sb"] = _shape(spec, blocks, spec.n, "b")
         types["sa"] = types["sb"] = tile.canonical_element(spec.scale)
 
+    if spec.b_layout not in ("row", "col"):
+        raise ValueError(f"--b-layout must be 'row' or 'col', got {spec.b_layout!r}")
+
     def memref(which: str) -> MemRefType:
         stored = tile.NO_STORAGE.get(types[which], types[which])
+        if which == "b" and spec.b_layout == "col":  # each column of the K x N matrix contiguous
+            strides = [1, spec.k] if spec.batch is None else [spec.k * spec.n, 1, spec.k]
+            return MemRefType(tile.element_type(stored), shapes[which], StridedLayoutAttr(strides, 0))
         return MemRefType(tile.element_type(stored), shapes[which])
 
     names = ("a", "b", "sa", "sb", "c", "d") if scaled else ("a", "b", "c", "d")

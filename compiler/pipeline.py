@@ -46,7 +46,7 @@ class CompileOptions:
     warp_tile: str = ""
     sparse_form: str = "ordered"
     stages: int = -1
-    stage_k: int = 32
+    stage_k: int = 0
     swizzle: bool = True
     tune_cache: str = field(default_factory=configs.default_cache)
 

@@ -32,7 +32,9 @@ def tune(types: list[str], classes: list[str], sm: str, cache: str, iters: int =
         if fam is None:
             raise ValueError(f"{t}: no tunable configurations (tunable: {', '.join(configs.STAGED_TYPES)})")
         good = []
-        check = GemmSpec(130, 72, 200, t, t, "f32")
+        acc = "s32" if t in ("s8", "u8") else "f32"
+        layout = "col" if fam == "8bit" else "row"  # 8-bit B is staged K-major
+        check = GemmSpec(130, 72, 200, t, t, acc, b_layout=layout)
         for cand in configs.CANDIDATES[fam]:
             [k] = compile_text(str(gemm_module(check)), check.name, _options(sm, cand))
             result = run_compiled(k, seed=1, on="gpu")
@@ -41,10 +43,10 @@ def tune(types: list[str], classes: list[str], sm: str, cache: str, iters: int =
                 good.append(cand)
         for cls in classes:
             n = configs.SIZE_CLASSES[cls]
-            spec = GemmSpec(n, n, n, t, t, "f32")
+            spec = GemmSpec(n, n, n, t, t, acc, b_layout=layout)
             text = str(gemm_module(spec))
             rng = np.random.default_rng(0)
-            key = configs.cache_key(f"sm_{sm.removeprefix('sm_')}", t, t, "f32", cls)
+            key = configs.cache_key(f"sm_{sm.removeprefix('sm_')}", t, t, acc, cls)
             times: dict[str, float] = {}
             for cand in good:
                 [k] = compile_text(text, spec.name, _options(sm, cand))

@@ -560,8 +560,10 @@ def _shared_stage(ref: Attribute, what: str) -> MemRefType:
 class CopyAsyncOp(_WindowOp):
     """`warp.copy_async`: the whole CTA copies a rows x cols tile of a global window into one
     stage of a shared buffer, `vector` bytes per `cp.async`; elements outside the window's extent
-    are zero-filled (nothing is read there). `swizzle` XORs each row's 16-byte granules with the
-    row (see `swizzle_granule`); readers of the buffer must use the same."""
+    are zero-filled (nothing is read there). With `transpose` the stage holds the tile's
+    transpose (cols x rows), for a window whose columns are contiguous in memory (a K-major B):
+    each shared row is then one contiguous run of the window. `swizzle` XORs each shared row's
+    16-byte granules with the row (see `swizzle_granule`); readers of the buffer must use the same."""
 
     name = "warp.copy_async"
     ref = operand_def(MemRefType)
@@ -574,6 +576,7 @@ class CopyAsyncOp(_WindowOp):
     threads = prop_def(IntegerAttr)
     vector = prop_def(IntegerAttr)
     swizzle = opt_prop_def(UnitAttr)
+    transpose = opt_prop_def(UnitAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = (
@@ -581,12 +584,12 @@ class CopyAsyncOp(_WindowOp):
     )
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], dest: SSAValue, stage: SSAValue,
-                 window: Sequence[int], extent: Sequence[int], threads: int, vector: int):
-        super().__init__(
-            operands=[ref, indices, dest, stage],
-            properties={"window": _ints(window), "extent": _ints(extent),
-                        "threads": IntegerAttr(threads, i64), "vector": IntegerAttr(vector, i64)},
-        )
+                 window: Sequence[int], extent: Sequence[int], threads: int, vector: int, transpose: bool = False):
+        props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent),
+                                       "threads": IntegerAttr(threads, i64), "vector": IntegerAttr(vector, i64)}
+        if transpose:
+            props["transpose"] = UnitAttr()
+        super().__init__(operands=[ref, indices, dest, stage], properties=props)
 
     def verify_(self) -> None:
         self.verify_window(self.ref.type, self.indices)
@@ -620,9 +623,11 @@ class AsyncWaitOp(IRDLOperation):
 
 @irdl_op_definition
 class LdMatrixOp(IRDLOperation):
-    """`warp.ldmatrix`: 16-bit fragments read from stage `indices[0]` of a shared buffer at
-    (row, col) = indices[1:] + `offsets` (static): one A fragment (`ldmatrix .x4`), or one or two
-    B fragments from a K x N buffer (`.x2.trans`; `.x4.trans` for two side by side, n and n + 8).
+    """`warp.ldmatrix`: fragments of a dense mma with 16-byte K rows (16-bit m16n8k16, 8-bit
+    m16n8k32) read from stage `indices[0]` of a shared buffer at (row, col) = indices[1:] +
+    `offsets` (static): one A fragment from an M x K buffer (`ldmatrix .x4`), or one or two B
+    fragments (n and n + 8): from an N x K buffer (`.x2`/`.x4`), or with `trans` from a K x N one
+    (`.x2.trans`/`.x4.trans`: 16-bit elements only, since .trans moves 16-bit elements).
     Static offsets become immediates where the swizzle allows."""
 
     name = "warp.ldmatrix"
@@ -630,14 +635,18 @@ class LdMatrixOp(IRDLOperation):
     indices = var_operand_def(IndexType)
     offsets = prop_def(DenseArrayBase)
     swizzle = opt_prop_def(UnitAttr)
+    trans = opt_prop_def(UnitAttr)
     fragments = var_result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($fragments)"
 
-    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], offsets: Sequence[int], result: FragType, count: int = 1):
-        super().__init__(operands=[ref, indices], result_types=[[result] * count],
-                         properties={"offsets": _ints(offsets)})
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], offsets: Sequence[int], result: FragType,
+                 count: int = 1, trans: bool = False):
+        props: dict[str, Attribute] = {"offsets": _ints(offsets)}
+        if trans:
+            props["trans"] = UnitAttr()
+        super().__init__(operands=[ref, indices], result_types=[[result] * count], properties=props)
 
     def offset_values(self) -> tuple[int, int]:
         return tuple(self.offsets.get_values())  # type: ignore[return-value]
@@ -650,10 +659,25 @@ class LdMatrixOp(IRDLOperation):
             raise VerifyException("warp.ldmatrix: one or two fragments of one type")
         frag = _frag(self.fragments[0], "warp.ldmatrix result")
         v = frag.variant
-        if (v.m, v.n, v.k) != (16, 8, 16) or v.atype not in ("f16", "bf16") or v.sparse or frag.role not in (Operand.A, Operand.B):
-            raise VerifyException("warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 mma")
-        if frag.role == Operand.A and len(self.fragments) != 1:
-            raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4")
+        if (v.m, v.n, v.k) not in LDMATRIX_SHAPES or v.sparse or v.block_scale or frag.role not in (Operand.A, Operand.B):
+            raise VerifyException("warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 or 8-bit m16n8k32 mma")
+        bits = _element_bits(frag.element)
+        if LDMATRIX_SHAPES[(v.m, v.n, v.k)] != bits:
+            raise VerifyException(f"warp.ldmatrix: {v.m}x{v.n}x{v.k} fragments need {LDMATRIX_SHAPES[(v.m, v.n, v.k)]}-bit elements, not {bits}-bit")
+        if frag.role == Operand.A and (len(self.fragments) != 1 or self.trans is not None):
+            raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4, from an M x K buffer (no trans)")
+        if self.trans is not None and bits != 16:
+            raise VerifyException("warp.ldmatrix: trans moves 16-bit elements; 8-bit B needs an N x K buffer")
+
+
+# Dense shapes whose fragments are 16-byte K rows, ldmatrix's unit: (m, n, k) -> element bits.
+LDMATRIX_SHAPES = {(16, 8, 16): 16, (16, 8, 32): 8}
+
+
+def _element_bits(t: Attribute) -> int:
+    from tilemma.dialects.tile import element_bits
+
+    return element_bits(_element_name(t))
 
 
 def swizzle_phases(row_bytes: int) -> tuple[int, int]:

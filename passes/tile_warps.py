@@ -43,7 +43,9 @@ from tilemma.passes.gemm_kernel import read_kernel
 from tilemma.passes.sparse_a import NO_ERROR
 
 STAGES = (2, 3, 4, 5)
-DEFAULT_STAGES = 4
+DEFAULT_STAGES = 3
+STAGE_ROW_BYTES = 128  # K bytes per shared row when stage-k is automatic
+SHARED_LIMIT = 227 * 1024  # dynamic shared memory a CTA may have (sm_90; sm_80 has 163 KiB)
 MAX_THREADS = 1024  # per CTA, every target
 MAX_REGISTERS = 255  # per thread
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
@@ -89,7 +91,7 @@ class TileWarps(ModulePass):
     instructions per warp; default up to 2 x (32 / instruction N), or 4x8 when staged) and
     `stages` (the ring of shared-memory stages of the staged schedule, 2..5; 0: fragments straight
     from global memory; -1, the default: staged where it applies, see `stageable`) and `stage-k`
-    (K of one stage, default 32). When none of warps, warp-tile and stages is given, a
+    (K of one stage; 0, the default: 128 bytes of K). When none of warps, warp-tile and stages is given, a
     configuration in the tuning cache `tune-cache` (JSON, `compiler/configs.py`) wins."""
 
     name = "tile-tile-warps"
@@ -97,15 +99,15 @@ class TileWarps(ModulePass):
     warps: str = ""
     warp_tile: str = ""
     stages: int = -1
-    stage_k: int = 32
+    stage_k: int = 0
     tune_cache: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = _pair(self.warps, "warps"), _pair(self.warp_tile, "warp-tile")
         if self.stages not in (-1, 0, *STAGES):
             raise ValueError(f"tile-tile-warps: stages must be -1 (automatic), 0 (no shared memory) or 2..5, got {self.stages}")
-        if self.stage_k not in (16, 32, 64, 128):
-            raise ValueError(f"tile-tile-warps: stage-k must be 16, 32, 64 or 128, got {self.stage_k}")
+        if self.stage_k not in (0, 16, 32, 64, 128):
+            raise ValueError(f"tile-tile-warps: stage-k must be 0 (automatic), 16, 32, 64 or 128, got {self.stage_k}")
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             mmas = [o for o in kernel.walk() if isinstance(o, tile.MMA_OPS)]
             if not mmas:
@@ -167,28 +169,49 @@ ONE_WAVE = 120  # CTAs that keep most of a 132-SM H100 busy
 GROUP_M = 8  # CTA rows of tiles per group of the rasterized order (Triton's GROUP_SIZE_M)
 
 
-def copy_vector(mem) -> int:
-    """Bytes per cp.async for an operand: the widest of 16/8/4 that keeps every row of the
-    window aligned (0 when even 4 does not)."""
+def copy_vector(mem, k_major: bool = False) -> int:
+    """Bytes per cp.async for an operand: the widest of 16/8/4 that keeps every contiguous run
+    of the window (its rows; its columns for a K-major B) aligned (0 when even 4 does not)."""
     from math import gcd
 
     size = mem.bits // 8
-    g = gcd(mem.row_stride * size, mem.base * size, 16)
+    stride = mem.col_stride if k_major else mem.row_stride
+    g = gcd(stride * size, mem.base * size, 16)
     return g if g >= 4 else 0
 
 
+def b_k_major(mem) -> bool:
+    """Whether B is stored K-major (column-major K x N: each column contiguous)."""
+    return mem.row_stride == 1 and mem.col_stride != 1
+
+
+STAGED_ELEMENTS = {16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2")}
+
+
 def stageable(g, variant) -> str | None:
-    """Why a kernel cannot take the staged schedule (None if it can): 16-bit dense m16n8k16
-    operands read as stored, rows contiguous and aligned for cp.async."""
-    if (variant.m, variant.n, variant.k) != (16, 8, 16) or variant.sparse or variant.block_scale:
-        return f"staging covers dense m16n8k16, not {variant.shape}{' sparse' if variant.sparse else ''}"
-    if variant.atype not in ("f16", "bf16") or variant.btype != variant.atype:
-        return f"staging covers 16-bit (f16, bf16) operands, not {variant.atype} x {variant.btype}"
+    """Why a kernel cannot take the staged schedule (None if it can): a dense mma whose K rows
+    are 16 bytes (16-bit m16n8k16, 8-bit m16n8k32), operands read as stored; A with contiguous
+    K rows; B with contiguous N rows (16-bit only: ldmatrix .trans) or K-major; every run
+    aligned for cp.async."""
+    bits = warp.LDMATRIX_SHAPES.get((variant.m, variant.n, variant.k))
+    if bits is None or variant.sparse or variant.block_scale:
+        return f"staging covers dense m16n8k16 (16-bit) and m16n8k32 (8-bit), not {variant.shape}{' sparse' if variant.sparse else ''}"
+    if variant.atype not in STAGED_ELEMENTS[bits] or variant.btype not in STAGED_ELEMENTS[bits]:
+        return f"staging covers {', '.join(t for ts in STAGED_ELEMENTS.values() for t in ts)} operands, not {variant.atype} x {variant.btype}"
     for what, mem in (("A", g.a), ("B", g.b)):
-        if mem.casts or mem.col_stride != 1:
-            return f"{what} must be read as stored, with contiguous rows"
-        if not copy_vector(mem):
-            return f"{what}'s rows are not 4-byte aligned (row stride {mem.row_stride}, offset {mem.base} elements)"
+        if mem.casts:
+            return f"{what} must be read as stored"
+    if g.a.col_stride != 1:
+        return "A must have contiguous rows (K-major)"
+    k_major = b_k_major(g.b)
+    if not k_major and g.b.col_stride != 1:
+        return "B must have contiguous rows or columns"
+    if bits == 8 and not k_major:
+        return "8-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix moves 16-bit elements"
+    for what, mem, km in (("A", g.a, False), ("B", g.b, k_major)):
+        if not copy_vector(mem, km):
+            return (f"{what}'s {'columns' if km else 'rows'} are not 4-byte aligned (stride "
+                    f"{mem.col_stride if km else mem.row_stride}, offset {mem.base} elements)")
     if getattr(g.mma, "split_tf32", None) is not None:
         return "3xTF32 is not staged"
     return None
@@ -197,8 +220,7 @@ def stageable(g, variant) -> str | None:
 class _Distribute:
     """Rewrites one kernel's body (read with `read_kernel`, which reports what is unsupported)."""
 
-    def __init__(self, kernel: func.FuncOp, warps, warp_tile, stages: int = -1, stage_k: int = 32):
-        self.stage_k = stage_k
+    def __init__(self, kernel: func.FuncOp, warps, warp_tile, stages: int = -1, stage_k: int = 0):
         self.kernel, self.g = kernel, read_kernel(kernel)
         self.mma = self.g.mma
         self.variant_attr: warp.VariantAttr = self.mma.variant  # type: ignore[assignment]
@@ -215,6 +237,10 @@ class _Distribute:
         if stages > 0 and why_not:
             raise LoweringError(self.mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
         self.stages = 0 if (stages == 0 or why_not) else (stages if stages > 0 else DEFAULT_STAGES)
+        # automatic: 128 bytes of K per shared row (64 16-bit, 128 8-bit elements)
+        self.stage_k = stage_k = stage_k or STAGE_ROW_BYTES * 8 // (self.g.a.bits or 16)
+        if self.stages and stage_k % self.variant.k:
+            raise LoweringError(self.mma, f"stage-k {stage_k} is not a multiple of the instruction's K ({self.variant.k})")
         if self.stages and warp_tile is None:
             rm, rn = min(4, _ceil(g.m, 16)), min(8, _ceil(g.n, 8))
             wm, wn = warps or (2, 2)
@@ -229,6 +255,14 @@ class _Distribute:
                             (self.t.grid[0] * self.t.grid[1], 1, g.batch))
             if self.t.grid[0] > GRID_LIMITS[0]:
                 raise LoweringError(self.mma, f"{self.t.grid[0]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
+        if self.stages:
+            bm, bn = self.t.cta_tile
+            need = self.stages * self.stage_k * (bm * g.a.bits + bn * g.b.bits) // 8
+            if need > SHARED_LIMIT:
+                raise LoweringError(
+                    self.mma, f"{self.stages} stages of K {self.stage_k} with a {bm}x{bn} CTA tile need "
+                    f"{need} bytes of shared memory; a CTA has at most {SHARED_LIMIT}: use fewer stages or a smaller stage-k",
+                )
         self.ops: list[Operation] = []
         bm, bn = self.t.cta_tile
         self.m_exact, self.n_exact, self.k_exact = g.m % bm == 0, g.n % bn == 0, g.k % self.t.instr[2] == 0
@@ -334,10 +368,10 @@ class _Distribute:
             ]
 
         if self.stages:
-            loop = self.staged_loop(arg_of, roles, bz, accs, acc_frag)
+            results = self.staged_loop(arg_of, roles, bz, accs, acc_frag)
         else:
-            loop = self.simple_loop(arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero)
-        self.finish_body(kernel, new_body, args, roles, arg_of, bz, rows, cols, loop, check)
+            results = list(self.simple_loop(arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero).results)
+        self.finish_body(kernel, new_body, args, roles, arg_of, bz, rows, cols, results, check)
 
     def simple_loop(self, arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero):
         """The K loop with fragments straight from global memory, one instruction's K per
@@ -380,64 +414,121 @@ class _Distribute:
         return row, col
 
     def staged_loop(self, arg_of, roles, bz, accs, acc_frag):
-        """The K loop through a ring of shared-memory stages: the CTA copies A (BM x BK) and B
-        (BK x BN) tiles with cp.async, S-1 stages ahead of the stage the warps multiply
-        (prologue, then one stage per iteration; each iteration waits for its stage, syncs,
-        refills the stage freed by the previous iteration and reads its own with ldmatrix)."""
+        """The K loop through a ring of S shared-memory stages, software-pipelined twice over.
+        Copies: the CTA copies A (BM x BK) and B (BK x BN) tiles with cp.async, S-1 stages ahead
+        of the stage the warps multiply; a copy past K is skipped (`scf.if`), so the copies
+        that run never cross K where K is a multiple of BK. Fragments: double-buffered in
+        registers, the fragments of the next K step (the next stage's first, after its wait and
+        barrier) are read with ldmatrix before the mmas of this one, and travel as loop-carried
+        values; the last stage is peeled so that nothing past K is read."""
         g, t, S = self.g, self.t, self.stages
-        rm, rn = t.warp_tile
         bm, bn = t.cta_tile
         bk = self.stage_k
-        element = g.a.stored
-        elem_type = tile.element_type(element)
-        shared = [MemRefType(elem_type, [S, bm, bk], memory_space=IntegerAttr(warp.SHARED, i64)),
-                  MemRefType(elem_type, [S, bk, bn], memory_space=IntegerAttr(warp.SHARED, i64))]
-        s_a, s_b = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0] for ty in shared)
+        self.b_k_major = b_k_major(g.b)
+        space = IntegerAttr(warp.SHARED, i64)
+        shared = [MemRefType(tile.element_type(g.a.stored), [S, bm, bk], memory_space=space),
+                  MemRefType(tile.element_type(g.b.stored), [S, bn, bk] if self.b_k_major else [S, bk, bn],
+                             memory_space=space)]
+        self.s_a, self.s_b = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0] for ty in shared)
         (load_a, _), (load_b, _) = self.source(self.mma.lhs), self.source(self.mma.rhs)
         roles[load_a.source].append("a")
         roles[load_b.source].append("b")
+        k_exact = g.k % bk == 0
         win_a, ext_a = self.window(load_a)
         win_b, ext_b = self.window(load_b)
 
         def copy(k: SSAValue, stage: SSAValue) -> None:
-            self.add(warp.CopyAsyncOp(arg_of[load_a.source], [bz, self.cta_row, k], s_a, stage,
-                                      win_a, ext_a, t.threads, copy_vector(g.a)))
-            self.add(warp.CopyAsyncOp(arg_of[load_b.source], [bz, k, self.cta_col], s_b, stage,
-                                      win_b, ext_b, t.threads, copy_vector(g.b)))
-            self.add(warp.AsyncCommitOp())
+            self.bounded(warp.CopyAsyncOp(arg_of[load_a.source], [bz, self.cta_row, k], self.s_a, stage,
+                                          win_a, ext_a, t.threads, copy_vector(g.a)), self.m_exact, k_exact)
+            self.bounded(warp.CopyAsyncOp(arg_of[load_b.source], [bz, k, self.cta_col], self.s_b, stage,
+                                          win_b, ext_b, t.threads, copy_vector(g.b, self.b_k_major),
+                                          transpose=self.b_k_major), k_exact, self.n_exact)
 
-        for s in range(S - 1):
-            copy(self.const(s * bk), self.const(s))
         steps = _ceil(g.k, bk)
-        body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs))
-        kt, iters = body.args[0], list(body.args[1:])
-        outer, self.ops = self.ops, []
+        for s in range(S - 1):  # the prologue: stages that start past K stay empty
+            if s < steps:
+                copy(self.const(s * bk), self.const(s))
+            self.add(warp.AsyncCommitOp())
         self.add(warp.AsyncWaitOp(S - 2))
         self.add(gpu.BarrierOp())
-        ahead = self.plus(kt, S - 1)
-        copy(self.add(arith.MuliOp(ahead, self.const(bk))).results[0],
-             self.add(arith.RemUIOp(ahead, self.const(S))).results[0])
-        stage = self.add(arith.RemUIOp(kt, self.const(S))).results[0]
-        a_type, b_type = (self.frag(r, elem_type) for r in (warp.Operand.A, warp.Operand.B))
+        frags = self.stage_fragments(self.const(0), 0)
         zero = self.const(0)
-        b_cols = [self.plus(self.warp_col, j * 8) for j in range(0, rn, 2)]
-        for kk in range(0, bk, 16):
-            at = self.const(kk)
-            a = [self.add(warp.LdMatrixOp(s_a, [stage, self.warp_row, at], (i * 16, 0), a_type)).results[0]
-                 for i in range(rm)]
-            b = [f for j in range(0, rn, 2)  # .x4.trans: fragments j and j + 1 at once
-                 for f in self.add(warp.LdMatrixOp(s_b, [stage, zero, b_cols[j // 2]], (kk, 0), b_type,
-                                                   min(2, rn - j))).results]
-            iters = [self.add(warp.MmaOp(a[i], b[j], iters[i * rn + j])).results[0]
-                     for i in range(rm) for j in range(rn)]
-        self.add(scf.YieldOp(*iters))
-        body.add_ops(self.ops)
-        self.ops = outer
-        loop = self.add(scf.ForOp(self.const(0), self.const(steps), self.const(1), accs, body))
-        self.add(warp.AsyncWaitOp(0))  # the copies of stages past K land before the CTA ends
-        return loop
+        if steps > 1:
+            nf = len(frags)
+            body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs) + [f.type for f in frags])
+            kt, carried = body.args[0], list(body.args[1:])
+            outer, self.ops = self.ops, []
+            ahead = self.plus(kt, S - 1)
+            k_ahead = self.add(arith.MuliOp(ahead, self.const(bk))).results[0]
+            more = self.add(arith.CmpiOp(k_ahead, self.const(g.k), "ult")).results[0]
 
-    def finish_body(self, kernel, new_body, args, roles, arg_of, bz, rows, cols, loop, check) -> None:
+            def refill() -> None:
+                outer_ops, self.ops = self.ops, []
+                copy(k_ahead, self.add(arith.RemUIOp(ahead, self.const(S))).results[0])
+                self.add(scf.YieldOp())
+                then = self.ops
+                self.ops = outer_ops
+                self.add(scf.IfOp(more, [], then))
+                self.add(warp.AsyncCommitOp())
+
+            stage = self.add(arith.RemUIOp(kt, self.const(S))).results[0]
+            following = self.add(arith.RemUIOp(self.plus(kt, 1), self.const(S))).results[0]
+            accs_out, nxt = self.stage_steps(stage, following, carried[:len(accs)], carried[len(accs):], refill)
+            self.add(scf.YieldOp(*accs_out, *nxt))
+            body.add_ops(self.ops)
+            self.ops = outer
+            loop = self.add(scf.ForOp(zero, self.const(steps - 1), self.const(1), [*accs, *frags], body))
+            accs, frags = list(loop.results[:len(accs)]), list(loop.results[len(accs):])
+            assert len(frags) == nf
+        accs, _ = self.stage_steps(self.const((steps - 1) % S), None, accs, frags, None)
+        self.add(warp.AsyncWaitOp(0))  # nothing in flight when the CTA ends
+        return accs
+
+    def stage_fragments(self, stage: SSAValue, kk: int) -> list[SSAValue]:
+        """A and B fragments of K step `kk` of a stage: ldmatrix .x4 for A, B in pairs (.x4:
+        from an N x K buffer, or .trans from a K x N one)."""
+        rm, rn = self.t.warp_tile
+        a_type = self.frag(warp.Operand.A, tile.element_type(self.g.a.stored))
+        b_type = self.frag(warp.Operand.B, tile.element_type(self.g.b.stored))
+        at, zero = self.const(kk), self.const(0)
+        a = [self.add(warp.LdMatrixOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type)).results[0]
+             for i in range(rm)]
+        b = []
+        for j in range(0, rn, 2):
+            n = self.plus(self.warp_col, j * 8)
+            if self.b_k_major:
+                op = warp.LdMatrixOp(self.s_b, [stage, n, at], (0, 0), b_type, min(2, rn - j))
+            else:
+                op = warp.LdMatrixOp(self.s_b, [stage, zero, n], (kk, 0), b_type, min(2, rn - j), trans=True)
+            b += self.add(op).results
+        return [*a, *b]
+
+    def stage_steps(self, stage, following, accs, frags, refill):
+        """The mmas of one stage, K step by K step, each reading the next step's fragments
+        first (the next stage's, after waiting for it, when `following` is given; none after
+        the last stage). `refill` first issues the copies into the stage the previous
+        iteration freed (its reads all came before that iteration's barrier)."""
+        rm, rn = self.t.warp_tile
+        ki = self.t.instr[2]
+        steps = self.stage_k // ki
+        if refill is not None:
+            refill()
+        for s in range(steps):
+            if s + 1 < steps:
+                nxt = self.stage_fragments(stage, (s + 1) * ki)
+            elif following is not None:
+                self.add(warp.AsyncWaitOp(self.stages - 2))
+                self.add(gpu.BarrierOp())
+                nxt = self.stage_fragments(following, 0)
+            else:
+                nxt = []
+            a, b = frags[:rm], frags[rm:]
+            accs = [self.add(warp.MmaOp(a[i], b[j], accs[i * rn + j])).results[0]
+                    for i in range(rm) for j in range(rn)]
+            frags = nxt
+        return accs, frags
+
+    def finish_body(self, kernel, new_body, args, roles, arg_of, bz, rows, cols, results, check) -> None:
         """Store D; swap the body in; record the arguments' roles and the launch shape."""
         t = self.t
         rm, rn = t.warp_tile
@@ -448,7 +539,7 @@ class _Distribute:
         extent = (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
         for i in range(rm):
             for j in range(rn):
-                self.bounded(warp.StoreOp(loop.results[i * rn + j], arg_of[store.dest],
+                self.bounded(warp.StoreOp(results[i * rn + j], arg_of[store.dest],
                                           [bz, rows[i], cols[j]], window, extent), self.m_exact, self.n_exact)
         self.add(func.ReturnOp())
         new_body.add_ops(self.ops)

@@ -52,6 +52,24 @@ class _Kernel:
     regs: RegisterFile
     lane: str
     shared_bytes: int = 0
+    entry: Operation | None = None  # the last op of the preamble: thread-invariant code goes after it
+    hoisted: dict[tuple, list] = field(default_factory=dict)
+
+    def thread_invariant(self, key: tuple, build) -> list:
+        """Registers computed once at the kernel's entry by `build(emitter)` (shared by every op
+        asking with the same key): values that depend only on the thread index."""
+        if key not in self.hoisted:
+            e = fio.Emitter(self.regs)
+            self.hoisted[key] = build(e)
+            assert self.entry is not None
+            anchor = self.entry
+            block = anchor.parent_block()
+            assert block is not None
+            for o in e.ops:
+                block.insert_op_after(o, anchor)
+                anchor = o
+            self.entry = anchor
+        return self.hoisted[key]
 
 
 @dataclass
@@ -141,9 +159,16 @@ class LowerArith(RewritePattern):
             return
         e = fio.Emitter(self.state.kernel(op).regs)
         d = e.reg("b32")
+        if rhs.isdigit() and int(rhs) > 0 and int(rhs) & (int(rhs) - 1) == 0 and type(op) in _POW2:
+            opcode, rhs = _POW2[type(op)](int(rhs))  # unsigned division by 2^n: a shift or a mask
         e.emit(opcode, d, e.in_register(lhs), rhs)
         _finish(op, rewriter, e, [[d]])
 
+
+_POW2 = {
+    arith.DivUIOp: lambda v: ("shr.u32", str(v.bit_length() - 1)),
+    arith.RemUIOp: lambda v: ("and.b32", str(v - 1)),
+}
 
 _SPECIAL = {gpu.ThreadIdOp: "%tid", gpu.BlockIdOp: "%ctaid"}
 
@@ -226,6 +251,56 @@ class LowerFor(RewritePattern):
         tail.emit("setp.lt.u32", more, loop.iv, ub)
         tail.emit("bra.uni", start, guard=more)
         _finish(op, rewriter, tail, loop.carried)
+
+
+_CMPI = {"ult": "lt.u32", "ule": "le.u32", "ugt": "gt.u32", "uge": "ge.u32", "eq": "eq.u32", "ne": "ne.u32"}
+
+
+@dataclass
+class LowerCmpi(RewritePattern):
+    """`arith.cmpi` (unsigned, on index values) as a `setp` into a predicate register."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: arith.CmpiOp, rewriter: PatternRewriter) -> None:
+        lhs, rhs = reg(op.lhs), reg(op.rhs)
+        if lhs is None or rhs is None:
+            return
+        predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+        if predicate not in _CMPI:
+            raise LoweringError(op, f"warp-to-ptx: arith.cmpi {predicate} is not supported (unsigned index comparisons)")
+        e = fio.Emitter(self.state.kernel(op).regs)
+        p = e.reg("pred")
+        e.emit(f"setp.{_CMPI[predicate]}", p, e.in_register(lhs), rhs)
+        _finish(op, rewriter, e, [[p]])
+
+
+@dataclass
+class LowerIf(RewritePattern):
+    """`scf.if` without results or else branch, on a condition the whole CTA shares: a uniform
+    branch around the lowered body."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: scf.IfOp, rewriter: PatternRewriter) -> None:
+        if op.results or (op.false_region.blocks and len(op.false_region.block.ops) > 1):
+            raise LoweringError(op, "warp-to-ptx: scf.if with results or an else branch is not supported")
+        cond = reg(op.cond)
+        body = op.true_region.block
+        yield_op = body.last_op
+        if cond is None or any(not isinstance(o, _PTX_OPS) for o in body.ops if o is not yield_op):
+            return
+        kernel = self.state.kernel(op)
+        skip = kernel.regs.label("skip")
+        e = fio.Emitter(kernel.regs)
+        e.emit("bra.uni", skip, guard=f"!{cond}")
+        rewriter.insert(e.ops, InsertPoint.before(op))
+        if yield_op is not None:
+            rewriter.erase(yield_op)
+        rewriter.inline_block(body, InsertPoint.before(op))
+        rewriter.replace(op, ptx.LabelOp(skip), [])
 
 
 def _copy(e: fio.Emitter, dst: list[str], src: list[str]) -> None:
@@ -522,6 +597,15 @@ def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row
                     col_bytes: str, swizzle: bool) -> str:
     """Shared address of (stage, row, byte column), with the granule swizzle if asked."""
     # the part that does not depend on the stage first (loop-invariant where row and column are)
+    offset = _shared_offset(e, row, row_bytes, col_bytes, swizzle)
+    addr = e.reg("b32")
+    e.emit("mad.lo.u32", addr, e.in_register(stage), stage_bytes, base)
+    e.emit("add.u32", addr, addr, offset)
+    return addr
+
+
+def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swizzle: bool) -> str:
+    """Byte offset of (row, byte column) within a stage, swizzled if asked."""
     offset = e.reg("b32")
     if swizzle:  # the emitted form of warp.swizzle_granule
         per_line, period = warp.swizzle_phases(row_bytes)
@@ -532,17 +616,16 @@ def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row
     else:
         e.emit("mov.u32", offset, col_bytes)
     e.emit("mad.lo.u32", offset, row, row_bytes, offset)
-    addr = e.reg("b32")
-    e.emit("mad.lo.u32", addr, e.in_register(stage), stage_bytes, base)
-    e.emit("add.u32", addr, addr, offset)
-    return addr
+    return offset
 
 
 @dataclass
 class LowerCopyAsync(RewritePattern):
     """`warp.copy_async`: thread t copies chunks t, t + T, ... of the tile (row-major chunks of
-    `vector` bytes), each a `cp.async` whose source size is the part inside the window (0 past
-    its edge: nothing is read, the chunk is zero-filled)."""
+    `vector` bytes), each a `cp.async`. The address is the tile origin's (uniform: the only part
+    that moves with K) plus the thread's byte offset (loop-invariant), so the K loop advances
+    one pointer. Unless `in_bounds` says the tile lies inside the window, each chunk's source
+    size is the part inside the window (0 past its edge: nothing is read, it is zero-filled)."""
 
     state: LoweringState
 
@@ -554,49 +637,87 @@ class LowerCopyAsync(RewritePattern):
             return
         batch, row0, col0 = (x for x in idx)
         window = window_of(op)
+        # The shared rows run along the window's `outer` dimension, their contiguous chunks along
+        # `inner` (rows and columns of the window, swapped when the copy transposes).
+        t = op.transpose is not None
+        outer, inner = (2, 1) if t else (1, 2)
+        if window.strides[inner] != 1:
+            raise LoweringError(op, "warp.copy_async copies runs of contiguous elements: the window's "
+                                f"{'rows' if t else 'columns'} must have stride 1")
+        o0, i0 = (col0, row0) if t else (row0, col0)
+        o_in, i_in = window.in_bounds[outer - 1], window.in_bounds[inner - 1]
+        o_ext, i_ext = window.extent[outer], window.extent[inner]
         ref = op.dest.type
         assert isinstance(ref, MemRefType)
         esz, row_bytes, stage_bytes = _shared_geometry(ref)
-        _, rows, cols = ref.get_shape()
+        _, rows, _ = ref.get_shape()
         w = op.vector.value.data
         threads = op.threads.value.data
         per_row = row_bytes // w
         total = rows * per_row
         kernel = self.state.kernel(op)
+        row_step, swizzle = window.strides[outer] * esz, op.swizzle is not None
+        chunks = -(-total // threads)
+
+        def thread_parts(e: fio.Emitter) -> list:
+            """Per chunk: (guard, shared row, element in the row, global byte offset, shared byte offset)."""
+            tid = e.reg("b32")
+            e.emit("mov.u32", tid, "%tid.x")
+            parts = []
+            for i in range(chunks):
+                c = e.reg("b32")
+                e.emit("add.u32", c, tid, i * threads)
+                guard = None
+                if (i + 1) * threads > total:
+                    guard = e.reg("pred")
+                    e.emit("setp.lt.u32", guard, c, total)
+                row, vec, col, col_bytes = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
+                e.emit("div.u32", row, c, per_row)
+                e.emit("rem.u32", vec, c, per_row)
+                e.emit("mul.lo.u32", col, vec, w // esz)
+                e.emit("mul.lo.u32", col_bytes, vec, w)
+                offset, col64 = e.reg("b64"), e.reg("b64")
+                fio._mul_wide(e, offset, row, row_step)
+                e.emit("cvt.u64.u32", col64, col_bytes)
+                e.emit("add.s64", offset, offset, col64)
+                parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle)))
+            return parts
+
+        parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle), thread_parts)
         e = fio.Emitter(kernel.regs)
-        tid = e.reg("b32")
-        e.emit("mov.u32", tid, "%tid.x")
-        _, ext_rows, ext_cols = window.extent
-        for i in range(-(-total // threads)):
-            c = e.reg("b32")
-            e.emit("add.u32", c, tid, i * threads)
-            guard = None
-            if (i + 1) * threads > total:
-                guard = e.reg("pred")
-                e.emit("setp.lt.u32", guard, c, total)
-            row, vec = e.reg("b32"), e.reg("b32")
-            e.emit("div.u32", row, c, per_row)
-            e.emit("rem.u32", vec, c, per_row)
-            grow, gcol = e.reg("b32"), e.reg("b32")
-            e.emit("add.u32", grow, row, e.in_register(row0))  # type: ignore[arg-type]
-            e.emit("mad.lo.u32", gcol, vec, w // esz, e.in_register(col0))  # type: ignore[arg-type]
-            # bytes inside the window: clamp((cols - gcol) * esz, 0, w), 0 on rows past the edge
-            size, inside = e.reg("b32"), e.reg("pred")
-            e.emit("sub.s32", size, ext_cols, gcol)
-            e.emit("mul.lo.s32", size, size, esz)
-            e.emit("min.s32", size, size, w)
-            e.emit("max.s32", size, size, 0)
-            e.emit("setp.lt.u32", inside, grow, ext_rows)
-            e.emit("selp.b32", size, size, 0, inside)
-            acc = fio.open_access(e, window, ptr, batch, grow, gcol)  # type: ignore[arg-type]
-            some = e.reg("pred")
-            e.emit("setp.ne.u32", some, size, 0)
-            e.emit("selp.b64", acc.ptr, acc.ptr, ptr, some)  # nothing is read: any valid address
-            col_bytes = e.reg("b32")
-            e.emit("mul.lo.u32", col_bytes, vec, w)
-            addr = _shared_address(e, dst, stage, stage_bytes, row, row_bytes, col_bytes, op.swizzle is not None)
+        origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
+        stage_base = e.reg("b32")
+        e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
+        for guard, row, col, offset, shared_offset in parts:
+            src = e.reg("b64")
+            e.emit("add.s64", src, origin.ptr, offset)
+            size: str | int = w
+            if not (o_in and i_in):
+                # bytes inside the window: clamp((inner extent - index) * esz, 0, w), 0 on an
+                # outer index past the edge
+                size = e.reg("b32")
+                if i_in:
+                    e.emit("mov.u32", size, w)
+                else:
+                    index = e.reg("b32")
+                    e.emit("add.u32", index, col, e.in_register(i0))  # type: ignore[arg-type]
+                    e.emit("sub.s32", size, i_ext, index)
+                    e.emit("mul.lo.s32", size, size, esz)
+                    e.emit("min.s32", size, size, w)
+                    e.emit("max.s32", size, size, 0)
+                if not o_in:
+                    index, inside = e.reg("b32"), e.reg("pred")
+                    e.emit("add.u32", index, row, e.in_register(o0))  # type: ignore[arg-type]
+                    e.emit("setp.lt.u32", inside, index, o_ext)
+                    e.emit("selp.b32", size, size, 0, inside)
+                some = e.reg("pred")
+                e.emit("setp.ne.u32", some, size, 0)
+                e.emit("selp.b64", src, src, ptr, some)  # nothing is read: any valid address
+            addr = e.reg("b32")
+            e.emit("add.u32", addr, stage_base, shared_offset)
             kind = "cg" if w == 16 else "ca"
-            e.emit(f"cp.async.{kind}.shared.global", f"[{addr}]", f"[{acc.ptr}]", w, size, guard=guard)
+            sizes = (w,) if size == w else (w, size)
+            e.emit(f"cp.async.{kind}.shared.global", f"[{addr}]", f"[{src}]", *sizes, guard=guard)
         _finish(op, rewriter, e)
 
 
@@ -615,9 +736,11 @@ class LowerAsyncGroups(RewritePattern):
 
 @dataclass
 class LowerLdMatrix(RewritePattern):
-    """`warp.ldmatrix`: lanes 8q..8q+7 give the rows of 8x8 matrix q. A (x4): matrices at
-    (rows +0/+8) x (cols +0/+8), in a0..a3 order; B (.trans, K x N buffer): k rows +0/+8, and
-    for two fragments n +0/+8. A static row offset that keeps the swizzle phase is an immediate."""
+    """`warp.ldmatrix`: lanes 8q..8q+7 give the rows of 8x8 (16-byte) matrix q, in fragment
+    register order. A (x4, M x K buffer): rows +0/+8, then the K row's second 16 bytes; B from an
+    N x K buffer: the second 16 bytes, then n +8 for a second fragment (x4); B `trans` (K x N
+    buffer, 16-bit): k rows +0/+8, then n +8. A static row offset that keeps the swizzle phase
+    is an immediate."""
 
     state: LoweringState
 
@@ -641,18 +764,28 @@ class LowerLdMatrix(RewritePattern):
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
         lane = kernel.lane
-        row, half, col = e.reg("b32"), e.reg("b32"), e.reg("b32")
+        is_a, trans = frag.role == warp.Operand.A, op.trans is not None
+        wide = is_a or len(op.fragments) == 2
+        half_row = 16 // esz  # elements in 16 bytes: the second half of a K row
+        # (lane bit, step) of the row and of the column of a lane's matrix row
+        if is_a:
+            row_part, col_part = (3, 8), (4, half_row)
+        elif trans:
+            row_part, col_part = (3, 8), ((4, 8) if wide else None)
+        else:
+            row_part, col_part = ((4, 8) if wide else None), (3, half_row)
+        row, col = e.reg("b32"), e.reg("b32")
         e.emit("and.b32", row, lane, 7)
-        e.emit("bfe.u32", half, lane, 3, 1)
-        e.emit("mad.lo.u32", row, half, 8, row)
+        if row_part is not None:
+            bit = e.reg("b32")
+            e.emit("bfe.u32", bit, lane, row_part[0], 1)
+            e.emit("mad.lo.u32", row, bit, row_part[1], row)
         e.emit("add.u32", row, row, e.in_register(row0))  # type: ignore[arg-type]
         if row_off != imm_rows:
             e.emit("add.u32", row, row, row_off)
-        is_a = frag.role == warp.Operand.A
-        wide = is_a or len(op.fragments) == 2
-        if wide:  # matrices 2, 3: 8 columns on
-            e.emit("bfe.u32", col, lane, 4, 1)
-            e.emit("mad.lo.u32", col, col, 8, e.in_register(col0))  # type: ignore[arg-type]
+        if col_part is not None:
+            e.emit("bfe.u32", col, lane, col_part[0], 1)
+            e.emit("mad.lo.u32", col, col, col_part[1], e.in_register(col0))  # type: ignore[arg-type]
         else:
             e.emit("mov.u32", col, col0)
         if col_off:
@@ -660,7 +793,7 @@ class LowerLdMatrix(RewritePattern):
         e.emit("mul.lo.u32", col, col, esz)
         addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle)  # type: ignore[arg-type]
         out = e.reg_list("b32", 4 if wide else 2)
-        shape = "x4" if is_a else ("x4.trans" if wide else "x2.trans")
+        shape = ("x4" if wide else "x2") + (".trans" if trans else "")
         e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
                f"[{addr}+{imm_rows * row_bytes}]")
         _finish(op, rewriter, e, [out] if is_a else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
@@ -710,7 +843,7 @@ class WarpToPtx(ModulePass):
             state.kernels[k] = self._preamble(k)
         PatternRewriteWalker(
             GreedyRewritePatternApplier([
-                LowerConstant(), LowerArith(state), LowerId(state), LowerFor(state),
+                LowerConstant(), LowerArith(state), LowerCmpi(state), LowerId(state), LowerFor(state), LowerIf(state),
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
@@ -756,6 +889,7 @@ class WarpToPtx(ModulePass):
         ))
         for new in [*e.ops, *bound]:
             block.insert_op_before(new, first)
+        state.entry = e.ops[-1]
         for arg, b in zip(list(block.args), bound):
             arg.replace_all_uses_with(b.result)
         return state

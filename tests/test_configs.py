@@ -37,7 +37,7 @@ def test_cache_round_trip_and_use(tmp_path):
     assert _compile(spec, tune_cache=path).abi.config == str(chosen)
     # another class, another type, or a forced option: the cache does not apply
     assert _compile(GemmSpec(512, 512, 512, "bf16", "bf16", "f32"), tune_cache=path).abi.config != str(chosen)
-    assert _compile(spec, tune_cache=path, stages=2).abi.config.endswith("stages=2 stage-k=32")
+    assert _compile(spec, tune_cache=path, stages=2).abi.config.endswith("stages=2 stage-k=64")
 
 
 def test_malformed_cache_is_an_error(tmp_path):

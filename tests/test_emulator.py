@@ -94,7 +94,7 @@ def test_emulator_catches_a_wrong_kernel():
     "edit,message",
     [
         # one group fewer waited for: the stage about to be read still has copies in flight
-        (("cp.async.wait_group 2;", "cp.async.wait_group 3;"), "cp.async in flight"),
+        (("cp.async.wait_group 1;", "cp.async.wait_group 2;"), "cp.async in flight"),
         # no barrier between this iteration's ldmatrix reads and the next one's refill
         (("bar.sync 0;", "// bar.sync 0;"), "race"),
         # a broken swizzle (or for xor) sends two threads' copies to one place

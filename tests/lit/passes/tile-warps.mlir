@@ -69,23 +69,37 @@ func.func @sparse(%a: memref<32x64xf16>, %b: memref<64x16xf16>, %d: memref<32x16
 
 // -----
 // Dense f16 with aligned rows takes the staged schedule (512^3 leaves SMs idle with 128x128 CTAs:
-// the CTA is 64x128): two shared rings (memory space 3), the
-// prologue fills stages - 1 of them with CTA-wide cp.async copies, each iteration waits for its
-// stage, syncs, refills the stage freed last time and reads fragments with ldmatrix (B two at a
-// time, .x4.trans); warp-swizzle-shared marks every access of both buffers.
+// the CTA is 64x128): two shared rings (memory space 3) of 3 stages of K 64; the prologue fills
+// 2 of them with CTA-wide cp.async copies (in_bounds: 512 is a multiple of the tiles), waits for
+// the first and reads its first fragments with ldmatrix (B two at a time, .x4.trans). Each
+// iteration carries the accumulators and those fragments: it refills the stage freed last time
+// (only while that stage starts before K: scf.if), then, K step by K step, reads the next step's
+// fragments before the mmas of this one; the last step first waits for the next stage and syncs.
+// The last stage is peeled (no refill, no read past K); nothing is in flight at the end.
 // CHECK-LABEL: func.func @staged
-// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 2, 8, 4, 32>
-// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x64x32xf16, 3 : i64>
-// CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x32x128xf16, 3 : i64>
-// CHECK-COUNT-3: warp.async_commit
-// CHECK:       scf.for
-// CHECK:         warp.async_wait {pending = 2 : i64}
+// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 2, 8, 3, 64>
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x64xf16, 3 : i64>
+// CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x128xf16, 3 : i64>
+// CHECK:       warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}threads = 128 : i64, vector = 16 : i64, in_bounds = array<i64: 1, 1>}
+// CHECK-COUNT-2: warp.async_commit
+// CHECK:       warp.async_wait {pending = 1 : i64}
+// CHECK-NEXT:  "gpu.barrier"()
+// CHECK:       %[[A0:.*]] = warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<3x64x64xf16, 3 : i64> -> !warp.frag<a, f16,
+// CHECK:       warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, trans} : memref<3x64x128xf16, 3 : i64> -> !warp.frag<b, f16, {{.*}}>, !warp.frag<b, f16,
+// CHECK:       scf.for %[[KT:.*]] = {{.*}} iter_args({{.*}}, %[[A:.*]] = %[[A0]],
+// CHECK:         %[[MORE:.*]] = arith.cmpi ult, {{.*}}, %{{.*}} : index
+// CHECK:         scf.if %[[MORE]] {
+// CHECK:           warp.copy_async %a
+// CHECK-NEXT:      warp.copy_async %b
+// CHECK-NEXT:    }
+// CHECK-NEXT:    warp.async_commit
+// CHECK:         warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>}
+// CHECK:         warp.mma %[[A]], {{.*}}
+// CHECK:         warp.async_wait {pending = 1 : i64}
 // CHECK-NEXT:    "gpu.barrier"()
-// CHECK:         warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}threads = 128 : i64, vector = 16 : i64
-// CHECK:         warp.async_commit
-// CHECK:         warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<4x64x32xf16, 3 : i64> -> !warp.frag<a, f16,
-// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<4x32x128xf16, 3 : i64> -> !warp.frag<b, f16, {{.*}}>, !warp.frag<b, f16,
-// CHECK:         warp.mma
+// CHECK:         scf.yield
+// CHECK-NOT:     warp.copy_async
+// CHECK-COUNT-64: warp.mma
 // CHECK:       warp.async_wait {pending = 0 : i64}
 // SWZ-LABEL:   func.func @staged
 // SWZ-COUNT-4: warp.copy_async {{.*}}swizzle

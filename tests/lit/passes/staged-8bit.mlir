@@ -1,0 +1,41 @@
+// 8-bit operands take the staged schedule when B is K-major (column-major): its copies transpose
+// the K x N tile into an N x K stage (each shared row one contiguous run of a column of B), and
+// both operands' fragments are plain ldmatrix .x4 (ldmatrix's .trans moves 16-bit elements, so
+// a row-major 8-bit B cannot be staged: it is refused when stages are forced). stage-k is
+// automatic: 128 bytes of K per shared row. Stages that do not fit in shared memory are refused.
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{stages=3}' 2>&1 | filecheck %s --check-prefix=ROW
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=2x4 warp-tile=4x8 stages=5 stage-k=128}' 2>&1 | filecheck %s --check-prefix=BIG
+
+// CHECK-LABEL: func.func @s8_kmajor
+// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 4, 8, 3, 128>
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x128xsi8, 3 : i64>
+// CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x128xsi8, 3 : i64>
+// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}vector = 16 : i64, transpose, in_bounds = array<i64: 1, 1>}
+// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<3x128x128xsi8, 3 : i64> -> !warp.frag<a, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
+// CHECK:       warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<3x128x128xsi8, 3 : i64> -> !warp.frag<b, si8, {{.*}}>, !warp.frag<b, si8,
+// BIG:         staged-8bit.mlir:[[# @LINE + 6]]:3
+// BIG:         5 stages of K 128 with a 128x256 CTA tile need 245760 bytes of shared memory; a CTA has at most 232448
+func.func @s8_kmajor(%a: memref<2048x2048xsi8>, %b: memref<2048x2048xsi8, strided<[1, 2048]>>, %d: memref<2048x2048xsi32>) {
+  %ta = tile.load %a[0, 0] : memref<2048x2048xsi8> -> !tile.tile<2048x2048xsi8>
+  %tb = tile.load %b[0, 0] : memref<2048x2048xsi8, strided<[1, 2048]>> -> !tile.tile<2048x2048xsi8>
+  %z = tile.constant 0 : !tile.tile<2048x2048xsi32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<2048x2048xsi8>, !tile.tile<2048x2048xsi8>, !tile.tile<2048x2048xsi32> -> !tile.tile<2048x2048xsi32>
+  tile.store %td, %d[0, 0] : !tile.tile<2048x2048xsi32>, memref<2048x2048xsi32>
+  func.return
+}
+
+// -----
+// CHECK-LABEL: func.func @s8_rowmajor
+// CHECK-NOT:   memref.alloc
+// CHECK:       warp.load %b
+// ROW:         staged-8bit.mlir:[[# @LINE + 6]]:3
+// ROW:         stages=3: this kernel cannot be staged through shared memory: 8-bit B must be K-major
+func.func @s8_rowmajor(%a: memref<64x64xsi8>, %b: memref<64x64xsi8>, %d: memref<64x64xsi32>) {
+  %ta = tile.load %a[0, 0] : memref<64x64xsi8> -> !tile.tile<64x64xsi8>
+  %tb = tile.load %b[0, 0] : memref<64x64xsi8> -> !tile.tile<64x64xsi8>
+  %z = tile.constant 0 : !tile.tile<64x64xsi32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<64x64xsi8>, !tile.tile<64x64xsi8>, !tile.tile<64x64xsi32> -> !tile.tile<64x64xsi32>
+  tile.store %td, %d[0, 0] : !tile.tile<64x64xsi32>, memref<64x64xsi32>
+  func.return
+}

@@ -1,0 +1,58 @@
+// The staged schedule in PTX. Each thread's part of a copy (its chunk's row, column, global and
+// swizzled shared offsets) depends only on %tid.x: it is computed once, at the kernel's entry,
+// before any loop; in the K loop a copy is the tile origin (uniform) plus that offset. The
+// refill is a uniform branch around the copies (scf.if). Tiles inside the matrix copy whole
+// 16-byte chunks; at a ragged edge the source size is clamped (zero-fill, nothing read past it).
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
+
+// CHECK-LABEL: .entry exact(
+// CHECK:       mov.u32 %r0, %laneid;
+// CHECK-NEXT:  mov.u32 [[TID:%r[0-9]+]], %tid.x;
+// CHECK-NEXT:  add.u32 [[C:%r[0-9]+]], [[TID]], 0;
+// CHECK-NEXT:  div.u32 [[ROW:%r[0-9]+]], [[C]], 8;
+// CHECK:       mul.wide.u32 [[OFF:%rd[0-9]+]], [[ROW]], 1024;
+// CHECK-NOT:   $k_loop
+// CHECK:       cp.async.cg.shared.global [{{%r[0-9]+}}], [{{%rd[0-9]+}}], 16;
+// CHECK:       cp.async.wait_group 1;
+// CHECK-NEXT:  bar.sync 0;
+// CHECK:       $k_loop_{{[0-9]+}}:
+// CHECK:       setp.lt.u32 [[MORE:%p[0-9]+]], {{%r[0-9]+}}, 512;
+// CHECK:       @!{{%p[0-9]+}} bra.uni $skip_[[SKIP:[0-9]+]];
+// CHECK-NOT:   div.u32
+// CHECK:       add.s64 [[SRC:%rd[0-9]+]], {{%rd[0-9]+}}, [[OFF]];
+// CHECK-NEXT:  add.u32 [[DST:%r[0-9]+]], {{%r[0-9]+}}, {{%r[0-9]+}};
+// CHECK-NEXT:  cp.async.cg.shared.global [[[DST]]], [[[SRC]]], 16;
+// CHECK:       $skip_[[SKIP]]:
+// CHECK-NEXT:  cp.async.commit_group;
+// CHECK:       ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK:       mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
+// CHECK:       bra.uni $k_loop
+// CHECK:       cp.async.wait_group 0;
+func.func @exact(%a: memref<512x512xf16>, %b: memref<512x512xf16>, %d: memref<512x512xf32>) {
+  %ta = tile.load %a[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>
+  %tb = tile.load %b[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>
+  %z = tile.constant 0.0 : !tile.tile<512x512xf32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<512x512xf16>, !tile.tile<512x512xf16>, !tile.tile<512x512xf32> -> !tile.tile<512x512xf32>
+  tile.store %td, %d[0, 0] : !tile.tile<512x512xf32>, memref<512x512xf32>
+  func.return
+}
+
+// -----
+// CHECK-LABEL: .entry ragged(
+// CHECK:       $k_loop_{{[0-9]+}}:
+// CHECK:       setp.lt.u32 {{%p[0-9]+}}, {{%r[0-9]+}}, 200;
+// CHECK:       sub.s32 [[SIZE:%r[0-9]+]], 200, {{%r[0-9]+}};
+// CHECK-NEXT:  mul.lo.s32 [[SIZE]], [[SIZE]], 2;
+// CHECK-NEXT:  min.s32 [[SIZE]], [[SIZE]], 16;
+// CHECK-NEXT:  max.s32 [[SIZE]], [[SIZE]], 0;
+// CHECK:       setp.lt.u32 [[IN:%p[0-9]+]], {{%r[0-9]+}}, 130;
+// CHECK-NEXT:  selp.b32 [[SIZE]], [[SIZE]], 0, [[IN]];
+// CHECK:       cp.async.cg.shared.global [{{%r[0-9]+}}], [{{%rd[0-9]+}}], 16, [[SIZE]];
+func.func @ragged(%a: memref<130x200xf16>, %b: memref<200x72xf16>, %d: memref<130x72xf32>) {
+  %ta = tile.load %a[0, 0] : memref<130x200xf16> -> !tile.tile<130x200xf16>
+  %tb = tile.load %b[0, 0] : memref<200x72xf16> -> !tile.tile<200x72xf16>
+  %z = tile.constant 0.0 : !tile.tile<130x72xf32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<130x200xf16>, !tile.tile<200x72xf16>, !tile.tile<130x72xf32> -> !tile.tile<130x72xf32>
+  tile.store %td, %d[0, 0] : !tile.tile<130x72xf32>, memref<130x72xf32>
+  func.return
+}
