@@ -42,7 +42,7 @@ class Family:
     torch_in: str  # torch dtype of A and B
     torch_acc: str  # torch dtype of C and D (tilemma, Triton)
     sparse: bool = False  # A is 2:4 sparse (tilemma's tile.compress, checked)
-    b_col: bool = False  # tilemma's B is column-major (K-major), as cuBLAS's fast int8 path takes it
+    b_col: bool = False  # tilemma's B is column-major (K-major): what staging needs for 8/32-bit
     triton_precision: str | None = None  # tl.dot input_precision (None: Triton's default)
 
     @property
@@ -60,7 +60,7 @@ FAMILIES: dict[str, Family] = {
         Family("f16", "f16", "f32", "float16", "float32"),
         Family("bf16", "bf16", "f32", "bfloat16", "float32"),
         Family("s8", "si8", "si32", "int8", "int32", b_col=True),
-        Family("tf32", "tf32", "f32", "float32", "float32", triton_precision="tf32"),
+        Family("tf32", "tf32", "f32", "float32", "float32", triton_precision="tf32", b_col=True),
         Family("f64", "f64", "f64", "float64", "float64", triton_precision="ieee"),
         Family("sparse-f16", "f16", "f32", "float16", "float32", sparse=True),
     )

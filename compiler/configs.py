@@ -48,8 +48,17 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
         Config("2x4", "4x8", 3, 128),
         Config("4x2", "2x8", 3, 128),
     ),
+    # tf32 (f32 in memory, B K-major)
+    "32bit": (
+        Config("2x2", "4x8", 3, 32),
+        Config("2x2", "4x8", 4, 32),
+        Config("2x2", "4x8", 3, 64),
+        Config("2x2", "2x8", 4, 32),
+        Config("2x4", "4x8", 3, 32),
+        Config("4x2", "2x8", 3, 32),
+    ),
 }
-FAMILY_TYPES = {"16bit": ("f16", "bf16"), "8bit": ("s8", "u8", "e4m3", "e5m2")}
+FAMILY_TYPES = {"16bit": ("f16", "bf16"), "8bit": ("s8", "u8", "e4m3", "e5m2"), "32bit": ("tf32",)}
 STAGED_TYPES = tuple(t for ts in FAMILY_TYPES.values() for t in ts)
 # Representative sizes (M = N = K) the tuner measures for each class.
 SIZE_CLASSES = {"small": 1024, "medium": 4096, "large": 8192}

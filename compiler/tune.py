@@ -33,7 +33,7 @@ def tune(types: list[str], classes: list[str], sm: str, cache: str, iters: int =
             raise ValueError(f"{t}: no tunable configurations (tunable: {', '.join(configs.STAGED_TYPES)})")
         good = []
         acc = "s32" if t in ("s8", "u8") else "f32"
-        layout = "col" if fam == "8bit" else "row"  # 8-bit B is staged K-major
+        layout = "row" if fam == "16bit" else "col"  # 8- and 32-bit B are staged K-major
         check = GemmSpec(130, 72, 200, t, t, acc, b_layout=layout)
         for cand in configs.CANDIDATES[fam]:
             [k] = compile_text(str(gemm_module(check)), check.name, _options(sm, cand))

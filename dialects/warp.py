@@ -623,12 +623,13 @@ class AsyncWaitOp(IRDLOperation):
 
 @irdl_op_definition
 class LdMatrixOp(IRDLOperation):
-    """`warp.ldmatrix`: fragments of a dense mma with 16-byte K rows (16-bit m16n8k16, 8-bit
-    m16n8k32) read from stage `indices[0]` of a shared buffer at (row, col) = indices[1:] +
+    """`warp.ldmatrix`: fragments of a dense mma with 16-byte K rows (32-bit m16n8k8, 16-bit
+    m16n8k16, 8-bit m16n8k32) read from stage `indices[0]` of a shared buffer at (row, col) = indices[1:] +
     `offsets` (static): one A fragment from an M x K buffer (`ldmatrix .x4`), or one or two B
     fragments (n and n + 8): from an N x K buffer (`.x2`/`.x4`), or with `trans` from a K x N one
     (`.x2.trans`/`.x4.trans`: 16-bit elements only, since .trans moves 16-bit elements).
-    Static offsets become immediates where the swizzle allows."""
+    Static offsets become immediates where the swizzle allows; `rounding` reads an f32 buffer
+    as tf32 fragments (converted in registers)."""
 
     name = "warp.ldmatrix"
     ref = operand_def(MemRefType)
@@ -636,16 +637,21 @@ class LdMatrixOp(IRDLOperation):
     offsets = prop_def(DenseArrayBase)
     swizzle = opt_prop_def(UnitAttr)
     trans = opt_prop_def(UnitAttr)
+    rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
     fragments = var_result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($fragments)"
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], offsets: Sequence[int], result: FragType,
-                 count: int = 1, trans: bool = False):
+                 count: int = 1, trans: bool = False, rounding: str | None = None):
         props: dict[str, Attribute] = {"offsets": _ints(offsets)}
         if trans:
             props["trans"] = UnitAttr()
+        if rounding:
+            from tilemma.dialects.tile import Rounding, RoundingAttr
+
+            props["rounding"] = RoundingAttr(Rounding(rounding))
         super().__init__(operands=[ref, indices], result_types=[[result] * count], properties=props)
 
     def offset_values(self) -> tuple[int, int]:
@@ -667,11 +673,20 @@ class LdMatrixOp(IRDLOperation):
         if frag.role == Operand.A and (len(self.fragments) != 1 or self.trans is not None):
             raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4, from an M x K buffer (no trans)")
         if self.trans is not None and bits != 16:
-            raise VerifyException("warp.ldmatrix: trans moves 16-bit elements; 8-bit B needs an N x K buffer")
+            raise VerifyException("warp.ldmatrix: trans moves 16-bit elements; 8- and 32-bit B need an N x K buffer")
+        from tilemma.dialects.tile import RoundingAttr, element_name
+
+        stored = element_name(self.ref.type.element_type)  # type: ignore[union-attr]
+        element = element_name(frag.element)
+        if self.rounding is not None:
+            if not isinstance(self.rounding, RoundingAttr) or (stored, element) != ("f32", "tf32"):
+                raise VerifyException("warp.ldmatrix: rounding (a #tile<rounding ...>) reads an f32 buffer as tf32 fragments")
+        elif stored != element:
+            raise VerifyException(f"warp.ldmatrix: a {stored} buffer holds no {element} fragments")
 
 
 # Dense shapes whose fragments are 16-byte K rows, ldmatrix's unit: (m, n, k) -> element bits.
-LDMATRIX_SHAPES = {(16, 8, 16): 16, (16, 8, 32): 8}
+LDMATRIX_SHAPES = {(16, 8, 8): 32, (16, 8, 16): 16, (16, 8, 32): 8}
 
 
 def _element_bits(t: Attribute) -> int:

@@ -185,7 +185,7 @@ def b_k_major(mem) -> bool:
     return mem.row_stride == 1 and mem.col_stride != 1
 
 
-STAGED_ELEMENTS = {16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2")}
+STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2")}
 
 
 def stageable(g, variant) -> str | None:
@@ -199,15 +199,16 @@ def stageable(g, variant) -> str | None:
     if variant.atype not in STAGED_ELEMENTS[bits] or variant.btype not in STAGED_ELEMENTS[bits]:
         return f"staging covers {', '.join(t for ts in STAGED_ELEMENTS.values() for t in ts)} operands, not {variant.atype} x {variant.btype}"
     for what, mem in (("A", g.a), ("B", g.b)):
-        if mem.casts:
-            return f"{what} must be read as stored"
+        if mem.casts and [c[:2] for c in mem.casts] != [("f32", "tf32")]:
+            return f"{what} must be read as stored (or as f32 rounded to tf32)"
     if g.a.col_stride != 1:
         return "A must have contiguous rows (K-major)"
     k_major = b_k_major(g.b)
     if not k_major and g.b.col_stride != 1:
         return "B must have contiguous rows or columns"
-    if bits == 8 and not k_major:
-        return "8-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix moves 16-bit elements"
+    if bits != 16 and not k_major:
+        return (f"{bits}-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
+                f"transposes only 16-bit elements")
     for what, mem, km in (("A", g.a, False), ("B", g.b, k_major)):
         if not copy_vector(mem, km):
             return (f"{what}'s {'columns' if km else 'rows'} are not 4-byte aligned (stride "
@@ -488,16 +489,18 @@ class _Distribute:
         """A and B fragments of K step `kk` of a stage: ldmatrix .x4 for A, B in pairs (.x4:
         from an N x K buffer, or .trans from a K x N one)."""
         rm, rn = self.t.warp_tile
-        a_type = self.frag(warp.Operand.A, tile.element_type(self.g.a.stored))
-        b_type = self.frag(warp.Operand.B, tile.element_type(self.g.b.stored))
+        (_, a_round), (_, b_round) = self.source(self.mma.lhs), self.source(self.mma.rhs)
+        a_type = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
+        b_type = self.frag(warp.Operand.B, _operand_element(self.mma.rhs))
         at, zero = self.const(kk), self.const(0)
-        a = [self.add(warp.LdMatrixOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type)).results[0]
+        a = [self.add(warp.LdMatrixOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type,
+                                      rounding=a_round)).results[0]
              for i in range(rm)]
         b = []
         for j in range(0, rn, 2):
             n = self.plus(self.warp_col, j * 8)
             if self.b_k_major:
-                op = warp.LdMatrixOp(self.s_b, [stage, n, at], (0, 0), b_type, min(2, rn - j))
+                op = warp.LdMatrixOp(self.s_b, [stage, n, at], (0, 0), b_type, min(2, rn - j), rounding=b_round)
             else:
                 op = warp.LdMatrixOp(self.s_b, [stage, zero, n], (kk, 0), b_type, min(2, rn - j), trans=True)
             b += self.add(op).results

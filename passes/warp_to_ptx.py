@@ -796,6 +796,9 @@ class LowerLdMatrix(RewritePattern):
         shape = ("x4" if wide else "x2") + (".trans" if trans else "")
         e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
                f"[{addr}+{imm_rows * row_bytes}]")
+        if op.rounding is not None:  # f32 in shared memory, tf32 fragments
+            for r in out:
+                e.emit(f"cvt.{op.rounding.data.value}.tf32.f32", r, r)
         _finish(op, rewriter, e, [out] if is_a else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
 
 

@@ -39,3 +39,22 @@ func.func @s8_rowmajor(%a: memref<64x64xsi8>, %b: memref<64x64xsi8>, %d: memref<
   tile.store %td, %d[0, 0] : !tile.tile<64x64xsi32>, memref<64x64xsi32>
   func.return
 }
+
+// -----
+// tf32 (f32 in memory, tile.cast rna): a K-major B stages the same way; ldmatrix reads the f32
+// stage and rounds the fragments to tf32 in registers. 128 bytes of K: stage-k 32.
+// CHECK-LABEL: func.func @tf32_kmajor
+// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 4, 8, 3, 32>
+// CHECK:       warp.copy_async %b[{{.*}}] {{.*}}transpose
+// CHECK:       warp.ldmatrix {{.*}}rounding = #tile<rounding rna>{{.*}} : memref<3x128x32xf32, 3 : i64> -> !warp.frag<a, tf32, #warp.variant<m16n8k8, f32, tf32, tf32, f32>>
+// CHECK:       warp.ldmatrix {{.*}}rounding = #tile<rounding rna>{{.*}} : memref<3x128x32xf32, 3 : i64> -> !warp.frag<b, tf32, {{.*}}>, !warp.frag<b, tf32,
+func.func @tf32_kmajor(%a: memref<2048x2048xf32>, %b: memref<2048x2048xf32, strided<[1, 2048]>>, %d: memref<2048x2048xf32>) {
+  %la = tile.load %a[0, 0] : memref<2048x2048xf32> -> !tile.tile<2048x2048xf32>
+  %ta = tile.cast %la {rounding = #tile<rounding rna>} : !tile.tile<2048x2048xf32> -> !tile.tile<2048x2048xtf32>
+  %lb = tile.load %b[0, 0] : memref<2048x2048xf32, strided<[1, 2048]>> -> !tile.tile<2048x2048xf32>
+  %tb = tile.cast %lb {rounding = #tile<rounding rna>} : !tile.tile<2048x2048xf32> -> !tile.tile<2048x2048xtf32>
+  %z = tile.constant 0.0 : !tile.tile<2048x2048xf32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<2048x2048xtf32>, !tile.tile<2048x2048xtf32>, !tile.tile<2048x2048xf32> -> !tile.tile<2048x2048xf32>
+  tile.store %td, %d[0, 0] : !tile.tile<2048x2048xf32>, memref<2048x2048xf32>
+  func.return
+}

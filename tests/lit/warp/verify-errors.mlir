@@ -43,3 +43,35 @@ func.func @bad_window(%m: memref<16x16xf16>, %i: index) {
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
 // CHECK: warp.load: window has 1 entries for a rank-2 memref
 
+
+// -----
+func.func @ldmatrix_trans_8bit(%s: memref<2x64x64xsi8, 3>, %i: index) {
+  %f = warp.ldmatrix %s[%i, %i, %i] {offsets = array<i64: 0, 0>, trans} : memref<2x64x64xsi8, 3> -> !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.ldmatrix: trans moves 16-bit elements; 8- and 32-bit B need an N x K buffer
+
+// -----
+func.func @ldmatrix_wrong_buffer(%s: memref<2x64x64xf16, 3>, %i: index) {
+  %f = warp.ldmatrix %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<2x64x64xf16, 3> -> !warp.frag<a, bf16, #warp.variant<m16n8k16, f32, bf16, bf16, f32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.ldmatrix: a f16 buffer holds no bf16 fragments
+
+// -----
+func.func @ldmatrix_rounding_not_tf32(%s: memref<2x64x64xf16, 3>, %i: index) {
+  %f = warp.ldmatrix %s[%i, %i, %i] {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>} : memref<2x64x64xf16, 3> -> !warp.frag<a, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.ldmatrix: rounding (a #tile<rounding ...>) reads an f32 buffer as tf32 fragments
+
+// -----
+func.func @ldmatrix_f64(%s: memref<2x64x64xf64, 3>, %i: index) {
+  %f = warp.ldmatrix %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<2x64x64xf64, 3> -> !warp.frag<a, f64, #warp.variant<m8n8k4, f64, f64, f64, f64>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 or 8-bit m16n8k32 mma
