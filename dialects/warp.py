@@ -256,7 +256,9 @@ class _WindowOp(IRDLOperation):
     (`extent`: batch, rows, cols of the tile); `indices` (batch, row, col, as `index` values) are
     where in the tile the fragment's instruction block starts. Elements outside the extent are
     not touched (loads give zero); `in_bounds` (rows, cols; as MLIR's vector transfers) marks the
-    dimensions where no access can leave the extent, so no predicate is needed there."""
+    dimensions where no access can leave the extent, so no predicate is needed there. Loads and
+    stores may carry `col_align`: the column index is a multiple of it (what the distributing
+    pass guarantees), so neighbouring values of a lane can move as one vector access."""
 
     def in_bounds_values(self) -> tuple[bool, bool]:
         flags = self.in_bounds  # type: ignore[attr-defined]
@@ -287,6 +289,10 @@ class _WindowOp(IRDLOperation):
         if rows or cols:
             self.in_bounds = _ints([int(rows), int(cols)])  # type: ignore[attr-defined]
 
+    def col_align_value(self) -> int:
+        align = getattr(self, "col_align", None)
+        return 1 if align is None else align.value.data
+
 
 def _ints(values: Sequence[int]) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, list(values))
@@ -304,6 +310,7 @@ class LoadOp(_WindowOp):
     window = prop_def(DenseArrayBase)
     extent = prop_def(DenseArrayBase)
     in_bounds = opt_prop_def(DenseArrayBase)
+    col_align = opt_prop_def(IntegerAttr)
     rounding = opt_prop_def(Attribute)  # a #tile<rounding ...> (tile.RoundingAttr)
     result = result_def(FragType)
     traits = traits_def(Pure())
@@ -342,6 +349,7 @@ class StoreOp(_WindowOp):
     window = prop_def(DenseArrayBase)
     extent = prop_def(DenseArrayBase)
     in_bounds = opt_prop_def(DenseArrayBase)
+    col_align = opt_prop_def(IntegerAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$value `,` $ref `[` $indices `]` attr-dict `:` type($value) `,` type($ref)"

@@ -94,6 +94,16 @@ class Window:
     base: int
     extent: tuple[int, int, int]  # batch, rows, cols
     in_bounds: tuple[bool, bool] = (False, False)  # rows, cols: no predicate needed
+    col_align: int = 1  # the access's column index is a multiple of this
+
+    @property
+    def pairs(self) -> bool:
+        """Whether a value at an even column and its right neighbour can move as one 2-vector:
+        the pair is aligned (column index even, row/batch strides and offset even, columns
+        contiguous) and inside or outside the extent together (an even number of columns)."""
+        sb, sr, sc = self.strides
+        return (self.col_align % 2 == 0 and sc == 1 and sr % 2 == 0 and sb % 2 == 0 and self.base % 2 == 0
+                and (self.extent[2] % 2 == 0 or self.in_bounds[1]) and self.bits in (32, 64))
 
     @property
     def bits(self) -> int:
@@ -214,14 +224,22 @@ def fill_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.L
     """Load every value of one fragment; with `lo_regs` (3xTF32) also the tf32 remainder of
     each f32 value. Value v sits at (lin.row_off[v], lin.col_off[v]) from the access origin."""
     per = lay.elems_per_reg
+    from tilemma.passes.gemm_kernel import PTX_TYPE
+
+    same = PTX_TYPE[acc.window.stored] == ptx_type and lo_regs is None
+    pairs = vector_pairs(acc, lin, lay) if same else set()
     for r, reg in enumerate(regs):
         if per > 1:
             e.emit("mov.b32", reg, 0)
         for s in range(per):
             v = r * per + s
+            if v - 1 in pairs:
+                continue
             row, col = lin.row_off[v], lin.col_off[v]
             pred, offset = acc.pred(e, row, col), acc.window.offset(row, col)
-            if lo_regs is not None:
+            if v in pairs:
+                _load_pair(e, acc, offset, pred, reg, regs[r + 1], bank)
+            elif lo_regs is not None:
                 _load_split_tf32(e, acc, offset, pred, reg, lo_regs[r])
             elif per == 1:
                 load_converted(e, acc, offset, pred, reg, bank, ptx_type, rounding, lay.elem_bits)
@@ -229,6 +247,16 @@ def fill_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.L
                 t = e.reg("b32")
                 load_converted(e, acc, offset, pred, t, "b32", ptx_type, rounding, lay.elem_bits)
                 e.emit("bfi.b32", reg, t, reg, s * lay.elem_bits, lay.elem_bits)
+
+
+def _load_pair(e: Emitter, acc: Access, offset: int, pred: str | None, first: str, second: str, bank: str) -> None:
+    """Two neighbouring values with one 2-vector load (0 where the pair is outside)."""
+    suffix = {"f32": "f32", "f64": "f64"}.get(bank, "b32")
+    if pred is not None:
+        zero = {"f32": f32_literal(0.0), "f64": f64_literal(0.0)}.get(bank, "0")
+        e.emit(f"mov.{bank}", first, zero)
+        e.emit(f"mov.{bank}", second, zero)
+    e.emit(f"ld.global.v2.{suffix}", f"{{{first}, {second}}}", f"[{acc.ptr}+{offset * acc.window.bits // 8}]", guard=pred)
 
 
 def _load_split_tf32(e: Emitter, acc: Access, offset: int, pred: str | None, hi: str, lo: str) -> None:
@@ -240,17 +268,40 @@ def _load_split_tf32(e: Emitter, acc: Access, offset: int, pred: str | None, hi:
     e.emit("cvt.rna.tf32.f32", lo, rest)
 
 
+def vector_pairs(acc: Access, lin: fragments.LinearForm, lay: fragments.FragmentLayout) -> set[int]:
+    """Values v (one per register) that start a pair with v + 1 at the next column of the same
+    row, at an even column offset, where the window lets pairs move as 2-vectors."""
+    if not acc.window.pairs or lay.elems_per_reg != 1:
+        return set()
+    starts, v = set(), 0
+    while v + 1 < lay.nvals:
+        if (lin.row_off[v] == lin.row_off[v + 1] and lin.col_off[v + 1] == lin.col_off[v] + 1
+                and lin.col_off[v] % 2 == 0 and all(w % 2 == 0 for w in lin.col_w)):
+            starts.add(v)
+            v += 2
+        else:
+            v += 1
+    return starts
+
+
 def store_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.LinearForm,
                    lay: fragments.FragmentLayout, bank: str) -> None:
     per = lay.elems_per_reg
     bits = acc.window.bits
+    pairs = vector_pairs(acc, lin, lay)
+    suffix = {"f32": "f32", "f64": "f64"}.get(bank, "b32")
     for v in range(lay.nvals):
+        if v - 1 in pairs:
+            continue
         row, col = lin.row_off[v], lin.col_off[v]
         pred, offset = acc.pred(e, row, col), acc.window.offset(row, col)
         reg, slot = regs[v // per], v % per
         addr = f"[{acc.ptr}+{offset * bits // 8}]"
+        if v in pairs:  # the pair shares its predicate: both columns are inside or neither
+            e.emit(f"st.global.v2.{suffix}", addr, f"{{{reg}, {regs[v + 1]}}}", guard=pred)
+            continue
         if per == 1:
-            e.emit(f"st.global.{ {'f32': 'f32', 'f64': 'f64'}.get(bank, 'b32')}", addr, reg, guard=pred)
+            e.emit(f"st.global.{suffix}", addr, reg, guard=pred)
             continue
         t = e.reg("b32")
         e.emit("bfe.u32", t, reg, slot * lay.elem_bits, lay.elem_bits)

@@ -287,6 +287,12 @@ class _Distribute:
         op.set_in_bounds(rows, cols)
         return self.add(op)
 
+    def aligned(self, op):
+        """Mark an accumulator access: its column index (a sum of multiples of the instruction's
+        N) is a multiple of N."""
+        op.col_align = IntegerAttr(self.t.instr[1], i64)
+        return op
+
     def plus(self, base: SSAValue, offset: int) -> SSAValue:
         return self.add(arith.AddiOp(base, self.const(offset))).results[0] if offset else base
 
@@ -363,8 +369,8 @@ class _Distribute:
             roles[load.source].append("c")
             window, extent = self.window(load)
             accs = [
-                self.bounded(warp.LoadOp(arg_of[load.source], [bz, rows[i], cols[j]], window, extent, acc_frag),
-                             self.m_exact, self.n_exact).results[0]
+                self.aligned(self.bounded(warp.LoadOp(arg_of[load.source], [bz, rows[i], cols[j]], window, extent,
+                                                      acc_frag), self.m_exact, self.n_exact)).results[0]
                 for i in range(rm) for j in range(rn)
             ]
 
@@ -542,8 +548,9 @@ class _Distribute:
         extent = (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
         for i in range(rm):
             for j in range(rn):
-                self.bounded(warp.StoreOp(results[i * rn + j], arg_of[store.dest],
-                                          [bz, rows[i], cols[j]], window, extent), self.m_exact, self.n_exact)
+                self.aligned(self.bounded(warp.StoreOp(results[i * rn + j], arg_of[store.dest],
+                                                       [bz, rows[i], cols[j]], window, extent),
+                                          self.m_exact, self.n_exact))
         self.add(func.ReturnOp())
         new_body.add_ops(self.ops)
         old = kernel.body.blocks[0]

@@ -647,7 +647,7 @@ def _line_of(text: str, needle: str) -> int:
 
 
 _FIRST_LOAD = re.compile(r"ld\.global\.u16 %r\d+, \[(%rd\d+)\+0\];")
-_FIRST_STORE = re.compile(r"st\.global\.f32 \[(%rd\d+)\+0\], %f\d+;")
+_FIRST_STORE = re.compile(r"st\.global\.v2\.f32 \[(%rd\d+)\+0\], \{%f\d+, %f\d+\};")  # D's column pairs
 
 
 @pytest.mark.parametrize(
@@ -657,6 +657,7 @@ _FIRST_STORE = re.compile(r"st\.global\.f32 \[(%rd\d+)\+0\], %f\d+;")
         (_FIRST_LOAD, "+-2", "out-of-bounds load"),  # just before the buffer
         (_FIRST_LOAD, "+1", "misaligned load"),
         (_FIRST_STORE, "+400000", "out-of-bounds store"),
+        (_FIRST_STORE, "+4", "misaligned store"),  # an 8-byte pair at a 4-byte boundary
     ],
 )
 def test_out_of_bounds_access_raises(pattern, offset, what):

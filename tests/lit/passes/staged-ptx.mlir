@@ -28,6 +28,10 @@
 // CHECK:       mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // CHECK:       bra.uni $k_loop
 // CHECK:       cp.async.wait_group 0;
+// D's neighbouring columns of a lane leave as one 8-byte store (the column index is a multiple of
+// 8: col_align; even row stride and column count).
+// CHECK:       st.global.v2.f32 [{{%rd[0-9]+}}+{{[0-9]+}}], {{{%f[0-9]+}}, {{%f[0-9]+}}};
+// CHECK-NOT:   st.global.f32
 func.func @exact(%a: memref<512x512xf16>, %b: memref<512x512xf16>, %d: memref<512x512xf32>) {
   %ta = tile.load %a[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>
   %tb = tile.load %b[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>
@@ -48,11 +52,28 @@ func.func @exact(%a: memref<512x512xf16>, %b: memref<512x512xf16>, %d: memref<51
 // CHECK:       setp.lt.u32 [[IN:%p[0-9]+]], {{%r[0-9]+}}, 130;
 // CHECK-NEXT:  selp.b32 [[SIZE]], [[SIZE]], 0, [[IN]];
 // CHECK:       cp.async.cg.shared.global [{{%r[0-9]+}}], [{{%rd[0-9]+}}], 16, [[SIZE]];
+// CHECK:       @{{%p[0-9]+}} st.global.v2.f32
 func.func @ragged(%a: memref<130x200xf16>, %b: memref<200x72xf16>, %d: memref<130x72xf32>) {
   %ta = tile.load %a[0, 0] : memref<130x200xf16> -> !tile.tile<130x200xf16>
   %tb = tile.load %b[0, 0] : memref<200x72xf16> -> !tile.tile<200x72xf16>
   %z = tile.constant 0.0 : !tile.tile<130x72xf32>
   %td = tile.mma %ta, %tb, %z : !tile.tile<130x200xf16>, !tile.tile<200x72xf16>, !tile.tile<130x72xf32> -> !tile.tile<130x72xf32>
   tile.store %td, %d[0, 0] : !tile.tile<130x72xf32>, memref<130x72xf32>
+  func.return
+}
+
+// -----
+// An odd number of columns (and so an odd row stride): pairs would straddle the edge or be
+// misaligned, so D leaves one value at a time.
+// CHECK-LABEL: .entry odd_columns(
+// CHECK-NOT:   st.global.v2
+// CHECK:       st.global.f32
+// CHECK-NOT:   st.global.v2
+func.func @odd_columns(%a: memref<64x64xf16>, %b: memref<64x71xf16>, %d: memref<64x71xf32>) {
+  %ta = tile.load %a[0, 0] : memref<64x64xf16> -> !tile.tile<64x64xf16>
+  %tb = tile.load %b[0, 0] : memref<64x71xf16> -> !tile.tile<64x71xf16>
+  %z = tile.constant 0.0 : !tile.tile<64x71xf32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<64x64xf16>, !tile.tile<64x71xf16>, !tile.tile<64x71xf32> -> !tile.tile<64x71xf32>
+  tile.store %td, %d[0, 0] : !tile.tile<64x71xf32>, memref<64x71xf32>
   func.return
 }

@@ -13,7 +13,7 @@
 // CHECK-SAME:  warp.grid = array<i64: 2, 1, 1>, warp.block = array<i64: 128, 1, 1>, warp.tiling = array<i64: 2, 2, 2, 4, 0, 0>
 // CHECK:       %[[TID:.*]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}>
 // CHECK:       %[[BZ:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
-// CHECK:       %[[C0:.*]] = warp.load %c[%[[BZ]], %[[ROW:.*]], %[[COL:.*]]] {window = array<i64: 0, 0>, extent = array<i64: 1, 37, 91>} : memref<37x91xf32> -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+// CHECK:       %[[C0:.*]] = warp.load %c[%[[BZ]], %[[ROW:.*]], %[[COL:.*]]] {window = array<i64: 0, 0>, extent = array<i64: 1, 37, 91>, col_align = 8 : i64} : memref<37x91xf32> -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
 // CHECK:       scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[C0]],
 // CHECK:         %[[A:.*]] = warp.load %a[%[[BZ]], %[[ROW]], %[[K]]] {{.*}}extent = array<i64: 1, 37, 53>{{.*}} -> !warp.frag<a, f16,
 // CHECK:         %[[B:.*]] = warp.load %b[%[[BZ]], %[[K]], %[[COL]]] {{.*}} -> !warp.frag<b, f16,
