@@ -185,6 +185,7 @@ def b_k_major(mem) -> bool:
     return mem.row_stride == 1 and mem.col_stride != 1
 
 
+FP8 = ("e4m3", "e5m2")
 STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2")}
 
 
@@ -243,7 +244,10 @@ class _Distribute:
         if self.stages and stage_k % self.variant.k:
             raise LoweringError(self.mma, f"stage-k {stage_k} is not a multiple of the instruction's K ({self.variant.k})")
         if self.stages and warp_tile is None:
-            rm, rn = min(4, _ceil(g.m, 16)), min(8, _ceil(g.n, 8))
+            # fp8 mma.sync runs as two f16 HMMAs on converted registers (compiler/mma_arith.py):
+            # a 4x8 warp tile spills there, 2x8 does not
+            rm = 2 if self.variant.atype in FP8 else 4
+            rm, rn = min(rm, _ceil(g.m, 16)), min(8, _ceil(g.n, 8))
             wm, wn = warps or (2, 2)
             # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
             # about one wave of an H100's 132 SMs).
