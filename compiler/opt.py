@@ -44,6 +44,11 @@ class TilemmaOptMain(xDSLOptMain):
         self.instrument = instrument.from_arguments(self.args, verify)
         self.pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes, self.instrument)
 
+    def get_input_stream(self):
+        if self.args.input_file == "-":  # `-` is stdin, as for mlir-opt and `tilemma compile`
+            self.args.input_file = None
+        return super().get_input_stream()
+
     def prepare_output(self):
         if self.args.output_file == "-":
             return sys.stdout
