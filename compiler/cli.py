@@ -7,10 +7,11 @@ as one located message on stderr and exit status 1; see `diagnostics.report_erro
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
-from tilemma.compiler import configs
+from tilemma.compiler import configs, instrument
 from tilemma.compiler.diagnostics import run_reporting
 
 
@@ -24,6 +25,10 @@ def _read_input(path: str) -> tuple[str, str]:
 def _compile_options(args: argparse.Namespace):
     from tilemma.compiler.pipeline import CompileOptions
 
+    if args.stages == 0 and args.stage_k is not None:
+        raise ValueError("--stage-k sizes shared-memory stages; --stages 0 has none")
+    if args.stages == 0 and args.no_swizzle:
+        raise ValueError("--no-swizzle unswizzles shared-memory stages; --stages 0 has none")
     return CompileOptions(
         sm=args.sm,
         ptx=args.ptx or "",
@@ -33,10 +38,19 @@ def _compile_options(args: argparse.Namespace):
         warp_tile=args.warp_tile or "",
         sparse_form=args.sparse_form,
         stages=args.stages,
-        stage_k=args.stage_k,
+        stage_k=args.stage_k or 0,
         swizzle=not args.no_swizzle,
-        tune_cache=args.tune_cache if args.tune_cache is not None else configs.default_cache(),
+        tune_cache=_tune_cache(args.tune_cache),
     )
+
+
+def _tune_cache(flag: str | None) -> str:
+    """--tune-cache, else $TILEMMA_TUNE_CACHE; a named cache that does not exist is refused
+    (it would otherwise be ignored without a word)."""
+    path, source = (flag, "--tune-cache") if flag is not None else (configs.default_cache(), "$TILEMMA_TUNE_CACHE")
+    if path and not os.path.isfile(path):
+        raise ValueError(f"{source} {path}: no such file (`tilemma tune --cache {path}` writes it, on a GPU)")
+    return path
 
 
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
@@ -63,18 +77,18 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
         help="shared-memory stages of the staged schedule, 2..5; 0: fragments straight from global "
         "memory; -1 (default): staged wherever it applies (dense 16-bit with aligned rows)",
     )
-    p.add_argument("--stage-k", type=int, default=0,
-                   help="K of one shared-memory stage (16, 32, 64, 128; default 0: 128 bytes, 64 16-bit or 128 8-bit elements)")
+    p.add_argument("--stage-k", type=int,
+                   help="K of one shared-memory stage (16, 32, 64, 128; default: 128 bytes, 64 16-bit or 128 8-bit elements)")
     p.add_argument("--tune-cache", help="tuning cache written by `tilemma tune` (default $TILEMMA_TUNE_CACHE)")
     p.add_argument("--no-swizzle", action="store_true",
                    help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")
+    instrument.add_arguments(p)
 
 
 def cmd_gemm(args: argparse.Namespace) -> int:
     from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
     from tilemma.compiler.targets import parse_sm
 
-    parse_sm(args.sm)  # validate the spelling even though the IR is target independent
     module = gemm_module(
         GemmSpec(
             args.m, args.n, args.k, args.a, args.b, args.acc, args.batch, args.bcast,
@@ -83,8 +97,23 @@ def cmd_gemm(args: argparse.Namespace) -> int:
             args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout,
         )
     )
+    if args.sm is not None:
+        _check_selectable(module, args.sm)
     print(module)
     return 0
+
+
+def _check_selectable(module, sm: str) -> None:
+    """`gemm --sm`: the IR is target independent, so check that the target has an instruction
+    for it (on a copy; any f32 precision, slow paths allowed) and say why not."""
+    from tilemma.compiler.pipeline import make_context
+    from tilemma.passes.errors import LoweringError
+    from tilemma.passes.select_mma import SelectMma
+
+    try:
+        SelectMma(sm, "", "tf32", True).apply(make_context(), module.clone())
+    except LoweringError as e:
+        raise ValueError(f"--sm {sm}: {e.message}") from None
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -93,13 +122,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     text, name = _read_input(args.file)
     options = _compile_options(args)
-    if args.emit in ("mlir", "warp"):
-        module, locations = parse(text, name)
-        lower(module, locations, options, warp_level=args.emit == "warp")
-        out = str(module) + "\n"
-        _write(args.output, out)
-        return 0
-    kernels = compile_text(text, name, options)
+    observe = instrument.from_arguments(args)
+    try:
+        if args.emit in ("mlir", "warp"):
+            module, locations = parse(text, name)
+            lower(module, locations, options, warp_level=args.emit == "warp", instrument=observe)
+            _write(args.output, str(module) + "\n")
+            return 0
+        kernels = compile_text(text, name, options, observe)
+    finally:
+        observe.report()
     modules = list(dict.fromkeys(k.ptx for k in kernels))  # kernels of one target share a module
     if args.emit == "ptx":
         _write(args.output, "\n".join(modules))
@@ -112,22 +144,35 @@ def cmd_compile(args: argparse.Namespace) -> int:
         cubin = assemble(text_, parse_sm(args.sm).name)
         names = [k.name for k in kernels if k.ptx == text_]
         path = args.output or f"{names[0]}.cubin"
-        with open(path, "wb") as f:
-            f.write(cubin)
-        print(f"{', '.join(names)}: wrote {path} ({len(cubin)} bytes)")
+        _write(path, cubin)
+        if path != "-":
+            print(f"{', '.join(names)}: wrote {path} ({len(cubin)} bytes)")
     return 0
 
 
-def _write(path: str | None, text: str) -> None:
-    if path:
-        with open(path, "w") as f:
-            f.write(text)
+def _write(path: str | None, data: str | bytes) -> None:
+    """To the file `path`, or to stdout when there is none or it is `-`."""
+    binary = isinstance(data, bytes)
+    if path and path != "-":
+        with open(path, "wb" if binary else "w") as f:
+            f.write(data)
+    elif binary:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(data)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from tilemma.compiler import cuda_runtime
+    from tilemma.compiler.targets import parse_sm
     from tilemma.compiler.tune import tune
+
+    parse_sm(args.sm)
+    if args.iters < 1:
+        raise ValueError(f"--iters must be at least 1, got {args.iters}")
+    if not cuda_runtime.gpu_available():
+        raise ValueError(f"tune times kernels on a GPU: {cuda_runtime.gpu_unavailable_reason()}")
 
     return tune(args.types, args.classes, args.sm, args.cache, args.iters)
 
@@ -146,13 +191,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = _compile_options(args)
     if on == "gpu" and not args.ptx:
         major, minor = cuda_runtime.driver_max_ptx()
-        from tilemma.compiler.targets import DEFAULT_PTX, parse_ptx_version
+        from tilemma.compiler.targets import DEFAULT_PTX, PtxVersion
 
-        newest = min(DEFAULT_PTX, parse_ptx_version(f"{major}.{minor}"))
+        newest = min(DEFAULT_PTX, PtxVersion(major, minor))
         options = type(options)(**{**options.__dict__, "ptx": str(newest)})
     inputs = _load_inputs(args.input or [])
+    observe = instrument.from_arguments(args)
+    try:
+        kernels = compile_text(text, name, options, observe)
+    finally:
+        observe.report()
     failed = 0
-    for kernel in compile_text(text, name, options):
+    for kernel in kernels:
         result = run_compiled(kernel, args.seed, on, inputs=inputs)
         print(result.line(), flush=True)
         failed += not result.ok
@@ -172,7 +222,7 @@ def _load_inputs(specs: list[str]) -> dict:
             raise ValueError(f"--input {spec}: expected NAME=FILE.npy (NAME: a kernel argument, e.g. a)")
         try:
             inputs[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, EOFError) as e:
             raise ValueError(f"--input {spec}: cannot read {path} as a .npy array ({e})") from None
     return inputs
 
@@ -189,10 +239,28 @@ def _save_outputs(directory: str, kernel: str, outputs: dict) -> None:
         print(f"{kernel}: wrote {path} ({'x'.join(map(str, array.shape))} {array.dtype})", flush=True)
 
 
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+    return value
+
+
+def tilemma_version() -> str:
+    """The installed distribution's version (what `pip show tilemma` reports)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tilemma")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tilemma", description="tile-level matmul IR to PTX tensor-core instructions"
     )
+    parser.add_argument("--version", action="version", version=f"tilemma {tilemma_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     from tilemma.compiler import isa_commands
@@ -226,14 +294,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--scale-block", type=int, default=32, choices=(16, 32, 64),
         help="with --scale: elements of K per scale factor (default 32; 64 for a sparse A)",
     )
-    g.add_argument("--sm", default="90", help="target the kernel is meant for (checked only)")
+    g.add_argument("--sm", help="check that this target has an instruction for the kernel (the IR "
+                   "itself is target independent)")
     g.set_defaults(func=cmd_gemm)
 
     c = sub.add_parser("compile", help="tile IR -> PTX (or cubin, or lowered IR)")
     c.add_argument("file", help="input file ('-' for stdin)")
     c.add_argument("--emit", choices=("ptx", "cubin", "mlir", "warp"), default="ptx",
                    help="ptx (default), cubin (through ptxas), mlir (the IR after every pass: PTX ops) or warp (the kernel at warp level)")
-    c.add_argument("-o", "--output")
+    c.add_argument("-o", "--output", metavar="FILE", help="output file ('-' for stdout)")
     _add_compile_options(c)
     c.set_defaults(func=cmd_compile)
 
@@ -244,13 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--sm", default="90")
     t.add_argument("--cache", required=True, help="the JSON cache to write (compile reads it via --tune-cache "
                    "or $TILEMMA_TUNE_CACHE)")
-    t.add_argument("--iters", type=int, default=10)
+    t.add_argument("--iters", type=int, default=10, help="timed launches per configuration (default 10)")
     t.set_defaults(func=cmd_tune)
 
     r = sub.add_parser("run", help="compile, run on random inputs, compare with the reference")
     r.add_argument("file", help="input file ('-' for stdin)")
     r.add_argument("--on", choices=("auto", "gpu", "emulator"), default="auto")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=non_negative_int, default=0, help="seed of the random inputs (default 0)")
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                    help="take argument NAME's values from a .npy array of its memref's shape and "
                    "element type (repeatable; the others stay random)")

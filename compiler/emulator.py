@@ -76,6 +76,7 @@ import ml_dtypes
 import numpy as np
 from tilemma.compiler import fragments, isa, mma_arith, scale_fragments, sparse_fragments
 from tilemma.compiler.ptx_text import ParsedPtx, parse_ptx_modules, print_ptx
+from tilemma.compiler.progress import Progress
 from tilemma.dialects import ptx
 from xdsl.dialects.builtin import ModuleOp
 
@@ -2029,11 +2030,13 @@ class Program:
         chunk = max(1, min(ctas, memory_budget // max(1, bytes_per_thread * per_cta)))
         stats = RunStats(threads=ctas * threads, ctas=ctas)
         start = time.perf_counter()
-        for cta0 in range(0, ctas, chunk):
-            m = _Machine(self, memory, params, grid, block, cta0, min(chunk, ctas - cta0), shared_size)
-            stats.instructions += self._execute(m, max_steps)
-            stats.mma += m.mma_count
-            stats.chunks += 1
+        with Progress(f"emulating {self.name}", ctas, "CTAs") as progress:  # only on a terminal
+            for cta0 in range(0, ctas, chunk):
+                m = _Machine(self, memory, params, grid, block, cta0, min(chunk, ctas - cta0), shared_size)
+                stats.instructions += self._execute(m, max_steps)
+                stats.mma += m.mma_count
+                stats.chunks += 1
+                progress.advance(m.nctas)
         stats.seconds = time.perf_counter() - start
         self.stats = stats
         out = []

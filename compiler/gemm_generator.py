@@ -70,6 +70,12 @@ def _shape(spec: GemmSpec, rows: int, cols: int, operand: str) -> tuple[int, ...
 def gemm_module(spec: GemmSpec) -> ModuleOp:
     """Build (and verify) the tile IR module of one GEMM kernel."""
     a_name, b_name = tile.canonical_element(spec.a), tile.canonical_element(spec.b)
+    for flag, name in (("--a", a_name), ("--b", b_name)):
+        if name not in tile.OPERAND_ELEMENTS:
+            use = " (a block-scale type: pass it as --scale)" if name in tile.SCALE_ELEMENTS else ""
+            raise ValueError(
+                f"{flag} {name} is not a matmul operand type{use}; operands: {', '.join(tile.OPERAND_ELEMENTS)}"
+            )
     acc_name = tile.canonical_element(spec.acc_type)
     spec = GemmSpec(**{**spec.__dict__, "a": a_name, "b": b_name, "acc": acc_name})
     if spec.bcast not in (None, "a", "b"):

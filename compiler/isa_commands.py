@@ -19,13 +19,13 @@ from tilemma.compiler.targets import (
     DEFAULT_PTX,
     PtxVersion,
     SmTarget,
-    parse_ptx_version,
     parse_sm,
+    released_ptx_version,
 )
 
 
 def _target_and_ptx(args: argparse.Namespace) -> tuple[SmTarget, PtxVersion]:
-    return parse_sm(args.sm), (parse_ptx_version(args.ptx) if args.ptx else DEFAULT_PTX)
+    return parse_sm(args.sm), (released_ptx_version(args.ptx) if args.ptx else DEFAULT_PTX)
 
 
 def _operands_text(v: isa.MmaVariant) -> str:
@@ -43,7 +43,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     try:
         target, ptx = _target_and_ptx(args)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"tilemma: error: {e}", file=sys.stderr)
         return 1
     for v in isa.legal_variants(target, ptx):
         print(v.opcode)
@@ -56,7 +56,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         target, ptx = _target_and_ptx(args)
         reasons = isa.check(args.opcode, target, ptx)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"tilemma: error: {e}", file=sys.stderr)
         return 1
     if reasons:
         for r in reasons:

@@ -60,6 +60,7 @@ from tilemma.compiler.isa import (
     MmaVariant,
     Operand,
 )
+from tilemma.compiler.progress import Progress
 from tilemma.compiler.ptxas import find_ptxas, run_ptxas
 from tilemma.compiler.targets import (
     ALL_TARGETS,
@@ -329,6 +330,17 @@ _LEGEND = (
 )
 
 
+def _counted(progress: Progress, job):
+    """`job`, advancing `progress` (shown on a terminal only) each time it returns."""
+
+    def run(arg):
+        out = job(arg)
+        progress.advance()
+        return out
+
+    return run
+
+
 def _chunks(seq: list, size: int):
     for i in range(0, len(seq), size):
         yield seq[i : i + size]
@@ -369,8 +381,8 @@ def _assemble_many(work: dict, ptx: PtxVersion, batch: int, workers: int) -> dic
         for i, ln in enumerate(ls):
             by_target[key[0]].append((key, i, ln))
     jobs = [(t, chunk) for t, items in by_target.items() for chunk in _chunks(items, batch)]
-    with ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(lambda j: assemble_lines(j[0], ptx, [x[2] for x in j[1]]), jobs))
+    with ThreadPoolExecutor(workers) as pool, Progress("ptxas audit: operand sweep", len(jobs), "batches") as p:
+        results = list(pool.map(_counted(p, lambda j: assemble_lines(j[0], ptx, [x[2] for x in j[1]])), jobs))
     out: dict = {key: [None] * len(ls) for key, ls in work.items()}
     for (_, chunk), res in zip(jobs, results):
         for (key, i, _), e in zip(chunk, res):
@@ -490,8 +502,8 @@ def run_check(
 
     # 1. every candidate on every target, with the table's register counts
     jobs = [(t, lo) for t in targets for lo in range(0, len(lines), batch)]
-    with ThreadPoolExecutor(workers) as pool:
-        parts = list(pool.map(lambda j: assemble_lines(j[0], top, lines[j[1]:j[1] + batch]), jobs))
+    with ThreadPoolExecutor(workers) as pool, Progress("ptxas audit: candidates", len(jobs), "batches") as p:
+        parts = list(pool.map(_counted(p, lambda j: assemble_lines(j[0], top, lines[j[1]:j[1] + batch])), jobs))
     main: dict[SmTarget, list[list[str]]] = defaultdict(list)
     for (t, _), part in zip(jobs, parts):
         main[t].extend(part)
@@ -572,8 +584,8 @@ def _check_min_ptx(
     def job(k):
         return assemble_lines(k[0], k[1], [instruction(v) for v, _ in groups[k]])
 
-    with ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(job, keys))
+    with ThreadPoolExecutor(workers) as pool, Progress("ptxas audit: minimum PTX", len(keys), "groups") as p:
+        results = list(pool.map(_counted(p, job), keys))
     for (t, ver), per_line in zip(keys, results):
         rep = reports[t]
         for (v, should_pass), errs in zip(groups[(t, ver)], per_line):
@@ -639,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         targets = [parse_sm(s) for s in args.sm] if args.sm else None
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"isa_ptxas_check: error: {e}", file=sys.stderr)
         return 1
     report = run_check(targets, ptx_checks=not args.no_ptx_versions)
     print(report.summary())

@@ -1,7 +1,8 @@
 """`tilemma-opt`: xdsl-opt with tilemma's dialects, passes and targets, and no tracebacks.
 
 The stock `xDSLOptMain` lets parse, verify and pass-option errors escape as Python tracebacks;
-here each one becomes a located diagnostic on stderr and exit status 1.
+here each one becomes a located diagnostic on stderr and exit status 1. Pass timings and IR
+dumps go to stderr (`instrument.PassInstrument`), so stdout stays the program; `-o -` is stdout.
 """
 
 from __future__ import annotations
@@ -9,8 +10,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from xdsl.passes import PassPipeline
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from tilemma.compiler import instrument
+from tilemma.compiler.cli import tilemma_version
 from tilemma.compiler.diagnostics import (
     LocatedParser,
     LocatedVerifyError,
@@ -18,18 +22,37 @@ from tilemma.compiler.diagnostics import (
     verify_located,
 )
 from tilemma.passes.errors import LoweringError, origin
-from tilemma.compiler.universe import DIALECTS, PASSES, TARGETS
+from tilemma.compiler.universe import PASSES, TARGETS, make_context
 
 
 class TilemmaOptMain(xDSLOptMain):
-    version_format = "tilemma-opt built from xdsl version {xdsl_version}"
+    @property
+    def version_format(self) -> str:  # xDSL fills in {xdsl_version}
+        return f"tilemma-opt {tilemma_version()} (xdsl {{xdsl_version}})"
 
     def register_all_dialects(self):
-        super().register_all_dialects()
-        # Also when tilemma runs from a tree whose entry points are not installed.
-        for name, factory in DIALECTS.items():
-            if name not in self.ctx.registered_dialect_names:
-                self.ctx.register_dialect(name, factory)
+        self.ctx = make_context()
+
+    def register_all_arguments(self, arg_parser):
+        super().register_all_arguments(arg_parser)
+        instrument.add_arguments(arg_parser, time_passes=False)
+
+    def setup_pipeline(self):
+        # xDSL's callback prints timings and IR to stdout; ours writes them to stderr.
+        self.args.print_ir_after_all |= self.args.print_between_passes
+        verify = None if self.args.disable_verify else (lambda module: module.verify())
+        self.instrument = instrument.from_arguments(self.args, verify)
+        self.pipeline = PassPipeline.parse_spec(self.available_passes, self.args.passes, self.instrument)
+
+    def get_input_stream(self):
+        if self.args.input_file == "-":  # `-` is stdin, as for mlir-opt and `tilemma compile`
+            self.args.input_file = None
+        return super().get_input_stream()
+
+    def prepare_output(self):
+        if self.args.output_file == "-":
+            return sys.stdout
+        return super().prepare_output()
 
     def parse_chunk(self, chunk, file_extension, start_offset=0):
         text = chunk.read()
@@ -50,6 +73,12 @@ class TilemmaOptMain(xDSLOptMain):
             super().apply_passes(prog)
         except LoweringError as e:
             raise LocatedVerifyError(locations.get(origin(e.op)), e.message) from None
+
+    def run(self):
+        try:
+            super().run()
+        finally:
+            self.instrument.report()
 
     def register_all_passes(self):
         super().register_all_passes()

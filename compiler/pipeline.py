@@ -10,16 +10,18 @@ import io
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin, func, gpu, scf
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
+from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
 from tilemma.compiler import configs
 from tilemma.compiler.abi import KernelABI
 from tilemma.compiler.isa import MmaVariant
 from tilemma.compiler.diagnostics import LocatedParser, LocatedVerifyError, verify_located
-from tilemma.dialects import ptx, tile, warp
+from tilemma.compiler.instrument import PassInstrument
+from tilemma.compiler import universe
+from tilemma.dialects import ptx
 from tilemma.passes.errors import LoweringError, origin
 from tilemma.passes.gemm_kernel import GemmKernel, read_kernel
 from tilemma.passes.select_mma import SelectMma
@@ -30,10 +32,8 @@ from tilemma.passes.warp_to_ptx import WarpToPtx
 
 
 def make_context() -> Context:
-    ctx = Context()
-    for dialect in (builtin.Builtin, func.Func, arith.Arith, scf.Scf, gpu.GPU, tile.Tile, warp.Warp, ptx.PTX):
-        ctx.load_dialect(dialect)
-    return ctx
+    """The same dialects as `tilemma-opt` (`universe.make_context`)."""
+    return universe.make_context()
 
 
 @dataclass(frozen=True)
@@ -98,37 +98,45 @@ def parse(text: str, name: str) -> tuple[ModuleOp, dict]:
     return module, parser.locations
 
 
-def _apply(passes: list[ModulePass], module: ModuleOp, locations: dict) -> None:
-    ctx = make_context()
-    for p in passes:
-        try:
-            p.apply(ctx, module)
-        except LoweringError as e:
-            raise LocatedVerifyError(locations.get(origin(e.op)), e.message) from None
-        module.verify()
+def _apply(passes: list[ModulePass], module: ModuleOp, locations: dict,
+           instrument: PassInstrument | None = None) -> None:
+    """Run `passes`, verifying after each; `instrument` times them and dumps the IR."""
+    observe = instrument or PassInstrument()
+
+    def callback(previous: ModulePass | None, op: ModuleOp, next_: ModulePass | None) -> None:
+        observe(previous, op, next_)
+        if previous is not None:
+            op.verify()
+
+    try:
+        PassPipeline(tuple(passes), callback).apply(make_context(), module)
+    except LoweringError as e:
+        raise LocatedVerifyError(locations.get(origin(e.op)), e.message) from None
 
 
-def lower(module: ModuleOp, locations: dict, options: CompileOptions, warp_level: bool = False) -> None:
+def lower(module: ModuleOp, locations: dict, options: CompileOptions, warp_level: bool = False,
+          instrument: PassInstrument | None = None) -> None:
     """Run the pipeline in place: tile IR in, a ptx.module per target out (or, with
     `warp_level`, the kernels at the warp level, ready for warp-to-ptx)."""
     passes = options.passes()
-    _apply(passes[:-1] if warp_level else passes, module, locations)
+    _apply(passes[:-1] if warp_level else passes, module, locations, instrument)
 
 
-def compile_text(text: str, name: str, options: CompileOptions) -> list[CompiledKernel]:
+def compile_text(text: str, name: str, options: CompileOptions,
+                 instrument: PassInstrument | None = None) -> list[CompiledKernel]:
     module, locations = parse(text, name)
     kernels = [op for op in module.body.ops if isinstance(op, func.FuncOp)]
     if not kernels:
         raise ValueError(f"{name}: no kernel (func.func) in the input")
     select, rest = options.passes()[:1], options.passes()[1:]
-    _apply(select, module, locations)
+    _apply(select, module, locations, instrument)
     described = {}
     for k in kernels:  # what each kernel computes (after selection's casts), for the reference
         try:
             described[k.sym_name.data] = read_kernel(k)
         except LoweringError as e:
             raise LocatedVerifyError(locations.get(origin(e.op)), e.message) from None
-    _apply(rest, module, locations)
+    _apply(rest, module, locations, instrument)
     compiled = []
     for pm in module.body.ops:
         if not isinstance(pm, ptx.ModuleOp_):

@@ -59,6 +59,17 @@ def parse_ptx_version(text: str | PtxVersion) -> PtxVersion:
     return PtxVersion.parse(text)
 
 
+def released_ptx_version(text: str | PtxVersion) -> PtxVersion:
+    """A PTX ISA version a user asks for: one of `PTX_VERSIONS`, else a ValueError naming them."""
+    v = PtxVersion.parse(text)
+    if v not in PTX_VERSIONS:
+        raise ValueError(
+            f"unknown PTX ISA version {v}: tilemma knows the released versions "
+            f"{PTX_VERSIONS[0]} to {PTX_VERSIONS[-1]}; ptxas 13.0 takes up to {PTXAS_MAX_PTX}"
+        )
+    return v
+
+
 # Released PTX ISA versions, 6.0 to the newest documented (9.1).
 # Used to name "the version just below" a minimum; there is no 7.9 or 8.9.
 PTX_VERSIONS: tuple[PtxVersion, ...] = tuple(

@@ -4,6 +4,7 @@ Registered in pyproject under `[project.entry-points."xdsl.universe"]`; every en
 factory so that loading the universe costs nothing until a dialect, pass or target is used.
 """
 
+from xdsl.context import Context
 from xdsl.universe import Universe
 
 
@@ -72,3 +73,14 @@ PASSES = {
 TARGETS = {"ptx": _ptx_target}
 
 TILEMMA_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES, all_targets=TARGETS)
+
+
+def make_context() -> Context:
+    """The one context both tools parse with: every dialect xDSL knows (loaded lazily, on
+    first use) and tilemma's, also when running from a tree whose entry points are not
+    installed. So `tilemma compile` takes whatever `tilemma-opt` takes (e.g. `arith.constant`)."""
+    ctx = Context()
+    dialects = {**Universe.get_multiverse().all_dialects, **DIALECTS}
+    for name, factory in dialects.items():
+        ctx.register_dialect(name, factory)
+    return ctx

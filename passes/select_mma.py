@@ -93,7 +93,7 @@ class SelectMma(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         target = targets.parse_sm(str(self.sm))
-        version = targets.parse_ptx_version(str(self.ptx)) if self.ptx else max(
+        version = targets.released_ptx_version(str(self.ptx)) if self.ptx else max(
             targets.DEFAULT_PTX, target.min_ptx
         )
         if self.sparse_form not in SPARSE_FORM_OPTIONS:

@@ -142,3 +142,302 @@ def test_sparse_gemm_through_the_cli():
     assert r.stdout.rstrip().endswith("PASS")
     bad = tilemma("gemm", "--m", "16", "--n", "8", "--k", "32", "--a", "f16", "--b", "f16", "--prune")
     assert bad.returncode == 1 and "--prune needs --sparse-a" in bad.stderr
+
+
+# --- conventions (issue 12, item 4) -------------------------------------------------------------
+
+import io
+import os
+import re
+from importlib.metadata import metadata, version
+
+import numpy as np
+
+from tilemma.compiler import cuda_runtime
+
+PIPELINE = "tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx"
+
+
+def gemm_text(*extra, m=16, n=8, k=16, a="f16", b="f16"):
+    g = tilemma("gemm", "--m", str(m), "--n", str(n), "--k", str(k), "--a", a, "--b", b, *extra)
+    assert g.returncode == 0, g.stderr
+    return g.stdout
+
+
+def test_located_diagnostic_is_one_header_line_then_source_and_caret():
+    text = gemm_text("--shape", "m16n8k16", a="f64", b="f64")
+    c = tilemma("compile", "-", "--sm", "80", stdin=text)
+    header, source, caret = c.stderr.splitlines()[:3]
+    m = re.fullmatch(r"<stdin>:(\d+):(\d+): error: tile\.mma: no mma\.sync variant .* use m8n8k4", header)
+    assert m, c.stderr
+    line, col = int(m.group(1)), int(m.group(2))
+    assert source == text.splitlines()[line - 1] and "tile.mma" in source
+    assert caret.index("^") == col - 1 and set(caret.strip()) == {"^"}
+    # tilemma-opt: the same shape for parse and verify errors
+    bad = text.replace("tile.load %a[0, 0]", "tile.load %a[0, 0")
+    p = opt(stdin=bad)
+    assert p.returncode == 1 and re.match(r"stdin:\d+:\d+: error: ", p.stderr), p.stderr
+    # without a position: "tool: error: message"
+    assert tilemma("compile", "/no/such.mlir").stderr.startswith("tilemma: error: cannot open")
+    assert tilemma("isa", "list", "--sm", "91").stderr.startswith("tilemma: error: ")
+
+
+def test_version():
+    want = version("tilemma")
+    assert tilemma("--version").stdout.strip() == f"tilemma {want}"
+    v = opt("--version")
+    assert v.returncode == 0 and v.stdout.startswith(f"tilemma-opt {want} (xdsl {version('xdsl')})")
+
+
+def test_dash_output_is_stdout(tmp_path):
+    text = gemm_text()
+    plain = tilemma("compile", "-", stdin=text)
+    dash = tilemma("compile", "-", "-o", "-", stdin=text)
+    assert dash.returncode == 0 and dash.stdout == plain.stdout and not (tmp_path / "-").exists()
+    mlir = tilemma("compile", "-", "--emit", "warp", "-o", "-", stdin=text)
+    assert mlir.returncode == 0 and "warp.mma" in mlir.stdout
+    o = opt("-", "-p", PIPELINE, "-t", "ptx", "-o", "-", stdin=text)
+    assert o.returncode == 0 and o.stdout == opt("-p", PIPELINE, "-t", "ptx", stdin=text).stdout
+    assert ".entry gemm_16x8x16_f16_f16_f16" in o.stdout
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found")
+def test_cubin_to_stdout():
+    c = subprocess.run([sys.executable, "-m", "tilemma.compiler.cli", "compile", "-", "--emit", "cubin", "-o", "-"],
+                       input=gemm_text().encode(), capture_output=True)
+    assert c.returncode == 0 and c.stdout[:4] == b"\x7fELF", c.stderr
+
+
+@pytest.mark.parametrize("tool, args, stdin", [
+    ("tilemma.compiler.cli", ["isa", "list", "--sm", "90"], None),
+    ("tilemma.compiler.cli", ["compile", "-"], "gemm"),
+    ("tilemma.compiler.cli", ["gemm", "--m", "64", "--n", "64", "--k", "64", "--a", "f16", "--b", "f16"], None),
+    ("tilemma.compiler.opt", ["-p", PIPELINE, "-t", "ptx"], "gemm"),
+])
+def test_closed_stdout_exits_quietly(tool, args, stdin):
+    """The reader goes away before the first write (the worst case of `... | head -1`)."""
+    text = gemm_text(m=64, n=64, k=64) if stdin else None
+    for _ in range(4):
+        p = subprocess.Popen([sys.executable, "-m", tool, *args], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p.stdout.close()
+        _, err = p.communicate(text)
+        assert p.returncode in (0, 141) and err == "", (p.returncode, err)
+
+
+def test_head_one_is_quiet():
+    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])}
+    for _ in range(5):
+        p = subprocess.run(["bash", "-c", "tilemma isa list --sm 90 | head -1; exit ${PIPESTATUS[0]}"],
+                           capture_output=True, text=True, env=env)
+        assert p.returncode in (0, 141) and p.stderr == "" and p.stdout.startswith("mma."), p
+
+
+def test_compile_takes_every_dialect_tilemma_opt_takes():
+    from tilemma.compiler.opt import TilemmaOptMain
+    from tilemma.compiler.pipeline import make_context
+
+    names = set(make_context().registered_dialect_names)
+    assert names == set(TilemmaOptMain(args=[]).ctx.registered_dialect_names)
+    assert {"arith", "math", "memref", "linalg", "tile", "warp", "ptx"} <= names
+    text = gemm_text().replace(
+        "    %ta = ", "    %z = arith.constant 0 : i32\n    %f = math.absf %y : f32\n    %ta = ", 1
+    ).replace("%f = math.absf %y", "%y = arith.constant 1.5 : f32\n    %f = math.absf %y")
+    assert opt(stdin=text).returncode == 0
+    c = tilemma("compile", "-", stdin=text)
+    assert c.returncode == 0 and ".entry" in c.stdout, c.stderr
+
+
+@pytest.mark.parametrize("which", ["compile", "opt"])
+def test_time_passes_and_ir_dumps_go_to_stderr(which):
+    text = gemm_text()
+    flags = ["--time-passes", "--print-ir-before-all", "--print-ir-after-all"]
+    if which == "compile":
+        plain, inst = tilemma("compile", "-", stdin=text), tilemma("compile", "-", *flags, stdin=text)
+    else:
+        plain = opt("-p", PIPELINE, "-t", "ptx", stdin=text)
+        inst = opt("-p", PIPELINE, "-t", "ptx", *flags, stdin=text)
+    assert inst.returncode == 0 and inst.stdout == plain.stdout and plain.stderr == ""
+    err = inst.stderr
+    for name in ("tile-select-mma", "tile-tile-warps", "warp-swizzle-shared", "warp-split-tf32", "cse", "warp-to-ptx"):
+        assert f"// -----// IR Dump Before {name} //----- //" in err
+        assert f"// -----// IR Dump After {name} //----- //" in err
+        assert re.search(rf"^\s+\d+\.\d{{4}} \(\s*\d+\.\d%\)  {name}$", err, re.M), name
+    assert "Pass execution timing report" in err and re.search(r"\(100\.0%\)  Total", err)
+    after_select = err.split("IR Dump After tile-select-mma")[1].split("IR Dump")[0]
+    assert "#warp.variant" in after_select or "variant" in after_select  # the selected instruction
+
+
+def test_time_passes_keeps_the_ptx_assemblable():
+    if find_ptxas() is None:
+        pytest.skip("ptxas not found")
+    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ["PATH"]])}
+    p = subprocess.run(["bash", "-o", "pipefail", "-c",
+                        f"tilemma-opt - -p '{PIPELINE}' -t ptx --time-passes | {find_ptxas()} -arch=sm_90 - -o /dev/null"],
+                       input=gemm_text(), capture_output=True, text=True, env=env)
+    assert p.returncode == 0 and "Total" in p.stderr, p.stderr
+
+
+def test_former_internal_errors_are_clear(tmp_path):
+    g = tilemma("gemm", "--m", "16", "--n", "8", "--k", "32", "--a", "ue8m0", "--b", "ue8m0")
+    assert g.returncode == 1 and "--a f8E8M0FNU is not a matmul operand type (a block-scale type: pass it as --scale)" in g.stderr
+    r = tilemma("run", "-", "--warps", "64x64", stdin=gemm_text())
+    assert r.returncode == 1 and "warps 64x64 make a CTA of 131072 threads" in r.stderr
+    c = tilemma("compile", "-", "--ptx", "99.9", "--emit", "cubin", stdin=gemm_text())
+    assert c.returncode == 1 and "unknown PTX ISA version 99.9" in c.stderr
+    i = tilemma("isa", "list", "--sm", "90", "--ptx", "8.9")
+    assert i.returncode == 1 and "unknown PTX ISA version 8.9" in i.stderr
+    for proc in (g, r, c, i):
+        assert "internal error" not in proc.stderr
+        no_traceback(proc)
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found")
+def test_ptxas_refusal_is_a_user_error():
+    c = tilemma("compile", "-", "--ptx", "9.1", "--emit", "cubin", stdin=gemm_text())
+    assert c.returncode == 1 and c.stderr.startswith("tilemma: error: ptxas (sm_90) refused the PTX:")
+    assert "internal error" not in c.stderr and "| 1: .version 9.1" in c.stderr
+
+
+def test_gemm_sm_is_checked_not_ignored():
+    bad = tilemma("gemm", "--m", "16", "--n", "8", "--k", "16", "--a", "bf16", "--b", "bf16", "--sm", "75")
+    assert bad.returncode == 1 and bad.stderr.startswith("tilemma: error: --sm 75: tile.mma: no mma.sync variant")
+    assert "needs sm_80 or newer" in bad.stderr
+    ok = tilemma("gemm", "--m", "16", "--n", "8", "--k", "16", "--a", "bf16", "--b", "bf16", "--sm", "80")
+    assert ok.returncode == 0 and ok.stdout == gemm_text(a="bf16", b="bf16")
+    scaled = ["--m", "16", "--n", "8", "--k", "64", "--a", "e2m1", "--b", "e2m1", "--acc", "f32",
+              "--scale", "ue4m3", "--scale-block", "16"]
+    assert tilemma("gemm", *scaled, "--sm", "90").returncode == 1
+    assert tilemma("gemm", *scaled, "--sm", "120a").returncode == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--stages", "0", "--stage-k", "64"], "--stage-k sizes shared-memory stages; --stages 0 has none"),
+    (["--stages", "0", "--no-swizzle"], "--no-swizzle unswizzles shared-memory stages; --stages 0 has none"),
+    (["--tune-cache", "/no/such/tune.json"], "--tune-cache /no/such/tune.json: no such file"),
+])
+def test_flags_that_would_do_nothing_are_refused(args, message):
+    for command in ("compile", "run"):
+        p = tilemma(command, "-", *args, stdin=gemm_text())
+        assert p.returncode == 1 and message in p.stderr, (command, p.stderr)
+    assert tilemma("compile", "-", "--stages", "0", stdin=gemm_text()).returncode == 0
+
+
+def test_missing_tune_cache_from_the_environment_is_refused():
+    p = subprocess.run([sys.executable, "-m", "tilemma.compiler.cli", "compile", "-"], input=gemm_text(),
+                       capture_output=True, text=True, env={**os.environ, "TILEMMA_TUNE_CACHE": "/no/tune.json"})
+    assert p.returncode == 1 and "$TILEMMA_TUNE_CACHE /no/tune.json: no such file" in p.stderr
+
+
+def test_run_and_tune_option_values(tmp_path):
+    seed = tilemma("run", "-", "--seed", "-1", stdin=gemm_text())
+    assert seed.returncode == 2 and "--seed: must be a non-negative integer, got -1" in seed.stderr
+    iters = tilemma("tune", "--cache", str(tmp_path / "t.json"), "--iters", "0")
+    assert iters.returncode == 1 and "--iters must be at least 1, got 0" in iters.stderr
+    sm = tilemma("tune", "--cache", str(tmp_path / "t.json"), "--sm", "9z")
+    assert sm.returncode == 1 and "bad SM target '9z'" in sm.stderr
+    empty = tmp_path / "empty.npy"
+    empty.write_bytes(b"")
+    inp = tilemma("run", "-", "--on", "emulator", "--input", f"a={empty}", stdin=gemm_text())
+    assert inp.returncode == 1 and f"cannot read {empty} as a .npy array" in inp.stderr
+    no_traceback(inp)
+
+
+@pytest.mark.skipif(cuda_runtime.gpu_available(), reason="checks the refusal without a GPU")
+def test_tune_without_a_gpu_says_so(tmp_path):
+    t = tilemma("tune", "--cache", str(tmp_path / "t.json"))
+    assert t.returncode == 1 and t.stderr.startswith("tilemma: error: tune times kernels on a GPU: ")
+    assert "internal error" not in t.stderr and not (tmp_path / "t.json").exists()
+
+
+# --- progress on a terminal (item 7) -----------------------------------------------------------
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_only_on_a_terminal(monkeypatch):
+    from tilemma.compiler import progress
+
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)
+    tty, log = FakeTerminal(), io.StringIO()
+    for stream in (tty, log):
+        with progress.Progress("work", 3, "items", stream=stream) as p:
+            for _ in range(3):
+                p.advance()
+    assert "\r\x1b[Kwork: 1/3 items" in tty.getvalue() and "work: 3/3 items" in tty.getvalue()
+    assert tty.getvalue().endswith("\r\x1b[K")  # erased at the end
+    assert log.getvalue() == ""
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_emulator_progress(monkeypatch, terminal):
+    from tilemma.compiler import emulator, progress
+    from tilemma.compiler.pipeline import CompileOptions, compile_text
+    from tilemma.compiler.reference import random_matrix
+    from tilemma.compiler.runner import pack_memory
+
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)
+    err = FakeTerminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    [k] = compile_text(gemm_text(m=64, n=64, k=16), "g", CompileOptions(warps="1x1", warp_tile="1x1", stages=0))
+    rng = np.random.default_rng(0)
+    args = [pack_memory(random_matrix(p.element, (p.span,), rng), p.element) for p in k.abi.params]
+    ctas = k.grid[0] * k.grid[1] * k.grid[2]
+    assert ctas == 32
+    emulator.emulate(k.ptx, k.name, k.grid, k.block, args, memory_budget=1)  # one CTA per chunk
+    if terminal:
+        assert f"emulating {k.name}: 1/{ctas} CTAs" in err.getvalue()
+        assert f"emulating {k.name}: {ctas}/{ctas} CTAs" in err.getvalue()
+    else:
+        assert err.getvalue() == ""
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found")
+@pytest.mark.parametrize("terminal", [True, False])
+def test_ptxas_audit_progress(monkeypatch, terminal):
+    from tilemma.compiler import isa, isa_ptxas_check, progress
+    from tilemma.compiler.targets import DEFAULT_PTX, parse_sm
+
+    monkeypatch.setattr(progress, "INTERVAL", 0.0)
+    err = FakeTerminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    v = isa.parse_opcode("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32")
+    t = parse_sm("90")
+    work = {(t, i): [isa_ptxas_check.instruction(v)] for i in range(3)}
+    out = isa_ptxas_check._assemble_many(work, DEFAULT_PTX, batch=1, workers=2)
+    assert all(res == [[]] for res in out.values())  # ptxas took each line
+    if terminal:
+        assert "ptxas audit: operand sweep: 3/3 batches" in err.getvalue()
+    else:
+        assert err.getvalue() == ""
+
+
+# --- packaging (item 5) ------------------------------------------------------------------------
+
+
+def test_package_metadata_and_py_typed():
+    from importlib.resources import files
+
+    md = metadata("tilemma")
+    assert md["License-Expression"] == "Apache-2.0" and md["Requires-Python"] == ">=3.11"
+    assert md["Author"] == "tilemma developers" and "Typing :: Typed" in md.get_all("Classifier")
+    assert files("tilemma").joinpath("py.typed").is_file()
+
+
+def test_lit_names_the_missing_tools(tmp_path):
+    """lit.cfg finds %tilemma next to the Python running lit or on PATH, else says what to do."""
+    import lit
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to(sys.executable)  # outside the venv: no tilemma scripts beside it
+    site = os.path.dirname(os.path.dirname(lit.__file__))
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": site, "HOME": str(tmp_path)}
+    p = subprocess.run([str(bare / "python3"), "-c", "import lit.main; lit.main.main()", os.path.join(repo, "tests/lit/tile")],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode != 0
+    assert "tilemma-opt not found next to" in p.stderr and "pip install -e ." in p.stderr, p.stderr

@@ -1,5 +1,5 @@
-// RUN: tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=80}' | filecheck %s
-// RUN: tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=75}' | filecheck %s --check-prefix=SM75
+// RUN: %tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=80}' | filecheck %s
+// RUN: %tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=75}' | filecheck %s --check-prefix=SM75
 // When no instruction fits, the error is located and says why and what would.
 
 func.func @f64_k16(%a: !tile.tile<16x16xf64>, %b: !tile.tile<16x8xf64>, %c: !tile.tile<16x8xf64>) {

@@ -1,5 +1,5 @@
-// RUN: tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=90}' | filecheck %s
-// RUN: tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=80}' | filecheck %s --check-prefix=SM80
+// RUN: %tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=90}' | filecheck %s
+// RUN: %tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=80}' | filecheck %s --check-prefix=SM80
 
 // The largest exact instruction wins; matmul becomes mma with a zero accumulator.
 // CHECK-LABEL: func.func @f16_matmul
@@ -51,8 +51,8 @@ func.func @hints(%a: !tile.tile<16x16xf16>, %b: !tile.tile<16x16xf16>, %c: !tile
 
 // -----
 // f32 operands only on request: 3xtf32 keeps f32 inputs and marks the split; tf32 rounds them.
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90 f32-precision=3xtf32}' | filecheck %s --check-prefix=SPLIT
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90 f32-precision=tf32}' | filecheck %s --check-prefix=TF32
+// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90 f32-precision=3xtf32}' | filecheck %s --check-prefix=SPLIT
+// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90 f32-precision=tf32}' | filecheck %s --check-prefix=TF32
 // CHECK:       f32 x f32 has no exact tensor-core instruction
 // SM80:        f32 x f32 has no exact tensor-core instruction
 // SPLIT-LABEL: func.func @f32_operands

@@ -1,8 +1,8 @@
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=4x1 warp-tile=1x2}' | filecheck %s --check-prefix=OPT
-// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=64x64}' 2>&1 | filecheck %s --check-prefix=BIG
-// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warp-tile=100x100}' 2>&1 | filecheck %s --check-prefix=REGS
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared' | filecheck %s --check-prefix=SWZ
+// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s
+// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=4x1 warp-tile=1x2}' | filecheck %s --check-prefix=OPT
+// RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=64x64}' 2>&1 | filecheck %s --check-prefix=BIG
+// RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warp-tile=100x100}' 2>&1 | filecheck %s --check-prefix=REGS
+// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared' | filecheck %s --check-prefix=SWZ
 
 // 37x91x53 with m16n8k16: warp tile 2x4 instructions (32x32), 2x2 warps (CTA 64x64), grid 2x1.
 // The kernel at warp level: ids, each warp's origin, C fragments, the K loop carrying the

@@ -1,7 +1,7 @@
 // ptx.shared in a kernel: a static buffer prints inside the kernel, the dynamic one (.extern)
 // just above it (PTX accepts .extern only at module scope); a bad alignment is a located error.
-// RUN: tilemma-opt %s -t ptx | filecheck %s
-// RUN: not tilemma-opt %S/Inputs/shared-bad-align.mlir 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: %tilemma-opt %s -t ptx | filecheck %s
+// RUN: not %tilemma-opt %S/Inputs/shared-bad-align.mlir 2>&1 | filecheck %s --check-prefix=ERR
 
 builtin.module {
   ptx.module attributes {version = "8.0", target = "sm_90", address_size = "64"} {

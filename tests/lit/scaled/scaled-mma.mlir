@@ -1,4 +1,4 @@
-// RUN: tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=120a}' | filecheck %s
+// RUN: %tilemma-opt %s --split-input-file --verify-diagnostics -p 'tile-select-mma{sm=120a}' | filecheck %s
 // Block scaling: every (scale type, block, operand types) of PTX Table 36 maps to one .kind.
 
 // CHECK-LABEL: func.func @mxf4nvf4

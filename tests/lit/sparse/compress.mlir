@@ -1,4 +1,4 @@
-// RUN: tilemma-opt %s --split-input-file --verify-diagnostics --parsing-diagnostics | filecheck %s
+// RUN: %tilemma-opt %s --split-input-file --verify-diagnostics --parsing-diagnostics | filecheck %s
 
 // CHECK-LABEL: func.func @round_trip
 // CHECK: %s = tile.compress %a : !tile.tile<16x32xf16> -> !tile.sparse<16x32xf16>

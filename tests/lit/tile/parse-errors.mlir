@@ -1,4 +1,4 @@
-// RUN: tilemma-opt %s --split-input-file --parsing-diagnostics | filecheck %s
+// RUN: %tilemma-opt %s --split-input-file --parsing-diagnostics | filecheck %s
 // Malformed tile IR is reported at its source position.
 
 func.func @rank4(%a: !tile.tile<2x3x4x5xf16>) {

@@ -1,6 +1,6 @@
-// RUN: tilemma-opt %s | filecheck %s
-// RUN: tilemma-opt %s | tilemma-opt | filecheck %s
-// RUN: tilemma-opt %s --print-op-generic | tilemma-opt | filecheck %s
+// RUN: %tilemma-opt %s | filecheck %s
+// RUN: %tilemma-opt %s | %tilemma-opt | filecheck %s
+// RUN: %tilemma-opt %s --print-op-generic | %tilemma-opt | filecheck %s
 
 // CHECK-LABEL: func.func @gemm_f16
 // CHECK-SAME:  (%a: memref<37x53xf16>, %b: memref<53x91xf16>, %c: memref<37x91xf32>)

@@ -1,4 +1,4 @@
-// RUN: tilemma-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// RUN: %tilemma-opt %s --split-input-file --verify-diagnostics | filecheck %s
 // Every cuda::tiles rule the tile verifiers enforce, each broken once.
 
 func.func @k_mismatch(%a: !tile.tile<16x32xf16>, %b: !tile.tile<16x8xf16>) {

@@ -1,5 +1,5 @@
-// RUN: tilemma-opt %s --split-input-file --verify-diagnostics | filecheck %s
-// RUN: echo 'func.func @f(%c: !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f16>>) {func.return}' | not tilemma-opt 2>&1 | filecheck %s --check-prefix=PARSE
+// RUN: %tilemma-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// RUN: echo 'func.func @f(%c: !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f16>>) {func.return}' | not %tilemma-opt 2>&1 | filecheck %s --check-prefix=PARSE
 // PARSE: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f16 is not an mma variant of the ISA table
 // The warp dialect's verifiers, each broken once: fragments must belong to the instruction that
 // uses them, in the operand slot their type names.
