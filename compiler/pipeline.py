@@ -10,7 +10,7 @@ import io
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin, func, gpu, scf
+from xdsl.dialects import arith, builtin, func, gpu, memref, scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
@@ -22,6 +22,7 @@ from tilemma.compiler.diagnostics import LocatedParser, LocatedVerifyError, veri
 from tilemma.dialects import ptx, tile, warp
 from tilemma.passes.errors import LoweringError, origin
 from tilemma.passes.gemm_kernel import GemmKernel, read_kernel
+from tilemma.passes.linalg_to_tile import LINALG, LinalgToTile
 from tilemma.passes.select_mma import SelectMma
 from tilemma.passes.split_tf32 import SplitTf32
 from tilemma.passes.swizzle_shared import SwizzleShared
@@ -31,7 +32,7 @@ from tilemma.passes.warp_to_ptx import WarpToPtx
 
 def make_context() -> Context:
     ctx = Context()
-    for dialect in (builtin.Builtin, func.Func, arith.Arith, scf.Scf, gpu.GPU, tile.Tile, warp.Warp, ptx.PTX):
+    for dialect in (builtin.Builtin, func.Func, arith.Arith, scf.Scf, gpu.GPU, memref.MemRef, LINALG, tile.Tile, warp.Warp, ptx.PTX):
         ctx.load_dialect(dialect)
     return ctx
 
@@ -52,6 +53,7 @@ class CompileOptions:
 
     def passes(self) -> list[ModulePass]:
         return [
+            LinalgToTile(),  # linalg.matmul input; a no-op on tile IR
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
             TileWarps(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache),
             *([SwizzleShared()] if self.swizzle else []),
@@ -120,7 +122,9 @@ def compile_text(text: str, name: str, options: CompileOptions) -> list[Compiled
     kernels = [op for op in module.body.ops if isinstance(op, func.FuncOp)]
     if not kernels:
         raise ValueError(f"{name}: no kernel (func.func) in the input")
-    select, rest = options.passes()[:1], options.passes()[1:]
+    passes = options.passes()
+    front = next(i for i, p in enumerate(passes) if isinstance(p, SelectMma)) + 1
+    select, rest = passes[:front], passes[front:]
     _apply(select, module, locations)
     described = {}
     for k in kernels:  # what each kernel computes (after selection's casts), for the reference

@@ -19,6 +19,12 @@ def _ptx():
     return PTX
 
 
+def _linalg_to_tile():
+    from tilemma.passes.linalg_to_tile import LinalgToTile
+
+    return LinalgToTile
+
+
 def _select_mma():
     from tilemma.passes.select_mma import SelectMma
 
@@ -63,6 +69,7 @@ def _ptx_target():
 
 DIALECTS = {"tile": _tile, "warp": _warp, "ptx": _ptx}
 PASSES = {
+    "linalg-to-tile": _linalg_to_tile,
     "tile-select-mma": _select_mma,
     "tile-tile-warps": _tile_warps,
     "warp-swizzle-shared": _swizzle_shared,
