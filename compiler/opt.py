@@ -18,18 +18,20 @@ from tilemma.compiler.diagnostics import (
     verify_located,
 )
 from tilemma.passes.errors import LoweringError, origin
-from tilemma.compiler.universe import DIALECTS, PASSES, TARGETS
+from tilemma.compiler.universe import DIALECTS, PASSES, REPLACED_DIALECTS, TARGETS
 
 
 class TilemmaOptMain(xDSLOptMain):
     version_format = "tilemma-opt built from xdsl version {xdsl_version}"
 
     def register_all_dialects(self):
-        super().register_all_dialects()
-        # Also when tilemma runs from a tree whose entry points are not installed.
-        for name, factory in DIALECTS.items():
-            if name not in self.ctx.registered_dialect_names:
-                self.ctx.register_dialect(name, factory)
+        from xdsl.universe import Universe
+
+        # tilemma's dialects also when its entry points are not installed; REPLACED_DIALECTS
+        # stand in for xDSL's of the same name.
+        dialects = {**Universe.get_multiverse().all_dialects, **DIALECTS, **REPLACED_DIALECTS}
+        for name, factory in dialects.items():
+            self.ctx.register_dialect(name, factory)
 
     def parse_chunk(self, chunk, file_extension, start_offset=0):
         text = chunk.read()

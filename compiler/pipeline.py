@@ -119,13 +119,13 @@ def lower(module: ModuleOp, locations: dict, options: CompileOptions, warp_level
 
 def compile_text(text: str, name: str, options: CompileOptions) -> list[CompiledKernel]:
     module, locations = parse(text, name)
-    kernels = [op for op in module.body.ops if isinstance(op, func.FuncOp)]
-    if not kernels:
-        raise ValueError(f"{name}: no kernel (func.func) in the input")
     passes = options.passes()
     front = next(i for i, p in enumerate(passes) if isinstance(p, SelectMma)) + 1
     select, rest = passes[:front], passes[front:]
-    _apply(select, module, locations)
+    _apply(select, module, locations)  # first: linalg-to-tile refuses gpu.func kernels
+    kernels = [op for op in module.body.ops if isinstance(op, func.FuncOp)]
+    if not kernels:
+        raise ValueError(f"{name}: no kernel (func.func) in the input")
     described = {}
     for k in kernels:  # what each kernel computes (after selection's casts), for the reference
         try:

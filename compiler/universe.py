@@ -67,7 +67,16 @@ def _ptx_target():
     return PTXTarget
 
 
+def _linalg():
+    from tilemma.passes.linalg_to_tile import LINALG
+
+    return LINALG
+
+
 DIALECTS = {"tile": _tile, "warp": _warp, "ptx": _ptx}
+# xDSL dialects tilemma's own tools load in a corrected form (linalg: a mixed-precision
+# linalg.matmul that verifies). Not in the universe: xDSL registers these names itself.
+REPLACED_DIALECTS = {"linalg": _linalg}
 PASSES = {
     "linalg-to-tile": _linalg_to_tile,
     "tile-select-mma": _select_mma,

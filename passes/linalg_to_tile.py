@@ -131,9 +131,6 @@ class MatmulToTile(RewritePattern):
                     f"operand {what} must be an argument of the kernel @{kernel.sym_name.data} "
                     f"(a memref the caller passes), not the result of {value.owner.name}",  # type: ignore[union-attr]
                 )
-        (m, k), (k2, n), (m2, n2) = (tuple(v.type.get_shape()) for v in operands)  # type: ignore[union-attr]
-        if (k, m, n) != (k2, m2, n2):
-            raise LoweringError(op, f"shapes do not multiply: A {m}x{k}, B {k2}x{n}, C {m2}x{n2}")
         args = []
         for what, value in zip("ABC", operands):
             ref = value.type
