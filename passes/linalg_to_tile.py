@@ -20,7 +20,9 @@ from collections.abc import Sequence
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, func, gpu, linalg
+from xdsl.dialects import arith, func, gpu
+from xdsl.dialects.linalg import Linalg
+from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.builtin import AnyFloat, IntegerType, MemRefType, ModuleOp, Signedness
 from xdsl.ir import Attribute, BlockArgument, Dialect, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -30,7 +32,6 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects import tile
@@ -76,8 +77,8 @@ class MatmulOp(linalg.MatmulOp):
 # xDSL's linalg dialect with the matmul above: what tilemma's parsers load.
 LINALG = Dialect(
     "linalg",
-    [MatmulOp if op is linalg.MatmulOp else op for op in linalg.Linalg.operations],
-    list(linalg.Linalg.attributes),
+    [MatmulOp if op is linalg.MatmulOp else op for op in Linalg.operations],
+    list(Linalg.attributes),
 )
 
 _DEFAULT_MAPS = linalg.MatmulOp.get_irdl_definition().properties["indexing_maps"].default_value
@@ -132,12 +133,13 @@ class MatmulToTile(RewritePattern):
                     f"(a memref the caller passes), not the result of {value.owner.name}",  # type: ignore[union-attr]
                 )
         args = []
-        for what, value in zip("ABC", operands):
+        for i, what in enumerate("ABC"):
+            value = op.operands[i]  # afresh: A and B may be one argument, retyped at A
             ref = value.type
             assert isinstance(ref, MemRefType) and isinstance(value, BlockArgument)
             element = _tile_element(ref.element_type, op, f"operand {what}")
             if element != ref.element_type:  # signless -> signed, everywhere the argument goes
-                value = Rewriter.replace_value_with_new_type(
+                value = rewriter.replace_value_with_new_type(
                     value, MemRefType(element, ref.get_shape(), ref.layout, ref.memory_space)
                 )
                 kernel.update_function_type()
@@ -163,7 +165,7 @@ class MatmulToTile(RewritePattern):
                 o.verify()
             except VerifyException as e:
                 raise LoweringError(op, str(e)) from None
-        rewriter.replace_op(op, new, [])
+        rewriter.replace(op, new, [])
         for o in new:
             replaced(op, o)
 

@@ -24,6 +24,15 @@ func.func @s8_s32(%a: memref<16x32xi8>, %b: memref<32x8xi8>, %c: memref<16x8xi32
 // CHECK:         %td = tile.mma %ta, %tb, %tc : !tile.tile<16x32xsi8>, !tile.tile<32x8xsi8>, !tile.tile<16x8xsi32> -> !tile.tile<16x8xsi32>
 // CHECK-NEXT:    tile.store %td, %c[0, 0] : !tile.tile<16x8xsi32>, memref<16x8xsi32>
 
+func.func @square(%a: memref<32x32xi8>, %c: memref<32x32xi32>) {
+  linalg.matmul ins(%a, %a : memref<32x32xi8>, memref<32x32xi8>) outs(%c : memref<32x32xi32>)
+  func.return
+}
+// One argument as A and B: retyped once, loaded twice.
+// CHECK-LABEL: func.func @square(%a: memref<32x32xsi8>, %c: memref<32x32xsi32>)
+// CHECK-NEXT:    %ta = tile.load %a[0, 0] : memref<32x32xsi8> -> !tile.tile<32x32xsi8>
+// CHECK-NEXT:    %tb = tile.load %a[0, 0] : memref<32x32xsi8> -> !tile.tile<32x32xsi8>
+
 func.func @bf16_same(%a: memref<16x16xbf16>, %b: memref<16x8xbf16>, %c: memref<16x8xf32>) {
   "linalg.matmul"(%a, %b, %c) <{operandSegmentSizes = array<i32: 2, 1>}> ({
   ^bb0(%x: bf16, %y: bf16, %z: f32):
@@ -43,5 +52,6 @@ func.func @bf16_same(%a: memref<16x16xbf16>, %b: memref<16x8xbf16>, %c: memref<1
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
 // PTX: .visible .entry s8_s32(
 // PTX: mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
+// PTX: .visible .entry square(
 // PTX: .visible .entry bf16_same(
 // PTX: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
