@@ -132,6 +132,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         kernels = compile_text(text, name, options, observe)
     finally:
         observe.report()
+    if args.emit == "gpu-binary":
+        return _emit_gpu_binary(args, kernels)
     modules = list(dict.fromkeys(k.ptx for k in kernels))  # kernels of one target share a module
     if args.emit == "ptx":
         _write(args.output, "\n".join(modules))
@@ -147,6 +149,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
         _write(path, cubin)
         if path != "-":
             print(f"{', '.join(names)}: wrote {path} ({len(cubin)} bytes)")
+    return 0
+
+
+def _emit_gpu_binary(args: argparse.Namespace, kernels) -> int:
+    from tilemma.compiler.gpu_binary import gpu_binary_module
+    from tilemma.compiler.targets import parse_sm
+
+    _write(args.output, gpu_binary_module(kernels, parse_sm(args.sm).name))
     return 0
 
 
@@ -300,8 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="tile IR -> PTX (or cubin, or lowered IR)")
     c.add_argument("file", help="input file ('-' for stdin)")
-    c.add_argument("--emit", choices=("ptx", "cubin", "mlir", "warp"), default="ptx",
-                   help="ptx (default), cubin (through ptxas), mlir (the IR after every pass: PTX ops) or warp (the kernel at warp level)")
+    c.add_argument("--emit", choices=("ptx", "cubin", "mlir", "warp", "gpu-binary"), default="ptx",
+                   help="ptx (default), cubin (through ptxas), mlir (the IR after every pass: PTX ops), warp (the kernel at warp level) "
+                   "or gpu-binary (an MLIR gpu.binary of the PTX and a host function per kernel doing gpu.launch_func)")
     c.add_argument("-o", "--output", metavar="FILE", help="output file ('-' for stdout)")
     _add_compile_options(c)
     c.set_defaults(func=cmd_compile)

@@ -24,6 +24,7 @@ from tilemma.compiler import universe
 from tilemma.dialects import ptx
 from tilemma.passes.errors import LoweringError, origin
 from tilemma.passes.gemm_kernel import GemmKernel, read_kernel
+from tilemma.passes.linalg_to_tile import LinalgToTile
 from tilemma.passes.select_mma import SelectMma
 from tilemma.passes.split_tf32 import SplitTf32
 from tilemma.passes.swizzle_shared import SwizzleShared
@@ -52,6 +53,7 @@ class CompileOptions:
 
     def passes(self) -> list[ModulePass]:
         return [
+            LinalgToTile(),  # linalg.matmul input; a no-op on tile IR
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
             TileWarps(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache),
             *([SwizzleShared()] if self.swizzle else []),
@@ -125,11 +127,13 @@ def lower(module: ModuleOp, locations: dict, options: CompileOptions, warp_level
 def compile_text(text: str, name: str, options: CompileOptions,
                  instrument: PassInstrument | None = None) -> list[CompiledKernel]:
     module, locations = parse(text, name)
+    passes = options.passes()
+    front = next(i for i, p in enumerate(passes) if isinstance(p, SelectMma)) + 1
+    select, rest = passes[:front], passes[front:]
+    _apply(select, module, locations, instrument)  # first: linalg-to-tile refuses gpu.func kernels
     kernels = [op for op in module.body.ops if isinstance(op, func.FuncOp)]
     if not kernels:
         raise ValueError(f"{name}: no kernel (func.func) in the input")
-    select, rest = options.passes()[:1], options.passes()[1:]
-    _apply(select, module, locations, instrument)
     described = {}
     for k in kernels:  # what each kernel computes (after selection's casts), for the reference
         try:

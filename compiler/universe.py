@@ -20,6 +20,12 @@ def _ptx():
     return PTX
 
 
+def _linalg_to_tile():
+    from tilemma.passes.linalg_to_tile import LinalgToTile
+
+    return LinalgToTile
+
+
 def _select_mma():
     from tilemma.passes.select_mma import SelectMma
 
@@ -62,8 +68,18 @@ def _ptx_target():
     return PTXTarget
 
 
+def _linalg():
+    from tilemma.passes.linalg_to_tile import LINALG
+
+    return LINALG
+
+
 DIALECTS = {"tile": _tile, "warp": _warp, "ptx": _ptx}
+# xDSL dialects tilemma's own tools load in a corrected form (linalg: a mixed-precision
+# linalg.matmul that verifies). Not in the universe: xDSL registers these names itself.
+REPLACED_DIALECTS = {"linalg": _linalg}
 PASSES = {
+    "linalg-to-tile": _linalg_to_tile,
     "tile-select-mma": _select_mma,
     "tile-tile-warps": _tile_warps,
     "warp-swizzle-shared": _swizzle_shared,
@@ -80,7 +96,7 @@ def make_context() -> Context:
     first use) and tilemma's, also when running from a tree whose entry points are not
     installed. So `tilemma compile` takes whatever `tilemma-opt` takes (e.g. `arith.constant`)."""
     ctx = Context()
-    dialects = {**Universe.get_multiverse().all_dialects, **DIALECTS}
+    dialects = {**Universe.get_multiverse().all_dialects, **DIALECTS, **REPLACED_DIALECTS}
     for name, factory in dialects.items():
         ctx.register_dialect(name, factory)
     return ctx
