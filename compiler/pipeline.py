@@ -117,6 +117,11 @@ def lower(module: ModuleOp, locations: dict, options: CompileOptions, warp_level
 
 def compile_text(text: str, name: str, options: CompileOptions) -> list[CompiledKernel]:
     module, locations = parse(text, name)
+    return compile_module(module, locations, name, options)
+
+
+def compile_module(module: ModuleOp, locations: dict, name: str, options: CompileOptions) -> list[CompiledKernel]:
+    """Lower a verified module in place (`locations`: where its ops were written, possibly empty)."""
     kernels = [op for op in module.body.ops if isinstance(op, func.FuncOp)]
     if not kernels:
         raise ValueError(f"{name}: no kernel (func.func) in the input")
