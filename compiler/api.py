@@ -19,10 +19,11 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.utils.exceptions import VerifyException
 
 from tilemma.compiler.abi import KernelABI, Param
-from tilemma.compiler.diagnostics import USER_ERRORS, verify_located
+from tilemma.compiler.diagnostics import USER_ERRORS
 from tilemma.compiler.pipeline import CompiledKernel, CompileOptions, compile_module, compile_text
 
 __all__ = ["CompileError", "LaunchError", "Kernel", "compile"]
@@ -42,7 +43,7 @@ class LaunchError(ValueError):
     was expected."""
 
 
-def compile(module_or_text: str | ModuleOp, sm: str = "90", *, filename: str = "<input>",
+def compile(module_or_text: str | ModuleOp, sm: str = "90", *, filename: str | None = None,
             **options: Any) -> list[Kernel]:
     """Compile tile IR (text, or an xDSL ModuleOp, which is cloned: the caller's is left as it is)
     for target `sm` ("90", "sm_90", "120a", ...). `options` are `CompileOptions` fields (ptx,
@@ -55,16 +56,27 @@ def compile(module_or_text: str | ModuleOp, sm: str = "90", *, filename: str = "
     try:
         opts = CompileOptions(sm=str(sm), **options)
         if isinstance(module_or_text, str):
-            compiled = compile_text(module_or_text, filename, opts)
+            compiled = compile_text(module_or_text, filename or "<input>", opts)
         elif isinstance(module_or_text, ModuleOp):
             module = module_or_text.clone()
-            verify_located(module, {})
-            compiled = compile_module(module, {}, filename, opts)
+            _verify(module, filename or "<module>")
+            compiled = compile_module(module, {}, filename or "<module>", opts)
         else:
             raise TypeError(f"compile() takes tile IR as text or an xDSL ModuleOp, not {type(module_or_text).__name__}")
     except USER_ERRORS as e:
         raise CompileError(str(e).strip()) from None
     return [Kernel(k) for k in compiled]
+
+
+def _verify(module: ModuleOp, filename: str) -> None:
+    """Verify a module built in Python: with no source positions, the message names the op."""
+    for op in module.walk():
+        try:
+            op.verify(verify_nested_ops=False)
+        except (VerifyException, ValueError) as e:
+            symbol = op.properties.get("sym_name")
+            what = f"{op.name} @{symbol.data}" if isinstance(symbol, StringAttr) else op.name
+            raise CompileError(f"{filename}: in {what}: {str(e).strip()}") from None
 
 
 @dataclass(frozen=True)

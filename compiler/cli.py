@@ -92,6 +92,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     text, name = _read_input(args.file)
     options = _compile_options(args)
+    if args.emit == "json" or args.metadata:
+        _emit_metadata(args, compile_text(text, name, options))
+        if args.emit == "json":
+            return 0
     if args.emit in ("mlir", "warp"):
         module, locations = parse(text, name)
         lower(module, locations, options, warp_level=args.emit == "warp")
@@ -115,6 +119,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
             f.write(cubin)
         print(f"{', '.join(names)}: wrote {path} ({len(cubin)} bytes)")
     return 0
+
+
+def _emit_metadata(args: argparse.Namespace, kernels: list) -> None:
+    """`--emit json` (to -o or stdout) / `--metadata FILE`: every kernel's ABI, one JSON object."""
+    import json
+
+    out = json.dumps({"kernels": [k.abi.to_dict() for k in kernels]}, indent=2) + "\n"
+    if args.emit == "json":
+        _write(args.output, out)
+    if args.metadata:
+        _write(args.metadata, out)
 
 
 def _write(path: str | None, text: str) -> None:
@@ -227,8 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="tile IR -> PTX (or cubin, or lowered IR)")
     c.add_argument("file", help="input file ('-' for stdin)")
-    c.add_argument("--emit", choices=("ptx", "cubin", "mlir", "warp"), default="ptx",
-                   help="ptx (default), cubin (through ptxas), mlir (the IR after every pass: PTX ops) or warp (the kernel at warp level)")
+    c.add_argument("--emit", choices=("ptx", "cubin", "mlir", "warp", "json"), default="ptx",
+                   help="ptx (default), cubin (nvJitLink or ptxas), mlir (the IR after every pass: PTX ops), "
+                   "warp (the kernel at warp level) or json (each kernel's launch shape and argument ABI)")
+    c.add_argument("--metadata", metavar="FILE", help="also write the kernels' JSON ABI (as --emit json) to FILE")
     c.add_argument("-o", "--output")
     _add_compile_options(c)
     c.set_defaults(func=cmd_compile)
