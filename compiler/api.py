@@ -168,8 +168,8 @@ def stream_handle(stream: Any) -> int:
     for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
         if isinstance(getattr(stream, attribute, None), int):
             return getattr(stream, attribute)
-    if hasattr(stream, "getPtr"):  # cuda.bindings driver.CUstream
-        return int(stream.getPtr())
+    if hasattr(stream, "getPtr"):  # an older cuda.bindings CUstream: int() is its handle
+        return int(stream)
     raise TypeError(f"stream: {type(stream).__name__} is not a CUDA stream (a torch or CuPy stream, "
                     "a CUstream, or an int handle)")
 

@@ -287,5 +287,24 @@ def test_stream_handles():
 
     assert api.stream_handle(None) == 0 and api.stream_handle(5) == 5
     assert [api.stream_handle(s) for s in (TorchStream(), CupyStream(), Protocol())] == [1234, 99, 77]
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        pass
+    else:
+        assert api.stream_handle(driver.CUstream(4321)) == 4321
     with pytest.raises(TypeError, match="stream: str is not a CUDA stream"):
         api.stream_handle("default")
+
+
+def test_readme_example_compiles_to_the_tensors_it_passes():
+    import pathlib
+
+    text = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    code = text.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    setup = code.split("\na, b = ", 1)[0].replace("import torch, tilemma", "import tilemma")
+    scope: dict = {}
+    exec(setup, scope)
+    kernel = scope["kernel"]
+    assert [p.shape for p in kernel.abi.params] == [(256, 64), (64, 128), (256, 128), (256, 128)]
+    assert [p.dtype.name for p in kernel.abi.params] == ["float16", "float16", "float32", "float32"]
