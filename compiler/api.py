@@ -14,8 +14,9 @@ buffer: contiguous uint8 of `Param.nbytes` bytes. Nothing is copied and nothing 
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import dataclass, fields
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 import numpy as np
@@ -110,6 +111,10 @@ class Kernel:
         return f"<Kernel {self.name}: {self.instruction}, grid {self.grid}, block {self.block}>"
 
     @cached_property
+    def _wants(self) -> list[_Expected]:
+        return [_expected(p) for p in self.abi.params]
+
+    @cached_property
     def _cubin(self) -> bytes:
         from tilemma.compiler.ptxas import assemble
 
@@ -151,7 +156,7 @@ class Kernel:
                               f"({', '.join(p.name for p in params)}), got {len(args)}")
         handle = stream_handle(stream)
         buffers = [_read(arg, i, p, handle) for i, (arg, p) in enumerate(zip(args, params))]
-        addresses = [_check(b, i, p) for i, (b, p) in enumerate(zip(buffers, params))]
+        addresses = [_check(b, i, p, want) for i, (b, p, want) in enumerate(zip(buffers, params, self._wants))]
         device = _device(self.name, buffers, params)
         cuda_runtime.launch(self.ptx, self.name, self.grid, self.block, addresses,
                             shared_bytes=self.shared_bytes, stream=handle, device=device)
@@ -241,41 +246,57 @@ def _from_dlpack(arg: Any, i: int, p: Param, stream: int) -> _Buffer:
     return _Buffer((t.data or 0) + t.byte_offset, shape, strides, f"{kind}{t.bits}", device_id, "DLPack tensor")
 
 
-def _accepted(p: Param) -> tuple[str, ...]:
-    """dtype names a buffer for `p` may have: its own, or raw bytes / words of the same size."""
+@dataclass(frozen=True)
+class _Expected:
+    """What a buffer for one parameter must look like (worked out once per parameter)."""
+
+    dtypes: tuple[str, ...]  # its dtype, or raw bytes / words of the same size
+    packed: bool  # sub-byte elements: a contiguous uint8 buffer of `nbytes`
+    nbytes: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset_bytes: int
+    layout: str  # how to name `strides` in a message
+
+
+@cache
+def _expected(p: Param) -> _Expected:
     if "sparsity_error" in p.roles:
-        return ("uint32", "int32")
-    if p.dtype.itemsize == 1 and p.dtype.kind not in "iu":
-        return (p.dtype.name, "uint8")
-    return (p.dtype.name,)
+        dtypes: tuple[str, ...] = ("uint32", "int32")
+    elif p.dtype.itemsize == 1 and p.dtype.kind not in "iu":
+        dtypes = (p.dtype.name, "uint8")
+    else:
+        dtypes = (p.dtype.name,)
+    layout = "row-major (contiguous)" if p.strides == _row_major(p.shape) else "the memref's layout"
+    return _Expected(dtypes, p.packing == "bits", p.nbytes, p.shape, p.strides, p.offset * p.dtype.itemsize, layout)
 
 
-def _check(b: _Buffer | int, i: int, p: Param) -> int:
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
+
+
+def _check(b: _Buffer | int, i: int, p: Param, want: _Expected | None = None) -> int:
     """The address the kernel gets for this argument, after checking it against `p`."""
     if isinstance(b, int):
         return b
+    want = want or _expected(p)
     where = f"{_where(i, p)}, a {b.what}"
-    if b.dtype not in _accepted(p):
-        raise LaunchError(f"{where}: dtype {b.dtype}, expected {' or '.join(_accepted(p))} ({p.element} elements)")
-    count = int(np.prod(b.shape, dtype=np.int64))
-    contiguous = b.strides is None or all(
-        s == int(np.prod(b.shape[d + 1:], dtype=np.int64)) for d, s in enumerate(b.strides) if b.shape[d] > 1)
-    if p.packing == "bits":
-        if count != p.nbytes or not contiguous:
-            raise LaunchError(f"{where}: expected a contiguous uint8 buffer of {p.nbytes} bytes ({p.span} "
+    if b.dtype not in want.dtypes:
+        raise LaunchError(f"{where}: dtype {b.dtype}, expected {' or '.join(want.dtypes)} ({p.element} elements)")
+    strides = b.strides if b.strides is not None else _row_major(b.shape)
+    if want.packed:
+        contiguous = all(s == r for s, r, n in zip(strides, _row_major(b.shape), b.shape) if n > 1)
+        if math.prod(b.shape) != want.nbytes or not contiguous:
+            raise LaunchError(f"{where}: expected a contiguous uint8 buffer of {want.nbytes} bytes ({p.span} "
                               f"{p.element} elements packed, least significant bits first), got shape "
                               f"{b.shape}{'' if contiguous else ' not contiguous'}")
         base = b.address
     else:
-        if b.shape != p.shape:
-            raise LaunchError(f"{where}: shape {b.shape}, expected {p.shape}")
-        strides = b.strides if b.strides is not None else tuple(
-            int(np.prod(b.shape[d + 1:], dtype=np.int64)) for d in range(len(b.shape)))
-        if any(s != want for s, want, n in zip(strides, p.strides, p.shape) if n > 1):
-            layout = "row-major (contiguous)" if p.strides == tuple(
-                int(np.prod(p.shape[d + 1:])) for d in range(len(p.shape))) else "the memref's layout"
-            raise LaunchError(f"{where}: strides {strides} elements, expected {p.strides}: {layout}")
-        base = b.address - p.offset * p.dtype.itemsize
+        if b.shape != want.shape:
+            raise LaunchError(f"{where}: shape {b.shape}, expected {want.shape}")
+        if any(s != w for s, w, n in zip(strides, want.strides, want.shape) if n > 1):
+            raise LaunchError(f"{where}: strides {strides} elements, expected {want.strides}: {want.layout}")
+        base = b.address - want.offset_bytes
     if base % ALIGNMENT:
         raise LaunchError(f"{where}: its buffer starts at {base:#x}, not on a {ALIGNMENT}-byte boundary "
                           "as the kernel assumes (allocators give 256)")

@@ -172,6 +172,7 @@ _probe: tuple[bool, str] | None = None  # (available, reason when not)
 _contexts: dict[int, tuple[Any, Any]] = {}  # ordinal -> (CUdevice, primary CUcontext)
 _modules: dict[tuple[int, str], Any] = {}
 _functions: dict[tuple[int, str, str], Any] = {}
+_prepared: dict[tuple[int, str, str, int], Any] = {}  # functions checked and opted in for a shared size
 
 
 def _probe_gpu() -> tuple[bool, str]:
@@ -423,6 +424,11 @@ def check_shared_bytes(shared_bytes: int, static_bytes: int, limit: int, arch: s
 
 
 def _prepare(ptx: str, entry: str, shared_bytes: int, ordinal: int = 0) -> Any:
+    """The function, its dynamic shared memory checked against the device and opted into (once
+    per device, kernel and size)."""
+    key = (ordinal, ptx, entry, shared_bytes)
+    if key in _prepared:
+        return _prepared[key]
     func = _function(ptx, entry, ordinal)
     driver = _driver()
     limit = _call(
@@ -440,6 +446,7 @@ def _prepare(ptx: str, entry: str, shared_bytes: int, ordinal: int = 0) -> Any:
             driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             int(shared_bytes),
         )
+    _prepared[key] = func
     return func
 
 
@@ -514,6 +521,7 @@ def launch(
                 f"kernel argument {index} is {arg!r}; pass a device address (a non-negative int) "
                 "or a NumPy scalar such as np.int32(n)"
             )
+    _ensure_context(device)
     func = _prepare(ptx, entry, shared_bytes, device)
     pointers = np.array([h.ctypes.data for h in holders], dtype=np.uint64)
     params = int(pointers.ctypes.data) if holders else 0

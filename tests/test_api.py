@@ -247,7 +247,7 @@ def test_packed_operands_take_whole_uint8_buffers():
 def test_fp8_takes_its_dtype_or_bytes():
     [k] = tilemma.compile(gemm(16, 8, 32, "f8E4M3FN", "f8E4M3FN", "f32"))
     a = k.abi.params[0]
-    assert api._accepted(a) == ("float8_e4m3fn", "uint8")
+    assert api._expected(a).dtypes == ("float8_e4m3fn", "uint8")
     args = fakes(k)
     args[0] = Fake(a.shape, "|i1")
     assert "dtype int8, expected float8_e4m3fn or uint8" in launch_error(k, args)

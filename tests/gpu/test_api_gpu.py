@@ -228,7 +228,12 @@ def test_nvjitlink_and_ptxas_cubins_both_load_and_run():
         td = torch.zeros(16, 8, device="cuda")
         holders = [np.array([t.data_ptr()], np.uint64) for t in (ta, tb, tc, td)]
         params = np.array([h.ctypes.data for h in holders], np.uint64)
-        cuda_runtime._call("cuLaunchKernel", func, *k.grid, *k.block, 0, 0, params.ctypes.data, 0)
+        if k.shared_bytes > 48 * 1024:
+            from cuda.bindings import driver
+
+            attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            cuda_runtime._call("cuFuncSetAttribute", func, attribute, k.shared_bytes)
+        cuda_runtime._call("cuLaunchKernel", func, *k.grid, *k.block, k.shared_bytes, 0, params.ctypes.data, 0)
         cuda_runtime._call("cuCtxSynchronize")
         check(k, a, b, c, td.cpu().numpy(), "f16", "f16", "f32")
         cuda_runtime._call("cuModuleUnload", module)
