@@ -4,13 +4,16 @@ CLI use instead of the lowering's internals."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
 
 from tilemma.dialects import ptx, tile
 from tilemma.dialects.tile import element_name
 from tilemma.compiler.memref_layout import strided_layout
+from tilemma.compiler.reference import element_type
 
 
 @dataclass(frozen=True)
@@ -40,15 +43,37 @@ class Param:
         `native`."""
         if self.element in tile.BYTE_PER_ELEMENT:
             return "byte"
-        return "bits" if tile.element_bits(self.element) < 8 else "native"
+        return "bits" if self.bits < 8 else "native"
+
+    @property
+    def bits(self) -> int:
+        """Storage bits of one element (the error word is a ui32, outside the tile types)."""
+        return 32 if "sparsity_error" in self.roles else tile.element_bits(self.element)
 
     @property
     def nbytes(self) -> int:
         if self.packing == "bits":
-            return -(-self.span * tile.element_bits(self.element) // 8)
+            return -(-self.span * self.bits // 8)
         if self.packing == "byte":
             return self.span
-        return self.span * tile.element_bits(self.element) // 8
+        return self.span * self.bits // 8
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy (ml_dtypes) dtype of a buffer passed for this parameter: packed sub-byte
+        elements and fp6 / ue4m3 codes travel as uint8 bytes, tf32 as float32, the error word
+        as uint32."""
+        if "sparsity_error" in self.roles:
+            return np.dtype(np.uint32)
+        if self.packing != "native" or self.element == "ue4m3":
+            return np.dtype(np.uint8)
+        return np.dtype(np.float32 if self.element == "tf32" else element_type(self.element).dtype)
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "roles": list(self.roles), "shape": list(self.shape),
+             "element": self.element, "dtype": self.dtype.name, "packing": self.packing,
+             "strides": list(self.strides), "offset": self.offset, "nbytes": self.nbytes}
+        return d if self.init is None else {**d, "init": self.init}
 
 
 @dataclass(frozen=True)
@@ -59,6 +84,9 @@ class KernelABI:
     params: tuple[Param, ...]
     shared_bytes: int = 0  # dynamic shared memory per CTA
     tiling: tuple[int, ...] = ()  # warps (2), warp tile in instructions (2), stages, stage K
+    sm: str = ""  # the PTX module's .target, e.g. sm_90
+    ptx_version: str = ""  # its .version, e.g. 9.0
+    instruction: str = ""  # the mma opcode the kernel runs
 
     @property
     def config(self) -> str:
@@ -68,10 +96,22 @@ class KernelABI:
         wm, wn, rm, rn, stages, stage_k = self.tiling
         return f"warps={wm}x{wn} warp-tile={rm}x{rn} stages={stages}" + (f" stage-k={stage_k}" if stages else "")
 
+    def to_dict(self) -> dict:
+        """The ABI as plain data (what `tilemma compile --emit json` writes per kernel)."""
+        return {"name": self.name, "sm": self.sm, "ptx_version": self.ptx_version,
+                "grid": list(self.grid), "block": list(self.block), "shared_bytes": self.shared_bytes,
+                "instruction": self.instruction, "config": self.config,
+                "params": [p.to_dict() for p in self.params]}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
     @staticmethod
     def from_entry(entry: ptx.EntryOp) -> KernelABI:
         if entry.grid is None or entry.block is None or entry.abi is None:
             raise ValueError(f"kernel {entry.sym_name.data} was not lowered from the warp level: no ABI")
+        module = entry.parent_op()
+        mma = next((o for o in entry.body.ops if isinstance(o, ptx.MmaOp)), None)
         params = []
         for record in entry.abi.data:
             d = record.data
@@ -96,6 +136,9 @@ class KernelABI:
             tuple(params),
             entry.shared_bytes.value.data if entry.shared_bytes is not None else 0,
             tuple(entry.tiling.get_values()) if entry.tiling is not None else (),  # type: ignore[arg-type]
+            module.target.data if isinstance(module, ptx.ModuleOp_) else "",
+            module.version.data if isinstance(module, ptx.ModuleOp_) else "",
+            mma.opcode.data if mma is not None else "",
         )
 
     def index(self, role: str) -> int | None:

@@ -128,10 +128,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
             module, locations = parse(text, name)
             lower(module, locations, options, warp_level=args.emit == "warp", instrument=observe)
             _write(args.output, str(module) + "\n")
+            if args.metadata:
+                _emit_metadata(args, compile_text(text, name, options))
             return 0
         kernels = compile_text(text, name, options, observe)
     finally:
         observe.report()
+    if args.emit == "json" or args.metadata:
+        _emit_metadata(args, kernels)
+        if args.emit == "json":
+            return 0
     if args.emit == "gpu-binary":
         return _emit_gpu_binary(args, kernels)
     modules = list(dict.fromkeys(k.ptx for k in kernels))  # kernels of one target share a module
@@ -150,6 +156,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if path != "-":
             print(f"{', '.join(names)}: wrote {path} ({len(cubin)} bytes)")
     return 0
+
+
+def _emit_metadata(args: argparse.Namespace, kernels: list) -> None:
+    """`--emit json` (to -o or stdout) / `--metadata FILE`: every kernel's ABI, one JSON object."""
+    import json
+
+    out = json.dumps({"kernels": [k.abi.to_dict() for k in kernels]}, indent=2) + "\n"
+    if args.emit == "json":
+        _write(args.output, out)
+    if args.metadata:
+        _write(args.metadata, out)
 
 
 def _emit_gpu_binary(args: argparse.Namespace, kernels) -> int:
@@ -310,9 +327,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="tile IR -> PTX (or cubin, or lowered IR)")
     c.add_argument("file", help="input file ('-' for stdin)")
-    c.add_argument("--emit", choices=("ptx", "cubin", "mlir", "warp", "gpu-binary"), default="ptx",
-                   help="ptx (default), cubin (through ptxas), mlir (the IR after every pass: PTX ops), warp (the kernel at warp level) "
-                   "or gpu-binary (an MLIR gpu.binary of the PTX and a host function per kernel doing gpu.launch_func)")
+    c.add_argument("--emit", choices=("ptx", "cubin", "mlir", "warp", "json", "gpu-binary"), default="ptx",
+                   help="ptx (default), cubin (nvJitLink or ptxas), mlir (the IR after every pass: PTX ops), "
+                   "warp (the kernel at warp level), json (each kernel's launch shape and argument ABI) or "
+                   "gpu-binary (an MLIR gpu.binary of the PTX and a host function per kernel doing gpu.launch_func)")
+    c.add_argument("--metadata", metavar="FILE", help="also write the kernels' JSON ABI (as --emit json) to FILE")
     c.add_argument("-o", "--output", metavar="FILE", help="output file ('-' for stdout)")
     _add_compile_options(c)
     c.set_defaults(func=cmd_compile)

@@ -2,8 +2,10 @@
 
 This is the last step of proving a lowering right: the driver JIT-compiles the emitted PTX for the
 device it runs on, launches it on NumPy data, and hands the results back for comparison with
-`tilemma.compiler.reference`. It is deliberately thin: no streams, no async copies, one primary
-context per process, so that a failure points at the PTX and not at this wrapper.
+`tilemma.compiler.reference`. It is deliberately thin: the primary context of each device (the one
+torch and CuPy share), modules cached per device, and `launch` on the caller's device memory and
+stream for the public API (`tilemma.compiler.api`), so that a failure points at the PTX and not at
+this wrapper.
 
 Every driver call goes through `_check`, which turns a non-success `CUresult` into `CudaError`
 carrying the driver's own error name and text (and, when the JIT refused the PTX, its error log).
@@ -34,6 +36,7 @@ __all__ = [
     "run_kernel",
     "time_kernel",
     "launch",
+    "pointer_device",
 ]
 
 # NVIDIA's "PTX ISA release history" table (PTX ISA manual, release notes), newest first: the first
@@ -160,15 +163,16 @@ def _call(name: str, *args: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# Process state: probe once, retain the primary context of device 0 once, cache modules by text.
+# Process state: probe once, retain each device's primary context once, cache modules by
+# (device, text).
 # ---------------------------------------------------------------------------------------------
 
 _lock = threading.RLock()
 _probe: tuple[bool, str] | None = None  # (available, reason when not)
-_device: Any = None
-_context: Any = None
-_modules: dict[str, Any] = {}
-_functions: dict[tuple[str, str], Any] = {}
+_contexts: dict[int, tuple[Any, Any]] = {}  # ordinal -> (CUdevice, primary CUcontext)
+_modules: dict[tuple[int, str], Any] = {}
+_functions: dict[tuple[int, str, str], Any] = {}
+_prepared: dict[tuple[int, str, str, int], Any] = {}  # functions checked and opted in for a shared size
 
 
 def _probe_gpu() -> tuple[bool, str]:
@@ -217,21 +221,23 @@ def gpu_unavailable_reason() -> str | None:
     return None if available else reason
 
 
-def _ensure_context() -> None:
-    """Retain device 0's primary context (once) and make it current on the calling thread.
+def _ensure_context(ordinal: int = 0) -> Any:
+    """Retain device `ordinal`'s primary context (once), make it current on the calling thread and
+    return the CUdevice.
 
     The primary context is the one the runtime API, cupy and torch share, so kernels launched here
     coexist with them. Contexts are current per thread, hence cuCtxSetCurrent on every entry.
     """
-    global _device, _context
     available, reason = _probe_gpu()
     if not available:
         raise NoGpuError(reason)
     with _lock:
-        if _context is None:
-            _device = _call("cuDeviceGet", 0)
-            _context = _call("cuDevicePrimaryCtxRetain", _device)
-        _call("cuCtxSetCurrent", _context)
+        if ordinal not in _contexts:
+            device = _call("cuDeviceGet", ordinal)
+            _contexts[ordinal] = (device, _call("cuDevicePrimaryCtxRetain", device))
+        device, context = _contexts[ordinal]
+        _call("cuCtxSetCurrent", context)
+        return device
 
 
 def driver_version() -> int:
@@ -247,23 +253,22 @@ def driver_max_ptx() -> tuple[int, int]:
     return ptx_isa_for_cuda(driver_version())
 
 
-def device_arch() -> str:
+def device_arch(ordinal: int = 0) -> str:
     """The device's target name from its compute capability, e.g. "sm_90" for an H100.
 
     Arch-specific variants (sm_90a) are a compile-time choice, not a device property.
     """
-    _ensure_context()
+    device = _ensure_context(ordinal)
     driver = _driver()
     attr = driver.CUdevice_attribute
-    major = _call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _device)
-    minor = _call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, _device)
+    major = _call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
+    minor = _call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)
     return f"sm_{int(major)}{int(minor)}"
 
 
 def device_name() -> str:
     """The device's marketing name, e.g. "NVIDIA H100 80GB HBM3"."""
-    _ensure_context()
-    raw = _call("cuDeviceGetName", 256, _device)
+    raw = _call("cuDeviceGetName", 256, _ensure_context())
     return bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
 
 
@@ -276,16 +281,17 @@ def _c_string(buffer: bytearray) -> str:
     return bytes(buffer).split(b"\0", 1)[0].decode(errors="replace").strip()
 
 
-def load_module(ptx: str) -> Any:
-    """JIT-load a PTX module into the primary context (cached by its text) and return the CUmodule.
+def load_module(ptx: str, ordinal: int = 0) -> Any:
+    """JIT-load a PTX module into device `ordinal`'s primary context (cached by device and text)
+    and return the CUmodule.
 
     Uses cuModuleLoadDataEx with error/info log buffers so that a refusal raises CudaError whose
     message carries the JIT's own explanation (the line and the reason), not just
     CUDA_ERROR_INVALID_PTX.
     """
-    _ensure_context()
+    _ensure_context(ordinal)
     with _lock:
-        module = _modules.get(ptx)
+        module = _modules.get((ordinal, ptx))
         if module is not None:
             return module
         driver = _driver()
@@ -309,16 +315,16 @@ def load_module(ptx: str) -> Any:
                 log = f"{log}\n{info}" if log else info
             raise CudaError("cuModuleLoadDataEx", err, log=log or "(the JIT left no log)")
         module = result[1]
-        _modules[ptx] = module
+        _modules[ordinal, ptx] = module
         return module
 
 
-def _function(ptx: str, entry: str) -> Any:
+def _function(ptx: str, entry: str, ordinal: int = 0) -> Any:
     with _lock:
-        key = (ptx, entry)
+        key = (ordinal, ptx, entry)
         func = _functions.get(key)
         if func is None:
-            module = load_module(ptx)
+            module = load_module(ptx, ordinal)
             driver = _driver()
             err, func = driver.cuModuleGetFunction(module, entry.encode())
             if err != driver.CUresult.CUDA_SUCCESS:
@@ -417,16 +423,21 @@ def check_shared_bytes(shared_bytes: int, static_bytes: int, limit: int, arch: s
         )
 
 
-def _prepare(ptx: str, entry: str, shared_bytes: int) -> Any:
-    func = _function(ptx, entry)
+def _prepare(ptx: str, entry: str, shared_bytes: int, ordinal: int = 0) -> Any:
+    """The function, its dynamic shared memory checked against the device and opted into (once
+    per device, kernel and size)."""
+    key = (ordinal, ptx, entry, shared_bytes)
+    if key in _prepared:
+        return _prepared[key]
+    func = _function(ptx, entry, ordinal)
     driver = _driver()
     limit = _call(
         "cuDeviceGetAttribute",
         driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-        _device,
+        _ensure_context(ordinal),
     )
     static = _call("cuFuncGetAttribute", driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, func)
-    check_shared_bytes(shared_bytes, int(static), int(limit), device_arch())
+    check_shared_bytes(shared_bytes, int(static), int(limit), device_arch(ordinal))
     if shared_bytes > _DEFAULT_MAX_DYNAMIC_SHARED:
         # More than 48 KiB of dynamic shared memory must be opted into per function.
         _call(
@@ -435,6 +446,7 @@ def _prepare(ptx: str, entry: str, shared_bytes: int) -> Any:
             driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             int(shared_bytes),
         )
+    _prepared[key] = func
     return func
 
 
@@ -487,14 +499,15 @@ def launch(
     args: Sequence[int | np.generic],
     shared_bytes: int = 0,
     stream: int = 0,
+    device: int = 0,
 ) -> None:
     """Queue one launch of `entry` on memory that is already on the device, and return at once.
 
     Each Python int is a device address passed as a 64-bit pointer (a torch tensor's `data_ptr()`,
     a cupy array's `.data.ptr`); a NumPy scalar is passed by value. `stream` is a CUstream handle as
     an int (0: the legacy default stream, torch's default), so that events another library records
-    on that stream time the launch. Nothing is synchronized: faults surface at the caller's next
-    synchronization.
+    on that stream time the launch; `device` the ordinal whose primary context runs it. Nothing is
+    synchronized: faults surface at the caller's next synchronization.
     """
     grid, block = _dims(grid, "grid"), _dims(block, "block")
     holders = []
@@ -508,8 +521,8 @@ def launch(
                 f"kernel argument {index} is {arg!r}; pass a device address (a non-negative int) "
                 "or a NumPy scalar such as np.int32(n)"
             )
-    _ensure_context()
-    func = _prepare(ptx, entry, shared_bytes)
+    _ensure_context(device)
+    func = _prepare(ptx, entry, shared_bytes, device)
     pointers = np.array([h.ctypes.data for h in holders], dtype=np.uint64)
     params = int(pointers.ctypes.data) if holders else 0
     handle = _driver().CUstream(stream) if stream else 0
@@ -567,3 +580,17 @@ def time_kernel(
         _call("cuEventDestroy", event)
     launch.close()
     return elapsed / iters
+
+
+def pointer_device(address: int) -> int:
+    """The ordinal of the device whose memory `address` points into (device or managed memory);
+    ValueError for host memory or an address the driver does not know."""
+    available, reason = _probe_gpu()
+    if not available:
+        raise NoGpuError(reason)
+    driver = _driver()
+    attr = driver.CUpointer_attribute
+    err, kind = driver.cuPointerGetAttribute(attr.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address)
+    if err != driver.CUresult.CUDA_SUCCESS or int(kind) == int(driver.CUmemorytype.CU_MEMORYTYPE_HOST):
+        raise ValueError(f"address {address:#x} is not CUDA device memory")
+    return int(_call("cuPointerGetAttribute", attr.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address))

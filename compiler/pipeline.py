@@ -127,6 +127,12 @@ def lower(module: ModuleOp, locations: dict, options: CompileOptions, warp_level
 def compile_text(text: str, name: str, options: CompileOptions,
                  instrument: PassInstrument | None = None) -> list[CompiledKernel]:
     module, locations = parse(text, name)
+    return compile_module(module, locations, name, options, instrument)
+
+
+def compile_module(module: ModuleOp, locations: dict, name: str, options: CompileOptions,
+                   instrument: PassInstrument | None = None) -> list[CompiledKernel]:
+    """Lower a verified module in place (`locations`: where its ops were written, possibly empty)."""
     passes = options.passes()
     front = next(i for i, p in enumerate(passes) if isinstance(p, SelectMma)) + 1
     select, rest = passes[:front], passes[front:]

@@ -1,7 +1,9 @@
 """Assemble PTX with NVIDIA's ptxas, the ground truth for what a target accepts.
 
-Errors come back as `PtxasError` carrying ptxas' own messages, each with the PTX source line it
-points at, so a user sees which emitted instruction was refused.
+`assemble` runs in process through nvJitLink (`cuda.bindings.nvjitlink`, which embeds the same
+ptxas) when it is installed and works, saving the subprocess and temporary files; otherwise it runs
+the ptxas executable. Either way errors come back as `PtxasError` carrying ptxas' own messages,
+each with the PTX source line it points at, so a user sees which emitted instruction was refused.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from functools import cache
 
 _LINE_RE = re.compile(r"line (\d+);")
 
@@ -97,9 +100,64 @@ def run_ptxas(ptx: str, arch: str, extra_args: tuple[str, ...] = ()) -> PtxasRes
             return PtxasResult(True, f.read(), log)
 
 
-def assemble(ptx: str, arch: str) -> bytes:
-    """Assemble or raise `PtxasError` quoting each offending PTX line."""
-    result = run_ptxas(ptx, arch)
+@cache
+def nvjitlink_unavailable() -> str | None:
+    """Why in-process assembly cannot be used (None when it can): cuda-bindings' nvjitlink must
+    import and its library load (`pip install cuda-bindings nvidia-nvjitlink`)."""
+    try:
+        from cuda.bindings import nvjitlink
+
+        nvjitlink.version()
+    except Exception as e:  # ImportError, or the shared library missing
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def run_nvjitlink(ptx: str, arch: str) -> PtxasResult:
+    """`run_ptxas` in process: nvJitLink compiles the PTX to a cubin for `arch`. Its log is
+    ptxas' own, with the input spelled as ptxas' is here (`<ptx>`) and nvJitLink's summary line
+    dropped, so both paths report the same text."""
+    from cuda.bindings import nvjitlink
+
+    handle = nvjitlink.create(1, [f"-arch={arch}"])
+    try:
+        data = ptx.encode()
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "<ptx>")
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError:
+            log = bytearray(nvjitlink.get_error_log_size(handle))
+            nvjitlink.get_error_log(handle, log)
+            text = bytes(log).rstrip(b"\0").decode(errors="replace")
+            lines = [
+                line.replace("ptxas application ptx input", "ptxas <ptx>")
+                for line in text.splitlines()
+                if not line.startswith("ERROR NVJITLINK_")
+            ]
+            return PtxasResult(False, b"", "\n".join(lines) + "\n")
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return PtxasResult(True, bytes(cubin), "")
+    finally:
+        nvjitlink.destroy(handle)
+
+
+ASSEMBLERS = ("auto", "nvjitlink", "ptxas")
+
+
+def assemble(ptx: str, arch: str, assembler: str = "auto") -> bytes:
+    """Assemble or raise `PtxasError` quoting each offending PTX line. `assembler`: "nvjitlink"
+    (in process), "ptxas" (the executable) or "auto" (nvJitLink where it works, else ptxas;
+    $TILEMMA_ASSEMBLER overrides it)."""
+    if assembler == "auto":
+        assembler = os.environ.get("TILEMMA_ASSEMBLER", "auto")
+    if assembler not in ASSEMBLERS:
+        raise ValueError(f"assembler {assembler!r}: expected one of {', '.join(ASSEMBLERS)}")
+    if assembler == "auto":
+        assembler = "nvjitlink" if nvjitlink_unavailable() is None else "ptxas"
+    if assembler == "nvjitlink" and (why := nvjitlink_unavailable()) is not None:
+        raise FileNotFoundError(f"nvJitLink is not usable ({why}): `pip install cuda-bindings nvidia-nvjitlink`")
+    result = run_nvjitlink(ptx, arch) if assembler == "nvjitlink" else run_ptxas(ptx, arch)
     if result.ok:
         return result.cubin
     src_lines = ptx.splitlines()

@@ -58,14 +58,14 @@ def pack_memory(values: np.ndarray, type_name: str) -> np.ndarray:
     if et.bits >= 8:
         storage = np.float32 if type_name == "tf32" else et.dtype
         return np.ascontiguousarray(values.astype(storage))
-    bits = reference.to_bits(values, et).reshape(-1).astype(np.uint64)
-    n = bits.size * et.bits
-    out = np.zeros(-(-n // 8), dtype=np.uint8)
-    for i in range(et.bits):
-        positions = np.arange(bits.size, dtype=np.int64) * et.bits + i
-        on = ((bits >> np.uint64(i)) & np.uint64(1)).astype(bool)
-        np.bitwise_or.at(out, positions[on] // 8, (1 << (positions[on] % 8)).astype(np.uint8))
-    return out
+    return pack_bits(reference.to_bits(values, et).reshape(-1), et.bits)
+
+
+def pack_bits(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Sub-byte codes packed densely, code i at bit i*bits, least significant bit first: each
+    code's low `bits` bits unpacked little-endian, then packed little-endian, 8 to a byte."""
+    low = np.unpackbits(codes.astype(np.uint8).reshape(-1, 1), axis=1, count=bits, bitorder="little")
+    return np.packbits(low.reshape(-1), bitorder="little")
 
 
 def _view(full: np.ndarray, mem: MemOperand, g: GemmKernel, rows: int, cols: int) -> np.ndarray:
