@@ -16,6 +16,5 @@ builtin.module attributes {gpu.container_module} {
     }) {function_type = (memref<16x16xf16>, memref<16x8xf16>, memref<16x8xf32>) -> (), sym_name = "k", gpu.kernel} : () -> ()
   }) : () -> ()
 }
-// CHECK: tilemma: error: {{.*}}gpu-func-kernel.mlir:8:5
+// CHECK: {{.*}}gpu-func-kernel.mlir:8:5: error: gpu.func: kernels inside gpu.module/gpu.func are not supported: write the kernel as a top-level func.func taking its memrefs
 // CHECK-NEXT: "gpu.func"() ({
-// CHECK: gpu.func: kernels inside gpu.module/gpu.func are not supported: write the kernel as a top-level func.func taking its memrefs
