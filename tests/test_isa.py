@@ -423,4 +423,4 @@ def test_cli_errors_are_one_line_without_traceback(args, needle):
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
     err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
+    assert len(err) == 1 and err[0].startswith("tilemma: error: ") and needle in err[0]
