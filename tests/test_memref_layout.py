@@ -160,7 +160,8 @@ def test_strided_gemm_in_the_emulator(family, layouts):
         assert buf.size == kernel.arg_sizes[len(bufs)]
         where[name] = (strides, offset)
         bufs.append(pack_memory(buf, t))
-    outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, bufs)
+    outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, bufs,
+                            shared_bytes=kernel.abi.shared_bytes)
     d_buf = outs[3].view(reference.element_type(acc).dtype)
     (rs, cs), off = where["d"]
     i, j = np.meshgrid(np.arange(m), np.arange(n), indexing="ij")
