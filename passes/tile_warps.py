@@ -248,6 +248,12 @@ class _Distribute:
             # a 4x8 warp tile spills there, 2x8 does not
             rm = 2 if self.variant.atype in FP8 else 4
             rm, rn = min(rm, _ceil(g.m, 16)), min(8, _ceil(g.n, 8))
+            # 128x256 CTAs for large 16- and 32-bit problems (what `tilemma tune` picked on an
+            # H100: f16 8192^3 454 against 441 TFLOP/s; 8-bit keeps 128x128)
+            large = (configs.size_class(g.m, g.n, g.k, g.batch) == "large" and g.a.bits >= 16
+                     and g.m >= 2 * rm * 16 and g.n >= 4 * rn * 8)
+            if warps is None and large:
+                warps = (2, 4)
             wm, wn = warps or (2, 2)
             # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
             # about one wave of an H100's 132 SMs).
