@@ -191,12 +191,13 @@ STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "
 
 def stageable(g, variant) -> str | None:
     """Why a kernel cannot take the staged schedule (None if it can): a dense mma whose K rows
-    are 16 bytes (16-bit m16n8k16, 8-bit m16n8k32), operands read as stored; A with contiguous
-    K rows; B with contiguous N rows (16-bit only: ldmatrix .trans) or K-major; every run
-    aligned for cp.async."""
+    are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32), operands read as stored (tf32:
+    f32 rounded); A with contiguous K rows; B with contiguous N rows (16-bit only: ldmatrix
+    .trans) or K-major; every run aligned for cp.async."""
     bits = warp.LDMATRIX_SHAPES.get((variant.m, variant.n, variant.k))
     if bits is None or variant.sparse or variant.block_scale:
-        return f"staging covers dense m16n8k16 (16-bit) and m16n8k32 (8-bit), not {variant.shape}{' sparse' if variant.sparse else ''}"
+        return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit) and m16n8k32 (8-bit), not "
+                f"{variant.shape}{' sparse' if variant.sparse else ''}")
     if variant.atype not in STAGED_ELEMENTS[bits] or variant.btype not in STAGED_ELEMENTS[bits]:
         return f"staging covers {', '.join(t for ts in STAGED_ELEMENTS.values() for t in ts)} operands, not {variant.atype} x {variant.btype}"
     for what, mem in (("A", g.a), ("B", g.b)):
