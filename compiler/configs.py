@@ -58,8 +58,11 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
         Config("4x2", "2x8", 3, 32),
     ),
 }
-FAMILY_TYPES = {"16bit": ("f16", "bf16"), "8bit": ("s8", "u8", "e4m3", "e5m2"), "32bit": ("tf32",)}
-STAGED_TYPES = tuple(t for ts in FAMILY_TYPES.values() for t in ts)
+# Operand types the staged schedule takes, by element bits (`tile-tile-warps` reads it); a
+# candidate family per width.
+STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2")}
+FAMILY_TYPES = {f"{bits}bit": types for bits, types in STAGED_ELEMENTS.items()}
+STAGED_TYPES = tuple(t for ts in STAGED_ELEMENTS.values() for t in ts)
 # Representative sizes (M = N = K) the tuner measures for each class.
 SIZE_CLASSES = {"small": 1024, "medium": 4096, "large": 8192}
 

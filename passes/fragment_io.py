@@ -177,8 +177,7 @@ def load_element(e: Emitter, acc: Access, offset: int, pred: str | None, dst: st
     """dst = element at acc.ptr + offset (elements), 0 where pred is false; widened to dst."""
     bits = acc.window.bits
     if pred is not None:
-        zero = {"f32": f32_literal(0.0), "f64": f64_literal(0.0)}.get(bank, "0")
-        e.emit(f"mov.{bank}", dst, zero)
+        e.emit(f"mov.{bank}", dst, _zero(bank))
     if not acc.window.sub_byte:
         suffix = MEM_SUFFIX[bits]
         if bank == "f32" and bits == 32:
@@ -249,14 +248,22 @@ def fill_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.L
                 e.emit("bfi.b32", reg, t, reg, s * lay.elem_bits, lay.elem_bits)
 
 
+def _zero(bank: str) -> str:
+    """0 as a `mov` source for a register of `bank`."""
+    return {"f32": f32_literal(0.0), "f64": f64_literal(0.0)}.get(bank, "0")
+
+
+def _word_suffix(bank: str) -> str:
+    """ld/st type suffix that moves a whole register of `bank`."""
+    return {"f32": "f32", "f64": "f64"}.get(bank, "b32")
+
+
 def _load_pair(e: Emitter, acc: Access, offset: int, pred: str | None, first: str, second: str, bank: str) -> None:
     """Two neighbouring values with one 2-vector load (0 where the pair is outside)."""
-    suffix = {"f32": "f32", "f64": "f64"}.get(bank, "b32")
     if pred is not None:
-        zero = {"f32": f32_literal(0.0), "f64": f64_literal(0.0)}.get(bank, "0")
-        e.emit(f"mov.{bank}", first, zero)
-        e.emit(f"mov.{bank}", second, zero)
-    e.emit(f"ld.global.v2.{suffix}", f"{{{first}, {second}}}", f"[{acc.ptr}+{offset * acc.window.bits // 8}]", guard=pred)
+        e.emit(f"mov.{bank}", first, _zero(bank))
+        e.emit(f"mov.{bank}", second, _zero(bank))
+    e.emit(f"ld.global.v2.{_word_suffix(bank)}", f"{{{first}, {second}}}", f"[{acc.ptr}+{offset * acc.window.bits // 8}]", guard=pred)
 
 
 def _load_split_tf32(e: Emitter, acc: Access, offset: int, pred: str | None, hi: str, lo: str) -> None:
@@ -271,12 +278,12 @@ def _load_split_tf32(e: Emitter, acc: Access, offset: int, pred: str | None, hi:
 def vector_pairs(acc: Access, lin: fragments.LinearForm, lay: fragments.FragmentLayout) -> set[int]:
     """Values v (one per register) that start a pair with v + 1 at the next column of the same
     row, at an even column offset, where the window lets pairs move as 2-vectors."""
-    if not acc.window.pairs or lay.elems_per_reg != 1:
+    if not acc.window.pairs or lay.elems_per_reg != 1 or any(w % 2 for w in lin.col_w):
         return set()
     starts, v = set(), 0
     while v + 1 < lay.nvals:
         if (lin.row_off[v] == lin.row_off[v + 1] and lin.col_off[v + 1] == lin.col_off[v] + 1
-                and lin.col_off[v] % 2 == 0 and all(w % 2 == 0 for w in lin.col_w)):
+                and lin.col_off[v] % 2 == 0):
             starts.add(v)
             v += 2
         else:
@@ -289,7 +296,7 @@ def store_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.
     per = lay.elems_per_reg
     bits = acc.window.bits
     pairs = vector_pairs(acc, lin, lay)
-    suffix = {"f32": "f32", "f64": "f64"}.get(bank, "b32")
+    suffix = _word_suffix(bank)
     for v in range(lay.nvals):
         if v - 1 in pairs:
             continue

@@ -20,6 +20,5 @@ def window_of(op) -> Window:
     window, extent = op.window_values(), op.extent_values()
     batch_stride = strides[0] if len(strides) == 3 and extent[0] > 1 else 0
     base = offset + sum(o * s for o, s in zip(window, strides))
-    align = op.col_align_value() if hasattr(op, "col_align_value") else 1
     return Window(element_name(ref.element_type), (batch_stride, strides[-2], strides[-1]), base, extent,
-                  op.in_bounds_values(), align)
+                  op.in_bounds_values(), op.col_align_value())

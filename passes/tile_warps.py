@@ -186,7 +186,6 @@ def b_k_major(mem) -> bool:
 
 
 FP8 = ("e4m3", "e5m2")
-STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2")}
 
 
 def stageable(g, variant) -> str | None:
@@ -198,8 +197,8 @@ def stageable(g, variant) -> str | None:
     if bits is None or variant.sparse or variant.block_scale:
         return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit) and m16n8k32 (8-bit), not "
                 f"{variant.shape}{' sparse' if variant.sparse else ''}")
-    if variant.atype not in STAGED_ELEMENTS[bits] or variant.btype not in STAGED_ELEMENTS[bits]:
-        return f"staging covers {', '.join(t for ts in STAGED_ELEMENTS.values() for t in ts)} operands, not {variant.atype} x {variant.btype}"
+    if variant.atype not in configs.STAGED_ELEMENTS[bits] or variant.btype not in configs.STAGED_ELEMENTS[bits]:
+        return f"staging covers {', '.join(configs.STAGED_TYPES)} operands, not {variant.atype} x {variant.btype}"
     for what, mem in (("A", g.a), ("B", g.b)):
         if mem.casts and [c[:2] for c in mem.casts] != [("f32", "tf32")]:
             return f"{what} must be read as stored (or as f32 rounded to tf32)"
@@ -472,33 +471,29 @@ class _Distribute:
         frags = self.stage_fragments(self.const(0), 0)
         zero = self.const(0)
         if steps > 1:
-            nf = len(frags)
             body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs) + [f.type for f in frags])
             kt, carried = body.args[0], list(body.args[1:])
             outer, self.ops = self.ops, []
             ahead = self.plus(kt, S - 1)
             k_ahead = self.add(arith.MuliOp(ahead, self.const(bk))).results[0]
             more = self.add(arith.CmpiOp(k_ahead, self.const(g.k), "ult")).results[0]
-
-            def refill() -> None:
-                outer_ops, self.ops = self.ops, []
-                copy(k_ahead, self.add(arith.RemUIOp(ahead, self.const(S))).results[0])
-                self.add(scf.YieldOp())
-                then = self.ops
-                self.ops = outer_ops
-                self.add(scf.IfOp(more, [], then))
-                self.add(warp.AsyncCommitOp())
-
             stage = self.add(arith.RemUIOp(kt, self.const(S))).results[0]
             following = self.add(arith.RemUIOp(self.plus(kt, 1), self.const(S))).results[0]
-            accs_out, nxt = self.stage_steps(stage, following, carried[:len(accs)], carried[len(accs):], refill)
+            # the refill, into the stage the previous iteration freed (its reads all came
+            # before that iteration's barrier)
+            loop_ops, self.ops = self.ops, []
+            copy(k_ahead, self.add(arith.RemUIOp(ahead, self.const(S))).results[0])
+            self.add(scf.YieldOp())
+            then, self.ops = self.ops, loop_ops
+            self.add(scf.IfOp(more, [], then))
+            self.add(warp.AsyncCommitOp())
+            accs_out, nxt = self.stage_steps(stage, following, carried[:len(accs)], carried[len(accs):])
             self.add(scf.YieldOp(*accs_out, *nxt))
             body.add_ops(self.ops)
             self.ops = outer
             loop = self.add(scf.ForOp(zero, self.const(steps - 1), self.const(1), [*accs, *frags], body))
             accs, frags = list(loop.results[:len(accs)]), list(loop.results[len(accs):])
-            assert len(frags) == nf
-        accs, _ = self.stage_steps(self.const((steps - 1) % S), None, accs, frags, None)
+        accs, _ = self.stage_steps(self.const((steps - 1) % S), None, accs, frags)
         self.add(warp.AsyncWaitOp(0))  # nothing in flight when the CTA ends
         return accs
 
@@ -523,16 +518,13 @@ class _Distribute:
             b += self.add(op).results
         return [*a, *b]
 
-    def stage_steps(self, stage, following, accs, frags, refill):
+    def stage_steps(self, stage, following, accs, frags):
         """The mmas of one stage, K step by K step, each reading the next step's fragments
         first (the next stage's, after waiting for it, when `following` is given; none after
-        the last stage). `refill` first issues the copies into the stage the previous
-        iteration freed (its reads all came before that iteration's barrier)."""
+        the last stage)."""
         rm, rn = self.t.warp_tile
         ki = self.t.instr[2]
         steps = self.stage_k // ki
-        if refill is not None:
-            refill()
         for s in range(steps):
             if s + 1 < steps:
                 nxt = self.stage_fragments(stage, (s + 1) * ki)
