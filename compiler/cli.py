@@ -94,7 +94,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
             args.m, args.n, args.k, args.a, args.b, args.acc, args.batch, args.bcast,
             args.satfinite, args.popc, args.shape, args.sparse_a is not None, args.prune,
             args.scale, args.scale_block,
-            args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout,
+            args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout, not args.no_c,
         )
     )
     if args.sm is not None:
@@ -316,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--b-layout", choices=("row", "col"), default="row",
                    help="B's memory layout: row-major K x N (default) or column-major (K-major, "
                    "strided<[1, K]>; what 8-bit operands need for the staged schedule)")
+    g.add_argument("--no-c", action="store_true",
+                   help="D = A x B: no C argument, the accumulator starts at zero (what cuBLAS does "
+                   "with beta = 0)")
     g.add_argument("--scale", help="block scaling: scale type ue8m0 (f8E8M0FNU) or ue4m3")
     g.add_argument(
         "--scale-block", type=int, default=32, choices=(16, 32, 64),

@@ -37,6 +37,7 @@ class GemmSpec:
     scale_block: int = 32  # with scale: elements of K per scale factor
     sparse_pattern: str | None = None  # with sparse_a: "4:8" for pair-wise e2m1 (mxf4 kinds)
     b_layout: str = "row"  # "col": B is stored K-major (column-major, strided<[1, K]>)
+    c: bool = True  # False: D = A x B, no C argument (the accumulator starts at zero)
 
     @property
     def name(self) -> str:
@@ -46,9 +47,10 @@ class GemmSpec:
         if self.scale:
             sparse += f"_scaled{self.scale_block}"
         layout = "_bcol" if self.b_layout == "col" else ""
+        no_c = "" if self.c else "_noc"
         return (
             f"gemm{sparse}_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}{layout}_{self.acc_type}"
-            f"{shape}"
+            f"{no_c}{shape}"
         )
 
     @property
@@ -106,6 +108,8 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         return MemRefType(tile.element_type(stored), shapes[which])
 
     names = ("a", "b", "sa", "sb", "c", "d") if scaled else ("a", "b", "c", "d")
+    if not spec.c:
+        names = tuple(n for n in names if n != "c")
     arg_types = [memref("c" if n == "d" else n) for n in names]
     block = Block(arg_types=arg_types)
     for arg, name in zip(block.args, names):
@@ -125,7 +129,12 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         loaded.name_hint = f"t{which}"
         return loaded
 
-    ta, tb, tc = load("a", args["a"]), load("b", args["b"]), load("c", args["c"])
+    ta, tb = load("a", args["a"]), load("b", args["b"])
+    if spec.c:
+        tc = load("c", args["c"])
+    else:
+        tc = builder.insert(tile.ConstantOp(0, tile.TileType(shapes["c"], tile.element_type(acc_name)))).result
+        tc.name_hint = "zero"
     if spec.prune and not spec.sparse_a:
         raise ValueError("--prune needs --sparse-a")
     if spec.sparse_a:

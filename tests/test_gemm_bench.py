@@ -144,7 +144,7 @@ def test_adapter_compiles_tile_ir_and_names_its_configuration():
     assert "warps=" in kernel.config and "stages=" in kernel.config
     if not cuda_runtime.gpu_available():
         with pytest.raises(cuda_runtime.NoGpuError):
-            kernel.launch([0, 0, 0, 0, 0], 0)
+            kernel.launch([0, 0, 0, 0], 0)
 
 
 SASS = """
