@@ -1,0 +1,65 @@
+#!/bin/bash
+# Everything a GPU session checks, in steps that each fit one device call (10 minutes):
+#   bash benchmarks/gpu_session.sh tests|sanitize|bench|profile
+# Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
+# step ends with a short summary on stdout.
+set -u
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
+step=${1:?usage: gpu_session.sh tests|sanitize|bench|profile}
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
+cat "$OUT/gpu.txt"
+
+case $step in
+tests)  # every GPU test (pytest -m gpu), and what was skipped and why
+    timeout 560 python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu_tests.txt" 2>&1
+    echo "pytest exit $?"; grep -E "passed|failed|error" "$OUT/gpu_tests.txt" | tail -3
+    ;;
+sanitize)  # memcheck + racecheck, odd batched sizes, one kernel per schedule/family
+    kernels=(
+        "--a f16 --b f16 --acc f32"
+        "--a bf16 --b bf16 --acc f32 --b-layout col"
+        "--a s8 --b s8 --acc s32 --b-layout col"
+        "--a e4m3 --b e4m3 --acc f32 --b-layout col"
+        "--a tf32 --b tf32 --acc f32 --b-layout col"
+        "--a f64 --b f64 --acc f64"
+        "--a s8 --b s8 --acc s32"
+        "--a f16 --b f16 --acc f32 --sparse-a 2:4 --prune"
+    )
+    i=0
+    for k in "${kernels[@]}"; do
+        i=$((i + 1))
+        tilemma gemm --m 130 --n 70 --k 200 --batch 2 $k > "$OUT/s$i.mlir" || continue
+        for tool in memcheck racecheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run "$OUT/s$i.mlir" --on gpu \
+                > "$OUT/s$i.$tool.txt" 2>&1
+            printf '%-55s %-9s exit %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' "$OUT/s$i.$tool.txt" | head -1)"
+        done
+    done
+    ;;
+bench)  # tilemma, cuBLAS, Triton (wgmma and mma.sync) in one run, clocks logged meanwhile
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 250 > "$OUT/clocks.csv" &
+    smi=$!
+    timeout 570 python3 -m benchmarks.gemm_bench --csv "$OUT/gemm.csv" --plot "$OUT/gemm.png" --budget 540 \
+        ${FAMILIES:+--families $FAMILIES} > "$OUT/bench.txt" 2>&1
+    kill $smi
+    sed -n '/^family/,$p' "$OUT/bench.txt" | head -60
+    echo "SM clock (MHz) under load: $(awk -F', ' 'NR>1 && $3+0 > 300 {print $2+0}' "$OUT/clocks.csv" | sort -n | uniq -c | sort -rn | head -3 | tr '\n' ' ')"
+    ;;
+profile)  # mma.sync issue rate against warps/SM; ncu of the 4096 kernels (occupancy, stalls, bank conflicts)
+    nvcc -O3 -arch=sm_90 -o /tmp/mma_rate benchmarks/mma_rate.cu && /tmp/mma_rate > "$OUT/mma_rate.txt" 2>&1
+    m=sm__cycles_elapsed.avg.per_second,gpu__time_duration.sum,launch__registers_per_thread,smsp__warps_active.avg.per_cycle_active
+    m=$m,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+    m=$m,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
+    m=$m,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
+    m=$m,smsp__inst_executed_op_ldsm.sum,smsp__sass_inst_executed_op_ldgsts.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+    for fam in ${FAMILIES:-f16 s8 tf32 f64}; do
+        timeout 120 ncu --metrics $m --section WarpStateStats -k regex:gemm --launch-skip 1 --launch-count 1 \
+            python3 -m benchmarks.launch_kernel $fam 4096 > "$OUT/ncu_$fam.txt" 2>&1
+    done
+    cat "$OUT/mma_rate.txt"
+    for f in "$OUT"/ncu_*.txt; do
+        echo "== $f"; grep -E "per_second|duration|registers|warps_active|issue_active|hmma|bank_conflicts|wavefronts|ldsm|ldgsts|dram__|Stall [A-Z]" "$f" | head -24
+    done
+    ;;
+*) echo "unknown step $step"; exit 2 ;;
+esac
