@@ -44,6 +44,7 @@ class Family:
     sparse: bool = False  # A is 2:4 sparse (tilemma's tile.compress, checked)
     b_col: bool = False  # tilemma's B is column-major (K-major): what staging needs for 8/32-bit
     triton_precision: str | None = None  # tl.dot input_precision (None: Triton's default)
+    rounding: str = "rna"  # tf32: how tilemma rounds the f32 operands (`tilemma gemm --rounding`)
 
     @property
     def exact(self) -> bool:
@@ -61,6 +62,9 @@ FAMILIES: dict[str, Family] = {
         Family("bf16", "bf16", "f32", "bfloat16", "float32"),
         Family("s8", "si8", "si32", "int8", "int32", b_col=True),
         Family("tf32", "tf32", "f32", "float32", "float32", triton_precision="tf32", b_col=True),
+        # rn: one F2FP per register on sm_90 where rna takes about two instructions
+        Family("tf32-rn", "tf32", "f32", "float32", "float32", triton_precision="tf32", b_col=True,
+               rounding="rn"),
         Family("f64", "f64", "f64", "float64", "float64", triton_precision="ieee"),
         Family("sparse-f16", "f16", "f32", "float16", "float32", sparse=True),
     )
@@ -134,7 +138,7 @@ def tilemma_ir(fam: Family, n: int) -> tuple[str, str]:
 
     # D = A x B, no C: what the peers compute (cuBLAS with beta = 0, Triton's kernel)
     spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse, b_layout="col" if fam.b_col else "row",
-                    c=False)
+                    c=False, rounding=fam.rounding)
     return str(gemm_module(spec)), spec.name
 
 
@@ -157,9 +161,12 @@ SENTINEL = {True: -(1 << 31), False: math.nan}  # D before the launch under test
 NO_ERROR_WORD = -1  # passes.sparse_a.NO_ERROR (0xFFFFFFFF) as an int32
 
 
-def round_tf32_bits(bits):
-    """f32 bit patterns (int32) rounded to tf32 with ties away from zero (cvt.rna.tf32.f32),
-    for finite values below the largest tf32: add half a unit of the 13 dropped bits, drop them."""
+def round_tf32_bits(bits, mode: str = "rna"):
+    """f32 bit patterns (int32) rounded to tf32 as cvt.<mode>.tf32.f32 (rna: ties away from zero;
+    rn: ties to even), for finite values below the largest tf32: add half a unit of the 13 dropped
+    bits (less one for rn when the kept part is even), drop them."""
+    if mode == "rn":
+        return (bits + 0xFFF + ((bits >> 13) & 1)) & -0x2000
     return (bits + 0x1000) & -0x2000
 
 
@@ -218,7 +225,7 @@ def make_inputs(fam: Family, n: int, torch, seed: int = 0) -> dict:
         a = prune_24(a, torch)
     av, bv = a, b
     if fam.tf32:  # the values the tensor cores multiply
-        av, bv = (round_tf32_bits(x.view(torch.int32)).view(torch.float32) for x in (a, b))
+        av, bv = (round_tf32_bits(x.view(torch.int32), fam.rounding).view(torch.float32) for x in (a, b))
     av, bv = av.double(), bv.double()
     ab = av @ bv  # exact for s8 (|sums| < 2^53); far inside the bound for the float families
     s = None if fam.exact else av.abs() @ bv.abs()

@@ -95,6 +95,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
             args.satfinite, args.popc, args.shape, args.sparse_a is not None, args.prune,
             args.scale, args.scale_block,
             args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout, not args.no_c,
+            args.rounding,
         )
     )
     if args.sm is not None:
@@ -319,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-c", action="store_true",
                    help="D = A x B: no C argument, the accumulator starts at zero (what cuBLAS does "
                    "with beta = 0)")
+    g.add_argument("--rounding", choices=("rna", "rn", "rz"), default="rna",
+                   help="how f32 operands of a tf32 GEMM are rounded to tf32 (default rna; rn and rz "
+                   "need sm_90 and are one instruction each there, rna about two)")
     g.add_argument("--scale", help="block scaling: scale type ue8m0 (f8E8M0FNU) or ue4m3")
     g.add_argument(
         "--scale-block", type=int, default=32, choices=(16, 32, 64),

@@ -38,6 +38,7 @@ class GemmSpec:
     sparse_pattern: str | None = None  # with sparse_a: "4:8" for pair-wise e2m1 (mxf4 kinds)
     b_layout: str = "row"  # "col": B is stored K-major (column-major, strided<[1, K]>)
     c: bool = True  # False: D = A x B, no C argument (the accumulator starts at zero)
+    rounding: str = "rna"  # how f32 operands of a tf32 GEMM are rounded (rn and rz: sm_90)
 
     @property
     def name(self) -> str:
@@ -47,7 +48,7 @@ class GemmSpec:
         if self.scale:
             sparse += f"_scaled{self.scale_block}"
         layout = "_bcol" if self.b_layout == "col" else ""
-        no_c = "" if self.c else "_noc"
+        no_c = ("" if self.c else "_noc") + ("" if self.rounding == "rna" else f"_{self.rounding}")
         return (
             f"gemm{sparse}_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}{layout}_{self.acc_type}"
             f"{no_c}{shape}"
@@ -97,6 +98,8 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         shapes["sb"] = _shape(spec, blocks, spec.n, "b")
         types["sa"] = types["sb"] = tile.canonical_element(spec.scale)
 
+    if spec.rounding not in tile.ROUNDING_MODES:
+        raise ValueError(f"--rounding must be one of {', '.join(tile.ROUNDING_MODES)}, got {spec.rounding!r}")
     if spec.b_layout not in ("row", "col"):
         raise ValueError(f"--b-layout must be 'row' or 'col', got {spec.b_layout!r}")
 
@@ -125,7 +128,7 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         ).result
         if stored != types[which]:
             target = tile.TileType(shapes[which], tile.element_type(types[which]))
-            loaded = builder.insert(tile.CastOp(loaded, target, rounding="rna")).result
+            loaded = builder.insert(tile.CastOp(loaded, target, rounding=spec.rounding)).result
         loaded.name_hint = f"t{which}"
         return loaded
 

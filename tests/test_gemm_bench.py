@@ -54,14 +54,15 @@ def test_check_is_exact_for_integers_and_slack_widens_the_bound():
     assert gb.check(rounded, want, s, acc="f32", k=256, slack=2.0**-10) is None
 
 
-def test_round_tf32_bits_is_cvt_rna():
+@pytest.mark.parametrize("mode", ["rna", "rn"])
+def test_round_tf32_bits_is_cvt(mode):
     rng = np.random.default_rng(1)
     x = (rng.standard_normal(4096) * 10.0 ** rng.integers(-20, 20, 4096)).astype(np.float32)
     bits = x.view(np.int32).copy()
-    bits[:64] = (bits[:64] & -0x2000) | 0x1000  # exact ties: away from zero
+    bits[:64] = (bits[:64] & -0x2000) | 0x1000  # exact ties: away from zero (rna), to even (rn)
     x = bits.view(np.float32)
-    got = gb.round_tf32_bits(bits).view(np.float32)
-    np.testing.assert_array_equal(got, reference.round_tf32(x, "rna"))
+    got = gb.round_tf32_bits(bits, mode).view(np.float32)
+    np.testing.assert_array_equal(got, reference.round_tf32(x, mode))
 
 
 def _rows():
