@@ -60,6 +60,19 @@ def test_gemm_without_c_runs_from_a_zero_accumulator(tmp_path):
     assert ptx.returncode == 0 and '"c"' not in ptx.stdout and "stages=3" in ptx.stdout, ptx.stdout
 
 
+def test_gemm_rounding_of_tf32_operands(tmp_path):
+    g = tilemma("gemm", "--m", "40", "--n", "24", "--k", "72", "--a", "tf32", "--b", "tf32", "--b-layout", "col",
+                "--rounding", "rn")
+    assert g.returncode == 0 and "{rounding = #tile<rounding rn>}" in g.stdout, g.stderr
+    ir = tmp_path / "g.mlir"
+    ir.write_text(g.stdout)
+    r = tilemma("run", str(ir), "--on", "emulator")
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+    old = tilemma("compile", str(ir), "--sm", "80")  # cvt.rn.tf32.f32 is sm_90's
+    assert old.returncode == 1 and "g.mlir:4:" in old.stderr and "rounding rn needs sm_90" in old.stderr
+    no_traceback(old)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
