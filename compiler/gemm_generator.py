@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.rewriter import InsertPoint
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, ModuleOp, StridedLayoutAttr
+from xdsl.dialects.builtin import IntegerType, MemRefType, ModuleOp, Signedness, StridedLayoutAttr
 from xdsl.ir import Block, Region, SSAValue
 
 from tilemma.dialects import tile
@@ -37,12 +37,15 @@ class GemmSpec:
     scale_block: int = 32  # with scale: elements of K per scale factor
     sparse_pattern: str | None = None  # with sparse_a: "4:8" for pair-wise e2m1 (mxf4 kinds)
     b_layout: str = "row"  # "col": B is stored K-major (column-major, strided<[1, K]>)
+    pre_compressed: bool = False  # A arrives compressed: tile.sparse_from values, metadata
 
     @property
     def name(self) -> str:
         batch = f"b{self.batch}{self.bcast or ''}_" if self.batch else ""
         shape = f"_{self.shape}" if self.shape else ""
         sparse = ("_pruned" if self.prune else "_sparse") if self.sparse_a else ""
+        if self.pre_compressed:
+            sparse = "_precompressed"
         if self.scale:
             sparse += f"_scaled{self.scale_block}"
         layout = "_bcol" if self.b_layout == "col" else ""
@@ -65,6 +68,22 @@ def _shape(spec: GemmSpec, rows: int, cols: int, operand: str) -> tuple[int, ...
     if spec.batch is None:
         return (rows, cols)
     return (1 if spec.bcast == operand else spec.batch, rows, cols)
+
+
+def _pre_compressed_args(spec: GemmSpec, a_shape, a_name: str, names, arg_types):
+    """A's argument replaced by the values and metadata memrefs of `tile.sparse_from`."""
+    from tilemma.compiler import sparse_format
+
+    if spec.sparse_a or spec.prune or spec.scale:
+        raise ValueError("a pre-compressed A (--sparse-a compressed) takes no --prune or --scale")
+    if a_name not in tile.PRE_COMPRESSED:
+        raise ValueError(f"--sparse-a compressed takes {' or '.join(tile.PRE_COMPRESSED)} A, not {a_name}")
+    *batch, m, k = a_shape
+    values = MemRefType(tile.element_type(a_name), [*batch, *sparse_format.values_shape(m, k)])
+    meta = MemRefType(IntegerType(32, Signedness.UNSIGNED), [*batch, *sparse_format.meta_shape(m, k)])
+    at = names.index("a")
+    return (names[:at] + ("a_values", "a_meta") + names[at + 1:],
+            arg_types[:at] + [values, meta] + arg_types[at + 1:])
 
 
 def gemm_module(spec: GemmSpec) -> ModuleOp:
@@ -107,6 +126,8 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
 
     names = ("a", "b", "sa", "sb", "c", "d") if scaled else ("a", "b", "c", "d")
     arg_types = [memref("c" if n == "d" else n) for n in names]
+    if spec.pre_compressed:
+        names, arg_types = _pre_compressed_args(spec, shapes["a"], a_name, names, arg_types)
     block = Block(arg_types=arg_types)
     for arg, name in zip(block.args, names):
         arg.name_hint = name
@@ -125,7 +146,13 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         loaded.name_hint = f"t{which}"
         return loaded
 
-    ta, tb, tc = load("a", args["a"]), load("b", args["b"]), load("c", args["c"])
+    if spec.pre_compressed:
+        sparse_type = tile.SparseTileType(shapes["a"], tile.element_type(a_name))
+        ta = builder.insert(tile.SparseFromOp(args["a_values"], args["a_meta"], sparse_type)).result
+        ta.name_hint = "ta"
+        tb, tc = load("b", args["b"]), load("c", args["c"])
+    else:
+        ta, tb, tc = load("a", args["a"]), load("b", args["b"]), load("c", args["c"])
     if spec.prune and not spec.sparse_a:
         raise ValueError("--prune needs --sparse-a")
     if spec.sparse_a:

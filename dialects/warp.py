@@ -335,7 +335,7 @@ class LoadOp(_WindowOp):
             raise VerifyException(f"warp.load: rounding must be a #tile<rounding ...>, got {self.rounding}")
         frag = _frag(self.result, "warp.load result")
         if frag.role in (Operand.META,):
-            raise VerifyException("warp.load: metadata fragments come from warp.load_sparse_a")
+            raise VerifyException("warp.load: metadata fragments come from warp.load_sparse_a or warp.load_meta")
 
 
 @irdl_op_definition
@@ -436,6 +436,47 @@ class LoadSparseAOp(_WindowOp):
         if (self.prune is None) != (self.error is not None):
             raise VerifyException(
                 "warp.load_sparse_a: a checked compression needs an error word, a pruning one has none"
+            )
+
+
+@irdl_op_definition
+class LoadMetaOp(IRDLOperation):
+    """`warp.load_meta`: the metadata words of a pre-compressed sparse A (`compiler/sparse_format.py`,
+    a `[batch x] tiles x words` ui32 memref) for `count` consecutive k32 steps of one 16-row
+    tile: one `e` fragment per step, for the instructions at (row, k + 32 j). Indices are (batch,
+    row, k) of the dense A (row a multiple of 16, k of 32 * count), so a lane's words are one
+    aligned `ld.global.v2/.v4`. Rows past the memref's tiles read as the format's filler (valid
+    metadata for the zeros there). A memref batch of 1 serves every batch."""
+
+    name = "warp.load_meta"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    fragments = var_result_def(FragType)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($fragments)"
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], result: FragType, count: int = 1):
+        super().__init__(operands=[ref, indices], result_types=[[result] * count])
+
+    def verify_(self) -> None:
+        from tilemma.compiler import sparse_format as fmt
+        from tilemma.dialects.tile import element_name
+
+        ref = self.ref.type
+        if not isinstance(ref, MemRefType) or len(ref.get_shape()) not in (2, 3) or element_name(ref.element_type) != "ui32":
+            raise VerifyException(f"warp.load_meta: reads a [batch x] tiles x words ui32 memref, got {ref}")
+        if ref.get_shape()[-1] % fmt.GROUP_WORDS:
+            raise VerifyException(f"warp.load_meta: a metadata row holds groups of {fmt.GROUP_WORDS} words, got {ref}")
+        if len(self.indices) != 3:
+            raise VerifyException("warp.load_meta: expected three index operands (batch, row, k)")
+        if len(self.fragments) not in (1, 2, 4) or len(set(r.type for r in self.fragments)) != 1:
+            raise VerifyException("warp.load_meta: 1, 2 or 4 metadata fragments of one type (a v1/v2/v4 load)")
+        frag = _frag(self.fragments[0], "warp.load_meta result")
+        v = frag.variant
+        if frag.role != Operand.META or v.sparse is None or v.shape != fmt.SHAPE or v.atype not in ("f16", "bf16"):
+            raise VerifyException(
+                f"warp.load_meta: loads metadata of the 16-bit {fmt.SHAPE} mma.sp, not {frag.role.value} of {v.opcode}"
             )
 
 
@@ -725,6 +766,6 @@ def _element_name(t: Attribute) -> str:
 Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, MmaOp,
-     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp],
+     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp],
     [VariantAttr, TargetAttr, FragType],
 )

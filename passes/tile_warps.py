@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from tilemma.compiler import configs
+from tilemma.compiler import configs, sparse_format
 from tilemma.compiler.mma_layouts import instruction_layouts
 from tilemma.dialects import tile, warp
 from tilemma.passes.errors import LoweringError
@@ -186,6 +186,8 @@ def b_k_major(mem) -> bool:
 
 
 FP8 = ("e4m3", "e5m2")
+# (shape, A type) of the mma.sp a pre-compressed A (`tile.sparse_from`, `sparse_format`) feeds
+PRE_COMPRESSED_FORMS = {(sparse_format.SHAPE, "f16"), (sparse_format.SHAPE, "bf16")}
 
 
 def stageable(g, variant) -> str | None:
@@ -229,6 +231,11 @@ class _Distribute:
         self.variant = self.variant_attr.variant
         self.batched = len(self.mma.acc.type.get_shape()) == 3  # type: ignore[union-attr]
         g = self.g
+        if g.a_meta is not None and (self.variant.shape, self.variant.atype) not in PRE_COMPRESSED_FORMS:
+            raise LoweringError(
+                self.mma, f"a pre-compressed A (tile.sparse_from) feeds the 16-bit {sparse_format.SHAPE} "
+                f"mma.sp (its metadata layout), not {self.variant.opcode}",
+            )
         for what, size in (("M", g.m), ("N", g.n), ("K", g.k)):
             if size >= INDEX_LIMIT:
                 raise LoweringError(
@@ -579,6 +586,8 @@ class _Distribute:
 
     def lhs_fragments(self, arg_of, roles, bz, rows, k, error):
         mma, rm = self.mma, self.t.warp_tile[0]
+        if isinstance(mma.lhs.owner, tile.SparseFromOp):
+            return self.pre_compressed_fragments(arg_of, roles, bz, rows, k)
         load, rounding = self.source(mma.lhs)
         roles[load.source].append("a")
         window, extent = self.window(load)
@@ -594,6 +603,34 @@ class _Distribute:
             return [o.results[0] for o in ops], [o.results[1] for o in ops]
         return [self.bounded(warp.LoadOp(ref, [bz, rows[i], k], window, extent, frag, rounding),
                              self.m_exact, self.k_exact).results[0] for i in range(rm)], None
+
+    def pre_compressed_fragments(self, arg_of, roles, bz, rows, k):
+        """A pre-compressed A (`tile.sparse_from`): the values' fragment is a plain load at
+        compressed column k / 2 (the m16n8k32 A is the dense m16n8k16 A of the values), the
+        metadata one word per lane (`warp.load_meta`)."""
+        op = self.mma.lhs.owner
+        values, meta = self.pre_compressed_args(op, roles)
+        window, extent = self.pre_window(op)
+        half = self.add(arith.DivUIOp(k, self.const(2))).results[0]
+        frag = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
+        meta_frag = self.frag(warp.Operand.META, IntegerType(32))
+        a = [self.bounded(warp.LoadOp(arg_of[values], [bz, r, half], window, extent, frag), self.m_exact, True).results[0]
+             for r in rows]
+        e = [self.add(warp.LoadMetaOp(arg_of[meta], [bz, r, k], meta_frag)).results[0] for r in rows]
+        return a, e
+
+    @staticmethod
+    def pre_compressed_args(op, roles):
+        """The values and metadata arguments of a `tile.sparse_from`, with their ABI roles."""
+        roles[op.values].append("a_values")
+        roles[op.meta].append("a_meta")
+        return op.values, op.meta
+
+    @staticmethod
+    def pre_window(op) -> tuple[tuple[int, ...], tuple[int, int, int]]:
+        """Window and extent of a `tile.sparse_from`'s values: the whole memref (M x Kp/2)."""
+        shape = op.values.type.get_shape()
+        return (0,) * len(shape), (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
 
     def rhs_fragments(self, arg_of, roles, bz, cols, k):
         mma, rn = self.mma, self.t.warp_tile[1]

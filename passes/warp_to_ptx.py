@@ -30,6 +30,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from tilemma.compiler import fragments, scale_fragments
+from tilemma.compiler import sparse_format as fmt
 from tilemma.compiler.mma_layouts import instruction_layouts
 from tilemma.compiler.ptx_builder import BANKS, RegisterFile
 from tilemma.dialects import ptx, tile, warp
@@ -468,6 +469,65 @@ class LowerSparseA(RewritePattern):
 
 
 @dataclass
+class LowerLoadMeta(RewritePattern):
+    """`warp.load_meta`: one `ld.global.v{count}.u32` per lane at its words of the metadata row
+    (`sparse_format`: word 64 * (step // 4) + 4 * q + step % 4 of the row of tile row // 16,
+    q = 2 * (lane // 4) + lane % 2; lanes at quad positions 2 and 3 repeat their neighbours',
+    which the instruction ignores), predicated on the tile existing (else the filler)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadMetaOp, rewriter: PatternRewriter) -> None:
+        base, idx = reg(op.ref), [reg(i) for i in op.indices]
+        if base is None or any(i is None for i in idx):
+            return
+        batch, row, k = (e_ for e_ in idx)
+        kernel = self.state.kernel(op)
+        ref = op.ref.type
+        assert isinstance(ref, MemRefType)
+        shape = ref.get_shape()
+        tiles, width = shape[-2:]
+        batch_bytes = 4 * tiles * width if len(shape) == 3 and shape[0] > 1 else 0
+
+        def lane_bytes(e: fio.Emitter) -> list:
+            quad, odd, off = e.reg("b32"), e.reg("b32"), e.reg("b32")
+            e.emit("bfe.u32", quad, kernel.lane, 2, 3)
+            e.emit("and.b32", odd, kernel.lane, 1)
+            e.emit("shl.b32", quad, quad, 1)
+            e.emit("add.u32", quad, quad, odd)
+            e.emit("mul.lo.u32", off, quad, 4 * fmt.STEPS_PER_GROUP)
+            return [off]
+
+        [lane_off] = kernel.thread_invariant(("meta-lane",), lane_bytes)
+        e = fio.Emitter(kernel.regs)
+        tile_, step, group, within, off = (e.reg("b32") for _ in range(5))
+        e.emit("shr.u32", tile_, e.in_register(row), 4)  # type: ignore[arg-type]
+        inside = e.reg("pred")
+        e.emit("setp.lt.u32", inside, tile_, tiles)
+        e.emit("shr.u32", step, e.in_register(k), 5)  # type: ignore[arg-type]
+        e.emit("shr.u32", group, step, 2)
+        e.emit("and.b32", within, step, fmt.STEPS_PER_GROUP - 1)
+        e.emit("mad.lo.u32", off, tile_, 4 * width, lane_off)
+        e.emit("mad.lo.u32", off, group, 4 * fmt.GROUP_WORDS, off)
+        e.emit("mad.lo.u32", off, within, 4, off)
+        addr = e.reg("b64")
+        e.emit("cvt.u64.u32", addr, off)
+        if batch_bytes:
+            t = e.reg("b64")
+            fio._mul_wide(e, t, batch, batch_bytes)  # type: ignore[arg-type]
+            e.emit("add.s64", addr, addr, t)
+        e.emit("add.s64", addr, addr, base)
+        out = e.reg_list("b32", len(op.fragments))
+        for r in out:
+            e.emit("mov.b32", r, fmt.FILLER)
+        vec = f".v{len(out)}" if len(out) > 1 else ""
+        dst = "{" + ", ".join(out) + "}" if len(out) > 1 else out[0]
+        e.emit(f"ld.global{vec}.u32", dst, f"[{addr}]", guard=inside)
+        _finish(op, rewriter, e, [[r] for r in out])
+
+
+@dataclass
 class LowerScale(RewritePattern):
     """`warp.load_scale`: byte j of the lane's register = the scale of K block j of the
     instruction, for the canonical selectors {0, 0} (lanes at byte j hold K block j)."""
@@ -850,6 +910,7 @@ class WarpToPtx(ModulePass):
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
+                LowerLoadMeta(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}
