@@ -714,11 +714,19 @@ class LdMatrixOp(IRDLOperation):
             raise VerifyException("warp.ldmatrix: one or two fragments of one type")
         frag = _frag(self.fragments[0], "warp.ldmatrix result")
         v = frag.variant
-        if (v.m, v.n, v.k) not in LDMATRIX_SHAPES or v.sparse or v.block_scale or frag.role not in (Operand.A, Operand.B):
-            raise VerifyException("warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 or 8-bit m16n8k32 mma")
         bits = _element_bits(frag.element)
-        if LDMATRIX_SHAPES[(v.m, v.n, v.k)] != bits:
+        if v.sparse is not None and not v.block_scale and (v.m, v.n, v.k) in LDMATRIX_SPARSE_SHAPES:
+            # mma.sp m16n8k32 (16-bit): A is the dense m16n8k16 A of the compressed M x K/2 tile
+            # (one .x4); B a whole k32 fragment (one .x4: k rows +0/+8/+16/+24)
+            if LDMATRIX_SPARSE_SHAPES[(v.m, v.n, v.k)] != bits or len(self.fragments) != 1:
+                raise VerifyException(f"warp.ldmatrix: sparse {v.shape} fragments are one per .x4, of "
+                                      f"{LDMATRIX_SPARSE_SHAPES[(v.m, v.n, v.k)]}-bit elements")
+        elif (v.m, v.n, v.k) not in LDMATRIX_SHAPES or v.sparse or v.block_scale or frag.role not in (Operand.A, Operand.B):
+            raise VerifyException("warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 or 8-bit m16n8k32 mma")
+        elif LDMATRIX_SHAPES[(v.m, v.n, v.k)] != bits:
             raise VerifyException(f"warp.ldmatrix: {v.m}x{v.n}x{v.k} fragments need {LDMATRIX_SHAPES[(v.m, v.n, v.k)]}-bit elements, not {bits}-bit")
+        if frag.role not in (Operand.A, Operand.B):
+            raise VerifyException("warp.ldmatrix: loads A or B fragments")
         if frag.role == Operand.A and (len(self.fragments) != 1 or self.trans is not None):
             raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4, from an M x K buffer (no trans)")
         if self.trans is not None and bits != 16:
@@ -736,6 +744,8 @@ class LdMatrixOp(IRDLOperation):
 
 # Dense shapes whose fragments are 16-byte K rows, ldmatrix's unit: (m, n, k) -> element bits.
 LDMATRIX_SHAPES = {(16, 8, 8): 32, (16, 8, 16): 16, (16, 8, 32): 8}
+# Sparse shapes (mma.sp) whose compressed A and whole B fragments are .x4 reads -> element bits.
+LDMATRIX_SPARSE_SHAPES = {(16, 8, 32): 16}
 
 
 def _element_bits(t: Attribute) -> int:

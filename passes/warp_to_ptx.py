@@ -334,9 +334,9 @@ def _ptx_type(frag: warp.FragType) -> str:
 def _bank_of(frag: warp.FragType) -> str:
     """Register bank of a fragment: .f32/.f64 for float accumulators and f32 data, .f64 for
     64-bit operands, else .b32 (packed and integer data)."""
-    t = _ptx_type(frag)
     if frag.role in (warp.Operand.META, warp.Operand.SCALE_A, warp.Operand.SCALE_B):
-        return "b32"
+        return "b32"  # (a metadata word's element is i32, which has no PTX operand type)
+    t = _ptx_type(frag)
     if t == "f64":
         return "f64"
     if t == "f32" and (frag.role == warp.Operand.ACC or _layout(frag).reg_bits == 32):
@@ -825,11 +825,14 @@ class LowerLdMatrix(RewritePattern):
         e = fio.Emitter(kernel.regs)
         lane = kernel.lane
         is_a, trans = frag.role == warp.Operand.A, op.trans is not None
-        wide = is_a or len(op.fragments) == 2
+        sparse_b = not is_a and frag.variant.sparse is not None  # one k32 B fragment per .x4
+        wide = is_a or len(op.fragments) == 2 or sparse_b
         half_row = 16 // esz  # elements in 16 bytes: the second half of a K row
         # (lane bit, step) of the row and of the column of a lane's matrix row
         if is_a:
             row_part, col_part = (3, 8), (4, half_row)
+        elif sparse_b:  # lane bit 4 moves to K + 16 (added below)
+            row_part, col_part = ((3, 8), None) if trans else (None, (3, half_row))
         elif trans:
             row_part, col_part = (3, 8), ((4, 8) if wide else None)
         else:
@@ -848,6 +851,13 @@ class LowerLdMatrix(RewritePattern):
             e.emit("mad.lo.u32", col, col, col_part[1], e.in_register(col0))  # type: ignore[arg-type]
         else:
             e.emit("mov.u32", col, col0)
+        if sparse_b:  # matrices 2 and 3: the fragment's second k16 half
+            upper = e.reg("b32")
+            e.emit("bfe.u32", upper, lane, 4, 1)
+            if trans:
+                e.emit("mad.lo.u32", row, upper, 16, row)
+            else:
+                e.emit("mad.lo.u32", col, upper, 2 * half_row, col)
         if col_off:
             e.emit("add.u32", col, col, col_off)
         e.emit("mul.lo.u32", col, col, esz)
@@ -859,7 +869,7 @@ class LowerLdMatrix(RewritePattern):
         if op.rounding is not None:  # f32 in shared memory, tf32 fragments
             for r in out:
                 e.emit(f"cvt.{op.rounding.data.value}.tf32.f32", r, r)
-        _finish(op, rewriter, e, [out] if is_a else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
+        _finish(op, rewriter, e, [out] if is_a or sparse_b else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
 
 
 # ---------------------------------------------------------------------------------------------
