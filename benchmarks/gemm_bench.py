@@ -44,6 +44,7 @@ class Family:
     sparse: bool = False  # A is 2:4 sparse (tilemma's tile.compress, checked)
     b_col: bool = False  # tilemma's B is column-major (K-major): what staging needs for 8/32-bit
     triton_precision: str | None = None  # tl.dot input_precision (None: Triton's default)
+    pre_compressed: bool = False  # with sparse: A arrives compressed (tile.sparse_from, sparse_format)
 
     @property
     def exact(self) -> bool:
@@ -63,6 +64,7 @@ FAMILIES: dict[str, Family] = {
         Family("tf32", "tf32", "f32", "float32", "float32", triton_precision="tf32", b_col=True),
         Family("f64", "f64", "f64", "float64", "float64", triton_precision="ieee"),
         Family("sparse-f16", "f16", "f32", "float16", "float32", sparse=True),
+        Family("sparse-f16-pre", "f16", "f32", "float16", "float32", sparse=True, pre_compressed=True),
     )
 }
 SIZES = (1024, 2048, 4096, 8192)
@@ -132,7 +134,8 @@ def tilemma_ir(fam: Family, n: int) -> tuple[str, str]:
     """The tile IR text and kernel name of family `fam` at size n."""
     from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
 
-    spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse, b_layout="col" if fam.b_col else "row")
+    spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse and not fam.pre_compressed,
+                    b_layout="col" if fam.b_col else "row", pre_compressed=fam.pre_compressed)
     return str(gemm_module(spec)), spec.name
 
 
@@ -353,13 +356,20 @@ def tilemma_row(fam: Family, n: int, inp: dict, torch, deadline: float, sm: str,
         d = torch.full_like(inp["c"], SENTINEL[fam.exact])
         b = inp["b"].t().contiguous() if fam.b_col else inp["b"]  # the same matrix, stored K-major
         pointers = [inp["a"].data_ptr(), b.data_ptr(), inp["c"].data_ptr(), d.data_ptr()]
-        if fam.sparse:
+        if fam.pre_compressed:  # compressed on the host (sparse_format.compress_a), not timed
+            from tilemma.compiler import sparse_format
+
+            values, meta = sparse_format.compress_a(inp["a"].cpu().numpy())
+            values = torch.from_numpy(values).cuda()
+            meta = torch.from_numpy(meta.view("int32")).cuda()
+            pointers[:1] = [values.data_ptr(), meta.data_ptr()]
+        elif fam.sparse:
             word = torch.full((1,), NO_ERROR_WORD, dtype=torch.int32, device="cuda")
             pointers.append(word.data_ptr())
         launch = lambda: kernel.launch(pointers, torch.cuda.current_stream().cuda_stream)  # noqa: E731
         launch()
         torch.cuda.synchronize()
-        if fam.sparse and int(word.item()) != NO_ERROR_WORD:
+        if fam.sparse and not fam.pre_compressed and int(word.item()) != NO_ERROR_WORD:
             raise AssertionError(f"the kernel reports A is not 2:4 sparse (error word {word.item()})")
         c = inp["c"].double()
         magnitude = None if fam.exact else inp["s"] + c.abs()

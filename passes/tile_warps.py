@@ -271,6 +271,11 @@ class _Distribute:
             # a 4x8 warp tile spills there, 2x8 does not
             rm = 2 if self.variant.atype in FP8 else 4
             rm, rn = min(rm, _ceil(g.m, 16)), min(8, _ceil(g.n, 8))
+            if g.a_meta is not None:  # k32 B fragments are twice as wide: 4x4 does not spill
+                rn = min(4, rn)
+                if warps is None and configs.size_class(g.m, g.n, g.k, g.batch) != "small" \
+                        and g.m >= 2 * rm * 16 and g.n >= 4 * rn * 8:
+                    warps = (2, 4)
             # 128x256 CTAs for large 16- and 32-bit problems (what `tilemma tune` picked on an
             # H100: f16 8192^3 454 against 441 TFLOP/s; 8-bit keeps 128x128)
             large = (configs.size_class(g.m, g.n, g.k, g.batch) == "large" and g.a.bits >= 16
