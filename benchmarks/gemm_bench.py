@@ -359,10 +359,10 @@ def tilemma_row(fam: Family, n: int, inp: dict, torch, deadline: float, sm: str,
         if fam.pre_compressed:  # compressed on the host (sparse_format.compress_a), not timed
             from tilemma.compiler import sparse_format
 
-            values, meta = sparse_format.compress_a(inp["a"].cpu().numpy())
-            values = torch.from_numpy(values).cuda()
-            meta = torch.from_numpy(meta.view("int32")).cuda()
-            pointers[:1] = [values.data_ptr(), meta.data_ptr()]
+            if "pre" not in inp:  # once per size, shared by the configurations
+                values, meta = sparse_format.compress_a(inp["a"].cpu().numpy())
+                inp["pre"] = (torch.from_numpy(values).cuda(), torch.from_numpy(meta.view("int32")).cuda())
+            pointers[:1] = [x.data_ptr() for x in inp["pre"]]
         elif fam.sparse:
             word = torch.full((1,), NO_ERROR_WORD, dtype=torch.int32, device="cuda")
             pointers.append(word.data_ptr())
