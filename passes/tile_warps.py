@@ -123,7 +123,7 @@ class TileWarps(ModulePass):
     def tuned(self, kernel: func.FuncOp, mma):
         """The tuning cache's configuration for this kernel, if it has one."""
         cache = configs.load(self.tune_cache)
-        if not cache:
+        if not cache or mma.variant.variant.sparse:  # the cache's entries were measured on dense kernels
             return None
         v = mma.variant.variant
         target = kernel.attributes.get("warp.target")
