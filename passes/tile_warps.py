@@ -541,7 +541,8 @@ class _Distribute:
 
     def stage_fragments(self, stage: SSAValue, kk: int) -> list[SSAValue]:
         """A and B fragments of K step `kk` of a stage: ldmatrix .x4 for A, B in pairs (.x4:
-        from an N x K buffer, or .trans from a K x N one)."""
+        from an N x K buffer, or .trans from a K x N one). A pre-compressed A's stage holds its
+        values (column kk / 2), and each k32 B fragment is one .x4 of its own."""
         rm, rn = self.t.warp_tile
         pre = self.g.a_meta is not None
         (_, a_round), (_, b_round) = (None, None) if pre else self.source(self.mma.lhs), self.source(self.mma.rhs)
