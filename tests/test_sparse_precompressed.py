@@ -86,3 +86,26 @@ def test_refusals():
         gemm_module(spec(16, 8, 32, t="si8", acc="si32"))
     with pytest.raises(LocatedVerifyError, match="stage-k 16 is not a multiple"):
         compile_spec(spec(16, 8, 32), stages=2, stage_k=16)
+
+
+@pytest.mark.parametrize("options", [SIMPLE, STAGED], ids=["simple", "staged"])
+@pytest.mark.parametrize("t", ["f16", "bf16"])
+def test_adversarial_a(t, options):
+    """Groups with one or no nonzero (their free slots hold zeros), negative zeros, wide
+    magnitudes, whole zero rows and a ragged K: the kernel's D against the reference, every element."""
+    import ml_dtypes
+
+    dtype = np.float16 if t == "f16" else ml_dtypes.bfloat16
+    m, n, k = 45, 24, 90
+    rng = np.random.default_rng(7)
+    dense = (rng.choice([-1, 1], (m, k)) * 2.0 ** rng.integers(-6, 7, (m, k))).astype(dtype)
+    padded = np.zeros((m, 92), dtype)
+    padded[:, :k] = dense
+    a = sparse_format.decompress_a(*sparse_format.compress_a(padded, prune=True))[:, :k]
+    a[rng.random(a.shape) < 0.3] = 0
+    a[rng.random(a.shape) < 0.1] = -0.0
+    a[5] = 0
+    kernel = compile_spec(spec(m, n, k, t), **options)
+    values, meta = sparse_format.compress_a(a)
+    result = run_compiled(kernel, 8, "emulator", inputs={"a_values": values, "a_meta": meta})
+    assert result.ok, result.line()
