@@ -45,6 +45,7 @@ class Family:
     b_col: bool = False  # tilemma's B is column-major (K-major): what staging needs for 8/32-bit
     triton_precision: str | None = None  # tl.dot input_precision (None: Triton's default)
     rounding: str = "rna"  # tf32: how tilemma rounds the f32 operands (`tilemma gemm --rounding`)
+    pre_compressed: bool = False  # with sparse: A arrives compressed (tile.sparse_from, sparse_format)
 
     @property
     def exact(self) -> bool:
@@ -67,6 +68,7 @@ FAMILIES: dict[str, Family] = {
                rounding="rn"),
         Family("f64", "f64", "f64", "float64", "float64", triton_precision="ieee"),
         Family("sparse-f16", "f16", "f32", "float16", "float32", sparse=True),
+        Family("sparse-f16-pre", "f16", "f32", "float16", "float32", sparse=True, pre_compressed=True),
     )
 }
 SIZES = (1024, 2048, 4096, 8192)
@@ -137,7 +139,8 @@ def tilemma_ir(fam: Family, n: int) -> tuple[str, str]:
     from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
 
     # D = A x B, no C: what the peers compute (cuBLAS with beta = 0, Triton's kernel)
-    spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse, b_layout="col" if fam.b_col else "row",
+    spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse and not fam.pre_compressed,
+                    b_layout="col" if fam.b_col else "row", pre_compressed=fam.pre_compressed,
                     c=False, rounding=fam.rounding)
     return str(gemm_module(spec)), spec.name
 
@@ -355,21 +358,38 @@ def parse_config(text: str) -> dict[str, Any]:
     return out
 
 
+def tilemma_arguments(fam: Family, inp: dict, d, torch) -> tuple[list[int], Any]:
+    """The kernel's argument pointers for inputs `inp` and output `d`, and its sparsity error word
+    (None where it has none): B K-major where the family stores it so, a pre-compressed A as
+    values and metadata (compressed on the host once per size, not timed)."""
+    if fam.b_col and "b_col" not in inp:  # the same matrix stored K-major, kept with the inputs
+        inp["b_col"] = inp["b"].t().contiguous()
+    pointers = [inp["a"].data_ptr(), inp["b_col" if fam.b_col else "b"].data_ptr(), d.data_ptr()]
+    word = None
+    if fam.pre_compressed:
+        from tilemma.compiler import sparse_format
+
+        if "pre" not in inp:  # once per size, shared by the configurations
+            values, meta = sparse_format.compress_a(inp["a"].cpu().numpy())
+            inp["pre"] = (torch.from_numpy(values).cuda(), torch.from_numpy(meta.view("int32")).cuda())
+        pointers[:1] = [x.data_ptr() for x in inp["pre"]]
+    elif fam.sparse:
+        word = torch.full((1,), NO_ERROR_WORD, dtype=torch.int32, device="cuda")
+        pointers.append(word.data_ptr())
+    return pointers, word
+
+
 def tilemma_row(fam: Family, n: int, inp: dict, torch, deadline: float, sm: str, config: str = "") -> Row:
     def body(row: Row) -> Row:
         text, name = tilemma_ir(fam, n)
         kernel = tilemma_kernel(text, name, compile_options(sm, **parse_config(config)))
         row.config = kernel.config
         d = torch.full_like(inp["c"], SENTINEL[fam.exact])
-        b = inp["b"].t().contiguous() if fam.b_col else inp["b"]  # the same matrix, stored K-major
-        pointers = [inp["a"].data_ptr(), b.data_ptr(), d.data_ptr()]
-        if fam.sparse:
-            word = torch.full((1,), NO_ERROR_WORD, dtype=torch.int32, device="cuda")
-            pointers.append(word.data_ptr())
+        pointers, word = tilemma_arguments(fam, inp, d, torch)
         launch = lambda: kernel.launch(pointers, torch.cuda.current_stream().cuda_stream)  # noqa: E731
         launch()
         torch.cuda.synchronize()
-        if fam.sparse and int(word.item()) != NO_ERROR_WORD:
+        if word is not None and int(word.item()) != NO_ERROR_WORD:
             raise AssertionError(f"the kernel reports A is not 2:4 sparse (error word {word.item()})")
         magnitude = None if fam.exact else inp["s"]
         problem = check(d.double(), inp["ab"], magnitude, acc=fam.acc, k=n)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks.gemm_bench import FAMILIES, compile_options, make_inputs, parse_config, tilemma_ir, tilemma_kernel
+from benchmarks.gemm_bench import (
+    FAMILIES, compile_options, make_inputs, parse_config, tilemma_arguments, tilemma_ir, tilemma_kernel,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,11 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     text, name = tilemma_ir(fam, args.size)
     kernel = tilemma_kernel(text, name, compile_options(**parse_config(args.config)))
     inp = make_inputs(fam, args.size, torch)
-    b = inp["b"].t().contiguous() if fam.b_col else inp["b"]
     d = torch.empty_like(inp["c"])
-    pointers = [inp["a"].data_ptr(), b.data_ptr(), d.data_ptr()]
-    if fam.sparse:
-        pointers.append(torch.full((1,), -1, dtype=torch.int32, device="cuda").data_ptr())
+    pointers, _ = tilemma_arguments(fam, inp, d, torch)
     for _ in range(args.launches):
         kernel.launch(pointers, 0)
     torch.cuda.synchronize()

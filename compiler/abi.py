@@ -16,6 +16,11 @@ from tilemma.compiler.memref_layout import strided_layout
 from tilemma.compiler.reference import element_type
 
 
+# Roles of uint32 word buffers (outside the tile element types): the sparsity error word and the
+# metadata words of a pre-compressed A (`tile.sparse_from`, whose values have the role a_values).
+WORD_ROLES = ("sparsity_error", "a_meta")
+
+
 @dataclass(frozen=True)
 class Param:
     """One kernel parameter: a pointer to a buffer of `span` elements of `element` laid out with
@@ -48,7 +53,11 @@ class Param:
     @property
     def bits(self) -> int:
         """Storage bits of one element (the error word is a ui32, outside the tile types)."""
-        return 32 if "sparsity_error" in self.roles else tile.element_bits(self.element)
+        return 32 if self.is_words else tile.element_bits(self.element)
+
+    @property
+    def is_words(self) -> bool:
+        return any(r in WORD_ROLES for r in self.roles)
 
     @property
     def nbytes(self) -> int:
@@ -63,7 +72,7 @@ class Param:
         """The NumPy (ml_dtypes) dtype of a buffer passed for this parameter: packed sub-byte
         elements and fp6 / ue4m3 codes travel as uint8 bytes, tf32 as float32, the error word
         as uint32."""
-        if "sparsity_error" in self.roles:
+        if self.is_words:
             return np.dtype(np.uint32)
         if self.packing != "native" or self.element == "ue4m3":
             return np.dtype(np.uint8)

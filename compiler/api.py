@@ -261,7 +261,7 @@ class _Expected:
 
 @cache
 def _expected(p: Param) -> _Expected:
-    if "sparsity_error" in p.roles:
+    if p.is_words:
         dtypes: tuple[str, ...] = ("uint32", "int32")
     elif p.dtype.itemsize == 1 and p.dtype.kind not in "iu":
         dtypes = (p.dtype.name, "uint8")

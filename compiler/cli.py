@@ -92,10 +92,10 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     module = gemm_module(
         GemmSpec(
             args.m, args.n, args.k, args.a, args.b, args.acc, args.batch, args.bcast,
-            args.satfinite, args.popc, args.shape, args.sparse_a is not None, args.prune,
+            args.satfinite, args.popc, args.shape, args.sparse_a not in (None, "compressed"), args.prune,
             args.scale, args.scale_block,
-            args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout, not args.no_c,
-            args.rounding,
+            args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout,
+            pre_compressed=args.sparse_a == "compressed", c=not args.no_c, rounding=args.rounding,
         )
     )
     if args.sm is not None:
@@ -309,9 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--shape", help="instruction shape to use, e.g. m16n8k8 (default: best)")
     g.add_argument(
         "--sparse-a",
-        choices=("2:4", "4:8"),
+        choices=("2:4", "4:8", "compressed"),
         help="A is structured sparse: 2:4 is 2 of every 4 (1 of 2 for tf32, 2 pairs of 4 for "
-        "4-bit integers); 4:8 asks for aligned pairs for e2m1 (the sparse mxf4 kinds)",
+        "4-bit integers); 4:8 asks for aligned pairs for e2m1 (the sparse mxf4 kinds); compressed: "
+        "A arrives 2:4-compressed as values and metadata (tile.sparse_from; f16/bf16)",
     )
     g.add_argument("--prune", action="store_true", help="with --sparse-a: keep the largest two")
     g.add_argument("--b-layout", choices=("row", "col"), default="row",

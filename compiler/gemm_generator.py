@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.rewriter import InsertPoint
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, ModuleOp, StridedLayoutAttr
+from xdsl.dialects.builtin import IntegerType, MemRefType, ModuleOp, Signedness, StridedLayoutAttr
 from xdsl.ir import Block, Region, SSAValue
 
 from tilemma.dialects import tile
@@ -37,6 +37,7 @@ class GemmSpec:
     scale_block: int = 32  # with scale: elements of K per scale factor
     sparse_pattern: str | None = None  # with sparse_a: "4:8" for pair-wise e2m1 (mxf4 kinds)
     b_layout: str = "row"  # "col": B is stored K-major (column-major, strided<[1, K]>)
+    pre_compressed: bool = False  # A arrives compressed: tile.sparse_from values, metadata
     c: bool = True  # False: D = A x B, no C argument (the accumulator starts at zero)
     rounding: str = "rna"  # how f32 operands of a tf32 GEMM are rounded (rn and rz: sm_90)
 
@@ -45,13 +46,15 @@ class GemmSpec:
         batch = f"b{self.batch}{self.bcast or ''}_" if self.batch else ""
         shape = f"_{self.shape}" if self.shape else ""
         sparse = ("_pruned" if self.prune else "_sparse") if self.sparse_a else ""
+        if self.pre_compressed:
+            sparse = "_precompressed"
         if self.scale:
             sparse += f"_scaled{self.scale_block}"
         layout = "_bcol" if self.b_layout == "col" else ""
-        no_c = ("" if self.c else "_noc") + ("" if self.rounding == "rna" else f"_{self.rounding}")
+        forms = ("" if self.c else "_noc") + ("" if self.rounding == "rna" else f"_{self.rounding}")
         return (
             f"gemm{sparse}_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}{layout}_{self.acc_type}"
-            f"{no_c}{shape}"
+            f"{forms}{shape}"
         )
 
     @property
@@ -68,6 +71,22 @@ def _shape(spec: GemmSpec, rows: int, cols: int, operand: str) -> tuple[int, ...
     if spec.batch is None:
         return (rows, cols)
     return (1 if spec.bcast == operand else spec.batch, rows, cols)
+
+
+def _pre_compressed_args(spec: GemmSpec, a_shape, a_name: str, names, arg_types):
+    """A's argument replaced by the values and metadata memrefs of `tile.sparse_from`."""
+    from tilemma.compiler import sparse_format
+
+    if spec.sparse_a or spec.prune or spec.scale:
+        raise ValueError("a pre-compressed A (--sparse-a compressed) takes no --prune or --scale")
+    if a_name not in tile.PRE_COMPRESSED:
+        raise ValueError(f"--sparse-a compressed takes {' or '.join(tile.PRE_COMPRESSED)} A, not {a_name}")
+    *batch, m, k = a_shape
+    values = MemRefType(tile.element_type(a_name), [*batch, *sparse_format.values_shape(m, k)])
+    meta = MemRefType(IntegerType(32, Signedness.UNSIGNED), [*batch, *sparse_format.meta_shape(m, k)])
+    at = names.index("a")
+    return (names[:at] + ("a_values", "a_meta") + names[at + 1:],
+            arg_types[:at] + [values, meta] + arg_types[at + 1:])
 
 
 def gemm_module(spec: GemmSpec) -> ModuleOp:
@@ -114,6 +133,8 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
     if not spec.c:
         names = tuple(n for n in names if n != "c")
     arg_types = [memref("c" if n == "d" else n) for n in names]
+    if spec.pre_compressed:
+        names, arg_types = _pre_compressed_args(spec, shapes["a"], a_name, names, arg_types)
     block = Block(arg_types=arg_types)
     for arg, name in zip(block.args, names):
         arg.name_hint = name
@@ -132,7 +153,13 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         loaded.name_hint = f"t{which}"
         return loaded
 
-    ta, tb = load("a", args["a"]), load("b", args["b"])
+    if spec.pre_compressed:
+        sparse_type = tile.SparseTileType(shapes["a"], tile.element_type(a_name))
+        ta = builder.insert(tile.SparseFromOp(args["a_values"], args["a_meta"], sparse_type)).result
+        ta.name_hint = "ta"
+    else:
+        ta = load("a", args["a"])
+    tb = load("b", args["b"])
     if spec.c:
         tc = load("c", args["c"])
     else:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tilemma.compiler import reference, sparse_fragments
+from tilemma.compiler import reference, sparse_format, sparse_fragments
 from tilemma.compiler.memref_layout import StridedLayout
 from tilemma.compiler.pipeline import CompiledKernel
 from tilemma.dialects import tile
@@ -97,6 +97,9 @@ def sentinel(type_name: str) -> float | int:
 def _read_tiles(g: GemmKernel) -> list[tuple[MemOperand, int, int]]:
     """(operand, rows, columns) of every tile the kernel reads."""
     tiles = [(g.a, g.m, g.k), (g.b, g.k, g.n)]
+    if g.a_meta is not None:  # pre-compressed A: values and metadata words
+        tiles[0] = (g.a, *sparse_format.values_shape(g.m, g.k))
+        tiles.append((g.a_meta, *sparse_format.meta_shape(g.m, g.k)))
     if isinstance(g.c, MemOperand):
         tiles.append((g.c, g.m, g.n))
     if g.scales:
@@ -185,10 +188,16 @@ def run_compiled(
     read: dict[int, np.ndarray] = {i: np.zeros(size, bool) for i, size in enumerate(kernel.arg_sizes)}
     for mem, rows, cols in _read_tiles(g):
         read[mem.param][_view(np.arange(read[mem.param].size), mem, g, rows, cols)] = True
+    if g.a_meta is not None:
+        types[g.a_meta.param] = META_TYPE
     for i, size in enumerate(kernel.arg_sizes):
+        if types[i] == META_TYPE:
+            values[i] = np.full(size, sparse_format.FILLER, np.uint32)
+            continue
         values[i] = reference.random_matrix(types[i], (size,), rng)
         values[i][~read[i]] = sentinel(types[i])
     given = _place_inputs(kernel, inputs or {}, values, types)
+    pre_a = _pre_compressed_a(g, values, given, rng) if g.a_meta is not None else None
     if g.a.sparse == "check" and g.a.param not in given:
         values[g.a.param] = _prune_tiles(values[g.a.param], g, _sparse_pattern(g))
         if break_sparsity is not None:
@@ -198,13 +207,13 @@ def run_compiled(
             cols = idx[batch, row, group * chunk : (group + 1) * chunk]
             values[g.a.param][cols] = reference.random_matrix(g.a.stored, (cols.size,), rng)
     for i in range(len(kernel.arg_sizes)):
-        args.append(pack_memory(values[i], types[i]))
+        args.append(values[i] if types[i] == META_TYPE else pack_memory(values[i], types[i]))
     error_at = kernel.abi.index("sparsity_error")
     if error_at is not None:
         init = kernel.abi.params[error_at].init
         args.insert(error_at, np.full(1, init, np.uint32))
 
-    a_vals, a_type = _logical(_view(values[g.a.param], g.a, g, g.m, g.k), g.a)
+    a_vals, a_type = _logical(_view(values[g.a.param], g.a, g, g.m, g.k), g.a) if pre_a is None else (pre_a, g.a.stored)
     if g.a.sparse == "prune":
         a_vals = np.stack([_prune_ragged(m, _sparse_pattern(g)) for m in a_vals])
     b_vals, b_type = _logical(_view(values[g.b.param], g.b, g, g.k, g.n), g.b)
@@ -305,6 +314,27 @@ def _gpu_twin_differs(kernel: CompiledKernel, args: list[np.ndarray], outs: list
             f"element {int(bad[0])} of its memref")
 
 
+META_TYPE = "ui32"  # the metadata words of a pre-compressed A (uint32 buffers, not a value type)
+
+
+def _pre_compressed_a(g: GemmKernel, values: dict, given: set[int], rng) -> np.ndarray:
+    """The dense A [batch, M, K] of a pre-compressed A (`tile.sparse_from`). Unless the caller gave
+    its values or metadata, a random 2:4 sparse A is made and written through
+    `sparse_format.compress_a`; the reference multiplies its `decompress_a`."""
+    assert g.a_meta is not None
+    vs, ms = sparse_format.values_shape(g.m, g.k), sparse_format.meta_shape(g.m, g.k)
+    v_at = _view(np.arange(values[g.a.param].size), g.a, g, *vs)
+    m_at = _view(np.arange(values[g.a_meta.param].size), g.a_meta, g, *ms)
+    dtype = reference.element_type(g.a.stored).dtype
+    if not {g.a.param, g.a_meta.param} & given:
+        dense = reference.random_matrix(g.a.stored, (v_at.shape[0], g.m, g.k), rng)
+        dense = np.stack([_prune_ragged(x, "2:4") for x in dense]).astype(dtype)
+        vals, meta = sparse_format.compress_a(dense)
+        values[g.a.param][v_at] = vals
+        values[g.a_meta.param][m_at] = meta
+    return sparse_format.decompress_a(values[g.a.param][v_at].astype(dtype), values[g.a_meta.param][m_at], k=g.k)
+
+
 def _param_index(kernel: CompiledKernel, name: str) -> int:
     names = [p.name for p in kernel.abi.params[: len(kernel.arg_sizes)]]
     for i, full in enumerate(names):
@@ -327,7 +357,7 @@ def _place_inputs(kernel: CompiledKernel, inputs: dict[str, np.ndarray], values:
     for name, array in inputs.items():
         i = _param_index(kernel, name)
         p = kernel.abi.params[i]
-        want = np.dtype(reference.element_type(types[i]).dtype)
+        want = np.dtype(np.uint32 if types[i] == META_TYPE else reference.element_type(types[i]).dtype)
         array = np.asarray(array)
         if array.shape != p.shape:
             raise ValueError(f"input {name}: shape {array.shape}, but the kernel's {name} is {'x'.join(map(str, p.shape))} ({types[i]})")

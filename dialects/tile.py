@@ -1101,11 +1101,68 @@ class CompressOp(IRDLOperation):
             )
 
 
+@irdl_op_definition
+class SparseFromOp(IRDLOperation):
+    """A 2:4 sparse 16-bit tile that arrives compressed (`compiler/sparse_format.py`): `values`
+    (the kept elements, [batch x] M x Kp/2, Kp = K rounded up to 32) and `meta` (ui32 metadata
+    words of the m16n8k32 `mma.sp`, [batch x] ceil(M/16) x ceil(Kp/128)*64), both whole kernel
+    arguments with the identity layout. The kernel trusts the pattern: nothing is checked or
+    pruned (`tilemma.compiler.sparse_format.compress_a` does that on the host)."""
+
+    name = "tile.sparse_from"
+    values = operand_def(MemRefType)
+    meta = operand_def(MemRefType)
+    result = result_def(SparseTileType)
+    traits = traits_def(Pure())
+
+    assembly_format = "$values `,` $meta attr-dict `:` type($values) `,` type($meta) `->` type($result)"
+
+    def __init__(self, values: SSAValue, meta: SSAValue, result_type: SparseTileType):
+        super().__init__(operands=[values, meta], result_types=[result_type])
+
+    def verify_(self) -> None:
+        from tilemma.compiler import sparse_format as fmt
+        from tilemma.compiler.memref_layout import row_major, strided_layout
+
+        res = _tile(self.result, "result", sparse_ok=True)
+        assert isinstance(res, SparseTileType)
+        shape = res.get_shape()
+        if res.element not in PRE_COMPRESSED or res.pattern != "2:4":
+            raise VerifyException(
+                f"tile.sparse_from: pre-compressed tiles are 2:4 sparse {' or '.join(PRE_COMPRESSED)} "
+                f"(mma.sp m16n8k32), not {res.pattern} {res.element}"
+            )
+        *batch, m, k = shape
+        want = {
+            "values": (self.values.type, (*batch, *fmt.values_shape(m, k)), res.element),
+            "meta": (self.meta.type, (*batch, *fmt.meta_shape(m, k)), "ui32"),
+        }
+        for what, (ref, dims, element) in want.items():
+            assert isinstance(ref, MemRefType)
+            got = tuple(ref.get_shape())
+            if got != dims or element_name(ref.element_type) != element:
+                raise VerifyException(
+                    f"tile.sparse_from: {what} of a {_shape_str(shape)} {res.element} tile must be "
+                    f"memref<{_shape_str(dims)}x{element}> (K padded to a multiple of 32; "
+                    f"sparse_format's layout), got {ref}"
+                )
+            try:
+                layout = strided_layout(ref)
+            except ValueError as e:
+                raise VerifyException(f"tile.sparse_from: {e}") from None
+            if layout.strides != row_major(got) or layout.offset:
+                raise VerifyException(f"tile.sparse_from: {what} must be a contiguous row-major memref, got {ref}")
+
+
+# Element types of a pre-compressed sparse A (`tile.sparse_from`).
+PRE_COMPRESSED = ("f16", "bf16")
+
+
 # The ops that multiply into an accumulator (what tile-select-mma leaves behind).
 MMA_OPS = (MmaOp, ScaledMmaOp)
 
 Tile = Dialect(
     "tile",
-    [MatmulOp, MmaOp, ScaledMmaOp, LoadOp, StoreOp, CastOp, ConstantOp, CompressOp],
+    [MatmulOp, MmaOp, ScaledMmaOp, LoadOp, StoreOp, CastOp, ConstantOp, CompressOp, SparseFromOp],
     [TileType, SparseTileType, UE4M3Type, PopcAttr, RoundingAttr],
 )

@@ -335,7 +335,7 @@ class LoadOp(_WindowOp):
             raise VerifyException(f"warp.load: rounding must be a #tile<rounding ...>, got {self.rounding}")
         frag = _frag(self.result, "warp.load result")
         if frag.role in (Operand.META,):
-            raise VerifyException("warp.load: metadata fragments come from warp.load_sparse_a")
+            raise VerifyException("warp.load: metadata fragments come from warp.load_sparse_a or warp.load_meta")
 
 
 @irdl_op_definition
@@ -436,6 +436,47 @@ class LoadSparseAOp(_WindowOp):
         if (self.prune is None) != (self.error is not None):
             raise VerifyException(
                 "warp.load_sparse_a: a checked compression needs an error word, a pruning one has none"
+            )
+
+
+@irdl_op_definition
+class LoadMetaOp(IRDLOperation):
+    """`warp.load_meta`: the metadata words of a pre-compressed sparse A (`compiler/sparse_format.py`,
+    a `[batch x] tiles x words` ui32 memref) for `count` consecutive k32 steps of one 16-row
+    tile: one `e` fragment per step, for the instructions at (row, k + 32 j). Indices are (batch,
+    row, k) of the dense A (row a multiple of 16, k of 32 * count), so a lane's words are one
+    aligned `ld.global.v2/.v4`. Rows past the memref's tiles read as the format's filler (valid
+    metadata for the zeros there). A memref batch of 1 serves every batch."""
+
+    name = "warp.load_meta"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    fragments = var_result_def(FragType)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($fragments)"
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], result: FragType, count: int = 1):
+        super().__init__(operands=[ref, indices], result_types=[[result] * count])
+
+    def verify_(self) -> None:
+        from tilemma.compiler import sparse_format as fmt
+        from tilemma.dialects.tile import element_name
+
+        ref = self.ref.type
+        if not isinstance(ref, MemRefType) or len(ref.get_shape()) not in (2, 3) or element_name(ref.element_type) != "ui32":
+            raise VerifyException(f"warp.load_meta: reads a [batch x] tiles x words ui32 memref, got {ref}")
+        if ref.get_shape()[-1] % fmt.GROUP_WORDS:
+            raise VerifyException(f"warp.load_meta: a metadata row holds groups of {fmt.GROUP_WORDS} words, got {ref}")
+        if len(self.indices) != 3:
+            raise VerifyException("warp.load_meta: expected three index operands (batch, row, k)")
+        if len(self.fragments) not in (1, 2, 4) or len(set(r.type for r in self.fragments)) != 1:
+            raise VerifyException("warp.load_meta: 1, 2 or 4 metadata fragments of one type (a v1/v2/v4 load)")
+        frag = _frag(self.fragments[0], "warp.load_meta result")
+        v = frag.variant
+        if frag.role != Operand.META or v.sparse is None or v.shape != fmt.SHAPE or v.atype not in ("f16", "bf16"):
+            raise VerifyException(
+                f"warp.load_meta: loads metadata of the 16-bit {fmt.SHAPE} mma.sp, not {frag.role.value} of {v.opcode}"
             )
 
 
@@ -673,11 +714,19 @@ class LdMatrixOp(IRDLOperation):
             raise VerifyException("warp.ldmatrix: one or two fragments of one type")
         frag = _frag(self.fragments[0], "warp.ldmatrix result")
         v = frag.variant
-        if (v.m, v.n, v.k) not in LDMATRIX_SHAPES or v.sparse or v.block_scale or frag.role not in (Operand.A, Operand.B):
-            raise VerifyException("warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 or 8-bit m16n8k32 mma")
         bits = _element_bits(frag.element)
-        if LDMATRIX_SHAPES[(v.m, v.n, v.k)] != bits:
+        if v.sparse is not None and not v.block_scale and (v.m, v.n, v.k) in LDMATRIX_SPARSE_SHAPES:
+            # mma.sp m16n8k32 (16-bit): A is the dense m16n8k16 A of the compressed M x K/2 tile
+            # (one .x4); B a whole k32 fragment (one .x4: k rows +0/+8/+16/+24)
+            if LDMATRIX_SPARSE_SHAPES[(v.m, v.n, v.k)] != bits or len(self.fragments) != 1:
+                raise VerifyException(f"warp.ldmatrix: sparse {v.shape} fragments are one per .x4, of "
+                                      f"{LDMATRIX_SPARSE_SHAPES[(v.m, v.n, v.k)]}-bit elements")
+        elif (v.m, v.n, v.k) not in LDMATRIX_SHAPES or v.sparse or v.block_scale or frag.role not in (Operand.A, Operand.B):
+            raise VerifyException("warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 or 8-bit m16n8k32 mma")
+        elif LDMATRIX_SHAPES[(v.m, v.n, v.k)] != bits:
             raise VerifyException(f"warp.ldmatrix: {v.m}x{v.n}x{v.k} fragments need {LDMATRIX_SHAPES[(v.m, v.n, v.k)]}-bit elements, not {bits}-bit")
+        if frag.role not in (Operand.A, Operand.B):
+            raise VerifyException("warp.ldmatrix: loads A or B fragments")
         if frag.role == Operand.A and (len(self.fragments) != 1 or self.trans is not None):
             raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4, from an M x K buffer (no trans)")
         if self.trans is not None and bits != 16:
@@ -695,6 +744,8 @@ class LdMatrixOp(IRDLOperation):
 
 # Dense shapes whose fragments are 16-byte K rows, ldmatrix's unit: (m, n, k) -> element bits.
 LDMATRIX_SHAPES = {(16, 8, 8): 32, (16, 8, 16): 16, (16, 8, 32): 8}
+# Sparse shapes (mma.sp) whose compressed A and whole B fragments are .x4 reads -> element bits.
+LDMATRIX_SPARSE_SHAPES = {(16, 8, 32): 16}
 
 
 def _element_bits(t: Attribute) -> int:
@@ -725,6 +776,6 @@ def _element_name(t: Attribute) -> str:
 Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, MmaOp,
-     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp],
+     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp],
     [VariantAttr, TargetAttr, FragType],
 )

@@ -53,7 +53,7 @@ class MemOperand:
     row_stride: int  # elements between rows
     col_stride: int  # elements between columns (1 unless the memref's layout says otherwise)
     base: int  # element offset of the tile's first element (the layout's offset included)
-    sparse: str | None = None  # tile.compress of this operand: "check" (pattern) or "prune"
+    sparse: str | None = None  # tile.compress of this operand: "check" (pattern) or "prune"; "pre": tile.sparse_from
     sparse_pattern: str | None = None  # and the pattern it compresses to ("2:4", "1:2", "4:8")
 
     @property
@@ -77,6 +77,7 @@ class GemmKernel:
     acc_type: str
     mma: Operation  # the tile.mma op (carries the selected variant and tiling)
     scales: tuple[MemOperand, MemOperand, int] | None = None  # scale_a, scale_b, block
+    a_meta: MemOperand | None = None  # the metadata words of a pre-compressed A (tile.sparse_from)
 
 
 def _layout(ref: MemRefType, at: Operation, stored: str, sparse: str | None = None) -> StridedLayout:
@@ -107,6 +108,8 @@ def _operand(
     casts: list[tuple[str, str, str | None]] = []
     owner = value.owner
     sparse = pattern = None
+    if isinstance(owner, tile.SparseFromOp):
+        return _pre_compressed(owner, owner.values, params, batched, "pre")
     if isinstance(owner, tile.CompressOp):
         sparse = "prune" if owner.prune is not None else "check"
         pattern = owner.result.type.pattern  # type: ignore[union-attr]
@@ -145,6 +148,30 @@ def _operand(
         base=base,
         sparse=sparse,
         sparse_pattern=pattern,
+    )
+
+
+def _pre_compressed(op: tile.SparseFromOp, ref_value: SSAValue, params: dict[SSAValue, int],
+                    batched: bool, sparse: str | None) -> MemOperand:
+    """The values (sparse="pre") or metadata (None) memref of a `tile.sparse_from`."""
+    if ref_value not in params:
+        raise LoweringError(op, "tile.sparse_from must read kernel arguments (memrefs)")
+    ref = ref_value.type
+    assert isinstance(ref, MemRefType)
+    strides = strided_layout(ref).strides  # row-major: the verifier checked
+    element = tile.element_name(ref.element_type)
+    broadcast = batched and op.result.type.get_shape()[0] == 1  # type: ignore[union-attr]
+    return MemOperand(
+        param=params[ref_value],
+        stored=element,
+        value_type=element,
+        casts=(),
+        batch_stride=0 if (not batched or broadcast) else strides[0],
+        row_stride=strides[-2],
+        col_stride=strides[-1],
+        base=0,
+        sparse=sparse,
+        sparse_pattern="2:4" if sparse else None,
     )
 
 
@@ -227,4 +254,9 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
         ),
         acc_type=acc.element,
         mma=mma,
+        a_meta=(
+            _pre_compressed(mma.lhs.owner, mma.lhs.owner.meta, params, batched, None)
+            if isinstance(mma.lhs.owner, tile.SparseFromOp)
+            else None
+        ),
     )

@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from tilemma.compiler import configs
+from tilemma.compiler import configs, sparse_format
 from tilemma.compiler.mma_layouts import instruction_layouts
 from tilemma.dialects import tile, warp
 from tilemma.passes.errors import LoweringError
@@ -123,7 +123,7 @@ class TileWarps(ModulePass):
     def tuned(self, kernel: func.FuncOp, mma):
         """The tuning cache's configuration for this kernel, if it has one."""
         cache = configs.load(self.tune_cache)
-        if not cache:
+        if not cache or mma.variant.variant.sparse:  # the cache's entries were measured on dense kernels
             return None
         v = mma.variant.variant
         target = kernel.attributes.get("warp.target")
@@ -186,6 +186,8 @@ def b_k_major(mem) -> bool:
 
 
 FP8 = ("e4m3", "e5m2")
+# (shape, A type) of the mma.sp a pre-compressed A (`tile.sparse_from`, `sparse_format`) feeds
+PRE_COMPRESSED_FORMS = {(sparse_format.SHAPE, "f16"), (sparse_format.SHAPE, "bf16")}
 
 
 def stageable(g, variant) -> str | None:
@@ -193,6 +195,8 @@ def stageable(g, variant) -> str | None:
     are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32), operands read as stored (tf32:
     f32 rounded); A with contiguous K rows; B with contiguous N rows (16-bit only: ldmatrix
     .trans) or K-major; every run aligned for cp.async."""
+    if g.a_meta is not None:
+        return pre_compressed_stageable(g, variant)
     bits = warp.LDMATRIX_SHAPES.get((variant.m, variant.n, variant.k))
     if bits is None or variant.sparse or variant.block_scale:
         return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit) and m16n8k32 (8-bit), not "
@@ -219,6 +223,20 @@ def stageable(g, variant) -> str | None:
     return None
 
 
+def pre_compressed_stageable(g, variant) -> str | None:
+    """Why a pre-compressed sparse A kernel cannot be staged (None if it can): its values stage
+    like a dense 16-bit A (their m16n8k32 fragment is the m16n8k16 A of the values), B like a
+    dense 16-bit B, read as stored (rows contiguous: ldmatrix .trans, or K-major), 4-byte aligned."""
+    if g.b.casts or g.b.stored not in ("f16", "bf16"):
+        return f"B must be f16 or bf16 read as stored, not {g.b.stored}"
+    k_major = b_k_major(g.b)
+    if not k_major and g.b.col_stride != 1:
+        return "B must have contiguous rows or columns"
+    if not copy_vector(g.b, k_major):
+        return f"B's {'columns' if k_major else 'rows'} are not 4-byte aligned"
+    return None
+
+
 class _Distribute:
     """Rewrites one kernel's body (read with `read_kernel`, which reports what is unsupported)."""
 
@@ -229,6 +247,11 @@ class _Distribute:
         self.variant = self.variant_attr.variant
         self.batched = len(self.mma.acc.type.get_shape()) == 3  # type: ignore[union-attr]
         g = self.g
+        if g.a_meta is not None and (self.variant.shape, self.variant.atype) not in PRE_COMPRESSED_FORMS:
+            raise LoweringError(
+                self.mma, f"a pre-compressed A (tile.sparse_from) feeds the 16-bit {sparse_format.SHAPE} "
+                f"mma.sp (its metadata layout), not {self.variant.opcode}",
+            )
         for what, size in (("M", g.m), ("N", g.n), ("K", g.k)):
             if size >= INDEX_LIMIT:
                 raise LoweringError(
@@ -248,6 +271,11 @@ class _Distribute:
             # a 4x8 warp tile spills there, 2x8 does not
             rm = 2 if self.variant.atype in FP8 else 4
             rm, rn = min(rm, _ceil(g.m, 16)), min(8, _ceil(g.n, 8))
+            if g.a_meta is not None:  # k32 B fragments are twice as wide: 4x4 does not spill
+                rn = min(4, rn)
+                if warps is None and configs.size_class(g.m, g.n, g.k, g.batch) != "small" \
+                        and g.m >= 2 * rm * 16 and g.n >= 4 * rn * 8:
+                    warps = (2, 4)
             # 128x256 CTAs for large 16- and 32-bit problems (what `tilemma tune` picked on an
             # H100: f16 8192^3 454 against 441 TFLOP/s; 8-bit keeps 128x128)
             large = (configs.size_class(g.m, g.n, g.k, g.batch) == "large" and g.a.bits >= 16
@@ -268,7 +296,8 @@ class _Distribute:
                 raise LoweringError(self.mma, f"{self.t.grid[0]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
         if self.stages:
             bm, bn = self.t.cta_tile
-            need = self.stages * self.stage_k * (bm * g.a.bits + bn * g.b.bits) // 8
+            a_bits = g.a.bits // 2 if g.a_meta is not None else g.a.bits  # compressed: K/2 values
+            need = self.stages * self.stage_k * (bm * a_bits + bn * g.b.bits) // 8
             if need > SHARED_LIMIT:
                 raise LoweringError(
                     self.mma, f"{self.stages} stages of K {self.stage_k} with a {bm}x{bn} CTA tile need "
@@ -443,20 +472,32 @@ class _Distribute:
         bk = self.stage_k
         self.b_k_major = b_k_major(g.b)
         space = IntegerAttr(warp.SHARED, i64)
-        shared = [MemRefType(tile.element_type(g.a.stored), [S, bm, bk], memory_space=space),
+        pre = g.a_meta is not None  # the stage holds A's compressed values: K/2 columns
+        shared = [MemRefType(tile.element_type(g.a.stored), [S, bm, bk // 2 if pre else bk], memory_space=space),
                   MemRefType(tile.element_type(g.b.stored), [S, bn, bk] if self.b_k_major else [S, bk, bn],
                              memory_space=space)]
         self.s_a, self.s_b = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0] for ty in shared)
-        (load_a, _), (load_b, _) = self.source(self.mma.lhs), self.source(self.mma.rhs)
-        roles[load_a.source].append("a")
-        roles[load_b.source].append("b")
+        load_b, _ = self.source(self.mma.rhs)
         k_exact = g.k % bk == 0
-        win_a, ext_a = self.window(load_a)
+        if pre:
+            a_src, meta = self.pre_compressed_args(self.mma.lhs.owner, roles)
+            self.meta_ref, self.meta_batch = arg_of[meta], bz
+            row0 = self.add(arith.AddiOp(self.cta_row, self.warp_row)).results[0]
+            self.meta_rows = [self.plus(row0, i * 16) for i in range(t.warp_tile[0])]
+            win_a, ext_a = self.pre_window(self.mma.lhs.owner)
+            a_exact = sparse_format.padded_k(g.k) % bk == 0
+        else:
+            load_a, _ = self.source(self.mma.lhs)
+            a_src, a_exact = load_a.source, k_exact
+            roles[a_src].append("a")
+            win_a, ext_a = self.window(load_a)
+        roles[load_b.source].append("b")
         win_b, ext_b = self.window(load_b)
 
         def copy(k: SSAValue, stage: SSAValue) -> None:
-            self.bounded(warp.CopyAsyncOp(arg_of[load_a.source], [bz, self.cta_row, k], self.s_a, stage,
-                                          win_a, ext_a, t.threads, copy_vector(g.a)), self.m_exact, k_exact)
+            a_k = self.add(arith.DivUIOp(k, self.const(2))).results[0] if pre else k
+            self.bounded(warp.CopyAsyncOp(arg_of[a_src], [bz, self.cta_row, a_k], self.s_a, stage,
+                                          win_a, ext_a, t.threads, copy_vector(g.a)), self.m_exact, a_exact)
             self.bounded(warp.CopyAsyncOp(arg_of[load_b.source], [bz, k, self.cta_col], self.s_b, stage,
                                           win_b, ext_b, t.threads, copy_vector(g.b, self.b_k_major),
                                           transpose=self.b_k_major), k_exact, self.n_exact)
@@ -468,7 +509,7 @@ class _Distribute:
             self.add(warp.AsyncCommitOp())
         self.add(warp.AsyncWaitOp(S - 2))
         self.add(gpu.BarrierOp())
-        frags = self.stage_fragments(self.const(0), 0)
+        frags = self.stage_fragments(self.const(0), 0) + self.stage_meta(self.const(0))
         zero = self.const(0)
         if steps > 1:
             body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs) + [f.type for f in frags])
@@ -487,7 +528,8 @@ class _Distribute:
             then, self.ops = self.ops, loop_ops
             self.add(scf.IfOp(more, [], then))
             self.add(warp.AsyncCommitOp())
-            accs_out, nxt = self.stage_steps(stage, following, carried[:len(accs)], carried[len(accs):])
+            following_k = self.add(arith.MuliOp(self.plus(kt, 1), self.const(bk))).results[0]
+            accs_out, nxt = self.stage_steps(stage, following, carried[:len(accs)], carried[len(accs):], following_k)
             self.add(scf.YieldOp(*accs_out, *nxt))
             body.add_ops(self.ops)
             self.ops = outer
@@ -499,15 +541,23 @@ class _Distribute:
 
     def stage_fragments(self, stage: SSAValue, kk: int) -> list[SSAValue]:
         """A and B fragments of K step `kk` of a stage: ldmatrix .x4 for A, B in pairs (.x4:
-        from an N x K buffer, or .trans from a K x N one)."""
+        from an N x K buffer, or .trans from a K x N one). A pre-compressed A's stage holds its
+        values (column kk / 2), and each k32 B fragment is one .x4 of its own."""
         rm, rn = self.t.warp_tile
-        (_, a_round), (_, b_round) = self.source(self.mma.lhs), self.source(self.mma.rhs)
+        pre = self.g.a_meta is not None
+        (_, a_round), (_, b_round) = (None, None) if pre else self.source(self.mma.lhs), self.source(self.mma.rhs)
         a_type = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
         b_type = self.frag(warp.Operand.B, _operand_element(self.mma.rhs))
         at, zero = self.const(kk), self.const(0)
-        a = [self.add(warp.LdMatrixOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type,
-                                      rounding=a_round)).results[0]
+        a = [self.add(warp.LdMatrixOp(self.s_a, [stage, self.warp_row, self.const(kk // 2) if pre else at],
+                                      (i * 16, 0), a_type, rounding=a_round)).results[0]
              for i in range(rm)]
+        if pre:  # one whole k32 B fragment per ldmatrix .x4
+            return a + [self.add(warp.LdMatrixOp(self.s_b, [stage, self.plus(self.warp_col, j * 8), at], (0, 0), b_type)
+                                 if self.b_k_major else
+                                 warp.LdMatrixOp(self.s_b, [stage, zero, self.plus(self.warp_col, j * 8)], (kk, 0),
+                                                 b_type, trans=True)).results[0]
+                        for j in range(rn)]
         b = []
         for j in range(0, rn, 2):
             n = self.plus(self.warp_col, j * 8)
@@ -518,24 +568,38 @@ class _Distribute:
             b += self.add(op).results
         return [*a, *b]
 
-    def stage_steps(self, stage, following, accs, frags):
+    def stage_meta(self, k: SSAValue) -> list[SSAValue]:
+        """A pre-compressed A's metadata for the stage at K `k`: per instruction row of the warp
+        tile, one vector load of its k32 steps' words (none for other kernels)."""
+        if self.g.a_meta is None:
+            return []
+        steps = self.stage_k // self.t.instr[2]
+        meta = self.frag(warp.Operand.META, IntegerType(32))
+        return [r for i in range(self.t.warp_tile[0])
+                for r in self.add(warp.LoadMetaOp(self.meta_ref, [self.meta_batch, self.meta_rows[i], k], meta, steps)).results]
+
+    def stage_steps(self, stage, following, accs, frags, following_k=None):
         """The mmas of one stage, K step by K step, each reading the next step's fragments
         first (the next stage's, after waiting for it, when `following` is given; none after
-        the last stage)."""
+        the last stage). A pre-compressed A's metadata for the stage rides at the end of `frags`;
+        the next stage's (at `following_k`) is loaded from global memory before this stage's mmas."""
         rm, rn = self.t.warp_tile
         ki = self.t.instr[2]
         steps = self.stage_k // ki
+        metas = frags[rm + rn:] if self.g.a_meta is not None else []
+        next_metas = self.stage_meta(following_k) if following is not None and metas else []
         for s in range(steps):
             if s + 1 < steps:
                 nxt = self.stage_fragments(stage, (s + 1) * ki)
             elif following is not None:
                 self.add(warp.AsyncWaitOp(self.stages - 2))
                 self.add(gpu.BarrierOp())
-                nxt = self.stage_fragments(following, 0)
+                nxt = self.stage_fragments(following, 0) + next_metas
             else:
                 nxt = []
-            a, b = frags[:rm], frags[rm:]
-            accs = [self.add(warp.MmaOp(a[i], b[j], accs[i * rn + j])).results[0]
+            a, b = frags[:rm], frags[rm:rm + rn] if metas else frags[rm:]
+            accs = [self.add(warp.MmaOp(a[i], b[j], accs[i * rn + j],
+                                        metadata=metas[i * steps + s] if metas else None)).results[0]
                     for i in range(rm) for j in range(rn)]
             frags = nxt
         return accs, frags
@@ -579,6 +643,8 @@ class _Distribute:
 
     def lhs_fragments(self, arg_of, roles, bz, rows, k, error):
         mma, rm = self.mma, self.t.warp_tile[0]
+        if isinstance(mma.lhs.owner, tile.SparseFromOp):
+            return self.pre_compressed_fragments(arg_of, roles, bz, rows, k)
         load, rounding = self.source(mma.lhs)
         roles[load.source].append("a")
         window, extent = self.window(load)
@@ -594,6 +660,34 @@ class _Distribute:
             return [o.results[0] for o in ops], [o.results[1] for o in ops]
         return [self.bounded(warp.LoadOp(ref, [bz, rows[i], k], window, extent, frag, rounding),
                              self.m_exact, self.k_exact).results[0] for i in range(rm)], None
+
+    def pre_compressed_fragments(self, arg_of, roles, bz, rows, k):
+        """A pre-compressed A (`tile.sparse_from`): the values' fragment is a plain load at
+        compressed column k / 2 (the m16n8k32 A is the dense m16n8k16 A of the values), the
+        metadata one word per lane (`warp.load_meta`)."""
+        op = self.mma.lhs.owner
+        values, meta = self.pre_compressed_args(op, roles)
+        window, extent = self.pre_window(op)
+        half = self.add(arith.DivUIOp(k, self.const(2))).results[0]
+        frag = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
+        meta_frag = self.frag(warp.Operand.META, IntegerType(32))
+        a = [self.bounded(warp.LoadOp(arg_of[values], [bz, r, half], window, extent, frag), self.m_exact, True).results[0]
+             for r in rows]
+        e = [self.add(warp.LoadMetaOp(arg_of[meta], [bz, r, k], meta_frag)).results[0] for r in rows]
+        return a, e
+
+    @staticmethod
+    def pre_compressed_args(op, roles):
+        """The values and metadata arguments of a `tile.sparse_from`, with their ABI roles."""
+        roles[op.values].append("a_values")
+        roles[op.meta].append("a_meta")
+        return op.values, op.meta
+
+    @staticmethod
+    def pre_window(op) -> tuple[tuple[int, ...], tuple[int, int, int]]:
+        """Window and extent of a `tile.sparse_from`'s values: the whole memref (M x Kp/2)."""
+        shape = op.values.type.get_shape()
+        return (0,) * len(shape), (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
 
     def rhs_fragments(self, arg_of, roles, bz, cols, k):
         mma, rn = self.mma, self.t.warp_tile[1]

@@ -30,6 +30,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from tilemma.compiler import fragments, scale_fragments
+from tilemma.compiler import sparse_format as fmt
 from tilemma.compiler.mma_layouts import instruction_layouts
 from tilemma.compiler.ptx_builder import BANKS, RegisterFile
 from tilemma.dialects import ptx, tile, warp
@@ -333,9 +334,9 @@ def _ptx_type(frag: warp.FragType) -> str:
 def _bank_of(frag: warp.FragType) -> str:
     """Register bank of a fragment: .f32/.f64 for float accumulators and f32 data, .f64 for
     64-bit operands, else .b32 (packed and integer data)."""
-    t = _ptx_type(frag)
     if frag.role in (warp.Operand.META, warp.Operand.SCALE_A, warp.Operand.SCALE_B):
-        return "b32"
+        return "b32"  # (a metadata word's element is i32, which has no PTX operand type)
+    t = _ptx_type(frag)
     if t == "f64":
         return "f64"
     if t == "f32" and (frag.role == warp.Operand.ACC or _layout(frag).reg_bits == 32):
@@ -465,6 +466,65 @@ class LowerSparseA(RewritePattern):
         loader.fill_a(a, values, lin_a, lay)
         loader.fill_metadata(meta, word, lin_e)
         _finish(op, rewriter, e, [values, [word]])
+
+
+@dataclass
+class LowerLoadMeta(RewritePattern):
+    """`warp.load_meta`: one `ld.global.v{count}.u32` per lane at its words of the metadata row
+    (`sparse_format`: word 64 * (step // 4) + 4 * q + step % 4 of the row of tile row // 16,
+    q = 2 * (lane // 4) + lane % 2; lanes at quad positions 2 and 3 repeat their neighbours',
+    which the instruction ignores), predicated on the tile existing (else the filler)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadMetaOp, rewriter: PatternRewriter) -> None:
+        base, idx = reg(op.ref), [reg(i) for i in op.indices]
+        if base is None or any(i is None for i in idx):
+            return
+        batch, row, k = (e_ for e_ in idx)
+        kernel = self.state.kernel(op)
+        ref = op.ref.type
+        assert isinstance(ref, MemRefType)
+        shape = ref.get_shape()
+        tiles, width = shape[-2:]
+        batch_bytes = 4 * tiles * width if len(shape) == 3 and shape[0] > 1 else 0
+
+        def lane_bytes(e: fio.Emitter) -> list:
+            quad, odd, off = e.reg("b32"), e.reg("b32"), e.reg("b32")
+            e.emit("bfe.u32", quad, kernel.lane, 2, 3)
+            e.emit("and.b32", odd, kernel.lane, 1)
+            e.emit("shl.b32", quad, quad, 1)
+            e.emit("add.u32", quad, quad, odd)
+            e.emit("mul.lo.u32", off, quad, 4 * fmt.STEPS_PER_GROUP)
+            return [off]
+
+        [lane_off] = kernel.thread_invariant(("meta-lane",), lane_bytes)
+        e = fio.Emitter(kernel.regs)
+        tile_, step, group, within, off = (e.reg("b32") for _ in range(5))
+        e.emit("shr.u32", tile_, e.in_register(row), 4)  # type: ignore[arg-type]
+        inside = e.reg("pred")
+        e.emit("setp.lt.u32", inside, tile_, tiles)
+        e.emit("shr.u32", step, e.in_register(k), 5)  # type: ignore[arg-type]
+        e.emit("shr.u32", group, step, 2)
+        e.emit("and.b32", within, step, fmt.STEPS_PER_GROUP - 1)
+        e.emit("mad.lo.u32", off, tile_, 4 * width, lane_off)
+        e.emit("mad.lo.u32", off, group, 4 * fmt.GROUP_WORDS, off)
+        e.emit("mad.lo.u32", off, within, 4, off)
+        addr = e.reg("b64")
+        e.emit("cvt.u64.u32", addr, off)
+        if batch_bytes:
+            t = e.reg("b64")
+            fio._mul_wide(e, t, batch, batch_bytes)  # type: ignore[arg-type]
+            e.emit("add.s64", addr, addr, t)
+        e.emit("add.s64", addr, addr, base)
+        out = e.reg_list("b32", len(op.fragments))
+        for r in out:
+            e.emit("mov.b32", r, fmt.FILLER)
+        vec = f".v{len(out)}" if len(out) > 1 else ""
+        dst = "{" + ", ".join(out) + "}" if len(out) > 1 else out[0]
+        e.emit(f"ld.global{vec}.u32", dst, f"[{addr}]", guard=inside)
+        _finish(op, rewriter, e, [[r] for r in out])
 
 
 @dataclass
@@ -765,11 +825,14 @@ class LowerLdMatrix(RewritePattern):
         e = fio.Emitter(kernel.regs)
         lane = kernel.lane
         is_a, trans = frag.role == warp.Operand.A, op.trans is not None
-        wide = is_a or len(op.fragments) == 2
+        sparse_b = not is_a and frag.variant.sparse is not None  # one k32 B fragment per .x4
+        wide = is_a or len(op.fragments) == 2 or sparse_b
         half_row = 16 // esz  # elements in 16 bytes: the second half of a K row
         # (lane bit, step) of the row and of the column of a lane's matrix row
         if is_a:
             row_part, col_part = (3, 8), (4, half_row)
+        elif sparse_b:  # lane bit 4 moves to K + 16 (added below)
+            row_part, col_part = ((3, 8), None) if trans else (None, (3, half_row))
         elif trans:
             row_part, col_part = (3, 8), ((4, 8) if wide else None)
         else:
@@ -788,6 +851,13 @@ class LowerLdMatrix(RewritePattern):
             e.emit("mad.lo.u32", col, col, col_part[1], e.in_register(col0))  # type: ignore[arg-type]
         else:
             e.emit("mov.u32", col, col0)
+        if sparse_b:  # matrices 2 and 3: the fragment's second k16 half
+            upper = e.reg("b32")
+            e.emit("bfe.u32", upper, lane, 4, 1)
+            if trans:
+                e.emit("mad.lo.u32", row, upper, 16, row)
+            else:
+                e.emit("mad.lo.u32", col, upper, 2 * half_row, col)
         if col_off:
             e.emit("add.u32", col, col, col_off)
         e.emit("mul.lo.u32", col, col, esz)
@@ -799,7 +869,7 @@ class LowerLdMatrix(RewritePattern):
         if op.rounding is not None:  # f32 in shared memory, tf32 fragments
             for r in out:
                 e.emit(f"cvt.{op.rounding.data.value}.tf32.f32", r, r)
-        _finish(op, rewriter, e, [out] if is_a else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
+        _finish(op, rewriter, e, [out] if is_a or sparse_b else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -850,6 +920,7 @@ class WarpToPtx(ModulePass):
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
+                LowerLoadMeta(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}

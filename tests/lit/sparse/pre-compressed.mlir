@@ -1,0 +1,49 @@
+// RUN: %tilemma-opt %s | filecheck %s --check-prefix=ROUND
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s --check-prefix=WARP
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stages=0},cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=SIMPLE
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,cse,warp-to-ptx' -t ptx > %t.ptx
+// RUN: %if ptxas %{ ptxas -arch=sm_90 %t.ptx -o %t.cubin %}
+
+// A pre-compressed 2:4 A (compiler/sparse_format.py): values 2 x 37 x 48 (K = 75 padded to 96,
+// halved), metadata 2 x 3 x 64 words; B a broadcast batch of 1.
+// ROUND: tile.sparse_from %av, %am : memref<2x37x48xbf16>, memref<2x3x64xui32> -> !tile.sparse<2x37x75xbf16>
+
+// Staged: the values' stage is M x (stage K / 2) and reads as a dense A (ldmatrix .x4); each k32 B
+// fragment is one ldmatrix .x4.trans; the metadata of a stage's two k32 steps is one load per
+// instruction row.
+// WARP:      func.func @pre(%av: memref<2x37x48xbf16> {warp.role = ["a_values"]}, %am: memref<2x3x64xui32> {warp.role = ["a_meta"]}
+// WARP:      memref.alloc() {alignment = 128 : i64} : memref<3x32x32xbf16, 3 : i64>
+// WARP:      memref.alloc() {alignment = 128 : i64} : memref<3x64x64xbf16, 3 : i64>
+// WARP:      warp.copy_async %av[{{.*}}] {window = array<i64: 0, 0, 0>, extent = array<i64: 2, 37, 48>, threads = 128 : i64, vector = 16 : i64}
+// WARP:      warp.ldmatrix {{.*}} -> !warp.frag<a, bf16, #warp.variant<m16n8k32, f32, bf16, bf16, f32, sparse = "sp::ordered_metadata">>
+// WARP:      warp.ldmatrix {{.*}} {offsets = array<i64: 0, 0>, trans} : memref<3x64x64xbf16, 3 : i64> -> !warp.frag<b, bf16, #warp.variant<m16n8k32,
+// WARP:      %{{.*}}, %{{.*}} = warp.load_meta %am[{{.*}}] : memref<2x3x64xui32> -> !warp.frag<meta, i32, {{.*}}>, !warp.frag<meta, i32,
+// WARP:      scf.for
+// WARP:        warp.load_meta %am
+// WARP:        warp.mma {{.*}} meta
+
+// CHECK:      .param .u64 p_av,
+// CHECK-NEXT: .param .u64 p_am,
+// CHECK:      cp.async.cg.shared.global
+// CHECK:      ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// CHECK:      ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// CHECK:      mov.b32 [[E0:%r[0-9]+]], 1145324612;
+// CHECK:      @%p{{[0-9]+}} ld.global.v2.u32 {[[E0]], %r{{[0-9]+}}}, [%rd{{[0-9]+}}];
+// CHECK:      mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32 {{.*}}, %r{{[0-9]+}}, 0;
+// CHECK-NOT:  atom.global
+
+// Simple: the values are a plain fragment load at column k / 2, the metadata one word per lane.
+// SIMPLE:      ld.global.v2.f32
+// SIMPLE:      ld.global.u16
+// SIMPLE:      @%p{{[0-9]+}} ld.global.u32 %r{{[0-9]+}}, [%rd{{[0-9]+}}];
+// SIMPLE:      mma.sp::ordered_metadata.sync.aligned.m16n8k32.row.col.f32.bf16.bf16.f32
+// SIMPLE-NOT:  ldmatrix
+func.func @pre(%av: memref<2x37x48xbf16>, %am: memref<2x3x64xui32>, %b: memref<1x75x92xbf16>, %c: memref<2x37x92xf32>, %d: memref<2x37x92xf32>) {
+  %ta = tile.sparse_from %av, %am : memref<2x37x48xbf16>, memref<2x3x64xui32> -> !tile.sparse<2x37x75xbf16>
+  %tb = tile.load %b[0, 0, 0] : memref<1x75x92xbf16> -> !tile.tile<1x75x92xbf16>
+  %tc = tile.load %c[0, 0, 0] : memref<2x37x92xf32> -> !tile.tile<2x37x92xf32>
+  %td = tile.mma %ta, %tb, %tc : !tile.sparse<2x37x75xbf16>, !tile.tile<1x75x92xbf16>, !tile.tile<2x37x92xf32> -> !tile.tile<2x37x92xf32>
+  tile.store %td, %d[0, 0, 0] : !tile.tile<2x37x92xf32>, memref<2x37x92xf32>
+  func.return
+}
