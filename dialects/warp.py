@@ -693,6 +693,67 @@ class LdMatrixOp(IRDLOperation):
             raise VerifyException(f"warp.ldmatrix: a {stored} buffer holds no {element} fragments")
 
 
+@irdl_op_definition
+class LoadSharedOp(IRDLOperation):
+    """`warp.load_shared`: one A or B fragment of a dense mma whose registers each hold one
+    element (32- and 64-bit operands: f64, tf32), read element by element from stage
+    `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), each value
+    where the fragment table puts it: where ldmatrix does not apply (its unit is a 16-byte row of
+    the fragment, which f64 and a K x N tf32 B do not have). The buffer holds the operand as the
+    mma sees it (A: M x K, B: K x N) or, with `transposed`, its transpose (B: N x K, a K-major B).
+    `swizzle` reads a buffer whose 16-byte granules are XORed with the row (`swizzle_granule`);
+    `rounding` reads an f32 buffer as tf32 fragments."""
+
+    name = "warp.load_shared"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    offsets = prop_def(DenseArrayBase)
+    swizzle = opt_prop_def(UnitAttr)
+    transposed = opt_prop_def(UnitAttr)
+    rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
+    result = result_def(FragType)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($result)"
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], offsets: Sequence[int], result: FragType,
+                 transposed: bool = False, rounding: str | None = None):
+        props: dict[str, Attribute] = {"offsets": _ints(offsets)}
+        if transposed:
+            props["transposed"] = UnitAttr()
+        if rounding:
+            from tilemma.dialects.tile import Rounding, RoundingAttr
+
+            props["rounding"] = RoundingAttr(Rounding(rounding))
+        super().__init__(operands=[ref, indices], result_types=[result], properties=props)
+
+    def offset_values(self) -> tuple[int, int]:
+        return tuple(self.offsets.get_values())  # type: ignore[return-value]
+
+    def verify_(self) -> None:
+        _shared_stage(self.ref.type, "warp.load_shared source")
+        if len(self.indices) != 3 or len(self.offset_values()) != 2:
+            raise VerifyException("warp.load_shared: expected three indices (stage, row, col) and two offsets (row, col)")
+        frag = _frag(self.result, "warp.load_shared result")
+        v = frag.variant
+        if v.sparse or v.block_scale or frag.role not in (Operand.A, Operand.B):
+            raise VerifyException("warp.load_shared: loads A or B fragments of a dense mma")
+        bits = _element_bits(frag.element)
+        if bits not in (32, 64):
+            raise VerifyException(
+                f"warp.load_shared: reads fragments of one 32- or 64-bit element per register, not {bits}-bit "
+                f"(narrower ones come from warp.ldmatrix)")
+        from tilemma.dialects.tile import RoundingAttr, element_name
+
+        stored = element_name(self.ref.type.element_type)  # type: ignore[union-attr]
+        element = element_name(frag.element)
+        if self.rounding is not None:
+            if not isinstance(self.rounding, RoundingAttr) or (stored, element) != ("f32", "tf32"):
+                raise VerifyException("warp.load_shared: rounding (a #tile<rounding ...>) reads an f32 buffer as tf32 fragments")
+        elif stored != element:
+            raise VerifyException(f"warp.load_shared: a {stored} buffer holds no {element} fragments")
+
+
 # Dense shapes whose fragments are 16-byte K rows, ldmatrix's unit: (m, n, k) -> element bits.
 LDMATRIX_SHAPES = {(16, 8, 8): 32, (16, 8, 16): 16, (16, 8, 32): 8}
 
@@ -725,6 +786,6 @@ def _element_name(t: Attribute) -> str:
 Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, MmaOp,
-     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp],
+     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadSharedOp],
     [VariantAttr, TargetAttr, FragType],
 )

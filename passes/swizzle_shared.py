@@ -1,5 +1,5 @@
 """`warp-swizzle-shared`: XOR-swizzles the 16-byte granules of each shared buffer, for the
-copies that write it and the ldmatrix reads alike.
+copies that write it and the ldmatrix and `warp.load_shared` reads alike.
 
 Row-major rows of 64 or more bytes put the same column of 8 consecutive rows in the same banks,
 so an `ldmatrix` (8 row addresses per phase) is serialized up to 8 ways. Storing granule g of row
@@ -38,7 +38,7 @@ class SwizzleShared(ModulePass):
             if not warp.is_shared(ref) or not swizzles(ref):  # type: ignore[arg-type]
                 continue
             users = [use.operation for use in alloc.memref.uses]
-            if not all(isinstance(u, (warp.CopyAsyncOp, warp.LdMatrixOp)) for u in users):
+            if not all(isinstance(u, (warp.CopyAsyncOp, warp.LdMatrixOp, warp.LoadSharedOp)) for u in users):
                 continue  # an access that does not know the swizzle: keep the plain layout
             for u in users:
                 u.swizzle = UnitAttr()  # type: ignore[union-attr]

@@ -186,14 +186,22 @@ def b_k_major(mem) -> bool:
 
 
 FP8 = ("e4m3", "e5m2")
+# Dense shapes staged with `warp.load_shared` (one element per register, which ldmatrix cannot
+# read): (m, n, k, A type) -> element bits. Their B may be row-major (K x N) or K-major.
+SHARED_LOAD_SHAPES = {(16, 8, 16, "f64"): 64}
 
 
 def stageable(g, variant) -> str | None:
     """Why a kernel cannot take the staged schedule (None if it can): a dense mma whose K rows
     are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32), operands read as stored (tf32:
-    f32 rounded); A with contiguous K rows; B with contiguous N rows (16-bit only: ldmatrix
-    .trans) or K-major; every run aligned for cp.async."""
-    bits = warp.LDMATRIX_SHAPES.get((variant.m, variant.n, variant.k))
+    f32 rounded), and f64 m16n8k16 (128-byte K rows, read with `warp.load_shared`); A with
+    contiguous K rows; B with contiguous N rows (16-bit: ldmatrix .trans; f64) or K-major;
+    every run aligned for cp.async."""
+    if variant.atype == "f64" and variant.shape != "m16n8k16":
+        return (f"f64 staging needs m16n8k16 (sm_90); {variant.shape}'s K of {variant.k} is a 32-byte "
+                f"shared row, too short for the 16-byte granule swizzle and a pipelined stage")
+    bits = SHARED_LOAD_SHAPES.get((variant.m, variant.n, variant.k, variant.atype)) or warp.LDMATRIX_SHAPES.get(
+        (variant.m, variant.n, variant.k))
     if bits is None or variant.sparse or variant.block_scale:
         return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit) and m16n8k32 (8-bit), not "
                 f"{variant.shape}{' sparse' if variant.sparse else ''}")
@@ -207,7 +215,7 @@ def stageable(g, variant) -> str | None:
     k_major = b_k_major(g.b)
     if not k_major and g.b.col_stride != 1:
         return "B must have contiguous rows or columns"
-    if bits != 16 and not k_major:
+    if bits not in (16, 64) and not k_major:
         return (f"{bits}-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
                 f"transposes only 16-bit elements")
     for what, mem, km in (("A", g.a, False), ("B", g.b, k_major)):
@@ -239,6 +247,8 @@ class _Distribute:
         if stages > 0 and why_not:
             raise LoweringError(self.mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
         self.stages = 0 if (stages == 0 or why_not) else (stages if stages > 0 else DEFAULT_STAGES)
+        if self.stages and stages < 0 and self.g.a.bits == 64:
+            self.stages = configs.CANDIDATES["64bit"][0].stages
         # automatic: 128 bytes of K per shared row (64 16-bit, 128 8-bit elements)
         self.stage_k = stage_k = stage_k or STAGE_ROW_BYTES * 8 // (self.g.a.bits or 16)
         if self.stages and stage_k % self.variant.k:
@@ -247,7 +257,11 @@ class _Distribute:
             # fp8 mma.sync runs as two f16 HMMAs on converted registers (compiler/mma_arith.py):
             # a 4x8 warp tile spills there, 2x8 does not
             rm = 2 if self.variant.atype in FP8 else 4
-            rm, rn = min(rm, _ceil(g.m, 16)), min(8, _ceil(g.n, 8))
+            rn = 8
+            if g.a.bits == 64:  # two registers a value: the 64-bit family's first candidate
+                rm, rn = _pair(configs.CANDIDATES["64bit"][0].warp_tile, "warp-tile")  # type: ignore[misc]
+                warps = warps or _pair(configs.CANDIDATES["64bit"][0].warps, "warps")
+            rm, rn = min(rm, _ceil(g.m, 16)), min(rn, _ceil(g.n, 8))
             # 128x256 CTAs for large 16- and 32-bit problems (what `tilemma tune` picked on an
             # H100: f16 8192^3 454 against 441 TFLOP/s; 8-bit keeps 128x128)
             large = (configs.size_class(g.m, g.n, g.k, g.batch) == "large" and g.a.bits >= 16
@@ -442,6 +456,7 @@ class _Distribute:
         bm, bn = t.cta_tile
         bk = self.stage_k
         self.b_k_major = b_k_major(g.b)
+        self.ldmatrix = (self.variant.m, self.variant.n, self.variant.k, self.variant.atype) not in SHARED_LOAD_SHAPES
         space = IntegerAttr(warp.SHARED, i64)
         shared = [MemRefType(tile.element_type(g.a.stored), [S, bm, bk], memory_space=space),
                   MemRefType(tile.element_type(g.b.stored), [S, bn, bk] if self.b_k_major else [S, bk, bn],
@@ -499,12 +514,21 @@ class _Distribute:
 
     def stage_fragments(self, stage: SSAValue, kk: int) -> list[SSAValue]:
         """A and B fragments of K step `kk` of a stage: ldmatrix .x4 for A, B in pairs (.x4:
-        from an N x K buffer, or .trans from a K x N one)."""
+        from an N x K buffer, or .trans from a K x N one); `warp.load_shared` per fragment for
+        the shapes ldmatrix cannot read (`SHARED_LOAD_SHAPES`)."""
         rm, rn = self.t.warp_tile
         (_, a_round), (_, b_round) = self.source(self.mma.lhs), self.source(self.mma.rhs)
         a_type = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
         b_type = self.frag(warp.Operand.B, _operand_element(self.mma.rhs))
         at, zero = self.const(kk), self.const(0)
+        if not self.ldmatrix:  # one element per register: each fragment with warp.load_shared
+            a = [self.add(warp.LoadSharedOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type,
+                                            rounding=a_round)).results[0] for i in range(rm)]
+            b = [self.add(warp.LoadSharedOp(self.s_b, [stage, self.warp_col, at], (j * 8, 0), b_type,
+                                            transposed=True, rounding=b_round) if self.b_k_major
+                          else warp.LoadSharedOp(self.s_b, [stage, at, self.warp_col], (0, j * 8), b_type,
+                                                 rounding=b_round)).results[0] for j in range(rn)]
+            return [*a, *b]
         a = [self.add(warp.LdMatrixOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type,
                                       rounding=a_round)).results[0]
              for i in range(rm)]

@@ -802,6 +802,68 @@ class LowerLdMatrix(RewritePattern):
         _finish(op, rewriter, e, [out] if is_a else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
 
 
+@dataclass
+class LowerLoadShared(RewritePattern):
+    """`warp.load_shared`: one `ld.shared` per register, at the value's place in the fragment
+    table (transposed for a `transposed` buffer). Offsets of whole swizzle periods (rows) and
+    128-byte lines (columns) keep the granule phase, so they are immediates; the values whose
+    offsets differ only by such periods share one address computation."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadSharedOp, rewriter: PatternRewriter) -> None:
+        base = reg(op.ref)
+        idx = [reg(i) for i in op.indices]
+        if base is None or any(i is None for i in idx):
+            return
+        stage, row0, col0 = idx
+        frag = op.result.type
+        assert isinstance(frag, warp.FragType)
+        ref = op.ref.type
+        assert isinstance(ref, MemRefType)
+        esz, row_bytes, stage_bytes = _shared_geometry(ref)
+        swizzle = op.swizzle is not None
+        lay = _layout(frag)
+        lin = fragments.linear_form(lay)
+        # (lane weights, per-value offsets) of the buffer's rows and columns
+        rows, cols = (lin.row_w, lin.row_off), (lin.col_w, lin.col_off)
+        if op.transposed is not None:
+            rows, cols = cols, rows
+        per_line, period = warp.swizzle_phases(row_bytes)
+        # offsets of whole swizzle periods (rows) and 128-byte lines (columns) keep the phase
+        period_rows, period_cols = (per_line * period, period * 16 // esz) if swizzle else (1, 1)
+        row_off, col_off = op.offset_values()
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        row = e.lane_linear(kernel.lane, rows[0], row0)  # type: ignore[arg-type]
+        col = e.lane_linear(kernel.lane, cols[0], col0)  # type: ignore[arg-type]
+        stage_base = e.reg("b32")
+        e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, base)  # type: ignore[arg-type]
+        bank = _bank_of(frag)
+        out = e.reg_list(bank, lay.regs)
+        suffix = {"f64": "f64", "f32": "f32"}.get(bank, "b32")
+        addrs: dict[tuple[int, int], str] = {}
+        for v, r in enumerate(out):
+            dr, dc = row_off + rows[1][v], col_off + cols[1][v]
+            key = (dr % period_rows, dc % period_cols)
+            if key not in addrs:
+                vr, cb = row, e.reg("b32")
+                if key[0]:
+                    vr = e.reg("b32")
+                    e.emit("add.u32", vr, row, key[0])
+                e.emit("add.u32", cb, col, key[1])
+                e.emit("mul.lo.u32", cb, cb, esz)
+                addrs[key] = e.reg("b32")
+                e.emit("add.u32", addrs[key], stage_base, _shared_offset(e, vr, row_bytes, cb, swizzle))
+            imm = (dr - key[0]) * row_bytes + (dc - key[1]) * esz
+            e.emit(f"ld.shared.{suffix}", r, f"[{addrs[key]}+{imm}]")
+        if op.rounding is not None:  # f32 in shared memory, tf32 fragments
+            for r in out:
+                e.emit(f"cvt.{op.rounding.data.value}.tf32.f32", r, r)
+        _finish(op, rewriter, e, [out])
+
+
 # ---------------------------------------------------------------------------------------------
 # The pass.
 # ---------------------------------------------------------------------------------------------
@@ -850,6 +912,7 @@ class WarpToPtx(ModulePass):
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
+                LowerLoadShared(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}
