@@ -564,6 +564,33 @@ def _shared_stage(ref: Attribute, what: str) -> MemRefType:
     return ref  # type: ignore[return-value]
 
 
+@irdl_attr_definition
+class SwizzleAttr(ParametrizedAttribute):
+    """`#warp.swizzle<5 : i64>`: the granule swizzle with a phase multiplier `mult` (odd):
+    granule g of row r is kept at g ^ ((r / rows-per-128-byte-line * mult) mod period). Any odd
+    multiplier keeps 8 rows at one column in 8 bank groups (ldmatrix, the copies); 5 also spreads
+    4 consecutive rows of 64 bytes over both halves of the banks (a row-major f64 B fragment,
+    which the plain XOR leaves in one half: 2x the wavefronts). `warp-swizzle-shared` picks it per
+    buffer from its readers' patterns; the bare `swizzle` flag is multiplier 1."""
+
+    name = "warp.swizzle"
+    mult: IntegerAttr
+
+    def __init__(self, mult: int):
+        super().__init__(IntegerAttr(mult, i64))
+
+    def verify(self) -> None:
+        m = self.mult.value.data
+        if m < 1 or m % 2 == 0 or m > 7:
+            raise VerifyException(f"#warp.swizzle: the phase multiplier must be odd, 1..7 (a bijection of the 8 phases), got {m}")
+
+
+def swizzle_mult(op) -> int:
+    """The phase multiplier of an op's `swizzle` (1 for the flag; meaningless when absent)."""
+    sw = getattr(op, "swizzle", None)
+    return sw.mult.value.data if isinstance(sw, SwizzleAttr) else 1
+
+
 @irdl_op_definition
 class CopyAsyncOp(_WindowOp):
     """`warp.copy_async`: the whole CTA copies a rows x cols tile of a global window into one
@@ -583,7 +610,7 @@ class CopyAsyncOp(_WindowOp):
     in_bounds = opt_prop_def(DenseArrayBase)
     threads = prop_def(IntegerAttr)
     vector = prop_def(IntegerAttr)
-    swizzle = opt_prop_def(UnitAttr)
+    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
     transpose = opt_prop_def(UnitAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
@@ -643,7 +670,7 @@ class LdMatrixOp(IRDLOperation):
     ref = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     offsets = prop_def(DenseArrayBase)
-    swizzle = opt_prop_def(UnitAttr)
+    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
     trans = opt_prop_def(UnitAttr)
     rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
     fragments = var_result_def(FragType)
@@ -708,7 +735,7 @@ class LoadSharedOp(IRDLOperation):
     ref = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     offsets = prop_def(DenseArrayBase)
-    swizzle = opt_prop_def(UnitAttr)
+    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
     transposed = opt_prop_def(UnitAttr)
     rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
     result = result_def(FragType)
@@ -769,12 +796,13 @@ def swizzle_phases(row_bytes: int) -> tuple[int, int]:
     return max(1, 128 // row_bytes), min(8, row_bytes // 16)
 
 
-def swizzle_granule(row, granule, row_bytes: int):
+def swizzle_granule(row, granule, row_bytes: int, mult: int = 1):
     """The 16-byte granule where (row, granule) of a buffer with `row_bytes`-byte rows is kept:
-    granules XORed with the row's position among the 8 rows that share the banks, so that 8
-    rows read at one column (ldmatrix, and the copies) touch 8 different bank groups."""
+    granules XORed with the row's position among the 8 rows that share the banks (times an odd
+    `mult`, `SwizzleAttr`), so that 8 rows read at one column (ldmatrix, and the copies) touch 8
+    different bank groups."""
     per_line, period = swizzle_phases(row_bytes)
-    return granule ^ ((row // per_line) % period)
+    return granule ^ (((row // per_line) * mult) % period)
 
 
 def _element_name(t: Attribute) -> str:
@@ -787,5 +815,5 @@ Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadSharedOp],
-    [VariantAttr, TargetAttr, FragType],
+    [VariantAttr, TargetAttr, FragType, SwizzleAttr],
 )

@@ -594,22 +594,25 @@ def _shared_geometry(ref: MemRefType) -> tuple[int, int, int]:
 
 
 def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row: str, row_bytes: int,
-                    col_bytes: str, swizzle: bool) -> str:
+                    col_bytes: str, swizzle: bool, mult: int = 1) -> str:
     """Shared address of (stage, row, byte column), with the granule swizzle if asked."""
     # the part that does not depend on the stage first (loop-invariant where row and column are)
-    offset = _shared_offset(e, row, row_bytes, col_bytes, swizzle)
+    offset = _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)
     addr = e.reg("b32")
     e.emit("mad.lo.u32", addr, e.in_register(stage), stage_bytes, base)
     e.emit("add.u32", addr, addr, offset)
     return addr
 
 
-def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swizzle: bool) -> str:
-    """Byte offset of (row, byte column) within a stage, swizzled if asked."""
+def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swizzle: bool, mult: int = 1) -> str:
+    """Byte offset of (row, byte column) within a stage, swizzled if asked (phase multiplier
+    `mult`, warp.SwizzleAttr)."""
     offset = e.reg("b32")
     if swizzle:  # the emitted form of warp.swizzle_granule
         per_line, period = warp.swizzle_phases(row_bytes)
         e.emit("shr.u32", offset, row, per_line.bit_length() - 1)
+        if mult != 1:
+            e.emit("mul.lo.u32", offset, offset, mult)
         e.emit("and.b32", offset, offset, period - 1)
         e.emit("shl.b32", offset, offset, 4)
         e.emit("xor.b32", offset, offset, col_bytes)  # granule ^ phase, offset within it kept
@@ -657,6 +660,7 @@ class LowerCopyAsync(RewritePattern):
         total = rows * per_row
         kernel = self.state.kernel(op)
         row_step, swizzle = window.strides[outer] * esz, op.swizzle is not None
+        mult = warp.swizzle_mult(op)
         chunks = -(-total // threads)
 
         def thread_parts(e: fio.Emitter) -> list:
@@ -680,10 +684,10 @@ class LowerCopyAsync(RewritePattern):
                 fio._mul_wide(e, offset, row, row_step)
                 e.emit("cvt.u64.u32", col64, col_bytes)
                 e.emit("add.s64", offset, offset, col64)
-                parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle)))
+                parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)))
             return parts
 
-        parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle), thread_parts)
+        parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult), thread_parts)
         e = fio.Emitter(kernel.regs)
         origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
         stage_base = e.reg("b32")
@@ -791,7 +795,8 @@ class LowerLdMatrix(RewritePattern):
         if col_off:
             e.emit("add.u32", col, col, col_off)
         e.emit("mul.lo.u32", col, col, esz)
-        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle)  # type: ignore[arg-type]
+        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle,  # type: ignore[arg-type]
+                               warp.swizzle_mult(op))
         out = e.reg_list("b32", 4 if wide else 2)
         shape = ("x4" if wide else "x2") + (".trans" if trans else "")
         e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
@@ -823,7 +828,7 @@ class LowerLoadShared(RewritePattern):
         ref = op.ref.type
         assert isinstance(ref, MemRefType)
         esz, row_bytes, stage_bytes = _shared_geometry(ref)
-        swizzle = op.swizzle is not None
+        swizzle, mult = op.swizzle is not None, warp.swizzle_mult(op)
         lay = _layout(frag)
         lin = fragments.linear_form(lay)
         # (lane weights, per-value offsets) of the buffer's rows and columns
@@ -855,7 +860,7 @@ class LowerLoadShared(RewritePattern):
                 e.emit("add.u32", cb, col, key[1])
                 e.emit("mul.lo.u32", cb, cb, esz)
                 addrs[key] = e.reg("b32")
-                e.emit("add.u32", addrs[key], stage_base, _shared_offset(e, vr, row_bytes, cb, swizzle))
+                e.emit("add.u32", addrs[key], stage_base, _shared_offset(e, vr, row_bytes, cb, swizzle, mult))
             imm = (dr - key[0]) * row_bytes + (dc - key[1]) * esz
             e.emit(f"ld.shared.{suffix}", r, f"[{addrs[key]}+{imm}]")
         if op.rounding is not None:  # f32 in shared memory, tf32 fragments

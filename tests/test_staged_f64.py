@@ -95,40 +95,76 @@ def test_staged_f64_configs_bit_exact_to_an_fma_chain(config):
 
 
 # ---------------------------------------------------------------------------------------------
-# Banks: the words of one warp-wide ld.shared.f64, as the lowering addresses them
+# Banks: the words of each warp-wide ld.shared.f64, as the lowering addresses them
 # ---------------------------------------------------------------------------------------------
 
-
-def _wavefronts(byte_addresses: np.ndarray) -> int:
-    """Shared-memory wavefronts a warp's 8-byte loads need at least: the most distinct 4-byte
-    words any one of the 32 banks must deliver."""
-    words = np.unique(np.concatenate([byte_addresses // 4, byte_addresses // 4 + 1]))
-    return int(np.bincount(words % 32, minlength=32).max())
-
-
-def _addresses(operand: str, transposed: bool, row_bytes: int, swizzle: bool) -> list[np.ndarray]:
-    lays = instruction_layouts(F64)
-    rows, cols = fragments.coords(lays.a if operand == "a" else lays.b)
-    if transposed:
-        rows, cols = cols, rows
-    out = []
-    for v in range(rows.shape[1]):
-        r, c = rows[:, v], cols[:, v] * 8
-        if swizzle:
-            c = warp.swizzle_granule(r, c // 16, row_bytes) * 16 + c % 16
-        out.append(r * row_bytes + c)
-    return out
+ROW_B = """func.func @f(%a: memref<256x256xf64>, %b: memref<256x256xf64{b}>, %d: memref<256x256xf64>) {{
+  %ta = tile.load %a[0, 0] : memref<256x256xf64> -> !tile.tile<256x256xf64>
+  %tb = tile.load %b[0, 0] : memref<256x256xf64{b}> -> !tile.tile<256x256xf64>
+  %z = tile.constant 0.0 : !tile.tile<256x256xf64>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<256x256xf64>, !tile.tile<256x256xf64>, !tile.tile<256x256xf64> -> !tile.tile<256x256xf64>
+  tile.store %td, %d[0, 0] : !tile.tile<256x256xf64>, memref<256x256xf64>
+  func.return
+}}"""
 
 
-@pytest.mark.parametrize("operand,transposed,row_bytes,swizzled,plain", [
-    ("a", False, 128, 2, 8),  # A, M x K stage of 16 f64: 8 rows at one column -> 8 ways unswizzled
-    ("b", True, 128, 2, 8),  # K-major B, N x K stage: the same pattern
-    ("b", False, 512, 4, 4),  # row-major B, K x N stage: 4 k rows x 64 bytes stay in one half
+def _swizzled(b_layout: str, **tiling):
+    from xdsl.context import Context
+
+    from tilemma.compiler.pipeline import parse
+    from tilemma.passes.select_mma import SelectMma
+    from tilemma.passes.swizzle_shared import SwizzleShared
+    from tilemma.passes.tile_warps import TileWarps
+
+    module, _ = parse(ROW_B.format(b=b_layout), "f")
+    ctx = Context()
+    for p in (SelectMma(sm="90"), TileWarps(**tiling), SwizzleShared()):
+        p.apply(ctx, module)
+    return [o for o in module.walk() if isinstance(o, warp.LoadSharedOp)]
+
+
+@pytest.mark.parametrize("b_layout,tiling", [
+    ("", {}),
+    ("", dict(warps="1x2", warp_tile="1x2", stages=2)),  # 16-f64 (128-byte) B rows
+    ("", dict(warps="4x4", warp_tile="2x4", stages=2)),  # 128-f64 (1 KiB) B rows
+    (", strided<[1, 256]>", {}),
 ])
-def test_f64_fragment_reads_and_the_granule_swizzle(operand, transposed, row_bytes, swizzled, plain):
-    """The 16-byte granule XOR makes the A and K-major B reads take the minimum 2 wavefronts
-    (256 bytes); a row-major B's 4 k rows x 64 bytes XOR within one 64-byte half and take 4."""
-    for addr in _addresses(operand, transposed, row_bytes, True):
-        assert _wavefronts(addr) == swizzled
-    for addr in _addresses(operand, transposed, row_bytes, False):
-        assert _wavefronts(addr) == plain
+def test_f64_fragment_reads_take_the_fewest_wavefronts(b_layout, tiling):
+    """Every ld.shared.f64 of every A and B fragment takes 2 wavefronts (256 bytes: the fewest);
+    for a row-major B that needs the phase multiplier 5, since the plain XOR leaves a fragment's
+    4 k rows x 64 bytes in one half of the banks (4 wavefronts)."""
+    from tilemma.passes.swizzle_shared import read_wavefronts
+
+    loads = _swizzled(b_layout, **tiling)
+    assert loads and all(op.swizzle is not None for op in loads)
+    for op in loads:
+        nvals = 8 if op.result.type.role == warp.Operand.A else 4
+        assert read_wavefronts(op, warp.swizzle_mult(op)) == 2 * nvals
+        assert read_wavefronts(op, None) > 2 * nvals  # unswizzled: up to 8 rows in one bank group
+    row_major_b = [op for op in loads if op.result.type.role == warp.Operand.B and op.transposed is None]
+    for op in row_major_b:
+        assert warp.swizzle_mult(op) == 5 and read_wavefronts(op, 1) == 4 * 4
+    assert bool(row_major_b) == (b_layout == "")
+
+
+def test_odd_multipliers_keep_eight_rows_at_one_column_apart():
+    """What ldmatrix and the copies rely on holds for every multiplier the pass may pick."""
+    from tilemma.passes.swizzle_shared import MULTIPLIERS
+
+    for row_bytes in (64, 128, 256, 512):
+        per_line, period = warp.swizzle_phases(row_bytes)
+        rows = np.arange(8 * per_line, step=per_line)[:period]
+        for mult in MULTIPLIERS:
+            for granule in range(min(8, row_bytes // 16)):
+                placed = warp.swizzle_granule(rows, granule, row_bytes, mult)
+                assert len(set(placed.tolist())) == period
+
+
+def test_wavefront_model():
+    from tilemma.passes.swizzle_shared import wavefronts
+
+    lane = np.arange(32)
+    assert wavefronts(lane * 4, 4) == 1  # one word per bank
+    assert wavefronts(lane * 8, 8) == 2  # 256 bytes
+    assert wavefronts(lane * 128, 4) == 32  # one bank, 32 words
+    assert wavefronts(np.zeros(32, int), 8) == 1  # a broadcast

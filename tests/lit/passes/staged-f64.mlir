@@ -14,17 +14,18 @@
 // CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x16xf64, 3 : i64>
 // CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x16x64xf64, 3 : i64>
 // CHECK:       warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle
-// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle
+// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle = #warp.swizzle<5 : i64>}
 // CHECK:       warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle} : memref<3x64x16xf64, 3 : i64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
 // CHECK-NEXT:  warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 16, 0>, swizzle}
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle} : memref<3x16x64xf64, 3 : i64> -> !warp.frag<b, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 8>, swizzle}
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 16>, swizzle}
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 24>, swizzle}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x16x64xf64, 3 : i64> -> !warp.frag<b, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 8>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 16>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 24>, swizzle = #warp.swizzle<5 : i64>}
 // CHECK:       warp.mma
 // A: rows g and g + 8 (one swizzle period of 128-byte rows: an immediate), K columns t, t + 4,
 // t + 8, t + 12 (each its own swizzled address). B (512-byte rows): k rows t and t + 8 share one
-// address, t + 4 and t + 12 another.
+// address, t + 4 and t + 12 another; its phase is the row times 5 (warp.SwizzleAttr), so that
+// the 4 k rows of one load fall in both halves of the banks. A K-major B keeps the plain XOR.
 // PTX-LABEL:   .entry f64_rowmajor(
 // PTX:         $k_loop_{{[0-9]+}}:
 // PTX:         xor.b32 [[AO:%r[0-9]+]], [[AO]], {{%r[0-9]+}};
@@ -32,7 +33,9 @@
 // PTX-NEXT:    add.u32 [[A:%r[0-9]+]], {{%r[0-9]+}}, [[AO]];
 // PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[A]]+0];
 // PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[A]]+1024];
-// PTX:         mad.lo.u32 [[BO:%r[0-9]+]], {{%r[0-9]+}}, 512, [[BO]];
+// PTX:         mul.lo.u32 [[BO:%r[0-9]+]], [[BO]], 5;
+// PTX-NEXT:    and.b32 [[BO]], [[BO]], 7;
+// PTX:         mad.lo.u32 [[BO]], {{%r[0-9]+}}, 512, [[BO]];
 // PTX-NEXT:    add.u32 [[B:%r[0-9]+]], {{%r[0-9]+}}, [[BO]];
 // PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B]]+0];
 // PTX:         mad.lo.u32 [[BO4:%r[0-9]+]], {{%r[0-9]+}}, 512, [[BO4]];
@@ -63,6 +66,7 @@ func.func @f64_rowmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64>, %d
 // CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x16xf64, 3 : i64>
 // CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}transpose, {{.*}}swizzle
 // CHECK:       warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, transposed, swizzle} : memref<3x64x16xf64, 3 : i64> -> !warp.frag<b, f64,
+// CHECK-NOT:   #warp.swizzle
 // PTX-LABEL:   .entry f64_kmajor(
 // PTX:         ld.shared.f64
 // PTX-NOT:     ld.global.f64
