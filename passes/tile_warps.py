@@ -195,8 +195,8 @@ def stageable(g, variant) -> str | None:
     """Why a kernel cannot take the staged schedule (None if it can): a dense mma whose K rows
     are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32), operands read as stored (tf32:
     f32 rounded), and f64 m16n8k16 (128-byte K rows, read with `warp.load_shared`); A with
-    contiguous K rows; B with contiguous N rows (16-bit: ldmatrix .trans; f64) or K-major;
-    every run aligned for cp.async."""
+    contiguous K rows; B with contiguous N rows (16-bit: ldmatrix .trans; tf32 and f64:
+    `warp.load_shared`) or K-major; every run aligned for cp.async."""
     if variant.atype == "f64" and variant.shape != "m16n8k16":
         return (f"f64 staging needs m16n8k16 (sm_90); {variant.shape}'s K of {variant.k} is a 32-byte "
                 f"shared row, too short for the 16-byte granule swizzle and a pipelined stage")
@@ -215,9 +215,9 @@ def stageable(g, variant) -> str | None:
     k_major = b_k_major(g.b)
     if not k_major and g.b.col_stride != 1:
         return "B must have contiguous rows or columns"
-    if bits not in (16, 64) and not k_major:
-        return (f"{bits}-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
-                f"transposes only 16-bit elements")
+    if bits == 8 and not k_major:
+        return ("8-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
+                "transposes only 16-bit elements, and 8-bit fragments pack four elements a register")
     for what, mem, km in (("A", g.a, False), ("B", g.b, k_major)):
         if not copy_vector(mem, km):
             return (f"{what}'s {'columns' if km else 'rows'} are not 4-byte aligned (stride "
@@ -258,6 +258,8 @@ class _Distribute:
             # a 4x8 warp tile spills there, 2x8 does not
             rm = 2 if self.variant.atype in FP8 else 4
             rn = 8
+            if g.b.bits == 32 and not b_k_major(g.b):  # tf32 B from warp.load_shared: 4x8 spills
+                rm = 2
             if g.a.bits == 64:  # two registers a value: the 64-bit family's first candidate
                 rm, rn = _pair(configs.CANDIDATES["64bit"][0].warp_tile, "warp-tile")  # type: ignore[misc]
                 warps = warps or _pair(configs.CANDIDATES["64bit"][0].warps, "warps")
@@ -456,7 +458,11 @@ class _Distribute:
         bm, bn = t.cta_tile
         bk = self.stage_k
         self.b_k_major = b_k_major(g.b)
-        self.ldmatrix = (self.variant.m, self.variant.n, self.variant.k, self.variant.atype) not in SHARED_LOAD_SHAPES
+        # which fragments come from warp.load_shared instead of ldmatrix: both operands of the
+        # SHARED_LOAD_SHAPES; a row-major 32-bit (tf32) B, whose K x N stage ldmatrix cannot
+        # transpose (.trans moves 16-bit elements)
+        self.a_shared = (self.variant.m, self.variant.n, self.variant.k, self.variant.atype) in SHARED_LOAD_SHAPES
+        self.b_shared = self.a_shared or (g.b.bits == 32 and not self.b_k_major)
         space = IntegerAttr(warp.SHARED, i64)
         shared = [MemRefType(tile.element_type(g.a.stored), [S, bm, bk], memory_space=space),
                   MemRefType(tile.element_type(g.b.stored), [S, bn, bk] if self.b_k_major else [S, bk, bn],
@@ -521,9 +527,11 @@ class _Distribute:
         a_type = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
         b_type = self.frag(warp.Operand.B, _operand_element(self.mma.rhs))
         at, zero = self.const(kk), self.const(0)
-        if not self.ldmatrix:  # one element per register: each fragment with warp.load_shared
+        if self.b_shared:  # one element per register: each fragment with warp.load_shared
             a = [self.add(warp.LoadSharedOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type,
-                                            rounding=a_round)).results[0] for i in range(rm)]
+                                            rounding=a_round) if self.a_shared
+                          else warp.LdMatrixOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type,
+                                               rounding=a_round)).results[0] for i in range(rm)]
             b = [self.add(warp.LoadSharedOp(self.s_b, [stage, self.warp_col, at], (j * 8, 0), b_type,
                                             transposed=True, rounding=b_round) if self.b_k_major
                           else warp.LoadSharedOp(self.s_b, [stage, at, self.warp_col], (0, j * 8), b_type,

@@ -1,8 +1,11 @@
-"""Staged f64: `warp.load_shared` fragments from a swizzled cp.async ring, in the emulator.
+"""Staged f64 (and tf32 with a row-major B): `warp.load_shared` fragments from a swizzled
+cp.async ring, in the emulator.
 
 f64 `mma` is a chain of IEEE fmas in k order (compiler/mma_arith.py), and the staged loop runs K
-in order, so a staged kernel must give exactly the bits of the simple path (fragments straight
-from global memory) and of an independent fma chain over the whole K; the reference
+in order, one instruction after the other as the simple path does (fragments straight from
+global memory), so a staged kernel must give exactly the simple path's bits (tf32 too: the same
+mmas on the same rounded values) and, for f64, those of an independent fma chain over the whole
+K; the reference
 (compiler/reference.py, Dot2) checks every element as well. The swizzle's bank behaviour for the
 f64 fragment patterns is counted from the same formula the lowering emits.
 """
@@ -33,7 +36,7 @@ def _spec_kernel(spec: GemmSpec, **options):
 
 
 def _staged(kernel) -> bool:
-    return "ld.shared.f64" in kernel.ptx and "cp.async" in kernel.ptx
+    return ("ld.shared.f64" in kernel.ptx or "ld.shared.b32" in kernel.ptx) and "cp.async" in kernel.ptx
 
 
 STRIDED = """func.func @strided(%a: memref<130x200xf64, strided<[208, 1], offset: 8>>, %b: memref<200x70xf64, strided<[72, 1]>>, %c: memref<130x70xf64>, %d: memref<130x70xf64, strided<[80, 1]>>) {
@@ -53,13 +56,17 @@ CASES = {
     "broadcast-a": lambda **o: _spec_kernel(GemmSpec(33, 70, 50, "f64", "f64", "f64", batch=2, bcast="a"), **o),
     "strided": lambda **o: _kernel(STRIDED, "strided", **o),
     "one-stage-k": lambda **o: _spec_kernel(GemmSpec(40, 24, 16, "f64", "f64", "f64"), **o),
+    # tf32 with a row-major B: A through ldmatrix, B through warp.load_shared (rounded rna)
+    "tf32-odd": lambda **o: _spec_kernel(GemmSpec(130, 70, 200, "tf32", "tf32", "f32"), **o),
+    "tf32-batched": lambda **o: _spec_kernel(GemmSpec(37, 45, 83, "tf32", "tf32", "f32", batch=3), **o),
+    "tf32-broadcast-b": lambda **o: _spec_kernel(GemmSpec(70, 33, 50, "tf32", "tf32", "f32", batch=2, bcast="b"), **o),
 }
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_staged_f64_matches_reference_and_simple_path_bits(name):
     staged = CASES[name]()
-    assert _staged(staged), "f64 should take the staged schedule by default"
+    assert _staged(staged), "f64 and tf32 (row-major B) take the staged schedule by default"
     got = run_compiled(staged, seed=5, on="emulator")
     assert got.ok, got.line()
     simple = CASES[name](stages=0)
@@ -67,7 +74,8 @@ def test_staged_f64_matches_reference_and_simple_path_bits(name):
     want = run_compiled(simple, seed=5, on="emulator")
     assert want.ok, want.line()
     for x, y in zip(got.outputs.values(), want.outputs.values()):
-        np.testing.assert_array_equal(np.asarray(x).view(np.uint64), np.asarray(y).view(np.uint64))
+        x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+        np.testing.assert_array_equal(x.view(f"u{x.itemsize}"), y.view(f"u{y.itemsize}"))
 
 
 @pytest.mark.parametrize("config", [
@@ -168,3 +176,24 @@ def test_wavefront_model():
     assert wavefronts(lane * 8, 8) == 2  # 256 bytes
     assert wavefronts(lane * 128, 4) == 32  # one bank, 32 words
     assert wavefronts(np.zeros(32, int), 8) == 1  # a broadcast
+
+
+def test_tf32_row_major_b_reads_take_the_fewest_wavefronts():
+    """A tf32 B fragment read from a K x N stage: 4 k rows x 32 bytes per ld.shared.b32, one
+    wavefront with the multiplier 5 the pass picks (2 with the plain XOR)."""
+    from xdsl.context import Context
+
+    from tilemma.compiler.pipeline import parse
+    from tilemma.passes.select_mma import SelectMma
+    from tilemma.passes.swizzle_shared import SwizzleShared, read_wavefronts
+    from tilemma.passes.tile_warps import TileWarps
+
+    spec = GemmSpec(256, 256, 256, "tf32", "tf32", "f32")
+    module, _ = parse(str(gemm_module(spec)), spec.name)
+    for p in (SelectMma(sm="90"), TileWarps(), SwizzleShared()):
+        p.apply(Context(), module)
+    loads = [o for o in module.walk() if isinstance(o, warp.LoadSharedOp)]
+    assert loads and all(o.result.type.role == warp.Operand.B for o in loads)
+    for op in loads:
+        assert warp.swizzle_mult(op) == 5
+        assert read_wavefronts(op, 5) == 2 and read_wavefronts(op, 1) == 4

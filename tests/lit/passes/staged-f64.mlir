@@ -79,3 +79,34 @@ func.func @f64_kmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64, strid
   tile.store %td, %d[0, 0] : !tile.tile<1024x1024xf64>, memref<1024x1024xf64>
   func.return
 }
+
+// -----
+// tf32 with a row-major B takes the same B path: A through ldmatrix (rounded in registers), B
+// from its K x N stage with warp.load_shared (ld.shared.b32, then cvt.rna.tf32.f32), the phase
+// multiplier 5 putting a fragment's 4 k rows x 32 bytes in 4 bank groups. A 2x8 warp tile: 4x8
+// spills with these B addresses.
+// CHECK-LABEL: func.func @tf32_rowmajor
+// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 2, 8, 3, 32>
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf32, 3 : i64>
+// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x128xf32, 3 : i64>
+// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>, swizzle}
+// CHECK:       warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>, swizzle = #warp.swizzle<5 : i64>} : memref<3x32x128xf32, 3 : i64> -> !warp.frag<b, tf32, #warp.variant<m16n8k8, f32, tf32, tf32, f32>>
+// PTX-LABEL:   .entry tf32_rowmajor(
+// PTX:         ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// PTX:         ld.shared.b32 [[B0:%r[0-9]+]], [{{%r[0-9]+}}+0];
+// PTX:         ld.shared.b32 [[B1:%r[0-9]+]], [{{%r[0-9]+}}+0];
+// PTX-NEXT:    cvt.rna.tf32.f32 [[B0]], [[B0]];
+// PTX-NEXT:    cvt.rna.tf32.f32 [[B1]], [[B1]];
+// PTX:         mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// PTX-NOT:     ld.global.f32
+// PTX:         bra.uni $k_loop
+func.func @tf32_rowmajor(%a: memref<1024x1024xf32>, %b: memref<1024x1024xf32>, %d: memref<1024x1024xf32>) {
+  %la = tile.load %a[0, 0] : memref<1024x1024xf32> -> !tile.tile<1024x1024xf32>
+  %ta = tile.cast %la {rounding = #tile<rounding rna>} : !tile.tile<1024x1024xf32> -> !tile.tile<1024x1024xtf32>
+  %lb = tile.load %b[0, 0] : memref<1024x1024xf32> -> !tile.tile<1024x1024xf32>
+  %tb = tile.cast %lb {rounding = #tile<rounding rna>} : !tile.tile<1024x1024xf32> -> !tile.tile<1024x1024xtf32>
+  %z = tile.constant 0.0 : !tile.tile<1024x1024xf32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<1024x1024xtf32>, !tile.tile<1024x1024xtf32>, !tile.tile<1024x1024xf32> -> !tile.tile<1024x1024xf32>
+  tile.store %td, %d[0, 0] : !tile.tile<1024x1024xf32>, memref<1024x1024xf32>
+  func.return
+}
