@@ -148,7 +148,8 @@ def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
             mma, f"warps {wm}x{wn} make a CTA of {t.threads} threads; a CTA holds at most "
             f"{MAX_THREADS} (32 warps)",
         )
-    regs = rm * rn * lays.c.regs + rm * lays.a.regs + rn * lays.b.regs
+    # 32-bit registers: an f64 value takes two
+    regs = sum(n * lay.regs * max(1, lay.reg_bits // 32) for n, lay in ((rm * rn, lays.c), (rm, lays.a), (rn, lays.b)))
     if variant.sparse:
         regs += rm
     if regs > MAX_REGISTERS - 40:
@@ -203,7 +204,7 @@ def stageable(g, variant) -> str | None:
     bits = SHARED_LOAD_SHAPES.get((variant.m, variant.n, variant.k, variant.atype)) or warp.LDMATRIX_SHAPES.get(
         (variant.m, variant.n, variant.k))
     if bits is None or variant.sparse or variant.block_scale:
-        return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit) and m16n8k32 (8-bit), not "
+        return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit, f64) and m16n8k32 (8-bit), not "
                 f"{variant.shape}{' sparse' if variant.sparse else ''}")
     if variant.atype not in configs.STAGED_ELEMENTS[bits] or variant.btype not in configs.STAGED_ELEMENTS[bits]:
         return f"staging covers {', '.join(configs.STAGED_TYPES)} operands, not {variant.atype} x {variant.btype}"

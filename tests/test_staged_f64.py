@@ -197,3 +197,64 @@ def test_tf32_row_major_b_reads_take_the_fewest_wavefronts():
     for op in loads:
         assert warp.swizzle_mult(op) == 5
         assert read_wavefronts(op, 5) == 2 and read_wavefronts(op, 1) == 4
+
+
+def test_every_64bit_candidate_compiles_to_what_it_says_and_is_right():
+    """`tilemma tune` times these; each one is a staged kernel that the emulator checks."""
+    from tilemma.compiler import configs
+
+    spec = GemmSpec(70, 45, 40, "f64", "f64", "f64")
+    assert configs.family("f64", "f64") == "64bit"
+    for cand in configs.CANDIDATES["64bit"]:
+        k = _spec_kernel(spec, warps=cand.warps, warp_tile=cand.warp_tile, stages=cand.stages,
+                         stage_k=cand.stage_k, tune_cache="")
+        assert k.abi.config == str(cand) and _staged(k)
+        res = run_compiled(k, seed=2, on="emulator")
+        assert res.ok, f"{cand}: {res.line()}"
+
+
+@pytest.mark.parametrize("edit,message", [
+    # one group fewer waited for: a stage is read while its copies are in flight
+    (("cp.async.wait_group 1;", "cp.async.wait_group 2;"), "cp.async in flight"),
+    # no barrier between this iteration's ld.shared reads and the next refill of that stage
+    (("bar.sync 0;", "// bar.sync 0;"), "race"),
+])
+def test_emulator_catches_a_broken_staged_f64_kernel(edit, message):
+    """The waits and barriers the ld.shared reads rely on are load-bearing in the emulator."""
+    import dataclasses
+
+    from tilemma.compiler.emulator import EmulationError
+
+    kernel = CASES["odd"]()
+    assert edit[0] in kernel.ptx
+    bad = dataclasses.replace(kernel, ptx=kernel.ptx.replace(*edit))
+    with pytest.raises(EmulationError, match=message):
+        run_compiled(bad, seed=5, on="emulator")
+
+
+def test_a_reader_that_misses_the_multiplier_reads_wrong_elements():
+    """Copies and readers must agree on the swizzle: the readers' x5 dropped gives wrong data."""
+    import dataclasses
+    import re
+
+    kernel = CASES["odd"]()
+    lines = kernel.ptx.split("\n")
+    # the multiplier of the B reads (inside the K loop; the copies' is computed at the entry)
+    loop = next(i for i, l in enumerate(lines) if l.startswith("$k_loop"))
+    muls = [i for i, l in enumerate(lines) if i > loop and re.search(r"mul\.lo\.u32 %r\d+, %r\d+, 5;", l)]
+    assert muls
+    for i in muls:
+        lines[i] = lines[i].replace(", 5;", ", 1;")
+    res = run_compiled(dataclasses.replace(kernel, ptx="\n".join(lines)), seed=5, on="emulator")
+    assert not res.ok
+
+
+@pytest.mark.parametrize("options,message", [
+    # f64 fragments are two registers a value: a 4x4 warp tile holds 224 of them
+    (dict(warp_tile="4x4"), "warp tile 4x4 holds 224 fragment registers per thread"),
+    (dict(warps="2x2", warp_tile="2x4", stages=5, stage_k=128), "5 stages of K 128 with a 64x64 CTA tile need 655360 bytes of shared memory"),
+    (dict(stages=3, stage_k=8), "stage-k must be 0 \\(automatic\\), 16, 32, 64 or 128"),
+])
+def test_f64_limits_are_located_errors(options, message):
+    with pytest.raises(Exception, match=message):
+        _spec_kernel(GemmSpec(256, 256, 256, "f64", "f64", "f64"), **options)
