@@ -57,10 +57,20 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
         Config("2x4", "4x8", 3, 32),
         Config("4x2", "2x8", 3, 32),
     ),
+    # f64 (m16n8k16, B row-major or K-major): two registers a value, so smaller warp tiles
+    "64bit": (
+        Config("2x2", "2x4", 3, 16),
+        Config("2x2", "2x4", 4, 16),
+        Config("2x2", "2x4", 3, 32),
+        Config("2x4", "2x4", 3, 16),
+        Config("4x2", "2x4", 3, 16),
+        Config("2x2", "4x2", 3, 16),
+        Config("4x4", "2x2", 3, 16),
+    ),
 }
 # Operand types the staged schedule takes, by element bits (`tile-tile-warps` reads it); a
 # candidate family per width.
-STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2")}
+STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2"), 64: ("f64",)}
 FAMILY_TYPES = {f"{bits}bit": types for bits, types in STAGED_ELEMENTS.items()}
 STAGED_TYPES = tuple(t for ts in STAGED_ELEMENTS.values() for t in ts)
 # Representative sizes (M = N = K) the tuner measures for each class.

@@ -32,8 +32,8 @@ def tune(types: list[str], classes: list[str], sm: str, cache: str, iters: int =
         if fam is None:
             raise ValueError(f"{t}: no tunable configurations (tunable: {', '.join(configs.STAGED_TYPES)})")
         good = []
-        acc = "s32" if t in ("s8", "u8") else "f32"
-        layout = "row" if fam == "16bit" else "col"  # 8- and 32-bit B are staged K-major
+        acc = {"s8": "s32", "u8": "s32", "f64": "f64"}.get(t, "f32")
+        layout = "row" if fam in ("16bit", "64bit") else "col"  # 8- and 32-bit B are staged K-major
         check = GemmSpec(130, 72, 200, t, t, acc, b_layout=layout)
         for cand in configs.CANDIDATES[fam]:
             [k] = compile_text(str(gemm_module(check)), check.name, _options(sm, cand))

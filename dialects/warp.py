@@ -605,6 +605,33 @@ def _shared_stage(ref: Attribute, what: str) -> MemRefType:
     return ref  # type: ignore[return-value]
 
 
+@irdl_attr_definition
+class SwizzleAttr(ParametrizedAttribute):
+    """`#warp.swizzle<5 : i64>`: the granule swizzle with a phase multiplier `mult` (odd):
+    granule g of row r is kept at g ^ ((r / rows-per-128-byte-line * mult) mod period). Any odd
+    multiplier keeps 8 rows at one column in 8 bank groups (ldmatrix, the copies); 5 also spreads
+    4 consecutive rows of 64 bytes over both halves of the banks (a row-major f64 B fragment,
+    which the plain XOR leaves in one half: 2x the wavefronts). `warp-swizzle-shared` picks it per
+    buffer from its readers' patterns; the bare `swizzle` flag is multiplier 1."""
+
+    name = "warp.swizzle"
+    mult: IntegerAttr
+
+    def __init__(self, mult: int):
+        super().__init__(IntegerAttr(mult, i64))
+
+    def verify(self) -> None:
+        m = self.mult.value.data
+        if m < 1 or m % 2 == 0 or m > 7:
+            raise VerifyException(f"#warp.swizzle: the phase multiplier must be odd, 1..7 (a bijection of the 8 phases), got {m}")
+
+
+def swizzle_mult(op) -> int:
+    """The phase multiplier of an op's `swizzle` (1 for the flag; meaningless when absent)."""
+    sw = getattr(op, "swizzle", None)
+    return sw.mult.value.data if isinstance(sw, SwizzleAttr) else 1
+
+
 @irdl_op_definition
 class CopyAsyncOp(_WindowOp):
     """`warp.copy_async`: the whole CTA copies a rows x cols tile of a global window into one
@@ -624,7 +651,7 @@ class CopyAsyncOp(_WindowOp):
     in_bounds = opt_prop_def(DenseArrayBase)
     threads = prop_def(IntegerAttr)
     vector = prop_def(IntegerAttr)
-    swizzle = opt_prop_def(UnitAttr)
+    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
     transpose = opt_prop_def(UnitAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
@@ -684,7 +711,7 @@ class LdMatrixOp(IRDLOperation):
     ref = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     offsets = prop_def(DenseArrayBase)
-    swizzle = opt_prop_def(UnitAttr)
+    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
     trans = opt_prop_def(UnitAttr)
     rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
     fragments = var_result_def(FragType)
@@ -742,6 +769,67 @@ class LdMatrixOp(IRDLOperation):
             raise VerifyException(f"warp.ldmatrix: a {stored} buffer holds no {element} fragments")
 
 
+@irdl_op_definition
+class LoadSharedOp(IRDLOperation):
+    """`warp.load_shared`: one A or B fragment of a dense mma whose registers each hold one
+    element (32- and 64-bit operands: f64, tf32), read element by element from stage
+    `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), each value
+    where the fragment table puts it: where ldmatrix does not apply (its unit is a 16-byte row of
+    the fragment, which f64 and a K x N tf32 B do not have). The buffer holds the operand as the
+    mma sees it (A: M x K, B: K x N) or, with `transposed`, its transpose (B: N x K, a K-major B).
+    `swizzle` reads a buffer whose 16-byte granules are XORed with the row (`swizzle_granule`);
+    `rounding` reads an f32 buffer as tf32 fragments."""
+
+    name = "warp.load_shared"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    offsets = prop_def(DenseArrayBase)
+    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
+    transposed = opt_prop_def(UnitAttr)
+    rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
+    result = result_def(FragType)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($result)"
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], offsets: Sequence[int], result: FragType,
+                 transposed: bool = False, rounding: str | None = None):
+        props: dict[str, Attribute] = {"offsets": _ints(offsets)}
+        if transposed:
+            props["transposed"] = UnitAttr()
+        if rounding:
+            from tilemma.dialects.tile import Rounding, RoundingAttr
+
+            props["rounding"] = RoundingAttr(Rounding(rounding))
+        super().__init__(operands=[ref, indices], result_types=[result], properties=props)
+
+    def offset_values(self) -> tuple[int, int]:
+        return tuple(self.offsets.get_values())  # type: ignore[return-value]
+
+    def verify_(self) -> None:
+        _shared_stage(self.ref.type, "warp.load_shared source")
+        if len(self.indices) != 3 or len(self.offset_values()) != 2:
+            raise VerifyException("warp.load_shared: expected three indices (stage, row, col) and two offsets (row, col)")
+        frag = _frag(self.result, "warp.load_shared result")
+        v = frag.variant
+        if v.sparse or v.block_scale or frag.role not in (Operand.A, Operand.B):
+            raise VerifyException("warp.load_shared: loads A or B fragments of a dense mma")
+        bits = _element_bits(frag.element)
+        if bits not in (32, 64):
+            raise VerifyException(
+                f"warp.load_shared: reads fragments of one 32- or 64-bit element per register, not {bits}-bit "
+                f"(narrower ones come from warp.ldmatrix)")
+        from tilemma.dialects.tile import RoundingAttr, element_name
+
+        stored = element_name(self.ref.type.element_type)  # type: ignore[union-attr]
+        element = element_name(frag.element)
+        if self.rounding is not None:
+            if not isinstance(self.rounding, RoundingAttr) or (stored, element) != ("f32", "tf32"):
+                raise VerifyException("warp.load_shared: rounding (a #tile<rounding ...>) reads an f32 buffer as tf32 fragments")
+        elif stored != element:
+            raise VerifyException(f"warp.load_shared: a {stored} buffer holds no {element} fragments")
+
+
 # Dense shapes whose fragments are 16-byte K rows, ldmatrix's unit: (m, n, k) -> element bits.
 LDMATRIX_SHAPES = {(16, 8, 8): 32, (16, 8, 16): 16, (16, 8, 32): 8}
 # Sparse shapes (mma.sp) whose compressed A and whole B fragments are .x4 reads -> element bits.
@@ -759,12 +847,13 @@ def swizzle_phases(row_bytes: int) -> tuple[int, int]:
     return max(1, 128 // row_bytes), min(8, row_bytes // 16)
 
 
-def swizzle_granule(row, granule, row_bytes: int):
+def swizzle_granule(row, granule, row_bytes: int, mult: int = 1):
     """The 16-byte granule where (row, granule) of a buffer with `row_bytes`-byte rows is kept:
-    granules XORed with the row's position among the 8 rows that share the banks, so that 8
-    rows read at one column (ldmatrix, and the copies) touch 8 different bank groups."""
+    granules XORed with the row's position among the 8 rows that share the banks (times an odd
+    `mult`, `SwizzleAttr`), so that 8 rows read at one column (ldmatrix, and the copies) touch 8
+    different bank groups."""
     per_line, period = swizzle_phases(row_bytes)
-    return granule ^ ((row // per_line) % period)
+    return granule ^ (((row // per_line) * mult) % period)
 
 
 def _element_name(t: Attribute) -> str:
@@ -776,6 +865,6 @@ def _element_name(t: Attribute) -> str:
 Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, MmaOp,
-     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp],
-    [VariantAttr, TargetAttr, FragType],
+     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp],
+    [VariantAttr, TargetAttr, FragType, SwizzleAttr],
 )

@@ -1,24 +1,35 @@
 """`warp-swizzle-shared`: XOR-swizzles the 16-byte granules of each shared buffer, for the
-copies that write it and the ldmatrix reads alike.
+copies that write it and the ldmatrix and `warp.load_shared` reads alike.
 
 Row-major rows of 64 or more bytes put the same column of 8 consecutive rows in the same banks,
 so an `ldmatrix` (8 row addresses per phase) is serialized up to 8 ways. Storing granule g of row
 r at g ^ ((r / rows-per-128-byte-line) mod period) spreads them over 8 distinct bank groups (as
 MLIR's nvgpu-optimize-shared-memory and Triton's swizzled shared layouts). The layout is
 `warp.swizzle_granule`; it is marked on every op that addresses the buffer, never on some only.
+
+A buffer read by `warp.load_shared` may need a phase multiplier (`warp.SwizzleAttr`): a
+row-major f64 B fragment reads 4 consecutive k rows of 64 bytes each, which the plain XOR keeps
+in one half of the banks (4 wavefronts where 2 would do). The multiplier is chosen by counting
+the wavefronts of every reader's pattern (`read_wavefronts`) for each odd multiplier; any odd one
+keeps the ldmatrix and copy patterns conflict-free, and 1 (the flag) wins ties.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import MemRefType, ModuleOp, UnitAttr
 from xdsl.passes import ModulePass
 
+from tilemma.compiler import fragments
+from tilemma.compiler.mma_layouts import instruction_layouts
 from tilemma.dialects import tile, warp
 from tilemma.dialects.tile import element_name
+
+MULTIPLIERS = (1, 3, 5, 7)  # odd: bijections of the 8 phases
 
 
 def swizzles(ref: MemRefType) -> bool:
@@ -26,6 +37,34 @@ def swizzles(ref: MemRefType) -> bool:
     at least 32 bytes: the XOR stays inside the row)."""
     row_bytes = ref.get_shape()[-1] * tile.element_bits(element_name(ref.element_type)) // 8
     return row_bytes >= 32 and row_bytes & (row_bytes - 1) == 0
+
+
+def wavefronts(byte_addresses: np.ndarray, size: int) -> int:
+    """Shared-memory wavefronts a warp's `size`-byte loads at these addresses need at least: the
+    most distinct 4-byte words one of the 32 banks must deliver."""
+    words = np.unique((byte_addresses[:, None] // 4 + np.arange(max(1, size // 4))[None, :]).ravel())
+    return int(np.bincount(words % 32, minlength=32).max())
+
+
+def read_wavefronts(op: warp.LoadSharedOp, mult: int | None) -> int:
+    """Wavefronts of all the ld.shared of one `warp.load_shared` (swizzled with multiplier
+    `mult`, or plain for None), its dynamic indices taken as 0: the distribution pass makes
+    them multiples of the instruction tile, which keeps the pattern up to a permutation."""
+    frag, ref = op.result.type, op.ref.type
+    assert isinstance(frag, warp.FragType) and isinstance(ref, MemRefType)
+    lays = instruction_layouts(frag.variant)
+    rows, cols = fragments.coords(lays.a if frag.role == warp.Operand.A else lays.b)
+    if op.transposed is not None:
+        rows, cols = cols, rows
+    r0, c0 = op.offset_values()
+    esz = tile.element_bits(element_name(ref.element_type)) // 8
+    row_bytes = ref.get_shape()[-1] * esz
+    total = 0
+    for v in range(rows.shape[1]):
+        r, cb = rows[:, v] + r0, (cols[:, v] + c0) * esz
+        g = cb // 16 if mult is None else warp.swizzle_granule(r, cb // 16, row_bytes, mult)
+        total += wavefronts(r * row_bytes + g * 16 + cb % 16, esz)
+    return total
 
 
 @dataclass(frozen=True)
@@ -38,7 +77,9 @@ class SwizzleShared(ModulePass):
             if not warp.is_shared(ref) or not swizzles(ref):  # type: ignore[arg-type]
                 continue
             users = [use.operation for use in alloc.memref.uses]
-            if not all(isinstance(u, (warp.CopyAsyncOp, warp.LdMatrixOp)) for u in users):
+            if not all(isinstance(u, (warp.CopyAsyncOp, warp.LdMatrixOp, warp.LoadSharedOp)) for u in users):
                 continue  # an access that does not know the swizzle: keep the plain layout
+            readers = [u for u in users if isinstance(u, warp.LoadSharedOp)]
+            mult = min(MULTIPLIERS, key=lambda m: sum(read_wavefronts(u, m) for u in readers))
             for u in users:
-                u.swizzle = UnitAttr()  # type: ignore[union-attr]
+                u.swizzle = UnitAttr() if mult == 1 else warp.SwizzleAttr(mult)  # type: ignore[union-attr]

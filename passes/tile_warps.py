@@ -148,7 +148,8 @@ def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
             mma, f"warps {wm}x{wn} make a CTA of {t.threads} threads; a CTA holds at most "
             f"{MAX_THREADS} (32 warps)",
         )
-    regs = rm * rn * lays.c.regs + rm * lays.a.regs + rn * lays.b.regs
+    # 32-bit registers: an f64 value takes two
+    regs = sum(n * lay.regs * max(1, lay.reg_bits // 32) for n, lay in ((rm * rn, lays.c), (rm, lays.a), (rn, lays.b)))
     if variant.sparse:
         regs += rm
     if regs > MAX_REGISTERS - 40:
@@ -188,18 +189,27 @@ def b_k_major(mem) -> bool:
 FP8 = ("e4m3", "e5m2")
 # (shape, A type) of the mma.sp a pre-compressed A (`tile.sparse_from`, `sparse_format`) feeds
 PRE_COMPRESSED_FORMS = {(sparse_format.SHAPE, "f16"), (sparse_format.SHAPE, "bf16")}
+# Dense shapes staged with `warp.load_shared` (one element per register, which ldmatrix cannot
+# read): (m, n, k, A type) -> element bits. Their B may be row-major (K x N) or K-major.
+SHARED_LOAD_SHAPES = {(16, 8, 16, "f64"): 64}
 
 
 def stageable(g, variant) -> str | None:
     """Why a kernel cannot take the staged schedule (None if it can): a dense mma whose K rows
     are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32), operands read as stored (tf32:
-    f32 rounded); A with contiguous K rows; B with contiguous N rows (16-bit only: ldmatrix
-    .trans) or K-major; every run aligned for cp.async."""
+    f32 rounded), and f64 m16n8k16 (128-byte K rows, read with `warp.load_shared`); A with
+    contiguous K rows; B with contiguous N rows (16-bit: ldmatrix .trans; tf32 and f64:
+    `warp.load_shared`) or K-major; every run aligned for cp.async. A pre-compressed sparse A:
+    `pre_compressed_stageable`."""
     if g.a_meta is not None:
         return pre_compressed_stageable(g, variant)
-    bits = warp.LDMATRIX_SHAPES.get((variant.m, variant.n, variant.k))
+    if variant.atype == "f64" and variant.shape != "m16n8k16":
+        return (f"f64 staging needs m16n8k16 (sm_90); {variant.shape}'s K of {variant.k} is a 32-byte "
+                f"shared row, too short for the 16-byte granule swizzle and a pipelined stage")
+    bits = SHARED_LOAD_SHAPES.get((variant.m, variant.n, variant.k, variant.atype)) or warp.LDMATRIX_SHAPES.get(
+        (variant.m, variant.n, variant.k))
     if bits is None or variant.sparse or variant.block_scale:
-        return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit) and m16n8k32 (8-bit), not "
+        return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit, f64) and m16n8k32 (8-bit), not "
                 f"{variant.shape}{' sparse' if variant.sparse else ''}")
     if variant.atype not in configs.STAGED_ELEMENTS[bits] or variant.btype not in configs.STAGED_ELEMENTS[bits]:
         return f"staging covers {', '.join(configs.STAGED_TYPES)} operands, not {variant.atype} x {variant.btype}"
@@ -211,9 +221,9 @@ def stageable(g, variant) -> str | None:
     k_major = b_k_major(g.b)
     if not k_major and g.b.col_stride != 1:
         return "B must have contiguous rows or columns"
-    if bits != 16 and not k_major:
-        return (f"{bits}-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
-                f"transposes only 16-bit elements")
+    if bits == 8 and not k_major:
+        return ("8-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
+                "transposes only 16-bit elements, and 8-bit fragments pack four elements a register")
     for what, mem, km in (("A", g.a, False), ("B", g.b, k_major)):
         if not copy_vector(mem, km):
             return (f"{what}'s {'columns' if km else 'rows'} are not 4-byte aligned (stride "
@@ -262,6 +272,8 @@ class _Distribute:
         if stages > 0 and why_not:
             raise LoweringError(self.mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
         self.stages = 0 if (stages == 0 or why_not) else (stages if stages > 0 else DEFAULT_STAGES)
+        if self.stages and stages < 0 and self.g.a.bits == 64:
+            self.stages = configs.CANDIDATES["64bit"][0].stages
         # automatic: 128 bytes of K per shared row (64 16-bit, 128 8-bit elements)
         self.stage_k = stage_k = stage_k or STAGE_ROW_BYTES * 8 // (self.g.a.bits or 16)
         if self.stages and stage_k % self.variant.k:
@@ -270,7 +282,13 @@ class _Distribute:
             # fp8 mma.sync runs as two f16 HMMAs on converted registers (compiler/mma_arith.py):
             # a 4x8 warp tile spills there, 2x8 does not
             rm = 2 if self.variant.atype in FP8 else 4
-            rm, rn = min(rm, _ceil(g.m, 16)), min(8, _ceil(g.n, 8))
+            rn = 8
+            if g.b.bits == 32 and not b_k_major(g.b):  # tf32 B from warp.load_shared: 4x8 spills
+                rm = 2
+            if g.a.bits == 64:  # two registers a value: the 64-bit family's first candidate
+                rm, rn = _pair(configs.CANDIDATES["64bit"][0].warp_tile, "warp-tile")  # type: ignore[misc]
+                warps = warps or _pair(configs.CANDIDATES["64bit"][0].warps, "warps")
+            rm, rn = min(rm, _ceil(g.m, 16)), min(rn, _ceil(g.n, 8))
             if g.a_meta is not None:  # k32 B fragments are twice as wide: 4x4 does not spill
                 rn = min(4, rn)
                 if warps is None and configs.size_class(g.m, g.n, g.k, g.batch) != "small" \
@@ -471,6 +489,11 @@ class _Distribute:
         bm, bn = t.cta_tile
         bk = self.stage_k
         self.b_k_major = b_k_major(g.b)
+        # which fragments come from warp.load_shared instead of ldmatrix: both operands of the
+        # SHARED_LOAD_SHAPES; a row-major 32-bit (tf32) B, whose K x N stage ldmatrix cannot
+        # transpose (.trans moves 16-bit elements)
+        self.a_shared = (self.variant.m, self.variant.n, self.variant.k, self.variant.atype) in SHARED_LOAD_SHAPES
+        self.b_shared = self.a_shared or (g.b.bits == 32 and not self.b_k_major)
         space = IntegerAttr(warp.SHARED, i64)
         pre = g.a_meta is not None  # the stage holds A's compressed values: K/2 columns
         shared = [MemRefType(tile.element_type(g.a.stored), [S, bm, bk // 2 if pre else bk], memory_space=space),
@@ -541,14 +564,26 @@ class _Distribute:
 
     def stage_fragments(self, stage: SSAValue, kk: int) -> list[SSAValue]:
         """A and B fragments of K step `kk` of a stage: ldmatrix .x4 for A, B in pairs (.x4:
-        from an N x K buffer, or .trans from a K x N one). A pre-compressed A's stage holds its
-        values (column kk / 2), and each k32 B fragment is one .x4 of its own."""
+        from an N x K buffer, or .trans from a K x N one); `warp.load_shared` per fragment for
+        the shapes ldmatrix cannot read (`SHARED_LOAD_SHAPES`) and a row-major tf32 B. A
+        pre-compressed A's stage holds its values (column kk / 2), and each k32 B fragment is one
+        .x4 of its own."""
         rm, rn = self.t.warp_tile
         pre = self.g.a_meta is not None
         (_, a_round), (_, b_round) = (None, None) if pre else self.source(self.mma.lhs), self.source(self.mma.rhs)
         a_type = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
         b_type = self.frag(warp.Operand.B, _operand_element(self.mma.rhs))
         at, zero = self.const(kk), self.const(0)
+        if self.b_shared:  # one element per register: each fragment with warp.load_shared
+            a = [self.add(warp.LoadSharedOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type,
+                                            rounding=a_round) if self.a_shared
+                          else warp.LdMatrixOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type,
+                                               rounding=a_round)).results[0] for i in range(rm)]
+            b = [self.add(warp.LoadSharedOp(self.s_b, [stage, self.warp_col, at], (j * 8, 0), b_type,
+                                            transposed=True, rounding=b_round) if self.b_k_major
+                          else warp.LoadSharedOp(self.s_b, [stage, at, self.warp_col], (0, j * 8), b_type,
+                                                 rounding=b_round)).results[0] for j in range(rn)]
+            return [*a, *b]
         a = [self.add(warp.LdMatrixOp(self.s_a, [stage, self.warp_row, self.const(kk // 2) if pre else at],
                                       (i * 16, 0), a_type, rounding=a_round)).results[0]
              for i in range(rm)]

@@ -654,22 +654,25 @@ def _shared_geometry(ref: MemRefType) -> tuple[int, int, int]:
 
 
 def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row: str, row_bytes: int,
-                    col_bytes: str, swizzle: bool) -> str:
+                    col_bytes: str, swizzle: bool, mult: int = 1) -> str:
     """Shared address of (stage, row, byte column), with the granule swizzle if asked."""
     # the part that does not depend on the stage first (loop-invariant where row and column are)
-    offset = _shared_offset(e, row, row_bytes, col_bytes, swizzle)
+    offset = _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)
     addr = e.reg("b32")
     e.emit("mad.lo.u32", addr, e.in_register(stage), stage_bytes, base)
     e.emit("add.u32", addr, addr, offset)
     return addr
 
 
-def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swizzle: bool) -> str:
-    """Byte offset of (row, byte column) within a stage, swizzled if asked."""
+def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swizzle: bool, mult: int = 1) -> str:
+    """Byte offset of (row, byte column) within a stage, swizzled if asked (phase multiplier
+    `mult`, warp.SwizzleAttr)."""
     offset = e.reg("b32")
     if swizzle:  # the emitted form of warp.swizzle_granule
         per_line, period = warp.swizzle_phases(row_bytes)
         e.emit("shr.u32", offset, row, per_line.bit_length() - 1)
+        if mult != 1:
+            e.emit("mul.lo.u32", offset, offset, mult)
         e.emit("and.b32", offset, offset, period - 1)
         e.emit("shl.b32", offset, offset, 4)
         e.emit("xor.b32", offset, offset, col_bytes)  # granule ^ phase, offset within it kept
@@ -717,6 +720,7 @@ class LowerCopyAsync(RewritePattern):
         total = rows * per_row
         kernel = self.state.kernel(op)
         row_step, swizzle = window.strides[outer] * esz, op.swizzle is not None
+        mult = warp.swizzle_mult(op)
         chunks = -(-total // threads)
 
         def thread_parts(e: fio.Emitter) -> list:
@@ -740,10 +744,10 @@ class LowerCopyAsync(RewritePattern):
                 fio._mul_wide(e, offset, row, row_step)
                 e.emit("cvt.u64.u32", col64, col_bytes)
                 e.emit("add.s64", offset, offset, col64)
-                parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle)))
+                parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)))
             return parts
 
-        parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle), thread_parts)
+        parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult), thread_parts)
         e = fio.Emitter(kernel.regs)
         origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
         stage_base = e.reg("b32")
@@ -861,7 +865,8 @@ class LowerLdMatrix(RewritePattern):
         if col_off:
             e.emit("add.u32", col, col, col_off)
         e.emit("mul.lo.u32", col, col, esz)
-        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle)  # type: ignore[arg-type]
+        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle,  # type: ignore[arg-type]
+                               warp.swizzle_mult(op))
         out = e.reg_list("b32", 4 if wide else 2)
         shape = ("x4" if wide else "x2") + (".trans" if trans else "")
         e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
@@ -870,6 +875,68 @@ class LowerLdMatrix(RewritePattern):
             for r in out:
                 e.emit(f"cvt.{op.rounding.data.value}.tf32.f32", r, r)
         _finish(op, rewriter, e, [out] if is_a or sparse_b else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
+
+
+@dataclass
+class LowerLoadShared(RewritePattern):
+    """`warp.load_shared`: one `ld.shared` per register, at the value's place in the fragment
+    table (transposed for a `transposed` buffer). Offsets of whole swizzle periods (rows) and
+    128-byte lines (columns) keep the granule phase, so they are immediates; the values whose
+    offsets differ only by such periods share one address computation."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadSharedOp, rewriter: PatternRewriter) -> None:
+        base = reg(op.ref)
+        idx = [reg(i) for i in op.indices]
+        if base is None or any(i is None for i in idx):
+            return
+        stage, row0, col0 = idx
+        frag = op.result.type
+        assert isinstance(frag, warp.FragType)
+        ref = op.ref.type
+        assert isinstance(ref, MemRefType)
+        esz, row_bytes, stage_bytes = _shared_geometry(ref)
+        swizzle, mult = op.swizzle is not None, warp.swizzle_mult(op)
+        lay = _layout(frag)
+        lin = fragments.linear_form(lay)
+        # (lane weights, per-value offsets) of the buffer's rows and columns
+        rows, cols = (lin.row_w, lin.row_off), (lin.col_w, lin.col_off)
+        if op.transposed is not None:
+            rows, cols = cols, rows
+        per_line, period = warp.swizzle_phases(row_bytes)
+        # offsets of whole swizzle periods (rows) and 128-byte lines (columns) keep the phase
+        period_rows, period_cols = (per_line * period, period * 16 // esz) if swizzle else (1, 1)
+        row_off, col_off = op.offset_values()
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        row = e.lane_linear(kernel.lane, rows[0], row0)  # type: ignore[arg-type]
+        col = e.lane_linear(kernel.lane, cols[0], col0)  # type: ignore[arg-type]
+        stage_base = e.reg("b32")
+        e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, base)  # type: ignore[arg-type]
+        bank = _bank_of(frag)
+        out = e.reg_list(bank, lay.regs)
+        suffix = {"f64": "f64", "f32": "f32"}.get(bank, "b32")
+        addrs: dict[tuple[int, int], str] = {}
+        for v, r in enumerate(out):
+            dr, dc = row_off + rows[1][v], col_off + cols[1][v]
+            key = (dr % period_rows, dc % period_cols)
+            if key not in addrs:
+                vr, cb = row, e.reg("b32")
+                if key[0]:
+                    vr = e.reg("b32")
+                    e.emit("add.u32", vr, row, key[0])
+                e.emit("add.u32", cb, col, key[1])
+                e.emit("mul.lo.u32", cb, cb, esz)
+                addrs[key] = e.reg("b32")
+                e.emit("add.u32", addrs[key], stage_base, _shared_offset(e, vr, row_bytes, cb, swizzle, mult))
+            imm = (dr - key[0]) * row_bytes + (dc - key[1]) * esz
+            e.emit(f"ld.shared.{suffix}", r, f"[{addrs[key]}+{imm}]")
+        if op.rounding is not None:  # f32 in shared memory, tf32 fragments
+            for r in out:
+                e.emit(f"cvt.{op.rounding.data.value}.tf32.f32", r, r)
+        _finish(op, rewriter, e, [out])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -920,7 +987,7 @@ class WarpToPtx(ModulePass):
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
-                LowerLoadMeta(state),
+                LowerLoadMeta(state), LowerLoadShared(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}

@@ -75,3 +75,51 @@ func.func @ldmatrix_f64(%s: memref<2x64x64xf64, 3>, %i: index) {
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
 // CHECK: warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 or 8-bit m16n8k32 mma
+
+// -----
+func.func @load_shared_16bit(%s: memref<2x64x64xf16, 3>, %i: index) {
+  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<2x64x64xf16, 3> -> !warp.frag<a, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.load_shared: reads fragments of one 32- or 64-bit element per register, not 16-bit (narrower ones come from warp.ldmatrix)
+
+// -----
+func.func @load_shared_accumulator(%s: memref<2x64x64xf64, 3>, %i: index) {
+  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<2x64x64xf64, 3> -> !warp.frag<acc, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.load_shared: loads A or B fragments of a dense mma
+
+// -----
+func.func @load_shared_global(%s: memref<64x64xf64>, %i: index) {
+  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<64x64xf64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.load_shared source must be a 3-d shared memref (stages x rows x cols, memory space 3)
+
+// -----
+func.func @load_shared_wrong_buffer(%s: memref<2x64x64xf32, 3>, %i: index) {
+  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<2x64x64xf32, 3> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.load_shared: a f32 buffer holds no f64 fragments
+
+// -----
+func.func @load_shared_rounding_not_tf32(%s: memref<2x64x64xf64, 3>, %i: index) {
+  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>} : memref<2x64x64xf64, 3> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.load_shared: rounding (a #tile<rounding ...>) reads an f32 buffer as tf32 fragments
+
+// -----
+func.func @load_shared_offsets(%s: memref<2x64x64xf64, 3>, %i: index) {
+  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0>} : memref<2x64x64xf64, 3> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.load_shared: expected three indices (stage, row, col) and two offsets (row, col)

@@ -1,0 +1,112 @@
+// f64 (m16n8k16 on sm_90) takes the staged schedule: cp.async copies into swizzled stages of
+// 16 f64 (128 bytes) of K, and since ldmatrix moves only 16-byte rows of a fragment, each A and
+// B fragment is a `warp.load_shared` (one ld.shared.f64 per register, at its place in the
+// fragment table). B may be row-major (a K x N stage) or K-major (transposed into N x K).
+// The default is the 64-bit family's first candidate (compiler/configs.py): 2x2 warps of 2x4.
+// On sm_80 f64 is m8n8k4, which is not staged: forcing stages there is a located error.
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared' | filecheck %s
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=80},tile-tile-warps{stages=3}' 2>&1 | filecheck %s --check-prefix=SM80
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=4x4 warp-tile=2x4 stages=5 stage-k=64}' 2>&1 | filecheck %s --check-prefix=BIG
+
+// CHECK-LABEL: func.func @f64_rowmajor
+// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 2, 4, 3, 16>
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x16xf64, 3 : i64>
+// CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x16x64xf64, 3 : i64>
+// CHECK:       warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle
+// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle = #warp.swizzle<5 : i64>}
+// CHECK:       warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle} : memref<3x64x16xf64, 3 : i64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+// CHECK-NEXT:  warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 16, 0>, swizzle}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x16x64xf64, 3 : i64> -> !warp.frag<b, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 8>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 16>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 24>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK:       warp.mma
+// A: rows g and g + 8 (one swizzle period of 128-byte rows: an immediate), K columns t, t + 4,
+// t + 8, t + 12 (each its own swizzled address). B (512-byte rows): k rows t and t + 8 share one
+// address, t + 4 and t + 12 another; its phase is the row times 5 (warp.SwizzleAttr), so that
+// the 4 k rows of one load fall in both halves of the banks. A K-major B keeps the plain XOR.
+// PTX-LABEL:   .entry f64_rowmajor(
+// PTX:         $k_loop_{{[0-9]+}}:
+// PTX:         xor.b32 [[AO:%r[0-9]+]], [[AO]], {{%r[0-9]+}};
+// PTX-NEXT:    mad.lo.u32 [[AO]], {{%r[0-9]+}}, 128, [[AO]];
+// PTX-NEXT:    add.u32 [[A:%r[0-9]+]], {{%r[0-9]+}}, [[AO]];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[A]]+0];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[A]]+1024];
+// PTX:         mul.lo.u32 [[BO:%r[0-9]+]], [[BO]], 5;
+// PTX-NEXT:    and.b32 [[BO]], [[BO]], 7;
+// PTX:         mad.lo.u32 [[BO]], {{%r[0-9]+}}, 512, [[BO]];
+// PTX-NEXT:    add.u32 [[B:%r[0-9]+]], {{%r[0-9]+}}, [[BO]];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B]]+0];
+// PTX:         mad.lo.u32 [[BO4:%r[0-9]+]], {{%r[0-9]+}}, 512, [[BO4]];
+// PTX-NEXT:    add.u32 [[B4:%r[0-9]+]], {{%r[0-9]+}}, [[BO4]];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B4]]+0];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B]]+4096];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B4]]+4096];
+// PTX:         mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64
+// PTX-NOT:     ld.global.f64
+// PTX:         bra.uni $k_loop
+// SM80:        staged-f64.mlir:[[# @LINE + 8]]:3
+// SM80:        stages=3: this kernel cannot be staged through shared memory: f64 staging needs m16n8k16 (sm_90); m8n8k4's K of 4 is a 32-byte shared row
+// BIG:         staged-f64.mlir:[[# @LINE + 6]]:3
+// BIG:         5 stages of K 64 with a 128x128 CTA tile need 655360 bytes of shared memory; a CTA has at most 232448: use fewer stages or a smaller stage-k
+func.func @f64_rowmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64>, %d: memref<1024x1024xf64>) {
+  %ta = tile.load %a[0, 0] : memref<1024x1024xf64> -> !tile.tile<1024x1024xf64>
+  %tb = tile.load %b[0, 0] : memref<1024x1024xf64> -> !tile.tile<1024x1024xf64>
+  %z = tile.constant 0.0 : !tile.tile<1024x1024xf64>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<1024x1024xf64>, !tile.tile<1024x1024xf64>, !tile.tile<1024x1024xf64> -> !tile.tile<1024x1024xf64>
+  tile.store %td, %d[0, 0] : !tile.tile<1024x1024xf64>, memref<1024x1024xf64>
+  func.return
+}
+
+// -----
+// A K-major B: copies transpose it into N x K stages, read `transposed`.
+// CHECK-LABEL: func.func @f64_kmajor
+// CHECK:       memref.alloc() {alignment = 128 : i64} : memref<3x64x16xf64, 3 : i64>
+// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x16xf64, 3 : i64>
+// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}transpose, {{.*}}swizzle
+// CHECK:       warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, transposed, swizzle} : memref<3x64x16xf64, 3 : i64> -> !warp.frag<b, f64,
+// CHECK-NOT:   #warp.swizzle
+// PTX-LABEL:   .entry f64_kmajor(
+// PTX:         ld.shared.f64
+// PTX-NOT:     ld.global.f64
+// PTX:         bra.uni $k_loop
+func.func @f64_kmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64, strided<[1, 1024]>>, %d: memref<1024x1024xf64>) {
+  %ta = tile.load %a[0, 0] : memref<1024x1024xf64> -> !tile.tile<1024x1024xf64>
+  %tb = tile.load %b[0, 0] : memref<1024x1024xf64, strided<[1, 1024]>> -> !tile.tile<1024x1024xf64>
+  %z = tile.constant 0.0 : !tile.tile<1024x1024xf64>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<1024x1024xf64>, !tile.tile<1024x1024xf64>, !tile.tile<1024x1024xf64> -> !tile.tile<1024x1024xf64>
+  tile.store %td, %d[0, 0] : !tile.tile<1024x1024xf64>, memref<1024x1024xf64>
+  func.return
+}
+
+// -----
+// tf32 with a row-major B takes the same B path: A through ldmatrix (rounded in registers), B
+// from its K x N stage with warp.load_shared (ld.shared.b32, then cvt.rna.tf32.f32), the phase
+// multiplier 5 putting a fragment's 4 k rows x 32 bytes in 4 bank groups. A 2x8 warp tile: 4x8
+// spills with these B addresses.
+// CHECK-LABEL: func.func @tf32_rowmajor
+// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 2, 8, 3, 32>
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf32, 3 : i64>
+// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x128xf32, 3 : i64>
+// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>, swizzle}
+// CHECK:       warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>, swizzle = #warp.swizzle<5 : i64>} : memref<3x32x128xf32, 3 : i64> -> !warp.frag<b, tf32, #warp.variant<m16n8k8, f32, tf32, tf32, f32>>
+// PTX-LABEL:   .entry tf32_rowmajor(
+// PTX:         ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// PTX:         ld.shared.b32 [[B0:%r[0-9]+]], [{{%r[0-9]+}}+0];
+// PTX:         ld.shared.b32 [[B1:%r[0-9]+]], [{{%r[0-9]+}}+0];
+// PTX-NEXT:    cvt.rna.tf32.f32 [[B0]], [[B0]];
+// PTX-NEXT:    cvt.rna.tf32.f32 [[B1]], [[B1]];
+// PTX:         mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
+// PTX-NOT:     ld.global.f32
+// PTX:         bra.uni $k_loop
+func.func @tf32_rowmajor(%a: memref<1024x1024xf32>, %b: memref<1024x1024xf32>, %d: memref<1024x1024xf32>) {
+  %la = tile.load %a[0, 0] : memref<1024x1024xf32> -> !tile.tile<1024x1024xf32>
+  %ta = tile.cast %la {rounding = #tile<rounding rna>} : !tile.tile<1024x1024xf32> -> !tile.tile<1024x1024xtf32>
+  %lb = tile.load %b[0, 0] : memref<1024x1024xf32> -> !tile.tile<1024x1024xf32>
+  %tb = tile.cast %lb {rounding = #tile<rounding rna>} : !tile.tile<1024x1024xf32> -> !tile.tile<1024x1024xtf32>
+  %z = tile.constant 0.0 : !tile.tile<1024x1024xf32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<1024x1024xtf32>, !tile.tile<1024x1024xtf32>, !tile.tile<1024x1024xf32> -> !tile.tile<1024x1024xf32>
+  tile.store %td, %d[0, 0] : !tile.tile<1024x1024xf32>, memref<1024x1024xf32>
+  func.return
+}
