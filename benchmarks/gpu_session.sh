@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|bench|profile
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|bench|profile
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|bench|profile}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|bench|profile}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -21,7 +21,10 @@ sanitize)  # memcheck + racecheck, odd batched sizes, one kernel per schedule/fa
         "--a s8 --b s8 --acc s32 --b-layout col"
         "--a e4m3 --b e4m3 --acc f32 --b-layout col"
         "--a tf32 --b tf32 --acc f32 --b-layout col"
+        "--a tf32 --b tf32 --acc f32"
         "--a f64 --b f64 --acc f64"
+        "--a f64 --b f64 --acc f64 --b-layout col"
+        "--a f16 --b f16 --acc f32 --sparse-a compressed"
         "--a s8 --b s8 --acc s32"
         "--a f16 --b f16 --acc f32 --sparse-a 2:4 --prune"
     )
@@ -35,6 +38,30 @@ sanitize)  # memcheck + racecheck, odd batched sizes, one kernel per schedule/fa
             printf '%-55s %-9s exit %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' "$OUT/s$i.$tool.txt" | head -1)"
         done
     done
+    ;;
+configs)  # odd shapes under forced configurations on the GPU, then the candidates timed at 4096
+    S=$OUT/configs_check.txt; : > "$S"
+    while IFS='|' read -r shape options; do  # tilemma gemm options | tilemma run options
+        tilemma gemm $shape > /tmp/g.mlir && timeout 60 tilemma run /tmp/g.mlir --on gpu $options >> "$S" 2>&1
+        echo "[$shape|$options] exit $?" >> "$S"
+    done <<'LIST'
+--m 37 --n 45 --k 83 --batch 3 --a f64 --b f64 --acc f64 |
+--m 130 --n 70 --k 200 --a f64 --b f64 --acc f64 | --warps 2x4 --warp-tile 2x4 --stages 4
+--m 130 --n 70 --k 200 --a f64 --b f64 --acc f64 | --warps 4x4 --warp-tile 2x2 --stages 3 --stage-k 32
+--m 257 --n 129 --k 1000 --a f64 --b f64 --acc f64 | --warps 1x1 --warp-tile 1x1 --stages 5 --stage-k 64
+--m 1000 --n 1000 --k 1000 --a f64 --b f64 --acc f64 |
+--m 130 --n 70 --k 200 --batch 2 --bcast b --a f16 --b f16 --acc f32 --sparse-a compressed | --stages 0
+--m 130 --n 70 --k 200 --a bf16 --b bf16 --acc f32 --b-layout col --sparse-a compressed | --warps 2x4 --warp-tile 4x8 --stage-k 32 --stages 4
+--m 130 --n 70 --k 200 --a f16 --b f16 --acc f32 --no-c | --warps 2x2 --warp-tile 4x4 --stages 3
+--m 130 --n 70 --k 200 --a tf32 --b tf32 --acc f32 --b-layout col --rounding rn |
+LIST
+    grep -E "PASS|FAIL|error|exit" "$S" | cut -c1-160
+    timeout 400 python3 -m benchmarks.gemm_bench --sizes 4096 --skip triton triton-mma.sync --budget 380 \
+        --families ${FAMILIES:-f64 sparse-f16-pre f16} --csv "$OUT/configs.csv" --tilemma-configs '' \
+        'warps=2x2,warp-tile=2x4,stages=4' 'warps=2x2,warp-tile=2x4,stages=3,stage-k=32' 'warps=2x4,warp-tile=2x4,stages=3' \
+        'warps=2x4,warp-tile=4x8,stages=4,stage-k=32' 'warps=2x4,warp-tile=4x4,stages=4' 'warps=2x2,warp-tile=4x4,stages=3' \
+        > "$OUT/configs.txt" 2>&1
+    sed -n '/^family/,$p' "$OUT/configs.txt" | head -40
     ;;
 bench)  # tilemma, cuBLAS, Triton (wgmma and mma.sync) in one run, clocks logged meanwhile
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 250 > "$OUT/clocks.csv" &
@@ -52,7 +79,7 @@ profile)  # mma.sync issue rate against warps/SM; ncu of the 4096 kernels (occup
     m=$m,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
     m=$m,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
     m=$m,smsp__inst_executed_op_ldsm.sum,smsp__sass_inst_executed_op_ldgsts.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
-    for fam in ${FAMILIES:-f16 s8 tf32 f64}; do
+    for fam in ${FAMILIES:-f16 s8 tf32 f64 sparse-f16-pre}; do
         timeout 120 ncu --metrics $m --section WarpStateStats -k regex:gemm --launch-skip 1 --launch-count 1 \
             python3 -m benchmarks.launch_kernel $fam 4096 > "$OUT/ncu_$fam.txt" 2>&1
     done
