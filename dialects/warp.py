@@ -697,8 +697,51 @@ class AsyncWaitOp(IRDLOperation):
         super().__init__(properties={"pending": IntegerAttr(pending, i64)})
 
 
+class _StageReadOp(IRDLOperation):
+    """What `warp.ldmatrix` and `warp.load_shared` share: fragments read from stage
+    `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), swizzled
+    as the buffer is, and an f32 buffer read as tf32 fragments when `rounding` says how."""
+
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    offsets = prop_def(DenseArrayBase)
+    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
+    rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
+
+    @staticmethod
+    def stage_props(offsets: Sequence[int], rounding: str | None, **flags: bool) -> dict[str, Attribute]:
+        props: dict[str, Attribute] = {"offsets": _ints(offsets)}
+        props.update({name: UnitAttr() for name, on in flags.items() if on})
+        if rounding:
+            from tilemma.dialects.tile import Rounding, RoundingAttr
+
+            props["rounding"] = RoundingAttr(Rounding(rounding))
+        return props
+
+    def offset_values(self) -> tuple[int, int]:
+        return tuple(self.offsets.get_values())  # type: ignore[return-value]
+
+    def verify_stage_read(self, frag_value: SSAValue) -> FragType:
+        """The checks both ops make: the buffer, the indices, and its element against the
+        fragment's (an f32 buffer only with a tf32 rounding). Returns the fragment type."""
+        _shared_stage(self.ref.type, f"{self.name} source")
+        if len(self.indices) != 3 or len(self.offset_values()) != 2:
+            raise VerifyException(f"{self.name}: expected three indices (stage, row, col) and two offsets (row, col)")
+        frag = _frag(frag_value, f"{self.name} result")
+        from tilemma.dialects.tile import RoundingAttr, element_name
+
+        stored = element_name(self.ref.type.element_type)  # type: ignore[union-attr]
+        element = element_name(frag.element)
+        if self.rounding is not None:
+            if not isinstance(self.rounding, RoundingAttr) or (stored, element) != ("f32", "tf32"):
+                raise VerifyException(f"{self.name}: rounding (a #tile<rounding ...>) reads an f32 buffer as tf32 fragments")
+        elif stored != element:
+            raise VerifyException(f"{self.name}: a {stored} buffer holds no {element} fragments")
+        return frag
+
+
 @irdl_op_definition
-class LdMatrixOp(IRDLOperation):
+class LdMatrixOp(_StageReadOp):
     """`warp.ldmatrix`: fragments of a dense mma with 16-byte K rows (32-bit m16n8k8, 16-bit
     m16n8k16, 8-bit m16n8k32) read from stage `indices[0]` of a shared buffer at (row, col) = indices[1:] +
     `offsets` (static): one A fragment from an M x K buffer (`ldmatrix .x4`), or one or two B
@@ -708,12 +751,7 @@ class LdMatrixOp(IRDLOperation):
     as tf32 fragments (converted in registers)."""
 
     name = "warp.ldmatrix"
-    ref = operand_def(MemRefType)
-    indices = var_operand_def(IndexType)
-    offsets = prop_def(DenseArrayBase)
-    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
     trans = opt_prop_def(UnitAttr)
-    rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
     fragments = var_result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 
@@ -721,25 +759,13 @@ class LdMatrixOp(IRDLOperation):
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], offsets: Sequence[int], result: FragType,
                  count: int = 1, trans: bool = False, rounding: str | None = None):
-        props: dict[str, Attribute] = {"offsets": _ints(offsets)}
-        if trans:
-            props["trans"] = UnitAttr()
-        if rounding:
-            from tilemma.dialects.tile import Rounding, RoundingAttr
-
-            props["rounding"] = RoundingAttr(Rounding(rounding))
-        super().__init__(operands=[ref, indices], result_types=[[result] * count], properties=props)
-
-    def offset_values(self) -> tuple[int, int]:
-        return tuple(self.offsets.get_values())  # type: ignore[return-value]
+        super().__init__(operands=[ref, indices], result_types=[[result] * count],
+                         properties=self.stage_props(offsets, rounding, trans=trans))
 
     def verify_(self) -> None:
-        _shared_stage(self.ref.type, "warp.ldmatrix source")
-        if len(self.indices) != 3 or len(self.offset_values()) != 2:
-            raise VerifyException("warp.ldmatrix: expected three indices (stage, row, col) and two offsets (row, col)")
         if not 1 <= len(self.fragments) <= 2 or len(set(r.type for r in self.fragments)) != 1:
             raise VerifyException("warp.ldmatrix: one or two fragments of one type")
-        frag = _frag(self.fragments[0], "warp.ldmatrix result")
+        frag = self.verify_stage_read(self.fragments[0])
         v = frag.variant
         bits = _element_bits(frag.element)
         if v.sparse is not None and not v.block_scale and (v.m, v.n, v.k) in LDMATRIX_SPARSE_SHAPES:
@@ -758,19 +784,10 @@ class LdMatrixOp(IRDLOperation):
             raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4, from an M x K buffer (no trans)")
         if self.trans is not None and bits != 16:
             raise VerifyException("warp.ldmatrix: trans moves 16-bit elements; 8- and 32-bit B need an N x K buffer")
-        from tilemma.dialects.tile import RoundingAttr, element_name
-
-        stored = element_name(self.ref.type.element_type)  # type: ignore[union-attr]
-        element = element_name(frag.element)
-        if self.rounding is not None:
-            if not isinstance(self.rounding, RoundingAttr) or (stored, element) != ("f32", "tf32"):
-                raise VerifyException("warp.ldmatrix: rounding (a #tile<rounding ...>) reads an f32 buffer as tf32 fragments")
-        elif stored != element:
-            raise VerifyException(f"warp.ldmatrix: a {stored} buffer holds no {element} fragments")
 
 
 @irdl_op_definition
-class LoadSharedOp(IRDLOperation):
+class LoadSharedOp(_StageReadOp):
     """`warp.load_shared`: one A or B fragment of a dense mma whose registers each hold one
     element (32- and 64-bit operands: f64, tf32), read element by element from stage
     `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), each value
@@ -781,12 +798,7 @@ class LoadSharedOp(IRDLOperation):
     `rounding` reads an f32 buffer as tf32 fragments."""
 
     name = "warp.load_shared"
-    ref = operand_def(MemRefType)
-    indices = var_operand_def(IndexType)
-    offsets = prop_def(DenseArrayBase)
-    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
     transposed = opt_prop_def(UnitAttr)
-    rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
     result = result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 
@@ -794,23 +806,11 @@ class LoadSharedOp(IRDLOperation):
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], offsets: Sequence[int], result: FragType,
                  transposed: bool = False, rounding: str | None = None):
-        props: dict[str, Attribute] = {"offsets": _ints(offsets)}
-        if transposed:
-            props["transposed"] = UnitAttr()
-        if rounding:
-            from tilemma.dialects.tile import Rounding, RoundingAttr
-
-            props["rounding"] = RoundingAttr(Rounding(rounding))
-        super().__init__(operands=[ref, indices], result_types=[result], properties=props)
-
-    def offset_values(self) -> tuple[int, int]:
-        return tuple(self.offsets.get_values())  # type: ignore[return-value]
+        super().__init__(operands=[ref, indices], result_types=[result],
+                         properties=self.stage_props(offsets, rounding, transposed=transposed))
 
     def verify_(self) -> None:
-        _shared_stage(self.ref.type, "warp.load_shared source")
-        if len(self.indices) != 3 or len(self.offset_values()) != 2:
-            raise VerifyException("warp.load_shared: expected three indices (stage, row, col) and two offsets (row, col)")
-        frag = _frag(self.result, "warp.load_shared result")
+        frag = self.verify_stage_read(self.result)
         v = frag.variant
         if v.sparse or v.block_scale or frag.role not in (Operand.A, Operand.B):
             raise VerifyException("warp.load_shared: loads A or B fragments of a dense mma")
@@ -819,15 +819,6 @@ class LoadSharedOp(IRDLOperation):
             raise VerifyException(
                 f"warp.load_shared: reads fragments of one 32- or 64-bit element per register, not {bits}-bit "
                 f"(narrower ones come from warp.ldmatrix)")
-        from tilemma.dialects.tile import RoundingAttr, element_name
-
-        stored = element_name(self.ref.type.element_type)  # type: ignore[union-attr]
-        element = element_name(frag.element)
-        if self.rounding is not None:
-            if not isinstance(self.rounding, RoundingAttr) or (stored, element) != ("f32", "tf32"):
-                raise VerifyException("warp.load_shared: rounding (a #tile<rounding ...>) reads an f32 buffer as tf32 fragments")
-        elif stored != element:
-            raise VerifyException(f"warp.load_shared: a {stored} buffer holds no {element} fragments")
 
 
 # Dense shapes whose fragments are 16-byte K rows, ldmatrix's unit: (m, n, k) -> element bits.
