@@ -653,6 +653,22 @@ def _shared_geometry(ref: MemRefType) -> tuple[int, int, int]:
     return esz, cols * esz, rows * cols * esz
 
 
+def _stage_read(op: warp.LdMatrixOp | warp.LoadSharedOp):
+    """The registers of a stage read's buffer and (stage, row, col) indices, None until all are
+    lowered, then the buffer's geometry (`_shared_geometry`)."""
+    base, idx = reg(op.ref), [reg(i) for i in op.indices]
+    if base is None or any(i is None for i in idx):
+        return None
+    return (base, *idx, *_shared_geometry(op.ref.type))  # type: ignore[arg-type]
+
+
+def _round_tf32(e: fio.Emitter, op: warp.LdMatrixOp | warp.LoadSharedOp, regs: list[str]) -> None:
+    """An f32 buffer read as tf32 fragments: each register converted as the op's rounding says."""
+    if op.rounding is not None:
+        for r in regs:
+            e.emit(f"cvt.{op.rounding.data.value}.tf32.f32", r, r)  # type: ignore[union-attr]
+
+
 def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row: str, row_bytes: int,
                     col_bytes: str, swizzle: bool, mult: int = 1) -> str:
     """Shared address of (stage, row, byte column), with the granule swizzle if asked."""
@@ -810,16 +826,12 @@ class LowerLdMatrix(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: warp.LdMatrixOp, rewriter: PatternRewriter) -> None:
-        base = reg(op.ref)
-        idx = [reg(i) for i in op.indices]
-        if base is None or any(i is None for i in idx):
+        read = _stage_read(op)
+        if read is None:
             return
-        stage, row0, col0 = idx
+        base, stage, row0, col0, esz, row_bytes, stage_bytes = read
         frag = op.fragments[0].type
         assert isinstance(frag, warp.FragType)
-        ref = op.ref.type
-        assert isinstance(ref, MemRefType)
-        esz, row_bytes, stage_bytes = _shared_geometry(ref)
         swizzle = op.swizzle is not None
         row_off, col_off = op.offset_values()
         per_line, period = warp.swizzle_phases(row_bytes)
@@ -871,9 +883,7 @@ class LowerLdMatrix(RewritePattern):
         shape = ("x4" if wide else "x2") + (".trans" if trans else "")
         e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
                f"[{addr}+{imm_rows * row_bytes}]")
-        if op.rounding is not None:  # f32 in shared memory, tf32 fragments
-            for r in out:
-                e.emit(f"cvt.{op.rounding.data.value}.tf32.f32", r, r)
+        _round_tf32(e, op, out)
         _finish(op, rewriter, e, [out] if is_a or sparse_b else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
 
 
@@ -888,16 +898,12 @@ class LowerLoadShared(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: warp.LoadSharedOp, rewriter: PatternRewriter) -> None:
-        base = reg(op.ref)
-        idx = [reg(i) for i in op.indices]
-        if base is None or any(i is None for i in idx):
+        read = _stage_read(op)
+        if read is None:
             return
-        stage, row0, col0 = idx
+        base, stage, row0, col0, esz, row_bytes, stage_bytes = read
         frag = op.result.type
         assert isinstance(frag, warp.FragType)
-        ref = op.ref.type
-        assert isinstance(ref, MemRefType)
-        esz, row_bytes, stage_bytes = _shared_geometry(ref)
         swizzle, mult = op.swizzle is not None, warp.swizzle_mult(op)
         lay = _layout(frag)
         lin = fragments.linear_form(lay)
@@ -933,9 +939,7 @@ class LowerLoadShared(RewritePattern):
                 e.emit("add.u32", addrs[key], stage_base, _shared_offset(e, vr, row_bytes, cb, swizzle, mult))
             imm = (dr - key[0]) * row_bytes + (dc - key[1]) * esz
             e.emit(f"ld.shared.{suffix}", r, f"[{addrs[key]}+{imm}]")
-        if op.rounding is not None:  # f32 in shared memory, tf32 fragments
-            for r in out:
-                e.emit(f"cvt.{op.rounding.data.value}.tf32.f32", r, r)
+        _round_tf32(e, op, out)
         _finish(op, rewriter, e, [out])
 
 
