@@ -262,6 +262,13 @@ class _Distribute:
                 self.mma, f"a pre-compressed A (tile.sparse_from) feeds the 16-bit {sparse_format.SHAPE} "
                 f"mma.sp (its metadata layout), not {self.variant.opcode}",
             )
+        if g.a_meta is not None:
+            tiles, words = sparse_format.meta_shape(g.m, g.k)
+            if 4 * tiles * words >= 2**32:  # warp.load_meta addresses a batch's words in 32 bits
+                raise LoweringError(
+                    self.mma, f"the metadata of a {g.m} x {g.k} pre-compressed A is {4 * tiles * words} bytes; "
+                    f"more than 4 GiB a batch is not supported (its offsets are 32-bit)",
+                )
         for what, size in (("M", g.m), ("N", g.n), ("K", g.k)):
             if size >= INDEX_LIMIT:
                 raise LoweringError(

@@ -482,7 +482,7 @@ class LowerLoadMeta(RewritePattern):
         base, idx = reg(op.ref), [reg(i) for i in op.indices]
         if base is None or any(i is None for i in idx):
             return
-        batch, row, k = (e_ for e_ in idx)
+        batch, row, k = idx
         kernel = self.state.kernel(op)
         ref = op.ref.type
         assert isinstance(ref, MemRefType)
