@@ -119,6 +119,9 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
 
     if spec.rounding not in tile.ROUNDING_MODES:
         raise ValueError(f"--rounding must be one of {', '.join(tile.ROUNDING_MODES)}, got {spec.rounding!r}")
+    if spec.rounding != "rna" and "tf32" not in (a_name, b_name):
+        raise ValueError(f"--rounding {spec.rounding} rounds f32 operands to tf32; this GEMM has none "
+                         f"({a_name} x {b_name})")
     if spec.b_layout not in ("row", "col"):
         raise ValueError(f"--b-layout must be 'row' or 'col', got {spec.b_layout!r}")
 

@@ -71,6 +71,9 @@ def test_gemm_rounding_of_tf32_operands(tmp_path):
     old = tilemma("compile", str(ir), "--sm", "80")  # cvt.rn.tf32.f32 is sm_90's
     assert old.returncode == 1 and "g.mlir:4:" in old.stderr and "rounding rn needs sm_90" in old.stderr
     no_traceback(old)
+    f16 = tilemma("gemm", "--m", "16", "--n", "8", "--k", "16", "--a", "f16", "--b", "f16", "--rounding", "rz")
+    assert f16.returncode == 1 and "--rounding rz rounds f32 operands to tf32; this GEMM has none" in f16.stderr
+    no_traceback(f16)
 
 
 @pytest.mark.parametrize(
