@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from benchmarks.gemm_bench import (
-    FAMILIES, compile_options, make_inputs, parse_config, tilemma_arguments, tilemma_ir, tilemma_kernel,
+    FAMILIES, compile_options, make_inputs, output, parse_config, tilemma_arguments, tilemma_ir, tilemma_kernel,
 )
 
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     text, name = tilemma_ir(fam, args.size)
     kernel = tilemma_kernel(text, name, compile_options(**parse_config(args.config)))
     inp = make_inputs(fam, args.size, torch)
-    d = torch.empty_like(inp["c"])
+    d = output(fam, args.size, torch)
     pointers, _ = tilemma_arguments(fam, inp, d, torch)
     for _ in range(args.launches):
         kernel.launch(pointers, 0)
