@@ -1,18 +1,29 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|bench|profile
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|profile
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|bench|profile}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|profile}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
 case $step in
-tests)  # every GPU test (pytest -m gpu), and what was skipped and why
-    timeout 560 python3 -m pytest -q -m gpu -rs -p no:cacheprovider tests > "$OUT/gpu_tests.txt" 2>&1
-    echo "pytest exit $?"; grep -E "passed|failed|error" "$OUT/gpu_tests.txt" | tail -3
+tests)  # every GPU test (pytest -m gpu) in three shards at once, and what was skipped and why
+    shards=("tests/gpu/test_dense_gpu.py" "tests/gpu --ignore=tests/gpu/test_dense_gpu.py" "tests --ignore=tests/gpu")
+    for i in 0 1 2; do
+        timeout 540 python3 -m pytest -q -m gpu -rs -p no:cacheprovider ${shards[$i]} > "$OUT/gpu_tests$i.txt" 2>&1 &
+    done
+    wait
+    for i in 0 1 2; do echo "shard $i: $(tail -1 "$OUT/gpu_tests$i.txt")"; grep -E "^FAILED|^ERROR" "$OUT/gpu_tests$i.txt" | head -5; done
+    ;;
+check)  # tests, sanitize and the forced-configuration checks at once (all correctness, one call)
+    BUNDLE= bash "$0" tests > "$OUT/step_tests.txt" 2>&1 &
+    BUNDLE= bash "$0" sanitize > "$OUT/step_sanitize.txt" 2>&1 &
+    BUNDLE= SKIP_TIMING=1 bash "$0" configs > "$OUT/step_configs.txt" 2>&1 &
+    wait
+    cat "$OUT/step_tests.txt" "$OUT/step_sanitize.txt" "$OUT/step_configs.txt"
     ;;
 sanitize)  # memcheck + racecheck, odd batched sizes, one kernel per schedule/family
     kernels=(
@@ -56,6 +67,7 @@ configs)  # odd shapes under forced configurations on the GPU, then the candidat
 --m 130 --n 70 --k 200 --a tf32 --b tf32 --acc f32 --b-layout col --rounding rn |
 LIST
     grep -E "PASS|FAIL|error|exit" "$S" | cut -c1-160
+    [ -n "${SKIP_TIMING:-}" ] && exit 0
     timeout 400 python3 -m benchmarks.gemm_bench --sizes 4096 --skip triton triton-mma.sync --budget 380 \
         --families ${FAMILIES:-f64 sparse-f16-pre f16} --csv "$OUT/configs.csv" --tilemma-configs '' \
         'warps=2x2,warp-tile=2x4,stages=4' 'warps=2x2,warp-tile=2x4,stages=3,stage-k=32' 'warps=2x4,warp-tile=2x4,stages=3' \
@@ -90,3 +102,7 @@ profile)  # mma.sync issue rate against warps/SM; ncu of the 4096 kernels (occup
     ;;
 *) echo "unknown step $step"; exit 2 ;;
 esac
+# A device call brings back at most 8 files: BUNDLE=1 packs the logs into one archive.
+if [ -n "${BUNDLE:-}" ]; then
+    tar czf /tmp/logs-$step.tgz -C "$OUT" . && find "$OUT" -mindepth 1 -delete && mv /tmp/logs-$step.tgz "$OUT/"
+fi
