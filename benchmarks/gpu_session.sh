@@ -85,19 +85,25 @@ bench)  # tilemma, cuBLAS, Triton (wgmma and mma.sync) in one run, clocks logged
     echo "SM clock (MHz) under load: $(awk -F', ' 'NR>1 && $3+0 > 300 {print $2+0}' "$OUT/clocks.csv" | sort -n | uniq -c | sort -rn | head -3 | tr '\n' ' ')"
     ;;
 profile)  # mma.sync issue rate against warps/SM; ncu of the 4096 kernels (occupancy, stalls, bank conflicts)
-    nvcc -O3 -arch=sm_90 -o /tmp/mma_rate benchmarks/mma_rate.cu && /tmp/mma_rate > "$OUT/mma_rate.txt" 2>&1
+    if [ -z "${SKIP_MMA_RATE:-}" ]; then  # SKIP_MMA_RATE=1: ncu only
+        nvcc -O3 -arch=sm_90 -o /tmp/mma_rate benchmarks/mma_rate.cu && /tmp/mma_rate > "$OUT/mma_rate.txt" 2>&1
+    fi
     m=sm__cycles_elapsed.avg.per_second,gpu__time_duration.sum,launch__registers_per_thread,smsp__warps_active.avg.per_cycle_active
     m=$m,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
     m=$m,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
     m=$m,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
     m=$m,smsp__inst_executed_op_ldsm.sum,smsp__sass_inst_executed_op_ldgsts.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
-    for fam in ${FAMILIES:-f16 s8 tf32 f64 sparse-f16-pre}; do
-        timeout 120 ncu --metrics $m --section WarpStateStats -k regex:gemm --launch-skip 1 --launch-count 1 \
-            python3 -m benchmarks.launch_kernel $fam 4096 > "$OUT/ncu_$fam.txt" 2>&1
+    for job in ${FAMILIES:-f16 s8 tf32 f64 sparse-f16-pre}; do  # FAMILY or FAMILY:CONFIG
+        fam=${job%%:*}; config=; [ "$job" != "$fam" ] && config=${job#*:}
+        # ^gemm_: tilemma's kernels only (the inputs are made with cuBLAS kernels, sm90_*)
+        timeout 120 ncu --metrics $m --section WarpStateStats --page raw -k regex:^gemm_ --launch-skip 1 --launch-count 1 \
+            python3 -m benchmarks.launch_kernel $fam 4096 $config > "$OUT/ncu_$fam.txt" 2>&1
     done
-    cat "$OUT/mma_rate.txt"
+    cat "$OUT/mma_rate.txt" 2>/dev/null
     for f in "$OUT"/ncu_*.txt; do
-        echo "== $f"; grep -E "per_second|duration|registers|warps_active|issue_active|hmma|bank_conflicts|wavefronts|ldsm|ldgsts|dram__|Stall [A-Z]" "$f" | head -24
+        echo "== $f"; grep -E "^  [a-z]|Profiling" "$f" | grep -E "Profiling|per_second|duration|registers|warps_active|issue_active\.|hmma|bank_conflicts|wavefronts|ldsm|ldgsts|dram__" | grep -v "\.max\|\.min\|device__attribute" | head -16
+        # the six largest stall reasons, in warps stalled per issued instruction
+        grep -E "smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active.ratio" "$f" | awk '{print $NF, $1}' | sort -rn | head -6
     done
     ;;
 *) echo "unknown step $step"; exit 2 ;;

@@ -26,8 +26,7 @@ class Config:
         return f"warps={self.warps} warp-tile={self.warp_tile} stages={self.stages} stage-k={self.stage_k}"
 
 
-# Candidates of the staged schedule per operand family; the first is the heuristic's choice for
-# large problems.
+# Candidates of the staged schedule per operand family, which `tilemma tune` times.
 CANDIDATES: dict[str, tuple[Config, ...]] = {
     "16bit": (
         Config("2x2", "4x8", 3, 64),
@@ -59,6 +58,8 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
     ),
     # f64 (m16n8k16, B row-major or K-major): two registers a value, so smaller warp tiles
     "64bit": (
+        Config("4x2", "2x4", 3, 32),
+        Config("2x4", "2x4", 3, 32),
         Config("2x2", "2x4", 3, 16),
         Config("2x2", "2x4", 4, 16),
         Config("2x2", "2x4", 3, 32),
@@ -68,6 +69,21 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
         Config("4x4", "2x2", 3, 16),
     ),
 }
+# What the distribution pass takes when the options force no configuration and the tuning cache
+# has none, per schedule (`tile_warps.default_schedule`): each measured on an H100 at 4096^3
+# (benchmarks/results/h100-2026-11-23-defaults.csv) among the configurations that do not spill.
+DEFAULTS: dict[str, Config] = {
+    "16bit": Config("2x2", "4x8", 3, 64),
+    "8bit": Config("2x2", "4x8", 3, 128),
+    "fp8": Config("2x2", "2x8", 3, 128),  # two f16 HMMAs on converted registers: 4x8 spills
+    "32bit": Config("2x2", "4x8", 3, 32),
+    "32bit-row-b": Config("2x2", "2x8", 3, 32),  # B through warp.load_shared: 4x8 spills
+    "64bit": Config("4x2", "2x4", 3, 32),  # 61 TFLOP/s, cuBLAS 61; 2x2 warps x K 16: 48
+    "sparse-16bit": Config("2x2", "4x8", 4, 32),  # pre-compressed A: 419; 2x4 warps of 4x4: 320
+}
+# Large problems take a CTA twice as wide where it fits (f16 8192^3: 454 against 441 TFLOP/s).
+LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4"}
+
 # Operand types the staged schedule takes, by element bits (`tile-tile-warps` reads it); a
 # candidate family per width.
 STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2"), 64: ("f64",)}

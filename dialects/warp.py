@@ -610,9 +610,9 @@ class SwizzleAttr(ParametrizedAttribute):
     """`#warp.swizzle<5 : i64>`: the granule swizzle with a phase multiplier `mult` (odd):
     granule g of row r is kept at g ^ ((r / rows-per-128-byte-line * mult) mod period). Any odd
     multiplier keeps 8 rows at one column in 8 bank groups (ldmatrix, the copies); 5 also spreads
-    4 consecutive rows of 64 bytes over both halves of the banks (a row-major f64 B fragment,
-    which the plain XOR leaves in one half: 2x the wavefronts). `warp-swizzle-shared` picks it per
-    buffer from its readers' patterns; the bare `swizzle` flag is multiplier 1."""
+    the rows one half-warp of an f64 fragment reads over both halves of the banks (the plain XOR
+    leaves them in one half: 2x the wavefronts). `warp-swizzle-shared` picks it per buffer from
+    its readers' patterns; the bare `swizzle` flag is multiplier 1."""
 
     name = "warp.swizzle"
     mult: IntegerAttr

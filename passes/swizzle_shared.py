@@ -7,11 +7,13 @@ r at g ^ ((r / rows-per-128-byte-line) mod period) spreads them over 8 distinct 
 MLIR's nvgpu-optimize-shared-memory and Triton's swizzled shared layouts). The layout is
 `warp.swizzle_granule`; it is marked on every op that addresses the buffer, never on some only.
 
-A buffer read by `warp.load_shared` may need a phase multiplier (`warp.SwizzleAttr`): a
-row-major f64 B fragment reads 4 consecutive k rows of 64 bytes each, which the plain XOR keeps
-in one half of the banks (4 wavefronts where 2 would do). The multiplier is chosen by counting
-the wavefronts of every reader's pattern (`read_wavefronts`) for each odd multiplier; any odd one
-keeps the ldmatrix and copy patterns conflict-free, and 1 (the flag) wins ties.
+A buffer read by `warp.load_shared` may need a phase multiplier (`warp.SwizzleAttr`): 8-byte
+loads are served a half-warp at a time, and with the plain XOR the 16 lanes of an f64 fragment
+(A: 4 rows x 4 K columns; a row-major B: 4 k rows x 64 bytes) fall in one half of the banks:
+4 wavefronts where 2 would do (ncu on an H100: 3 a load on average before, 2 after). The
+multiplier is chosen by counting the wavefronts of every reader's pattern (`read_wavefronts`)
+for each odd multiplier; any odd one keeps the ldmatrix and copy patterns conflict-free, and 1
+(the flag) wins ties.
 """
 
 from __future__ import annotations
@@ -40,10 +42,19 @@ def swizzles(ref: MemRefType) -> bool:
 
 
 def wavefronts(byte_addresses: np.ndarray, size: int) -> int:
-    """Shared-memory wavefronts a warp's `size`-byte loads at these addresses need at least: the
-    most distinct 4-byte words one of the 32 banks must deliver."""
-    words = np.unique((byte_addresses[:, None] // 4 + np.arange(max(1, size // 4))[None, :]).ravel())
-    return int(np.bincount(words % 32, minlength=32).max())
+    """Shared-memory wavefronts a warp's `size`-byte loads (addresses in lane order) need: the
+    warp is served in phases of 128 bytes of lanes (all 32 lanes for 4-byte loads, half-warps
+    for 8-byte, quarter-warps for 16-byte ones), each taking as many wavefronts as the most
+    distinct 4-byte words one of the 32 banks must deliver to it. (Counting the whole warp at
+    once undercounts: an f64 A fragment read with the plain XOR took 4 wavefronts a load on an
+    H100 where that count said 2; this model gives ncu's figure.)"""
+    lanes = 128 // max(size, 4)
+    total = 0
+    for phase in range(0, len(byte_addresses), lanes):
+        a = byte_addresses[phase:phase + lanes]
+        words = np.unique((a[:, None] // 4 + np.arange(max(1, size // 4))[None, :]).ravel())
+        total += int(np.bincount(words % 32, minlength=32).max())
+    return total
 
 
 def read_wavefronts(op: warp.LoadSharedOp, mult: int | None) -> int:

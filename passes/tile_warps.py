@@ -43,8 +43,6 @@ from tilemma.passes.gemm_kernel import read_kernel
 from tilemma.passes.sparse_a import NO_ERROR
 
 STAGES = (2, 3, 4, 5)
-DEFAULT_STAGES = 3
-STAGE_ROW_BYTES = 128  # K bytes per shared row when stage-k is automatic
 SHARED_LIMIT = 227 * 1024  # dynamic shared memory a CTA may have (sm_90; sm_80 has 163 KiB)
 MAX_THREADS = 1024  # per CTA, every target
 MAX_REGISTERS = 255  # per thread
@@ -247,6 +245,19 @@ def pre_compressed_stageable(g, variant) -> str | None:
     return None
 
 
+def default_schedule(g, variant) -> str:
+    """The key of a staged kernel's default configuration in `configs.DEFAULTS`."""
+    if g.a_meta is not None:
+        return "sparse-16bit"
+    if g.a.bits == 64:
+        return "64bit"
+    if g.a.bits == 32:
+        return "32bit" if b_k_major(g.b) else "32bit-row-b"
+    if g.a.bits == 8:
+        return "fp8" if variant.atype in FP8 else "8bit"
+    return "16bit"
+
+
 class _Distribute:
     """Rewrites one kernel's body (read with `read_kernel`, which reports what is unsupported)."""
 
@@ -278,35 +289,22 @@ class _Distribute:
         why_not = stageable(self.g, self.variant)
         if stages > 0 and why_not:
             raise LoweringError(self.mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
-        self.stages = 0 if (stages == 0 or why_not) else (stages if stages > 0 else DEFAULT_STAGES)
-        if self.stages and stages < 0 and self.g.a.bits == 64:
-            self.stages = configs.CANDIDATES["64bit"][0].stages
-        # automatic: 128 bytes of K per shared row (64 16-bit, 128 8-bit elements)
-        self.stage_k = stage_k = stage_k or STAGE_ROW_BYTES * 8 // (self.g.a.bits or 16)
+        schedule = default_schedule(g, self.variant)
+        default = configs.DEFAULTS[schedule]
+        self.stages = 0 if (stages == 0 or why_not) else (stages if stages > 0 else default.stages)
+        self.stage_k = stage_k = stage_k or default.stage_k
         if self.stages and stage_k % self.variant.k:
             raise LoweringError(self.mma, f"stage-k {stage_k} is not a multiple of the instruction's K ({self.variant.k})")
         if self.stages and warp_tile is None:
-            # fp8 mma.sync runs as two f16 HMMAs on converted registers (compiler/mma_arith.py):
-            # a 4x8 warp tile spills there, 2x8 does not
-            rm = 2 if self.variant.atype in FP8 else 4
-            rn = 8
-            if g.b.bits == 32 and not b_k_major(g.b):  # tf32 B from warp.load_shared: 4x8 spills
-                rm = 2
-            if g.a.bits == 64:  # two registers a value: the 64-bit family's first candidate
-                rm, rn = _pair(configs.CANDIDATES["64bit"][0].warp_tile, "warp-tile")  # type: ignore[misc]
-                warps = warps or _pair(configs.CANDIDATES["64bit"][0].warps, "warps")
+            rm, rn = _pair(default.warp_tile, "warp-tile")  # type: ignore[misc]
             rm, rn = min(rm, _ceil(g.m, 16)), min(rn, _ceil(g.n, 8))
-            if g.a_meta is not None:  # k32 B fragments are twice as wide: 4x4 does not spill
-                rn = min(4, rn)
-                if warps is None and configs.size_class(g.m, g.n, g.k, g.batch) != "small" \
-                        and g.m >= 2 * rm * 16 and g.n >= 4 * rn * 8:
-                    warps = (2, 4)
-            # 128x256 CTAs for large 16- and 32-bit problems (what `tilemma tune` picked on an
-            # H100: f16 8192^3 454 against 441 TFLOP/s; 8-bit keeps 128x128)
-            large = (configs.size_class(g.m, g.n, g.k, g.batch) == "large" and g.a.bits >= 16
-                     and g.m >= 2 * rm * 16 and g.n >= 4 * rn * 8)
-            if warps is None and large:
-                warps = (2, 4)
+            if warps is None:
+                large = configs.size_class(g.m, g.n, g.k, g.batch) == "large" and schedule in configs.LARGE_WARPS
+                for choice in ((configs.LARGE_WARPS[schedule],) if large else ()) + (default.warps,):
+                    wm, wn = _pair(choice, "warps")  # type: ignore[misc]
+                    if g.m >= wm * rm * 16 and g.n >= wn * rn * 8:  # one CTA fits the problem
+                        warps = (wm, wn)
+                        break
             wm, wn = warps or (2, 2)
             # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
             # about one wave of an H100's 132 SMs).

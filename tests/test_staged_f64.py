@@ -175,7 +175,12 @@ def test_wavefront_model():
     assert wavefronts(lane * 4, 4) == 1  # one word per bank
     assert wavefronts(lane * 8, 8) == 2  # 256 bytes
     assert wavefronts(lane * 128, 4) == 32  # one bank, 32 words
-    assert wavefronts(np.zeros(32, int), 8) == 1  # a broadcast
+    assert wavefronts(np.zeros(32, int), 4) == 1  # a broadcast
+    # 8-byte loads are served a half-warp at a time: each half here reads 2 rows of 128 bytes
+    # in its own 16 banks (2 wavefronts each), which a whole-warp count would call 2 in all
+    halves = (lane % 8) * 8 + (lane // 8 % 2) * 128 + (lane // 16) * 64
+    assert wavefronts(halves, 8) == 4
+    assert wavefronts(np.concatenate([halves[::2], halves[1::2]]), 8) == 4
 
 
 def test_tf32_row_major_b_reads_take_the_fewest_wavefronts():

@@ -1,41 +1,42 @@
 // f64 (m16n8k16 on sm_90) takes the staged schedule: cp.async copies into swizzled stages of
-// 16 f64 (128 bytes) of K, and since ldmatrix moves only 16-byte rows of a fragment, each A and
+// 32 f64 (256 bytes) of K, and since ldmatrix moves only 16-byte rows of a fragment, each A and
 // B fragment is a `warp.load_shared` (one ld.shared.f64 per register, at its place in the
 // fragment table). B may be row-major (a K x N stage) or K-major (transposed into N x K).
-// The default is the 64-bit family's first candidate (compiler/configs.py): 2x2 warps of 2x4.
+// The default is the 64-bit one of compiler/configs.py's DEFAULTS: 4x2 warps of 2x4, 3 stages of K 32.
 // On sm_80 f64 is m8n8k4, which is not staged: forcing stages there is a located error.
 // RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared' | filecheck %s
 // RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
 // RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=80},tile-tile-warps{stages=3}' 2>&1 | filecheck %s --check-prefix=SM80
 // RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=4x4 warp-tile=2x4 stages=5 stage-k=64}' 2>&1 | filecheck %s --check-prefix=BIG
 
+// Every buffer takes the phase multiplier 5: 8-byte loads are served a half-warp at a time, and
+// with the plain XOR a half-warp's 16 lanes of an A fragment (rows g, K columns t) fall in 16 banks.
 // CHECK-LABEL: func.func @f64_rowmajor
-// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 2, 4, 3, 16>
-// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x16xf64, 3 : i64>
-// CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x16x64xf64, 3 : i64>
-// CHECK:       warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle
+// CHECK-SAME:  warp.tiling = array<i64: 4, 2, 2, 4, 3, 32>
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x32xf64, 3 : i64>
+// CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x64xf64, 3 : i64>
+// CHECK:       warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle = #warp.swizzle<5 : i64>}
 // CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle = #warp.swizzle<5 : i64>}
-// CHECK:       warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle} : memref<3x64x16xf64, 3 : i64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
-// CHECK-NEXT:  warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 16, 0>, swizzle}
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x16x64xf64, 3 : i64> -> !warp.frag<b, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+// CHECK:       warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x128x32xf64, 3 : i64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+// CHECK-NEXT:  warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 16, 0>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x32x64xf64, 3 : i64> -> !warp.frag<b, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
 // CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 8>, swizzle = #warp.swizzle<5 : i64>}
 // CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 16>, swizzle = #warp.swizzle<5 : i64>}
 // CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 24>, swizzle = #warp.swizzle<5 : i64>}
 // CHECK:       warp.mma
-// A: rows g and g + 8 (one swizzle period of 128-byte rows: an immediate), K columns t, t + 4,
-// t + 8, t + 12 (each its own swizzled address). B (512-byte rows): k rows t and t + 8 share one
-// address, t + 4 and t + 12 another; its phase is the row times 5 (warp.SwizzleAttr), so that
-// the 4 k rows of one load fall in both halves of the banks. A K-major B keeps the plain XOR.
+// A (256-byte rows): rows g and g + 8 share one address (8 rows: 2048 bytes, a whole swizzle
+// period: an immediate), each K column t, t + 4, t + 8, t + 12 its own, the phase the row times
+// 5. B (512-byte rows): k rows t and t + 8 share one address, t + 4 and t + 12 another.
 // PTX-LABEL:   .entry f64_rowmajor(
 // PTX:         $k_loop_{{[0-9]+}}:
-// PTX:         xor.b32 [[AO:%r[0-9]+]], [[AO]], {{%r[0-9]+}};
-// PTX-NEXT:    mad.lo.u32 [[AO]], {{%r[0-9]+}}, 128, [[AO]];
+// PTX:         mul.lo.u32 [[AO:%r[0-9]+]], [[AO]], 5;
+// PTX-NEXT:    and.b32 [[AO]], [[AO]], 7;
+// PTX:         xor.b32 [[AO]], [[AO]], {{%r[0-9]+}};
+// PTX-NEXT:    mad.lo.u32 [[AO]], {{%r[0-9]+}}, 256, [[AO]];
 // PTX-NEXT:    add.u32 [[A:%r[0-9]+]], {{%r[0-9]+}}, [[AO]];
 // PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[A]]+0];
-// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[A]]+1024];
-// PTX:         mul.lo.u32 [[BO:%r[0-9]+]], [[BO]], 5;
-// PTX-NEXT:    and.b32 [[BO]], [[BO]], 7;
-// PTX:         mad.lo.u32 [[BO]], {{%r[0-9]+}}, 512, [[BO]];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[A]]+2048];
+// PTX:         mad.lo.u32 [[BO:%r[0-9]+]], {{%r[0-9]+}}, 512, [[BO]];
 // PTX-NEXT:    add.u32 [[B:%r[0-9]+]], {{%r[0-9]+}}, [[BO]];
 // PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B]]+0];
 // PTX:         mad.lo.u32 [[BO4:%r[0-9]+]], {{%r[0-9]+}}, 512, [[BO4]];
@@ -62,11 +63,10 @@ func.func @f64_rowmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64>, %d
 // -----
 // A K-major B: copies transpose it into N x K stages, read `transposed`.
 // CHECK-LABEL: func.func @f64_kmajor
-// CHECK:       memref.alloc() {alignment = 128 : i64} : memref<3x64x16xf64, 3 : i64>
-// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x16xf64, 3 : i64>
-// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}transpose, {{.*}}swizzle
-// CHECK:       warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, transposed, swizzle} : memref<3x64x16xf64, 3 : i64> -> !warp.frag<b, f64,
-// CHECK-NOT:   #warp.swizzle
+// CHECK:       memref.alloc() {alignment = 128 : i64} : memref<3x128x32xf64, 3 : i64>
+// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf64, 3 : i64>
+// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}transpose, {{.*}}swizzle = #warp.swizzle<5 : i64>}
+// CHECK:       warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, transposed, swizzle = #warp.swizzle<5 : i64>} : memref<3x64x32xf64, 3 : i64> -> !warp.frag<b, f64,
 // PTX-LABEL:   .entry f64_kmajor(
 // PTX:         ld.shared.f64
 // PTX-NOT:     ld.global.f64

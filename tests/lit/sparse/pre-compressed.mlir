@@ -1,28 +1,29 @@
 // RUN: %tilemma-opt %s | filecheck %s --check-prefix=ROUND
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s --check-prefix=WARP
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stage-k=64},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stages=0},cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=SIMPLE
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,cse,warp-to-ptx' -t ptx > %t.ptx
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stage-k=64},warp-swizzle-shared,cse,warp-to-ptx' -t ptx > %t.ptx
 // RUN: %if ptxas %{ ptxas -arch=sm_90 %t.ptx -o %t.cubin %}
 
 // A pre-compressed 2:4 A (compiler/sparse_format.py): values 2 x 37 x 48 (K = 75 padded to 96,
 // halved), metadata 2 x 3 x 64 words; B a broadcast batch of 1.
 // ROUND: tile.sparse_from %av, %am : memref<2x37x48xbf16>, memref<2x3x64xui32> -> !tile.sparse<2x37x75xbf16>
 
-// Staged: the values' stage is M x (stage K / 2) and reads as a dense A (ldmatrix .x4); each k32 B
-// fragment is one ldmatrix .x4.trans; the metadata of a stage's two k32 steps is one load per
-// instruction row.
+// Staged (the default: 4 stages of K 32, configs.DEFAULTS): the values' stage is M x (stage K / 2)
+// and reads as a dense A (ldmatrix .x4); each k32 B fragment is one ldmatrix .x4.trans; the
+// metadata of a stage's k32 step is one load per instruction row, a stage ahead.
 // WARP:      func.func @pre(%av: memref<2x37x48xbf16> {warp.role = ["a_values"]}, %am: memref<2x3x64xui32> {warp.role = ["a_meta"]}
-// WARP:      memref.alloc() {alignment = 128 : i64} : memref<3x32x32xbf16, 3 : i64>
-// WARP:      memref.alloc() {alignment = 128 : i64} : memref<3x64x64xbf16, 3 : i64>
-// WARP:      warp.copy_async %av[{{.*}}] {window = array<i64: 0, 0, 0>, extent = array<i64: 2, 37, 48>, threads = 128 : i64, vector = 16 : i64}
+// WARP:      memref.alloc() {alignment = 128 : i64} : memref<4x32x16xbf16, 3 : i64>
+// WARP:      memref.alloc() {alignment = 128 : i64} : memref<4x32x128xbf16, 3 : i64>
+// WARP:      warp.copy_async %av[{{.*}}] {window = array<i64: 0, 0, 0>, extent = array<i64: 2, 37, 48>, threads = 128 : i64, vector = 16 : i64{{.*}}}
 // WARP:      warp.ldmatrix {{.*}} -> !warp.frag<a, bf16, #warp.variant<m16n8k32, f32, bf16, bf16, f32, sparse = "sp::ordered_metadata">>
-// WARP:      warp.ldmatrix {{.*}} {offsets = array<i64: 0, 0>, trans} : memref<3x64x64xbf16, 3 : i64> -> !warp.frag<b, bf16, #warp.variant<m16n8k32,
-// WARP:      %{{.*}}, %{{.*}} = warp.load_meta %am[{{.*}}] : memref<2x3x64xui32> -> !warp.frag<meta, i32, {{.*}}>, !warp.frag<meta, i32,
+// WARP:      warp.ldmatrix {{.*}} {offsets = array<i64: 0, 0>, trans} : memref<4x32x128xbf16, 3 : i64> -> !warp.frag<b, bf16, #warp.variant<m16n8k32,
+// WARP:      warp.load_meta %am[{{.*}}] : memref<2x3x64xui32> -> !warp.frag<meta, i32, #warp.variant<m16n8k32, f32, bf16, bf16, f32, sparse = "sp::ordered_metadata">>{{$}}
 // WARP:      scf.for
 // WARP:        warp.load_meta %am
 // WARP:        warp.mma {{.*}} meta
 
+// With stage K 64, a stage's two k32 steps of metadata are one v2 load per instruction row.
 // CHECK:      .param .u64 p_av,
 // CHECK-NEXT: .param .u64 p_am,
 // CHECK:      cp.async.cg.shared.global
