@@ -83,6 +83,9 @@ DEFAULTS: dict[str, Config] = {
 }
 # Large problems take a CTA twice as wide where it fits (f16 8192^3: 454 against 441 TFLOP/s).
 LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4"}
+# Small problems of these schedules take more stages (tf32 1024^3: 120 against 110 TFLOP/s, where
+# at 4096^3 4 stages lose: 199 against 207).
+SMALL_STAGES = {"32bit": 4}
 
 # Operand types the staged schedule takes, by element bits (`tile-tile-warps` reads it); a
 # candidate family per width.

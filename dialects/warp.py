@@ -445,8 +445,8 @@ class LoadMetaOp(IRDLOperation):
     a `[batch x] tiles x words` ui32 memref) for `count` consecutive k32 steps of one 16-row
     tile: one `e` fragment per step, for the instructions at (row, k + 32 j). Indices are (batch,
     row, k) of the dense A (row a multiple of 16, k of 32 * count), so a lane's words are one
-    aligned `ld.global.v2/.v4`. Rows past the memref's tiles read as the format's filler (valid
-    metadata for the zeros there). A memref batch of 1 serves every batch."""
+    aligned `ld.global.v2/.v4`. Rows past the memref's tiles and K past its rows read as the
+    format's filler (valid metadata for the zeros there). A memref batch of 1 serves every batch."""
 
     name = "warp.load_meta"
     ref = operand_def(MemRefType)

@@ -165,6 +165,9 @@ def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
 
 
 ONE_WAVE = 120  # CTAs that keep most of a 132-SM H100 busy
+# k32 steps of mmas between a pre-compressed A's metadata load and its first use: one stage of
+# one step left the load's latency exposed (ncu: long-scoreboard stalls, 1.6 a issued instruction)
+META_AHEAD_STEPS = 2
 GROUP_M = 8  # CTA rows of tiles per group of the rasterized order (Triton's GROUP_SIZE_M)
 
 
@@ -291,7 +294,10 @@ class _Distribute:
             raise LoweringError(self.mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
         schedule = default_schedule(g, self.variant)
         default = configs.DEFAULTS[schedule]
-        self.stages = 0 if (stages == 0 or why_not) else (stages if stages > 0 else default.stages)
+        size_class = configs.size_class(g.m, g.n, g.k, g.batch)
+        if stages < 0:
+            stages = (configs.SMALL_STAGES.get(schedule) if size_class == "small" else None) or default.stages
+        self.stages = 0 if (stages == 0 or why_not) else stages
         self.stage_k = stage_k = stage_k or default.stage_k
         if self.stages and stage_k % self.variant.k:
             raise LoweringError(self.mma, f"stage-k {stage_k} is not a multiple of the instruction's K ({self.variant.k})")
@@ -299,7 +305,7 @@ class _Distribute:
             rm, rn = _pair(default.warp_tile, "warp-tile")  # type: ignore[misc]
             rm, rn = min(rm, _ceil(g.m, 16)), min(rn, _ceil(g.n, 8))
             if warps is None:
-                large = configs.size_class(g.m, g.n, g.k, g.batch) == "large" and schedule in configs.LARGE_WARPS
+                large = size_class == "large" and schedule in configs.LARGE_WARPS
                 for choice in ((configs.LARGE_WARPS[schedule],) if large else ()) + (default.warps,):
                     wm, wn = _pair(choice, "warps")  # type: ignore[misc]
                     if g.m >= wm * rm * 16 and g.n >= wn * rn * 8:  # one CTA fits the problem
@@ -537,7 +543,12 @@ class _Distribute:
             self.add(warp.AsyncCommitOp())
         self.add(warp.AsyncWaitOp(S - 2))
         self.add(gpu.BarrierOp())
-        frags = self.stage_fragments(self.const(0), 0) + self.stage_meta(self.const(0))
+        # a pre-compressed A's metadata is loaded `meta_ahead` stages before its mmas (one
+        # group per stage in flight, carried with the fragments)
+        self.meta_ahead = _ceil(META_AHEAD_STEPS, bk // t.instr[2]) if pre else 0
+        frags = self.stage_fragments(self.const(0), 0)
+        for d in range(self.meta_ahead):
+            frags += self.stage_meta(self.const(d * bk))
         zero = self.const(0)
         if steps > 1:
             body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs) + [f.type for f in frags])
@@ -556,8 +567,8 @@ class _Distribute:
             then, self.ops = self.ops, loop_ops
             self.add(scf.IfOp(more, [], then))
             self.add(warp.AsyncCommitOp())
-            following_k = self.add(arith.MuliOp(self.plus(kt, 1), self.const(bk))).results[0]
-            accs_out, nxt = self.stage_steps(stage, following, carried[:len(accs)], carried[len(accs):], following_k)
+            meta_k = self.add(arith.MuliOp(self.plus(kt, self.meta_ahead), self.const(bk))).results[0] if pre else None
+            accs_out, nxt = self.stage_steps(stage, following, carried[:len(accs)], carried[len(accs):], meta_k)
             self.add(scf.YieldOp(*accs_out, *nxt))
             body.add_ops(self.ops)
             self.ops = outer
@@ -618,16 +629,17 @@ class _Distribute:
         return [r for i in range(self.t.warp_tile[0])
                 for r in self.add(warp.LoadMetaOp(self.meta_ref, [self.meta_batch, self.meta_rows[i], k], meta, steps)).results]
 
-    def stage_steps(self, stage, following, accs, frags, following_k=None):
+    def stage_steps(self, stage, following, accs, frags, meta_k=None):
         """The mmas of one stage, K step by K step, each reading the next step's fragments
         first (the next stage's, after waiting for it, when `following` is given; none after
-        the last stage). A pre-compressed A's metadata for the stage rides at the end of `frags`;
-        the next stage's (at `following_k`) is loaded from global memory before this stage's mmas."""
+        the last stage). A pre-compressed A's metadata rides at the end of `frags`, a group per
+        stage from this one on; the group `meta_ahead` stages on (at `meta_k`) is loaded from
+        global memory before this stage's mmas."""
         rm, rn = self.t.warp_tile
         ki = self.t.instr[2]
         steps = self.stage_k // ki
-        metas = frags[rm + rn:] if self.g.a_meta is not None else []
-        next_metas = self.stage_meta(following_k) if following is not None and metas else []
+        metas = frags[rm + rn:rm + rn + rm * steps] if self.g.a_meta is not None else []
+        next_metas = frags[rm + rn + rm * steps:] + self.stage_meta(meta_k) if following is not None and metas else []
         for s in range(steps):
             if s + 1 < steps:
                 nxt = self.stage_fragments(stage, (s + 1) * ki)

@@ -473,7 +473,8 @@ class LowerLoadMeta(RewritePattern):
     """`warp.load_meta`: one `ld.global.v{count}.u32` per lane at its words of the metadata row
     (`sparse_format`: word 64 * (step // 4) + 4 * q + step % 4 of the row of tile row // 16,
     q = 2 * (lane // 4) + lane % 2; lanes at quad positions 2 and 3 repeat their neighbours',
-    which the instruction ignores), predicated on the tile existing (else the filler)."""
+    which the instruction ignores), predicated on the tile and the K group existing (else the
+    filler: the staged loop loads stages ahead, past the last)."""
 
     state: LoweringState
 
@@ -503,10 +504,12 @@ class LowerLoadMeta(RewritePattern):
         e = fio.Emitter(kernel.regs)
         tile_, step, group, within, off = (e.reg("b32") for _ in range(5))
         e.emit("shr.u32", tile_, e.in_register(row), 4)  # type: ignore[arg-type]
-        inside = e.reg("pred")
+        inside, in_row = e.reg("pred"), e.reg("pred")
         e.emit("setp.lt.u32", inside, tile_, tiles)
         e.emit("shr.u32", step, e.in_register(k), 5)  # type: ignore[arg-type]
         e.emit("shr.u32", group, step, 2)
+        e.emit("setp.lt.u32", in_row, group, width // fmt.GROUP_WORDS)
+        e.emit("and.pred", inside, inside, in_row)
         e.emit("and.b32", within, step, fmt.STEPS_PER_GROUP - 1)
         e.emit("mad.lo.u32", off, tile_, 4 * width, lane_off)
         e.emit("mad.lo.u32", off, group, 4 * fmt.GROUP_WORDS, off)
