@@ -45,3 +45,28 @@ def test_malformed_cache_is_an_error(tmp_path):
     bad.write_text('{"configs": {"k": {"warps": "2x2"}}}')
     with pytest.raises(ValueError, match="not a tilemma tuning cache"):
         configs.load(str(bad))
+
+
+@pytest.mark.parametrize("schedule,spec", [
+    ("16bit", GemmSpec(4096, 4096, 4096, "f16", "f16", "f32")),
+    ("8bit", GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", b_layout="col")),
+    ("fp8", GemmSpec(4096, 4096, 4096, "e4m3", "e4m3", "f32", b_layout="col")),
+    ("32bit", GemmSpec(4096, 4096, 4096, "tf32", "tf32", "f32", b_layout="col")),
+    ("32bit-row-b", GemmSpec(4096, 4096, 4096, "tf32", "tf32", "f32")),
+    ("64bit", GemmSpec(4096, 4096, 4096, "f64", "f64", "f64")),
+    ("sparse-16bit", GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True)),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_defaults_come_from_the_table(schedule, spec):
+    """With nothing forced and no cache, a medium problem compiles to its schedule's DEFAULTS."""
+    assert _compile(spec, tune_cache="").abi.config == str(configs.DEFAULTS[schedule])
+
+
+def test_size_class_adjustments_come_from_the_table():
+    f16 = _compile(GemmSpec(8192, 8192, 8192, "f16", "f16", "f32"), tune_cache="").abi.config
+    assert f16.startswith(f"warps={configs.LARGE_WARPS['16bit']} ")
+    small, medium = (_compile(GemmSpec(n, n, n, "tf32", "tf32", "f32", b_layout="col"), tune_cache="").abi.config
+                     for n in (1024, 4096))
+    assert f"stages={configs.SMALL_STAGES['32bit']} " in small
+    assert f"stages={configs.DEFAULTS['32bit'].stages} " in medium
+    # a default CTA larger than the problem is not taken: 4x2 warps of 2x4 f64 tiles are 128x64
+    assert _compile(GemmSpec(40, 40, 64, "f64", "f64", "f64"), tune_cache="").abi.config.startswith("warps=2x2 ")
