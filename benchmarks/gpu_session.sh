@@ -93,15 +93,16 @@ profile)  # mma.sync issue rate against warps/SM; ncu of the 4096 kernels (occup
     m=$m,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
     m=$m,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
     m=$m,smsp__inst_executed_op_ldsm.sum,smsp__sass_inst_executed_op_ldgsts.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+    m=$m,lts__t_bytes.sum.per_second,lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed
     for job in ${FAMILIES:-f16 s8 tf32 f64 sparse-f16-pre}; do  # FAMILY or FAMILY:CONFIG
         fam=${job%%:*}; config=; [ "$job" != "$fam" ] && config=${job#*:}
         # ^gemm_: tilemma's kernels only (the inputs are made with cuBLAS kernels, sm90_*)
-        timeout 120 ncu --metrics $m --section WarpStateStats --page raw -k regex:^gemm_ --launch-skip 1 --launch-count 1 \
+        timeout 120 ncu ${NCU_CLOCK:+--clock-control $NCU_CLOCK} --metrics $m --section WarpStateStats --page raw -k regex:^gemm_ --launch-skip 1 --launch-count 1 \
             python3 -m benchmarks.launch_kernel $fam 4096 $config > "$OUT/ncu_$fam.txt" 2>&1
     done
     cat "$OUT/mma_rate.txt" 2>/dev/null
     for f in "$OUT"/ncu_*.txt; do
-        echo "== $f"; grep -E "^  [a-z]|Profiling" "$f" | grep -E "Profiling|per_second|duration|registers|warps_active|issue_active\.|hmma|bank_conflicts|wavefronts|ldsm|ldgsts|dram__" | grep -v "\.max\|\.min\|device__attribute" | head -16
+        echo "== $f"; grep -E "^  [a-z]|Profiling" "$f" | grep -E "Profiling|per_second|duration|registers|warps_active|issue_active\.|hmma|bank_conflicts|wavefronts|ldsm|ldgsts|dram__|lts__|sm__throughput" | grep -v "\.max\|\.min\|device__attribute\|\.avg  \|_st\.\|launch__occupancy" | head -16
         # the six largest stall reasons, in warps stalled per issued instruction
         grep -E "smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active.ratio" "$f" | awk '{print $NF, $1}' | sort -rn | head -6
     done
