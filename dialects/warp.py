@@ -461,7 +461,7 @@ class LoadMetaOp(IRDLOperation):
 
     def verify_(self) -> None:
         from tilemma.compiler import sparse_format as fmt
-        from tilemma.dialects.tile import element_name
+        from tilemma.dialects.tile import PRE_COMPRESSED, element_name
 
         ref = self.ref.type
         if not isinstance(ref, MemRefType) or len(ref.get_shape()) not in (2, 3) or element_name(ref.element_type) != "ui32":
@@ -474,7 +474,7 @@ class LoadMetaOp(IRDLOperation):
             raise VerifyException("warp.load_meta: 1, 2 or 4 metadata fragments of one type (a v1/v2/v4 load)")
         frag = _frag(self.fragments[0], "warp.load_meta result")
         v = frag.variant
-        if frag.role != Operand.META or v.sparse is None or v.shape != fmt.SHAPE or v.atype not in ("f16", "bf16"):
+        if frag.role != Operand.META or v.sparse is None or v.shape != fmt.SHAPE or v.atype not in PRE_COMPRESSED:
             raise VerifyException(
                 f"warp.load_meta: loads metadata of the 16-bit {fmt.SHAPE} mma.sp, not {frag.role.value} of {v.opcode}"
             )

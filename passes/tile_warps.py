@@ -188,8 +188,6 @@ def b_k_major(mem) -> bool:
 
 
 FP8 = ("e4m3", "e5m2")
-# (shape, A type) of the mma.sp a pre-compressed A (`tile.sparse_from`, `sparse_format`) feeds
-PRE_COMPRESSED_FORMS = {(sparse_format.SHAPE, "f16"), (sparse_format.SHAPE, "bf16")}
 # Dense shapes staged with `warp.load_shared` (one element per register, which ldmatrix cannot
 # read): (m, n, k, A type) -> element bits. Their B may be row-major (K x N) or K-major.
 SHARED_LOAD_SHAPES = {(16, 8, 16, "f64"): 64}
@@ -271,12 +269,12 @@ class _Distribute:
         self.variant = self.variant_attr.variant
         self.batched = len(self.mma.acc.type.get_shape()) == 3  # type: ignore[union-attr]
         g = self.g
-        if g.a_meta is not None and (self.variant.shape, self.variant.atype) not in PRE_COMPRESSED_FORMS:
-            raise LoweringError(
-                self.mma, f"a pre-compressed A (tile.sparse_from) feeds the 16-bit {sparse_format.SHAPE} "
-                f"mma.sp (its metadata layout), not {self.variant.opcode}",
-            )
         if g.a_meta is not None:
+            if self.variant.shape != sparse_format.SHAPE or self.variant.atype not in tile.PRE_COMPRESSED:
+                raise LoweringError(
+                    self.mma, f"a pre-compressed A (tile.sparse_from) feeds the 16-bit {sparse_format.SHAPE} "
+                    f"mma.sp (its metadata layout), not {self.variant.opcode}",
+                )
             tiles, words = sparse_format.meta_shape(g.m, g.k)
             if 4 * tiles * words >= 2**32:  # warp.load_meta addresses a batch's words in 32 bits
                 raise LoweringError(
@@ -590,19 +588,16 @@ class _Distribute:
         a_type = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
         b_type = self.frag(warp.Operand.B, _operand_element(self.mma.rhs))
         at, zero = self.const(kk), self.const(0)
-        if self.b_shared:  # one element per register: each fragment with warp.load_shared
-            a = [self.add(warp.LoadSharedOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type,
-                                            rounding=a_round) if self.a_shared
-                          else warp.LdMatrixOp(self.s_a, [stage, self.warp_row, at], (i * 16, 0), a_type,
-                                               rounding=a_round)).results[0] for i in range(rm)]
+        a_read = warp.LoadSharedOp if self.a_shared else warp.LdMatrixOp
+        a_col = self.const(kk // 2) if pre else at  # a pre-compressed stage holds K/2 value columns
+        a = [self.add(a_read(self.s_a, [stage, self.warp_row, a_col], (i * 16, 0), a_type, rounding=a_round)).results[0]
+             for i in range(rm)]
+        if self.b_shared:  # one element per register: each B fragment with warp.load_shared
             b = [self.add(warp.LoadSharedOp(self.s_b, [stage, self.warp_col, at], (j * 8, 0), b_type,
                                             transposed=True, rounding=b_round) if self.b_k_major
                           else warp.LoadSharedOp(self.s_b, [stage, at, self.warp_col], (0, j * 8), b_type,
                                                  rounding=b_round)).results[0] for j in range(rn)]
             return [*a, *b]
-        a = [self.add(warp.LdMatrixOp(self.s_a, [stage, self.warp_row, self.const(kk // 2) if pre else at],
-                                      (i * 16, 0), a_type, rounding=a_round)).results[0]
-             for i in range(rm)]
         if pre:  # one whole k32 B fragment per ldmatrix .x4
             return a + [self.add(warp.LdMatrixOp(self.s_b, [stage, self.plus(self.warp_col, j * 8), at], (0, 0), b_type)
                                  if self.b_k_major else

@@ -926,7 +926,7 @@ class LowerLoadShared(RewritePattern):
         e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, base)  # type: ignore[arg-type]
         bank = _bank_of(frag)
         out = e.reg_list(bank, lay.regs)
-        suffix = {"f64": "f64", "f32": "f32"}.get(bank, "b32")
+        suffix = fio._word_suffix(bank)
         addrs: dict[tuple[int, int], str] = {}
         for v, r in enumerate(out):
             dr, dc = row_off + rows[1][v], col_off + cols[1][v]
