@@ -75,10 +75,11 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--stages", type=int, default=-1,
         help="shared-memory stages of the staged schedule, 2..5; 0: fragments straight from global "
-        "memory; -1 (default): staged wherever it applies (dense 16-bit with aligned rows)",
+        "memory; -1 (default): staged wherever it applies (aligned rows; see the README)",
     )
     p.add_argument("--stage-k", type=int,
-                   help="K of one shared-memory stage (16, 32, 64, 128; default: 128 bytes, 64 16-bit or 128 8-bit elements)")
+                   help="K of one shared-memory stage (16, 32, ..., 1024 elements; default per type family, "
+                   "e.g. 64 16-bit or 128 8-bit elements)")
     p.add_argument("--tune-cache", help="tuning cache written by `tilemma tune` (default $TILEMMA_TUNE_CACHE)")
     p.add_argument("--no-swizzle", action="store_true",
                    help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")

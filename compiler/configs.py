@@ -68,6 +68,19 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
         Config("2x2", "4x2", 3, 16),
         Config("4x4", "2x2", 3, 16),
     ),
+    # 4- and 1-bit operands (B K-major): the 8-bit tiles, K rows of the same bytes
+    "4bit": (
+        Config("2x2", "4x8", 3, 256),
+        Config("2x2", "4x8", 4, 128),
+        Config("2x2", "2x8", 3, 256),
+        Config("2x4", "4x8", 3, 256),
+    ),
+    "1bit": (
+        Config("2x2", "4x8", 3, 1024),
+        Config("2x2", "4x8", 4, 512),
+        Config("2x2", "2x8", 3, 1024),
+        Config("2x4", "4x8", 3, 1024),
+    ),
 }
 # What the distribution pass takes when the options force no configuration and the tuning cache
 # has none, per schedule (`tile_warps.default_schedule`): each measured on an H100 at 4096^3
@@ -80,6 +93,8 @@ DEFAULTS: dict[str, Config] = {
     "32bit-row-b": Config("2x2", "2x8", 3, 32),  # B through warp.load_shared: 4x8 spills
     "64bit": Config("4x2", "2x4", 3, 32),  # 61 TFLOP/s, cuBLAS 61; 2x2 warps x K 16: 48
     "sparse-16bit": Config("2x2", "4x8", 4, 32),  # pre-compressed A: 419; 2x4 warps of 4x4: 320
+    "4bit": Config("2x2", "4x8", 3, 256),  # the 8-bit default's bytes; not timed (sm_90 emulates s4)
+    "1bit": Config("2x2", "4x8", 3, 1024),  # the same bytes; not timed
 }
 # Large problems take a CTA twice as wide where it fits (f16 8192^3: 454 against 441 TFLOP/s).
 LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4"}
@@ -89,7 +104,8 @@ SMALL_STAGES = {"32bit": 4}
 
 # Operand types the staged schedule takes, by element bits (`tile-tile-warps` reads it); a
 # candidate family per width.
-STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2"), 64: ("f64",)}
+STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2"), 64: ("f64",),
+                   4: ("s4", "u4"), 1: ("b1",)}
 FAMILY_TYPES = {f"{bits}bit": types for bits, types in STAGED_ELEMENTS.items()}
 STAGED_TYPES = tuple(t for ts in STAGED_ELEMENTS.values() for t in ts)
 # Representative sizes (M = N = K) the tuner measures for each class.

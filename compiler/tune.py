@@ -32,9 +32,12 @@ def tune(types: list[str], classes: list[str], sm: str, cache: str, iters: int =
         if fam is None:
             raise ValueError(f"{t}: no tunable configurations (tunable: {', '.join(configs.STAGED_TYPES)})")
         good = []
-        acc = {"s8": "s32", "u8": "s32", "f64": "f64"}.get(t, "f32")
-        layout = "row" if fam in ("16bit", "64bit") else "col"  # 8- and 32-bit B are staged K-major
-        check = GemmSpec(130, 72, 200, t, t, acc, b_layout=layout)
+        acc = "f64" if t == "f64" else "s32" if t in ("s8", "u8", "s4", "u4", "b1") else "f32"
+        layout = "row" if fam in ("16bit", "64bit") else "col"  # 8-, 4-, 1- and 32-bit B are staged K-major
+        # b1 multiplies by xor; 4-bit is asked for as m16n8k64 (sm_90 would widen it to s8)
+        extra = {"popc": "xor"} if t == "b1" else {"shape": "m16n8k64"} if fam == "4bit" else {}
+        k_check = {"4bit": 328, "1bit": 1056}.get(fam, 200)  # sub-byte K rows end on 4 bytes
+        check = GemmSpec(130, 72, k_check, t, t, acc, b_layout=layout, **extra)
         for cand in configs.CANDIDATES[fam]:
             [k] = compile_text(str(gemm_module(check)), check.name, _options(sm, cand))
             result = run_compiled(k, seed=1, on="gpu")
@@ -43,7 +46,7 @@ def tune(types: list[str], classes: list[str], sm: str, cache: str, iters: int =
                 good.append(cand)
         for cls in classes:
             n = configs.SIZE_CLASSES[cls]
-            spec = GemmSpec(n, n, n, t, t, acc, b_layout=layout)
+            spec = GemmSpec(n, n, n, t, t, acc, b_layout=layout, **extra)
             text = str(gemm_module(spec))
             rng = np.random.default_rng(0)
             key = configs.cache_key(f"sm_{sm.removeprefix('sm_')}", t, t, acc, cls)

@@ -822,7 +822,7 @@ class LoadSharedOp(_StageReadOp):
 
 
 # Dense shapes whose fragments are 16-byte K rows, ldmatrix's unit: (m, n, k) -> element bits.
-LDMATRIX_SHAPES = {(16, 8, 8): 32, (16, 8, 16): 16, (16, 8, 32): 8}
+LDMATRIX_SHAPES = {(16, 8, 8): 32, (16, 8, 16): 16, (16, 8, 32): 8, (16, 8, 64): 4, (16, 8, 256): 1}
 # Sparse shapes (mma.sp) whose compressed A and whole B fragments are .x4 reads -> element bits.
 LDMATRIX_SPARSE_SHAPES = {(16, 8, 32): 16}
 

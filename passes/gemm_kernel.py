@@ -87,12 +87,6 @@ def _layout(ref: MemRefType, at: Operation, stored: str, sparse: str | None = No
     layout = strided_layout(ref)
     col_stride = layout.strides[-1]
     if col_stride != 1:
-        if tile.element_bits(stored) < 8 and stored not in tile.BYTE_PER_ELEMENT:
-            raise LoweringError(
-                at,
-                f"{ref}: {stored} elements are packed along rows, so the column stride must be 1, "
-                f"not {col_stride}",
-            )
         if sparse is not None:
             raise LoweringError(
                 at,

@@ -47,6 +47,7 @@ SHARED_LIMIT = 227 * 1024  # dynamic shared memory a CTA may have (sm_90; sm_80 
 MAX_THREADS = 1024  # per CTA, every target
 MAX_REGISTERS = 255  # per thread
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
+STAGE_KS = (16, 32, 64, 128, 256, 512, 1024)  # elements of K a stage may hold (1024 1-bit: 128 bytes)
 INDEX_LIMIT = 2**31  # coordinates are computed in 32 bits
 ERROR_WORD = MemRefType(IntegerType(32, Signedness.UNSIGNED), [1])
 
@@ -104,8 +105,9 @@ class TileWarps(ModulePass):
         warps, warp_tile = _pair(self.warps, "warps"), _pair(self.warp_tile, "warp-tile")
         if self.stages not in (-1, 0, *STAGES):
             raise ValueError(f"tile-tile-warps: stages must be -1 (automatic), 0 (no shared memory) or 2..5, got {self.stages}")
-        if self.stage_k not in (0, 16, 32, 64, 128):
-            raise ValueError(f"tile-tile-warps: stage-k must be 0 (automatic), 16, 32, 64 or 128, got {self.stage_k}")
+        if self.stage_k not in (0, *STAGE_KS):
+            raise ValueError(f"tile-tile-warps: stage-k must be 0 (automatic) or one of "
+                             f"{', '.join(map(str, STAGE_KS))}, got {self.stage_k}")
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             mmas = [o for o in kernel.walk() if isinstance(o, tile.MMA_OPS)]
             if not mmas:
@@ -176,9 +178,8 @@ def copy_vector(mem, k_major: bool = False) -> int:
     of the window (its rows; its columns for a K-major B) aligned (0 when even 4 does not)."""
     from math import gcd
 
-    size = mem.bits // 8
     stride = mem.col_stride if k_major else mem.row_stride
-    g = gcd(stride * size, mem.base * size, 16)
+    g = gcd(stride * mem.bits, mem.base * mem.bits, 128) // 8  # in bits: sub-byte elements are packed
     return g if g >= 4 else 0
 
 
@@ -195,10 +196,11 @@ SHARED_LOAD_SHAPES = {(16, 8, 16, "f64"): 64}
 
 def stageable(g, variant) -> str | None:
     """Why a kernel cannot take the staged schedule (None if it can): a dense mma whose K rows
-    are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32), operands read as stored (tf32:
-    f32 rounded), and f64 m16n8k16 (128-byte K rows, read with `warp.load_shared`); A with
-    contiguous K rows; B with contiguous N rows (16-bit: ldmatrix .trans; tf32 and f64:
-    `warp.load_shared`) or K-major; every run aligned for cp.async. A pre-compressed sparse A:
+    are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32, 4-bit m16n8k64, 1-bit
+    m16n8k256), operands read as stored (tf32: f32 rounded), and f64 m16n8k16 (128-byte K rows,
+    read with `warp.load_shared`); A with contiguous K rows; B with contiguous N rows (16-bit:
+    ldmatrix .trans; tf32 and f64: `warp.load_shared`) or K-major; every run aligned for
+    cp.async, and sub-byte K rows ending on a byte. A pre-compressed sparse A:
     `pre_compressed_stageable`."""
     if g.a_meta is not None:
         return pre_compressed_stageable(g, variant)
@@ -208,8 +210,8 @@ def stageable(g, variant) -> str | None:
     bits = SHARED_LOAD_SHAPES.get((variant.m, variant.n, variant.k, variant.atype)) or warp.LDMATRIX_SHAPES.get(
         (variant.m, variant.n, variant.k))
     if bits is None or variant.sparse or variant.block_scale:
-        return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit, f64) and m16n8k32 (8-bit), not "
-                f"{variant.shape}{' sparse' if variant.sparse else ''}")
+        return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit, f64), m16n8k32 (8-bit), m16n8k64 "
+                f"(4-bit) and m16n8k256 (1-bit), not {variant.shape}{' sparse' if variant.sparse else ''}")
     if variant.atype not in configs.STAGED_ELEMENTS[bits] or variant.btype not in configs.STAGED_ELEMENTS[bits]:
         return f"staging covers {', '.join(configs.STAGED_TYPES)} operands, not {variant.atype} x {variant.btype}"
     for what, mem in (("A", g.a), ("B", g.b)):
@@ -220,9 +222,12 @@ def stageable(g, variant) -> str | None:
     k_major = b_k_major(g.b)
     if not k_major and g.b.col_stride != 1:
         return "B must have contiguous rows or columns"
-    if bits == 8 and not k_major:
-        return ("8-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
-                "transposes only 16-bit elements, and 8-bit fragments pack four elements a register")
+    if bits <= 8 and not k_major:
+        return (f"{bits}-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
+                f"transposes only 16-bit elements, and {bits}-bit fragments pack {32 // bits} elements a register")
+    if bits < 8 and g.k * bits % 8:
+        return (f"K = {g.k} {bits}-bit elements end inside a byte: cp.async copies whole bytes, and the "
+                f"byte's other bits would enter the product")
     for what, mem, km in (("A", g.a, False), ("B", g.b, k_major)):
         if not copy_vector(mem, km):
             return (f"{what}'s {'columns' if km else 'rows'} are not 4-byte aligned (stride "
@@ -256,7 +261,7 @@ def default_schedule(g, variant) -> str:
         return "32bit" if b_k_major(g.b) else "32bit-row-b"
     if g.a.bits == 8:
         return "fp8" if variant.atype in FP8 else "8bit"
-    return "16bit"
+    return f"{g.a.bits}bit"
 
 
 class _Distribute:

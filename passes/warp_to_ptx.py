@@ -650,10 +650,20 @@ class LowerSharedAlloc(RewritePattern):
 
 
 def _shared_geometry(ref: MemRefType) -> tuple[int, int, int]:
-    """(bytes per element, bytes per row, bytes per stage) of a stages x rows x cols buffer."""
+    """(bits per element, bytes per row, bytes per stage) of a stages x rows x cols buffer
+    (sub-byte elements packed, as in global memory)."""
     _, rows, cols = ref.get_shape()
-    esz = tile.element_bits(element_name(ref.element_type)) // 8
-    return esz, cols * esz, rows * cols * esz
+    bits = tile.element_bits(element_name(ref.element_type))
+    return bits, cols * bits // 8, rows * cols * bits // 8
+
+
+def _column_bytes(e: fio.Emitter, dst: str, col: str, bits: int) -> None:
+    """dst = byte offset of element column `col` (a whole byte's for sub-byte elements: staged
+    reads and copies start at 16-byte granules)."""
+    if bits >= 8:
+        e.emit("mul.lo.u32", dst, col, bits // 8)
+    else:
+        e.emit("shr.u32", dst, col, (8 // bits).bit_length() - 1)
 
 
 def _stage_read(op: warp.LdMatrixOp | warp.LoadSharedOp):
@@ -731,14 +741,14 @@ class LowerCopyAsync(RewritePattern):
         o_ext, i_ext = window.extent[outer], window.extent[inner]
         ref = op.dest.type
         assert isinstance(ref, MemRefType)
-        esz, row_bytes, stage_bytes = _shared_geometry(ref)
+        bits, row_bytes, stage_bytes = _shared_geometry(ref)
         _, rows, _ = ref.get_shape()
         w = op.vector.value.data
         threads = op.threads.value.data
         per_row = row_bytes // w
         total = rows * per_row
         kernel = self.state.kernel(op)
-        row_step, swizzle = window.strides[outer] * esz, op.swizzle is not None
+        row_step, swizzle = window.strides[outer] * bits // 8, op.swizzle is not None
         mult = warp.swizzle_mult(op)
         chunks = -(-total // threads)
 
@@ -757,7 +767,7 @@ class LowerCopyAsync(RewritePattern):
                 row, vec, col, col_bytes = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
                 e.emit("div.u32", row, c, per_row)
                 e.emit("rem.u32", vec, c, per_row)
-                e.emit("mul.lo.u32", col, vec, w // esz)
+                e.emit("mul.lo.u32", col, vec, w * 8 // bits)
                 e.emit("mul.lo.u32", col_bytes, vec, w)
                 offset, col64 = e.reg("b64"), e.reg("b64")
                 fio._mul_wide(e, offset, row, row_step)
@@ -769,6 +779,8 @@ class LowerCopyAsync(RewritePattern):
         parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult), thread_parts)
         e = fio.Emitter(kernel.regs)
         origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
+        if window.sub_byte:  # a bit address; tile origins start on 4-byte runs (tile_warps.copy_vector)
+            e.emit("shr.u64", origin.ptr, origin.ptr, 3)
         stage_base = e.reg("b32")
         e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
         for guard, row, col, offset, shared_offset in parts:
@@ -776,8 +788,8 @@ class LowerCopyAsync(RewritePattern):
             e.emit("add.s64", src, origin.ptr, offset)
             size: str | int = w
             if not (o_in and i_in):
-                # bytes inside the window: clamp((inner extent - index) * esz, 0, w), 0 on an
-                # outer index past the edge
+                # bytes inside the window: clamp((inner extent - index) * bits / 8, 0, w), 0 on
+                # an outer index past the edge (sub-byte extents end on a byte: `stageable`)
                 size = e.reg("b32")
                 if i_in:
                     e.emit("mov.u32", size, w)
@@ -785,7 +797,10 @@ class LowerCopyAsync(RewritePattern):
                     index = e.reg("b32")
                     e.emit("add.u32", index, col, e.in_register(i0))  # type: ignore[arg-type]
                     e.emit("sub.s32", size, i_ext, index)
-                    e.emit("mul.lo.s32", size, size, esz)
+                    if bits >= 8:
+                        e.emit("mul.lo.s32", size, size, bits // 8)
+                    else:
+                        e.emit("shr.s32", size, size, (8 // bits).bit_length() - 1)
                     e.emit("min.s32", size, size, w)
                     e.emit("max.s32", size, size, 0)
                 if not o_in:
@@ -832,7 +847,7 @@ class LowerLdMatrix(RewritePattern):
         read = _stage_read(op)
         if read is None:
             return
-        base, stage, row0, col0, esz, row_bytes, stage_bytes = read
+        base, stage, row0, col0, bits, row_bytes, stage_bytes = read
         frag = op.fragments[0].type
         assert isinstance(frag, warp.FragType)
         swizzle = op.swizzle is not None
@@ -846,7 +861,7 @@ class LowerLdMatrix(RewritePattern):
         is_a, trans = frag.role == warp.Operand.A, op.trans is not None
         sparse_b = not is_a and frag.variant.sparse is not None  # one k32 B fragment per .x4
         wide = is_a or len(op.fragments) == 2 or sparse_b
-        half_row = 16 // esz  # elements in 16 bytes: the second half of a K row
+        half_row = 128 // bits  # elements in 16 bytes: the second half of a K row
         # (lane bit, step) of the row and of the column of a lane's matrix row
         if is_a:
             row_part, col_part = (3, 8), (4, half_row)
@@ -879,7 +894,7 @@ class LowerLdMatrix(RewritePattern):
                 e.emit("mad.lo.u32", col, upper, 2 * half_row, col)
         if col_off:
             e.emit("add.u32", col, col, col_off)
-        e.emit("mul.lo.u32", col, col, esz)
+        _column_bytes(e, col, col, bits)
         addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle,  # type: ignore[arg-type]
                                warp.swizzle_mult(op))
         out = e.reg_list("b32", 4 if wide else 2)
@@ -904,7 +919,8 @@ class LowerLoadShared(RewritePattern):
         read = _stage_read(op)
         if read is None:
             return
-        base, stage, row0, col0, esz, row_bytes, stage_bytes = read
+        base, stage, row0, col0, bits, row_bytes, stage_bytes = read
+        esz = bits // 8  # 32- and 64-bit elements only (the verifier)
         frag = op.result.type
         assert isinstance(frag, warp.FragType)
         swizzle, mult = op.swizzle is not None, warp.swizzle_mult(op)

@@ -258,7 +258,7 @@ def test_a_reader_that_misses_the_multiplier_reads_wrong_elements():
     # f64 fragments are two registers a value: a 4x4 warp tile holds 224 of them
     (dict(warp_tile="4x4"), "warp tile 4x4 holds 224 fragment registers per thread"),
     (dict(warps="2x2", warp_tile="2x4", stages=5, stage_k=128), "5 stages of K 128 with a 64x64 CTA tile need 655360 bytes of shared memory"),
-    (dict(stages=3, stage_k=8), "stage-k must be 0 \\(automatic\\), 16, 32, 64 or 128"),
+    (dict(stages=3, stage_k=8), "stage-k must be 0 \\(automatic\\) or one of 16, 32, 64, 128, 256, 512, 1024, got 8"),
 ])
 def test_f64_limits_are_located_errors(options, message):
     with pytest.raises(Exception, match=message):
