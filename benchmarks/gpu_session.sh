@@ -38,6 +38,8 @@ sanitize)  # memcheck + racecheck, odd batched sizes, one kernel per schedule/fa
         "--a f16 --b f16 --acc f32 --sparse-a compressed"
         "--a s8 --b s8 --acc s32"
         "--a f16 --b f16 --acc f32 --sparse-a 2:4 --prune"
+        "--a b1 --b b1 --acc s32 --b-layout col --popc xor --k 544"
+        "--a s4 --b s4 --acc s32 --b-layout col --shape m16n8k64"
     )
     i=0
     for k in "${kernels[@]}"; do
@@ -65,6 +67,8 @@ configs)  # odd shapes under forced configurations on the GPU, then the candidat
 --m 130 --n 70 --k 200 --a bf16 --b bf16 --acc f32 --b-layout col --sparse-a compressed | --warps 2x4 --warp-tile 4x8 --stage-k 32 --stages 4
 --m 130 --n 70 --k 200 --a f16 --b f16 --acc f32 --no-c | --warps 2x2 --warp-tile 4x4 --stages 3
 --m 130 --n 70 --k 200 --a tf32 --b tf32 --acc f32 --b-layout col --rounding rn |
+--m 257 --n 129 --k 1056 --a b1 --b b1 --acc s32 --b-layout col --popc and | --warps 2x4 --warp-tile 2x4 --stages 4 --stage-k 256
+--m 257 --n 129 --k 328 --batch 2 --a u4 --b u4 --acc s32 --b-layout col --shape m16n8k64 | --stages 5 --stage-k 64
 LIST
     grep -E "PASS|FAIL|error|exit" "$S" | cut -c1-160
     [ -n "${SKIP_TIMING:-}" ] && exit 0
