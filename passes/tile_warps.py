@@ -582,9 +582,20 @@ class _Distribute:
         return accs
 
     def stage_fragments(self, stage: SSAValue, kk: int) -> list[SSAValue]:
-        """A and B fragments of K step `kk` of a stage: ldmatrix .x4 for A, B in pairs (.x4:
-        from an N x K buffer, or .trans from a K x N one); `warp.load_shared` per fragment for
-        the shapes ldmatrix cannot read (`SHARED_LOAD_SHAPES`) and a row-major tf32 B. A
+        """A and B fragments of K step `kk` of a stage, all at once (`stage_reads`)."""
+        read_a, read_b = self.stage_reads(stage, kk)
+        return read_a() + [f for j in range(0, self.t.warp_tile[1], self.b_group()) for f in read_b(j)]
+
+    def b_group(self) -> int:
+        """B fragments a read gives: two instruction columns per ldmatrix .x4 of dense ldmatrix
+        shapes (one at the warp tile's edge when RN is odd), else one."""
+        return 1 if self.b_shared or self.g.a_meta is not None else 2
+
+    def stage_reads(self, stage: SSAValue, kk: int):
+        """Readers of K step `kk` of a stage: () -> the A fragments (ldmatrix .x4), and j -> the B
+        fragments of instruction columns j.. (`b_group` of them: ldmatrix .x4 of two columns from
+        an N x K buffer, or .trans from a K x N one). `warp.load_shared` per fragment for the
+        shapes ldmatrix cannot read (`SHARED_LOAD_SHAPES`) and a row-major tf32 B. A
         pre-compressed A's stage holds its values (column kk / 2), and each k32 B fragment is one
         .x4 of its own."""
         rm, rn = self.t.warp_tile
@@ -595,29 +606,30 @@ class _Distribute:
         at, zero = self.const(kk), self.const(0)
         a_read = warp.LoadSharedOp if self.a_shared else warp.LdMatrixOp
         a_col = self.const(kk // 2) if pre else at  # a pre-compressed stage holds K/2 value columns
-        a = [self.add(a_read(self.s_a, [stage, self.warp_row, a_col], (i * 16, 0), a_type, rounding=a_round)).results[0]
-             for i in range(rm)]
-        if self.b_shared:  # one element per register: each B fragment with warp.load_shared
-            b = [self.add(warp.LoadSharedOp(self.s_b, [stage, self.warp_col, at], (j * 8, 0), b_type,
-                                            transposed=True, rounding=b_round) if self.b_k_major
-                          else warp.LoadSharedOp(self.s_b, [stage, at, self.warp_col], (0, j * 8), b_type,
-                                                 rounding=b_round)).results[0] for j in range(rn)]
-            return [*a, *b]
-        if pre:  # one whole k32 B fragment per ldmatrix .x4
-            return a + [self.add(warp.LdMatrixOp(self.s_b, [stage, self.plus(self.warp_col, j * 8), at], (0, 0), b_type)
-                                 if self.b_k_major else
-                                 warp.LdMatrixOp(self.s_b, [stage, zero, self.plus(self.warp_col, j * 8)], (kk, 0),
-                                                 b_type, trans=True)).results[0]
-                        for j in range(rn)]
-        b = []
-        for j in range(0, rn, 2):
-            n = self.plus(self.warp_col, j * 8)
-            if self.b_k_major:
-                op = warp.LdMatrixOp(self.s_b, [stage, n, at], (0, 0), b_type, min(2, rn - j), rounding=b_round)
+
+        def read_a() -> list[SSAValue]:
+            return [self.add(a_read(self.s_a, [stage, self.warp_row, a_col], (i * 16, 0), a_type,
+                                    rounding=a_round)).results[0] for i in range(rm)]
+
+        def read_b(j: int) -> list[SSAValue]:
+            if self.b_shared:  # one element per register
+                op = (warp.LoadSharedOp(self.s_b, [stage, self.warp_col, at], (j * 8, 0), b_type,
+                                        transposed=True, rounding=b_round) if self.b_k_major
+                      else warp.LoadSharedOp(self.s_b, [stage, at, self.warp_col], (0, j * 8), b_type,
+                                             rounding=b_round))
+            elif pre:
+                op = (warp.LdMatrixOp(self.s_b, [stage, self.plus(self.warp_col, j * 8), at], (0, 0), b_type)
+                      if self.b_k_major else
+                      warp.LdMatrixOp(self.s_b, [stage, zero, self.plus(self.warp_col, j * 8)], (kk, 0), b_type,
+                                      trans=True))
             else:
-                op = warp.LdMatrixOp(self.s_b, [stage, zero, n], (kk, 0), b_type, min(2, rn - j), trans=True)
-            b += self.add(op).results
-        return [*a, *b]
+                n = self.plus(self.warp_col, j * 8)
+                op = (warp.LdMatrixOp(self.s_b, [stage, n, at], (0, 0), b_type, min(2, rn - j), rounding=b_round)
+                      if self.b_k_major else
+                      warp.LdMatrixOp(self.s_b, [stage, zero, n], (kk, 0), b_type, min(2, rn - j), trans=True))
+            return list(self.add(op).results)
+
+        return read_a, read_b
 
     def stage_meta(self, k: SSAValue) -> list[SSAValue]:
         """A pre-compressed A's metadata for the stage at K `k`: per instruction row of the warp
