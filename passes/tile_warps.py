@@ -170,6 +170,9 @@ ONE_WAVE = 120  # CTAs that keep most of a 132-SM H100 busy
 # k32 steps of mmas between a pre-compressed A's metadata load and its first use: one stage of
 # one step left the load's latency exposed (ncu: long-scoreboard stalls, 1.6 a issued instruction)
 META_AHEAD_STEPS = 2
+# B read groups (`_Distribute.b_group`) read ahead of their mmas (`_Distribute.stage_steps`): one
+# group of mmas covers a read's latency
+B_AHEAD = 2
 GROUP_M = 8  # CTA rows of tiles per group of the rasterized order (Triton's GROUP_SIZE_M)
 
 
@@ -495,10 +498,10 @@ class _Distribute:
         """The K loop through a ring of S shared-memory stages, software-pipelined twice over.
         Copies: the CTA copies A (BM x BK) and B (BK x BN) tiles with cp.async, S-1 stages ahead
         of the stage the warps multiply; a copy past K is skipped (`scf.if`), so the copies
-        that run never cross K where K is a multiple of BK. Fragments: double-buffered in
-        registers, the fragments of the next K step (the next stage's first, after its wait and
-        barrier) are read with ldmatrix before the mmas of this one, and travel as loop-carried
-        values; the last stage is peeled so that nothing past K is read."""
+        that run never cross K where K is a multiple of BK. Fragments: read from the stages a
+        little ahead of their mmas, as registers free up (`stage_steps`); those a stage starts
+        with travel as loop-carried values; the last stage is peeled so that nothing past K is
+        read."""
         g, t, S = self.g, self.t, self.stages
         bm, bn = t.cta_tile
         bk = self.stage_k
@@ -582,23 +585,29 @@ class _Distribute:
         return accs
 
     def stage_fragments(self, stage: SSAValue, kk: int) -> list[SSAValue]:
-        """A and B fragments of K step `kk` of a stage, all at once (`stage_reads`)."""
+        """The fragments a stage starts with, of its K step `kk`: A, and B's first `b_ahead`
+        groups (`stage_reads`)."""
         read_a, read_b = self.stage_reads(stage, kk)
-        return read_a() + [f for j in range(0, self.t.warp_tile[1], self.b_group()) for f in read_b(j)]
+        return ([read_a(i) for i in range(self.t.warp_tile[0])]
+                + [f for g in range(self.b_ahead()) for f in read_b(g * self.b_group())])
 
     def b_group(self) -> int:
         """B fragments a read gives: two instruction columns per ldmatrix .x4 of dense ldmatrix
         shapes (one at the warp tile's edge when RN is odd), else one."""
         return 1 if self.b_shared or self.g.a_meta is not None else 2
 
+    def b_ahead(self) -> int:
+        """B groups read ahead: B_AHEAD, at most a K step's."""
+        return min(B_AHEAD, _ceil(self.t.warp_tile[1], self.b_group()))
+
     def stage_reads(self, stage: SSAValue, kk: int):
-        """Readers of K step `kk` of a stage: () -> the A fragments (ldmatrix .x4), and j -> the B
-        fragments of instruction columns j.. (`b_group` of them: ldmatrix .x4 of two columns from
-        an N x K buffer, or .trans from a K x N one). `warp.load_shared` per fragment for the
-        shapes ldmatrix cannot read (`SHARED_LOAD_SHAPES`) and a row-major tf32 B. A
-        pre-compressed A's stage holds its values (column kk / 2), and each k32 B fragment is one
-        .x4 of its own."""
-        rm, rn = self.t.warp_tile
+        """Readers of K step `kk` of a stage: i -> instruction row i's A fragment (ldmatrix .x4),
+        and j -> the B fragments of instruction columns j.. (`b_group` of them: ldmatrix .x4 of
+        two columns from an N x K buffer, or .trans from a K x N one). `warp.load_shared` per
+        fragment for the shapes ldmatrix cannot read (`SHARED_LOAD_SHAPES`) and a row-major tf32
+        B. A pre-compressed A's stage holds its values (column kk / 2), and each k32 B fragment
+        is one .x4 of its own."""
+        rn = self.t.warp_tile[1]
         pre = self.g.a_meta is not None
         (_, a_round), (_, b_round) = (None, None) if pre else self.source(self.mma.lhs), self.source(self.mma.rhs)
         a_type = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
@@ -607,9 +616,9 @@ class _Distribute:
         a_read = warp.LoadSharedOp if self.a_shared else warp.LdMatrixOp
         a_col = self.const(kk // 2) if pre else at  # a pre-compressed stage holds K/2 value columns
 
-        def read_a() -> list[SSAValue]:
-            return [self.add(a_read(self.s_a, [stage, self.warp_row, a_col], (i * 16, 0), a_type,
-                                    rounding=a_round)).results[0] for i in range(rm)]
+        def read_a(i: int) -> SSAValue:
+            return self.add(a_read(self.s_a, [stage, self.warp_row, a_col], (i * 16, 0), a_type,
+                                   rounding=a_round)).results[0]
 
         def read_b(j: int) -> list[SSAValue]:
             if self.b_shared:  # one element per register
@@ -642,31 +651,49 @@ class _Distribute:
                 for r in self.add(warp.LoadMetaOp(self.meta_ref, [self.meta_batch, self.meta_rows[i], k], meta, steps)).results]
 
     def stage_steps(self, stage, following, accs, frags, meta_k=None):
-        """The mmas of one stage, K step by K step, each reading the next step's fragments
-        first (the next stage's, after waiting for it, when `following` is given; none after
+        """The mmas of one stage, K step by K step, a step's column by column (instruction rows
+        in order within a column), reading fragments as the registers of the ones they replace
+        free up, so that about a fragment set is live, not two: register pressure (a 4x8 mma.sp
+        warp tile spilled when whole sets were double-buffered). After the mmas of a B group,
+        the group `b_ahead` groups on is read (the next step's first groups at a step's end);
+        after a row's mma of a step's last column, that row's A of the next step. `frags` holds
+        what the stage starts with (`stage_fragments`); what the following stage starts with is
+        returned, read after waiting for that stage, right before its first read (nothing after
         the last stage). A pre-compressed A's metadata rides at the end of `frags`, a group per
         stage from this one on; the group `meta_ahead` stages on (at `meta_k`) is loaded from
         global memory before this stage's mmas."""
         rm, rn = self.t.warp_tile
         ki = self.t.instr[2]
-        steps = self.stage_k // ki
-        metas = frags[rm + rn:rm + rn + rm * steps] if self.g.a_meta is not None else []
-        next_metas = frags[rm + rn + rm * steps:] + self.stage_meta(meta_k) if following is not None and metas else []
+        w, ahead = self.b_group(), self.b_ahead()
+        groups, steps = _ceil(rn, w), self.stage_k // ki
+        nb = min(ahead * w, rn)  # B fragments a step starts with
+        metas = frags[rm + nb:rm + nb + rm * steps] if self.g.a_meta is not None else []
+        next_metas = frags[rm + nb + rm * steps:] + self.stage_meta(meta_k) if following is not None and metas else []
+        readers: dict[int, tuple] = {}
+
+        def read(s: int):  # step s's readers; s == steps: the following stage's first step
+            if s not in readers:
+                if s == steps:
+                    self.add(warp.AsyncWaitOp(self.stages - 2))
+                    self.add(gpu.BarrierOp())
+                readers[s] = self.stage_reads(stage if s < steps else following, s % steps * ki)
+            return readers[s]
+
+        last = steps if following is not None else steps - 1  # the last step read
+        a, b = {0: frags[:rm]}, {0: frags[rm:rm + nb]}
+        accs = list(accs)
         for s in range(steps):
-            if s + 1 < steps:
-                nxt = self.stage_fragments(stage, (s + 1) * ki)
-            elif following is not None:
-                self.add(warp.AsyncWaitOp(self.stages - 2))
-                self.add(gpu.BarrierOp())
-                nxt = self.stage_fragments(following, 0) + next_metas
-            else:
-                nxt = []
-            a, b = frags[:rm], frags[rm:rm + rn] if metas else frags[rm:]
-            accs = [self.add(warp.MmaOp(a[i], b[j], accs[i * rn + j],
-                                        metadata=metas[i * steps + s] if metas else None)).results[0]
-                    for i in range(rm) for j in range(rn)]
-            frags = nxt
-        return accs, frags
+            for g in range(groups):
+                for j in range(g * w, min(g * w + w, rn)):
+                    for i in range(rm):
+                        accs[i * rn + j] = self.add(warp.MmaOp(a[s][i], b[s][j], accs[i * rn + j],
+                                                               metadata=metas[i * steps + s] if metas else None)).results[0]
+                        if j == rn - 1 and s < last:
+                            a.setdefault(s + 1, []).append(read(s + 1)[0](i))
+                s_b, g_b = divmod(s * groups + g + ahead, groups)
+                if s_b <= last:
+                    b.setdefault(s_b, []).extend(read(s_b)[1](g_b * w))
+        return accs, (a[steps] + b[steps] + next_metas if following is not None else [])
 
     def finish_body(self, kernel, new_body, args, roles, arg_of, bz, rows, cols, results, check) -> None:
         """Store D; swap the body in; record the arguments' roles and the launch shape."""

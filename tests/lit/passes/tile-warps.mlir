@@ -71,11 +71,13 @@ func.func @sparse(%a: memref<32x64xf16>, %b: memref<64x16xf16>, %d: memref<32x16
 // Dense f16 with aligned rows takes the staged schedule (512^3 leaves SMs idle with 128x128 CTAs:
 // the CTA is 64x128): two shared rings (memory space 3) of 3 stages of K 64; the prologue fills
 // 2 of them with CTA-wide cp.async copies (in_bounds: 512 is a multiple of the tiles), waits for
-// the first and reads its first fragments with ldmatrix (B two at a time, .x4.trans). Each
-// iteration carries the accumulators and those fragments: it refills the stage freed last time
-// (only while that stage starts before K: scf.if), then, K step by K step, reads the next step's
-// fragments before the mmas of this one; the last step first waits for the next stage and syncs.
-// The last stage is peeled (no refill, no read past K); nothing is in flight at the end.
+// the first and reads the fragments a stage starts with, with ldmatrix: A, and B's first two
+// pairs of columns (.x4.trans). Each iteration carries the accumulators and those fragments: it
+// refills the stage freed last time (only while that stage starts before K: scf.if), then
+// multiplies K step by K step, column by column, reading a fragment once the one it replaces is
+// dead (register pressure): after a B pair's mmas the pair two on, after a row's mma in a step's
+// last column that row's A of the next step. The next stage's first read first waits for it and
+// syncs. The last stage is peeled (no refill, no read past K); nothing is in flight at the end.
 // CHECK-LABEL: func.func @staged
 // CHECK-SAME:  warp.tiling = array<i64: 2, 2, 2, 8, 3, 64>
 // CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x64xf16, 3 : i64>
@@ -93,10 +95,14 @@ func.func @sparse(%a: memref<32x64xf16>, %b: memref<64x16xf16>, %d: memref<32x16
 // CHECK-NEXT:      warp.copy_async %b
 // CHECK-NEXT:    }
 // CHECK-NEXT:    warp.async_commit
-// CHECK:         warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>}
+// CHECK-NEXT:    warp.mma %[[A]], {{.*}}
+// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, trans}
 // CHECK:         warp.mma %[[A]], {{.*}}
+// CHECK:         warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>}
 // CHECK:         warp.async_wait {pending = 1 : i64}
 // CHECK-NEXT:    "gpu.barrier"()
+// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, trans}
+// CHECK:         warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>}
 // CHECK:         scf.yield
 // CHECK-NOT:     warp.copy_async
 // CHECK-COUNT-64: warp.mma
