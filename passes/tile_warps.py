@@ -300,6 +300,7 @@ class _Distribute:
             raise LoweringError(self.mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
         schedule = default_schedule(g, self.variant)
         default = configs.DEFAULTS[schedule]
+        self.interleave = schedule in configs.INTERLEAVED_READS
         size_class = configs.size_class(g.m, g.n, g.k, g.batch)
         if stages < 0:
             stages = (configs.SMALL_STAGES.get(schedule) if size_class == "small" else None) or default.stages
@@ -597,8 +598,10 @@ class _Distribute:
         return 1 if self.b_shared or self.g.a_meta is not None else 2
 
     def b_ahead(self) -> int:
-        """B groups read ahead: B_AHEAD, at most a K step's."""
-        return min(B_AHEAD, _ceil(self.t.warp_tile[1], self.b_group()))
+        """B groups read ahead: B_AHEAD, at most a K step's (all of them where the whole next
+        step is read ahead)."""
+        groups = _ceil(self.t.warp_tile[1], self.b_group())
+        return min(B_AHEAD, groups) if self.interleave else groups
 
     def stage_reads(self, stage: SSAValue, kk: int):
         """Readers of K step `kk` of a stage: i -> instruction row i's A fragment (ldmatrix .x4),
@@ -682,6 +685,16 @@ class _Distribute:
         last = steps if following is not None else steps - 1  # the last step read
         a, b = {0: frags[:rm]}, {0: frags[rm:rm + nb]}
         accs = list(accs)
+        if not self.interleave:  # the whole next step read before this step's mmas, row by row
+            for s in range(steps):
+                if s < last:
+                    a[s + 1] = [read(s + 1)[0](i) for i in range(rm)]
+                    b[s + 1] = [f for g in range(groups) for f in read(s + 1)[1](g * w)]
+                for i in range(rm):
+                    for j in range(rn):
+                        accs[i * rn + j] = self.add(warp.MmaOp(a[s][i], b[s][j], accs[i * rn + j],
+                                                               metadata=metas[i * steps + s] if metas else None)).results[0]
+            return accs, (a[steps] + b[steps] + next_metas if following is not None else [])
         for s in range(steps):
             for g in range(groups):
                 for j in range(g * w, min(g * w + w, rn)):

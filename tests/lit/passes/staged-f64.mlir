@@ -21,28 +21,14 @@
 // CHECK-NEXT:  warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 16, 0>, swizzle = #warp.swizzle<5 : i64>}
 // CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x32x64xf64, 3 : i64> -> !warp.frag<b, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
 // CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 8>, swizzle = #warp.swizzle<5 : i64>}
-// CHECK-NOT:   warp.load_shared
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 16>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 24>, swizzle = #warp.swizzle<5 : i64>}
 // CHECK:       warp.mma
-// B (512-byte rows; the loop's first read is column 2, 128 bytes on: an immediate): k rows t
-// and t + 8 share one address, t + 4 and t + 12 another, the phase the row times 5. A (256-byte
-// rows, after the A stage's base, 32768 bytes a stage): rows g and g + 8 share one address (8
-// rows: 2048 bytes, a whole swizzle period: an immediate), each K column t, t + 4, t + 8, t + 12
-// its own.
+// A (256-byte rows): rows g and g + 8 share one address (8 rows: 2048 bytes, a whole swizzle
+// period: an immediate), each K column t, t + 4, t + 8, t + 12 its own, the phase the row times
+// 5. B (512-byte rows): k rows t and t + 8 share one address, t + 4 and t + 12 another.
 // PTX-LABEL:   .entry f64_rowmajor(
 // PTX:         $k_loop_{{[0-9]+}}:
-// PTX:         mul.lo.u32 [[BO:%r[0-9]+]], [[BO]], 5;
-// PTX-NEXT:    and.b32 [[BO]], [[BO]], 7;
-// PTX:         xor.b32 [[BO]], [[BO]], {{%r[0-9]+}};
-// PTX-NEXT:    mad.lo.u32 [[BO]], {{%r[0-9]+}}, 512, [[BO]];
-// PTX-NEXT:    add.u32 [[B:%r[0-9]+]], {{%r[0-9]+}}, [[BO]];
-// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B]]+128];
-// PTX:         mad.lo.u32 [[BO4:%r[0-9]+]], {{%r[0-9]+}}, 512, [[BO4]];
-// PTX-NEXT:    add.u32 [[B4:%r[0-9]+]], {{%r[0-9]+}}, [[BO4]];
-// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B4]]+128];
-// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B]]+4224];
-// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B4]]+4224];
-// PTX:         mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64
-// PTX:         mad.lo.u32 {{%r[0-9]+}}, {{%r[0-9]+}}, 32768, {{%r[0-9]+}};
 // PTX:         mul.lo.u32 [[AO:%r[0-9]+]], [[AO]], 5;
 // PTX-NEXT:    and.b32 [[AO]], [[AO]], 7;
 // PTX:         xor.b32 [[AO]], [[AO]], {{%r[0-9]+}};
@@ -50,6 +36,15 @@
 // PTX-NEXT:    add.u32 [[A:%r[0-9]+]], {{%r[0-9]+}}, [[AO]];
 // PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[A]]+0];
 // PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[A]]+2048];
+// PTX:         mad.lo.u32 [[BO:%r[0-9]+]], {{%r[0-9]+}}, 512, [[BO]];
+// PTX-NEXT:    add.u32 [[B:%r[0-9]+]], {{%r[0-9]+}}, [[BO]];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B]]+0];
+// PTX:         mad.lo.u32 [[BO4:%r[0-9]+]], {{%r[0-9]+}}, 512, [[BO4]];
+// PTX-NEXT:    add.u32 [[B4:%r[0-9]+]], {{%r[0-9]+}}, [[BO4]];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B4]]+0];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B]]+4096];
+// PTX-NEXT:    ld.shared.f64 {{%fd[0-9]+}}, [[[B4]]+4096];
+// PTX:         mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64
 // PTX-NOT:     ld.global.f64
 // PTX:         bra.uni $k_loop
 // SM80:        staged-f64.mlir:[[# @LINE + 8]]:3

@@ -1,6 +1,6 @@
 // RUN: %tilemma-opt %s | filecheck %s --check-prefix=ROUND
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s --check-prefix=WARP
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stage-k=64},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stage-k=32}' | filecheck %s --check-prefix=WARP
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stages=0},cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=SIMPLE
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stage-k=64},warp-swizzle-shared,cse,warp-to-ptx' -t ptx > %t.ptx
 // RUN: %if ptxas %{ ptxas -arch=sm_90 %t.ptx -o %t.cubin %}
@@ -9,7 +9,7 @@
 // halved), metadata 2 x 3 x 64 words; B a broadcast batch of 1.
 // ROUND: tile.sparse_from %av, %am : memref<2x37x48xbf16>, memref<2x3x64xui32> -> !tile.sparse<2x37x75xbf16>
 
-// Staged (the default: 4 stages of K 32, configs.DEFAULTS): the values' stage is M x (stage K / 2)
+// Staged with 4 stages of K 32 (the default has K 64, configs.DEFAULTS): the values' stage is M x (stage K / 2)
 // and reads as a dense A (ldmatrix .x4); each k32 B fragment is one ldmatrix .x4.trans; the
 // metadata of a stage's k32 step is one load per instruction row, a stage ahead.
 // WARP:      func.func @pre(%av: memref<2x37x48xbf16> {warp.role = ["a_values"]}, %am: memref<2x3x64xui32> {warp.role = ["a_meta"]}
@@ -23,7 +23,8 @@
 // WARP:        warp.load_meta %am
 // WARP:        warp.mma {{.*}} meta
 
-// With stage K 64, a stage's two k32 steps of metadata are one v2 load per instruction row.
+// With stage K 64 (the default), a stage's two k32 steps of metadata are one v2 load per
+// instruction row.
 // CHECK:      .param .u64 p_av,
 // CHECK-NEXT: .param .u64 p_am,
 // CHECK:      cp.async.cg.shared.global
