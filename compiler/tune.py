@@ -34,8 +34,7 @@ def tune(types: list[str], classes: list[str], sm: str, cache: str, iters: int =
         good = []
         acc = "f64" if t == "f64" else "s32" if t in ("s8", "u8", "s4", "u4", "b1") else "f32"
         layout = "row" if fam in ("16bit", "64bit") else "col"  # 8-, 4-, 1- and 32-bit B are staged K-major
-        # b1 multiplies by xor; 4-bit is asked for as m16n8k64 (sm_90 would widen it to s8)
-        extra = {"popc": "xor"} if t == "b1" else {"shape": "m16n8k64"} if fam == "4bit" else {}
+        extra = {"popc": "xor"} if t == "b1" else {}  # b1 multiplies by xor
         k_check = {"4bit": 328, "1bit": 1056}.get(fam, 200)  # sub-byte K rows end on 4 bytes
         check = GemmSpec(130, 72, k_check, t, t, acc, b_layout=layout, **extra)
         for cand in configs.CANDIDATES[fam]:

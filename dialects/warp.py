@@ -534,6 +534,44 @@ class SplitTf32Op(IRDLOperation):
             raise VerifyException("warp.split_tf32: splits an f32 fragment into tf32 fragments")
 
 
+# 4-bit integer sources of `warp.widen`, and the 8-bit element each widens to
+WIDEN_ELEMENTS = {"si4": "si8", "ui4": "ui8"}
+
+
+@irdl_op_definition
+class WidenOp(IRDLOperation):
+    """`warp.widen`: an m16n8k64 4-bit integer A or B fragment (what ldmatrix reads from packed
+    K rows) -> the m16n8k32 8-bit fragments of its two K halves, each nibble sign- or
+    zero-extended to a byte. Within a half, lane t's K columns 8t..8t+7 become its K slots
+    4t..4t+3 (the first four) and 16+4t..16+4t+3 (the last four): a permutation of K that A and
+    B share, so integer products summed over K are unchanged and no lane exchanges data. Where
+    s4 mma is slow (sm_90) a staged s4 GEMM runs s8 mmas on 4-bit shared stages."""
+
+    name = "warp.widen"
+    source = operand_def(FragType)
+    low = result_def(FragType)
+    high = result_def(FragType)
+    traits = traits_def(Pure())
+
+    assembly_format = "$source attr-dict `:` type($source) `->` type($low) `,` type($high)"
+
+    def __init__(self, source: SSAValue, part: FragType):
+        super().__init__(operands=[source], result_types=[part, part])
+
+    def verify_(self) -> None:
+        src = _frag(self.source, "warp.widen source")
+        out = self.low.type
+        assert isinstance(out, FragType)
+        v, w = src.variant, out.variant
+        wide = WIDEN_ELEMENTS.get(_element_name(src.element))
+        if src.role not in (Operand.A, Operand.B) or (v.m, v.n, v.k) != (16, 8, 64) or wide is None:
+            raise VerifyException(f"warp.widen: widens m16n8k64 4-bit integer A or B fragments, not "
+                                  f"{src.role.value} of {v.shape} {_element_name(src.element)}")
+        if out.role != src.role or (w.m, w.n, w.k) != (16, 8, 32) or _element_name(out.element) != wide:
+            raise VerifyException(f"warp.widen: a {src.role.value} fragment of {_element_name(src.element)} "
+                                  f"widens to m16n8k32 {wide} {src.role.value} fragments")
+
+
 @irdl_op_definition
 class MmaOp(IRDLOperation):
     """`warp.mma`: d = a * b + c on the fragments' instruction (with the metadata fragment for
@@ -855,7 +893,7 @@ def _element_name(t: Attribute) -> str:
 
 Warp = Dialect(
     "warp",
-    [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, MmaOp,
+    [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp],
     [VariantAttr, TargetAttr, FragType, SwizzleAttr],
 )

@@ -13,6 +13,7 @@ attributes); a checked sparse A gets an extra argument, the sparsity error word.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -217,9 +218,12 @@ def stageable(g, variant) -> str | None:
                 f"(4-bit) and m16n8k256 (1-bit), not {variant.shape}{' sparse' if variant.sparse else ''}")
     if variant.atype not in configs.STAGED_ELEMENTS[bits] or variant.btype not in configs.STAGED_ELEMENTS[bits]:
         return f"staging covers {', '.join(configs.STAGED_TYPES)} operands, not {variant.atype} x {variant.btype}"
-    for what, mem in (("A", g.a), ("B", g.b)):
-        if mem.casts and [c[:2] for c in mem.casts] != [("f32", "tf32")]:
-            return f"{what} must be read as stored (or as f32 rounded to tf32)"
+    widened = [[c[:2] for c in mem.casts] == [(mem.stored, warp.WIDEN_ELEMENTS.get(mem.stored))] for mem in (g.a, g.b)]
+    for what, mem, wide in (("A", g.a, widened[0]), ("B", g.b, widened[1])):
+        if mem.casts and [c[:2] for c in mem.casts] != [("f32", "tf32")] and not wide:
+            return f"{what} must be read as stored (or as f32 rounded to tf32, or 4-bit integers widened to 8)"
+    if widened[0] != widened[1]:
+        return "A and B must both be 4-bit integers widened to 8-bit, or neither"
     if g.a.col_stride != 1:
         return "A must have contiguous rows (K-major)"
     k_major = b_k_major(g.b)
@@ -228,9 +232,9 @@ def stageable(g, variant) -> str | None:
     if bits <= 8 and not k_major:
         return (f"{bits}-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
                 f"transposes only 16-bit elements, and {bits}-bit fragments pack {32 // bits} elements a register")
-    if bits < 8 and g.k * bits % 8:
-        return (f"K = {g.k} {bits}-bit elements end inside a byte: cp.async copies whole bytes, and the "
-                f"byte's other bits would enter the product")
+    if g.a.bits < 8 and g.k * g.a.bits % 8:
+        return (f"K = {g.k} {g.a.bits}-bit elements end inside a byte: cp.async copies whole bytes, and "
+                f"the byte's other bits would enter the product")
     for what, mem, km in (("A", g.a, False), ("B", g.b, k_major)):
         if not copy_vector(mem, km):
             return (f"{what}'s {'columns' if km else 'rows'} are not 4-byte aligned (stride "
@@ -264,6 +268,8 @@ def default_schedule(g, variant) -> str:
         return "32bit" if b_k_major(g.b) else "32bit-row-b"
     if g.a.bits == 8:
         return "fp8" if variant.atype in FP8 else "8bit"
+    if g.a.bits == 4 and variant.k == 32:
+        return "4bit-widened"
     return f"{g.a.bits}bit"
 
 
@@ -306,8 +312,11 @@ class _Distribute:
             stages = (configs.SMALL_STAGES.get(schedule) if size_class == "small" else None) or default.stages
         self.stages = 0 if (stages == 0 or why_not) else stages
         self.stage_k = stage_k = stage_k or default.stage_k
-        if self.stages and stage_k % self.variant.k:
-            raise LoweringError(self.mma, f"stage-k {stage_k} is not a multiple of the instruction's K ({self.variant.k})")
+        # 4-bit integers staged as stored, read as m16n8k64 fragments and widened for 8-bit mmas
+        self.widen = g.a.bits == 4 and self.variant.k == 32
+        self.read_k = 64 if self.widen else self.variant.k  # K of one fragment read
+        if self.stages and stage_k % self.read_k:
+            raise LoweringError(self.mma, f"stage-k {stage_k} is not a multiple of the fragments' K ({self.read_k})")
         if self.stages and warp_tile is None:
             rm, rn = _pair(default.warp_tile, "warp-tile")  # type: ignore[misc]
             rm, rn = min(rm, _ceil(g.m, 16)), min(rn, _ceil(g.n, 8))
@@ -393,6 +402,13 @@ class _Distribute:
 
     def frag(self, role: warp.Operand, element) -> warp.FragType:
         return warp.FragType(role, element, self.variant_attr)
+
+    def stored_frag(self, role: warp.Operand, mem) -> warp.FragType:
+        """A fragment of the m16n8k64 instruction of a widened 4-bit operand, as stored."""
+        v = self.variant
+        ptx = {"si4": "s4", "ui4": "u4"}
+        native = dataclasses.replace(v, k=64, atype=ptx[self.g.a.stored], btype=ptx[self.g.b.stored])
+        return warp.FragType(role, tile.element_type(mem.stored), warp.VariantAttr(native))
 
     # -- the kernel -----------------------------------------------------------------------
 
@@ -615,6 +631,9 @@ class _Distribute:
         (_, a_round), (_, b_round) = (None, None) if pre else self.source(self.mma.lhs), self.source(self.mma.rhs)
         a_type = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
         b_type = self.frag(warp.Operand.B, _operand_element(self.mma.rhs))
+        if self.widen:  # the stored 4-bit fragments of m16n8k64 (`warp.widen` makes the mma's)
+            a_type, b_type = (self.stored_frag(role, mem) for role, mem in ((warp.Operand.A, self.g.a),
+                                                                            (warp.Operand.B, self.g.b)))
         at, zero = self.const(kk), self.const(0)
         a_read = warp.LoadSharedOp if self.a_shared else warp.LdMatrixOp
         a_col = self.const(kk // 2) if pre else at  # a pre-compressed stage holds K/2 value columns
@@ -666,7 +685,7 @@ class _Distribute:
         stage from this one on; the group `meta_ahead` stages on (at `meta_k`) is loaded from
         global memory before this stage's mmas."""
         rm, rn = self.t.warp_tile
-        ki = self.t.instr[2]
+        ki = self.read_k
         w, ahead = self.b_group(), self.b_ahead()
         groups, steps = _ceil(rn, w), self.stage_k // ki
         nb = min(ahead * w, rn)  # B fragments a step starts with
@@ -690,10 +709,11 @@ class _Distribute:
                 if s < last:
                     a[s + 1] = [read(s + 1)[0](i) for i in range(rm)]
                     b[s + 1] = [f for g in range(groups) for f in read(s + 1)[1](g * w)]
-                for i in range(rm):
-                    for j in range(rn):
-                        accs[i * rn + j] = self.add(warp.MmaOp(a[s][i], b[s][j], accs[i * rn + j],
-                                                               metadata=metas[i * steps + s] if metas else None)).results[0]
+                for a_h, b_h in self.widened(a[s], b[s]):
+                    for i in range(rm):
+                        for j in range(rn):
+                            accs[i * rn + j] = self.add(warp.MmaOp(a_h[i], b_h[j], accs[i * rn + j],
+                                                                   metadata=metas[i * steps + s] if metas else None)).results[0]
             return accs, (a[steps] + b[steps] + next_metas if following is not None else [])
         for s in range(steps):
             for g in range(groups):
@@ -707,6 +727,17 @@ class _Distribute:
                 if s_b <= last:
                     b.setdefault(s_b, []).extend(read(s_b)[1](g_b * w))
         return accs, (a[steps] + b[steps] + next_metas if following is not None else [])
+
+    def widened(self, a: list[SSAValue], b: list[SSAValue]):
+        """The (A, B) fragments of each mma K step of a read: the read's own, or the two K halves
+        of widened 4-bit fragments (`warp.widen`), widened right before their mmas."""
+        if not self.widen:
+            return [(a, b)]
+        a_type = self.frag(warp.Operand.A, _operand_element(self.mma.lhs))
+        b_type = self.frag(warp.Operand.B, _operand_element(self.mma.rhs))
+        wa = [self.add(warp.WidenOp(x, a_type)).results for x in a]
+        wb = [self.add(warp.WidenOp(x, b_type)).results for x in b]
+        return [([x[h] for x in wa], [x[h] for x in wb]) for h in (0, 1)]
 
     def finish_body(self, kernel, new_body, args, roles, arg_of, bz, rows, cols, results, check) -> None:
         """Store D; swap the body in; record the arguments' roles and the launch shape."""

@@ -582,6 +582,46 @@ class LowerSplitTf32(RewritePattern):
 
 
 @dataclass
+class LowerWiden(RewritePattern):
+    """`warp.widen`: per source register, its low four nibbles (K 8t..8t+3) and high four
+    (8t+4..8t+7) spread to bytes, sign-extended for s4; A's registers (rows g, g+8; K halves)
+    regroup as each half's a0..a3, B's as b0, b1."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.WidenOp, rewriter: PatternRewriter) -> None:
+        src = regs(op.source)
+        if src is None:
+            return
+        e = fio.Emitter(self.state.kernel(op).regs)
+        signed = warp._element_name(op.source.type.element) == "si4"  # type: ignore[union-attr]
+
+        def spread(r: str, high: bool) -> str:
+            """Four nibbles of r to the four bytes of a new register."""
+            x, t = e.reg("b32"), e.reg("b32")
+            e.emit("shr.u32" if high else "and.b32", x, r, 16 if high else 0xFFFF)
+            e.emit("shl.b32", t, x, 8)  # nibble pairs to bytes 0 and 2
+            e.emit("or.b32", x, x, t)
+            e.emit("and.b32", x, x, 0x00FF00FF)
+            e.emit("shl.b32", t, x, 4)  # then one nibble a byte
+            e.emit("or.b32", x, x, t)
+            e.emit("and.b32", x, x, 0x0F0F0F0F)
+            if signed:  # bit 3 set: the byte's top four bits too (8 x 30 = 0xF0, no carry out)
+                e.emit("and.b32", t, x, 0x08080808)
+                e.emit("mul.lo.u32", t, t, 30)
+                e.emit("or.b32", x, x, t)
+            return x
+
+        if len(src) == 4:  # A: rows g and g+8 of K half 0 (a0, a1), then of half 1 (a2, a3)
+            halves = [[spread(src[2 * h], False), spread(src[2 * h + 1], False),
+                       spread(src[2 * h], True), spread(src[2 * h + 1], True)] for h in (0, 1)]
+        else:  # B: one register a K half
+            halves = [[spread(r, False), spread(r, True)] for r in src]
+        _finish(op, rewriter, e, halves)
+
+
+@dataclass
 class LowerMma(RewritePattern):
     """`warp.mma`: one `mma` instruction; d reuses c's registers when this is c's only use."""
 
@@ -1008,7 +1048,7 @@ class WarpToPtx(ModulePass):
             GreedyRewritePatternApplier([
                 LowerConstant(), LowerArith(state), LowerCmpi(state), LowerId(state), LowerFor(state), LowerIf(state),
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
-                LowerScale(state), LowerSplitTf32(state), LowerMma(state), LowerReturn(state),
+                LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
                 LowerLoadMeta(state), LowerLoadShared(state),
             ]),

@@ -56,6 +56,7 @@ def test_malformed_cache_is_an_error(tmp_path):
     ("64bit", GemmSpec(4096, 4096, 4096, "f64", "f64", "f64")),
     ("sparse-16bit", GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True)),
     ("4bit", GemmSpec(4096, 4096, 4096, "s4", "s4", "s32", b_layout="col", shape="m16n8k64")),
+    ("4bit-widened", GemmSpec(4096, 4096, 4096, "s4", "s4", "s32", b_layout="col")),
     ("1bit", GemmSpec(4096, 4096, 4096, "b1", "b1", "s32", b_layout="col", popc="and")),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_defaults_come_from_the_table(schedule, spec):

@@ -1,5 +1,6 @@
 """Staged 4- and 1-bit operands (s4/u4 m16n8k64, b1 m16n8k256): packed K rows copied with
-cp.async into the swizzled ring and read with ldmatrix, in the emulator.
+cp.async into the swizzled ring and read with ldmatrix, in the emulator; on sm_90, where s4 mma is
+slow, the same 4-bit fragments widened in registers (`warp.widen`) for s8 mmas.
 
 A packed K-major row is bytes like any other: 16 bytes hold 32 s4 or 128 b1 elements, and the
 fragment registers of these shapes are ldmatrix's 8x8 b16 matrices, as for 8-bit. What differs
@@ -56,6 +57,11 @@ CASES = {
     "s4-sm90-shape": lambda **o: _spec_kernel(_s(130, 70, 200, "s4", shape="m16n8k64"), "90", **o),
     "s4-strided": lambda **o: _kernel(STRIDED, "strided", "80", **o),
     "s4-one-stage-k": lambda **o: _spec_kernel(_s(40, 24, 64, "s4"), "80", **o),
+    # sm_90: staged as 4-bit, widened to s8/u8 fragments in registers (K permuted within 8s)
+    "s4-widened-odd": lambda **o: _spec_kernel(_s(130, 70, 200, "s4"), "90", **o),
+    "u4-widened-batched": lambda **o: _spec_kernel(_s(37, 45, 136, "u4", batch=3), "90", **o),
+    "s4-widened-broadcast-a": lambda **o: _spec_kernel(_s(33, 70, 264, "s4", batch=2, bcast="a"), "90", **o),
+    "s4-widened-strided": lambda **o: _kernel(STRIDED, "strided", "90", **o),
     "b1-xor-odd": lambda **o: _spec_kernel(_s(130, 70, 544, "b1", popc="xor"), "90", **o),
     "b1-and-batched": lambda **o: _spec_kernel(_s(37, 45, 1056, "b1", popc="and", batch=2), "90", **o),
     "b1-xor-broadcast-a": lambda **o: _spec_kernel(_s(33, 70, 800, "b1", popc="xor", batch=2, bcast="a"), "80", **o),
@@ -120,6 +126,33 @@ def test_extreme_s4_values_against_int64():
                             shared_bytes=kernel.abi.shared_bytes)
     want = a.astype(np.int64) @ b.astype(np.int64) + c
     np.testing.assert_array_equal(outs[3].view(np.int32).reshape(m, n).astype(np.int64), want)
+
+
+@pytest.mark.parametrize("options", [
+    dict(warps="2x2", warp_tile="4x4", stages=4, stage_k=128),
+    dict(warps="2x1", warp_tile="1x3", stages=2, stage_k=64),  # one fragment read per stage
+])
+def test_forced_widened_configurations(options):
+    kernel = _spec_kernel(_s(257, 129, 448, "s4"), "90", **options)
+    assert _staged(kernel) and "m16n8k32.row.col.s32.s8.s8.s32" in kernel.ptx
+    res = run_compiled(kernel, seed=8, on="emulator")
+    assert res.ok, res.line()
+
+
+@pytest.mark.parametrize("pattern, replacement", [
+    (r"mul\.lo\.u32 (%r\d+), \1, 30;", r"mov.u32 \1, 0;"),  # no sign extension: -8..-1 read as 8..15
+    (r"and\.b32 (%r\d+), \1, 252645135;", r"mov.u32 \1, \1;"),  # no 0x0F0F0F0F mask
+], ids=["sign", "mask"])
+def test_a_broken_widening_gives_wrong_products(pattern, replacement):
+    """The widening's sign extension and masks are load-bearing: with one of them removed (every
+    instance neutralised) the emulator's result differs from the reference."""
+    import re
+
+    kernel = CASES["s4-widened-odd"]()
+    assert re.search(pattern, kernel.ptx)
+    bad = re.sub(pattern, replacement, kernel.ptx)
+    res = run_compiled(dataclasses.replace(kernel, ptx=bad), seed=5, on="emulator")
+    assert not res.ok
 
 
 def test_a_reader_that_drops_the_byte_shift_reads_wrong_elements():

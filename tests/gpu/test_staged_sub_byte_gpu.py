@@ -1,6 +1,7 @@
-"""Staged 4- and 1-bit kernels on the GPU (sm_90): b1 m16n8k256 and s4/u4 m16n8k64 (asked for by
-shape: sm_90 runs it, slowly, where tilemma would otherwise widen s4 to s8), simple and staged, odd
-sizes, batches with broadcast and 2048^3: every element against the exact integer reference."""
+"""Staged 4- and 1-bit kernels on the GPU (sm_90): b1 m16n8k256, s4/u4 m16n8k64 (asked for by
+shape: sm_90 runs it, slowly), and s4/u4 the sm_90 way (4-bit stages, fragments widened to s8/u8 in
+registers for m16n8k32), simple and staged, odd sizes, batches with broadcast and 2048^3: every
+element against the exact integer reference."""
 
 import pytest
 
@@ -48,3 +49,16 @@ def test_batch(bcast):
 @pytest.mark.parametrize("t", ["b1", "s4"])
 def test_full_size_staged(t):
     assert _run(_spec(2048, 2048, 2048, t), -1).ok
+
+
+@pytest.mark.parametrize("stages", [0, -1], ids=["simple", "staged"])
+@pytest.mark.parametrize("t,size,batch", [("s4", (130, 70, 200), None), ("u4", (257, 129, 328), None),
+                                          ("s4", (61, 40, 264), 3), ("s4", (2048, 2048, 2048), None)], ids=str)
+def test_widened(t, size, batch, stages):
+    spec = GemmSpec(*size, t, t, "s32", b_layout="col", batch=batch)
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", ptx="9.0", stages=stages))
+    assert ".s8.s8." in kernel.ptx or ".u8.u8." in kernel.ptx
+    assert ("cp.async" in kernel.ptx) == (stages != 0)
+    result = run_compiled(kernel, 2, "gpu")
+    print(result.line(), kernel.abi.config)
+    assert result.ok
