@@ -94,7 +94,9 @@ DEFAULTS: dict[str, Config] = {
     "64bit": Config("4x2", "2x4", 3, 32),  # 61 TFLOP/s, cuBLAS 61; 2x2 warps x K 16: 48
     "sparse-16bit": Config("2x2", "4x8", 4, 64),  # pre-compressed A: 481 (K 32 stages: 445); 2x4 of 4x4: 320
     "4bit": Config("2x2", "4x8", 3, 256),  # the 8-bit default's bytes; not timed (sm_90 emulates s4)
-    "4bit-widened": Config("2x2", "2x8", 3, 256),  # s4 as s8 mmas (sm_90): 4x8 spills 132 bytes
+    # s4 as s8 mmas (sm_90): 416 TOP/s (`tilemma tune`, s8's default 740 in that run) though it
+    # spills 32 bytes; 2x8 (no spills) 304, 3 stages of K 256 393
+    "4bit-widened": Config("2x2", "4x8", 4, 128),
     "1bit": Config("2x2", "4x8", 3, 1024),  # the same bytes; not timed
 }
 # Schedules whose staged K loop reads fragments as registers free up (`tile_warps` stage_steps)

@@ -10,8 +10,8 @@
 // the two m16n8k32 s8 fragments of its K halves (`warp.widen`) right before their mmas.
 // RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s --check-prefix=WIDEN
 // WIDEN-LABEL: func.func @s4_kmajor
-// WIDEN-SAME:  warp.tiling = array<i64: 2, 2, 2, 8, 3, 256>
-// WIDEN:       warp.ldmatrix {{.*}} : memref<3x64x256xsi4, 3 : i64> -> !warp.frag<a, si4, #warp.variant<m16n8k64, s32, s4, s4, s32>>
+// WIDEN-SAME:  warp.tiling = array<i64: 2, 2, 4, 8, 4, 128>
+// WIDEN:       warp.ldmatrix {{.*}} : memref<4x128x128xsi4, 3 : i64> -> !warp.frag<a, si4, #warp.variant<m16n8k64, s32, s4, s4, s32>>
 // WIDEN:       warp.widen {{.*}} : !warp.frag<a, si4, #warp.variant<m16n8k64, s32, s4, s4, s32>> -> !warp.frag<a, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>, !warp.frag<a, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
 // WIDEN:       warp.widen {{.*}} : !warp.frag<b, si4, {{.*}}> -> !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>,
 // WIDEN:       warp.mma {{.*}} : !warp.frag<a, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
