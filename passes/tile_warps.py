@@ -40,7 +40,7 @@ from tilemma.compiler import configs, sparse_format
 from tilemma.compiler.mma_layouts import instruction_layouts
 from tilemma.dialects import tile, warp
 from tilemma.passes.errors import LoweringError
-from tilemma.passes.gemm_kernel import read_kernel
+from tilemma.passes.gemm_kernel import PTX_TYPE, read_kernel
 from tilemma.passes.sparse_a import NO_ERROR
 
 STAGES = (2, 3, 4, 5)
@@ -306,7 +306,6 @@ class _Distribute:
             raise LoweringError(self.mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
         schedule = default_schedule(g, self.variant)
         default = configs.DEFAULTS[schedule]
-        self.interleave = schedule in configs.INTERLEAVED_READS
         size_class = configs.size_class(g.m, g.n, g.k, g.batch)
         if stages < 0:
             stages = (configs.SMALL_STAGES.get(schedule) if size_class == "small" else None) or default.stages
@@ -315,6 +314,7 @@ class _Distribute:
         # 4-bit integers staged as stored, read as m16n8k64 fragments and widened for 8-bit mmas
         self.widen = g.a.bits == 4 and self.variant.k == 32
         self.read_k = 64 if self.widen else self.variant.k  # K of one fragment read
+        self.interleave = schedule in configs.INTERLEAVED_READS and not self.widen  # (stage_steps)
         if self.stages and stage_k % self.read_k:
             raise LoweringError(self.mma, f"stage-k {stage_k} is not a multiple of the fragments' K ({self.read_k})")
         if self.stages and warp_tile is None:
@@ -405,9 +405,8 @@ class _Distribute:
 
     def stored_frag(self, role: warp.Operand, mem) -> warp.FragType:
         """A fragment of the m16n8k64 instruction of a widened 4-bit operand, as stored."""
-        v = self.variant
-        ptx = {"si4": "s4", "ui4": "u4"}
-        native = dataclasses.replace(v, k=64, atype=ptx[self.g.a.stored], btype=ptx[self.g.b.stored])
+        native = dataclasses.replace(self.variant, k=64, atype=PTX_TYPE[self.g.a.stored],
+                                     btype=PTX_TYPE[self.g.b.stored])
         return warp.FragType(role, tile.element_type(mem.stored), warp.VariantAttr(native))
 
     # -- the kernel -----------------------------------------------------------------------
@@ -515,10 +514,10 @@ class _Distribute:
         """The K loop through a ring of S shared-memory stages, software-pipelined twice over.
         Copies: the CTA copies A (BM x BK) and B (BK x BN) tiles with cp.async, S-1 stages ahead
         of the stage the warps multiply; a copy past K is skipped (`scf.if`), so the copies
-        that run never cross K where K is a multiple of BK. Fragments: read from the stages a
-        little ahead of their mmas, as registers free up (`stage_steps`); those a stage starts
-        with travel as loop-carried values; the last stage is peeled so that nothing past K is
-        read."""
+        that run never cross K where K is a multiple of BK. Fragments: read from the stages ahead
+        of their mmas, the whole next K step at once or as registers free up (`stage_steps`);
+        those a stage starts with travel as loop-carried values; the last stage is peeled so that
+        nothing past K is read."""
         g, t, S = self.g, self.t, self.stages
         bm, bn = t.cta_tile
         bk = self.stage_k
@@ -673,12 +672,14 @@ class _Distribute:
                 for r in self.add(warp.LoadMetaOp(self.meta_ref, [self.meta_batch, self.meta_rows[i], k], meta, steps)).results]
 
     def stage_steps(self, stage, following, accs, frags, meta_k=None):
-        """The mmas of one stage, K step by K step, a step's column by column (instruction rows
-        in order within a column), reading fragments as the registers of the ones they replace
-        free up, so that about a fragment set is live, not two: register pressure (a 4x8 mma.sp
-        warp tile spilled when whole sets were double-buffered). After the mmas of a B group,
-        the group `b_ahead` groups on is read (the next step's first groups at a step's end);
-        after a row's mma of a step's last column, that row's A of the next step. `frags` holds
+        """The mmas of one stage, K step by K step. Where `interleave` (configs.INTERLEAVED_READS)
+        a step's mmas go column by column (instruction rows in order within a column), reading
+        fragments as the registers of the ones they replace free up, so that about a fragment set
+        is live, not two: register pressure (a 4x8 mma.sp warp tile spilled when whole sets were
+        double-buffered): after the mmas of a B group, the group `b_ahead` groups on is read (the
+        next step's first groups at a step's end); after a row's mma of a step's last column,
+        that row's A of the next step. Elsewhere the whole next step is read before a step's mmas
+        (row by row; 4-bit fragments widened right before them). `frags` holds
         what the stage starts with (`stage_fragments`); what the following stage starts with is
         returned, read after waiting for that stage, right before its first read (nothing after
         the last stage). A pre-compressed A's metadata rides at the end of `frags`, a group per
