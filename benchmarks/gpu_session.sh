@@ -40,6 +40,7 @@ sanitize)  # memcheck + racecheck, odd batched sizes, one kernel per schedule/fa
         "--a f16 --b f16 --acc f32 --sparse-a 2:4 --prune"
         "--a b1 --b b1 --acc s32 --b-layout col --popc xor --k 544"
         "--a s4 --b s4 --acc s32 --b-layout col --shape m16n8k64"
+        "--a s4 --b s4 --acc s32 --b-layout col"
     )
     i=0
     for k in "${kernels[@]}"; do
