@@ -80,19 +80,18 @@ class GemmKernel:
     a_meta: MemOperand | None = None  # the metadata words of a pre-compressed A (tile.sparse_from)
 
 
-def _layout(ref: MemRefType, at: Operation, stored: str, sparse: str | None = None) -> StridedLayout:
+def _layout(ref: MemRefType, at: Operation, sparse: str | None = None) -> StridedLayout:
     """The memref's strided layout (`read_kernel` has checked that it has one), or a
-    LoweringError at `at` where the lowering cannot address it: packed sub-byte elements and a
-    compressed A are read in runs along a row."""
+    LoweringError at `at` where the lowering cannot address it: a compressed A is read in runs
+    along a row. (Packed sub-byte elements sit at bit (offset + i*s0 + j*s1) * bits, any order.)"""
     layout = strided_layout(ref)
     col_stride = layout.strides[-1]
-    if col_stride != 1:
-        if sparse is not None:
-            raise LoweringError(
-                at,
-                f"{ref}: a compressed (tile.compress) operand is read in runs along its rows, so "
-                f"the column stride must be 1, not {col_stride}",
-            )
+    if col_stride != 1 and sparse is not None:
+        raise LoweringError(
+            at,
+            f"{ref}: a compressed (tile.compress) operand is read in runs along its rows, so "
+            f"the column stride must be 1, not {col_stride}",
+        )
     return layout
 
 
@@ -127,7 +126,7 @@ def _operand(
     assert isinstance(ref, MemRefType)
     tile_type = owner.result.type
     assert isinstance(tile_type, tile.TileType)
-    layout = _layout(ref, owner, tile_type.element, sparse)
+    layout = _layout(ref, owner, sparse)
     strides = layout.strides
     base = layout.offset + sum(o * s for o, s in zip(owner.offset_values(), strides))
     broadcast = batched and tile_type.get_shape()[0] == 1
@@ -175,7 +174,7 @@ def _store_operand(store: tile.StoreOp, params: dict[SSAValue, int], batched: bo
     ref = store.dest.type
     assert isinstance(ref, MemRefType)
     element = store.value.type.element  # type: ignore[union-attr]
-    layout = _layout(ref, store, element)
+    layout = _layout(ref, store)
     strides = layout.strides
     return MemOperand(
         param=params[store.dest],
