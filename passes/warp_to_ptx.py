@@ -697,13 +697,14 @@ def _shared_geometry(ref: MemRefType) -> tuple[int, int, int]:
     return bits, cols * bits // 8, rows * cols * bits // 8
 
 
-def _column_bytes(e: fio.Emitter, dst: str, col: str, bits: int) -> None:
-    """dst = byte offset of element column `col` (a whole byte's for sub-byte elements: staged
-    reads and copies start at 16-byte granules)."""
+def _column_bytes(e: fio.Emitter, dst: str, col: str, bits: int, sign: str = "u") -> None:
+    """dst = the bytes of `col` elements (whole bytes for sub-byte elements: staged reads and
+    copies start at 16-byte granules, and sub-byte extents end on a byte); `sign` "s" for a
+    count that may be negative."""
     if bits >= 8:
-        e.emit("mul.lo.u32", dst, col, bits // 8)
+        e.emit(f"mul.lo.{sign}32", dst, col, bits // 8)
     else:
-        e.emit("shr.u32", dst, col, (8 // bits).bit_length() - 1)
+        e.emit(f"shr.{sign}32", dst, col, (8 // bits).bit_length() - 1)
 
 
 def _stage_read(op: warp.LdMatrixOp | warp.LoadSharedOp):
@@ -837,10 +838,7 @@ class LowerCopyAsync(RewritePattern):
                     index = e.reg("b32")
                     e.emit("add.u32", index, col, e.in_register(i0))  # type: ignore[arg-type]
                     e.emit("sub.s32", size, i_ext, index)
-                    if bits >= 8:
-                        e.emit("mul.lo.s32", size, size, bits // 8)
-                    else:
-                        e.emit("shr.s32", size, size, (8 // bits).bit_length() - 1)
+                    _column_bytes(e, size, size, bits, "s")
                     e.emit("min.s32", size, size, w)
                     e.emit("max.s32", size, size, 0)
                 if not o_in:
