@@ -1156,6 +1156,9 @@ class SparseFromOp(IRDLOperation):
 
 # Element types of a pre-compressed sparse A (`tile.sparse_from`).
 PRE_COMPRESSED = ("f16", "bf16")
+# 4-bit integers and the 8-bit type that holds each exactly: select-mma widens to it where 4-bit
+# mma is slow, and `warp.widen` does it to staged fragments.
+INT4_WIDENED = {"si4": "si8", "ui4": "ui8"}
 
 
 # The ops that multiply into an accumulator (what tile-select-mma leaves behind).

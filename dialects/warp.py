@@ -534,10 +534,6 @@ class SplitTf32Op(IRDLOperation):
             raise VerifyException("warp.split_tf32: splits an f32 fragment into tf32 fragments")
 
 
-# 4-bit integer sources of `warp.widen`, and the 8-bit element each widens to
-WIDEN_ELEMENTS = {"si4": "si8", "ui4": "ui8"}
-
-
 @irdl_op_definition
 class WidenOp(IRDLOperation):
     """`warp.widen`: an m16n8k64 4-bit integer A or B fragment (what ldmatrix reads from packed
@@ -559,11 +555,13 @@ class WidenOp(IRDLOperation):
         super().__init__(operands=[source], result_types=[part, part])
 
     def verify_(self) -> None:
+        from tilemma.dialects.tile import INT4_WIDENED
+
         src = _frag(self.source, "warp.widen source")
         out = self.low.type
         assert isinstance(out, FragType)
         v, w = src.variant, out.variant
-        wide = WIDEN_ELEMENTS.get(_element_name(src.element))
+        wide = INT4_WIDENED.get(_element_name(src.element))
         if src.role not in (Operand.A, Operand.B) or (v.m, v.n, v.k) != (16, 8, 64) or wide is None:
             raise VerifyException(f"warp.widen: widens m16n8k64 4-bit integer A or B fragments, not "
                                   f"{src.role.value} of {v.shape} {_element_name(src.element)}")

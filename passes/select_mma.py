@@ -38,8 +38,8 @@ class SlowPath:
 SLOW_PATHS = (
     SlowPath(
         targets=(90,),
-        types=("si4", "ui4"),
-        widen_to={"si4": "si8", "ui4": "ui8"},
+        types=tuple(tile.INT4_WIDENED),
+        widen_to=tile.INT4_WIDENED,
         why="int4 mma is emulated on sm_90 (measured 28x slower than int8 mma)",
     ),
 )

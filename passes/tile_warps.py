@@ -218,7 +218,7 @@ def stageable(g, variant) -> str | None:
                 f"(4-bit) and m16n8k256 (1-bit), not {variant.shape}{' sparse' if variant.sparse else ''}")
     if variant.atype not in configs.STAGED_ELEMENTS[bits] or variant.btype not in configs.STAGED_ELEMENTS[bits]:
         return f"staging covers {', '.join(configs.STAGED_TYPES)} operands, not {variant.atype} x {variant.btype}"
-    widened = [[c[:2] for c in mem.casts] == [(mem.stored, warp.WIDEN_ELEMENTS.get(mem.stored))] for mem in (g.a, g.b)]
+    widened = [[c[:2] for c in mem.casts] == [(mem.stored, tile.INT4_WIDENED.get(mem.stored))] for mem in (g.a, g.b)]
     for what, mem, wide in (("A", g.a, widened[0]), ("B", g.b, widened[1])):
         if mem.casts and [c[:2] for c in mem.casts] != [("f32", "tf32")] and not wide:
             return f"{what} must be read as stored (or as f32 rounded to tf32, or 4-bit integers widened to 8)"
@@ -258,6 +258,12 @@ def pre_compressed_stageable(g, variant) -> str | None:
     return None
 
 
+def widens(g, variant) -> bool:
+    """Whether 4-bit operands run as the 8-bit mma (select-mma's widening): staged as stored,
+    their m16n8k64 fragments widened in registers (`warp.widen`)."""
+    return g.a.bits == 4 and variant.k == 32
+
+
 def default_schedule(g, variant) -> str:
     """The key of a staged kernel's default configuration in `configs.DEFAULTS`."""
     if g.a_meta is not None:
@@ -268,7 +274,7 @@ def default_schedule(g, variant) -> str:
         return "32bit" if b_k_major(g.b) else "32bit-row-b"
     if g.a.bits == 8:
         return "fp8" if variant.atype in FP8 else "8bit"
-    if g.a.bits == 4 and variant.k == 32:
+    if widens(g, variant):
         return "4bit-widened"
     return f"{g.a.bits}bit"
 
@@ -312,7 +318,7 @@ class _Distribute:
         self.stages = 0 if (stages == 0 or why_not) else stages
         self.stage_k = stage_k = stage_k or default.stage_k
         # 4-bit integers staged as stored, read as m16n8k64 fragments and widened for 8-bit mmas
-        self.widen = g.a.bits == 4 and self.variant.k == 32
+        self.widen = widens(g, self.variant)
         self.read_k = 64 if self.widen else self.variant.k  # K of one fragment read
         self.interleave = schedule in configs.INTERLEAVED_READS and not self.widen  # (stage_steps)
         if self.stages and stage_k % self.read_k:

@@ -595,7 +595,7 @@ class LowerWiden(RewritePattern):
         if src is None:
             return
         e = fio.Emitter(self.state.kernel(op).regs)
-        signed = warp._element_name(op.source.type.element) == "si4"  # type: ignore[union-attr]
+        signed = element_name(op.source.type.element) == "si4"  # type: ignore[union-attr]
 
         def spread(r: str, high: bool) -> str:
             """Four nibbles of r to the four bytes of a new register."""
