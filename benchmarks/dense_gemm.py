@@ -10,10 +10,11 @@ import argparse
 
 import numpy as np
 
-from tilemma.compiler import cuda_runtime, reference
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import pack_memory
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.verify import reference
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import pack_memory
 
 FAMILIES = [("f16", "f16", "f32"), ("bf16", "bf16", "f32"), ("si8", "si8", "si32"), ("f64", "f64", "f64")]
 TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "si8": "int8", "f64": "float64"}

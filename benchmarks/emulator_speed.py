@@ -14,10 +14,10 @@ import os
 import time
 
 import numpy as np
-from tilemma.compiler import emulator, reference
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import pack_memory
+from tilemma.compiler.verify import emulator, reference
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import pack_memory
 
 
 def bench(n: int, repeat: int) -> dict:

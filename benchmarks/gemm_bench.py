@@ -29,7 +29,7 @@ import traceback
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Sequence
 
-from tilemma.compiler import reference
+from tilemma.compiler.verify import reference
 
 
 @dataclass(frozen=True)
@@ -121,8 +121,8 @@ class TilemmaKernel:
 
 def tilemma_kernel(ir_text: str, name: str, options: Any) -> TilemmaKernel:
     """Compile tile IR (one GEMM kernel, as `tilemma gemm` writes it) with `CompileOptions`."""
-    from tilemma.compiler import cuda_runtime
-    from tilemma.compiler.pipeline import compile_text
+    from tilemma.compiler.runtime import cuda_runtime
+    from tilemma.compiler.driver.pipeline import compile_text
 
     [k] = compile_text(ir_text, name, options)
     config = f"{k.variant} {k.abi.config}"
@@ -136,7 +136,7 @@ def tilemma_kernel(ir_text: str, name: str, options: Any) -> TilemmaKernel:
 
 def tilemma_ir(fam: Family, n: int) -> tuple[str, str]:
     """The tile IR text and kernel name of family `fam` at size n."""
-    from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
+    from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 
     # D = A x B, no C: what the peers compute (cuBLAS with beta = 0, Triton's kernel)
     spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse and not fam.pre_compressed,
@@ -147,8 +147,8 @@ def tilemma_ir(fam: Family, n: int) -> tuple[str, str]:
 
 def compile_options(sm: str = "90", ptx: str | None = None, **tiling: Any) -> Any:
     """Options for `tilemma_kernel`: PTX `ptx`, or (None) the newest the driver JITs, up to 9.0."""
-    from tilemma.compiler import cuda_runtime
-    from tilemma.compiler.pipeline import CompileOptions
+    from tilemma.compiler.runtime import cuda_runtime
+    from tilemma.compiler.driver.pipeline import CompileOptions
 
     if ptx is None:
         major, minor = min((9, 0), cuda_runtime.driver_max_ptx())
@@ -370,7 +370,7 @@ def tilemma_arguments(fam: Family, inp: dict, d, torch) -> tuple[list[int], Any]
     pointers = [inp["a"].data_ptr(), inp["b_col" if fam.b_col else "b"].data_ptr(), d.data_ptr()]
     word = None
     if fam.pre_compressed:
-        from tilemma.compiler import sparse_format
+        from tilemma.compiler.layouts import sparse_format
 
         if "pre" not in inp:  # once per size, shared by the configurations
             values, meta = sparse_format.compress_a(inp["a"].cpu().numpy())

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from benchmarks.gemm_bench import FAMILIES, compile_options, tilemma_ir, tilemma_kernel
-from tilemma.compiler.ptxas import assemble, find_cuda_tool, run_ptxas
+from tilemma.compiler.runtime.ptxas import assemble, find_cuda_tool, run_ptxas
 
 OPCODES = ("HMMA", "IMMA", "DMMA", "LDSM", "LDGSTS", "LDG", "STS", "LDS", "STG", "BAR")
 # An instruction line of cuobjdump -sass: /*0a30*/ [@[!]P3] OPCODE.MODIFIERS operands ;

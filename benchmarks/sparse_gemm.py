@@ -11,10 +11,12 @@ import argparse
 import numpy as np
 
 from benchmarks.dense_gemm import cublas_ms
-from tilemma.compiler import cuda_runtime, reference, sparse_fragments
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import pack_memory
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.verify import reference
+from tilemma.compiler.layouts import sparse_fragments
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import pack_memory
 
 
 def tilemma_ms(spec: GemmSpec, rng: np.random.Generator) -> tuple[float, str]:

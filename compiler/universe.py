@@ -21,19 +21,19 @@ def _ptx():
 
 
 def _linalg_to_tile():
-    from tilemma.passes.linalg_to_tile import LinalgToTile
+    from tilemma.passes.tile.linalg_to_tile import LinalgToTile
 
     return LinalgToTile
 
 
 def _select_mma():
-    from tilemma.passes.select_mma import SelectMma
+    from tilemma.passes.tile.select_mma import SelectMma
 
     return SelectMma
 
 
 def _tile_warps():
-    from tilemma.passes.tile_warps import TileWarps
+    from tilemma.passes.tile.tile_warps import TileWarps
 
     return TileWarps
 
@@ -45,19 +45,19 @@ def _warp():
 
 
 def _split_tf32():
-    from tilemma.passes.split_tf32 import SplitTf32
+    from tilemma.passes.warp.split_tf32 import SplitTf32
 
     return SplitTf32
 
 
 def _swizzle_shared():
-    from tilemma.passes.swizzle_shared import SwizzleShared
+    from tilemma.passes.warp.swizzle_shared import SwizzleShared
 
     return SwizzleShared
 
 
 def _warp_to_ptx():
-    from tilemma.passes.warp_to_ptx import WarpToPtx
+    from tilemma.passes.warp_to_ptx.lower import WarpToPtx
 
     return WarpToPtx
 
@@ -69,7 +69,7 @@ def _ptx_target():
 
 
 def _linalg():
-    from tilemma.passes.linalg_to_tile import LINALG
+    from tilemma.passes.tile.linalg_to_tile import LINALG
 
     return LINALG
 

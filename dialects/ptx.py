@@ -2,7 +2,7 @@
 
 PTX registers are mutable and a kernel loops by branching to labels, so registers here are
 names (`%r12`), declared by `ptx.reg`, rather than SSA values: each operation prints exactly one
-PTX line and the text reads back into the same operations (see `tilemma.compiler.ptx_text`).
+PTX line and the text reads back into the same operations (see `tilemma.compiler.verify.ptx_text`).
 `ptx.module` carries the `.version`/`.target`/`.address_size` header, `ptx.entry` a kernel with
 its parameters. The `ptx` target (`-t ptx`) prints every module as a complete PTX file.
 """

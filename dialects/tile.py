@@ -1107,7 +1107,7 @@ class SparseFromOp(IRDLOperation):
     (the kept elements, [batch x] M x Kp/2, Kp = K rounded up to 32) and `meta` (ui32 metadata
     words of the m16n8k32 `mma.sp`, [batch x] ceil(M/16) x ceil(Kp/128)*64), both whole kernel
     arguments with the identity layout. The kernel trusts the pattern: nothing is checked or
-    pruned (`tilemma.compiler.sparse_format.compress_a` does that on the host)."""
+    pruned (`tilemma.compiler.layouts.sparse_format.compress_a` does that on the host)."""
 
     name = "tile.sparse_from"
     values = operand_def(MemRefType)
@@ -1121,8 +1121,8 @@ class SparseFromOp(IRDLOperation):
         super().__init__(operands=[values, meta], result_types=[result_type])
 
     def verify_(self) -> None:
-        from tilemma.compiler import sparse_format as fmt
-        from tilemma.compiler.memref_layout import row_major, strided_layout
+        from tilemma.compiler.layouts import sparse_format as fmt
+        from tilemma.compiler.core.memref_layout import row_major, strided_layout
 
         res = _tile(self.result, "result", sparse_ok=True)
         assert isinstance(res, SparseTileType)

@@ -51,7 +51,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from tilemma.compiler.isa import MmaVariant
+from tilemma.compiler.core.isa import MmaVariant
 
 # ---------------------------------------------------------------------------------------------
 # The selected instruction, as a typed attribute.
@@ -460,7 +460,7 @@ class LoadMetaOp(IRDLOperation):
         super().__init__(operands=[ref, indices], result_types=[[result] * count])
 
     def verify_(self) -> None:
-        from tilemma.compiler import sparse_format as fmt
+        from tilemma.compiler.layouts import sparse_format as fmt
         from tilemma.dialects.tile import PRE_COMPRESSED, element_name
 
         ref = self.ref.type

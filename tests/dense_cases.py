@@ -3,7 +3,7 @@
 Shared by the GPU tests and (later) the emulator tests, so both sweep the same variants.
 """
 
-from tilemma.compiler.gemm_generator import GemmSpec
+from tilemma.compiler.driver.gemm_generator import GemmSpec
 
 # (a, b, acc, shape, extra GemmSpec fields): one row per instruction variant to exercise.
 DENSE_SM90 = [

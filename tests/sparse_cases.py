@@ -3,7 +3,7 @@
 Shared by the GPU tests and the emulator tests.
 """
 
-from tilemma.compiler.gemm_generator import GemmSpec
+from tilemma.compiler.driver.gemm_generator import GemmSpec
 
 SPARSE_SM90 = [
     ("f16", "f16", "f32", "m16n8k32", {}),

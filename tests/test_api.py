@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import tilemma
-from tilemma.compiler import api, cuda_runtime
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import parse
+from tilemma.compiler.driver import api
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import parse
 
 
 def gemm(m=37, n=91, k=64, a="f16", b="f16", acc="f32", **kw) -> str:

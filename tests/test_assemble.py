@@ -3,9 +3,9 @@ the same error text (ptxas' messages, each quoting the PTX line it points at).""
 
 import pytest
 
-from tilemma.compiler import ptxas
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
+from tilemma.compiler.runtime import ptxas
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 
 both = pytest.mark.skipif(
     ptxas.find_ptxas() is None or ptxas.nvjitlink_unavailable() is not None,

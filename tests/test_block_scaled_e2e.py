@@ -7,10 +7,10 @@ import itertools
 
 import pytest
 
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.ptxas import find_ptxas, run_ptxas
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
+from tilemma.compiler.driver.runner import run_compiled
 
 NARROW = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
 # Unscaled pairs that need .kind::f8f6f4 (two fp8 operands use the plain fp8 instruction).

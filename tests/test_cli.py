@@ -5,19 +5,19 @@ import sys
 
 import pytest
 
-from tilemma.compiler.ptxas import find_ptxas
+from tilemma.compiler.runtime.ptxas import find_ptxas
 
 
 def tilemma(*args, stdin=None):
     return subprocess.run(
-        [sys.executable, "-m", "tilemma.compiler.cli", *args],
+        [sys.executable, "-m", "tilemma.compiler.driver.cli", *args],
         input=stdin, capture_output=True, text=True,
     )
 
 
 def opt(*args, stdin=None):
     return subprocess.run(
-        [sys.executable, "-m", "tilemma.compiler.opt", *args],
+        [sys.executable, "-m", "tilemma.compiler.driver.opt", *args],
         input=stdin, capture_output=True, text=True,
     )
 
@@ -185,7 +185,7 @@ from importlib.metadata import metadata, version
 
 import numpy as np
 
-from tilemma.compiler import cuda_runtime
+from tilemma.compiler.runtime import cuda_runtime
 
 PIPELINE = "tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx"
 
@@ -235,16 +235,16 @@ def test_dash_output_is_stdout(tmp_path):
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found")
 def test_cubin_to_stdout():
-    c = subprocess.run([sys.executable, "-m", "tilemma.compiler.cli", "compile", "-", "--emit", "cubin", "-o", "-"],
+    c = subprocess.run([sys.executable, "-m", "tilemma.compiler.driver.cli", "compile", "-", "--emit", "cubin", "-o", "-"],
                        input=gemm_text().encode(), capture_output=True)
     assert c.returncode == 0 and c.stdout[:4] == b"\x7fELF", c.stderr
 
 
 @pytest.mark.parametrize("tool, args, stdin", [
-    ("tilemma.compiler.cli", ["isa", "list", "--sm", "90"], None),
-    ("tilemma.compiler.cli", ["compile", "-"], "gemm"),
-    ("tilemma.compiler.cli", ["gemm", "--m", "64", "--n", "64", "--k", "64", "--a", "f16", "--b", "f16"], None),
-    ("tilemma.compiler.opt", ["-p", PIPELINE, "-t", "ptx"], "gemm"),
+    ("tilemma.compiler.driver.cli", ["isa", "list", "--sm", "90"], None),
+    ("tilemma.compiler.driver.cli", ["compile", "-"], "gemm"),
+    ("tilemma.compiler.driver.cli", ["gemm", "--m", "64", "--n", "64", "--k", "64", "--a", "f16", "--b", "f16"], None),
+    ("tilemma.compiler.driver.opt", ["-p", PIPELINE, "-t", "ptx"], "gemm"),
 ])
 def test_closed_stdout_exits_quietly(tool, args, stdin):
     """The reader goes away before the first write (the worst case of `... | head -1`)."""
@@ -266,8 +266,8 @@ def test_head_one_is_quiet():
 
 
 def test_compile_takes_every_dialect_tilemma_opt_takes():
-    from tilemma.compiler.opt import TilemmaOptMain
-    from tilemma.compiler.pipeline import make_context
+    from tilemma.compiler.driver.opt import TilemmaOptMain
+    from tilemma.compiler.driver.pipeline import make_context
 
     names = set(make_context().registered_dialect_names)
     assert names == set(TilemmaOptMain(args=[]).ctx.registered_dialect_names)
@@ -356,7 +356,7 @@ def test_flags_that_would_do_nothing_are_refused(args, message):
 
 
 def test_missing_tune_cache_from_the_environment_is_refused():
-    p = subprocess.run([sys.executable, "-m", "tilemma.compiler.cli", "compile", "-"], input=gemm_text(),
+    p = subprocess.run([sys.executable, "-m", "tilemma.compiler.driver.cli", "compile", "-"], input=gemm_text(),
                        capture_output=True, text=True, env={**os.environ, "TILEMMA_TUNE_CACHE": "/no/tune.json"})
     assert p.returncode == 1 and "$TILEMMA_TUNE_CACHE /no/tune.json: no such file" in p.stderr
 
@@ -391,7 +391,7 @@ class FakeTerminal(io.StringIO):
 
 
 def test_progress_only_on_a_terminal(monkeypatch):
-    from tilemma.compiler import progress
+    from tilemma.compiler.core import progress
 
     monkeypatch.setattr(progress, "INTERVAL", 0.0)
     tty, log = FakeTerminal(), io.StringIO()
@@ -406,10 +406,11 @@ def test_progress_only_on_a_terminal(monkeypatch):
 
 @pytest.mark.parametrize("terminal", [True, False])
 def test_emulator_progress(monkeypatch, terminal):
-    from tilemma.compiler import emulator, progress
-    from tilemma.compiler.pipeline import CompileOptions, compile_text
-    from tilemma.compiler.reference import random_matrix
-    from tilemma.compiler.runner import pack_memory
+    from tilemma.compiler.verify import emulator
+    from tilemma.compiler.core import progress
+    from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+    from tilemma.compiler.verify.reference import random_matrix
+    from tilemma.compiler.driver.runner import pack_memory
 
     monkeypatch.setattr(progress, "INTERVAL", 0.0)
     err = FakeTerminal() if terminal else io.StringIO()
@@ -430,8 +431,9 @@ def test_emulator_progress(monkeypatch, terminal):
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found")
 @pytest.mark.parametrize("terminal", [True, False])
 def test_ptxas_audit_progress(monkeypatch, terminal):
-    from tilemma.compiler import isa, isa_ptxas_check, progress
-    from tilemma.compiler.targets import DEFAULT_PTX, parse_sm
+    from tilemma.compiler.core import isa, progress
+    from tools import isa_ptxas_check
+    from tilemma.compiler.core.targets import DEFAULT_PTX, parse_sm
 
     monkeypatch.setattr(progress, "INTERVAL", 0.0)
     err = FakeTerminal() if terminal else io.StringIO()

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, lower, parse
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, lower, parse
 from tilemma.dialects import ptx
 
 CASES = {
@@ -22,7 +22,7 @@ CASES = {
 
 
 def tilemma(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "tilemma.compiler.cli", *args], input=stdin,
+    return subprocess.run([sys.executable, "-m", "tilemma.compiler.driver.cli", *args], input=stdin,
                           capture_output=True, text=True)
 
 

@@ -7,13 +7,13 @@ import pytest
 
 from tests import dense_cases, sparse_cases
 from tests.dense_cases import DENSE_SM90, case_id
-from tilemma.compiler import isa
-from tilemma.compiler.diagnostics import LocatedVerifyError
-from tilemma.compiler.gemm_generator import gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.ptxas import find_ptxas, run_ptxas
-from tilemma.compiler.targets import parse_sm
-from tilemma.passes.gemm_kernel import PTX_TYPE
+from tilemma.compiler.core import isa
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.gemm_generator import gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
+from tilemma.compiler.core.targets import parse_sm
+from tilemma.passes.tile.gemm_kernel import PTX_TYPE
 
 TARGETS = ("75", "80", "86", "89", "90", "100a", "120a")
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from tilemma.compiler import configs
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
+from tilemma.compiler.core import configs
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 
 
 def _compile(spec, **options):

@@ -1,4 +1,4 @@
-"""tilemma.compiler.cuda_runtime: the CUDA driver wrapper that runs emitted PTX.
+"""tilemma.compiler.runtime.cuda_runtime: the CUDA driver wrapper that runs emitted PTX.
 
 The GPU tests launch small hand-written kernels and compare with NumPy element by element; they
 are skipped where `gpu_available()` is False (CI, development machines). The kernels themselves are
@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tilemma.compiler import cuda_runtime as cr
+from tilemma.compiler.runtime import cuda_runtime as cr
 
 needs_gpu = pytest.mark.skipif(
     not cr.gpu_available(), reason=f"no GPU: {cr.gpu_unavailable_reason()}"
@@ -251,7 +251,7 @@ def test_cuda_error_message_carries_call_and_log():
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
 @pytest.mark.parametrize("entry", sorted(GOOD_KERNELS))
 def test_test_kernels_assemble(entry):
-    from tilemma.compiler.ptxas import run_ptxas
+    from tilemma.compiler.runtime.ptxas import run_ptxas
 
     result = run_ptxas(GOOD_KERNELS[entry], "sm_90")
     assert result.ok, result.log
@@ -260,7 +260,7 @@ def test_test_kernels_assemble(entry):
 @pytest.mark.ptxas
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not on PATH")
 def test_bad_kernel_is_refused_by_ptxas_too():
-    from tilemma.compiler.ptxas import run_ptxas
+    from tilemma.compiler.runtime.ptxas import run_ptxas
 
     result = run_ptxas(BAD_PTX, "sm_90")
     assert not result.ok and "frobnicate" in result.log

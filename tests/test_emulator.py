@@ -14,15 +14,18 @@ import zlib
 
 import numpy as np
 import pytest
-from tilemma.compiler import cuda_runtime, emulator, fragments, isa
-from tilemma.compiler import mma_probe as P
-from tilemma.compiler.emulator import EmulationError, emulate
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text, lower, parse
-from tilemma.compiler.ptx_builder import PtxBuilder
-from tilemma.compiler.ptx_text import PtxSyntaxError, parse_ptx, print_ptx
-from tilemma.compiler.runner import run_compiled
-from tilemma.compiler.targets import DEFAULT_PTX
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.verify import emulator
+from tilemma.compiler.layouts import fragments
+from tilemma.compiler.core import isa
+from tools import mma_probe as P
+from tilemma.compiler.verify.emulator import EmulationError, emulate
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
+from tilemma.dialects.ptx_builder import PtxBuilder
+from tilemma.compiler.verify.ptx_text import PtxSyntaxError, parse_ptx, print_ptx
+from tilemma.compiler.driver.runner import run_compiled
+from tilemma.compiler.core.targets import DEFAULT_PTX
 from tilemma.dialects import ptx
 
 from tests.dense_cases import DENSE_SM90, case_id, spec_for
@@ -118,8 +121,8 @@ def test_runner_rejects_unknown_device():
 
 def test_cli_run_on_emulator(tmp_path, capsys):
     """The issue's acceptance command, `tilemma run FILE --sm 90 --on emulator`."""
-    pytest.importorskip("tilemma.compiler.isa_commands", reason="the CLI's parser imports isa_commands, not in this tree yet")
-    from tilemma.compiler import cli
+    pytest.importorskip("tilemma.compiler.driver.isa_commands", reason="the CLI's parser imports isa_commands, not in this tree yet")
+    from tilemma.compiler.driver import cli
 
     path = tmp_path / "g.mlir"
     path.write_text(str(gemm_module(GemmSpec(37, 91, 53, "bf16", "bf16", "f32"))))
@@ -634,8 +637,8 @@ def test_atom_out_of_bounds_raises():
 def _gemm_text(m=37, n=91, k=53):
     kernel, sizes = _compile(GemmSpec(m, n, k, "f16", "f16", "f32"), "90", stages=0)
     rng = np.random.default_rng(0)
-    from tilemma.compiler.reference import random_matrix
-    from tilemma.compiler.runner import pack_memory
+    from tilemma.compiler.verify.reference import random_matrix
+    from tilemma.compiler.driver.runner import pack_memory
 
     types = ["f16", "f16", "f32", "f32"]
     args = [pack_memory(random_matrix(t, (s,), rng), t) for t, s in zip(types, sizes)]

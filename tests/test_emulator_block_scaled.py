@@ -18,15 +18,17 @@ import zlib
 import ml_dtypes
 import numpy as np
 import pytest
-from tilemma.compiler import emulator, fragments, isa
-from tilemma.compiler import reference as R
-from tilemma.compiler import scale_fragments as SF
-from tilemma.compiler import sparse_fragments as SP
-from tilemma.compiler.emulator import EmulationError, emulate
-from tilemma.compiler.ptx_builder import PtxBuilder
-from tilemma.compiler.ptx_text import parse_ptx, print_ptx
-from tilemma.compiler.ptxas import find_ptxas, run_ptxas
-from tilemma.compiler.targets import PTXAS_MAX_PTX
+from tilemma.compiler.verify import emulator
+from tilemma.compiler.layouts import fragments
+from tilemma.compiler.core import isa
+from tilemma.compiler.verify import reference as R
+from tilemma.compiler.layouts import scale_fragments as SF
+from tilemma.compiler.layouts import sparse_fragments as SP
+from tilemma.compiler.verify.emulator import EmulationError, emulate
+from tilemma.dialects.ptx_builder import PtxBuilder
+from tilemma.compiler.verify.ptx_text import parse_ptx, print_ptx
+from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
+from tilemma.compiler.core.targets import PTXAS_MAX_PTX
 from tilemma.dialects import ptx
 
 BLOCK_SCALED = [v for v in isa.all_variants() if v.block_scale]

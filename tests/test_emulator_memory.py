@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tilemma.compiler import cuda_runtime
-from tilemma.compiler.emulator import EmulationError, emulate
-from tilemma.compiler.ptx_text import PtxSyntaxError, parse_ptx, print_ptx
-from tilemma.compiler.targets import max_shared_per_cta
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.verify.emulator import EmulationError, emulate
+from tilemma.compiler.verify.ptx_text import PtxSyntaxError, parse_ptx, print_ptx
+from tilemma.compiler.core.targets import max_shared_per_cta
 from tilemma.dialects import ptx
 
 from tests import memory_kernels as K

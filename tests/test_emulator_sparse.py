@@ -17,12 +17,14 @@ import zlib
 
 import numpy as np
 import pytest
-from tilemma.compiler import cuda_runtime, emulator, isa
-from tilemma.compiler import sparse_fragments as S
-from tilemma.compiler import sparse_probe as P
-from tilemma.compiler.emulator import EmulationError, emulate
-from tilemma.compiler.ptx_builder import PtxBuilder
-from tilemma.compiler.ptx_text import parse_ptx, print_ptx
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.verify import emulator
+from tilemma.compiler.core import isa
+from tilemma.compiler.layouts import sparse_fragments as S
+from tools import sparse_probe as P
+from tilemma.compiler.verify.emulator import EmulationError, emulate
+from tilemma.dialects.ptx_builder import PtxBuilder
+from tilemma.compiler.verify.ptx_text import parse_ptx, print_ptx
 from tilemma.dialects import ptx
 
 SPARSE = [v for v in isa.all_variants() if v.sparse and not v.block_scale]

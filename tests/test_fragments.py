@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tilemma.compiler import fragments as F
+from tilemma.compiler.layouts import fragments as F
 
 LAYOUTS = F.all_layouts()
 IDS = [str(lay) for lay in LAYOUTS]

@@ -13,7 +13,8 @@ import pytest
 
 from benchmarks import gemm_bench as gb
 from benchmarks import sass_check
-from tilemma.compiler import cuda_runtime, reference
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.verify import reference
 
 
 def _f16_case(n: int = 64, k: int = 256, seed: int = 0):

@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from tilemma.compiler import cli
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.gpu_binary import gpu_binary_module, host_memref, mlir_string
-from tilemma.compiler.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver import cli
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.gpu_binary import gpu_binary_module, host_memref, mlir_string
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 
 
 def _tool(name):

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from tilemma.compiler import isa
-from tilemma.compiler.targets import (
+from tilemma.compiler.core import isa
+from tilemma.compiler.core.targets import (
     ALL_TARGETS,
     DEFAULT_PTX,
     PtxVersion,
@@ -373,7 +373,7 @@ def test_ptxas_only_spellings_are_refused_with_a_note():
 # ------------------------------------------------------------------------------------------
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "tilemma.compiler.isa_commands", "isa", *args],
+        [sys.executable, "-m", "tilemma.compiler.driver.isa_commands", "isa", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -7,10 +7,10 @@ be needed (a stale exception means ptxas changed and the table should be revisit
 from __future__ import annotations
 
 import pytest
-from tilemma.compiler import isa
-from tilemma.compiler.isa_ptxas_check import instruction, module, run_check
-from tilemma.compiler.ptxas import find_ptxas, run_ptxas
-from tilemma.compiler.targets import ALL_TARGETS, PtxVersion, parse_sm
+from tilemma.compiler.core import isa
+from tools.isa_ptxas_check import instruction, module, run_check
+from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
+from tilemma.compiler.core.targets import ALL_TARGETS, PtxVersion, parse_sm
 
 pytestmark = [
     pytest.mark.ptxas,

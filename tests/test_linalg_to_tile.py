@@ -4,9 +4,9 @@ every element of C (updated in place: C += A x B) checked against NumPy."""
 import numpy as np
 import pytest
 
-from tilemma.compiler.diagnostics import LocatedVerifyError
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 
 CASES = {
     # name: (M, N, K, A/B element, C element, C layout)

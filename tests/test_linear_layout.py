@@ -9,10 +9,10 @@ import itertools
 import numpy as np
 import pytest
 
-from tilemma.compiler import fragments as F
-from tilemma.compiler import scale_fragments as SF
-from tilemma.compiler import sparse_fragments as SP
-from tilemma.compiler.linear_layout import LinearLayout as L
+from tilemma.compiler.layouts import fragments as F
+from tilemma.compiler.layouts import scale_fragments as SF
+from tilemma.compiler.layouts import sparse_fragments as SP
+from tilemma.compiler.layouts.linear_layout import LinearLayout as L
 
 RNG_SEEDS = range(40)
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import MemRefType, StridedLayoutAttr, f16
 
-from tilemma.compiler import emulator, reference
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.memref_layout import StridedLayout, strided_layout
-from tilemma.compiler.pipeline import CompileOptions, compile_text, parse
-from tilemma.compiler.runner import pack_memory, run_compiled
+from tilemma.compiler.verify import emulator, reference
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.core.memref_layout import StridedLayout, strided_layout
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, parse
+from tilemma.compiler.driver.runner import pack_memory, run_compiled
 
 
 def _memref_type(text: str) -> MemRefType:
@@ -218,7 +218,7 @@ def test_runner_catches_a_kernel_that_ignores_the_strides():
 
 
 def _compile_cli(text: str):
-    return subprocess.run([sys.executable, "-m", "tilemma.compiler.cli", "compile", "-", "--sm", "80"],
+    return subprocess.run([sys.executable, "-m", "tilemma.compiler.driver.cli", "compile", "-", "--sm", "80"],
                           input=text, capture_output=True, text=True)
 
 

@@ -10,8 +10,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tilemma.compiler import mma_arith
-from tilemma.compiler.mma_arith import MODELS, fma_chain, fused_mma, model_for
+from tilemma.compiler.verify import mma_arith
+from tilemma.compiler.verify.mma_arith import MODELS, fma_chain, fused_mma, model_for
 
 _TYPES = {"f16": (np.float16, np.uint16, -14), "bf16": (ml_dtypes.bfloat16, np.uint16, -126)}
 
@@ -169,9 +169,11 @@ def test_fma_chain_nan_rules():
 def test_runner_demands_the_emulators_bits_where_proven(monkeypatch):
     """`runner._gpu_twin_differs` on outputs standing for the GPU's: the emulator's own (agree),
     one bit flipped (caught, located), and a GPU whose arithmetic is unproven (not judged)."""
-    from tilemma.compiler import cuda_runtime, emulator, runner
-    from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-    from tilemma.compiler.pipeline import CompileOptions, compile_text
+    from tilemma.compiler.runtime import cuda_runtime
+    from tilemma.compiler.verify import emulator
+    from tilemma.compiler.driver import runner
+    from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+    from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 
     spec = GemmSpec(19, 13, 40, "bf16", "bf16", "f32")
     [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tilemma.compiler import emulator
+from tilemma.compiler.verify import emulator
 
 DATA = Path(__file__).parent / "data" / "mma_arith"
 

@@ -4,8 +4,8 @@ the same bytes for every sub-byte element type, on random codes, odd lengths and
 import numpy as np
 import pytest
 
-from tilemma.compiler import reference
-from tilemma.compiler.runner import pack_bits, pack_memory
+from tilemma.compiler.verify import reference
+from tilemma.compiler.driver.runner import pack_bits, pack_memory
 
 
 def pack_reference(codes, bits: int) -> bytes:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tilemma.compiler import cuda_runtime
-from tilemma.compiler.ptxas import find_ptxas
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.runtime.ptxas import find_ptxas
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -1,4 +1,4 @@
-"""tilemma.compiler.reference: the NumPy truth that kernels are compared with.
+"""tilemma.compiler.verify.reference: the NumPy truth that kernels are compared with.
 
 Expected values here come from the cuda::tiles examples, from hand computation, or from an
 independent exact computation (Python Fractions with explicit round-to-nearest-even), never from the
@@ -13,8 +13,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tilemma.compiler import reference as ref
-from tilemma.compiler.reference import INT32_MAX, INT32_MIN
+from tilemma.compiler.verify import reference as ref
+from tilemma.compiler.verify.reference import INT32_MAX, INT32_MIN
 
 FLOAT_OPERANDS = [
     # (a_type, b_type, acc_type)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tilemma.compiler import cli
+from tilemma.compiler.driver import cli
 
 
 def _gemm(tmp_path, *extra):

@@ -13,9 +13,10 @@ import re
 
 import numpy as np
 import pytest
-from tilemma.compiler import isa, reference
-from tilemma.compiler import scale_fragments as S
-from tilemma.compiler.ptxas import find_ptxas, run_ptxas
+from tilemma.compiler.core import isa
+from tilemma.compiler.verify import reference
+from tilemma.compiler.layouts import scale_fragments as S
+from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
 
 CHUNKS = {"1X": 1, "2X": 2, "4X": 4}
 EXTENT = {"a": 16, "b": 8}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilemma.compiler import fragments as F
-from tilemma.compiler import shared_layouts as S
-from tilemma.compiler.linear_layout import LinearLayout as L
+from tilemma.compiler.layouts import fragments as F
+from tilemma.compiler.layouts import shared_layouts as S
+from tilemma.compiler.layouts.linear_layout import LinearLayout as L
 
 
 @pytest.mark.parametrize("num", S.LDMATRIX_NUMS)

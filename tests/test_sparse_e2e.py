@@ -5,10 +5,10 @@ sparse path. Also: a group that breaks the pattern is reported, with its positio
 import pytest
 
 from tests.sparse_cases import SPARSE_SM90, case_id, spec_for
-from tilemma.compiler.diagnostics import LocatedVerifyError
-from tilemma.compiler.gemm_generator import gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.gemm_generator import gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 
 
 def _run(spec, sm, form="ordered", break_sparsity=None):

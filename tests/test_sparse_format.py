@@ -5,8 +5,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tilemma.compiler import sparse_format as fmt
-from tilemma.compiler import sparse_fragments as sf
+from tilemma.compiler.layouts import sparse_format as fmt
+from tilemma.compiler.layouts import sparse_fragments as sf
 
 DTYPES = [np.float16, ml_dtypes.bfloat16]
 

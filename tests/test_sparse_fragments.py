@@ -10,12 +10,12 @@ import zlib
 
 import numpy as np
 import pytest
-from tilemma.compiler import fragments as F
-from tilemma.compiler import isa
-from tilemma.compiler import sparse_fragments as S
-from tilemma.compiler import sparse_probe as P
-from tilemma.compiler.ptxas import find_ptxas, run_ptxas
-from tilemma.compiler.targets import parse_ptx_version
+from tilemma.compiler.layouts import fragments as F
+from tilemma.compiler.core import isa
+from tilemma.compiler.layouts import sparse_fragments as S
+from tools import sparse_probe as P
+from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
+from tilemma.compiler.core.targets import parse_ptx_version
 
 # (shape, A types, selector values) of every sparse family in the ISA's storage section.
 FAMILIES = [

@@ -6,11 +6,11 @@ reads the metadata (a wrong word fails), the ABI roles, and the located refusals
 import numpy as np
 import pytest
 
-from tilemma.compiler import sparse_format
-from tilemma.compiler.diagnostics import LocatedVerifyError
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.layouts import sparse_format
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 
 STAGED = {"stages": -1}
 SIMPLE = {"stages": 0}

@@ -15,12 +15,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tilemma.compiler import fragments, mma_arith
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.mma_layouts import instruction_layouts
-from tilemma.compiler.isa import MmaVariant
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.layouts import fragments
+from tilemma.compiler.verify import mma_arith
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.layouts.mma_layouts import instruction_layouts
+from tilemma.compiler.core.isa import MmaVariant
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 from tilemma.dialects import warp
 
 F64 = MmaVariant(16, 8, 16, "f64", "f64", "f64", "f64")
@@ -119,10 +120,10 @@ ROW_B = """func.func @f(%a: memref<256x256xf64>, %b: memref<256x256xf64{b}>, %d:
 def _swizzled(b_layout: str, **tiling):
     from xdsl.context import Context
 
-    from tilemma.compiler.pipeline import parse
-    from tilemma.passes.select_mma import SelectMma
-    from tilemma.passes.swizzle_shared import SwizzleShared
-    from tilemma.passes.tile_warps import TileWarps
+    from tilemma.compiler.driver.pipeline import parse
+    from tilemma.passes.tile.select_mma import SelectMma
+    from tilemma.passes.warp.swizzle_shared import SwizzleShared
+    from tilemma.passes.tile.tile_warps import TileWarps
 
     module, _ = parse(ROW_B.format(b=b_layout), "f")
     ctx = Context()
@@ -141,7 +142,7 @@ def test_f64_fragment_reads_take_the_fewest_wavefronts(b_layout, tiling):
     """Every ld.shared.f64 of every A and B fragment takes 2 wavefronts (256 bytes: the fewest);
     for a row-major B that needs the phase multiplier 5, since the plain XOR leaves a fragment's
     4 k rows x 64 bytes in one half of the banks (4 wavefronts)."""
-    from tilemma.passes.swizzle_shared import read_wavefronts
+    from tilemma.passes.warp.swizzle_shared import read_wavefronts
 
     loads = _swizzled(b_layout, **tiling)
     assert loads and all(op.swizzle is not None for op in loads)
@@ -157,7 +158,7 @@ def test_f64_fragment_reads_take_the_fewest_wavefronts(b_layout, tiling):
 
 def test_odd_multipliers_keep_eight_rows_at_one_column_apart():
     """What ldmatrix and the copies rely on holds for every multiplier the pass may pick."""
-    from tilemma.passes.swizzle_shared import MULTIPLIERS
+    from tilemma.passes.warp.swizzle_shared import MULTIPLIERS
 
     for row_bytes in (64, 128, 256, 512):
         per_line, period = warp.swizzle_phases(row_bytes)
@@ -169,7 +170,7 @@ def test_odd_multipliers_keep_eight_rows_at_one_column_apart():
 
 
 def test_wavefront_model():
-    from tilemma.passes.swizzle_shared import wavefronts
+    from tilemma.passes.warp.swizzle_shared import wavefronts
 
     lane = np.arange(32)
     assert wavefronts(lane * 4, 4) == 1  # one word per bank
@@ -188,10 +189,10 @@ def test_tf32_row_major_b_reads_take_the_fewest_wavefronts():
     wavefront with the multiplier 5 the pass picks (2 with the plain XOR)."""
     from xdsl.context import Context
 
-    from tilemma.compiler.pipeline import parse
-    from tilemma.passes.select_mma import SelectMma
-    from tilemma.passes.swizzle_shared import SwizzleShared, read_wavefronts
-    from tilemma.passes.tile_warps import TileWarps
+    from tilemma.compiler.driver.pipeline import parse
+    from tilemma.passes.tile.select_mma import SelectMma
+    from tilemma.passes.warp.swizzle_shared import SwizzleShared, read_wavefronts
+    from tilemma.passes.tile.tile_warps import TileWarps
 
     spec = GemmSpec(256, 256, 256, "tf32", "tf32", "f32")
     module, _ = parse(str(gemm_module(spec)), spec.name)
@@ -206,7 +207,7 @@ def test_tf32_row_major_b_reads_take_the_fewest_wavefronts():
 
 def test_every_64bit_candidate_compiles_to_what_it_says_and_is_right():
     """`tilemma tune` times these; each one is a staged kernel that the emulator checks."""
-    from tilemma.compiler import configs
+    from tilemma.compiler.core import configs
 
     spec = GemmSpec(70, 45, 40, "f64", "f64", "f64")
     assert configs.family("f64", "f64") == "64bit"
@@ -228,7 +229,7 @@ def test_emulator_catches_a_broken_staged_f64_kernel(edit, message):
     """The waits and barriers the ld.shared reads rely on are load-bearing in the emulator."""
     import dataclasses
 
-    from tilemma.compiler.emulator import EmulationError
+    from tilemma.compiler.verify.emulator import EmulationError
 
     kernel = CASES["odd"]()
     assert edit[0] in kernel.ptx

@@ -16,9 +16,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 
 
 def _kernel(text: str, name: str, sm: str, **options):
@@ -109,8 +109,8 @@ def test_forced_b1_configurations(options):
 def test_extreme_s4_values_against_int64():
     """Every product at the extremes (-8 x -8, 7 x -8) through the staged kernel, checked
     against an int64 product computed here."""
-    from tilemma.compiler import emulator
-    from tilemma.compiler.runner import pack_memory
+    from tilemma.compiler.verify import emulator
+    from tilemma.compiler.driver.runner import pack_memory
 
     m, n, k = 48, 40, 320
     kernel = _spec_kernel(_s(m, n, k, "s4"), "80")

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from xdsl.utils.exceptions import VerifyException
 
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 from tilemma.dialects import tile
 
 
 def tilemma(*args, stdin=None):
     return subprocess.run(
-        [sys.executable, "-m", "tilemma.compiler.cli", *args], input=stdin, capture_output=True, text=True
+        [sys.executable, "-m", "tilemma.compiler.driver.cli", *args], input=stdin, capture_output=True, text=True
     )
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tilemma.compiler import isa
-from tilemma.compiler import sparse_fragments as sf
+from tilemma.compiler.core import isa
+from tilemma.compiler.layouts import sparse_fragments as sf
 
 STYLES = ("narrow", "wide", "cancel", "tiny", "carry", "zeros", "special", "raw")
 # (exponent bits, mantissa bits) of each float element type by its register encoding.
@@ -118,7 +118,7 @@ def sm90_probe_variants() -> list[tuple[str, int]]:
 
 def dense_probe_ptx(opcode: str) -> str:
     """`mma_probe.probe_ptx`, with thread i = ctaid.x * 32 + laneid reading row i of each buffer."""
-    from tilemma.compiler import mma_probe
+    from tools import mma_probe
 
     counts, types = mma_probe.probe_registers(opcode, view="warp16")
     text = mma_probe.probe_ptx(opcode, counts, types, "sm_90", "8.7")
@@ -129,7 +129,7 @@ def dense_probe_ptx(opcode: str) -> str:
 
 def probe_inputs(opcode: str, selector: int, warps: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Register words a, b, c (and e) for `warps` warps, warp w in style STYLES[w % len]."""
-    from tilemma.compiler import emulator
+    from tilemma.compiler.verify import emulator
 
     sem = emulator.mma_semantics(opcode)
     v = sem.variant
@@ -147,7 +147,7 @@ def probe_inputs(opcode: str, selector: int, warps: int, rng: np.random.Generato
             out[name].append(frag.scatter(bits[None])[0].T)  # [32, regs]
         if v.sparse:
             spec = sf.sparse_spec(v.shape, v.atype)
-            from tilemma.compiler.sparse_probe import random_kept_positions
+            from tools.sparse_probe import random_kept_positions
 
             e = sf.metadata_words(random_kept_positions(spec, rng), v.shape, v.atype, selector)
             used = np.zeros(32, bool)
@@ -161,7 +161,7 @@ def probe_inputs(opcode: str, selector: int, warps: int, rng: np.random.Generato
 def probe_kernel(opcode: str, selector: int) -> str:
     if selector < 0:
         return dense_probe_ptx(opcode)
-    from tilemma.compiler import sparse_probe
+    from tools import sparse_probe
 
     return sparse_probe.opcode_ptx(opcode, selector)
 
@@ -190,7 +190,8 @@ def gemm_cases() -> list[tuple[str, object]]:
 def gemm_args(kernel, style: str, rng: np.random.Generator) -> list[np.ndarray]:
     """Packed kernel arguments: floats drawn bit by bit in `style`, sub-byte types uniform;
     a checked sparse A gets the pattern (zeros outside random kept atoms)."""
-    from tilemma.compiler import reference, runner
+    from tilemma.compiler.verify import reference
+    from tilemma.compiler.driver import runner
 
     g = kernel.gemm
     mems = {g.a.param: g.a, g.b.param: g.b, g.d.param: g.d}
@@ -236,7 +237,7 @@ def gemm_args(kernel, style: str, rng: np.random.Generator) -> list[np.ndarray]:
             word = _keep_pattern(word, kernel, rng)
         args.append(word)
     if g.a.sparse == "check":
-        from tilemma.passes.sparse_a import NO_ERROR
+        from tilemma.passes.warp_to_ptx.sparse_a import NO_ERROR
 
         args.append(np.full(1, NO_ERROR, np.uint32))
     return args
@@ -244,7 +245,7 @@ def gemm_args(kernel, style: str, rng: np.random.Generator) -> list[np.ndarray]:
 
 def _keep_pattern(word: np.ndarray, kernel, rng: np.random.Generator) -> np.ndarray:
     """A's memory with +0 outside random kept atoms of every chunk (the tile's columns from 0)."""
-    from tilemma.compiler import runner
+    from tilemma.compiler.driver import runner
 
     g = kernel.gemm
     pat = sf.pattern_for(g.a.sparse_pattern)
@@ -278,8 +279,8 @@ def _gemm_record(kernel, family: str, args: list[np.ndarray]) -> dict:
 
 def plan(out: Path, warps: int = 16, salt: str = "", big: bool = False) -> None:
     """Write the plan; `salt` draws fresh data, `big` adds ISSUE_TABLE's 128 x 128 x 1024 GEMMs."""
-    from tilemma.compiler.gemm_generator import gemm_module
-    from tilemma.compiler.pipeline import CompileOptions, compile_text
+    from tilemma.compiler.driver.gemm_generator import gemm_module
+    from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 
     out.mkdir(parents=True, exist_ok=True)
     probes = {}
@@ -324,7 +325,7 @@ _INPUTS = ("a", "b", "c", "e", "ptx")
 def run(plan_dir: Path, out: Path, outputs_only: bool = False) -> None:
     """On the GPU: run every probe and GEMM of the plan; write the plan plus the outputs (or,
     `outputs_only`, the outputs alone: merge them with the plan afterwards)."""
-    from tilemma.compiler import cuda_runtime
+    from tilemma.compiler.runtime import cuda_runtime
 
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -333,7 +334,7 @@ def run(plan_dir: Path, out: Path, outputs_only: bool = False) -> None:
         opcode, sel = str(data[f"p{i}.opcode"]), int(data[f"p{i}.selector"])
         a, b, c = (data[f"p{i}.{k}"] for k in "abc")
         w = a.shape[0]
-        from tilemma.compiler import emulator
+        from tilemma.compiler.verify import emulator
 
         sem = emulator.mma_semantics(opcode)
         d = np.zeros((w, 32, sem.d.regs), sem.d.lay.word_dtype)

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 import tilemma
-from tilemma.compiler import cuda_runtime, reference, sparse_fragments
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.verify import reference
+from tilemma.compiler.layouts import sparse_fragments
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 
 pytestmark = [
     pytest.mark.gpu,
@@ -212,7 +214,7 @@ def test_cupy_f16_and_bf16_free_families_on_a_cupy_stream():
 
 
 def test_nvjitlink_and_ptxas_cubins_both_load_and_run():
-    from tilemma.compiler import ptxas
+    from tilemma.compiler.runtime import ptxas
 
     if ptxas.nvjitlink_unavailable() or ptxas.find_ptxas() is None:
         pytest.skip(f"needs nvJitLink and ptxas ({ptxas.nvjitlink_unavailable()})")

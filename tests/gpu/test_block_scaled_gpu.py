@@ -5,10 +5,10 @@ the emulator by tests/test_block_scaled_e2e.py."""
 import pytest
 
 from tests.test_block_scaled_e2e import F8F6F4, SCALED, SPARSE_MXF4
-from tilemma.compiler import cuda_runtime
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 
 
 def _sm120_reason() -> str | None:

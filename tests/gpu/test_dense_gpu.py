@@ -7,10 +7,10 @@ size that fills the GPU. Skipped (with the reason) where there is no GPU.
 import pytest
 
 from tests.dense_cases import DENSE_SM90, case_id, spec_for
-from tilemma.compiler import cuda_runtime
-from tilemma.compiler.gemm_generator import gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.driver.gemm_generator import gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 
 pytestmark = [
     pytest.mark.gpu,
@@ -56,7 +56,7 @@ def test_full_gpu_size(case):
 def test_f32_operands(precision):
     """f32 inputs on tf32 units: rounded (tf32) or split into three mmas (3xtf32), checked against
     the reference of what each promises (tf32-rounded inputs, resp. the f32 inputs themselves)."""
-    from tilemma.compiler.gemm_generator import GemmSpec
+    from tilemma.compiler.driver.gemm_generator import GemmSpec
 
     spec = GemmSpec(37, 91, 53, "f32", "f32", "f32", batch=2, bcast="b")
     module = gemm_module(spec)

@@ -5,10 +5,10 @@ with broadcast, 2048^3; and the run-time report of a group that breaks the patte
 import pytest
 
 from tests.sparse_cases import SPARSE_SM90, case_id, spec_for
-from tilemma.compiler import cuda_runtime
-from tilemma.compiler.gemm_generator import gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.driver.gemm_generator import gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 
 pytestmark = [
     pytest.mark.gpu,

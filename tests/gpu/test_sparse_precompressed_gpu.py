@@ -4,10 +4,10 @@ decompressed A (and, where the emulator is proven bit-exact, the GPU's words aga
 
 import pytest
 
-from tilemma.compiler import cuda_runtime
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 
 pytestmark = [
     pytest.mark.gpu,

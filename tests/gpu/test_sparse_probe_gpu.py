@@ -18,9 +18,10 @@ import zlib
 
 import numpy as np
 import pytest
-from tilemma.compiler import cuda_runtime, isa
-from tilemma.compiler import sparse_fragments as S
-from tilemma.compiler import sparse_probe as P
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.core import isa
+from tilemma.compiler.layouts import sparse_fragments as S
+from tools import sparse_probe as P
 
 pytestmark = [
     pytest.mark.gpu,

@@ -5,10 +5,10 @@ element against the exact integer reference."""
 
 import pytest
 
-from tilemma.compiler import cuda_runtime
-from tilemma.compiler.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runner import run_compiled
+from tilemma.compiler.runtime import cuda_runtime
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 
 pytestmark = [
     pytest.mark.gpu,

@@ -1,0 +1,1 @@
+"""Leaf tables every layer reads: targets and their limits, the ISA's mma variants, kernel configurations, memref layouts."""

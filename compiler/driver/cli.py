@@ -1,0 +1,379 @@
+"""`tilemma`: the driver. Subcommands: isa, gemm, compile, run.
+
+Every failure the user can cause (bad IR, bad option, no legal instruction, a refused PTX) ends
+as one located message on stderr and exit status 1; see `diagnostics.report_error`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from tilemma.compiler.core import configs
+from tilemma.compiler.driver import instrument
+from tilemma.compiler.driver.diagnostics import run_reporting
+
+
+def _read_input(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    with open(path) as f:
+        return f.read(), path
+
+
+def _compile_options(args: argparse.Namespace):
+    from tilemma.compiler.driver.pipeline import CompileOptions
+
+    if args.stages == 0 and args.stage_k is not None:
+        raise ValueError("--stage-k sizes shared-memory stages; --stages 0 has none")
+    if args.stages == 0 and args.no_swizzle:
+        raise ValueError("--no-swizzle unswizzles shared-memory stages; --stages 0 has none")
+    return CompileOptions(
+        sm=args.sm,
+        ptx=args.ptx or "",
+        f32_precision=args.f32_precision,
+        allow_slow=args.allow_slow,
+        warps=args.warps or "",
+        warp_tile=args.warp_tile or "",
+        sparse_form=args.sparse_form,
+        stages=args.stages,
+        stage_k=args.stage_k or 0,
+        swizzle=not args.no_swizzle,
+        tune_cache=_tune_cache(args.tune_cache),
+    )
+
+
+def _tune_cache(flag: str | None) -> str:
+    """--tune-cache, else $TILEMMA_TUNE_CACHE; a named cache that does not exist is refused
+    (it would otherwise be ignored without a word)."""
+    path, source = (flag, "--tune-cache") if flag is not None else (configs.default_cache(), "$TILEMMA_TUNE_CACHE")
+    if path and not os.path.isfile(path):
+        raise ValueError(f"{source} {path}: no such file (`tilemma tune --cache {path}` writes it, on a GPU)")
+    return path
+
+
+def _add_compile_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sm", default="90", help="target: 90, sm_90, 120a, sm_120a, ... (default 90)")
+    p.add_argument("--ptx", help="PTX ISA version (default: newest the target and ptxas accept)")
+    p.add_argument(
+        "--f32-precision",
+        default="exact",
+        choices=("exact", "tf32", "3xtf32"),
+        help="f32 operands: 'exact' refuses them, 'tf32' rounds them to tf32 (rna), '3xtf32' "
+        "splits them into tf32 hi+lo parts and runs three mmas (close to f32 accuracy)",
+    )
+    p.add_argument("--allow-slow", action="store_true", help="keep families the target emulates")
+    p.add_argument("--warps", help="warps per CTA as WMxWN (default up to 2x2)")
+    p.add_argument(
+        "--sparse-form",
+        default="ordered",
+        choices=("ordered", "sp"),
+        help="sparse A: mma.sp::ordered_metadata where legal (default), or plain mma.sp",
+    )
+    p.add_argument("--warp-tile", help="instructions per warp as RMxRN")
+    p.add_argument(
+        "--stages", type=int, default=-1,
+        help="shared-memory stages of the staged schedule, 2..5; 0: fragments straight from global "
+        "memory; -1 (default): staged wherever it applies (aligned rows; see the README)",
+    )
+    p.add_argument("--stage-k", type=int,
+                   help="K of one shared-memory stage (16, 32, ..., 1024 elements; default per type family, "
+                   "e.g. 64 16-bit or 128 8-bit elements)")
+    p.add_argument("--tune-cache", help="tuning cache written by `tilemma tune` (default $TILEMMA_TUNE_CACHE)")
+    p.add_argument("--no-swizzle", action="store_true",
+                   help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")
+    instrument.add_arguments(p)
+
+
+def cmd_gemm(args: argparse.Namespace) -> int:
+    from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+    from tilemma.compiler.core.targets import parse_sm
+
+    module = gemm_module(
+        GemmSpec(
+            args.m, args.n, args.k, args.a, args.b, args.acc, args.batch, args.bcast,
+            args.satfinite, args.popc, args.shape, args.sparse_a not in (None, "compressed"), args.prune,
+            args.scale, args.scale_block,
+            args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout,
+            pre_compressed=args.sparse_a == "compressed", c=not args.no_c, rounding=args.rounding,
+        )
+    )
+    if args.sm is not None:
+        _check_selectable(module, args.sm)
+    print(module)
+    return 0
+
+
+def _check_selectable(module, sm: str) -> None:
+    """`gemm --sm`: the IR is target independent, so check that the target has an instruction
+    for it (on a copy; any f32 precision, slow paths allowed) and say why not."""
+    from tilemma.compiler.driver.pipeline import make_context
+    from tilemma.passes.errors import LoweringError
+    from tilemma.passes.tile.select_mma import SelectMma
+
+    try:
+        SelectMma(sm, "", "tf32", True).apply(make_context(), module.clone())
+    except LoweringError as e:
+        raise ValueError(f"--sm {sm}: {e.message}") from None
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from tilemma.compiler.driver.pipeline import compile_text, lower, parse
+    from tilemma.compiler.runtime.ptxas import assemble
+
+    text, name = _read_input(args.file)
+    options = _compile_options(args)
+    observe = instrument.from_arguments(args)
+    try:
+        if args.emit in ("mlir", "warp"):
+            module, locations = parse(text, name)
+            lower(module, locations, options, warp_level=args.emit == "warp", instrument=observe)
+            _write(args.output, str(module) + "\n")
+            if args.metadata:
+                _emit_metadata(args, compile_text(text, name, options))
+            return 0
+        kernels = compile_text(text, name, options, observe)
+    finally:
+        observe.report()
+    if args.emit == "json" or args.metadata:
+        _emit_metadata(args, kernels)
+        if args.emit == "json":
+            return 0
+    if args.emit == "gpu-binary":
+        return _emit_gpu_binary(args, kernels)
+    modules = list(dict.fromkeys(k.ptx for k in kernels))  # kernels of one target share a module
+    if args.emit == "ptx":
+        _write(args.output, "\n".join(modules))
+        return 0
+    if len(modules) != 1 and args.output:
+        raise ValueError("--emit cubin -o FILE takes an input whose kernels make one PTX module")
+    from tilemma.compiler.core.targets import parse_sm
+
+    for text_ in modules:
+        cubin = assemble(text_, parse_sm(args.sm).name)
+        names = [k.name for k in kernels if k.ptx == text_]
+        path = args.output or f"{names[0]}.cubin"
+        _write(path, cubin)
+        if path != "-":
+            print(f"{', '.join(names)}: wrote {path} ({len(cubin)} bytes)")
+    return 0
+
+
+def _emit_metadata(args: argparse.Namespace, kernels: list) -> None:
+    """`--emit json` (to -o or stdout) / `--metadata FILE`: every kernel's ABI, one JSON object."""
+    import json
+
+    out = json.dumps({"kernels": [k.abi.to_dict() for k in kernels]}, indent=2) + "\n"
+    if args.emit == "json":
+        _write(args.output, out)
+    if args.metadata:
+        _write(args.metadata, out)
+
+
+def _emit_gpu_binary(args: argparse.Namespace, kernels) -> int:
+    from tilemma.compiler.driver.gpu_binary import gpu_binary_module
+    from tilemma.compiler.core.targets import parse_sm
+
+    _write(args.output, gpu_binary_module(kernels, parse_sm(args.sm).name))
+    return 0
+
+
+def _write(path: str | None, data: str | bytes) -> None:
+    """To the file `path`, or to stdout when there is none or it is `-`."""
+    binary = isinstance(data, bytes)
+    if path and path != "-":
+        with open(path, "wb" if binary else "w") as f:
+            f.write(data)
+    elif binary:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+    else:
+        sys.stdout.write(data)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from tilemma.compiler.runtime import cuda_runtime
+    from tilemma.compiler.core.targets import parse_sm
+    from tilemma.compiler.driver.tune import tune
+
+    parse_sm(args.sm)
+    if args.iters < 1:
+        raise ValueError(f"--iters must be at least 1, got {args.iters}")
+    if not cuda_runtime.gpu_available():
+        raise ValueError(f"tune times kernels on a GPU: {cuda_runtime.gpu_unavailable_reason()}")
+
+    return tune(args.types, args.classes, args.sm, args.cache, args.iters)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tilemma.compiler.runtime import cuda_runtime
+    from tilemma.compiler.driver.pipeline import compile_text
+    from tilemma.compiler.driver.runner import run_compiled
+
+    text, name = _read_input(args.file)
+    on = args.on
+    if on == "auto":
+        on = "gpu" if cuda_runtime.gpu_available() else "emulator"
+    if on == "gpu" and not cuda_runtime.gpu_available():
+        raise ValueError(f"--on gpu: no usable GPU ({cuda_runtime.gpu_unavailable_reason()})")
+    options = _compile_options(args)
+    if on == "gpu" and not args.ptx:
+        major, minor = cuda_runtime.driver_max_ptx()
+        from tilemma.compiler.core.targets import DEFAULT_PTX, PtxVersion
+
+        newest = min(DEFAULT_PTX, PtxVersion(major, minor))
+        options = type(options)(**{**options.__dict__, "ptx": str(newest)})
+    inputs = _load_inputs(args.input or [])
+    observe = instrument.from_arguments(args)
+    try:
+        kernels = compile_text(text, name, options, observe)
+    finally:
+        observe.report()
+    failed = 0
+    for kernel in kernels:
+        result = run_compiled(kernel, args.seed, on, inputs=inputs)
+        print(result.line(), flush=True)
+        failed += not result.ok
+        if args.save:
+            _save_outputs(args.save, kernel.name, result.outputs)
+    return 1 if failed else 0
+
+
+def _load_inputs(specs: list[str]) -> dict:
+    """`NAME=FILE.npy` pairs -> arrays (checked against the kernel's ABI when it runs)."""
+    import numpy as np
+
+    inputs = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--input {spec}: expected NAME=FILE.npy (NAME: a kernel argument, e.g. a)")
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as e:
+            raise ValueError(f"--input {spec}: cannot read {path} as a .npy array ({e})") from None
+    return inputs
+
+
+def _save_outputs(directory: str, kernel: str, outputs: dict) -> None:
+    import os
+
+    import numpy as np
+
+    os.makedirs(directory, exist_ok=True)
+    for name, array in outputs.items():
+        path = os.path.join(directory, f"{kernel}.{name}.npy")
+        np.save(path, array)
+        print(f"{kernel}: wrote {path} ({'x'.join(map(str, array.shape))} {array.dtype})", flush=True)
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+    return value
+
+
+def tilemma_version() -> str:
+    """The installed distribution's version (what `pip show tilemma` reports)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tilemma")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tilemma", description="tile-level matmul IR to PTX tensor-core instructions"
+    )
+    parser.add_argument("--version", action="version", version=f"tilemma {tilemma_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    from tilemma.compiler.driver import isa_commands
+
+    isa_commands.register(sub)
+
+    g = sub.add_parser("gemm", help="write the tile IR of a GEMM kernel D = A x B + C")
+    g.add_argument("--m", type=int, required=True)
+    g.add_argument("--n", type=int, required=True)
+    g.add_argument("--k", type=int, required=True)
+    g.add_argument("--a", required=True, help="element type of A (MLIR or PTX name)")
+    g.add_argument("--b", required=True, help="element type of B")
+    g.add_argument("--acc", help="accumulator type (default: the matmul result type)")
+    g.add_argument("--batch", type=int, help="batch size (rank 3 tiles)")
+    g.add_argument("--bcast", choices=("a", "b"), help="this operand is a batch of 1, broadcast")
+    g.add_argument("--satfinite", action="store_true", help="clamp integer accumulation")
+    g.add_argument("--popc", choices=("xor", "and"), help="b1 operands: xor or and, then popc")
+    g.add_argument("--shape", help="instruction shape to use, e.g. m16n8k8 (default: best)")
+    g.add_argument(
+        "--sparse-a",
+        choices=("2:4", "4:8", "compressed"),
+        help="A is structured sparse: 2:4 is 2 of every 4 (1 of 2 for tf32, 2 pairs of 4 for "
+        "4-bit integers); 4:8 asks for aligned pairs for e2m1 (the sparse mxf4 kinds); compressed: "
+        "A arrives 2:4-compressed as values and metadata (tile.sparse_from; f16/bf16)",
+    )
+    g.add_argument("--prune", action="store_true", help="with --sparse-a: keep the largest two")
+    g.add_argument("--b-layout", choices=("row", "col"), default="row",
+                   help="B's memory layout: row-major K x N (default) or column-major (K-major, "
+                   "strided<[1, K]>; what 8-bit operands need for the staged schedule)")
+    g.add_argument("--no-c", action="store_true",
+                   help="D = A x B: no C argument, the accumulator starts at zero (what cuBLAS does "
+                   "with beta = 0)")
+    g.add_argument("--rounding", choices=("rna", "rn", "rz"), default="rna",
+                   help="how f32 operands of a tf32 GEMM are rounded to tf32 (default rna; rn and rz "
+                   "need sm_90 and are one instruction each there, rna about two)")
+    g.add_argument("--scale", help="block scaling: scale type ue8m0 (f8E8M0FNU) or ue4m3")
+    g.add_argument(
+        "--scale-block", type=int, default=32, choices=(16, 32, 64),
+        help="with --scale: elements of K per scale factor (default 32; 64 for a sparse A)",
+    )
+    g.add_argument("--sm", help="check that this target has an instruction for the kernel (the IR "
+                   "itself is target independent)")
+    g.set_defaults(func=cmd_gemm)
+
+    c = sub.add_parser("compile", help="tile IR -> PTX (or cubin, or lowered IR)")
+    c.add_argument("file", help="input file ('-' for stdin)")
+    c.add_argument("--emit", choices=("ptx", "cubin", "mlir", "warp", "json", "gpu-binary"), default="ptx",
+                   help="ptx (default), cubin (nvJitLink or ptxas), mlir (the IR after every pass: PTX ops), "
+                   "warp (the kernel at warp level), json (each kernel's launch shape and argument ABI) or "
+                   "gpu-binary (an MLIR gpu.binary of the PTX and a host function per kernel doing gpu.launch_func)")
+    c.add_argument("--metadata", metavar="FILE", help="also write the kernels' JSON ABI (as --emit json) to FILE")
+    c.add_argument("-o", "--output", metavar="FILE", help="output file ('-' for stdout)")
+    _add_compile_options(c)
+    c.set_defaults(func=cmd_compile)
+
+    t = sub.add_parser("tune", help="time the candidate configurations on the GPU, write the tuning cache")
+    t.add_argument("--types", nargs="+", default=["f16", "bf16"], help="operand types (default f16 bf16)")
+    t.add_argument("--classes", nargs="+", default=["small", "medium", "large"],
+                   choices=("small", "medium", "large"), help="size classes (1024^3, 4096^3, 8192^3)")
+    t.add_argument("--sm", default="90")
+    t.add_argument("--cache", required=True, help="the JSON cache to write (compile reads it via --tune-cache "
+                   "or $TILEMMA_TUNE_CACHE)")
+    t.add_argument("--iters", type=int, default=10, help="timed launches per configuration (default 10)")
+    t.set_defaults(func=cmd_tune)
+
+    r = sub.add_parser("run", help="compile, run on random inputs, compare with the reference")
+    r.add_argument("file", help="input file ('-' for stdin)")
+    r.add_argument("--on", choices=("auto", "gpu", "emulator"), default="auto")
+    r.add_argument("--seed", type=non_negative_int, default=0, help="seed of the random inputs (default 0)")
+    r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="take argument NAME's values from a .npy array of its memref's shape and "
+                   "element type (repeatable; the others stay random)")
+    r.add_argument("--save", metavar="DIR", help="write D, shaped like its memref, to DIR/KERNEL.NAME.npy")
+    _add_compile_options(r)
+    r.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run_reporting("tilemma", lambda: args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

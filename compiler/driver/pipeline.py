@@ -1,0 +1,163 @@
+"""The whole compiler as one call: tile IR text -> verified IR -> passes -> PTX per kernel.
+
+Used by `tilemma compile` and `tilemma run`; `tilemma-opt` runs the same passes one by one. Every
+error that is the input's fault comes out as a `LocatedVerifyError` pointing at the source.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+
+from tilemma.compiler.core import configs
+from tilemma.compiler.runtime.abi import KernelABI
+from tilemma.compiler.core.isa import MmaVariant
+from tilemma.compiler.driver.diagnostics import LocatedParser, LocatedVerifyError, verify_located
+from tilemma.compiler.driver.instrument import PassInstrument
+from tilemma.compiler import universe
+from tilemma.dialects import ptx
+from tilemma.passes.errors import LoweringError, origin
+from tilemma.passes.tile.gemm_kernel import GemmKernel, read_kernel
+from tilemma.passes.tile.linalg_to_tile import LinalgToTile
+from tilemma.passes.tile.select_mma import SelectMma
+from tilemma.passes.warp.split_tf32 import SplitTf32
+from tilemma.passes.warp.swizzle_shared import SwizzleShared
+from tilemma.passes.tile.tile_warps import TileWarps
+from tilemma.passes.warp_to_ptx.lower import WarpToPtx
+
+
+def make_context() -> Context:
+    """The same dialects as `tilemma-opt` (`universe.make_context`)."""
+    return universe.make_context()
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    sm: str = "90"
+    ptx: str = ""
+    f32_precision: str = "exact"
+    allow_slow: bool = False
+    warps: str = ""
+    warp_tile: str = ""
+    sparse_form: str = "ordered"
+    stages: int = -1
+    stage_k: int = 0
+    swizzle: bool = True
+    tune_cache: str = field(default_factory=configs.default_cache)
+
+    def passes(self) -> list[ModulePass]:
+        return [
+            LinalgToTile(),  # linalg.matmul input; a no-op on tile IR
+            SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
+            TileWarps(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache),
+            *([SwizzleShared()] if self.swizzle else []),
+            SplitTf32(),
+            CommonSubexpressionElimination(),
+            WarpToPtx(),
+        ]
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    name: str
+    ptx: str  # a complete PTX module holding this kernel (and the others of the same input)
+    variant: str
+    abi: KernelABI
+    gemm: GemmKernel  # what the kernel computes, read from the tile IR before lowering
+
+    @property
+    def instruction(self) -> MmaVariant:
+        """The selected mma variant (from the tile op's typed attribute)."""
+        return self.gemm.mma.variant.variant  # type: ignore[union-attr]
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return self.abi.grid
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return self.abi.block
+
+    @property
+    def arg_sizes(self) -> tuple[int, ...]:
+        """Elements of each memref argument, in order (without the sparsity error word)."""
+        return tuple(p.span for p in self.abi.params if "sparsity_error" not in p.roles)
+
+
+def parse(text: str, name: str) -> tuple[ModuleOp, dict]:
+    """Parse and verify tile IR, keeping each operation's source position."""
+    if not text.strip():
+        raise ValueError(f"{name}: empty input: expected MLIR operations")
+    parser = LocatedParser(make_context(), text, name)
+    module = parser.parse_module()
+    verify_located(module, parser.locations)
+    return module, parser.locations
+
+
+def _apply(passes: list[ModulePass], module: ModuleOp, locations: dict,
+           instrument: PassInstrument | None = None) -> None:
+    """Run `passes`, verifying after each; `instrument` times them and dumps the IR."""
+    observe = instrument or PassInstrument()
+
+    def callback(previous: ModulePass | None, op: ModuleOp, next_: ModulePass | None) -> None:
+        observe(previous, op, next_)
+        if previous is not None:
+            op.verify()
+
+    try:
+        PassPipeline(tuple(passes), callback).apply(make_context(), module)
+    except LoweringError as e:
+        raise LocatedVerifyError(locations.get(origin(e.op)), e.message) from None
+
+
+def lower(module: ModuleOp, locations: dict, options: CompileOptions, warp_level: bool = False,
+          instrument: PassInstrument | None = None) -> None:
+    """Run the pipeline in place: tile IR in, a ptx.module per target out (or, with
+    `warp_level`, the kernels at the warp level, ready for warp-to-ptx)."""
+    passes = options.passes()
+    _apply(passes[:-1] if warp_level else passes, module, locations, instrument)
+
+
+def compile_text(text: str, name: str, options: CompileOptions,
+                 instrument: PassInstrument | None = None) -> list[CompiledKernel]:
+    module, locations = parse(text, name)
+    return compile_module(module, locations, name, options, instrument)
+
+
+def compile_module(module: ModuleOp, locations: dict, name: str, options: CompileOptions,
+                   instrument: PassInstrument | None = None) -> list[CompiledKernel]:
+    """Lower a verified module in place (`locations`: where its ops were written, possibly empty)."""
+    passes = options.passes()
+    front = next(i for i, p in enumerate(passes) if isinstance(p, SelectMma)) + 1
+    select, rest = passes[:front], passes[front:]
+    _apply(select, module, locations, instrument)  # first: linalg-to-tile refuses gpu.func kernels
+    kernels = [op for op in module.body.ops if isinstance(op, func.FuncOp)]
+    if not kernels:
+        raise ValueError(f"{name}: no kernel (func.func) in the input")
+    described = {}
+    for k in kernels:  # what each kernel computes (after selection's casts), for the reference
+        try:
+            described[k.sym_name.data] = read_kernel(k)
+        except LoweringError as e:
+            raise LocatedVerifyError(locations.get(origin(e.op)), e.message) from None
+    _apply(rest, module, locations, instrument)
+    compiled = []
+    for pm in module.body.ops:
+        if not isinstance(pm, ptx.ModuleOp_):
+            continue
+        out = io.StringIO()
+        ptx.print_module(pm, out)
+        for entry in pm.body.ops:
+            assert isinstance(entry, ptx.EntryOp)
+            mma = next(o for o in entry.body.ops if isinstance(o, ptx.MmaOp))
+            abi = KernelABI.from_entry(entry)
+            compiled.append(
+                CompiledKernel(entry.sym_name.data, out.getvalue(), mma.opcode.data, abi, described[abi.name])
+            )
+    return compiled

@@ -1,0 +1,379 @@
+"""Runs a compiled kernel on random inputs and checks every output element against the reference.
+
+Inputs are random values of each memref's element type (`reference.random_matrix`, fixed seed);
+the expected D is `reference.mma_reference` on the tiles the kernel reads, after the element
+conversions the tile IR asks for (tf32 rounding) — independent of the compiled code. Elements of
+D's memref outside the stored tile must come back unchanged. On a GPU whose tensor-core arithmetic
+the emulator has been proven to reproduce (`mma_arith.proven`), D must moreover be the emulator's,
+word for word; the reference's bound stays as the second opinion.
+
+Memory layout of kernel arguments: each memref's strided layout (row-major unless it says
+otherwise), buffers of the layout's span; elements of fewer than 8 bits packed densely with buffer
+element i at bit i*bits (least significant first), as the lowering addresses them. Only the tiles
+the kernel reads hold random values: every other buffer element (the layout's gaps, the memref
+outside the tile, all of D) holds a sentinel (NaN, or the type's extreme value), so a kernel that
+reads the wrong place gets a wrong answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tilemma.compiler.verify import reference
+from tilemma.compiler.layouts import sparse_format, sparse_fragments
+from tilemma.compiler.core.memref_layout import StridedLayout
+from tilemma.compiler.driver.pipeline import CompiledKernel
+from tilemma.dialects import tile
+from tilemma.passes.tile.gemm_kernel import GemmKernel, MemOperand
+
+
+@dataclass(frozen=True)
+class RunResult:
+    kernel: str
+    variant: str
+    size: str
+    max_abs: float
+    max_rel: float
+    ok: bool
+    detail: str
+    device: str
+    outputs: dict = field(default_factory=dict, compare=False, repr=False)  # name -> memref values
+
+    def line(self) -> str:
+        verdict = "PASS" if self.ok else "FAIL"
+        return (
+            f"{self.kernel}  {self.variant}  {self.size}  on {self.device}  "
+            f"max_abs={self.max_abs:.3g} max_rel={self.max_rel:.3g}  {verdict}"
+            + ("" if self.ok else f"  ({self.detail})")
+        )
+
+
+def pack_memory(values: np.ndarray, type_name: str) -> np.ndarray:
+    """The bytes a kernel argument holds: packed bits for 4- and 1-bit types, one byte per
+    element for fp6 (6 does not divide 8), else the values."""
+    if type_name in tile.BYTE_PER_ELEMENT or type_name in reference.SCALE_TYPES:
+        return np.ascontiguousarray(reference.to_bits(values, type_name).astype(np.uint8))
+    et = reference.element_type(type_name)
+    if et.bits >= 8:
+        storage = np.float32 if type_name == "tf32" else et.dtype
+        return np.ascontiguousarray(values.astype(storage))
+    return pack_bits(reference.to_bits(values, et).reshape(-1), et.bits)
+
+
+def pack_bits(codes: np.ndarray, bits: int) -> np.ndarray:
+    """Sub-byte codes packed densely, code i at bit i*bits, least significant bit first: each
+    code's low `bits` bits unpacked little-endian, then packed little-endian, 8 to a byte."""
+    low = np.unpackbits(codes.astype(np.uint8).reshape(-1, 1), axis=1, count=bits, bitorder="little")
+    return np.packbits(low.reshape(-1), bitorder="little")
+
+
+def _view(full: np.ndarray, mem: MemOperand, g: GemmKernel, rows: int, cols: int) -> np.ndarray:
+    """The tile an operand reads out of its memref's buffer, through its strides (batch
+    broadcast kept as batch 1)."""
+    flat = full.reshape(-1)
+    batches = 1 if mem.batch_stride == 0 else g.batch
+    idx = (
+        mem.base
+        + np.arange(batches)[:, None, None] * mem.batch_stride
+        + np.arange(rows)[None, :, None] * mem.row_stride
+        + np.arange(cols)[None, None, :] * mem.col_stride
+    )
+    return flat[idx]
+
+
+def sentinel(type_name: str) -> float | int:
+    """What a buffer holds where the kernel must not read: NaN where the type has one, else its
+    largest finite value (fp6, fp4), or the integer farthest from zero."""
+    et = reference.element_type(type_name)
+    if et.is_float:
+        with np.errstate(invalid="ignore"):
+            has_nan = bool(np.isnan(np.array(np.nan).astype(et.dtype).astype(np.float64)))
+        return float("nan") if has_nan else float(tile.FLOAT_LIMITS[type_name][1])
+    low, high = et.int_range
+    return low if low < 0 else high
+
+
+def _read_tiles(g: GemmKernel) -> list[tuple[MemOperand, int, int]]:
+    """(operand, rows, columns) of every tile the kernel reads."""
+    tiles = [(g.a, g.m, g.k), (g.b, g.k, g.n)]
+    if g.a_meta is not None:  # pre-compressed A: values and metadata words
+        tiles[0] = (g.a, *sparse_format.values_shape(g.m, g.k))
+        tiles.append((g.a_meta, *sparse_format.meta_shape(g.m, g.k)))
+    if isinstance(g.c, MemOperand):
+        tiles.append((g.c, g.m, g.n))
+    if g.scales:
+        blocks = -(-g.k // g.scales[2])
+        tiles += [(g.scales[0], g.m, blocks), (g.scales[1], blocks, g.n)]
+    return tiles
+
+
+def _logical(values: np.ndarray, mem: MemOperand) -> tuple[np.ndarray, str]:
+    """Apply the tile IR's casts: the values the mma multiplies, and their type."""
+    t = mem.stored
+    for src, dst, rounding in mem.casts:
+        rule = tile.CAST_RULES.get((src, dst))
+        if rule is not None and dst == "tf32":
+            values = reference.round_tf32(values.astype(np.float32), rounding or rule.default)
+        elif rule is not None and rule.how == "extend":
+            values = values.astype(reference.element_type(dst).dtype)
+        else:
+            raise ValueError(f"the reference has no cast {src} -> {dst}")
+        t = dst
+    return values, t
+
+
+def instruction_k(kernel: CompiledKernel) -> int:
+    """K of one mma of the kernel: .satfinite clamps after each of them."""
+    return kernel.instruction.k
+
+
+def _sparse_pattern(g: GemmKernel) -> str:
+    """The pattern `tile.compress` enforces on A."""
+    assert g.a.sparse_pattern is not None
+    return g.a.sparse_pattern
+
+
+def _prune_tiles(values: np.ndarray, g: GemmKernel, pattern: str) -> np.ndarray:
+    """`values` (a memref's elements) with the A tile pruned to `pattern` (groups start at the
+    tile's column 0; a ragged last group is padded with zeros)."""
+    out = values.copy()
+    for batch in _view(np.arange(values.size), g.a, g, g.m, g.k):
+        out[batch] = _prune_ragged(out[batch], pattern)
+    return out
+
+
+def sparsity_error(word: int, g: GemmKernel, no_error: int) -> str | None:
+    """Decode the kernel's sparsity error word (first offending group, row-major); `no_error`
+    is the word's initial value (from the kernel's ABI)."""
+    if word == no_error:
+        return None
+    pattern = sparse_fragments.pattern_for(_sparse_pattern(g))
+    groups = -(-g.k // pattern.chunk)
+    batch_row, group = divmod(word, groups)
+    batch, row = divmod(batch_row, g.m)
+    where = f"batch {batch}, " if g.a.batch_stride else ""
+    lo = group * pattern.chunk
+    return (
+        f"A is not {pattern.name} sparse: {where}row {row}, group {group} (columns {lo}.."
+        f"{min(lo + pattern.chunk, g.k) - 1}) has more than {pattern.kept_atoms} nonzero "
+        f"{pattern.what}; compress with prune to keep the largest"
+    )
+
+
+def run_compiled(
+    kernel: CompiledKernel,
+    seed: int,
+    on: str,
+    break_sparsity: tuple[int, int, int] | None = None,
+    inputs: dict[str, np.ndarray] | None = None,
+) -> RunResult:
+    """Run on `on` ("gpu", or "emulator": the CPU emulator of the same PTX) and compare with
+    the reference. A compressed A gets random data with the pattern (or, for `prune`, without;
+    the reference then uses the pruned A). `break_sparsity` = (batch, row, group) fills that
+    group of A with nonzeros, to check that the kernel reports it. `inputs` replaces the random
+    values of the named arguments by the caller's (each of its memref's shape and element type,
+    placed through its layout; a checked sparse A is then taken as given). The result's `outputs`
+    holds D, shaped like its memref."""
+    g = kernel.gemm
+    rng = np.random.default_rng(seed)
+    args: list[np.ndarray] = []
+    values: dict[int, np.ndarray] = {}
+    types = {g.a.param: g.a.stored, g.b.param: g.b.stored, g.d.param: g.d.stored}
+    if isinstance(g.c, MemOperand):
+        types[g.c.param] = g.c.stored
+    if g.scales:
+        for mem in g.scales[:2]:
+            types[mem.param] = mem.stored
+    read: dict[int, np.ndarray] = {i: np.zeros(size, bool) for i, size in enumerate(kernel.arg_sizes)}
+    for mem, rows, cols in _read_tiles(g):
+        read[mem.param][_view(np.arange(read[mem.param].size), mem, g, rows, cols)] = True
+    if g.a_meta is not None:
+        types[g.a_meta.param] = META_TYPE
+    for i, size in enumerate(kernel.arg_sizes):
+        if types[i] == META_TYPE:
+            values[i] = np.full(size, sparse_format.FILLER, np.uint32)
+            continue
+        values[i] = reference.random_matrix(types[i], (size,), rng)
+        values[i][~read[i]] = sentinel(types[i])
+    given = _place_inputs(kernel, inputs or {}, values, types)
+    pre_a = _pre_compressed_a(g, values, given, rng) if g.a_meta is not None else None
+    if g.a.sparse == "check" and g.a.param not in given:
+        values[g.a.param] = _prune_tiles(values[g.a.param], g, _sparse_pattern(g))
+        if break_sparsity is not None:
+            batch, row, group = break_sparsity
+            chunk = sparse_fragments.pattern_for(_sparse_pattern(g)).chunk
+            idx = _view(np.arange(values[g.a.param].size), g.a, g, g.m, g.k)
+            cols = idx[batch, row, group * chunk : (group + 1) * chunk]
+            values[g.a.param][cols] = reference.random_matrix(g.a.stored, (cols.size,), rng)
+    for i in range(len(kernel.arg_sizes)):
+        args.append(values[i] if types[i] == META_TYPE else pack_memory(values[i], types[i]))
+    error_at = kernel.abi.index("sparsity_error")
+    if error_at is not None:
+        init = kernel.abi.params[error_at].init
+        args.insert(error_at, np.full(1, init, np.uint32))
+
+    a_vals, a_type = _logical(_view(values[g.a.param], g.a, g, g.m, g.k), g.a) if pre_a is None else (pre_a, g.a.stored)
+    if g.a.sparse == "prune":
+        a_vals = np.stack([_prune_ragged(m, _sparse_pattern(g)) for m in a_vals])
+    b_vals, b_type = _logical(_view(values[g.b.param], g.b, g, g.k, g.n), g.b)
+    c_vals = (
+        _view(values[g.c.param], g.c, g, g.m, g.n)
+        if isinstance(g.c, MemOperand)
+        else np.full((1, g.m, g.n), g.c, dtype=reference.element_type(g.acc_type).dtype)
+    )
+    if c_vals.shape[0] != g.batch:
+        c_vals = np.broadcast_to(c_vals, (g.batch, g.m, g.n))
+    scales = None
+    if g.scales:
+        sa_mem, sb_mem, block = g.scales
+        blocks = -(-g.k // block)
+        scales = reference.BlockScales(
+            np.broadcast_to(_view(values[sa_mem.param], sa_mem, g, g.m, blocks), (g.batch, g.m, blocks)),
+            np.broadcast_to(_view(values[sb_mem.param], sb_mem, g, blocks, g.n), (g.batch, blocks, g.n)),
+            sa_mem.stored,
+            block,
+        )
+        # A ragged last block: zero-pad K (zeros add nothing, whatever their scale).
+        pad = blocks * block - g.k
+        a_vals = np.pad(a_vals, ((0, 0), (0, 0), (0, pad)))
+        b_vals = np.pad(b_vals, ((0, 0), (0, pad), (0, 0)))
+        want = reference.scaled_mma_reference(
+            a_vals, b_vals, c_vals, scales.sa, scales.sb, a_type=a_type, b_type=b_type,
+            scale_type=scales.scale_type, block=block, acc_type=g.acc_type,
+        )
+    else:
+        popc = getattr(g.mma, "popc", None)
+        want = reference.mma_reference(
+            a_vals, b_vals, c_vals, a_type=a_type, b_type=b_type, acc_type=g.acc_type,
+            satfinite=getattr(g.mma, "satfinite", None) is not None,
+            bitop=str(popc.data) if popc is not None else None, satfinite_step=instruction_k(kernel),
+        )
+    if on == "gpu":
+        from tilemma.compiler.runtime import cuda_runtime
+
+        outs = cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
+    elif on == "emulator":
+        from tilemma.compiler.verify import emulator
+
+        outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
+    else:
+        raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
+    broken = (sparsity_error(int(outs[error_at][0]), g, kernel.abi.params[error_at].init)  # type: ignore[arg-type]
+              if error_at is not None else None)
+    differs = _gpu_twin_differs(kernel, args, outs) if on == "gpu" else None
+    d_full = outs[g.d.param].view(reference.element_type(g.d.stored).dtype).reshape(-1)
+    got = _view(d_full, g.d, g, g.m, g.n)
+    cmp = reference.compare(
+        got, want, acc_type=g.acc_type, a_type=a_type, b_type=b_type, k=a_vals.shape[-1],
+        a=np.broadcast_to(a_vals, (g.batch, g.m, a_vals.shape[-1])),
+        b=np.broadcast_to(b_vals, (g.batch, b_vals.shape[-2], g.n)), c=c_vals,
+        scales=scales,
+    )
+    # Nothing outside the stored tile may change.
+    mask = np.ones(d_full.size, dtype=bool)
+    mask[_view(np.arange(d_full.size), g.d, g, g.m, g.n).reshape(-1)] = False
+    before = args[g.d.param].view(d_full.dtype).reshape(-1)
+    outside_ok = np.array_equal(d_full[mask].view(np.uint8), before[mask].view(np.uint8))
+    size = f"{g.batch}x" if g.batch > 1 else ""
+    detail = cmp.detail if not cmp.ok else ""
+    if not outside_ok:
+        detail = (detail + "; " if detail else "") + "elements outside the stored tile changed"
+    if differs:
+        detail = (detail + "; " if detail else "") + differs
+    if broken:
+        detail = broken
+    return RunResult(
+        kernel.name, kernel.variant, f"{size}{g.m}x{g.n}x{g.k}", cmp.max_abs, cmp.max_rel,
+        cmp.ok and outside_ok and not broken and not differs, detail, on,
+        {kernel.abi.params[g.d.param].name.removeprefix("p_"): d_full[_positions(kernel, g.d.param)]},
+    )
+
+
+BIT_EXACT_MAX_MACS = 1 << 26  # above this the CPU twin would take long: the bound check alone
+
+
+def _gpu_twin_differs(kernel: CompiledKernel, args: list[np.ndarray], outs: list[np.ndarray]) -> str | None:
+    """Where the emulator's arithmetic is proven for this GPU (`mma_arith.proven`), the GPU's
+    output words must be the emulator's, bit for bit, on the same inputs; None when they are (or
+    when the model is not proven there, or the GEMM is too large to emulate quickly)."""
+    from tilemma.compiler.runtime import cuda_runtime
+    from tilemma.compiler.verify import emulator, mma_arith
+
+    g, v = kernel.gemm, kernel.instruction
+    arch = cuda_runtime.device_arch()
+    if not mma_arith.proven(arch, v.atype, v.dtype, v.kind, v.shape) or g.batch * g.m * g.n * g.k > BIT_EXACT_MAX_MACS:
+        return None
+    twin = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args, arch=arch,
+                            shared_bytes=kernel.abi.shared_bytes)
+    gpu, cpu = (np.ascontiguousarray(x).view(np.uint8) for x in (outs[g.d.param], twin[g.d.param]))
+    if np.array_equal(gpu, cpu):
+        return None
+    width = outs[g.d.param].dtype.itemsize
+    bad = np.flatnonzero((gpu != cpu).reshape(-1, width).any(1))
+    return (f"the GPU and the bit-exact emulator ({arch}) differ in {bad.size} words of D, first at "
+            f"element {int(bad[0])} of its memref")
+
+
+META_TYPE = "ui32"  # the metadata words of a pre-compressed A (uint32 buffers, not a value type)
+
+
+def _pre_compressed_a(g: GemmKernel, values: dict, given: set[int], rng) -> np.ndarray:
+    """The dense A [batch, M, K] of a pre-compressed A (`tile.sparse_from`). Unless the caller gave
+    its values or metadata, a random 2:4 sparse A is made and written through
+    `sparse_format.compress_a`; the reference multiplies its `decompress_a`."""
+    assert g.a_meta is not None
+    vs, ms = sparse_format.values_shape(g.m, g.k), sparse_format.meta_shape(g.m, g.k)
+    v_at = _view(np.arange(values[g.a.param].size), g.a, g, *vs)
+    m_at = _view(np.arange(values[g.a_meta.param].size), g.a_meta, g, *ms)
+    dtype = reference.element_type(g.a.stored).dtype
+    if not {g.a.param, g.a_meta.param} & given:
+        dense = reference.random_matrix(g.a.stored, (v_at.shape[0], g.m, g.k), rng)
+        dense = np.stack([_prune_ragged(x, "2:4") for x in dense]).astype(dtype)
+        vals, meta = sparse_format.compress_a(dense)
+        values[g.a.param][v_at] = vals
+        values[g.a_meta.param][m_at] = meta
+    return sparse_format.decompress_a(values[g.a.param][v_at].astype(dtype), values[g.a_meta.param][m_at], k=g.k)
+
+
+def _param_index(kernel: CompiledKernel, name: str) -> int:
+    names = [p.name for p in kernel.abi.params[: len(kernel.arg_sizes)]]
+    for i, full in enumerate(names):
+        if name in (full, full.removeprefix("p_")):
+            return i
+    raise ValueError(
+        f"{kernel.name}: no argument {name!r}; its arguments are "
+        + ", ".join(n.removeprefix("p_") for n in names)
+    )
+
+
+def _positions(kernel: CompiledKernel, i: int) -> np.ndarray:
+    p = kernel.abi.params[i]
+    return StridedLayout(p.shape, p.strides, p.offset).positions()
+
+
+def _place_inputs(kernel: CompiledKernel, inputs: dict[str, np.ndarray], values: dict, types: dict) -> set[int]:
+    """Write the caller's arrays into the argument buffers (checked against the ABI)."""
+    placed = set()
+    for name, array in inputs.items():
+        i = _param_index(kernel, name)
+        p = kernel.abi.params[i]
+        want = np.dtype(np.uint32 if types[i] == META_TYPE else reference.element_type(types[i]).dtype)
+        array = np.asarray(array)
+        if array.shape != p.shape:
+            raise ValueError(f"input {name}: shape {array.shape}, but the kernel's {name} is {'x'.join(map(str, p.shape))} ({types[i]})")
+        if array.dtype != want:
+            raise ValueError(f"input {name}: dtype {array.dtype}, but {types[i]} elements are given as {want}")
+        values[i][_positions(kernel, i)] = array
+        placed.add(i)
+    return placed
+
+
+def _prune_ragged(matrix: np.ndarray, pattern: str) -> np.ndarray:
+    """prune() on an M x K matrix whose K need not be a multiple of the chunk."""
+    chunk = sparse_fragments.pattern_for(pattern).chunk
+    k = matrix.shape[1]
+    padded = np.zeros((matrix.shape[0], -(-k // chunk) * chunk), matrix.dtype)
+    padded[:, :k] = matrix
+    return sparse_fragments.prune(padded, pattern)[:, :k]

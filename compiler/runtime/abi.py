@@ -1,0 +1,155 @@
+"""What a compiled kernel expects from its caller, read from the lowered IR (`ptx.entry`'s
+launch shape and per-parameter records): the one description the runner, the benchmarks and the
+CLI use instead of the lowering's internals."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects.builtin import IntegerAttr, MemRefType
+
+from tilemma.dialects import ptx, tile
+from tilemma.dialects.tile import element_name
+from tilemma.compiler.core.memref_layout import strided_layout
+from tilemma.compiler.verify.reference import element_type
+
+
+# Roles of uint32 word buffers (outside the tile element types): the sparsity error word and the
+# metadata words of a pre-compressed A (`tile.sparse_from`, whose values have the role a_values).
+WORD_ROLES = ("sparsity_error", "a_meta")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter: a pointer to a buffer of `span` elements of `element` laid out with
+    `strides`/`offset` (elements), used as `roles` (a, b, c, d, scale_a, scale_b,
+    sparsity_error); `init` is the value a word must hold before the launch (the sparsity error
+    word: 0xFFFFFFFF = no error)."""
+
+    name: str
+    roles: tuple[str, ...]
+    shape: tuple[int, ...]
+    element: str
+    strides: tuple[int, ...]
+    offset: int
+    init: int | None = None
+
+    @property
+    def span(self) -> int:
+        """Elements the buffer must hold."""
+        return self.offset + sum((d - 1) * s for d, s in zip(self.shape, self.strides)) + 1
+
+    @property
+    def packing(self) -> str:
+        """How elements sit in memory: `bits` (4- and 1-bit types packed densely, element i at bit
+        i*bits, least significant first), `byte` (fp6 and scale factors: one byte each) or
+        `native`."""
+        if self.element in tile.BYTE_PER_ELEMENT:
+            return "byte"
+        return "bits" if self.bits < 8 else "native"
+
+    @property
+    def bits(self) -> int:
+        """Storage bits of one element (the error word is a ui32, outside the tile types)."""
+        return 32 if self.is_words else tile.element_bits(self.element)
+
+    @property
+    def is_words(self) -> bool:
+        return any(r in WORD_ROLES for r in self.roles)
+
+    @property
+    def nbytes(self) -> int:
+        if self.packing == "bits":
+            return -(-self.span * self.bits // 8)
+        if self.packing == "byte":
+            return self.span
+        return self.span * self.bits // 8
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy (ml_dtypes) dtype of a buffer passed for this parameter: packed sub-byte
+        elements and fp6 / ue4m3 codes travel as uint8 bytes, tf32 as float32, the error word
+        as uint32."""
+        if self.is_words:
+            return np.dtype(np.uint32)
+        if self.packing != "native" or self.element == "ue4m3":
+            return np.dtype(np.uint8)
+        return np.dtype(np.float32 if self.element == "tf32" else element_type(self.element).dtype)
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "roles": list(self.roles), "shape": list(self.shape),
+             "element": self.element, "dtype": self.dtype.name, "packing": self.packing,
+             "strides": list(self.strides), "offset": self.offset, "nbytes": self.nbytes}
+        return d if self.init is None else {**d, "init": self.init}
+
+
+@dataclass(frozen=True)
+class KernelABI:
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    params: tuple[Param, ...]
+    shared_bytes: int = 0  # dynamic shared memory per CTA
+    tiling: tuple[int, ...] = ()  # warps (2), warp tile in instructions (2), stages, stage K
+    sm: str = ""  # the PTX module's .target, e.g. sm_90
+    ptx_version: str = ""  # its .version, e.g. 9.0
+    instruction: str = ""  # the mma opcode the kernel runs
+
+    @property
+    def config(self) -> str:
+        """The configuration the kernel was built with, in the options' spelling."""
+        if len(self.tiling) != 6:
+            return ""
+        wm, wn, rm, rn, stages, stage_k = self.tiling
+        return f"warps={wm}x{wn} warp-tile={rm}x{rn} stages={stages}" + (f" stage-k={stage_k}" if stages else "")
+
+    def to_dict(self) -> dict:
+        """The ABI as plain data (what `tilemma compile --emit json` writes per kernel)."""
+        return {"name": self.name, "sm": self.sm, "ptx_version": self.ptx_version,
+                "grid": list(self.grid), "block": list(self.block), "shared_bytes": self.shared_bytes,
+                "instruction": self.instruction, "config": self.config,
+                "params": [p.to_dict() for p in self.params]}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @staticmethod
+    def from_entry(entry: ptx.EntryOp) -> KernelABI:
+        if entry.grid is None or entry.block is None or entry.abi is None:
+            raise ValueError(f"kernel {entry.sym_name.data} was not lowered from the warp level: no ABI")
+        module = entry.parent_op()
+        mma = next((o for o in entry.body.ops if isinstance(o, ptx.MmaOp)), None)
+        params = []
+        for record in entry.abi.data:
+            d = record.data
+            ref = d["type"]
+            assert isinstance(ref, MemRefType)
+            layout = strided_layout(ref)
+            strides, offset = layout.strides, layout.offset
+            init = d.get("init")
+            params.append(Param(
+                d["name"].data,  # type: ignore[union-attr]
+                tuple(r.data for r in d["role"].data),  # type: ignore[union-attr]
+                tuple(ref.get_shape()),
+                element_name(ref.element_type),
+                strides,
+                offset,
+                init.value.data if isinstance(init, IntegerAttr) else None,
+            ))
+        return KernelABI(
+            entry.sym_name.data,
+            tuple(entry.grid.get_values()),  # type: ignore[arg-type]
+            tuple(entry.block.get_values()),  # type: ignore[arg-type]
+            tuple(params),
+            entry.shared_bytes.value.data if entry.shared_bytes is not None else 0,
+            tuple(entry.tiling.get_values()) if entry.tiling is not None else (),  # type: ignore[arg-type]
+            module.target.data if isinstance(module, ptx.ModuleOp_) else "",
+            module.version.data if isinstance(module, ptx.ModuleOp_) else "",
+            mma.opcode.data if mma is not None else "",
+        )
+
+    def index(self, role: str) -> int | None:
+        """Position of the parameter playing `role` (None if none does)."""
+        return next((i for i, p in enumerate(self.params) if role in p.roles), None)

@@ -1,0 +1,1 @@
+"""Passes on tile IR: linalg in, instruction selection, and the step down to the warp level."""

@@ -1,0 +1,1 @@
+"""The conversion of warp IR to the `ptx` dialect, one pattern per op."""

@@ -1,0 +1,327 @@
+"""PTX emission shared by the `warp-to-ptx` patterns: registers, per-lane fragment addressing,
+predication at the tile's edge, element loads with their conversions, stores.
+
+A fragment access works from the fragment table's linear form (`compiler/fragments.py`): a lane's
+row and column are a lane-bit-linear base (computed once per access with `bfe`/`mad`) plus a
+per-value constant that folds into the load's immediate offset. Elements outside the window's
+extent are predicated off (loads then give 0, which adds nothing to an mma); predicates that can
+never be false are not emitted. Addresses are 64-bit; index arithmetic is 32-bit, which the
+distribution pass guarantees is enough (it refuses larger tiles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tilemma.compiler.layouts import fragments
+from tilemma.dialects.ptx_builder import RegisterFile, f32_literal, f64_literal
+from tilemma.dialects import ptx, tile
+
+# Load/store opcode suffix of a whole element in memory, by storage bits.
+MEM_SUFFIX = {64: "f64", 32: "b32", 16: "u16", 8: "u8"}
+# Where a narrow float sits in the 8-bit container of .kind::f8f6f4 / mxf8f6f4: e2m1 in bits
+# 2..5 (shifted left by 2); e3m2 and e2m3 in bits 0..5 (as stored).
+CONTAINER_SHIFT = {"e2m1": 2}
+U32_MAX = (1 << 32) - 1
+
+
+class Emitter:
+    """Appends PTX operations for one rewrite, drawing registers from the kernel's file."""
+
+    def __init__(self, regs: RegisterFile):
+        self.regs = regs
+        self.ops: list = []
+
+    def reg(self, bank: str) -> str:
+        return self.regs.reg(bank)
+
+    def reg_list(self, bank: str, n: int) -> list[str]:
+        return [self.regs.reg(bank) for _ in range(n)]
+
+    def emit(self, opcode: str, *args: str | int, guard: str | None = None) -> None:
+        self.ops.append(ptx.InstOp(opcode, [str(a) for a in args], guard))
+
+    def comment(self, text: str) -> None:
+        self.ops.append(ptx.CommentOp(text))
+
+    def in_register(self, value: str) -> str:
+        """A .b32 register holding `value` (immediates are moved into one)."""
+        if value.startswith("%"):
+            return value
+        r = self.reg("b32")
+        self.emit("mov.u32", r, value)
+        return r
+
+    def lane_linear(self, lane: str, weights: Sequence[int], start: str) -> str:
+        """start + sum_i bit_i(lane) * weights[i]: the lane's part of a fragment coordinate."""
+        acc = self.reg("b32")
+        self.emit("mov.u32", acc, start)
+        for i, w in enumerate(weights):
+            if w:
+                bit = self.reg("b32")
+                self.emit("bfe.u32", bit, lane, i, 1)
+                self.emit("mad.lo.u32", acc, bit, w, acc)
+        return acc
+
+    def pred_lt(self, cache: dict[int, str | None], reg: str, const: int, bound: int, static: bool) -> str | None:
+        """Predicate reg + const < bound (None when it always holds)."""
+        if static:
+            return None
+        if const not in cache:
+            p = self.reg("pred")
+            self.emit("setp.lt.s32", p, reg, bound - const)
+            cache[const] = p
+        return cache[const]
+
+    def both(self, p: str | None, q: str | None) -> str | None:
+        if p is None or q is None:
+            return p or q
+        r = self.reg("pred")
+        self.emit("and.pred", r, p, q)
+        return r
+
+
+@dataclass(frozen=True)
+class Window:
+    """A tile of a memref as one access sees it: storage type, strides (elements; batch stride 0
+    when the tile is shared by every batch), the element offset of its origin, its extent."""
+
+    stored: str
+    strides: tuple[int, int, int]  # batch, row, col
+    base: int
+    extent: tuple[int, int, int]  # batch, rows, cols
+    in_bounds: tuple[bool, bool] = (False, False)  # rows, cols: no predicate needed
+    col_align: int = 1  # the access's column index is a multiple of this
+
+    @property
+    def pairs(self) -> bool:
+        """Whether a value at an even column and its right neighbour can move as one 2-vector:
+        the pair is aligned (column index even, row/batch strides and offset even, columns
+        contiguous) and inside or outside the extent together (an even number of columns)."""
+        sb, sr, sc = self.strides
+        return (self.col_align % 2 == 0 and sc == 1 and sr % 2 == 0 and sb % 2 == 0 and self.base % 2 == 0
+                and (self.extent[2] % 2 == 0 or self.in_bounds[1]) and self.bits in (32, 64))
+
+    @property
+    def bits(self) -> int:
+        """Bits one element takes in memory (fp6 is stored one per byte)."""
+        return 8 if self.stored in tile.BYTE_PER_ELEMENT else tile.element_bits(self.stored)
+
+    @property
+    def sub_byte(self) -> bool:
+        return self.bits < 8
+
+    def offset(self, row: int, col: int) -> int:
+        return row * self.strides[1] + col * self.strides[2]
+
+
+@dataclass
+class Access:
+    """Per-lane addressing of one window: `ptr` is the lane's .b64 element address (byte
+    address, or bit address for sub-byte types) at (row_reg, col_reg)."""
+
+    window: Window
+    ptr: str
+    row_reg: str
+    col_reg: str
+    row_preds: dict[int, str | None] = field(default_factory=dict)
+    col_preds: dict[int, str | None] = field(default_factory=dict)
+
+    def pred(self, e: Emitter, row: int, col: int) -> str | None:
+        """row_reg + row < rows and col_reg + col < cols, where either can fail."""
+        _, rows, cols = self.window.extent
+        rows_in, cols_in = self.window.in_bounds
+        return e.both(
+            e.pred_lt(self.row_preds, self.row_reg, row, rows, rows_in),
+            e.pred_lt(self.col_preds, self.col_reg, col, cols, cols_in),
+        )
+
+
+def open_access(e: Emitter, window: Window, base_ptr: str, batch: str, row: str, col: str) -> Access:
+    """The lane's address of (batch, row, col) of `window`, from the memref's .b64 base."""
+    sb, sr, sc = window.strides
+    idx = e.reg("b64")
+    _mul_wide(e, idx, row, sr)
+    for reg, stride in ((col, sc), (batch, sb)):
+        if stride:
+            t = e.reg("b64")
+            _mul_wide(e, t, reg, stride)
+            e.emit("add.s64", idx, idx, t)
+    if window.base:
+        e.emit("add.s64", idx, idx, window.base)
+    if window.sub_byte:
+        bits_ptr = e.reg("b64")
+        e.emit("shl.b64", bits_ptr, base_ptr, 3)
+        e.emit("mad.lo.s64", idx, idx, window.bits, bits_ptr)
+    else:
+        e.emit("mad.lo.s64", idx, idx, window.bits // 8, base_ptr)
+    return Access(window, idx, row, col)
+
+
+def _mul_wide(e: Emitter, dst: str, reg: str, factor: int) -> None:
+    """dst (.b64) = reg (.u32) * factor, with a 64-bit multiply where factor needs it."""
+    reg = e.in_register(reg)
+    if factor == 1:
+        e.emit("cvt.u64.u32", dst, reg)
+    elif factor <= U32_MAX:
+        e.emit("mul.wide.u32", dst, reg, factor)
+    else:
+        e.emit("cvt.u64.u32", dst, reg)
+        e.emit("mul.lo.u64", dst, dst, factor)
+
+
+def load_element(e: Emitter, acc: Access, offset: int, pred: str | None, dst: str, bank: str) -> None:
+    """dst = element at acc.ptr + offset (elements), 0 where pred is false; widened to dst."""
+    bits = acc.window.bits
+    if pred is not None:
+        e.emit(f"mov.{bank}", dst, _zero(bank))
+    if not acc.window.sub_byte:
+        suffix = MEM_SUFFIX[bits]
+        if bank == "f32" and bits == 32:
+            suffix = "f32"
+        e.emit(f"ld.global.{suffix}", dst, f"[{acc.ptr}+{offset * bits // 8}]", guard=pred)
+        return
+    bitaddr, byte = e.reg("b64"), e.reg("b64")
+    shift = e.reg("b32")
+    e.emit("add.s64", bitaddr, acc.ptr, offset * bits)
+    e.emit("shr.u64", byte, bitaddr, 3)
+    e.emit("cvt.u32.u64", shift, bitaddr)
+    e.emit("and.b32", shift, shift, 7)
+    e.emit("ld.global.u8", dst, f"[{byte}]", guard=pred)
+    signed = acc.window.stored == "si4"
+    e.emit("bfe.s32" if signed else "bfe.u32", dst, dst, shift, bits)
+
+
+def load_converted(e: Emitter, acc: Access, offset: int, pred: str | None, dst: str, bank: str,
+                   ptx_type: str, rounding: str | None, elem_bits: int) -> None:
+    """Load one element and convert it from its storage type to `ptx_type` by its rule in
+    `tile.CAST_RULES` (the tile verifier admitted only those casts)."""
+    from tilemma.passes.tile.gemm_kernel import PTX_TYPE
+
+    stored = PTX_TYPE[acc.window.stored]
+    if stored == ptx_type:
+        load_element(e, acc, offset, pred, dst, bank)
+        if elem_bits == 8 and stored in CONTAINER_SHIFT:  # .kind::*f8f6f4 byte container
+            e.emit("shl.b32", dst, dst, CONTAINER_SHIFT[stored])
+        return
+    target = next(t for t, name in PTX_TYPE.items() if name == ptx_type)
+    rule = tile.CAST_RULES[(acc.window.stored, target)]
+    if rule.how == "extend":
+        load_element(e, acc, offset, pred, dst, bank)  # bfe already sign/zero-extends
+        return
+    t = e.reg(stored)
+    load_element(e, acc, offset, pred, t, stored)
+    e.emit(f"cvt.{rounding or rule.default}.{ptx_type}.{stored}", dst, t)
+
+
+def fill_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.LinearForm,
+                  lay: fragments.FragmentLayout, bank: str, ptx_type: str, rounding: str | None,
+                  lo_regs: Sequence[str] | None = None) -> None:
+    """Load every value of one fragment; with `lo_regs` (3xTF32) also the tf32 remainder of
+    each f32 value. Value v sits at (lin.row_off[v], lin.col_off[v]) from the access origin."""
+    per = lay.elems_per_reg
+    from tilemma.passes.tile.gemm_kernel import PTX_TYPE
+
+    same = PTX_TYPE[acc.window.stored] == ptx_type and lo_regs is None
+    pairs = vector_pairs(acc, lin, lay) if same else set()
+    for r, reg in enumerate(regs):
+        if per > 1:
+            e.emit("mov.b32", reg, 0)
+        for s in range(per):
+            v = r * per + s
+            if v - 1 in pairs:
+                continue
+            row, col = lin.row_off[v], lin.col_off[v]
+            pred, offset = acc.pred(e, row, col), acc.window.offset(row, col)
+            if v in pairs:
+                _load_pair(e, acc, offset, pred, reg, regs[r + 1], bank)
+            elif lo_regs is not None:
+                _load_split_tf32(e, acc, offset, pred, reg, lo_regs[r])
+            elif per == 1:
+                load_converted(e, acc, offset, pred, reg, bank, ptx_type, rounding, lay.elem_bits)
+            else:
+                t = e.reg("b32")
+                load_converted(e, acc, offset, pred, t, "b32", ptx_type, rounding, lay.elem_bits)
+                e.emit("bfi.b32", reg, t, reg, s * lay.elem_bits, lay.elem_bits)
+
+
+def _zero(bank: str) -> str:
+    """0 as a `mov` source for a register of `bank`."""
+    return {"f32": f32_literal(0.0), "f64": f64_literal(0.0)}.get(bank, "0")
+
+
+def _word_suffix(bank: str) -> str:
+    """ld/st type suffix that moves a whole register of `bank`."""
+    return {"f32": "f32", "f64": "f64"}.get(bank, "b32")
+
+
+def _load_pair(e: Emitter, acc: Access, offset: int, pred: str | None, first: str, second: str, bank: str) -> None:
+    """Two neighbouring values with one 2-vector load (0 where the pair is outside)."""
+    if pred is not None:
+        e.emit(f"mov.{bank}", first, _zero(bank))
+        e.emit(f"mov.{bank}", second, _zero(bank))
+    e.emit(f"ld.global.v2.{_word_suffix(bank)}", f"{{{first}, {second}}}", f"[{acc.ptr}+{offset * acc.window.bits // 8}]", guard=pred)
+
+
+def _load_split_tf32(e: Emitter, acc: Access, offset: int, pred: str | None, hi: str, lo: str) -> None:
+    x, hi_f, rest = e.reg("f32"), e.reg("f32"), e.reg("f32")
+    load_element(e, acc, offset, pred, x, "f32")
+    e.emit("cvt.rna.tf32.f32", hi, x)
+    e.emit("mov.b32", hi_f, hi)
+    e.emit("sub.f32", rest, x, hi_f)
+    e.emit("cvt.rna.tf32.f32", lo, rest)
+
+
+def vector_pairs(acc: Access, lin: fragments.LinearForm, lay: fragments.FragmentLayout) -> set[int]:
+    """Values v (one per register) that start a pair with v + 1 at the next column of the same
+    row, at an even column offset, where the window lets pairs move as 2-vectors."""
+    if not acc.window.pairs or lay.elems_per_reg != 1 or any(w % 2 for w in lin.col_w):
+        return set()
+    starts, v = set(), 0
+    while v + 1 < lay.nvals:
+        if (lin.row_off[v] == lin.row_off[v + 1] and lin.col_off[v + 1] == lin.col_off[v] + 1
+                and lin.col_off[v] % 2 == 0):
+            starts.add(v)
+            v += 2
+        else:
+            v += 1
+    return starts
+
+
+def store_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.LinearForm,
+                   lay: fragments.FragmentLayout, bank: str) -> None:
+    per = lay.elems_per_reg
+    bits = acc.window.bits
+    pairs = vector_pairs(acc, lin, lay)
+    suffix = _word_suffix(bank)
+    for v in range(lay.nvals):
+        if v - 1 in pairs:
+            continue
+        row, col = lin.row_off[v], lin.col_off[v]
+        pred, offset = acc.pred(e, row, col), acc.window.offset(row, col)
+        reg, slot = regs[v // per], v % per
+        addr = f"[{acc.ptr}+{offset * bits // 8}]"
+        if v in pairs:  # the pair shares its predicate: both columns are inside or neither
+            e.emit(f"st.global.v2.{suffix}", addr, f"{{{reg}, {regs[v + 1]}}}", guard=pred)
+            continue
+        if per == 1:
+            e.emit(f"st.global.{suffix}", addr, reg, guard=pred)
+            continue
+        t = e.reg("b32")
+        e.emit("bfe.u32", t, reg, slot * lay.elem_bits, lay.elem_bits)
+        e.emit(f"st.global.{MEM_SUFFIX[bits]}", addr, t, guard=pred)
+
+
+def splat_literal(value: float | int, ctype: str) -> str:
+    """One register's worth of `value` in the accumulator type (f16: two halves)."""
+    if ctype == "f32":
+        return f32_literal(float(value))
+    if ctype == "f64":
+        return f64_literal(float(value))
+    if ctype == "f16":
+        h = int(np.array(value, dtype=np.float16).view(np.uint16))
+        return str(h | (h << 16))
+    return str(int(value))

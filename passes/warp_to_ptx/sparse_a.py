@@ -1,0 +1,274 @@
+"""The `warp.load_sparse_a` lowering: compresses a structured-sparse A in registers for `mma.sp`.
+
+Each lane reads whole chunks of the dense A (4 elements for 2:4; 2 for tf32's 1:2; 8 for the
+4-bit pair-wise 4:8), finds which of the chunk's 4 metadata units are kept — the nonzero ones
+(`tile.compress`) or the largest magnitudes (`tile.compress {prune}`, ties to the lower column) —
+and from that 4-bit unit mask one table lookup gives the chunk's metadata nibble (two increasing
+2-bit unit indices, right for both `mma.sp` and `::ordered_metadata`). The kept values are then
+cut out of the chunk with `bfe` at the indexed positions. The compressed A fragment and the
+metadata word `e` both come from `sparse_fragments` (the verified layouts); each is filled from
+its own chunk reads, since a lane's metadata describes rows other lanes hold.
+
+A chunk with more nonzeros than the pattern keeps (without `prune`) is recorded with
+`atom.global.min` of its row-major group number in the kernel's extra error word, so the run
+reports the first offending group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilemma.compiler.layouts import fragments, sparse_fragments
+from tilemma.compiler.core.isa import MmaVariant
+from tilemma.passes.warp_to_ptx.fragment_io import Access, Emitter, load_converted
+
+NO_ERROR = 0xFFFFFFFF
+
+# Bits that make an element nonzero (sign excluded: -0.0 counts as zero) and give its magnitude
+# ordering; integers use their absolute value instead.
+_MAGNITUDE_MASK = {
+    "f16": 0x7FFF,
+    "bf16": 0x7FFF,
+    "tf32": 0x7FFFFFFF,
+    "e4m3": 0x7F,
+    "e5m2": 0x7F,
+    "e3m2": 0x1F,
+    "e2m3": 0x1F,
+    "e2m1": 0x1C,  # in its .kind::f8f6f4 byte container (bits 2..5, sign in bit 5)
+}
+_PACKED_MAGNITUDE_MASK = {"e2m1": 0x7}  # packed 4-bit e2m1 of the mxf4 kinds
+# 2 * |e2m1| for the codes 0..7 (0, 0.5, 1, 1.5, 2, 3, 4, 6), one nibble each: pair sums of
+# magnitudes must be real sums, which the codes themselves do not give.
+E2M1_TWICE_MAGNITUDE = 0xC8643210
+_SIGNED = {"s8": 8, "s4": 4}
+
+
+def _nibble_table() -> int:
+    """64-bit constant: for each 4-bit kept-unit mask, the metadata nibble idx0 | idx1 << 2.
+
+    Masks with fewer than two units are padded with the lowest free units (their values are
+    zero); masks with more than two (a pattern error, reported separately) keep the first two."""
+    table = 0
+    for mask in range(16):
+        kept = [u for u in range(4) if mask >> u & 1][:2]
+        kept = sorted(kept + [u for u in range(4) if u not in kept][: 2 - len(kept)])
+        table |= (kept[0] | kept[1] << 2) << (4 * mask)
+    return table
+
+
+NIBBLE_TABLE = _nibble_table()
+
+
+@dataclass(frozen=True)
+class SparseGeometry:
+    """Sizes of one sparse instruction's A, in elements and metadata units."""
+
+    elem_bits: int
+    unit_bits: int
+    chunk: int  # dense elements per chunk
+    kept: int  # kept elements per chunk
+    atom: int  # elements ranked together by prune (2 for 4-bit pairs)
+
+    @staticmethod
+    def of(instr: MmaVariant) -> SparseGeometry:
+        spec = sparse_fragments.sparse_spec(instr.shape, instr.atype)
+        pat = spec.pattern
+        return SparseGeometry(spec.elem_bits, spec.unit_bits, pat.chunk, pat.kept, pat.atom)
+
+    def units_of_element(self, j: int) -> range:
+        lo = j * self.elem_bits // self.unit_bits
+        hi = ((j + 1) * self.elem_bits - 1) // self.unit_bits
+        return range(lo, hi + 1)
+
+
+def metadata_linear(instr: MmaVariant, selector: int = 0) -> fragments.LinearForm:
+    """The metadata layout (row, field) as a linear form over lane bits, fitted on the lanes the
+    selector reads; lane bits that only reach ignored lanes get weight 0, so the others compute
+    a live lane's formula, which the instruction ignores."""
+    lay = sparse_fragments.metadata_layout(instr.shape, instr.atype, selector)
+    what = f"metadata of {instr.shape} {instr.atype} selector {selector}"
+    return fragments.fit_linear(lay.row, lay.field, what)
+
+
+class SparseALoader:
+    """Emits one instruction's compressed A fragment and metadata (see module docstring) through
+    `e`; `batch` is the batch index register (for the error word's group number)."""
+
+    def __init__(self, e: Emitter, instr: MmaVariant, prune: bool, error_ptr: str | None, batch: str):
+        self.b = e
+        self.instr, self.prune, self.error_ptr, self.batch = instr, prune, error_ptr, batch
+        self.geo = SparseGeometry.of(instr)
+        self.cache: dict = {}
+        self.table: str | None = None
+
+    # -- one chunk ------------------------------------------------------------------------
+
+    def analyse(self, op, key, row_const: int, col_const: int):
+        """(nibble, [element registers]) of the chunk at (row_reg + row_const, col_reg + col_const)."""
+        if (key, row_const, col_const) in self.cache:
+            return self.cache[(key, row_const, col_const)]
+        b, geo = self.b, self.geo
+        elems = []
+        for j in range(geo.chunk):
+            t = b.reg("b32")
+            pred = op.pred(b, row_const, col_const + j)
+            offset = op.window.offset(row_const, col_const + j)
+            load_converted(b, op, offset, pred, t, "b32", self.instr.atype, None, geo.elem_bits)
+            elems.append(t)
+        atoms = self._kept_atoms(elems) if self.prune else None
+        unit_mask = b.reg("b32")
+        b.emit("mov.b32", unit_mask, 0)
+        for u in range(4):
+            preds = (
+                [atoms[j // geo.atom] for j in range(geo.chunk) if u in geo.units_of_element(j)]
+                if atoms is not None
+                else [self._nonzero(elems[j]) for j in range(geo.chunk) if u in geo.units_of_element(j)]
+            )
+            p = preds[0]
+            for q in preds[1:]:
+                r = b.reg("pred")
+                b.emit("or.pred", r, p, q)
+                p = r
+            bit = b.reg("b32")
+            b.emit("selp.u32", bit, 1, 0, p)
+            b.emit("bfi.b32", unit_mask, bit, unit_mask, u, 1)
+        if self.error_ptr is not None:
+            self._record_violation(op, unit_mask, row_const, col_const)
+        if self.table is None:
+            self.table = b.reg("b64")
+            b.emit("mov.b64", self.table, f"0x{NIBBLE_TABLE:016X}")
+        shift, looked = b.reg("b32"), b.reg("b64")
+        nib = b.reg("b32")
+        b.emit("shl.b32", shift, unit_mask, 2)
+        b.emit("shr.b64", looked, self.table, shift)
+        b.emit("cvt.u32.u64", nib, looked)
+        b.emit("and.b32", nib, nib, 15)
+        self.cache[(key, row_const, col_const)] = (nib, elems)
+        return nib, elems
+
+    def _nonzero(self, t: str) -> str:
+        b = self.b
+        mask = self._mask()
+        m, p = b.reg("b32"), b.reg("pred")
+        b.emit("and.b32", m, t, mask)
+        b.emit("setp.ne.u32", p, m, 0)
+        return p
+
+    def _mask(self) -> int:
+        """Bits of an element (as loaded for the instruction) that hold its magnitude."""
+        atype = self.instr.atype
+        if self.geo.elem_bits == 4 and atype in _PACKED_MAGNITUDE_MASK:
+            return _PACKED_MAGNITUDE_MASK[atype]
+        return _MAGNITUDE_MASK.get(atype, (1 << self.geo.elem_bits) - 1)
+
+    def _magnitude(self, t: str) -> str:
+        """An integer that orders like |value| and adds like it (pairs are ranked by sums)."""
+        b, atype = self.b, self.instr.atype
+        m = b.reg("b32")
+        if self.geo.elem_bits == 4 and atype == "e2m1":  # 2|x| by table: codes 0..7 -> 0..12
+            shift = b.reg("b32")
+            b.emit("and.b32", shift, t, 0x7)
+            b.emit("shl.b32", shift, shift, 2)
+            b.emit("mov.u32", m, E2M1_TWICE_MAGNITUDE)
+            b.emit("shr.u32", m, m, shift)
+            b.emit("and.b32", m, m, 0xF)
+        elif atype in _MAGNITUDE_MASK:
+            b.emit("and.b32", m, t, self._mask())
+        elif atype in _SIGNED:
+            b.emit("bfe.s32", m, t, 0, _SIGNED[atype])
+            b.emit("abs.s32", m, m)
+        else:
+            b.emit("and.b32", m, t, (1 << self.geo.elem_bits) - 1)
+        return m
+
+    def _kept_atoms(self, elems: list[str]) -> list[str]:
+        """Predicates: atom kept by prune (largest magnitudes; ties keep the lower column)."""
+        b, geo = self.b, self.geo
+        mags = []
+        for a in range(geo.chunk // geo.atom):
+            m = self._magnitude(elems[a * geo.atom])
+            for j in range(1, geo.atom):
+                b.emit("add.u32", m, m, self._magnitude(elems[a * geo.atom + j]))
+            mags.append(m)
+        kept = []
+        for a, ma in enumerate(mags):
+            rank = b.reg("b32")
+            b.emit("mov.u32", rank, 0)
+            for o, mo in enumerate(mags):
+                if o == a:
+                    continue
+                p, one = b.reg("pred"), b.reg("b32")
+                b.emit("setp.ge.u32" if o < a else "setp.gt.u32", p, mo, ma)
+                b.emit("selp.u32", one, 1, 0, p)
+                b.emit("add.u32", rank, rank, one)
+            k = b.reg("pred")
+            b.emit("setp.lt.u32", k, rank, geo.kept // geo.atom)
+            kept.append(k)
+        return kept
+
+    def _record_violation(self, op, unit_mask: str, row_const: int, col_const: int) -> None:
+        """atom.min of the chunk's row-major group number when it keeps too many units."""
+        b, geo = self.b, self.geo
+        _, m, k = op.window.extent
+        count, bad = b.reg("b32"), b.reg("pred")
+        b.emit("popc.b32", count, unit_mask)
+        b.emit("setp.gt.u32", bad, count, 2)
+        groups = -(-k // geo.chunk)
+        row, group, code, old = b.reg("b32"), b.reg("b32"), b.reg("b32"), b.reg("b32")
+        b.emit("add.u32", row, op.row_reg, row_const)
+        b.emit("mad.lo.u32", row, b.in_register(self.batch), m, row)
+        b.emit("add.u32", group, op.col_reg, col_const)
+        b.emit("div.u32", group, group, geo.chunk)
+        b.emit("mad.lo.u32", code, row, groups, group)
+        b.emit("atom.global.min.u32", old, f"[{self.error_ptr}]", code, guard=bad)
+
+    # -- fragments ------------------------------------------------------------------------
+
+    def kept_value(self, nib: str, elems: list[str], p: int) -> str:
+        """Register holding kept element p (0-based within the chunk's kept elements)."""
+        b, geo = self.b, self.geo
+        eb, ub = geo.elem_bits, geo.unit_bits
+        if eb >= ub:  # an element spans eb // ub units (tf32: two); its first unit's index
+            unit_slot, sub = p * (eb // ub), 0
+        else:  # ub // eb elements share a unit (4-bit pairs): the unit, then which half
+            unit_slot, sub = divmod(p, ub // eb)
+        idx = b.reg("b32")
+        b.emit("bfe.u32", idx, nib, 2 * unit_slot, 2)
+        # The element starting at unit idx (plus `sub` elements within a shared unit).
+        out = b.reg("b32")
+        b.emit("mov.b32", out, 0)
+        for j, e in enumerate(elems):
+            first_unit = j * eb // ub
+            if j * eb % ub != sub * eb:
+                continue
+            p_hit = b.reg("pred")
+            b.emit("setp.eq.u32", p_hit, idx, first_unit)
+            b.emit("selp.b32", out, e, out, p_hit)
+        return out
+
+    def fill_a(self, op: Access, frag: list[str], lin: fragments.LinearForm, lay: fragments.FragmentLayout) -> None:
+        """The compressed A fragment from the dense A chunks at the access origin."""
+        b, geo = self.b, self.geo
+        per = lay.elems_per_reg
+        for r, reg in enumerate(frag):
+            b.emit("mov.b32", reg, 0)
+            for s in range(per):
+                v = r * per + s
+                row = lin.row_off[v]
+                chunk, p = divmod(lin.col_off[v], geo.kept)
+                nib, elems = self.analyse(op, "a", row, chunk * geo.chunk)
+                value = self.kept_value(nib, elems, p)
+                if per == 1:
+                    b.emit("mov.b32", reg, value)
+                else:
+                    b.emit("bfi.b32", reg, value, reg, s * lay.elem_bits, lay.elem_bits)
+
+    def fill_metadata(self, op: Access, e: str, lin: fragments.LinearForm) -> None:
+        """The `e` word: nibble q holds fields 2q, 2q+1 = one chunk's two unit indices."""
+        b = self.b
+        b.emit("mov.b32", e, 0)
+        for q in range(8):
+            row = lin.row_off[2 * q]
+            chunk = lin.col_off[2 * q] // 2
+            nib, _ = self.analyse(op, "e", row, chunk * self.geo.chunk)
+            b.emit("bfi.b32", e, nib, e, 4 * q, 4)
