@@ -32,10 +32,46 @@ def _select_mma():
     return SelectMma
 
 
-def _tile_warps():
-    from tilemma.passes.tile.tile_warps import TileWarps
+def _plan():
+    from tilemma.passes.tile.plan import TilePlan
 
-    return TileWarps
+    return TilePlan
+
+
+def _distribute():
+    from tilemma.passes.tile.distribute import TileDistribute
+
+    return TileDistribute
+
+
+def _stage_shared():
+    from tilemma.passes.warp.stage_shared import WarpStageShared
+
+    return WarpStageShared
+
+
+def _pipeline():
+    from tilemma.passes.warp.pipeline import WarpPipeline
+
+    return WarpPipeline
+
+
+def _prefetch():
+    from tilemma.passes.warp.prefetch import WarpPrefetchFragments
+
+    return WarpPrefetchFragments
+
+
+def _tile_to_warp():
+    from tilemma.passes.tile_to_warp import TileToWarp
+
+    return TileToWarp
+
+
+def _widen_int4():
+    from tilemma.passes.warp.widen_int4 import WarpWidenInt4
+
+    return WarpWidenInt4
 
 
 def _warp():
@@ -81,7 +117,13 @@ REPLACED_DIALECTS = {"linalg": _linalg}
 PASSES = {
     "linalg-to-tile": _linalg_to_tile,
     "tile-select-mma": _select_mma,
-    "tile-tile-warps": _tile_warps,
+    "tile-plan": _plan,
+    "tile-distribute": _distribute,
+    "warp-stage-shared": _stage_shared,
+    "warp-pipeline": _pipeline,
+    "warp-prefetch-fragments": _prefetch,
+    "warp-widen-int4": _widen_int4,
+    "tile-to-warp": _tile_to_warp,
     "warp-swizzle-shared": _swizzle_shared,
     "warp-split-tf32": _split_tf32,
     "warp-to-ptx": _warp_to_ptx,

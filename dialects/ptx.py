@@ -348,7 +348,7 @@ class PTXTarget(Target):
         if not found:
             raise VerifyException(
                 "-t ptx: no ptx.module in the input; lower tile IR first "
-                "(e.g. -p tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx)"
+                "(e.g. -p tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx)"
             )
         for i, ptx_module in enumerate(found):
             if i:

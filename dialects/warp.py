@@ -720,26 +720,39 @@ class AsyncCommitOp(IRDLOperation):
     assembly_format = "attr-dict"
 
 
+@irdl_attr_definition
+class AsyncTokenType(ParametrizedAttribute, TypeAttribute):
+    """`!warp.async_token`: that the copies a `warp.async_wait` completed (with the barrier
+    after it) are visible. Every read of a shared buffer (`warp.ldmatrix`, `warp.load_shared`)
+    takes one, so a read with no wait before it is not valid IR. It has no registers."""
+
+    name = "warp.async_token"
+
+
 @irdl_op_definition
 class AsyncWaitOp(IRDLOperation):
-    """`warp.async_wait`: waits until at most `pending` of this thread's groups are in flight."""
+    """`warp.async_wait`: waits until at most `pending` of this thread's groups are in flight;
+    its token orders the shared-memory reads that depend on the groups it completed."""
 
     name = "warp.async_wait"
     pending = prop_def(IntegerAttr)
+    token = result_def(AsyncTokenType)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "attr-dict"
 
     def __init__(self, pending: int):
-        super().__init__(properties={"pending": IntegerAttr(pending, i64)})
+        super().__init__(properties={"pending": IntegerAttr(pending, i64)}, result_types=[AsyncTokenType()])
 
 
 class _StageReadOp(IRDLOperation):
     """What `warp.ldmatrix` and `warp.load_shared` share: fragments read from stage
-    `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), swizzled
-    as the buffer is, and an f32 buffer read as tf32 fragments when `rounding` says how."""
+    `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), after the
+    wait whose `token` they take, swizzled as the buffer is, and an f32 buffer read as tf32
+    fragments when `rounding` says how."""
 
     ref = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
+    token = operand_def(AsyncTokenType)
     offsets = prop_def(DenseArrayBase)
     swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
     rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
@@ -791,11 +804,11 @@ class LdMatrixOp(_StageReadOp):
     fragments = var_result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 
-    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($fragments)"
+    assembly_format = "$ref `[` $indices `]` `after` $token attr-dict `:` type($ref) `->` type($fragments)"
 
-    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], offsets: Sequence[int], result: FragType,
-                 count: int = 1, trans: bool = False, rounding: str | None = None):
-        super().__init__(operands=[ref, indices], result_types=[[result] * count],
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], token: SSAValue, offsets: Sequence[int],
+                 result: FragType, count: int = 1, trans: bool = False, rounding: str | None = None):
+        super().__init__(operands=[ref, indices, token], result_types=[[result] * count],
                          properties=self.stage_props(offsets, rounding, trans=trans))
 
     def verify_(self) -> None:
@@ -838,11 +851,11 @@ class LoadSharedOp(_StageReadOp):
     result = result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 
-    assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($result)"
+    assembly_format = "$ref `[` $indices `]` `after` $token attr-dict `:` type($ref) `->` type($result)"
 
-    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], offsets: Sequence[int], result: FragType,
-                 transposed: bool = False, rounding: str | None = None):
-        super().__init__(operands=[ref, indices], result_types=[result],
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], token: SSAValue, offsets: Sequence[int],
+                 result: FragType, transposed: bool = False, rounding: str | None = None):
+        super().__init__(operands=[ref, indices, token], result_types=[result],
                          properties=self.stage_props(offsets, rounding, transposed=transposed))
 
     def verify_(self) -> None:
@@ -889,9 +902,11 @@ def _element_name(t: Attribute) -> str:
     return element_name(t)
 
 
+from tilemma.dialects.schedule import ScheduleAttr  # noqa: E402 - the schedule attribute reads VariantAttr
+
 Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp],
-    [VariantAttr, TargetAttr, FragType, SwizzleAttr],
+    [VariantAttr, TargetAttr, FragType, SwizzleAttr, AsyncTokenType, ScheduleAttr],
 )

@@ -148,7 +148,7 @@ def test_bad_pass_option_is_a_diagnostic():
         ("tile-select-mma{sm=77x}", "77x"),
         ("tile-select-mma{f32-precision=wrong}", "f32-precision must be one of"),
         ("tile-select-mma{nope=1}", "nope"),
-        ("tile-tile-warps{warps=2y}", "warps must look like 2x4"),
+        ("tile-to-warp{warps=2y}", "warps must look like 2x4"),
     ]:
         p = opt("-p", spec, stdin=g.stdout)
         assert p.returncode == 1 and message in p.stderr, (spec, p.stderr)
@@ -187,7 +187,7 @@ import numpy as np
 
 from tilemma.compiler.runtime import cuda_runtime
 
-PIPELINE = "tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx"
+PIPELINE = "tile-select-mma{sm=90},tile-to-warp,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx"
 
 
 def gemm_text(*extra, m=16, n=8, k=16, a="f16", b="f16"):
@@ -291,7 +291,9 @@ def test_time_passes_and_ir_dumps_go_to_stderr(which):
         inst = opt("-p", PIPELINE, "-t", "ptx", *flags, stdin=text)
     assert inst.returncode == 0 and inst.stdout == plain.stdout and plain.stderr == ""
     err = inst.stderr
-    for name in ("tile-select-mma", "tile-tile-warps", "warp-swizzle-shared", "warp-split-tf32", "cse", "warp-to-ptx"):
+    chain = ("tile-plan", "tile-distribute", "warp-stage-shared", "warp-pipeline", "warp-prefetch-fragments",
+             "warp-widen-int4") if which == "compile" else ("tile-to-warp",)
+    for name in ("tile-select-mma", *chain, "warp-swizzle-shared", "warp-split-tf32", "cse", "warp-to-ptx"):
         assert f"// -----// IR Dump Before {name} //----- //" in err
         assert f"// -----// IR Dump After {name} //----- //" in err
         assert re.search(rf"^\s+\d+\.\d{{4}} \(\s*\d+\.\d%\)  {name}$", err, re.M), name

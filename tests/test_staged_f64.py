@@ -123,11 +123,11 @@ def _swizzled(b_layout: str, **tiling):
     from tilemma.compiler.driver.pipeline import parse
     from tilemma.passes.tile.select_mma import SelectMma
     from tilemma.passes.warp.swizzle_shared import SwizzleShared
-    from tilemma.passes.tile.tile_warps import TileWarps
+    from tilemma.passes.tile_to_warp import TileToWarp
 
     module, _ = parse(ROW_B.format(b=b_layout), "f")
     ctx = Context()
-    for p in (SelectMma(sm="90"), TileWarps(**tiling), SwizzleShared()):
+    for p in (SelectMma(sm="90"), TileToWarp(**tiling), SwizzleShared()):
         p.apply(ctx, module)
     return [o for o in module.walk() if isinstance(o, warp.LoadSharedOp)]
 
@@ -192,11 +192,11 @@ def test_tf32_row_major_b_reads_take_the_fewest_wavefronts():
     from tilemma.compiler.driver.pipeline import parse
     from tilemma.passes.tile.select_mma import SelectMma
     from tilemma.passes.warp.swizzle_shared import SwizzleShared, read_wavefronts
-    from tilemma.passes.tile.tile_warps import TileWarps
+    from tilemma.passes.tile_to_warp import TileToWarp
 
     spec = GemmSpec(256, 256, 256, "tf32", "tf32", "f32")
     module, _ = parse(str(gemm_module(spec)), spec.name)
-    for p in (SelectMma(sm="90"), TileWarps(), SwizzleShared()):
+    for p in (SelectMma(sm="90"), TileToWarp(), SwizzleShared()):
         p.apply(Context(), module)
     loads = [o for o in module.walk() if isinstance(o, warp.LoadSharedOp)]
     assert loads and all(o.result.type.role == warp.Operand.B for o in loads)

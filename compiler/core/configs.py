@@ -1,6 +1,6 @@
 """Kernel configurations: the candidates per type family, the size classes, and the tuning cache.
 
-A configuration is what `tile-tile-warps` takes as options (warps, warp tile, stages, stage K).
+A configuration is what `tile-plan` takes as options (warps, warp tile, stages, stage K).
 `tilemma tune` times the candidates of a family on the GPU for each size class and writes the
 winners to a JSON cache keyed by target, types and size class; the compiler reads that cache
 (`CompileOptions.tune_cache`, default `$TILEMMA_TUNE_CACHE`) whenever the options force no
@@ -83,7 +83,7 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
     ),
 }
 # What the distribution pass takes when the options force no configuration and the tuning cache
-# has none, per schedule (`tile_warps.default_schedule`): each measured on an H100 at 4096^3
+# has none, per schedule (`plan.default_schedule`): each measured on an H100 at 4096^3
 # (benchmarks/results/h100-2026-11-23-defaults.csv) among the configurations that do not spill.
 DEFAULTS: dict[str, Config] = {
     "16bit": Config("2x2", "4x8", 3, 64),
@@ -99,7 +99,7 @@ DEFAULTS: dict[str, Config] = {
     "4bit-widened": Config("2x2", "4x8", 4, 128),
     "1bit": Config("2x2", "4x8", 3, 1024),  # the same bytes; not timed
 }
-# Schedules whose staged K loop reads fragments as registers free up (`tile_warps` stage_steps)
+# Schedules whose staged K loop reads fragments as registers free up (`warp-prefetch-fragments`)
 # rather than the whole next K step ahead: measured at 4096^3 on an H100, f16 422 against 401,
 # bf16 407 against 397, pre-compressed sparse 469-481 against 462 (and its 4x8 tiles with K 64
 # stages no longer spill); f64 lost 12% (54 against 61: its A reads' latency exposed), s8 5%.
@@ -110,7 +110,7 @@ LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4"}
 # at 4096^3 4 stages lose: 199 against 207).
 SMALL_STAGES = {"32bit": 4}
 
-# Operand types the staged schedule takes, by element bits (`tile-tile-warps` reads it); a
+# Operand types the staged schedule takes, by element bits (`tile-plan` reads it); a
 # candidate family per width.
 STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2"), 64: ("f64",),
                    4: ("s4", "u4"), 1: ("b1",)}

@@ -28,7 +28,8 @@ from tilemma.passes.tile.linalg_to_tile import LinalgToTile
 from tilemma.passes.tile.select_mma import SelectMma
 from tilemma.passes.warp.split_tf32 import SplitTf32
 from tilemma.passes.warp.swizzle_shared import SwizzleShared
-from tilemma.passes.tile.tile_warps import TileWarps
+from tilemma.passes.tile.plan import TilePlan
+from tilemma.passes.tile_to_warp import chain
 from tilemma.passes.warp_to_ptx.lower import WarpToPtx
 
 
@@ -55,7 +56,7 @@ class CompileOptions:
         return [
             LinalgToTile(),  # linalg.matmul input; a no-op on tile IR
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
-            TileWarps(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache),
+            *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache)),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
             CommonSubexpressionElimination(),

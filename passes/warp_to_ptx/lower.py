@@ -17,7 +17,7 @@ from xdsl.context import Context
 from math import prod
 
 from xdsl.dialects import arith, func, gpu, memref, scf
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -34,6 +34,7 @@ from tilemma.compiler.layouts import sparse_format as fmt
 from tilemma.compiler.layouts.mma_layouts import instruction_layouts
 from tilemma.dialects.ptx_builder import BANKS, RegisterFile
 from tilemma.dialects import ptx, tile, warp
+from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.dialects.tile import element_name
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.errors import LoweringError
@@ -211,6 +212,9 @@ class LowerFor(RewritePattern):
                 return
             loop = _Loop(kernel.regs.reg("b32"), [])
             for arg, init in zip(body.args[1:], inits):
+                if not init:  # no registers (an async token)
+                    loop.carried.append([])
+                    continue
                 bank = _bank_of(arg.type)  # type: ignore[arg-type]
                 loop.carried.append([kernel.regs.reg(bank) for _ in init])  # type: ignore[union-attr]
             self.state.loops[op] = loop
@@ -820,7 +824,7 @@ class LowerCopyAsync(RewritePattern):
         parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult), thread_parts)
         e = fio.Emitter(kernel.regs)
         origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
-        if window.sub_byte:  # a bit address; tile origins start on 4-byte runs (tile_warps.copy_vector)
+        if window.sub_byte:  # a bit address; tile origins start on 4-byte runs (plan.copy_vector)
             e.emit("shr.u64", origin.ptr, origin.ptr, 3)
         stage_base = e.reg("b32")
         e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
@@ -864,8 +868,10 @@ class LowerAsyncGroups(RewritePattern):
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if isinstance(op, warp.AsyncCommitOp):
             rewriter.replace(op, ptx.InstOp("cp.async.commit_group"), [])
-        elif isinstance(op, warp.AsyncWaitOp):
-            rewriter.replace(op, ptx.InstOp("cp.async.wait_group", [str(op.pending.value.data)]), [])
+        elif isinstance(op, warp.AsyncWaitOp):  # its token has no registers
+            token = ptx.RegsOp([], op.token.type)
+            rewriter.replace(op, [ptx.InstOp("cp.async.wait_group", [str(op.pending.value.data)]), token],
+                             [token.result])
         elif isinstance(op, gpu.BarrierOp):
             rewriter.replace(op, ptx.InstOp("bar.sync", ["0"]), [])
 
@@ -1032,7 +1038,7 @@ class WarpToPtx(ModulePass):
             if isinstance(k, func.FuncOp) and k not in kernels and any(
                 o.dialect_name() in ("tile", "warp") for o in k.walk()
             ):
-                raise LoweringError(k, "run tile-select-mma and tile-tile-warps before warp-to-ptx")
+                raise LoweringError(k, "run tile-select-mma and tile-to-warp (tile-plan, tile-distribute, ...) before warp-to-ptx")
         if not kernels:
             return
         for mma in (o for k in kernels for o in k.walk() if isinstance(o, warp.MmaOp)):
@@ -1081,7 +1087,7 @@ class WarpToPtx(ModulePass):
         first = block.first_op
         assert first is not None
         grid, threads = kernel.attributes["warp.grid"], kernel.attributes["warp.block"]
-        wm, wn, rm, rn, stages, stage_k = kernel.attributes["warp.tiling"].get_values()  # type: ignore[union-attr]
+        (wm, wn), (rm, rn), stages, stage_k = _tiling(kernel)
         variant = next(o for o in kernel.walk() if isinstance(o, warp.MmaOp)).c.type.variant  # type: ignore[union-attr]
         gx, gy, gz = grid.get_values()  # type: ignore[union-attr]
         e.ops.insert(0, ptx.CommentOp(
@@ -1113,5 +1119,15 @@ class WarpToPtx(ModulePass):
         entry = ptx.EntryOp(kernel.sym_name.data, params, region, threads[0], (grid, threads), abi)
         if state.shared_bytes:
             entry.shared_bytes = IntegerAttr(state.shared_bytes, 64)
-        entry.tiling = kernel.attributes["warp.tiling"]  # type: ignore[assignment]
+        entry.tiling = DenseArrayBase.from_list(i64, [v for part in _tiling(kernel) for v in (
+            part if isinstance(part, tuple) else (part,))])
         return entry
+
+
+def _tiling(kernel: func.FuncOp) -> tuple[tuple[int, int], tuple[int, int], int, int]:
+    """Warps, warp tile, stages and stage K of a kernel's `#warp.schedule`."""
+    attr = kernel.attributes.get("warp.schedule")
+    if not isinstance(attr, ScheduleAttr):
+        raise LoweringError(kernel, "warp-to-ptx: the kernel has no #warp.schedule (run tile-plan and tile-distribute)")
+    s = attr.schedule
+    return s.warps, s.warp_tile, s.stages, s.stage_k if s.stages else 0

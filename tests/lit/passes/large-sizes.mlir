@@ -1,8 +1,8 @@
 // Numbers that do not fit 32 bits: a row stride of 2^32 elements is multiplied in 64 bits (it was
 // written into a 32-bit mul.wide immediate, which ptxas silently truncated to 0), and a tile of
 // 2^31 or more elements along a dimension is refused with a located error.
-// RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' -t ptx 2>&1 | filecheck %s
-// RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' -t ptx 2>&1 | filecheck %s --check-prefix=BIG
+// RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -t ptx 2>&1 | filecheck %s
+// RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -t ptx 2>&1 | filecheck %s --check-prefix=BIG
 
 // CHECK-LABEL: .visible .entry wide_rows(
 // CHECK-NOT:   mul.wide.u32 %rd{{[0-9]+}}, %r{{[0-9]+}}, 4294967296;

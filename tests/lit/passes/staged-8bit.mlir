@@ -3,17 +3,17 @@
 // both operands' fragments are plain ldmatrix .x4 (ldmatrix's .trans moves 16-bit elements, so
 // a row-major 8-bit B cannot be staged: it is refused when stages are forced). stage-k is
 // automatic: 128 bytes of K per shared row. Stages that do not fit in shared memory are refused.
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s
-// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{stages=3}' 2>&1 | filecheck %s --check-prefix=ROW
-// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=2x4 warp-tile=4x8 stages=5 stage-k=128}' 2>&1 | filecheck %s --check-prefix=BIG
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp' | filecheck %s
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{stages=3}' 2>&1 | filecheck %s --check-prefix=ROW
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{warps=2x4 warp-tile=4x8 stages=5 stage-k=128}' 2>&1 | filecheck %s --check-prefix=BIG
 
 // CHECK-LABEL: func.func @s8_kmajor
-// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 4, 8, 3, 128>
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 4x8, stages = 3, stage_k = 128, reads = {{[a-z]+}}, group_m = 8
 // CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x128xsi8, 3 : i64>
 // CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x128xsi8, 3 : i64>
 // CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}vector = 16 : i64, transpose, in_bounds = array<i64: 1, 1>}
-// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<3x128x128xsi8, 3 : i64> -> !warp.frag<a, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
-// CHECK:       warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<3x128x128xsi8, 3 : i64> -> !warp.frag<b, si8, {{.*}}>, !warp.frag<b, si8,
+// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<3x128x128xsi8, 3 : i64> -> !warp.frag<a, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
+// CHECK:       warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<3x128x128xsi8, 3 : i64> -> !warp.frag<b, si8, {{.*}}>, !warp.frag<b, si8,
 // BIG:         staged-8bit.mlir:[[# @LINE + 6]]:3
 // BIG:         5 stages of K 128 with a 128x256 CTA tile need 245760 bytes of shared memory; a CTA has at most 232448
 func.func @s8_kmajor(%a: memref<2048x2048xsi8>, %b: memref<2048x2048xsi8, strided<[1, 2048]>>, %d: memref<2048x2048xsi32>) {
@@ -44,7 +44,7 @@ func.func @s8_rowmajor(%a: memref<64x64xsi8>, %b: memref<64x64xsi8>, %d: memref<
 // tf32 (f32 in memory, tile.cast rna): a K-major B stages the same way; ldmatrix reads the f32
 // stage and rounds the fragments to tf32 in registers. 128 bytes of K: stage-k 32.
 // CHECK-LABEL: func.func @tf32_kmajor
-// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 4, 8, 3, 32>
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 4x8, stages = 3, stage_k = 32, reads = {{[a-z]+}}, group_m = 8
 // CHECK:       warp.copy_async %b[{{.*}}] {{.*}}transpose
 // CHECK:       warp.ldmatrix {{.*}}rounding = #tile<rounding rna>{{.*}} : memref<3x128x32xf32, 3 : i64> -> !warp.frag<a, tf32, #warp.variant<m16n8k8, f32, tf32, tf32, f32>>
 // CHECK:       warp.ldmatrix {{.*}}rounding = #tile<rounding rna>{{.*}} : memref<3x128x32xf32, 3 : i64> -> !warp.frag<b, tf32, {{.*}}>, !warp.frag<b, tf32,

@@ -4,25 +4,25 @@
 // fragment table). B may be row-major (a K x N stage) or K-major (transposed into N x K).
 // The default is the 64-bit one of compiler/configs.py's DEFAULTS: 4x2 warps of 2x4, 3 stages of K 32.
 // On sm_80 f64 is m8n8k4, which is not staged: forcing stages there is a located error.
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared' | filecheck %s
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
-// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=80},tile-tile-warps{stages=3}' 2>&1 | filecheck %s --check-prefix=SM80
-// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=4x4 warp-tile=2x4 stages=5 stage-k=64}' 2>&1 | filecheck %s --check-prefix=BIG
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp,warp-swizzle-shared' | filecheck %s
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=80},tile-to-warp{stages=3}' 2>&1 | filecheck %s --check-prefix=SM80
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{warps=4x4 warp-tile=2x4 stages=5 stage-k=64}' 2>&1 | filecheck %s --check-prefix=BIG
 
 // Every buffer takes the phase multiplier 5: 8-byte loads are served a half-warp at a time, and
 // with the plain XOR a half-warp's 16 lanes of an A fragment (rows g, K columns t) fall in 16 banks.
 // CHECK-LABEL: func.func @f64_rowmajor
-// CHECK-SAME:  warp.tiling = array<i64: 4, 2, 2, 4, 3, 32>
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 4x2, warp_tile = 2x4, stages = 3, stage_k = 32, reads = {{[a-z]+}}, group_m = 8
 // CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x32xf64, 3 : i64>
 // CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x64xf64, 3 : i64>
 // CHECK:       warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle = #warp.swizzle<5 : i64>}
 // CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle = #warp.swizzle<5 : i64>}
-// CHECK:       warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x128x32xf64, 3 : i64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
-// CHECK-NEXT:  warp.load_shared %[[SA]][{{.*}}] {offsets = array<i64: 16, 0>, swizzle = #warp.swizzle<5 : i64>}
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x32x64xf64, 3 : i64> -> !warp.frag<b, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 8>, swizzle = #warp.swizzle<5 : i64>}
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 16>, swizzle = #warp.swizzle<5 : i64>}
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 24>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK:       warp.load_shared %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x128x32xf64, 3 : i64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+// CHECK-NEXT:  warp.load_shared %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 16, 0>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x32x64xf64, 3 : i64> -> !warp.frag<b, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 8>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 16>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 24>, swizzle = #warp.swizzle<5 : i64>}
 // CHECK:       warp.mma
 // A (256-byte rows): rows g and g + 8 share one address (8 rows: 2048 bytes, a whole swizzle
 // period: an immediate), each K column t, t + 4, t + 8, t + 12 its own, the phase the row times
@@ -66,7 +66,7 @@ func.func @f64_rowmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64>, %d
 // CHECK:       memref.alloc() {alignment = 128 : i64} : memref<3x128x32xf64, 3 : i64>
 // CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf64, 3 : i64>
 // CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}transpose, {{.*}}swizzle = #warp.swizzle<5 : i64>}
-// CHECK:       warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, transposed, swizzle = #warp.swizzle<5 : i64>} : memref<3x64x32xf64, 3 : i64> -> !warp.frag<b, f64,
+// CHECK:       warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, transposed, swizzle = #warp.swizzle<5 : i64>} : memref<3x64x32xf64, 3 : i64> -> !warp.frag<b, f64,
 // PTX-LABEL:   .entry f64_kmajor(
 // PTX:         ld.shared.f64
 // PTX-NOT:     ld.global.f64
@@ -86,11 +86,11 @@ func.func @f64_kmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64, strid
 // multiplier 5 putting a fragment's 4 k rows x 32 bytes in 4 bank groups. A 2x8 warp tile: 4x8
 // spills with these B addresses.
 // CHECK-LABEL: func.func @tf32_rowmajor
-// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 2, 8, 3, 32>
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 2x8, stages = 3, stage_k = 32, reads = {{[a-z]+}}, group_m = 8
 // CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf32, 3 : i64>
 // CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x128xf32, 3 : i64>
-// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>, swizzle}
-// CHECK:       warp.load_shared %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>, swizzle = #warp.swizzle<5 : i64>} : memref<3x32x128xf32, 3 : i64> -> !warp.frag<b, tf32, #warp.variant<m16n8k8, f32, tf32, tf32, f32>>
+// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>, swizzle}
+// CHECK:       warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>, swizzle = #warp.swizzle<5 : i64>} : memref<3x32x128xf32, 3 : i64> -> !warp.frag<b, tf32, #warp.variant<m16n8k8, f32, tf32, tf32, f32>>
 // PTX-LABEL:   .entry tf32_rowmajor(
 // PTX:         ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // PTX:         ld.shared.b32 [[B0:%r[0-9]+]], [{{%r[0-9]+}}+0];

@@ -3,7 +3,7 @@
 // before any loop; in the K loop a copy is the tile origin (uniform) plus that offset. The
 // refill is a uniform branch around the copies (scf.if). Tiles inside the matrix copy whole
 // 16-byte chunks; at a ragged edge the source size is clamped (zero-fill, nothing read past it).
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
 
 // CHECK-LABEL: .entry exact(
 // CHECK:       mov.u32 %r0, %laneid;

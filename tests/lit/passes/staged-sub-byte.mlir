@@ -3,26 +3,26 @@
 // (m16n8k64 and m16n8k256 fragments are ldmatrix's 8x8 b16 matrices). In the PTX an element
 // column becomes a byte offset by a shift, and a copy's bit address a byte address. A K whose
 // rows end inside a byte is refused when stages are forced (cp.async zero-fills whole bytes).
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=80},tile-tile-warps' | filecheck %s
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=80},tile-tile-warps,warp-swizzle-shared,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
-// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=80},tile-tile-warps{stages=3}' 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=80},tile-to-warp' | filecheck %s
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=80},tile-to-warp,warp-swizzle-shared,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=80},tile-to-warp{stages=3}' 2>&1 | filecheck %s --check-prefix=ERR
 // On sm_90 (s4 mma slow there) s4 stages the same, and each m16n8k64 fragment read is widened to
 // the two m16n8k32 s8 fragments of its K halves (`warp.widen`) right before their mmas.
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s --check-prefix=WIDEN
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp' | filecheck %s --check-prefix=WIDEN
 // WIDEN-LABEL: func.func @s4_kmajor
-// WIDEN-SAME:  warp.tiling = array<i64: 2, 2, 4, 8, 4, 128>
+// WIDEN-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 4x8, stages = 4, stage_k = 128, reads = {{[a-z]+}}, group_m = 8
 // WIDEN:       warp.ldmatrix {{.*}} : memref<4x128x128xsi4, 3 : i64> -> !warp.frag<a, si4, #warp.variant<m16n8k64, s32, s4, s4, s32>>
 // WIDEN:       warp.widen {{.*}} : !warp.frag<a, si4, #warp.variant<m16n8k64, s32, s4, s4, s32>> -> !warp.frag<a, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>, !warp.frag<a, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
 // WIDEN:       warp.widen {{.*}} : !warp.frag<b, si4, {{.*}}> -> !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>,
 // WIDEN:       warp.mma {{.*}} : !warp.frag<a, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
 
 // CHECK-LABEL: func.func @s4_kmajor
-// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 4, 8, 3, 256>
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 4x8, stages = 3, stage_k = 256, reads = {{[a-z]+}}, group_m = 8
 // CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x256xsi4, 3 : i64>
 // CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x256xsi4, 3 : i64>
 // CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}vector = 16 : i64, transpose, in_bounds = array<i64: 1, 1>}
-// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<3x128x256xsi4, 3 : i64> -> !warp.frag<a, si4, #warp.variant<m16n8k64, s32, s4, s4, s32>>
-// CHECK:       warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<3x128x256xsi4, 3 : i64> -> !warp.frag<b, si4, {{.*}}>, !warp.frag<b, si4,
+// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<3x128x256xsi4, 3 : i64> -> !warp.frag<a, si4, #warp.variant<m16n8k64, s32, s4, s4, s32>>
+// CHECK:       warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<3x128x256xsi4, 3 : i64> -> !warp.frag<b, si4, {{.*}}>, !warp.frag<b, si4,
 // PTX-LABEL:   .visible .entry s4_kmajor(
 // PTX:         shr.u64 [[BYTE:%rd[0-9]+]], [[BYTE]], 3;
 // PTX:         cp.async.cg.shared.global [{{%r[0-9]+}}], [{{%rd[0-9]+}}], 16;
@@ -40,7 +40,7 @@ func.func @s4_kmajor(%a: memref<2048x2048xsi4>, %b: memref<2048x2048xsi4, stride
 
 // -----
 // CHECK-LABEL: func.func @b1_kmajor
-// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 4, 8, 3, 1024>
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 4x8, stages = 3, stage_k = 1024, reads = {{[a-z]+}}, group_m = 8
 // CHECK:       warp.ldmatrix {{.*}} : memref<3x128x1024xi1, 3 : i64> -> !warp.frag<a, i1, #warp.variant<m16n8k256, s32, b1, b1, s32, bitop = "xor">>
 // PTX-LABEL:   .visible .entry b1_kmajor(
 // PTX:         shr.u32 [[COL:%r[0-9]+]], [[COL]], 3;

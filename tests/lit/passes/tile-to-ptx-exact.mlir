@@ -1,4 +1,4 @@
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=80},tile-tile-warps{stages=0},warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=80},tile-to-warp{stages=0},warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
 // Sizes that are multiples of the CTA tile and of K need no predicates at all; tf32 operands are
 // loaded as f32 and rounded with cvt.rna (the simple path: fragments from global memory).
 

@@ -1,10 +1,10 @@
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' | filecheck %s --check-prefix=IR
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' -t ptx > %t.ptx
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' | filecheck %s --check-prefix=IR
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -t ptx > %t.ptx
 // RUN: %if ptxas %{ ptxas -arch=sm_90 %t.ptx -o %t.cubin %}
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' | %tilemma-opt -t ptx | diff - %t.ptx
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' | %tilemma-opt -t ptx | diff - %t.ptx
 // The warp level prints and parses back: lowering the printed warp IR gives the same PTX.
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps' | %tilemma-opt -p 'warp-split-tf32,cse,warp-to-ptx' -t ptx | diff - %t.ptx
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp' | %tilemma-opt -p 'warp-split-tf32,cse,warp-to-ptx' -t ptx | diff - %t.ptx
 
 // IR: ptx.module attributes {version = "9.0", target = "sm_90", address_size = "64"} {
 // IR:   ptx.entry "gemm" [".u64 p_a", ".u64 p_b", ".u64 p_c", ".u64 p_d"]

@@ -1,8 +1,8 @@
-// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps' | filecheck %s
-// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=4x1 warp-tile=1x2}' | filecheck %s --check-prefix=OPT
-// RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warps=64x64}' 2>&1 | filecheck %s --check-prefix=BIG
-// RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps{warp-tile=100x100}' 2>&1 | filecheck %s --check-prefix=REGS
-// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared' | filecheck %s --check-prefix=SWZ
+// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp' | filecheck %s
+// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{warps=4x1 warp-tile=1x2}' | filecheck %s --check-prefix=OPT
+// RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{warps=64x64}' 2>&1 | filecheck %s --check-prefix=BIG
+// RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{warp-tile=100x100}' 2>&1 | filecheck %s --check-prefix=REGS
+// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp,warp-swizzle-shared' | filecheck %s --check-prefix=SWZ
 
 // 37x91x53 with m16n8k16: warp tile 2x4 instructions (32x32), 2x2 warps (CTA 64x64), grid 2x1.
 // The kernel at warp level: ids, each warp's origin, C fragments, the K loop carrying the
@@ -10,7 +10,8 @@
 // CHECK-LABEL: func.func @odd
 // CHECK-SAME:  %a: memref<37x53xf16> {warp.role = ["a"]}
 // CHECK-SAME:  %d: memref<37x91xf32> {warp.role = ["d"]}
-// CHECK-SAME:  warp.grid = array<i64: 2, 1, 1>, warp.block = array<i64: 128, 1, 1>, warp.tiling = array<i64: 2, 2, 2, 4, 0, 0>
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 2x4, stages = 0>
+// CHECK-SAME:  warp.grid = array<i64: 2, 1, 1>, warp.block = array<i64: 128, 1, 1>
 // CHECK:       %[[TID:.*]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}>
 // CHECK:       %[[BZ:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
 // CHECK:       %[[C0:.*]] = warp.load %c[%[[BZ]], %[[ROW:.*]], %[[COL:.*]]] {window = array<i64: 0, 0>, extent = array<i64: 1, 37, 91>, col_align = 8 : i64} : memref<37x91xf32> -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
@@ -22,7 +23,8 @@
 // CHECK-COUNT-8: warp.store
 // CHECK:       func.return
 // OPT-LABEL:   func.func @odd
-// OPT-SAME:    warp.grid = array<i64: 6, 1, 1>, warp.block = array<i64: 128, 1, 1>, warp.tiling = array<i64: 4, 1, 1, 2, 0, 0>
+// OPT-SAME:  warp.schedule = #warp.schedule<warps = 4x1, warp_tile = 1x2, stages = 0>
+// OPT-SAME:    warp.grid = array<i64: 6, 1, 1>, warp.block = array<i64: 128, 1, 1>
 // BIG:         tile-warps.mlir:[[# @LINE + 8]]:3
 // BIG:         warps 64x64 make a CTA of 131072 threads; a CTA holds at most 1024 (32 warps)
 // REGS:        tile-warps.mlir:[[# @LINE + 6]]:3
@@ -40,7 +42,8 @@ func.func @odd(%a: memref<37x53xf16>, %b: memref<53x91xf16>, %c: memref<37x91xf3
 // A small tile gets one warp; the batch becomes grid z; m8n8k4 f16 runs as a 16x16x4 warp op; a
 // constant accumulator is a splat fragment; exact sizes need no predicate (in_bounds).
 // CHECK-LABEL: func.func @small_batched
-// CHECK-SAME:  warp.grid = array<i64: 1, 1, 3>, warp.block = array<i64: 32, 1, 1>, warp.tiling = array<i64: 1, 1, 1, 1, 0, 0>
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 1x1, warp_tile = 1x1, stages = 0>
+// CHECK-SAME:  warp.grid = array<i64: 1, 1, 3>, warp.block = array<i64: 32, 1, 1>
 // CHECK:       warp.constant 0.000000e+00 : f64 : !warp.frag<acc, f32, #warp.variant<m8n8k4, f32, f16, f16, f32>>
 // CHECK:       warp.load %b[{{.*}}] {window = array<i64: 0, 0, 0>, extent = array<i64: 1, 4, 7>, in_bounds = array<i64: 1, 0>}
 func.func @small_batched(%a: memref<3x9x4xf16>, %b: memref<1x4x7xf16>, %d: memref<3x9x7xf32>) {
@@ -79,15 +82,15 @@ func.func @sparse(%a: memref<32x64xf16>, %b: memref<64x16xf16>, %d: memref<32x16
 // last column that row's A of the next step. The next stage's first read first waits for it and
 // syncs. The last stage is peeled (no refill, no read past K); nothing is in flight at the end.
 // CHECK-LABEL: func.func @staged
-// CHECK-SAME:  warp.tiling = array<i64: 2, 2, 2, 8, 3, 64>
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 2x8, stages = 3, stage_k = 64, reads = {{[a-z]+}}, group_m = 8
 // CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x64xf16, 3 : i64>
 // CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x128xf16, 3 : i64>
 // CHECK:       warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}threads = 128 : i64, vector = 16 : i64, in_bounds = array<i64: 1, 1>}
 // CHECK-COUNT-2: warp.async_commit
 // CHECK:       warp.async_wait {pending = 1 : i64}
 // CHECK-NEXT:  "gpu.barrier"()
-// CHECK:       %[[A0:.*]] = warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>} : memref<3x64x64xf16, 3 : i64> -> !warp.frag<a, f16,
-// CHECK:       warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, trans} : memref<3x64x128xf16, 3 : i64> -> !warp.frag<b, f16, {{.*}}>, !warp.frag<b, f16,
+// CHECK:       %[[A0:.*]] = warp.ldmatrix %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<3x64x64xf16, 3 : i64> -> !warp.frag<a, f16,
+// CHECK:       warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, trans} : memref<3x64x128xf16, 3 : i64> -> !warp.frag<b, f16, {{.*}}>, !warp.frag<b, f16,
 // CHECK:       scf.for %[[KT:.*]] = {{.*}} iter_args({{.*}}, %[[A:.*]] = %[[A0]],
 // CHECK:         %[[MORE:.*]] = arith.cmpi ult, {{.*}}, %{{.*}} : index
 // CHECK:         scf.if %[[MORE]] {
@@ -96,13 +99,13 @@ func.func @sparse(%a: memref<32x64xf16>, %b: memref<64x16xf16>, %d: memref<32x16
 // CHECK-NEXT:    }
 // CHECK-NEXT:    warp.async_commit
 // CHECK-NEXT:    warp.mma %[[A]], {{.*}}
-// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, trans}
+// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, trans}
 // CHECK:         warp.mma %[[A]], {{.*}}
-// CHECK:         warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>}
+// CHECK:         warp.ldmatrix %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>}
 // CHECK:         warp.async_wait {pending = 1 : i64}
 // CHECK-NEXT:    "gpu.barrier"()
-// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] {offsets = array<i64: 0, 0>, trans}
-// CHECK:         warp.ldmatrix %[[SA]][{{.*}}] {offsets = array<i64: 0, 0>}
+// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, trans}
+// CHECK:         warp.ldmatrix %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>}
 // CHECK:         scf.yield
 // CHECK-NOT:     warp.copy_async
 // CHECK-COUNT-64: warp.mma

@@ -1,5 +1,5 @@
 // Two kernels in one input: one PTX module, one header, two entries, which ptxas assembles.
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' -t ptx > %t.ptx
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -t ptx > %t.ptx
 // RUN: filecheck %s < %t.ptx
 // RUN: %tilemma compile %s --sm 90 | filecheck %s
 // RUN: %if ptxas %{ ptxas -arch=sm_90 %t.ptx -o %t.cubin %}

@@ -1,4 +1,4 @@
-// RUN: not %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps' 2>&1 | filecheck %s
+// RUN: not %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp' 2>&1 | filecheck %s
 // warp.load_meta addresses one batch's metadata words in 32 bits: a pre-compressed A whose
 // metadata passes 4 GiB (M x K / 8 bytes) is refused at the mma, not miscompiled.
 func.func @big(%v: memref<1048576x32768xf16>, %m: memref<65536x32768xui32>, %b: memref<65536x64xf16>, %d: memref<1048576x64xf32>) {

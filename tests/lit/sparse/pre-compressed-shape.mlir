@@ -1,4 +1,4 @@
-// RUN: not %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps' 2>&1 | filecheck %s
+// RUN: not %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp' 2>&1 | filecheck %s
 // A pre-compressed A feeds the m16n8k32 mma.sp only (its metadata layout): a shape hint for
 // another is refused at the mma.
 func.func @shape(%av: memref<16x16xf16>, %am: memref<1x64xui32>, %b: memref<32x8xf16>, %c: memref<16x8xf32>) {

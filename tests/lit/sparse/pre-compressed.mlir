@@ -1,8 +1,8 @@
 // RUN: %tilemma-opt %s | filecheck %s --check-prefix=ROUND
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stage-k=32}' | filecheck %s --check-prefix=WARP
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps,warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stages=0},cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=SIMPLE
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-tile-warps{stage-k=64},warp-swizzle-shared,cse,warp-to-ptx' -t ptx > %t.ptx
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp{stage-k=32}' | filecheck %s --check-prefix=WARP
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp{stages=0},cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=SIMPLE
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp{stage-k=64},warp-swizzle-shared,cse,warp-to-ptx' -t ptx > %t.ptx
 // RUN: %if ptxas %{ ptxas -arch=sm_90 %t.ptx -o %t.cubin %}
 
 // A pre-compressed 2:4 A (compiler/sparse_format.py): values 2 x 37 x 48 (K = 75 padded to 96,

@@ -1,4 +1,4 @@
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=80},tile-tile-warps,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=80},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
 // Pruning ranks magnitudes (abs for signed integers) and needs no error word.
 
 // CHECK-NOT: p_sparsity_error

@@ -30,7 +30,8 @@ func.func @row_groups(%m: memref<1x32xui32>, %i: index) {
 
 // -----
 func.func @sparse_b_pair(%s: memref<3x64x64xf16, 3 : i64>, %i: index) {
-  %b:2 = warp.ldmatrix %s[%i, %i, %i] {offsets = array<i64: 0, 0>, trans} : memref<3x64x64xf16, 3 : i64> -> !warp.frag<b, f16, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp::ordered_metadata">>, !warp.frag<b, f16, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp::ordered_metadata">>
+  %t = warp.async_wait {pending = 0 : i64}
+  %b:2 = warp.ldmatrix %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>, trans} : memref<3x64x64xf16, 3 : i64> -> !warp.frag<b, f16, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp::ordered_metadata">>, !warp.frag<b, f16, #warp.variant<m16n8k32, f32, f16, f16, f32, sparse = "sp::ordered_metadata">>
   func.return
 }
 // CHECK: warp.ldmatrix: sparse m16n8k32 fragments are one per .x4, of 16-bit elements

@@ -46,7 +46,8 @@ func.func @bad_window(%m: memref<16x16xf16>, %i: index) {
 
 // -----
 func.func @ldmatrix_trans_8bit(%s: memref<2x64x64xsi8, 3>, %i: index) {
-  %f = warp.ldmatrix %s[%i, %i, %i] {offsets = array<i64: 0, 0>, trans} : memref<2x64x64xsi8, 3> -> !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.ldmatrix %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>, trans} : memref<2x64x64xsi8, 3> -> !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
@@ -54,7 +55,8 @@ func.func @ldmatrix_trans_8bit(%s: memref<2x64x64xsi8, 3>, %i: index) {
 
 // -----
 func.func @ldmatrix_wrong_buffer(%s: memref<2x64x64xf16, 3>, %i: index) {
-  %f = warp.ldmatrix %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<2x64x64xf16, 3> -> !warp.frag<a, bf16, #warp.variant<m16n8k16, f32, bf16, bf16, f32>>
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.ldmatrix %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>} : memref<2x64x64xf16, 3> -> !warp.frag<a, bf16, #warp.variant<m16n8k16, f32, bf16, bf16, f32>>
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
@@ -62,7 +64,8 @@ func.func @ldmatrix_wrong_buffer(%s: memref<2x64x64xf16, 3>, %i: index) {
 
 // -----
 func.func @ldmatrix_rounding_not_tf32(%s: memref<2x64x64xf16, 3>, %i: index) {
-  %f = warp.ldmatrix %s[%i, %i, %i] {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>} : memref<2x64x64xf16, 3> -> !warp.frag<a, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.ldmatrix %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>} : memref<2x64x64xf16, 3> -> !warp.frag<a, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
@@ -70,7 +73,8 @@ func.func @ldmatrix_rounding_not_tf32(%s: memref<2x64x64xf16, 3>, %i: index) {
 
 // -----
 func.func @ldmatrix_f64(%s: memref<2x64x64xf64, 3>, %i: index) {
-  %f = warp.ldmatrix %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<2x64x64xf64, 3> -> !warp.frag<a, f64, #warp.variant<m8n8k4, f64, f64, f64, f64>>
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.ldmatrix %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>} : memref<2x64x64xf64, 3> -> !warp.frag<a, f64, #warp.variant<m8n8k4, f64, f64, f64, f64>>
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
@@ -78,7 +82,8 @@ func.func @ldmatrix_f64(%s: memref<2x64x64xf64, 3>, %i: index) {
 
 // -----
 func.func @load_shared_16bit(%s: memref<2x64x64xf16, 3>, %i: index) {
-  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<2x64x64xf16, 3> -> !warp.frag<a, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.load_shared %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>} : memref<2x64x64xf16, 3> -> !warp.frag<a, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
@@ -86,7 +91,8 @@ func.func @load_shared_16bit(%s: memref<2x64x64xf16, 3>, %i: index) {
 
 // -----
 func.func @load_shared_accumulator(%s: memref<2x64x64xf64, 3>, %i: index) {
-  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<2x64x64xf64, 3> -> !warp.frag<acc, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.load_shared %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>} : memref<2x64x64xf64, 3> -> !warp.frag<acc, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
@@ -94,7 +100,8 @@ func.func @load_shared_accumulator(%s: memref<2x64x64xf64, 3>, %i: index) {
 
 // -----
 func.func @load_shared_global(%s: memref<64x64xf64>, %i: index) {
-  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<64x64xf64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.load_shared %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>} : memref<64x64xf64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
@@ -102,7 +109,8 @@ func.func @load_shared_global(%s: memref<64x64xf64>, %i: index) {
 
 // -----
 func.func @load_shared_wrong_buffer(%s: memref<2x64x64xf32, 3>, %i: index) {
-  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0, 0>} : memref<2x64x64xf32, 3> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.load_shared %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>} : memref<2x64x64xf32, 3> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
@@ -110,7 +118,8 @@ func.func @load_shared_wrong_buffer(%s: memref<2x64x64xf32, 3>, %i: index) {
 
 // -----
 func.func @load_shared_rounding_not_tf32(%s: memref<2x64x64xf64, 3>, %i: index) {
-  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>} : memref<2x64x64xf64, 3> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.load_shared %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>} : memref<2x64x64xf64, 3> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
@@ -118,7 +127,8 @@ func.func @load_shared_rounding_not_tf32(%s: memref<2x64x64xf64, 3>, %i: index) 
 
 // -----
 func.func @load_shared_offsets(%s: memref<2x64x64xf64, 3>, %i: index) {
-  %f = warp.load_shared %s[%i, %i, %i] {offsets = array<i64: 0>} : memref<2x64x64xf64, 3> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.load_shared %s[%i, %i, %i] after %t {offsets = array<i64: 0>} : memref<2x64x64xf64, 3> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3

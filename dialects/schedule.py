@@ -1,0 +1,165 @@
+"""`#warp.schedule`: how one kernel is laid out over CTAs, warps, shared memory and registers.
+
+`tile-plan` decides it once (forced options, the tuning cache, the target's defaults and
+limits) and writes it on the kernel's `func.func` as `warp.schedule`; every later pass of the
+tile -> warp chain reads its fields and none re-decides them:
+
+    #warp.schedule<warps = 2x2, warp_tile = 4x8, stages = 3, stage_k = 64, reads = interleaved,
+                   group_m = 8, meta_ahead = 2, widen = #warp.variant<m16n8k32, s32, s8, s8, s32>>
+
+`stages = 0` is the simple schedule (fragments straight from global memory; no stage fields
+are printed then). `reads`: how `warp-prefetch-fragments` orders the stage reads (`ahead`: the
+whole next K step before a step's mmas; `interleaved`: as registers free up). `group_m`: CTAs
+run in groups of that many tile rows (0: the grid's own order). `meta_ahead`: stages a
+pre-compressed A's metadata is loaded ahead of its mmas. `widen`: 4-bit operands staged as
+stored, their m16n8k64 fragments widened to this 8-bit instruction's (`warp-widen-int4`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, NoneAttr, StringAttr, i64
+from xdsl.ir import Attribute, ParametrizedAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from tilemma.compiler.core.isa import MmaVariant
+from tilemma.dialects.warp import VariantAttr
+
+READS = ("ahead", "interleaved")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The fields of `#warp.schedule`, as Python values."""
+
+    warps: tuple[int, int]
+    warp_tile: tuple[int, int]
+    stages: int = 0
+    stage_k: int = 0
+    reads: str = "ahead"
+    group_m: int = 0
+    meta_ahead: int = 0
+    widen: MmaVariant | None = None
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps[0] * self.warps[1]
+
+
+@irdl_attr_definition
+class ScheduleAttr(ParametrizedAttribute):
+    """`#warp.schedule<warps = WMxWN, warp_tile = RMxRN, stages = S, stage_k = K, reads = R,
+    group_m = G, meta_ahead = A, widen = #warp.variant<...>>` (see the module docstring)."""
+
+    name = "warp.schedule"
+    warps: DenseArrayBase
+    warp_tile: DenseArrayBase
+    stages: IntegerAttr
+    stage_k: IntegerAttr
+    reads: StringAttr
+    group_m: IntegerAttr
+    meta_ahead: IntegerAttr
+    widen: Attribute  # VariantAttr, or NoneAttr
+
+    def __init__(self, s: Schedule):
+        super().__init__(
+            DenseArrayBase.from_list(i64, list(s.warps)),
+            DenseArrayBase.from_list(i64, list(s.warp_tile)),
+            IntegerAttr(s.stages, i64),
+            IntegerAttr(s.stage_k, i64),
+            StringAttr(s.reads),
+            IntegerAttr(s.group_m, i64),
+            IntegerAttr(s.meta_ahead, i64),
+            VariantAttr(s.widen) if s.widen is not None else NoneAttr(),
+        )
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule(
+            tuple(self.warps.get_values()),  # type: ignore[arg-type]
+            tuple(self.warp_tile.get_values()),  # type: ignore[arg-type]
+            self.stages.value.data,
+            self.stage_k.value.data,
+            self.reads.data,
+            self.group_m.value.data,
+            self.meta_ahead.value.data,
+            self.widen.variant if isinstance(self.widen, VariantAttr) else None,
+        )
+
+    def verify(self) -> None:
+        s = self.schedule
+        if len(s.warps) != 2 or len(s.warp_tile) != 2 or min(*s.warps, *s.warp_tile) < 1:
+            raise VerifyException("#warp.schedule: warps and warp_tile are two positive sizes (MxN)")
+        if s.stages < 0 or s.stages == 1 or (s.stages and s.stage_k < 1):
+            raise VerifyException("#warp.schedule: stages is 0 (no shared memory) or 2 or more, with a positive stage_k")
+        if s.reads not in READS:
+            raise VerifyException(f"#warp.schedule: reads must be one of {', '.join(READS)}, got {s.reads!r}")
+        if s.group_m < 0 or s.meta_ahead < 0:
+            raise VerifyException("#warp.schedule: group_m and meta_ahead are not negative")
+        if not isinstance(self.widen, VariantAttr | NoneAttr):
+            raise VerifyException("#warp.schedule: widen names a #warp.variant")
+
+    def print_parameters(self, printer: Printer) -> None:
+        s = self.schedule
+        parts = [f"warps = {s.warps[0]}x{s.warps[1]}", f"warp_tile = {s.warp_tile[0]}x{s.warp_tile[1]}",
+                 f"stages = {s.stages}"]
+        if s.stages:
+            parts += [f"stage_k = {s.stage_k}", f"reads = {s.reads}", f"group_m = {s.group_m}"]
+            if s.meta_ahead:
+                parts.append(f"meta_ahead = {s.meta_ahead}")
+        printer.print_string("<" + ", ".join(parts))
+        if isinstance(self.widen, VariantAttr):
+            printer.print_string(", widen = ")
+            printer.print_attribute(self.widen)
+        printer.print_string(">")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        fields: dict = {}
+        start = parser.pos
+
+        with parser.in_angle_brackets():
+            while True:
+                key = parser.parse_identifier()
+                parser.parse_punctuation("=")
+                if key in ("warps", "warp_tile"):
+                    fields[key] = _parse_pair(parser)
+                elif key in ("stages", "stage_k", "group_m", "meta_ahead"):
+                    fields[key] = parser.parse_integer()
+                elif key == "reads":
+                    fields[key] = parser.parse_identifier()
+                elif key == "widen":
+                    v = parser.parse_attribute()
+                    if not isinstance(v, VariantAttr):
+                        parser.raise_error("widen takes a #warp.variant<...>")
+                    fields[key] = v.variant
+                else:
+                    parser.raise_error(f"unknown #warp.schedule field {key!r}")
+                if not parser.parse_optional_punctuation(","):
+                    break
+        if "warps" not in fields or "warp_tile" not in fields:
+            parser.raise_error("#warp.schedule needs warps and warp_tile", start, parser.pos)
+        return ScheduleAttr(Schedule(**fields)).parameters
+
+
+def _parse_pair(parser: AttrParser) -> tuple[int, int]:
+    """`2x4`: the lexer reads an integer then the identifier `x4`."""
+    at = parser.pos
+    first = parser.parse_integer(allow_negative=False, allow_boolean=False)
+    rest = parser.parse_identifier()
+    if not rest.startswith("x") or not rest[1:].isdigit():
+        parser.raise_error("expected a size pair such as 2x4", at, parser.pos)
+    return first, int(rest[1:])
+
+
+def schedule_of(kernel) -> Schedule:
+    """The schedule `tile-plan` wrote on a kernel (a `func.func`)."""
+    attr = kernel.attributes.get("warp.schedule")
+    if not isinstance(attr, ScheduleAttr):
+        raise KeyError("warp.schedule")
+    return attr.schedule

@@ -1,0 +1,359 @@
+"""`tile-distribute`: rewrites each planned kernel from `tile` ops into the simple warp-level loop.
+
+A warp computes a warp tile of RM x RN instructions; a CTA holds WM x WN warps; the grid covers
+the M x N tile (rounded up: fragment accesses are predicated at the tile's edge) and the batch,
+all as `#warp.schedule` (`tile-plan`) says. The kernel becomes: thread and block ids (`gpu`),
+each warp's origin (`arith` on `index`; CTAs in groups of `group_m` tile rows where the schedule
+asks), the accumulator fragments (`warp.load` of C or `warp.constant`), an `scf.for` over K, one
+instruction's K an iteration, carrying them, whose body loads the A and B fragments from global
+memory (`warp.load`, `warp.load_sparse_a`, `warp.load_meta`, `warp.load_scale`) and multiplies
+(`warp.mma`), and the stores of D (`warp.store`). Where the schedule widens 4-bit operands, the
+loop multiplies their stored m16n8k64 fragments (`warp-widen-int4` turns each of those mmas
+into the selected 8-bit ones). Staging through shared memory is `warp-stage-shared`'s.
+
+The launch shape and each argument's role are recorded on the `func.func` (`warp.grid`,
+`warp.block`, `warp.role` argument attributes); a checked sparse A gets an extra argument, the
+sparsity error word.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, gpu, scf
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DictionaryAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    Signedness,
+    StringAttr,
+    f64,
+    i64,
+)
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from tilemma.compiler.layouts.mma_layouts import instruction_layouts
+from tilemma.dialects import tile, warp
+from tilemma.dialects.schedule import Schedule, ScheduleAttr
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.tile.gemm_kernel import PTX_TYPE, read_kernel
+from tilemma.passes.tile.plan import _ceil, tiling_of
+from tilemma.passes.warp_to_ptx.sparse_a import NO_ERROR
+
+ERROR_WORD = MemRefType(IntegerType(32, Signedness.UNSIGNED), [1])
+
+
+class IndexBuilder:
+    """Appends ops to a list: the small builders the distributing and staging passes share."""
+
+    def __init__(self) -> None:
+        self.ops: list[Operation] = []
+
+    def add(self, op: Operation) -> Operation:
+        self.ops.append(op)
+        return op
+
+    def const(self, value: int) -> SSAValue:
+        return self.add(arith.ConstantOp.from_int_and_width(value, IndexType())).results[0]
+
+    def affine(self, base: SSAValue, scale: int, offset: SSAValue | None) -> SSAValue:
+        """base * scale (+ offset)."""
+        v = self.add(arith.MuliOp(base, self.const(scale))).results[0] if scale != 1 else base
+        return self.add(arith.AddiOp(v, offset)).results[0] if offset is not None else v
+
+    def plus(self, base: SSAValue, offset: int) -> SSAValue:
+        return self.add(arith.AddiOp(base, self.const(offset))).results[0] if offset else base
+
+
+def operand_element(value: SSAValue):
+    """Element type of an mma operand as the tile IR hands it over (after its casts)."""
+    t = value.type
+    assert isinstance(t, tile.TileLike)
+    return t.element_type
+
+
+class _Kernel(IndexBuilder):
+    """Rewrites one kernel's body (read with `read_kernel`, which reports what is unsupported)."""
+
+    def __init__(self, kernel: func.FuncOp, s: Schedule):
+        super().__init__()
+        self.kernel, self.g, self.s = kernel, read_kernel(kernel), s
+        self.mma = self.g.mma
+        self.variant_attr: warp.VariantAttr = self.mma.variant  # type: ignore[assignment]
+        self.variant = self.variant_attr.variant
+        self.t = tiling_of(self.variant, self.g, s)
+        if s.widen is not None:  # the loop multiplies the stored 4-bit fragments (m16n8k64)
+            native = dataclasses.replace(self.variant, k=64, atype=PTX_TYPE[self.g.a.stored],
+                                         btype=PTX_TYPE[self.g.b.stored])
+            self.variant_attr, self.variant = warp.VariantAttr(native), native
+        bm, bn = self.t.cta_tile
+        g = self.g
+        self.m_exact, self.n_exact = g.m % bm == 0, g.n % bn == 0
+        self.ki = instruction_layouts(self.variant).warp_shape[2]  # K of one loop iteration
+        self.k_exact = g.k % self.ki == 0
+
+    def bounded(self, op, rows: bool, cols: bool):
+        """Add a window op, marking the dimensions that cannot leave the tile."""
+        op.set_in_bounds(rows, cols)
+        return self.add(op)
+
+    def aligned(self, op):
+        """Mark an accumulator access: its column index (a sum of multiples of the instruction's
+        N) is a multiple of N."""
+        op.col_align = IntegerAttr(self.t.instr[1], i64)
+        return op
+
+    def source(self, value: SSAValue) -> tuple[tile.LoadOp, str | None]:
+        """The tile.load an operand starts from (through casts and a compress), and the rounding
+        of an f32 -> tf32 cast on the way."""
+        owner, rounding = value.owner, None
+        if isinstance(owner, tile.CompressOp):
+            owner = owner.source.owner
+        while isinstance(owner, tile.CastOp):
+            if owner.rounding is not None:
+                rounding = str(owner.rounding.data)
+            owner = owner.source.owner
+        assert isinstance(owner, tile.LoadOp)  # read_kernel checked
+        return owner, rounding
+
+    def window(self, load: tile.LoadOp) -> tuple[tuple[int, ...], tuple[int, int, int]]:
+        shape = load.result.type.get_shape()  # type: ignore[union-attr]
+        batch = shape[0] if len(shape) == 3 else 1
+        return load.offset_values(), (batch, shape[-2], shape[-1])
+
+    def frag(self, role: warp.Operand, element) -> warp.FragType:
+        return warp.FragType(role, element, self.variant_attr)
+
+    def operand_frag(self, role: warp.Operand, value: SSAValue, mem) -> warp.FragType:
+        """The fragment type of an A or B operand: as the tile IR hands it over, or the stored
+        4-bit one where the schedule widens."""
+        element = tile.element_type(mem.stored) if self.s.widen is not None else operand_element(value)
+        return self.frag(role, element)
+
+    def run(self) -> None:
+        g, t, mma = self.g, self.t, self.mma
+        kernel = self.kernel
+        args = list(kernel.body.block.args)
+        roles: dict[SSAValue, list[str]] = {a: [] for a in args}
+        new_body = Block(arg_types=[a.type for a in args])
+        arg_of = dict(zip(args, new_body.args))
+        for old_arg, new_arg in arg_of.items():
+            new_arg.name_hint = old_arg.name_hint
+
+        check = isinstance(mma.lhs.owner, tile.CompressOp) and mma.lhs.owner.prune is None
+        error = new_body.insert_arg(ERROR_WORD, len(args)) if check else None
+        if error is not None:
+            error.name_hint = "sparsity_error"
+
+        mi, ni, ki = t.instr
+        rm, rn = t.warp_tile
+        wm, _ = t.warps
+        bm, bn = t.cta_tile
+        tid = self.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X))).results[0]
+        bx, by, bz = (self.add(gpu.BlockIdOp(gpu.DimensionAttr(d))).results[0]
+                      for d in (gpu.DimensionEnum.X, gpu.DimensionEnum.Y, gpu.DimensionEnum.Z))
+        wid = self.add(arith.DivUIOp(tid, self.const(32))).results[0]
+        warp_m = self.add(arith.RemUIOp(wid, self.const(wm))).results[0]
+        warp_n = self.add(arith.DivUIOp(wid, self.const(wm))).results[0]
+        if self.s.group_m:  # CTAs in groups of group_m rows of tiles, so that neighbours share L2
+            by, bx = self.rasterize(bx, _ceil(g.m, bm), _ceil(g.n, bn))
+        cta_row, cta_col = self.affine(by, bm, None), self.affine(bx, bn, None)
+        warp_row, warp_col = self.affine(warp_m, rm * mi, None), self.affine(warp_n, rn * ni, None)
+        row0 = self.add(arith.AddiOp(cta_row, warp_row)).results[0]
+        col0 = self.add(arith.AddiOp(cta_col, warp_col)).results[0]
+        rows = [self.plus(row0, i * mi) for i in range(rm)]
+        cols = [self.plus(col0, j * ni) for j in range(rn)]
+        zero = self.const(0)
+
+        acc_type = mma.acc.type.element_type  # type: ignore[union-attr]
+        acc_frag = self.frag(warp.Operand.ACC, acc_type)
+        if isinstance(mma.acc.owner, tile.ConstantOp):
+            value = g.c
+            attr = (IntegerAttr(int(value), i64) if isinstance(acc_type, IntegerType)
+                    else FloatAttr(float(value), f64))
+            splat = self.add(warp.ConstantOp(attr, acc_frag)).results[0]
+            accs = [splat] * (rm * rn)
+        else:
+            load, _ = self.source(mma.acc)
+            roles[load.source].append("c")
+            window, extent = self.window(load)
+            accs = [
+                self.aligned(self.bounded(warp.LoadOp(arg_of[load.source], [bz, rows[i], cols[j]], window, extent,
+                                                      acc_frag), self.m_exact, self.n_exact)).results[0]
+                for i in range(rm) for j in range(rn)
+            ]
+        results = list(self.simple_loop(arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero).results)
+        self.finish_body(kernel, new_body, args, roles, arg_of, bz, rows, cols, results, check)
+
+    def simple_loop(self, arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero):
+        """The K loop with fragments straight from global memory, one instruction's K per
+        iteration (dense A columns for mma.sp)."""
+        g, mma = self.g, self.mma
+        rm, rn = self.t.warp_tile
+        ki = self.ki
+        steps = _ceil(g.k, ki)
+        body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs))
+        k, iters = body.args[0], list(body.args[1:])
+        outer, self.ops = self.ops, []
+        a_frags, metas = self.lhs_fragments(arg_of, roles, bz, rows, k, error)
+        b_frags = self.rhs_fragments(arg_of, roles, bz, cols, k)
+        scales = self.scale_fragments(arg_of, roles, bz, rows, cols, k) if g.scales else None
+        split = getattr(mma, "split_tf32", None) is not None
+        results = []
+        for i in range(rm):
+            for j in range(rn):
+                results.append(self.add(warp.MmaOp(
+                    a_frags[i], b_frags[j], iters[i * rn + j],
+                    metadata=metas[i] if metas else None,
+                    scales=(scales[0][i], scales[1][j]) if scales else None,
+                    split_tf32=split,
+                )).results[0])
+        self.add(scf.YieldOp(*results))
+        body.add_ops(self.ops)
+        self.ops = outer
+        return self.add(scf.ForOp(zero, self.const(steps * ki), self.const(ki), accs, body))
+
+    def rasterize(self, pid, tiles_m: int, tiles_n: int):
+        """(tile row, tile col) of CTA `pid` when CTAs run in groups of `group_m` tile rows."""
+        group_m = self.s.group_m
+        width = group_m * tiles_n
+        group = self.add(arith.DivUIOp(pid, self.const(width))).results[0]
+        first = self.add(arith.MuliOp(group, self.const(group_m))).results[0]
+        left = self.add(arith.SubiOp(self.const(tiles_m), first)).results[0]
+        size = self.add(arith.MinUIOp(left, self.const(group_m))).results[0]
+        within = self.add(arith.RemUIOp(pid, self.const(width))).results[0]
+        row = self.add(arith.AddiOp(first, self.add(arith.RemUIOp(within, size)).results[0])).results[0]
+        col = self.add(arith.DivUIOp(within, size)).results[0]
+        return row, col
+
+    def finish_body(self, kernel, new_body, args, roles, arg_of, bz, rows, cols, results, check) -> None:
+        """Store D; swap the body in; record the arguments' roles and the launch shape."""
+        t = self.t
+        rm, rn = t.warp_tile
+        store = next(o for o in kernel.walk() if isinstance(o, tile.StoreOp))
+        roles[store.dest].append("d")
+        window = store.offset_values()
+        shape = store.value.type.get_shape()  # type: ignore[union-attr]
+        extent = (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
+        for i in range(rm):
+            for j in range(rn):
+                self.aligned(self.bounded(warp.StoreOp(results[i * rn + j], arg_of[store.dest],
+                                                       [bz, rows[i], cols[j]], window, extent),
+                                          self.m_exact, self.n_exact))
+        self.add(func.ReturnOp())
+        new_body.add_ops(self.ops)
+        old = kernel.body.blocks[0]
+        kernel.body.insert_block_before(new_body, old)
+        kernel.body.detach_block(old)
+        old.erase(safe_erase=False)
+        arg_types = [a.type for a in new_body.args]
+        kernel.function_type = func.FunctionType.from_lists(arg_types, [])
+        arg_attrs = [
+            DictionaryAttr({"warp.role": ArrayAttr(StringAttr(r) for r in roles[a])}) for a in args
+        ]
+        if check:
+            arg_attrs.append(DictionaryAttr({
+                "warp.role": ArrayAttr([StringAttr("sparsity_error")]),
+                "warp.init": IntegerAttr(NO_ERROR, IntegerType(64)),
+            }))
+        kernel.arg_attrs = ArrayAttr(arg_attrs)
+        kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, list(t.grid))
+        kernel.attributes["warp.block"] = DenseArrayBase.from_list(i64, [t.threads, 1, 1])
+
+    def lhs_fragments(self, arg_of, roles, bz, rows, k, error):
+        mma, rm = self.mma, self.t.warp_tile[0]
+        if isinstance(mma.lhs.owner, tile.SparseFromOp):
+            return self.pre_compressed_fragments(arg_of, roles, bz, rows, k)
+        load, rounding = self.source(mma.lhs)
+        roles[load.source].append("a")
+        window, extent = self.window(load)
+        ref = arg_of[load.source]
+        frag = self.operand_frag(warp.Operand.A, mma.lhs, self.g.a)
+        if isinstance(mma.lhs.owner, tile.CompressOp):
+            prune = mma.lhs.owner.prune is not None
+            meta = self.frag(warp.Operand.META, IntegerType(32))
+            ops = [self.bounded(warp.LoadSparseAOp(ref, [bz, rows[i], k], window, extent, frag, meta,
+                                                   error=error, prune=prune), self.m_exact, self.k_exact)
+                   for i in range(rm)]
+            return [o.results[0] for o in ops], [o.results[1] for o in ops]
+        return [self.bounded(warp.LoadOp(ref, [bz, rows[i], k], window, extent, frag, rounding),
+                             self.m_exact, self.k_exact).results[0] for i in range(rm)], None
+
+    def pre_compressed_fragments(self, arg_of, roles, bz, rows, k):
+        """A pre-compressed A (`tile.sparse_from`): the values' fragment is a plain load at
+        compressed column k / 2 (the m16n8k32 A is the dense m16n8k16 A of the values), the
+        metadata one word per lane (`warp.load_meta`)."""
+        op = self.mma.lhs.owner
+        values, meta = pre_compressed_args(op, roles)
+        window, extent = pre_window(op)
+        half = self.add(arith.DivUIOp(k, self.const(2))).results[0]
+        frag = self.frag(warp.Operand.A, operand_element(self.mma.lhs))
+        meta_frag = self.frag(warp.Operand.META, IntegerType(32))
+        a = [self.bounded(warp.LoadOp(arg_of[values], [bz, r, half], window, extent, frag), self.m_exact, True).results[0]
+             for r in rows]
+        e = [self.add(warp.LoadMetaOp(arg_of[meta], [bz, r, k], meta_frag)).results[0] for r in rows]
+        return a, e
+
+    def rhs_fragments(self, arg_of, roles, bz, cols, k):
+        mma, rn = self.mma, self.t.warp_tile[1]
+        load, rounding = self.source(mma.rhs)
+        roles[load.source].append("b")
+        window, extent = self.window(load)
+        frag = self.operand_frag(warp.Operand.B, mma.rhs, self.g.b)
+        return [self.bounded(warp.LoadOp(arg_of[load.source], [bz, k, cols[j]], window, extent, frag, rounding),
+                             self.k_exact, self.n_exact).results[0] for j in range(rn)]
+
+    def scale_fragments(self, arg_of, roles, bz, rows, cols, k):
+        mma = self.mma
+        kb = self.add(arith.DivUIOp(k, self.const(mma.block_size))).results[0]
+        out = []
+        for value, role, name in ((mma.scale_a, warp.Operand.SCALE_A, "scale_a"),
+                                  (mma.scale_b, warp.Operand.SCALE_B, "scale_b")):
+            load, _ = self.source(value)
+            roles[load.source].append(name)
+            window, extent = self.window(load)
+            frag = self.frag(role, value.type.element_type)  # type: ignore[union-attr]
+            if role == warp.Operand.SCALE_A:
+                out.append([self.add(warp.LoadScaleOp(arg_of[load.source], [bz, r, kb], window, extent, frag)).results[0] for r in rows])
+            else:
+                out.append([self.add(warp.LoadScaleOp(arg_of[load.source], [bz, kb, c], window, extent, frag)).results[0] for c in cols])
+        return out
+
+
+def pre_compressed_args(op, roles):
+    """The values and metadata arguments of a `tile.sparse_from`, with their ABI roles."""
+    roles[op.values].append("a_values")
+    roles[op.meta].append("a_meta")
+    return op.values, op.meta
+
+
+def pre_window(op) -> tuple[tuple[int, ...], tuple[int, int, int]]:
+    """Window and extent of a `tile.sparse_from`'s values: the whole memref (M x Kp/2)."""
+    shape = op.values.type.get_shape()
+    return (0,) * len(shape), (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
+
+
+@dataclass(frozen=True)
+class TileDistribute(ModulePass):
+    """Distribute every kernel that `tile-plan` scheduled (`warp.schedule`) onto CTAs and warps."""
+
+    name = "tile-distribute"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
+            mmas = [o for o in kernel.walk() if isinstance(o, tile.MMA_OPS)]
+            if not mmas:
+                continue
+            attr = kernel.attributes.get("warp.schedule")
+            if not isinstance(attr, ScheduleAttr):
+                raise LoweringError(mmas[0], "run tile-plan before tile-distribute (no warp.schedule on the kernel)")
+            _Kernel(kernel, attr.schedule).run()

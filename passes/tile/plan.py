@@ -1,0 +1,340 @@
+"""`tile-plan`: decides how each selected GEMM kernel is laid out, once, as `#warp.schedule`.
+
+The configuration comes from the options (forced), else the tuning cache, else the target's
+defaults (`compiler/core/configs.py`, with size-class adjustments); it is checked against the
+hardware's limits here, with a located refusal, so that every later pass of the chain
+(`tile-distribute`, `warp-stage-shared`, `warp-pipeline`, `warp-prefetch-fragments`,
+`warp-widen-int4`) only reads the `warp.schedule` attribute written on the `func.func`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+
+from tilemma.compiler.core import configs
+from tilemma.compiler.layouts import sparse_format
+from tilemma.compiler.layouts.mma_layouts import instruction_layouts
+from tilemma.dialects import tile, warp
+from tilemma.dialects.schedule import Schedule, ScheduleAttr
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.tile.gemm_kernel import GemmKernel, read_kernel
+
+STAGES = (2, 3, 4, 5)
+SHARED_LIMIT = 227 * 1024  # dynamic shared memory a CTA may have (sm_90; sm_80 has 163 KiB)
+MAX_THREADS = 1024  # per CTA, every target
+MAX_REGISTERS = 255  # per thread
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+STAGE_KS = (16, 32, 64, 128, 256, 512, 1024)  # elements of K a stage may hold (1024 1-bit: 128 bytes)
+INDEX_LIMIT = 2**31  # coordinates are computed in 32 bits
+ONE_WAVE = 120  # CTAs that keep most of a 132-SM H100 busy
+# k32 steps of mmas between a pre-compressed A's metadata load and its first use: one stage of
+# one step left the load's latency exposed (ncu: long-scoreboard stalls, 1.6 a issued instruction)
+META_AHEAD_STEPS = 2
+GROUP_M = 8  # CTA rows of tiles per group of the rasterized order (Triton's GROUP_SIZE_M)
+FP8 = ("e4m3", "e5m2")
+# Dense shapes staged with `warp.load_shared` (one element per register, which ldmatrix cannot
+# read): (m, n, k, A type) -> element bits. Their B may be row-major (K x N) or K-major.
+SHARED_LOAD_SHAPES = {(16, 8, 16, "f64"): 64}
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def parse_pair(text: str, option: str) -> tuple[int, int] | None:
+    """`2x4` -> (2, 4); '' -> None; a ValueError naming the option otherwise."""
+    if not text:
+        return None
+    try:
+        x, y = (int(p) for p in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"tile-plan: {option} must look like 2x4, got {text!r}") from None
+    if x <= 0 or y <= 0:
+        raise ValueError(f"tile-plan: {option} must be positive, got {text!r}")
+    return x, y
+
+
+@dataclass(frozen=True)
+class Tiling:
+    instr: tuple[int, int, int]
+    warp_tile: tuple[int, int]
+    warps: tuple[int, int]
+    grid: tuple[int, int, int]
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.warps[0] * self.warps[1]
+
+    @property
+    def cta_tile(self) -> tuple[int, int]:
+        return self.warps[0] * self.warp_tile[0] * self.instr[0], self.warps[1] * self.warp_tile[1] * self.instr[1]
+
+
+def tiling_of(variant, g: GemmKernel, s: Schedule) -> Tiling:
+    """The grid a schedule gives a kernel: tiles of the CTA's rows x columns (one flattened
+    dimension where CTAs run in groups, `group_m`), times the batch."""
+    mi, ni, ki = instruction_layouts(variant).warp_shape
+    wm, wn = s.warps
+    rm, rn = s.warp_tile
+    grid = (_ceil(g.n, wn * rn * ni), _ceil(g.m, wm * rm * mi), g.batch)
+    if s.group_m:
+        grid = (grid[0] * grid[1], 1, g.batch)
+    return Tiling((mi, ni, ki), (rm, rn), (wm, wn), grid)
+
+
+def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
+                  warps: tuple[int, int] | None, warp_tile: tuple[int, int] | None) -> Tiling:
+    """The default tiling (or the requested one), checked against the hardware's limits."""
+    lays = instruction_layouts(variant)
+    mi, ni, ki = lays.warp_shape
+    rm, rn = warp_tile or (min(2, _ceil(m, mi)), min(max(1, 32 // ni), _ceil(n, ni)))
+    wm, wn = warps or (min(2, _ceil(m, rm * mi)), min(2, _ceil(n, rn * ni)))
+    t = Tiling((mi, ni, ki), (rm, rn), (wm, wn), (_ceil(n, wn * rn * ni), _ceil(m, wm * rm * mi), batch))
+    if t.threads > MAX_THREADS:
+        raise LoweringError(
+            mma, f"warps {wm}x{wn} make a CTA of {t.threads} threads; a CTA holds at most "
+            f"{MAX_THREADS} (32 warps)",
+        )
+    # 32-bit registers: an f64 value takes two
+    regs = sum(n * lay.regs * max(1, lay.reg_bits // 32) for n, lay in ((rm * rn, lays.c), (rm, lays.a), (rn, lays.b)))
+    if variant.sparse:
+        regs += rm
+    if regs > MAX_REGISTERS - 40:
+        raise LoweringError(
+            mma, f"warp tile {rm}x{rn} holds {regs} fragment registers per thread; with the "
+            f"addressing that exceeds the {MAX_REGISTERS} registers a thread can have: use a "
+            f"smaller warp tile",
+        )
+    for axis, (g, limit) in enumerate(zip(t.grid, GRID_LIMITS)):
+        if g > limit:
+            raise LoweringError(
+                mma, f"grid {t.grid} exceeds the CUDA limit of {limit} CTAs in {'xyz'[axis]}",
+            )
+    return t
+
+
+def copy_vector(mem, k_major: bool = False) -> int:
+    """Bytes per cp.async for an operand: the widest of 16/8/4 that keeps every contiguous run
+    of the window (its rows; its columns for a K-major B) aligned (0 when even 4 does not)."""
+    stride = mem.col_stride if k_major else mem.row_stride
+    g = gcd(stride * mem.bits, mem.base * mem.bits, 128) // 8  # in bits: sub-byte elements are packed
+    return g if g >= 4 else 0
+
+
+def b_k_major(mem) -> bool:
+    """Whether B is stored K-major (column-major K x N: each column contiguous)."""
+    return mem.row_stride == 1 and mem.col_stride != 1
+
+
+def stageable(g, variant) -> str | None:
+    """Why a kernel cannot take the staged schedule (None if it can): a dense mma whose K rows
+    are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32, 4-bit m16n8k64, 1-bit
+    m16n8k256), operands read as stored (tf32: f32 rounded), and f64 m16n8k16 (128-byte K rows,
+    read with `warp.load_shared`); A with contiguous K rows; B with contiguous N rows (16-bit:
+    ldmatrix .trans; tf32 and f64: `warp.load_shared`) or K-major; every run aligned for
+    cp.async, and sub-byte K rows ending on a byte. A pre-compressed sparse A:
+    `pre_compressed_stageable`."""
+    if g.a_meta is not None:
+        return pre_compressed_stageable(g, variant)
+    if variant.atype == "f64" and variant.shape != "m16n8k16":
+        return (f"f64 staging needs m16n8k16 (sm_90); {variant.shape}'s K of {variant.k} is a 32-byte "
+                f"shared row, too short for the 16-byte granule swizzle and a pipelined stage")
+    bits = SHARED_LOAD_SHAPES.get((variant.m, variant.n, variant.k, variant.atype)) or warp.LDMATRIX_SHAPES.get(
+        (variant.m, variant.n, variant.k))
+    if bits is None or variant.sparse or variant.block_scale:
+        return (f"staging covers dense m16n8k8 (tf32), m16n8k16 (16-bit, f64), m16n8k32 (8-bit), m16n8k64 "
+                f"(4-bit) and m16n8k256 (1-bit), not {variant.shape}{' sparse' if variant.sparse else ''}")
+    if variant.atype not in configs.STAGED_ELEMENTS[bits] or variant.btype not in configs.STAGED_ELEMENTS[bits]:
+        return f"staging covers {', '.join(configs.STAGED_TYPES)} operands, not {variant.atype} x {variant.btype}"
+    widened = [[c[:2] for c in mem.casts] == [(mem.stored, tile.INT4_WIDENED.get(mem.stored))] for mem in (g.a, g.b)]
+    for what, mem, wide in (("A", g.a, widened[0]), ("B", g.b, widened[1])):
+        if mem.casts and [c[:2] for c in mem.casts] != [("f32", "tf32")] and not wide:
+            return f"{what} must be read as stored (or as f32 rounded to tf32, or 4-bit integers widened to 8)"
+    if widened[0] != widened[1]:
+        return "A and B must both be 4-bit integers widened to 8-bit, or neither"
+    if g.a.col_stride != 1:
+        return "A must have contiguous rows (K-major)"
+    k_major = b_k_major(g.b)
+    if not k_major and g.b.col_stride != 1:
+        return "B must have contiguous rows or columns"
+    if bits <= 8 and not k_major:
+        return (f"{bits}-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
+                f"transposes only 16-bit elements, and {bits}-bit fragments pack {32 // bits} elements a register")
+    if g.a.bits < 8 and g.k * g.a.bits % 8:
+        return (f"K = {g.k} {g.a.bits}-bit elements end inside a byte: cp.async copies whole bytes, and "
+                f"the byte's other bits would enter the product")
+    for what, mem, km in (("A", g.a, False), ("B", g.b, k_major)):
+        if not copy_vector(mem, km):
+            return (f"{what}'s {'columns' if km else 'rows'} are not 4-byte aligned (stride "
+                    f"{mem.col_stride if km else mem.row_stride}, offset {mem.base} elements)")
+    if getattr(g.mma, "split_tf32", None) is not None:
+        return "3xTF32 is not staged"
+    return None
+
+
+def pre_compressed_stageable(g, variant) -> str | None:
+    """Why a pre-compressed sparse A kernel cannot be staged (None if it can): its values stage
+    like a dense 16-bit A (their m16n8k32 fragment is the m16n8k16 A of the values), B like a
+    dense 16-bit B, read as stored (rows contiguous: ldmatrix .trans, or K-major), 4-byte aligned."""
+    if g.b.casts or g.b.stored not in ("f16", "bf16"):
+        return f"B must be f16 or bf16 read as stored, not {g.b.stored}"
+    k_major = b_k_major(g.b)
+    if not k_major and g.b.col_stride != 1:
+        return "B must have contiguous rows or columns"
+    if not copy_vector(g.b, k_major):
+        return f"B's {'columns' if k_major else 'rows'} are not 4-byte aligned"
+    return None
+
+
+def widens(g, variant) -> bool:
+    """Whether 4-bit operands run as the 8-bit mma (select-mma's widening): staged as stored,
+    their m16n8k64 fragments widened in registers (`warp.widen`)."""
+    return g.a.bits == 4 and variant.k == 32
+
+
+def default_schedule(g, variant) -> str:
+    """The key of a staged kernel's default configuration in `configs.DEFAULTS`."""
+    if g.a_meta is not None:
+        return "sparse-16bit"
+    if g.a.bits == 64:
+        return "64bit"
+    if g.a.bits == 32:
+        return "32bit" if b_k_major(g.b) else "32bit-row-b"
+    if g.a.bits == 8:
+        return "fp8" if variant.atype in FP8 else "8bit"
+    if widens(g, variant):
+        return "4bit-widened"
+    return f"{g.a.bits}bit"
+
+
+def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0) -> Schedule:
+    """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
+    not forced), or a LoweringError at its mma saying which limit a configuration breaks."""
+    mma = g.mma
+    variant = mma.variant.variant  # type: ignore[union-attr]
+    if g.a_meta is not None:
+        if variant.shape != sparse_format.SHAPE or variant.atype not in tile.PRE_COMPRESSED:
+            raise LoweringError(
+                mma, f"a pre-compressed A (tile.sparse_from) feeds the 16-bit {sparse_format.SHAPE} "
+                f"mma.sp (its metadata layout), not {variant.opcode}",
+            )
+        tiles, words = sparse_format.meta_shape(g.m, g.k)
+        if 4 * tiles * words >= 2**32:  # warp.load_meta addresses a batch's words in 32 bits
+            raise LoweringError(
+                mma, f"the metadata of a {g.m} x {g.k} pre-compressed A is {4 * tiles * words} bytes; "
+                f"more than 4 GiB a batch is not supported (its offsets are 32-bit)",
+            )
+    for what, size in (("M", g.m), ("N", g.n), ("K", g.k)):
+        if size >= INDEX_LIMIT:
+            raise LoweringError(
+                mma, f"{what} = {size}: tiles of 2^31 or more elements along a dimension "
+                f"are not supported (coordinates are 32-bit)",
+            )
+    why_not = stageable(g, variant)
+    if stages > 0 and why_not:
+        raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
+    schedule = default_schedule(g, variant)
+    default = configs.DEFAULTS[schedule]
+    size_class = configs.size_class(g.m, g.n, g.k, g.batch)
+    if stages < 0:
+        stages = (configs.SMALL_STAGES.get(schedule) if size_class == "small" else None) or default.stages
+    stages = 0 if (stages == 0 or why_not) else stages
+    stage_k = stage_k or default.stage_k
+    # 4-bit integers staged as stored, read as m16n8k64 fragments and widened for 8-bit mmas
+    widen = bool(stages) and widens(g, variant)
+    read_k = 64 if widen else variant.k  # K of one fragment read
+    if stages and stage_k % read_k:
+        raise LoweringError(mma, f"stage-k {stage_k} is not a multiple of the fragments' K ({read_k})")
+    if stages and warp_tile is None:
+        rm, rn = parse_pair(default.warp_tile, "warp-tile")  # type: ignore[misc]
+        rm, rn = min(rm, _ceil(g.m, 16)), min(rn, _ceil(g.n, 8))
+        if warps is None:
+            large = size_class == "large" and schedule in configs.LARGE_WARPS
+            for choice in ((configs.LARGE_WARPS[schedule],) if large else ()) + (default.warps,):
+                wm, wn = parse_pair(choice, "warps")  # type: ignore[misc]
+                if g.m >= wm * rm * 16 and g.n >= wn * rn * 8:  # one CTA fits the problem
+                    warps = (wm, wn)
+                    break
+        wm, wn = warps or (2, 2)
+        # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
+        # about one wave of an H100's 132 SMs).
+        while rm > 2 and _ceil(g.m, wm * rm * 16) * _ceil(g.n, wn * rn * 8) * g.batch < ONE_WAVE:
+            rm //= 2
+        warp_tile = (rm, rn)
+    t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile)
+    if not stages:
+        return Schedule(t.warps, t.warp_tile)
+    if t.grid[0] * t.grid[1] > GRID_LIMITS[0]:
+        raise LoweringError(mma, f"{t.grid[0] * t.grid[1]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
+    bm, bn = t.cta_tile
+    a_bits = g.a.bits // 2 if g.a_meta is not None else g.a.bits  # compressed: K/2 values
+    need = stages * stage_k * (bm * a_bits + bn * g.b.bits) // 8
+    if need > SHARED_LIMIT:
+        raise LoweringError(
+            mma, f"{stages} stages of K {stage_k} with a {bm}x{bn} CTA tile need "
+            f"{need} bytes of shared memory; a CTA has at most {SHARED_LIMIT}: use fewer stages or a smaller stage-k",
+        )
+    interleave = schedule in configs.INTERLEAVED_READS and not widen
+    meta_ahead = _ceil(META_AHEAD_STEPS, stage_k // t.instr[2]) if g.a_meta is not None else 0
+    return Schedule(t.warps, t.warp_tile, stages, stage_k, "interleaved" if interleave else "ahead", GROUP_M,
+                    meta_ahead, variant if widen else None)
+
+
+@dataclass(frozen=True)
+class TilePlan(ModulePass):
+    """Options: `warps` (WMxWN warps per CTA, default up to 2x2), `warp-tile` (RMxRN
+    instructions per warp; default up to 2 x (32 / instruction N), or 4x8 when staged) and
+    `stages` (the ring of shared-memory stages of the staged schedule, 2..5; 0: fragments straight
+    from global memory; -1, the default: staged where it applies, see `stageable`) and `stage-k`
+    (K of one stage; 0, the default: 128 bytes of K). When none of warps, warp-tile and stages is given, a
+    configuration in the tuning cache `tune-cache` (JSON, `compiler/core/configs.py`) wins."""
+
+    name = "tile-plan"
+
+    warps: str = ""
+    warp_tile: str = ""
+    stages: int = -1
+    stage_k: int = 0
+    tune_cache: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        warps, warp_tile = parse_pair(self.warps, "warps"), parse_pair(self.warp_tile, "warp-tile")
+        if self.stages not in (-1, 0, *STAGES):
+            raise ValueError(f"tile-plan: stages must be -1 (automatic), 0 (no shared memory) or 2..5, got {self.stages}")
+        if self.stage_k not in (0, *STAGE_KS):
+            raise ValueError(f"tile-plan: stage-k must be 0 (automatic) or one of "
+                             f"{', '.join(map(str, STAGE_KS))}, got {self.stage_k}")
+        for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
+            mmas = [o for o in kernel.walk() if isinstance(o, tile.MMA_OPS)]
+            if not mmas:
+                continue
+            if any(m.variant is None for m in mmas):
+                raise LoweringError(mmas[0], "run tile-select-mma before tile-plan")
+            g = read_kernel(kernel)
+            w, t, st, sk = warps, warp_tile, self.stages, self.stage_k
+            tuned = self.tuned(kernel, mmas[0]) if (warps, warp_tile, self.stages) == (None, None, -1) else None
+            if tuned is not None:
+                w, t = parse_pair(tuned.warps, "warps"), parse_pair(tuned.warp_tile, "warp-tile")
+                st, sk = tuned.stages, tuned.stage_k
+            kernel.attributes["warp.schedule"] = ScheduleAttr(plan(kernel, g, w, t, st, sk))
+
+    def tuned(self, kernel: func.FuncOp, mma):
+        """The tuning cache's configuration for this kernel, if it has one."""
+        cache = configs.load(self.tune_cache)
+        if not cache or mma.variant.variant.sparse:  # the cache's entries were measured on dense kernels
+            return None
+        v = mma.variant.variant
+        target = kernel.attributes.get("warp.target")
+        shape = mma.acc.type.get_shape()
+        batch = shape[0] if len(shape) == 3 else 1
+        k = mma.lhs.type.get_shape()[-1]
+        key = configs.cache_key(target.sm.data if target else "", v.atype, v.btype, v.ctype,
+                                configs.size_class(shape[-2], shape[-1], k, batch))
+        return cache.get(key)

@@ -1,0 +1,45 @@
+"""`tile-to-warp`: the whole tile -> warp chain as one pass, for command lines and tests.
+
+It runs, in order, `tile-plan` (with this pass's options), `tile-distribute`,
+`warp-stage-shared`, `warp-pipeline`, `warp-prefetch-fragments` and `warp-widen-int4`: each
+does one thing and has its own lit tests; this is only their composition, as MLIR registers
+pass pipelines. `tilemma compile` runs the same passes one by one (`--print-ir-after-all`
+shows each level).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from tilemma.passes.tile.distribute import TileDistribute
+from tilemma.passes.tile.plan import TilePlan
+from tilemma.passes.warp.pipeline import WarpPipeline
+from tilemma.passes.warp.prefetch import WarpPrefetchFragments
+from tilemma.passes.warp.stage_shared import WarpStageShared
+from tilemma.passes.warp.widen_int4 import WarpWidenInt4
+
+
+def chain(plan: TilePlan) -> list[ModulePass]:
+    """The passes from tile IR to the finished warp-level kernel."""
+    return [plan, TileDistribute(), WarpStageShared(), WarpPipeline(), WarpPrefetchFragments(), WarpWidenInt4()]
+
+
+@dataclass(frozen=True)
+class TileToWarp(ModulePass):
+    """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`)."""
+
+    name = "tile-to-warp"
+
+    warps: str = ""
+    warp_tile: str = ""
+    stages: int = -1
+    stage_k: int = 0
+    tune_cache: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache)):
+            p.apply(ctx, op)

@@ -1,0 +1,139 @@
+"""`warp-pipeline`: software-pipelines a staged K loop, so the copies run S - 1 stages ahead.
+
+A loop body splits in two stages (as in MLIR's `scf::pipelineForLoop` and Triton's schedule +
+expander): stage 0 fills the ring (the `warp.copy_async`s, in the `scf.if` that skips them past
+K, the `warp.async_commit`, and the index arithmetic only they use); stage 1 is everything else
+(wait, barrier, reads, mmas). With a distance D = S - 1 (the ring's stages, `#warp.schedule`)
+the loop becomes:
+
+- a prologue: stage 0 of iterations 0 .. D-1 (guards that fold to false drop their copies; the
+  commits stay, so every iteration commits one group, possibly empty, and waits count alike);
+- the kernel loop over the iterations that have a successor: stage 0 of iteration kt + D, in
+  the body's order, around stage 1 of iteration kt;
+- the last iteration peeled, its stage 1 only (its stage 0 would fill stages past K);
+- `warp.async_wait {pending = 0}` after it: nothing in flight when the CTA ends.
+
+Each wait's `pending` becomes the number of groups committed after the one it waits for: D in
+the loop, D - 1 in the peeled iteration. Generic over the body: it knows the copies, commits and
+waits, not GEMMs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, scf
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.ir import Block, Operation
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from tilemma.dialects import warp
+from tilemma.dialects.schedule import ScheduleAttr
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.warp.loop_clone import Cloner, constant_value, hoist_constants, insert_before
+from tilemma.passes.warp.stage_shared import k_loop
+
+
+def fill_ops(body: Block) -> list[Operation]:
+    """Stage 0 of a staged loop body: the commits, the ops that copy (or hold copies), and the
+    ops only they use."""
+    seeds = [o for o in body.ops if isinstance(o, warp.AsyncCommitOp | warp.CopyAsyncOp)
+             or (isinstance(o, scf.IfOp) and any(isinstance(x, warp.CopyAsyncOp) for x in o.walk()))]
+    stage0 = set(seeds)
+    for op in reversed(list(body.ops)):
+        if op in stage0 or isinstance(op, scf.YieldOp):
+            continue
+        users = {u.operation for r in op.results for u in r.uses}
+        # a user inside a stage-0 op's region counts as that op
+        owners = set()
+        for u in users:
+            while u.parent_op() is not None and u.parent_block() is not body:
+                u = u.parent_op()
+            owners.add(u)
+        if owners and owners <= stage0:
+            stage0.add(op)
+    for op in body.ops:
+        if op not in stage0 and any(isinstance(x.owner, Operation) and x.owner in stage0 for x in op.operands):
+            raise LoweringError(op, "warp-pipeline: an op of the loop's consuming stage uses a value of its filling stage")
+    return [o for o in body.ops if o in stage0]
+
+
+def _set_pending(ops, pending: int) -> None:
+    for op in ops:
+        if isinstance(op, warp.AsyncWaitOp):
+            op.pending = IntegerAttr(pending, i64)
+
+
+def pipeline(loop: scf.ForOp, distance: int) -> None:
+    """Pipeline `loop` (lower bound 0, step 1, constant trip count) at `distance` iterations."""
+    lb, ub, step = (constant_value(v) for v in (loop.lb, loop.ub, loop.step))
+    if lb != 0 or step != 1 or ub is None or ub < 1:
+        raise LoweringError(loop, "warp-pipeline: expected a loop from 0 with step 1 and a constant trip count")
+    hoist_constants(loop)
+    body = loop.body.block
+    kt = body.args[0]
+    fill = fill_ops(body)
+    consume = [o for o in body.ops if o not in fill and not isinstance(o, scf.YieldOp)]
+    yield_op = body.last_op
+    assert isinstance(yield_op, scf.YieldOp)
+
+    prologue = Cloner()
+    for p in range(distance):
+        prologue.map[kt] = prologue.const(p)
+        prologue.clone_all(fill)
+    insert_before(loop, prologue.ops)
+
+    results = list(loop.iter_args)
+    if ub > 1:
+        new_body = Block(arg_types=[a.type for a in body.args])
+        inner = Cloner(dict(zip(body.args, new_body.args)))
+        nkt = new_body.args[0]
+        shift = arith.AddiOp(nkt, _const_before(loop, distance))  # the iteration stage 0 fills
+        for op in body.ops:
+            if op in fill:
+                if shift not in inner.ops:
+                    inner.ops.append(shift)
+                inner.map[kt] = shift.result
+            else:
+                inner.map[kt] = nkt
+            inner.clone(op)
+        _set_pending(inner.ops, distance)
+        new_body.add_ops(inner.ops)
+        kernel_loop = scf.ForOp(loop.lb, _const_before(loop, ub - 1), loop.step, loop.iter_args, new_body)
+        Rewriter.insert_op(kernel_loop, InsertPoint.before(loop))
+        results = list(kernel_loop.results)
+
+    last = Cloner(dict(zip(body.args[1:], results)))
+    last.map[kt] = last.const(ub - 1)
+    last.clone_all(consume)
+    _set_pending(last.ops, distance - 1)
+    last.ops.append(warp.AsyncWaitOp(0))
+    insert_before(loop, last.ops)
+    for old, new in zip(loop.results, yield_op.operands):
+        old.replace_all_uses_with(last.value(new))
+    Rewriter.erase_op(loop, safe_erase=False)
+
+
+def _const_before(loop: scf.ForOp, value: int):
+    c = arith.ConstantOp.from_int_and_width(value, loop.lb.type)
+    Rewriter.insert_op(c, InsertPoint.before(loop))
+    return c.result
+
+
+@dataclass(frozen=True)
+class WarpPipeline(ModulePass):
+    """Pipeline the staged K loop of every kernel whose `#warp.schedule` has stages, S - 1 deep."""
+
+    name = "warp-pipeline"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
+            attr = kernel.attributes.get("warp.schedule")
+            if not (isinstance(attr, ScheduleAttr) and attr.schedule.stages and "warp.grid" in kernel.attributes):
+                continue
+            loop = k_loop(kernel)
+            if not any(isinstance(o, warp.CopyAsyncOp) for o in loop.walk()):
+                raise LoweringError(loop, "run warp-stage-shared before warp-pipeline (the K loop has no copies)")
+            pipeline(loop, attr.schedule.stages - 1)

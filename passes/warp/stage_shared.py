@@ -1,0 +1,257 @@
+"""`warp-stage-shared`: the K loop through a ring of shared-memory stages, not yet pipelined.
+
+Where `#warp.schedule` has `stages` S > 0, the simple K loop of `tile-distribute` (fragments
+loaded from global memory one instruction's K at a time) becomes a loop over stages of
+`stage_k` elements of K: the CTA copies its A (BM x BK) and B (BK x BN, or N x K for a K-major
+B) tiles into stage `kt % S` of two shared buffers (`memref<S x R x C, 3>`) with
+`warp.copy_async` (skipped past K by an `scf.if`; zero-filled at a ragged edge), commits the
+group, waits for it (`warp.async_wait`, whose token every read of the stage takes) and meets at
+a barrier; then each warp reads its fragments from the stage (`warp.ldmatrix`, or
+`warp.load_shared` where a register holds one element: f64, a row-major tf32 B) and multiplies
+them, one K step after another (a pre-compressed A's metadata: one vector load per instruction
+row and stage). The ring is ready for `warp-pipeline`, which issues the copies S - 1 stages
+ahead; on its own the loop is correct and waits for each stage right after copying it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, gpu, memref, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, ModuleOp, i64
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from tilemma.compiler.core.memref_layout import strided_layout
+from tilemma.compiler.layouts import sparse_format
+from tilemma.dialects import tile, warp
+from tilemma.dialects.schedule import Schedule, ScheduleAttr
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.tile.distribute import IndexBuilder
+from tilemma.passes.tile.plan import SHARED_LOAD_SHAPES, _ceil, b_k_major, copy_vector
+
+
+@dataclass(frozen=True)
+class MemView:
+    """What staging needs of an operand's memref window: its stored element, bits and strides."""
+
+    stored: str
+    bits: int
+    row_stride: int
+    col_stride: int
+    base: int
+
+    @classmethod
+    def of(cls, ref: MemRefType, window) -> MemView:
+        layout = strided_layout(ref)
+        stored = tile.element_name(ref.element_type)
+        bits = 8 if stored in tile.BYTE_PER_ELEMENT else tile.element_bits(stored)
+        base = layout.offset + sum(o * s for o, s in zip(window, layout.strides))
+        return cls(stored, bits, layout.strides[-2], layout.strides[-1], base)
+
+
+def k_loop(kernel: func.FuncOp) -> scf.ForOp:
+    """The kernel's K loop: the `scf.for` of its body that multiplies (`tile-distribute` writes one)."""
+    loops = [o for o in kernel.body.block.ops if isinstance(o, scf.ForOp)
+             and any(isinstance(x, warp.MmaOp) for x in o.walk())]
+    if len(loops) != 1:
+        raise LoweringError(kernel, "expected one K loop (an scf.for with warp.mma, as tile-distribute writes it)")
+    return loops[0]
+
+
+def origin(value: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """(CTA origin, warp offset) of a warp's first row or column: `tile-distribute` computes it
+    as one `arith.addi` of the two."""
+    add = value.owner
+    if not isinstance(add, arith.AddiOp):
+        raise LoweringError(value.owner if isinstance(value.owner, Operation) else None,  # type: ignore[arg-type]
+                            "expected a warp origin of the form cta + warp offset (tile-distribute's)")
+    return add.lhs, add.rhs
+
+
+class _Stage(IndexBuilder):
+    """Rewrites one kernel's K loop into the staged loop."""
+
+    def __init__(self, kernel: func.FuncOp, s: Schedule):
+        super().__init__()
+        self.kernel, self.s = kernel, s
+        self.loop = k_loop(kernel)
+        body = self.loop.body.block
+        self.mmas = [o for o in body.ops if isinstance(o, warp.MmaOp)]
+        rm, rn = s.warp_tile
+        if len(self.mmas) != rm * rn:
+            raise LoweringError(self.mmas[0], f"expected {rm}x{rn} mmas in the K loop (the schedule's warp tile)")
+        self.a_loads = [self.mmas[i * rn].a.owner for i in range(rm)]
+        self.b_loads = [self.mmas[j].b.owner for j in range(rn)]
+        self.metas = [self.mmas[i * rn].metadata.owner for i in range(rm)] if self.mmas[0].metadata else []
+        for load in self.a_loads + self.b_loads:
+            if not isinstance(load, warp.LoadOp):
+                raise LoweringError(load, "warp-stage-shared stages fragments that warp.load reads from global memory")
+        self.pre = bool(self.metas)
+        if self.pre and not all(isinstance(m, warp.LoadMetaOp) for m in self.metas):
+            raise LoweringError(self.mmas[0], "warp-stage-shared stages a sparse A only when its metadata is loaded (a pre-compressed A)")
+        a0, b0 = self.a_loads[0], self.b_loads[0]
+        self.bz = a0.indices[0]
+        self.cta_row, self.warp_row = origin(a0.indices[1])
+        self.cta_col, self.warp_col = origin(b0.indices[2])
+        self.a = MemView.of(a0.ref.type, a0.window_values())
+        self.b = MemView.of(b0.ref.type, b0.window_values())
+        self.b_k_major = b_k_major(self.b)
+        v = self.mmas[0].a.type.variant
+        self.variant = v
+        self.a_shared = (v.m, v.n, v.k, v.atype) in SHARED_LOAD_SHAPES
+        self.b_shared = self.a_shared or (self.b.bits == 32 and not self.b_k_major)
+        self.threads = s.threads
+        wm, wn = s.warps
+        self.bm, self.bn = wm * rm * v.m, wn * rn * v.n
+        # M from A's window (a pre-compressed A's is its values, M x Kp/2), K and N from B's
+        self.m, (self.k, self.n) = a0.extent_values()[1], b0.extent_values()[1:]
+
+    def b_group(self) -> int:
+        """B fragments a read gives: two instruction columns per ldmatrix .x4 of dense ldmatrix
+        shapes (one at the warp tile's edge when RN is odd), else one."""
+        return 1 if self.b_shared or self.pre else 2
+
+    def run(self) -> None:
+        s, loop = self.s, self.loop
+        S, bk = s.stages, s.stage_k
+        bm, bn = self.bm, self.bn
+        space = IntegerAttr(warp.SHARED, i64)
+        a_elem, b_elem = self.a_loads[0].ref.type.element_type, self.b_loads[0].ref.type.element_type
+        shared = [MemRefType(a_elem, [S, bm, bk // 2 if self.pre else bk], memory_space=space),
+                  MemRefType(b_elem, [S, bn, bk] if self.b_k_major else [S, bk, bn], memory_space=space)]
+        self.s_a, self.s_b = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0] for ty in shared)
+        steps = _ceil(self.k, bk)
+        accs = list(loop.iter_args)
+        acc_types = [a.type for a in accs]
+        zero = self.const(0)
+        body = Block(arg_types=[IndexType()] + acc_types)
+        kt, carried = body.args[0], list(body.args[1:])
+        outer, self.ops = self.ops, []
+        k = self.add(arith.MuliOp(kt, self.const(bk))).results[0]
+        more = self.add(arith.CmpiOp(k, self.const(self.k), "ult")).results[0]
+        stage = self.add(arith.RemUIOp(kt, self.const(S))).results[0]
+        fill, self.ops = self.ops, []
+        self.copy(k, self.add(arith.RemUIOp(kt, self.const(S))).results[0])
+        self.add(scf.YieldOp())
+        then, self.ops = self.ops, fill
+        self.add(scf.IfOp(more, [], then))
+        self.add(warp.AsyncCommitOp())
+        token = self.add(warp.AsyncWaitOp(0)).results[0]
+        self.add(gpu.BarrierOp())
+        metas = self.stage_meta(kt)
+        results = self.stage_mmas(stage, token, carried, metas)
+        self.add(scf.YieldOp(*results))
+        body.add_ops(self.ops)
+        self.ops = outer
+        staged = self.add(scf.ForOp(zero, self.const(steps), self.const(1), accs, body))
+        Rewriter.insert_op(self.ops, InsertPoint.before(loop))
+        for old, new in zip(loop.results, staged.results):
+            old.replace_all_uses_with(new)
+        Rewriter.erase_op(loop, safe_erase=False)
+
+    def copy(self, k: SSAValue, stage: SSAValue) -> None:
+        """The CTA's copies of A and B at K `k` into `stage`."""
+        a0, b0 = self.a_loads[0], self.b_loads[0]
+        k_exact = self.k % self.s.stage_k == 0
+        if self.pre:
+            a_k = self.add(arith.DivUIOp(k, self.const(2))).results[0]
+            a_exact = sparse_format.padded_k(self.k) % self.s.stage_k == 0
+        else:
+            a_k, a_exact = k, k_exact
+        m_exact, n_exact = self.m % self.bm == 0, self.n % self.bn == 0
+        self.add(_bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
+                                           a0.extent_values(), self.threads, copy_vector(self.a)), m_exact, a_exact))
+        self.add(_bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
+                                           b0.extent_values(), self.threads, copy_vector(self.b, self.b_k_major),
+                                           transpose=self.b_k_major), k_exact, n_exact))
+
+    def stage_meta(self, kt: SSAValue) -> list[SSAValue]:
+        """A pre-compressed A's metadata for the stage: per instruction row of the warp tile,
+        one vector load of its k32 steps' words (none for other kernels)."""
+        if not self.pre:
+            return []
+        k = self.add(arith.MuliOp(kt, self.const(self.s.stage_k))).results[0]
+        steps = self.s.stage_k // self.variant.k
+        return [r for m in self.metas
+                for r in self.add(warp.LoadMetaOp(m.ref, [m.indices[0], m.indices[1], k], m.fragments[0].type,
+                                                  steps)).results]
+
+    def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):
+        """Each K step of the stage: its fragment reads (A by instruction row, B by `b_group`),
+        then its mmas, row by row."""
+        rm, rn = self.s.warp_tile
+        ki = self.variant.k
+        steps = self.s.stage_k // ki
+        w = self.b_group()
+        accs = list(accs)
+        for st in range(steps):
+            read_a, read_b = self.stage_reads(stage, token, st * ki)
+            a = [read_a(i) for i in range(rm)]
+            b = [f for j in range(0, rn, w) for f in read_b(j)]
+            for i in range(rm):
+                for j in range(rn):
+                    accs[i * rn + j] = self.add(warp.MmaOp(a[i], b[j], accs[i * rn + j],
+                                                           metadata=metas[i * steps + st] if metas else None)).results[0]
+        return accs
+
+    def stage_reads(self, stage: SSAValue, token: SSAValue, kk: int):
+        """Readers of K step `kk` of a stage: i -> instruction row i's A fragment (ldmatrix .x4),
+        and j -> the B fragments of instruction columns j.. (`b_group` of them: ldmatrix .x4 of
+        two columns from an N x K buffer, or .trans from a K x N one). `warp.load_shared` per
+        fragment for the shapes ldmatrix cannot read (`SHARED_LOAD_SHAPES`) and a row-major tf32
+        B. A pre-compressed A's stage holds its values (column kk / 2), and each k32 B fragment
+        is one .x4 of its own."""
+        rn = self.s.warp_tile[1]
+        pre = self.pre
+        a_load, b_load = self.a_loads[0], self.b_loads[0]
+        a_round = None if a_load.rounding is None else str(a_load.rounding.data)
+        b_round = None if b_load.rounding is None else str(b_load.rounding.data)
+        a_type, b_type = a_load.result.type, b_load.result.type
+        at, zero = self.const(kk), self.const(0)
+        a_read = warp.LoadSharedOp if self.a_shared else warp.LdMatrixOp
+        a_col = self.const(kk // 2) if pre else at  # a pre-compressed stage holds K/2 value columns
+
+        def read_a(i: int) -> SSAValue:
+            return self.add(a_read(self.s_a, [stage, self.warp_row, a_col], token, (i * 16, 0), a_type,
+                                   rounding=a_round)).results[0]
+
+        def read_b(j: int) -> list[SSAValue]:
+            if self.b_shared:  # one element per register
+                op = (warp.LoadSharedOp(self.s_b, [stage, self.warp_col, at], token, (j * 8, 0), b_type,
+                                        transposed=True, rounding=b_round) if self.b_k_major
+                      else warp.LoadSharedOp(self.s_b, [stage, at, self.warp_col], token, (0, j * 8), b_type,
+                                             rounding=b_round))
+            elif pre:
+                op = (warp.LdMatrixOp(self.s_b, [stage, self.plus(self.warp_col, j * 8), at], token, (0, 0), b_type)
+                      if self.b_k_major else
+                      warp.LdMatrixOp(self.s_b, [stage, zero, self.plus(self.warp_col, j * 8)], token, (kk, 0), b_type,
+                                      trans=True))
+            else:
+                n = self.plus(self.warp_col, j * 8)
+                op = (warp.LdMatrixOp(self.s_b, [stage, n, at], token, (0, 0), b_type, min(2, rn - j), rounding=b_round)
+                      if self.b_k_major else
+                      warp.LdMatrixOp(self.s_b, [stage, zero, n], token, (kk, 0), b_type, min(2, rn - j), trans=True))
+            return list(self.add(op).results)
+
+        return read_a, read_b
+
+
+def _bounded(op, rows: bool, cols: bool):
+    op.set_in_bounds(rows, cols)
+    return op
+
+
+@dataclass(frozen=True)
+class WarpStageShared(ModulePass):
+    """Stage the K loop of every kernel whose `#warp.schedule` has stages through shared memory."""
+
+    name = "warp-stage-shared"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
+            attr = kernel.attributes.get("warp.schedule")
+            if isinstance(attr, ScheduleAttr) and attr.schedule.stages and "warp.grid" in kernel.attributes:
+                _Stage(kernel, attr.schedule).run()
