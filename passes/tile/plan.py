@@ -312,11 +312,12 @@ class TilePlan(ModulePass):
             raise ValueError(f"tile-plan: stage-k must be 0 (automatic) or one of "
                              f"{', '.join(map(str, STAGE_KS))}, got {self.stage_k}")
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
-            mmas = [o for o in kernel.walk() if isinstance(o, tile.MMA_OPS)]
+            mmas = [o for o in kernel.walk() if isinstance(o, (*tile.MMA_OPS, tile.MatmulOp))]
             if not mmas:
                 continue
-            if any(m.variant is None for m in mmas):
-                raise LoweringError(mmas[0], "run tile-select-mma before tile-plan")
+            unselected = [m for m in mmas if isinstance(m, tile.MatmulOp) or m.variant is None]
+            if unselected:
+                raise LoweringError(unselected[0], "run tile-select-mma before tile-plan")
             g = read_kernel(kernel)
             w, t, st, sk = warps, warp_tile, self.stages, self.stage_k
             tuned = self.tuned(kernel, mmas[0]) if (warps, warp_tile, self.stages) == (None, None, -1) else None

@@ -8,14 +8,16 @@ the loop becomes:
 
 - a prologue: stage 0 of iterations 0 .. D-1 (guards that fold to false drop their copies; the
   commits stay, so every iteration commits one group, possibly empty, and waits count alike);
-- the kernel loop over the iterations that have a successor: stage 0 of iteration kt + D, in
-  the body's order, around stage 1 of iteration kt;
+- the kernel loop over the iterations that have a successor: stage 0 of iteration kt + D around
+  stage 1 of iteration kt, in the body's order, except that the copies and the commit go right
+  after stage 1's barrier: they refill the slot iteration kt - 1 read, which every thread has
+  left once it passes that barrier;
 - the last iteration peeled, its stage 1 only (its stage 0 would fill stages past K);
 - `warp.async_wait {pending = 0}` after it: nothing in flight when the CTA ends.
 
-Each wait's `pending` becomes the number of groups committed after the one it waits for: D in
-the loop, D - 1 in the peeled iteration. Generic over the body: it knows the copies, commits and
-waits, not GEMMs.
+Each wait's `pending` becomes the number of groups committed after the one it waits for: D - 1
+(it runs before its iteration's commit). Generic over the body: it knows the copies, commits,
+waits and the barrier, not GEMMs.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, scf
+from xdsl.dialects import arith, func, gpu, scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Block, Operation
 from xdsl.passes import ModulePass
@@ -60,6 +62,12 @@ def fill_ops(body: Block) -> list[Operation]:
     return [o for o in body.ops if o in stage0]
 
 
+def is_pure(op: Operation) -> bool:
+    """Index arithmetic: placed anywhere before its users."""
+    return isinstance(op, (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivUIOp, arith.RemUIOp, arith.MinUIOp,
+                           arith.CmpiOp, arith.ConstantOp))
+
+
 def _set_pending(ops, pending: int) -> None:
     for op in ops:
         if isinstance(op, warp.AsyncWaitOp):
@@ -91,15 +99,29 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
         inner = Cloner(dict(zip(body.args, new_body.args)))
         nkt = new_body.args[0]
         shift = arith.AddiOp(nkt, _const_before(loop, distance))  # the iteration stage 0 fills
-        for op in body.ops:
-            if op in fill:
-                if shift not in inner.ops:
-                    inner.ops.append(shift)
-                inner.map[kt] = shift.result
-            else:
-                inner.map[kt] = nkt
+        deferred: list[Operation] = []  # the copies and commit: after the iteration's barrier
+
+        def fill_with(op: Operation) -> None:
+            if shift not in inner.ops:
+                inner.ops.append(shift)
+            inner.map[kt] = shift.result
             inner.clone(op)
-        _set_pending(inner.ops, distance)
+            inner.map[kt] = nkt
+
+        for op in body.ops:
+            if op in fill and not is_pure(op):
+                deferred.append(op)
+            elif op in fill:
+                fill_with(op)
+            else:
+                inner.clone(op)
+                if isinstance(op, gpu.BarrierOp) and deferred:
+                    for d in deferred:
+                        fill_with(d)
+                    deferred = []
+        if deferred:
+            raise LoweringError(loop, "warp-pipeline: the loop's consuming stage has no barrier to refill the ring after")
+        _set_pending(inner.ops, distance - 1)
         new_body.add_ops(inner.ops)
         kernel_loop = scf.ForOp(loop.lb, _const_before(loop, ub - 1), loop.step, loop.iter_args, new_body)
         Rewriter.insert_op(kernel_loop, InsertPoint.before(loop))

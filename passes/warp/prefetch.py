@@ -15,7 +15,7 @@ reads are placed by `reads` (`#warp.schedule`, as in Triton's prefetch pass):
   after a row's mma in a step's last column that row's next A - so about one fragment set is
   live, not two.
 
-The moved wait waits for one group fewer (it now runs before the section's commit).
+A moved wait keeps its count: it stays after the same commits.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ class _Prefetch:
         template = self.body or self.last
         # the first stage's head and the metadata of the first `meta_ahead` stages, before the loop
         pre: list[Operation] = []
-        wait = warp.AsyncWaitOp(template.wait.pending.value.data - 1 if self.body else template.wait.pending.value.data)
+        wait = warp.AsyncWaitOp(template.wait.pending.value.data)
         pre += [wait, gpu.BarrierOp()]
         frags = self.clone_reads(self.head(template), {template.stage(): _const(0, pre), template.wait.token: wait.token},
                                  pre, template)
@@ -270,7 +270,7 @@ class _Prefetch:
             out += [k.lhs.owner, k]
             next_metas = metas[n_meta:] + self.clone_metas(sec, k.result, out)
         next_token: list[SSAValue] = []
-        wait_pending = sec.wait.pending.value.data - 1
+        wait_pending = sec.wait.pending.value.data
 
         def read(st: int, what: str, n: int) -> list[SSAValue]:
             if st < steps:
