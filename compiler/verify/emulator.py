@@ -741,9 +741,7 @@ def _dec_selp(d, op, mods, args, where) -> Fn:
 
 def _round_tf32_bits(bits: np.ndarray, mode: str) -> np.ndarray:
     """f32 bit patterns -> tf32 bit patterns (low 13 bits zero) as cvt.{rna,rn,rz}.tf32.f32."""
-    from tilemma.compiler.verify.reference import round_tf32
-
-    return round_tf32(np.asarray(bits, dtype=np.uint32).view(np.float32), mode).view(np.uint32)
+    return mma_arith.round_tf32(np.asarray(bits, dtype=np.uint32).view(np.float32), mode).view(np.uint32)
 
 
 def _dec_cvt(d, op, mods, args, where) -> Fn:
