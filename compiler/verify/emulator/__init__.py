@@ -63,11 +63,11 @@ How it runs, and why:
   unspecified; the final memory is the same for every order, the returned old values are those
   of this order).
 
-The package, a module per concern (none imports a later one): `machine` (types, registers,
-global and shared memory), `operands` (operand reading and writing), `alu`, `memory_ops` (ld,
-st, atom), `shared_ops` (cp.async, ldmatrix, bar.sync), `mma_sparse`, `mma_block_scale`, `mma`
-(the semantics of every variant), `mma_instruction`, and `program` (decoding a kernel, running a
-grid, `emulate`).
+The package has a module per concern, each importing at run time only those listed before it:
+`machine` (types, registers, global and shared memory), `operands` (operand reading and writing),
+`alu`, `memory_ops` (ld, st, atom), `shared_ops` (cp.async, ldmatrix, bar.sync), `mma_sparse`,
+`mma_block_scale`, `mma` (the semantics of every variant), `mma_instruction`, and `program`
+(decoding a kernel, running a grid, `emulate`).
 """
 
 from __future__ import annotations
