@@ -21,6 +21,9 @@ f64 is a chain of IEEE fmas in k order (`fma_chain`, honouring .rn/.rz/.rm/.rp);
 exact (the emulator's own path). Parameters marked `measured` were proved here bit-exact against
 an H100 on adversarial recordings (tests/data/mma_arith); the others are taken from the papers
 and no GPU here can confirm them.
+
+`round_tf32` (`cvt.{rna,rn,rz}.tf32.f32`, how f32 values become tf32 operands) lives here too, so
+the emulator's `cvt` and the NumPy reference share one copy of it.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["MODELS", "Model", "model_for", "proven", "fused_mma", "fma_chain", "DEFAULT_ARCH"]
+__all__ = ["MODELS", "Model", "model_for", "proven", "fused_mma", "fma_chain", "round_tf32", "DEFAULT_ARCH"]
 
 DEFAULT_ARCH = "sm_90"  # the GPU the emulator imitates unless told otherwise (ours: H100/H200)
 
@@ -122,6 +125,33 @@ def proven(arch: str, atype: str, dtype: str, kind: str | None = None, shape: st
         return model_for(base, atype, kind, shape).measured
     except ValueError:
         return False
+
+
+def round_tf32(x_f32, mode: str = "rna") -> np.ndarray:
+    """f32 -> tf32 as `cvt.<mode>.tf32.f32`, returned as float32 with the low 13 mantissa bits zero.
+
+    "rna": to nearest, ties away from zero (what `cvt.rna.tf32.f32` does; adding half an ulp to the
+    magnitude bits and truncating rounds ties away because the sign is separate). "rn": ties to even.
+    "rz": truncation. Carries into the exponent are correct by construction (the largest values round
+    to infinity under rna/rn). NaN stays NaN.
+    """
+    arr = np.ascontiguousarray(np.asarray(x_f32, dtype=np.float32))
+    bits = arr.view(np.uint32)
+    sign = bits & np.uint32(0x80000000)
+    mag = bits & np.uint32(0x7FFFFFFF)
+    nan = mag > np.uint32(0x7F800000)
+    keep = np.uint32(0xFFFFE000)
+    if mode == "rna":
+        mag = (mag + np.uint32(0x1000)) & keep
+    elif mode == "rn":
+        odd = (mag >> np.uint32(13)) & np.uint32(1)
+        mag = (mag + np.uint32(0x0FFF) + odd) & keep
+    elif mode == "rz":
+        mag = mag & keep
+    else:
+        raise ValueError(f"tf32 rounding mode must be 'rna', 'rn' or 'rz', not {mode!r}")
+    mag = np.where(nan, np.uint32(0x7FFFE000), mag)
+    return (sign | mag).astype(np.uint32).view(np.float32)
 
 
 def _sig_exp(x: np.ndarray, emin: int) -> tuple[np.ndarray, np.ndarray]:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+from tilemma.compiler.verify.mma_arith import round_tf32
 
 __all__ = [
     "ElementType",
@@ -285,33 +286,6 @@ def from_bits(bits, type: str | ElementType) -> np.ndarray:
         sign = 1 << (et.bits - 1)
         signed = (signed ^ sign) - sign
     return signed.astype(et.dtype)
-
-
-def round_tf32(x_f32, mode: str = "rna") -> np.ndarray:
-    """f32 -> tf32 as `cvt.<mode>.tf32.f32`, returned as float32 with the low 13 mantissa bits zero.
-
-    "rna": to nearest, ties away from zero (what `cvt.rna.tf32.f32` does; adding half an ulp to the
-    magnitude bits and truncating rounds ties away because the sign is separate). "rn": ties to even.
-    "rz": truncation. Carries into the exponent are correct by construction (the largest values round
-    to infinity under rna/rn). NaN stays NaN.
-    """
-    arr = np.ascontiguousarray(np.asarray(x_f32, dtype=np.float32))
-    bits = arr.view(np.uint32)
-    sign = bits & np.uint32(0x80000000)
-    mag = bits & np.uint32(0x7FFFFFFF)
-    nan = mag > np.uint32(0x7F800000)
-    keep = np.uint32(0xFFFFE000)
-    if mode == "rna":
-        mag = (mag + np.uint32(0x1000)) & keep
-    elif mode == "rn":
-        odd = (mag >> np.uint32(13)) & np.uint32(1)
-        mag = (mag + np.uint32(0x0FFF) + odd) & keep
-    elif mode == "rz":
-        mag = mag & keep
-    else:
-        raise ValueError(f"tf32 rounding mode must be 'rna', 'rn' or 'rz', not {mode!r}")
-    mag = np.where(nan, np.uint32(0x7FFFE000), mag)
-    return (sign | mag).astype(np.uint32).view(np.float32)
 
 
 def cvt_rn_f16(x_f32) -> np.ndarray:

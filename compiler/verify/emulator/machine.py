@@ -1,0 +1,310 @@
+"""The state a chunk of CTAs runs on, and what PTX's types and addresses are in NumPy.
+
+Every instruction module reads and writes it: registers as NumPy rows (one column per thread of the
+chunk), the argument buffers behind fake 64-bit pointers with bounds-checked gathers and scatters,
+and shared memory that remembers, per byte, who wrote and read it since the last barrier and which
+cp.async is still in flight, so that races and missing waits show although all threads run in
+lockstep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tilemma.compiler.verify.emulator.program import Program
+
+
+class EmulationError(RuntimeError):
+    """The kernel did something the emulator refuses to guess about (out-of-bounds access,
+    non-uniform branch, unsupported instruction, ...); the message names the instruction."""
+
+
+# Register declarations -> storage of the bits (registers are untyped bit containers).
+_STORAGE = {
+    "pred": np.dtype(np.bool_),
+    "b16": np.dtype(np.uint16), "u16": np.dtype(np.uint16), "s16": np.dtype(np.uint16),
+    "f16": np.dtype(np.uint16),
+    "b32": np.dtype(np.uint32), "u32": np.dtype(np.uint32), "s32": np.dtype(np.uint32),
+    "f32": np.dtype(np.uint32),
+    "b64": np.dtype(np.uint64), "u64": np.dtype(np.uint64), "s64": np.dtype(np.uint64),
+    "f64": np.dtype(np.uint64),
+}  # fmt: skip
+
+# Instruction type suffixes -> the NumPy type the instruction computes in.
+_TYPES = {
+    "pred": np.dtype(np.bool_),
+    "b8": np.dtype(np.uint8), "u8": np.dtype(np.uint8), "s8": np.dtype(np.int8),
+    "b16": np.dtype(np.uint16), "u16": np.dtype(np.uint16), "s16": np.dtype(np.int16),
+    "f16": np.dtype(np.float16),
+    "b32": np.dtype(np.uint32), "u32": np.dtype(np.uint32), "s32": np.dtype(np.int32),
+    "f32": np.dtype(np.float32),
+    "b64": np.dtype(np.uint64), "u64": np.dtype(np.uint64), "s64": np.dtype(np.int64),
+    "f64": np.dtype(np.float64),
+}  # fmt: skip
+_UNSIGNED = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+_SIGNED = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 4: np.dtype(np.int32), 8: np.dtype(np.int64)}
+_INT_TYPES = {t for t, d in _TYPES.items() if d.kind in "iu"}
+_FLOAT_TYPES = {"f16", "f32", "f64"}
+_IEEE_ARITH = {"f32", "f64"}  # NumPy rounds these exactly like PTX's default .rn (f16 would round twice)
+
+_SPACE_SHIFT = 40  # argument i occupies addresses [(i + 1) << 40, (i + 2) << 40)
+_OFFSET_MASK = (1 << _SPACE_SHIFT) - 1
+_SHARED_SPACE = 0xFE  # cvta.shared puts shared address x at generic (0xFF << 40) | x
+_SHARED_BASE = 1024  # the first shared byte's address; kernels must not assume 0
+
+
+def _as_storage(value, storage: np.dtype):
+    """`value` (array or NumPy scalar of an instruction type) as register bits of `storage`:
+    same width is a reinterpretation, a narrower integer is zero/sign-extended by its own
+    signedness, a wider one truncated (what PTX does when a register is wider than the type)."""
+    v = np.asarray(value)
+    if v.dtype == storage:
+        return v
+    if v.dtype.itemsize == storage.itemsize and storage.kind != "b":
+        return v.view(storage)
+    if v.dtype.kind in "iub" and storage.kind in "ub":
+        return v.astype(storage)
+    raise EmulationError(f"cannot hold a {v.dtype} value in a {storage} register")
+
+
+class _Memory:
+    """The argument buffers as bytes, with bounds-checked gathers and scatters."""
+
+    def __init__(self, args: Sequence):
+        self.bufs: dict[int, np.ndarray] = {}
+        self.sizes: dict[int, int] = {}
+        for i, a in enumerate(args):
+            if isinstance(a, np.ndarray):
+                raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+                padded = np.zeros(-(-max(raw.size, 1) // 8) * 8, dtype=np.uint8)
+                padded[: raw.size] = raw
+                self.bufs[i] = padded
+                self.sizes[i] = raw.size
+
+    @staticmethod
+    def pointer(i: int) -> int:
+        return (i + 1) << _SPACE_SHIFT
+
+    def locate(self, addr: np.ndarray, size: int, fail: Callable[[int, str, str], None],
+               unit: int | None = None) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Split addresses into (argument, index of `unit`-byte elements (default `size`), positions)
+        groups, after checking that every `size`-byte access lies inside its argument and is
+        aligned; `fail(position, what, why)` raises."""
+        space = (addr >> np.uint64(_SPACE_SHIFT)).astype(np.int64) - 1
+        offset = (addr & np.uint64(_OFFSET_MASK)).astype(np.int64)
+        first = int(space[0]) if space.size else 0
+        groups = []
+        spaces = [first] if space.size and (space == first).all() else np.unique(space).tolist()
+        for s in spaces:
+            pos = None if len(spaces) == 1 else np.flatnonzero(space == s)
+            off = offset if pos is None else offset[pos]
+            if s not in self.bufs:
+                p = 0 if pos is None else int(pos[0])
+                if s == _SHARED_SPACE:
+                    fail(p, "unsupported", f"address {int(addr[p]):#x} is a generic address of shared memory; "
+                         "the emulator reads shared memory only through ld.shared/st.shared")
+                fail(p, "out-of-bounds", f"address {int(addr[p]):#x} is outside every argument buffer")
+            limit = self.sizes[s]
+            bad = (off < 0) | (off + size > limit)
+            if bad.any():
+                k = int(np.flatnonzero(bad)[0])
+                p = k if pos is None else int(pos[k])
+                fail(p, "out-of-bounds", f"byte offset {int(off[k])} (+{size} bytes) is out of bounds of argument {s} "
+                        f"({limit} bytes); {int(bad.sum())} such accesses")
+            if size > 1:
+                mis = (off % size) != 0
+                if mis.any():
+                    k = int(np.flatnonzero(mis)[0])
+                    p = k if pos is None else int(pos[k])
+                    fail(p, "misaligned", f"byte offset {int(off[k])} of argument {s} is not aligned to {size} bytes")
+            groups.append((s, off // (unit or size), pos))
+        return groups
+
+
+@dataclass
+class RunStats:
+    """What one `Program.run` did (for the speed benchmark and for curiosity)."""
+
+    threads: int = 0
+    ctas: int = 0
+    chunks: int = 0
+    instructions: int = 0  # instructions issued (each counts once for all threads of a chunk)
+    mma: int = 0  # mma instructions executed (each for every warp of the chunk)
+    seconds: float = 0.0
+
+
+class _Machine:
+    """Registers, special registers and liveness for one chunk of CTAs."""
+
+    def __init__(self, prog: Program, memory: _Memory, params: dict[str, np.ndarray],
+                 grid: tuple[int, int, int], block: tuple[int, int, int], cta0: int, nctas: int,
+                 shared_size: int | None = None):
+        self.prog, self.memory, self.params = prog, memory, params
+        bx, by, bz = block
+        per_cta = bx * by * bz
+        self.per_cta = -(-per_cta // 32) * 32  # CTAs padded to whole warps
+        self.T = T = nctas * self.per_cta
+        self.cta0, self.grid, self.block, self.nctas = cta0, grid, block, nctas
+        self.banks = {p: np.zeros((count, T), dtype=_STORAGE[t]) for p, (t, count) in prog.banks.items()}
+        t = np.arange(T, dtype=np.int64)
+        local = t % self.per_cta
+        cta = cta0 + t // self.per_cta
+        u = np.uint32
+        self.specials = {
+            "%tid.x": (local % bx).astype(u), "%tid.y": (local // bx % by).astype(u),
+            "%tid.z": (local // (bx * by)).astype(u),
+            "%ntid.x": u(bx), "%ntid.y": u(by), "%ntid.z": u(bz),
+            "%ctaid.x": (cta % grid[0]).astype(u), "%ctaid.y": (cta // grid[0] % grid[1]).astype(u),
+            "%ctaid.z": (cta // (grid[0] * grid[1])).astype(u),
+            "%nctaid.x": u(grid[0]), "%nctaid.y": u(grid[1]), "%nctaid.z": u(grid[2]),
+            "%laneid": (local & 31).astype(u), "%warpid": (local >> 5).astype(u),
+            "%nwarpid": u(self.per_cta // 32),
+        }  # fmt: skip
+        self.active: np.ndarray | None = None if per_cta == self.per_cta else local < per_cta
+        self.done = False
+        self.mma_count = 0
+        self.shared = None if shared_size is None else _Shared(self, shared_size)
+
+    def thread(self, t: int) -> str:
+        """Thread t of the chunk, as a user reads it."""
+        local, cta = t % self.per_cta, self.cta0 + t // self.per_cta
+        g, b = self.grid, self.block
+        c = (cta % g[0], cta // g[0] % g[1], cta // (g[0] * g[1]))
+        return (f"thread ({local % b[0]}, {local // b[0] % b[1]}, {local // (b[0] * b[1])}) "
+                f"of CTA ({c[0]}, {c[1]}, {c[2]})")
+
+
+class _Shared:
+    """The shared memory of one chunk of CTAs, plus what makes the GPU's undefined cases visible
+    although all threads run in lockstep here: per byte, the thread that wrote it and the
+    thread that read it (-2: several) since the last barrier, and whether a cp.async to it is
+    in flight; and the copies issued but not yet waited for. A copy lands only when its thread
+    waits for its group, so a kernel that forgets a wait reads stale data on the GPU, here an error."""
+
+    def __init__(self, m: _Machine, size: int):
+        n = m.nctas * size
+        self.size = size
+        self.data = np.full(n, 0xA5, np.uint8)  # not zeros: a missing zero fill must show
+        self.writer = np.full(n, -1, np.int32)
+        self.reader = np.full(n, -1, np.int32)
+        self.inflight = np.zeros(n, bool)
+        self.committed = np.zeros(m.T, np.int64)  # groups each thread has committed
+        self.copies: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # thread, bytes, data, group
+
+    def address(self, byte: int) -> str:
+        return f"{_SHARED_BASE + byte % self.size:#x}"
+
+    def bytes(self, m: _Machine, where: str, access: str, addr: np.ndarray, threads: np.ndarray,
+              size: int) -> np.ndarray:
+        """[k, size] byte indices of `size`-byte accesses at shared addresses `addr` by `threads`,
+        after checking that each is aligned to `size` and lies in its CTA's shared memory."""
+        mis = (addr % size) != 0
+        if mis.any():
+            k = int(np.flatnonzero(mis)[0])
+            raise EmulationError(f"{where}: misaligned shared {access} by {m.thread(int(threads[k]))}: shared "
+                                 f"address {int(addr[k]):#x} is not aligned to {size} bytes")
+        off = addr - _SHARED_BASE
+        bad = (off < 0) | (off + size > self.size)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise EmulationError(
+                f"{where}: out-of-range shared {access} by {m.thread(int(threads[k]))}: shared address "
+                f"{int(addr[k]):#x} (+{size} bytes) is outside the CTA's {self.size} bytes of shared memory "
+                f"[{_SHARED_BASE:#x}, {_SHARED_BASE + self.size:#x}); {int(bad.sum())} such accesses")
+        return ((threads // m.per_cta) * self.size + off)[:, None] + np.arange(size)
+
+    def touch(self, m: _Machine, where: str, access: str, idx: np.ndarray, threads: np.ndarray, write: bool) -> None:
+        """Check and record `threads` reading or writing bytes `idx` ([k, size])."""
+        busy = self.inflight[idx]
+        if busy.any():
+            k, j = (int(x) for x in np.argwhere(busy)[0])
+            raise EmulationError(
+                f"{where}: {'write' if write else 'read'} of shared memory with a cp.async in flight: "
+                f"{m.thread(int(threads[k]))} {access}s shared address {self.address(int(idx[k, j]))} that "
+                "a cp.async has not yet landed on; missing cp.async.wait_group?")
+        me = threads[:, None].astype(np.int32)
+        w = self.writer[idx]
+        bad = (w >= 0) & (w != me)
+        if bad.any():
+            k, j = (int(x) for x in np.argwhere(bad)[0])
+            self._race(m, where, threads[k], "reads" if not write else "writes", idx[k, j], "wrote", w[k, j])
+        r = self.reader[idx]
+        if write:
+            bad = (r != -1) & (r != me)
+            if bad.any():
+                k, j = (int(x) for x in np.argwhere(bad)[0])
+                self._race(m, where, threads[k], "writes", idx[k, j], "read", r[k, j])
+            self.writer[idx] = np.broadcast_to(me, idx.shape)
+            clash = self.writer[idx] != me
+            if clash.any():
+                k, j = (int(x) for x in np.argwhere(clash)[0])
+                self._race(m, where, threads[k], "writes", idx[k, j], "also writes in the same instruction",
+                           self.writer[idx[k, j]], window="")
+        else:
+            new = np.where((r == -1) | (r == me), me, np.int32(-2))
+            self.reader[idx] = new
+            clash = self.reader[idx] != new  # another thread of this instruction read it too
+            if clash.any():
+                self.reader[idx[clash]] = -2
+
+    def _race(self, m: _Machine, where: str, t, verb: str, byte, other_verb: str, other,
+              window: str = " since the last bar.sync") -> None:
+        who = "other threads" if other == -2 else m.thread(int(other))
+        raise EmulationError(
+            f"{where}: shared-memory race: {m.thread(int(t))} {verb} shared address {self.address(int(byte))}, "
+            f"which {who} {other_verb}{window}; missing bar.sync?")
+
+    def barrier(self, ctas: np.ndarray | None) -> None:
+        """bar.sync by every live thread of `ctas` (bool per CTA; None: all): forget the marks."""
+        if ctas is None:
+            self.writer.fill(-1)
+            self.reader.fill(-1)
+        else:
+            self.writer.reshape(ctas.size, -1)[ctas] = -1
+            self.reader.reshape(ctas.size, -1)[ctas] = -1
+
+    def issue(self, m: _Machine, where: str, threads: np.ndarray, idx: np.ndarray, data: np.ndarray) -> None:
+        """A cp.async by `threads` of `data` to bytes `idx`: in flight until its group is waited for."""
+        if self.inflight[idx].any():
+            k = int(np.flatnonzero(self.inflight[idx].any(1))[0])
+            raise EmulationError(f"{where}: cp.async by {m.thread(int(threads[k]))} to shared memory that another "
+                                 "cp.async has not yet landed on; missing cp.async.wait_group?")
+        me = threads[:, None].astype(np.int32)
+        for marks, verb in ((self.writer, "wrote"), (self.reader, "read")):
+            other = marks[idx]
+            bad = (other != -1) & (other != me)
+            if bad.any():
+                k, j = (int(x) for x in np.argwhere(bad)[0])
+                self._race(m, where, threads[k], "copies to", idx[k, j], verb, other[k, j])
+        flat = idx.ravel()
+        if np.unique(flat).size != flat.size:
+            byte = int(flat[np.flatnonzero(np.bincount(flat) > 1)[0]])
+            both = threads[np.flatnonzero((idx == byte).any(1))[:2]]
+            self._race(m, where, both[1], "copies to", byte, "also copies to in the same instruction", both[0], window="")
+        self.inflight[idx] = True
+        self.copies.append((threads, idx, data, self.committed[threads]))
+
+    def commit(self, threads: np.ndarray) -> None:
+        self.committed[threads] += 1
+
+    def wait(self, threads: np.ndarray, pending: int) -> None:
+        """cp.async.wait_group by `threads`: their copies of all but the `pending` newest committed
+        groups land (copies not yet committed stay in flight)."""
+        waiting = np.zeros(self.committed.size, bool)
+        waiting[threads] = True
+        limit = self.committed - pending
+        keep = []
+        for t, idx, data, group in self.copies:
+            land = waiting[t] & (group < limit[t])
+            if land.any():
+                self.data[idx[land]] = data[land]
+                self.inflight[idx[land]] = False
+                self.writer[idx[land]] = np.broadcast_to(t[land, None].astype(np.int32), idx[land].shape)
+            if not land.all():
+                keep.append((t[~land], idx[~land], data[~land], group[~land]))
+        self.copies = keep

@@ -1,0 +1,277 @@
+"""A kernel decoded for emulation and run for a grid: the table of instruction decoders, the
+program-counter loop (guards as masks, uniform branches, ret/exit), CTAs run in chunks under a
+memory budget, and the public entry points `compile_entry` and `emulate`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from tilemma.compiler.core.progress import Progress
+from tilemma.compiler.core.targets import max_shared_per_cta
+from tilemma.compiler.verify import mma_arith
+from tilemma.compiler.verify.emulator.alu import (
+    _dec_abs_neg, _dec_bfe, _dec_bfi, _dec_binary, _dec_cvt, _dec_cvta, _dec_div_rem, _dec_mov, _dec_mul_mad,
+    _dec_not, _dec_popc, _dec_selp, _dec_setp, _dec_shift,
+)
+from tilemma.compiler.verify.emulator.machine import (
+    _SHARED_BASE, _STORAGE, _TYPES, EmulationError, RunStats, _Machine, _Memory,
+)
+from tilemma.compiler.verify.emulator.memory_ops import _dec_atom, _dec_ld, _dec_st
+from tilemma.compiler.verify.emulator.mma_instruction import _dec_mma
+from tilemma.compiler.verify.emulator.operands import Fn, _Decode
+from tilemma.compiler.verify.emulator.shared_ops import _dec_bar, _dec_cp, _dec_ldmatrix
+from tilemma.compiler.verify.ptx_text import ParsedPtx, parse_ptx_modules, print_ptx
+from tilemma.dialects import ptx
+from xdsl.dialects.builtin import ModuleOp
+
+
+_DECODERS = {
+    "mov": _dec_mov, "add": _dec_binary, "sub": _dec_binary, "min": _dec_binary, "max": _dec_binary,
+    "and": _dec_binary, "or": _dec_binary, "xor": _dec_binary, "not": _dec_not,
+    "mul": _dec_mul_mad, "mad": _dec_mul_mad, "div": _dec_div_rem, "rem": _dec_div_rem,
+    "shl": _dec_shift, "shr": _dec_shift, "bfe": _dec_bfe, "bfi": _dec_bfi, "setp": _dec_setp,
+    "selp": _dec_selp, "cvt": _dec_cvt, "cvta": _dec_cvta, "ld": _dec_ld, "st": _dec_st,
+    "popc": _dec_popc, "abs": _dec_abs_neg, "neg": _dec_abs_neg, "atom": _dec_atom,
+    "cp": _dec_cp, "ldmatrix": _dec_ldmatrix, "bar": _dec_bar, "barrier": _dec_bar,
+}  # fmt: skip
+
+
+@dataclass
+class _Step:
+    fn: Fn | None
+    kind: str  # "op", "bra", "ret"
+    guard: tuple[str, int, bool] | None  # (bank, index, negated)
+    where: str
+    target: int = -1
+
+
+class Program:
+    """One kernel decoded for emulation; `run` executes it for a grid."""
+
+    def __init__(self, entry: ptx.EntryOp, lines: dict | None = None, source: str = "<ptx>",
+                 arch: str = mma_arith.DEFAULT_ARCH):
+        self.name = entry.sym_name.data
+        d = _Decode(entry, lines or {}, source, arch)
+        self.params = d.params
+        self.max_threads = int(entry.max_threads.data) if entry.max_threads is not None else None
+        body = list(entry.body.ops)
+        for op in body:
+            if isinstance(op, ptx.RegOp):
+                prefix = op.prefix.data
+                if prefix in d.banks:
+                    raise EmulationError(f"{d.where(op)}: register prefix {prefix} declared twice")
+                d.banks[prefix] = (op.type.data, int(op.count.data))
+        self._layout_shared(d, [op for op in body if isinstance(op, ptx.SharedOp)])
+        code = [op for op in body if isinstance(op, (ptx.InstOp, ptx.MmaOp, ptx.LabelOp))]
+        index = 0
+        for op in code:
+            if isinstance(op, ptx.LabelOp):
+                if op.label.data in d.labels:
+                    raise EmulationError(f"{d.where(op)}: label defined twice")
+                d.labels[op.label.data] = index
+            else:
+                index += 1
+        self.banks = dict(d.banks)
+        self.steps: list[_Step] = [self._decode(d, op) for op in code if not isinstance(op, ptx.LabelOp)]
+
+    def _layout_shared(self, d: _Decode, decls: list) -> None:
+        """Static buffers in declaration order from `_SHARED_BASE`, each at its alignment; every
+        `.extern` buffer at the end, where the launch's dynamic shared memory starts."""
+        at = _SHARED_BASE
+        for op in decls:
+            name = op.sym_name.data
+            if name in d.shared:
+                raise EmulationError(f"{d.where(op)}: shared buffer {name} declared twice")
+            if not op.dynamic:
+                at = -(-at // int(op.align.data)) * int(op.align.data)
+                d.shared[name] = at
+                at += int(op.size.data)
+        align = max([16] + [int(op.align.data) for op in decls if op.dynamic])
+        self.static_shared = at - _SHARED_BASE
+        self.dynamic_at = -(-at // align) * align
+        for op in decls:
+            if op.dynamic:
+                d.shared.setdefault(op.sym_name.data, self.dynamic_at)
+        self.has_shared = bool(decls)
+        self.target = d.target
+
+    @staticmethod
+    def _decode(d: _Decode, op) -> _Step:
+        where = d.where(op)
+        if isinstance(op, ptx.MmaOp):
+            return _Step(_dec_mma(d, op, where), "op", None, where)
+        guard = None
+        if op.guard is not None:
+            g = op.guard.data
+            r = d.reg(g.lstrip("!"), op)
+            if r.rtype != "pred":
+                raise EmulationError(f"{where}: guard {g} is not a .pred register")
+            guard = (r.bank, r.index, g.startswith("!"))
+        opcode = op.opcode.data
+        parts = opcode.split(".")
+        args = op.arg_values()
+        if parts[0] == "bra":
+            if parts[1:] not in ([], ["uni"]) or len(args) != 1 or args[0] not in d.labels:
+                raise EmulationError(f"{where}: expected bra[.uni] LABEL with a label of this kernel")
+            return _Step(None, "bra", guard, where, d.labels[args[0]])
+        if parts[0] in ("ret", "exit"):
+            if len(parts) > 1 or args:
+                raise EmulationError(f"{where}: expected plain {parts[0]}")
+            return _Step(None, "ret", guard, where)
+        decoder = _DECODERS.get(parts[0])
+        if decoder is None:
+            raise EmulationError(f"{where}: the emulator does not implement {parts[0]!r}")
+        return _Step(decoder(d, op, parts[1:], args, where), "op", guard, where)
+
+    def run(self, grid, block, args: Sequence, *, shared_bytes: int = 0, max_steps: int = 10_000_000,
+            memory_budget: int = 256 << 20) -> list[np.ndarray]:
+        """Run the kernel for `grid` x `block` on `args` (like `cuda_runtime.run_kernel`): the
+        final contents of every ndarray argument, in order. Scalars are passed by value;
+        `shared_bytes` is the dynamic shared memory per CTA (what `.extern .shared` names)."""
+        grid, block = _dims(grid, "grid"), _dims(block, "block")
+        threads = block[0] * block[1] * block[2]
+        if threads > 1024:
+            raise EmulationError(f"block {block} has {threads} threads; at most 1024 per CTA")
+        if self.max_threads is not None and threads > self.max_threads:
+            raise EmulationError(f"{self.name}: block {block} exceeds .maxntid {self.max_threads}")
+        if len(args) != len(self.params):
+            raise EmulationError(f"{self.name} takes {len(self.params)} parameters, got {len(args)} arguments")
+        shared_size = self._shared_size(shared_bytes)
+        memory = _Memory(args)
+        params = {}
+        for i, ((ptype, pname), arg) in enumerate(zip(self.params, args)):
+            size = _TYPES[ptype].itemsize
+            if isinstance(arg, np.ndarray):
+                if size != 8:
+                    raise EmulationError(f"parameter {pname} is .{ptype}; an array argument is a 64-bit pointer")
+                value = np.array([memory.pointer(i)], dtype=np.uint64)
+            elif isinstance(arg, np.generic):
+                if arg.dtype.itemsize != size:
+                    raise EmulationError(f"parameter {pname} is .{ptype}, argument {i} has {arg.dtype.itemsize} bytes")
+                value = np.array([arg])
+            else:
+                raise TypeError(f"kernel argument {i} is {type(arg).__name__}; pass an np.ndarray or a NumPy scalar")
+            params[pname] = value.view(np.uint8)
+        per_cta = -(-threads // 32) * 32
+        bytes_per_thread = sum(_STORAGE[t].itemsize * n for t, n in self.banks.values()) + 64
+        bytes_per_thread += 10 * (shared_size or 0) // per_cta + (8 if shared_size is not None else 0)
+        ctas = grid[0] * grid[1] * grid[2]
+        chunk = max(1, min(ctas, memory_budget // max(1, bytes_per_thread * per_cta)))
+        stats = RunStats(threads=ctas * threads, ctas=ctas)
+        start = time.perf_counter()
+        with Progress(f"emulating {self.name}", ctas, "CTAs") as progress:  # only on a terminal
+            for cta0 in range(0, ctas, chunk):
+                m = _Machine(self, memory, params, grid, block, cta0, min(chunk, ctas - cta0), shared_size)
+                stats.instructions += self._execute(m, max_steps)
+                stats.mma += m.mma_count
+                stats.chunks += 1
+                progress.advance(m.nctas)
+        stats.seconds = time.perf_counter() - start
+        self.stats = stats
+        out = []
+        for i, a in enumerate(args):
+            if isinstance(a, np.ndarray):
+                host = np.ascontiguousarray(a)
+                raw = memory.bufs[i][: memory.sizes[i]]
+                out.append(raw.view(host.dtype).reshape(host.shape).copy() if host.size else host.copy())
+        return out
+
+    def _shared_size(self, shared_bytes: int) -> int | None:
+        """Bytes of shared memory per CTA (None: the kernel uses none), within the target's limit."""
+        if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
+            raise EmulationError(f"shared_bytes must be a non-negative integer, got {shared_bytes!r}")
+        if not self.has_shared and not shared_bytes:
+            return None
+        target = self.target or "sm_90"
+        try:
+            limit = max_shared_per_cta(target)
+        except ValueError as err:
+            raise EmulationError(f"{self.name}: {err}") from None
+        if self.static_shared + shared_bytes > limit:
+            raise EmulationError(
+                f"{self.name}: {self.static_shared} bytes of static and {shared_bytes} bytes of dynamic shared memory "
+                f"exceed the {limit} bytes ({limit // 1024} KiB) one CTA may use on {target}")
+        return self.dynamic_at - _SHARED_BASE + int(shared_bytes)
+
+    def _execute(self, m: _Machine, max_steps: int) -> int:
+        steps, n, pc, count = self.steps, len(self.steps), 0, 0
+        while pc < n and not m.done:
+            step = steps[pc]
+            count += 1
+            if count > max_steps:
+                raise EmulationError(f"{step.where}: more than {max_steps} instructions executed; an endless loop?")
+            mask = m.active
+            if step.guard is not None:
+                bank, i, neg = step.guard
+                p = m.banks[bank][i]
+                p = ~p if neg else p
+                if mask is not None:
+                    p = p & mask
+                if not p.any():
+                    pc += 1
+                    continue
+                mask = None if (mask is None and p.all()) else p
+            if step.kind == "op":
+                step.fn(m, mask)
+                pc += 1
+            elif step.kind == "bra":
+                if mask is not None and (m.active is None or not np.array_equal(mask, m.active)):
+                    live = m.active if m.active is not None else np.ones(m.T, bool)
+                    off = np.flatnonzero(live & ~mask)
+                    raise EmulationError(
+                        f"{step.where}: non-uniform branch: {int(mask.sum())} live threads take it, "
+                        f"{off.size} do not (first: {m.thread(int(off[0]))}); the emulator runs "
+                        "all threads in lockstep")
+                pc = step.target
+            else:  # ret / exit
+                if mask is None:
+                    m.done = True
+                else:
+                    m.active = (m.active if m.active is not None else np.ones(m.T, bool)) & ~mask
+                    m.done = not m.active.any()
+                pc += 1
+        return count
+
+
+def _dims(d, what: str) -> tuple[int, int, int]:
+    t = tuple(int(x) for x in (d if isinstance(d, (tuple, list)) else (d,)))
+    t = t + (1,) * (3 - len(t))
+    if len(t) != 3 or min(t) < 1:
+        raise EmulationError(f"{what} must be 1 to 3 positive sizes, got {d!r}")
+    return t  # type: ignore[return-value]
+
+
+def _parsed(source) -> ParsedPtx:
+    if isinstance(source, str):
+        return parse_ptx_modules(source)
+    if isinstance(source, ptx.ModuleOp_):
+        return parse_ptx_modules(print_ptx(source))
+    if isinstance(source, ModuleOp):
+        found = [op for op in source.walk() if isinstance(op, ptx.ModuleOp_)]
+        if not found:
+            raise EmulationError("no ptx.module in the input; lower tile IR first")
+        return parse_ptx_modules("\n".join(print_ptx(p) for p in found))
+    raise TypeError(f"expected PTX text or a ptx.module, got {type(source).__name__}")
+
+
+def compile_entry(ptx_text_or_module, entry: str | None = None, arch: str = mma_arith.DEFAULT_ARCH) -> Program:
+    """Decode kernel `entry` (the only one when None) of PTX text or a ptx.module, for a GPU
+    `arch` (whose tensor-core arithmetic mma follows). Modules are printed and read back, so
+    error messages point at lines of the PTX the GPU would get."""
+    parsed = _parsed(ptx_text_or_module)
+    try:
+        e = parsed.entry(entry)
+    except ValueError as err:
+        raise EmulationError(str(err)) from None
+    return Program(e, parsed.lines, parsed.source, arch)
+
+
+def emulate(ptx_text_or_module, entry: str, grid, block, args: list, *, arch: str = mma_arith.DEFAULT_ARCH,
+            **options) -> list[np.ndarray]:
+    """Run `entry` of a PTX module on the CPU, mirroring `cuda_runtime.run_kernel` on a GPU `arch`
+    (sm_90 by default): arrays are copied in, the grid runs, and the final contents of every
+    ndarray argument come back."""
+    return compile_entry(ptx_text_or_module, entry, arch).run(grid, block, args, **options)

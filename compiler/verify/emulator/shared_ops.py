@@ -1,0 +1,174 @@
+"""The warp- and CTA-wide shared-memory instructions of the staged kernels: cp.async with its
+commit/wait groups, ldmatrix and bar.sync. The bookkeeping they drive (copies in flight, race
+marks cleared at a barrier) is `machine._Shared`."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from tilemma.compiler.verify.emulator.machine import EmulationError, _Machine
+from tilemma.compiler.verify.emulator.memory_ops import _addresses, _shared_addresses, _shared_of, _threads
+from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _Reg, _Vec, _one, _reader
+
+
+def _whole_warps(m: _Machine, mask, where: str, what: str) -> np.ndarray | None:
+    """Warps executing a warp-wide instruction (None: all); a partly active warp is an error."""
+    if mask is None:
+        return None
+    lanes = mask.reshape(-1, 32)
+    partial = lanes.any(1) & ~lanes.all(1)
+    if partial.any():
+        w = int(np.flatnonzero(partial)[0])
+        raise EmulationError(f"{where}: only {int(lanes[w].sum())} of 32 lanes of the warp of {m.thread(w * 32)} "
+                             f"execute this {what} (.sync.aligned needs the whole warp)")
+    return np.flatnonzero(lanes.all(1))
+
+
+_CP_ASYNC = re.compile(r"^cp\.async\.(ca|cg)\.shared(?:::cta)?\.global(?:\.L2::(?:64|128|256)B)?$")
+
+
+def _dec_cp(d, op, mods, args, where) -> Fn:
+    """cp.async copies, commit_group, wait_group N, wait_all (see `_Shared`)."""
+    opcode = op.opcode.data
+    if opcode in ("cp.async.commit_group", "cp.async.wait_all"):
+        if args:
+            raise EmulationError(f"{where}: {opcode} takes no operands")
+        if opcode == "cp.async.commit_group":
+            return lambda m, mask: _shared_of(m, where).commit(_threads(m, mask))
+
+        def run_all(m, mask):
+            sh, threads = _shared_of(m, where), _threads(m, mask)
+            sh.commit(threads)
+            sh.wait(threads, 0)
+
+        return run_all
+    if opcode == "cp.async.wait_group":
+        (n,) = _one(d, op, args, 1, where)
+        if not isinstance(n, _Imm) or isinstance(n.value, float) or n.fbits or n.value < 0:
+            raise EmulationError(f"{where}: cp.async.wait_group takes a non-negative integer constant")
+        pending = int(n.value)
+        return lambda m, mask: _shared_of(m, where).wait(_threads(m, mask), pending)
+    match = _CP_ASYNC.match(opcode)
+    if not match or len(args) not in (3, 4):
+        raise EmulationError(f"{where}: expected cp.async.{{ca,cg}}.shared[::cta].global[.L2::128B] [dst], [src], "
+                             "CP-SIZE[, SRC-SIZE] (or commit_group / wait_group N / wait_all)")
+    ops = [d.operand(a, op) for a in args]
+    dst, src, cp = ops[:3]
+    if not (isinstance(dst, _Addr) and isinstance(src, _Addr)):
+        raise EmulationError(f"{where}: cp.async needs [shared address], [global address]")
+    if not isinstance(cp, _Imm) or cp.value not in ((16,) if match.group(1) == "cg" else (4, 8, 16)):
+        raise EmulationError(f"{where}: cp-size must be {'16 for .cg' if match.group(1) == 'cg' else '4, 8 or 16'}")
+    size = int(cp.value)
+    if len(ops) == 4 and isinstance(ops[3], _Imm) and not 0 <= ops[3].value <= size:
+        raise EmulationError(f"{where}: src-size {ops[3].text} is not in 0..{size}")
+    src_size = _reader(d, ops[3], "u32", where) if len(ops) == 4 else (lambda m: np.uint32(size))
+    saddr, gaddr = _shared_addresses(d, dst, where), _addresses(d, src, where)
+    cols = np.arange(size)
+
+    def run(m, mask):
+        sh, threads = _shared_of(m, where), _threads(m, mask)
+        sa, ga = saddr(m), gaddr(m)
+        n = np.broadcast_to(np.asarray(src_size(m)).astype(np.int64), (m.T,))
+        if mask is not None:
+            sa, ga, n = sa[mask], ga[mask], n[mask]
+        idx = sh.bytes(m, where, "cp.async destination", sa, threads, size)
+        if (n > size).any():
+            k = int(np.flatnonzero(n > size)[0])
+            raise EmulationError(f"{where}: {m.thread(int(threads[k]))}: src-size {int(n[k])} exceeds cp-size {size}")
+        mis = (ga % np.uint64(size)) != 0
+        if mis.any():
+            k = int(np.flatnonzero(mis)[0])
+            raise EmulationError(f"{where}: misaligned cp.async source by {m.thread(int(threads[k]))}: global "
+                                 f"address {int(ga[k]):#x} is not aligned to {size} bytes")
+        data = np.zeros((threads.size, size), np.uint8)
+        some = np.flatnonzero(n > 0)  # src-size 0 reads nothing (the whole copy is zero fill)
+        if some.size:
+            first, last = ga[some], ga[some] + (n[some] - 1).astype(np.uint64)
+
+            def fail(p, what, why):
+                raise EmulationError(f"{where}: {what} cp.async source read by {m.thread(int(threads[some[p]]))}: {why}")
+
+            m.memory.locate(last, 1, fail)
+            for s, off, pos in m.memory.locate(first, 1, fail):
+                rows = some if pos is None else some[pos]
+                got = np.take(m.memory.bufs[s], off[:, None] + cols, mode="clip")
+                data[rows] = np.where(cols < n[rows, None], got, 0)
+        sh.issue(m, where, threads, idx, data)
+
+    return run
+
+
+_LDMATRIX = re.compile(r"^ldmatrix\.sync\.aligned\.m8n8\.x([124])(\.trans)?\.shared(?:::cta)?\.b16$")
+
+
+def _dec_ldmatrix(d, op, mods, args, where) -> Fn:
+    """ldmatrix: lane 8i + r gives the address of row r (16 bytes) of matrix i; register i of
+    lane l gets elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) of matrix i (of its
+    transpose with .trans), the first in the low half. x1 / x2 ignore the addresses of lanes 8 / 16 up."""
+    match = _LDMATRIX.match(op.opcode.data)
+    if not match:
+        raise EmulationError(f"{where}: expected ldmatrix.sync.aligned.m8n8.{{x1,x2,x4}}[.trans].shared[::cta].b16")
+    count, trans = int(match.group(1)), bool(match.group(2))
+    dst, addr = _one(d, op, args, 2, where)
+    if not isinstance(addr, _Addr):
+        raise EmulationError(f"{where}: ldmatrix needs a shared address in brackets")
+    regs = list(dst.items) if isinstance(dst, _Vec) else [dst]
+    if len(regs) != count:
+        raise EmulationError(f"{where}: ldmatrix .x{count} writes {count} registers")
+    for r in regs:
+        if not isinstance(r, _Reg) or r.storage != np.dtype(np.uint32):
+            raise EmulationError(f"{where}: ldmatrix writes 32-bit registers, got {getattr(r, 'name', r)}")
+    saddr = _shared_addresses(d, addr, where)
+    providers = np.arange(8 * count)
+
+    def run(m, mask):
+        sh = _shared_of(m, where)
+        warps = _whole_warps(m, mask, where, "ldmatrix")
+        wid = np.arange(m.T // 32) if warps is None else warps
+        threads = (wid[:, None] * 32 + providers).reshape(-1)
+        idx = sh.bytes(m, where, "ldmatrix row load", saddr(m)[threads], threads, 16)
+        sh.touch(m, where, "load", idx, threads, write=False)
+        mats = sh.data[idx].view(np.uint16).reshape(wid.size, count, 8, 8)
+        if trans:
+            mats = mats.transpose(0, 1, 3, 2)
+        words = np.ascontiguousarray(mats).view(np.uint32).reshape(wid.size, count, 32)
+        for i, r in enumerate(regs):
+            row = m.banks[r.bank][r.index].reshape(-1, 32)
+            if warps is None:
+                row[...] = words[:, i]
+            else:
+                row[warps] = words[:, i]
+
+    return run
+
+
+def _dec_bar(d, op, mods, args, where) -> Fn:
+    """bar.sync 0 / barrier.sync[.aligned] 0 [, N]: all warps run in lockstep, so the barrier's
+    work here is to end the race-detection window (and to refuse a barrier in divergent code)."""
+    head = op.opcode.data.split(".")[0]
+    if mods not in (["sync"], ["sync", "aligned"]) or (head == "bar" and mods != ["sync"]):
+        raise EmulationError(f"{where}: expected bar.sync 0 or barrier.sync[.aligned] 0 (optionally ', N')")
+    ops = [d.operand(a, op) for a in args]
+    if len(ops) not in (1, 2) or not all(isinstance(x, _Imm) and not isinstance(x.value, float) for x in ops) \
+            or ops[0].value != 0:
+        raise EmulationError(f"{where}: only barrier 0 with a constant thread count is supported")
+    count = int(ops[1].value) if len(ops) == 2 else None
+
+    def run(m, mask):
+        if count is not None and count != m.per_cta:
+            raise EmulationError(f"{where}: thread count {count} is not the CTA's {m.per_cta} threads (whole warps); "
+                                 "the emulator runs all warps in lockstep and supports only whole-CTA barriers")
+        live = np.ones(m.T, bool) if m.active is None else m.active
+        there = live if mask is None else mask
+        arrived, expected = there.reshape(m.nctas, -1).sum(1), live.reshape(m.nctas, -1).sum(1)
+        partial = (arrived > 0) & (arrived < expected)
+        if partial.any():
+            c = int(np.flatnonzero(partial)[0])
+            missing = int(np.flatnonzero(live & ~there)[0])
+            raise EmulationError(f"{where}: only {int(arrived[c])} of the {int(expected[c])} live threads of the CTA of "
+                                 f"{m.thread(missing)} reach this barrier (a barrier in divergent code hangs the GPU)")
+        if m.shared is not None:
+            m.shared.barrier(None if mask is None else arrived > 0)
+
+    return run
