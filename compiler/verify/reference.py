@@ -1,7 +1,8 @@
 """NumPy reference for D = A*B + C with the element semantics of PTX `mma` and `cuda::tiles::mma`.
 
 This is the numeric truth a compiled kernel is compared against, so it shares nothing with the GPU
-code: values come from ml_dtypes/NumPy, products and sums are formed in float64 or int64 where they
+code but tf32's rounding of an f32 (`mma_arith.round_tf32`, the conversion's definition): values
+come from ml_dtypes/NumPy, products and sums are formed in float64 or int64 where they
 are exact, and only the final result is rounded to the accumulator type.
 
 What the ISA fixes and what it leaves open (PTX ISA, mma, "Precision and rounding"):
