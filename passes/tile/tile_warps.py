@@ -90,7 +90,8 @@ class TileWarps(ModulePass):
     `stages` (the ring of shared-memory stages of the staged schedule, 2..5; 0: fragments straight
     from global memory; -1, the default: staged where it applies, see `stageable`) and `stage-k`
     (K of one stage; 0, the default: 128 bytes of K). When none of warps, warp-tile and stages is given, a
-    configuration in the tuning cache `tune-cache` (JSON, `compiler/configs.py`) wins."""
+    configuration in the tuning cache `tune-cache` (JSON, `compiler/configs.py`) wins. Defaults are
+    the kernel's target's (`configs.default`), their stages and stage K cut to fit its shared memory."""
 
     name = "tile-tile-warps"
 
