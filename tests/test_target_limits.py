@@ -61,8 +61,8 @@ def test_the_wave_follows_the_sm_count():
 
 def test_a_ctas_threads_share_the_register_file():
     rec = targets.limits("86")
-    assert rec.registers_per_cta_thread(256) == 255
-    assert rec.registers_per_cta_thread(512) == 128 and rec.registers_per_cta_thread(1024) == 64
+    assert rec.thread_registers(256) == 255
+    assert rec.thread_registers(512) == 128 and rec.thread_registers(1024) == 64
 
 
 def _has_dense(sm: str, atype: str) -> bool:

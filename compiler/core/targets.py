@@ -219,8 +219,8 @@ class Limits:
     """What one target's hardware holds and runs fast: every check and default reads this.
 
     Sizes are the CUDA C++ Programming Guide's "Technical Specifications per Compute Capability"
-    table (shared memory per CTA is the opt-in maximum, static + dynamic: 1 KiB less than per SM,
-    which the driver reserves per CTA). `int4_mma` / `fp8_mma`: how ptxas 13.0 assembles
+    table (shared memory per CTA is the opt-in maximum, static + dynamic; from sm_80 on 1 KiB less
+    than per SM, which the driver reserves per CTA). `int4_mma` / `fp8_mma`: how ptxas 13.0 assembles
     `mma.sync.m16n8k64.s32.s4.s4.s32` / `mma.sync.m16n8k32.f32.e4m3.e4m3.f32` for the target
     (cuobjdump -sass): native is one IMMA.16864.S4 / QMMA.16832.E4M3; emulated is two
     IMMA.16832.S8 and ~180 integer instructions unpacking the nibbles / twelve F2FP.F16.E4M3 and two
@@ -243,9 +243,9 @@ class Limits:
         with no settled product takes the H100's, where the default configurations were measured."""
         return (self.sm_count or 132) * 10 // 11
 
-    def registers_per_cta_thread(self, threads: int) -> int:
-        """32-bit registers each thread of a CTA of `threads` may have: ptxas reads `.maxntid` and
-        keeps the CTA within the SM's register file (spilling the rest)."""
+    def thread_registers(self, threads: int) -> int:
+        """32-bit registers each thread of a CTA of `threads` threads may have: ptxas reads
+        `.maxntid` and keeps the CTA within the SM's register file (spilling the rest)."""
         return min(self.registers_per_thread, self.registers_per_sm // threads)
 
 

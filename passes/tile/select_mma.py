@@ -1,8 +1,8 @@
 """`tile-select-mma`: picks the `mma.sync` variant that implements each tile.matmul / tile.mma.
 
 Choices come from the ISA table (`tilemma.compiler.core.isa`) filtered by what the target and PTX
-version accept, then by what is fast there (`SLOW_PATHS`, from the target's record), and among exact choices the
-largest instruction wins (fewest instructions per tile). Anything that changes numerics is only
+version accept, then by what is fast there (`SLOW_PATHS`, from the target's record), and among
+exact choices the largest instruction wins (fewest instructions per tile). Anything that changes numerics is only
 done when asked: f32 operands go to tf32 units only with `f32-precision=tf32`, f16 accumulation
 only when the IR's accumulator is f16. `tile.matmul` becomes `tile.mma` with a zero accumulator.
 """

@@ -160,7 +160,7 @@ def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
     regs = sum(n * lay.regs * max(1, lay.reg_bits // 32) for n, lay in ((rm * rn, lays.c), (rm, lays.a), (rn, lays.b)))
     if variant.sparse:
         regs += rm
-    budget = limits.registers_per_cta_thread(t.threads)  # .maxntid: the CTA shares the SM's file
+    budget = limits.thread_registers(t.threads)  # .maxntid: the CTA shares the SM's file
     if regs > budget - 40:
         raise LoweringError(
             mma, f"warp tile {rm}x{rn} holds {regs} fragment registers per thread; with the "
