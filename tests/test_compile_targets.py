@@ -23,7 +23,8 @@ pytestmark = pytest.mark.ptxas
 def _table_has_legal(case, sm: str, sparse: bool = False) -> bool:
     a, b, acc, shape, extra = case
     widened = (
-        {"si4": "si8", "ui4": "ui8"} if parse_sm(sm).number == 90 and shape is None and not sparse else {}
+        {"si4": "si8", "ui4": "ui8"} if parse_sm(sm).limits.int4_mma == "emulated" and shape is None and not sparse
+        else {}
     )
     forms = ("sp", "sp::ordered_metadata") if sparse else (None,)
     want = (PTX_TYPE[widened.get(a, a)], PTX_TYPE[widened.get(b, b)], PTX_TYPE[acc])

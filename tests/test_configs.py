@@ -60,8 +60,8 @@ def test_malformed_cache_is_an_error(tmp_path):
     ("1bit", GemmSpec(4096, 4096, 4096, "b1", "b1", "s32", b_layout="col", popc="and")),
 ], ids=lambda x: x if isinstance(x, str) else "")
 def test_defaults_come_from_the_table(schedule, spec):
-    """With nothing forced and no cache, a medium problem compiles to its schedule's DEFAULTS."""
-    assert _compile(spec, tune_cache="").abi.config == str(configs.DEFAULTS[schedule])
+    """With nothing forced and no cache, a medium problem compiles to its schedule's sm_90 default."""
+    assert _compile(spec, tune_cache="").abi.config == str(configs.default("sm_90", schedule))
 
 
 def test_size_class_adjustments_come_from_the_table():
@@ -70,6 +70,6 @@ def test_size_class_adjustments_come_from_the_table():
     small, medium = (_compile(GemmSpec(n, n, n, "tf32", "tf32", "f32", b_layout="col"), tune_cache="").abi.config
                      for n in (1024, 4096))
     assert f"stages={configs.SMALL_STAGES['32bit']} " in small
-    assert f"stages={configs.DEFAULTS['32bit'].stages} " in medium
+    assert f"stages={configs.default('sm_90', '32bit').stages} " in medium
     # a default CTA larger than the problem is not taken: 4x2 warps of 2x4 f64 tiles are 128x64
     assert _compile(GemmSpec(40, 40, 64, "f64", "f64", "f64"), tune_cache="").abi.config.startswith("warps=2x2 ")

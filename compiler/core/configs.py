@@ -4,7 +4,8 @@ A configuration is what `tile-plan` takes as options (warps, warp tile, stages, 
 `tilemma tune` times the candidates of a family on the GPU for each size class and writes the
 winners to a JSON cache keyed by target, types and size class; the compiler reads that cache
 (`CompileOptions.tune_cache`, default `$TILEMMA_TUNE_CACHE`) whenever the options force no
-configuration. Without a cache entry the distribution pass's own heuristic decides.
+configuration. Without a cache entry the distribution pass takes the target's `DEFAULTS`, with
+size-class adjustments, cut to fit the target's shared memory (`fit_shared`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from tilemma.compiler.core import targets
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,10 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
     ),
 }
 # What the distribution pass takes when the options force no configuration and the tuning cache
-# has none, per schedule (`plan.default_schedule`): each measured on an H100 at 4096^3
-# (benchmarks/results/h100-2026-11-23-defaults.csv) among the configurations that do not spill.
-DEFAULTS: dict[str, Config] = {
+# has none, per target and schedule (`plan.default_schedule`), read through `default`.
+# sm_90's: each measured on an H100 at 4096^3 (benchmarks/results/h100-2026-11-23-defaults.csv)
+# among the configurations that do not spill.
+_H100: dict[str, Config] = {
     "16bit": Config("2x2", "4x8", 3, 64),
     "8bit": Config("2x2", "4x8", 3, 128),
     "fp8": Config("2x2", "2x8", 3, 128),  # two f16 HMMAs on converted registers: 4x8 spills
@@ -99,15 +103,60 @@ DEFAULTS: dict[str, Config] = {
     "4bit-widened": Config("2x2", "4x8", 4, 128),
     "1bit": Config("2x2", "4x8", 3, 1024),  # the same bytes; not timed
 }
+# Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
+# (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
+# fit, not measured on such a GPU.
+_FIT_99_KIB = {**_H100, "64bit": Config("4x2", "2x4", 3, 16)}
+# Keyed by SM number (`targets.LIMITS`' rows). 163 and 227 KiB targets fit every H100
+# configuration (144 KiB at most, with LARGE_WARPS); their rows are the H100's, not measured
+# there except on sm_90. sm_75 stages nothing (its mma shapes are not the staged ones, and
+# cp.async is sm_80's): it takes sm_80's row, which `tile-plan` would still cut to fit.
+DEFAULTS: dict[int, dict[str, Config]] = {
+    75: _H100, 80: _H100, 86: _FIT_99_KIB, 87: _H100, 88: _FIT_99_KIB, 89: _FIT_99_KIB,
+    90: _H100, 100: _H100, 103: _H100, 110: _H100, 120: _FIT_99_KIB, 121: _FIT_99_KIB,
+}  # fmt: skip
+
+
+def default(target: str | targets.SmTarget, schedule: str) -> Config:
+    """The default configuration of `schedule` on `target` (its SM number's row of DEFAULTS)."""
+    return DEFAULTS[targets.parse_sm(target).number][schedule]
+
+
+# The candidate family whose shortest stage K bounds how far `fit_shared` cuts a schedule's.
+SCHEDULE_FAMILY = {"fp8": "8bit", "32bit-row-b": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit"}
+
+
+def fit_shared(stages: int, stage_k: int, bits_per_k: int, limit: int, schedule: str, *,
+               cut_stages: bool, cut_k: bool, read_k: int) -> tuple[int, int]:
+    """Stages and stage K cut until a ring of `stages` stages of `stage_k` elements of K, each
+    element `bits_per_k` bits of A and B, fits `limit` bytes: fewer stages down to 3, then stage
+    K halved down to the shortest its family's CANDIDATES use (a multiple of the fragments' K,
+    `read_k`), then down to 2 stages. Only what `cut_stages` / `cut_k` allow (the defaults, not
+    what the user forced) is cut; the result may still not fit (the caller refuses it)."""
+    floor_k = min(c.stage_k for c in CANDIDATES[SCHEDULE_FAMILY.get(schedule, schedule)])
+
+    def fits(s: int, k: int) -> bool:
+        return s * k * bits_per_k // 8 <= limit
+
+    while not fits(stages, stage_k) and cut_stages and stages > 3:
+        stages -= 1
+    while not fits(stages, stage_k) and cut_k and stage_k // 2 >= floor_k and (stage_k // 2) % read_k == 0:
+        stage_k //= 2
+    while not fits(stages, stage_k) and cut_stages and stages > 2:
+        stages -= 1
+    return stages, stage_k
+
+
 # Schedules whose staged K loop reads fragments as registers free up (`warp-prefetch-fragments`)
 # rather than the whole next K step ahead: measured at 4096^3 on an H100, f16 422 against 401,
 # bf16 407 against 397, pre-compressed sparse 469-481 against 462 (and its 4x8 tiles with K 64
 # stages no longer spill); f64 lost 12% (54 against 61: its A reads' latency exposed), s8 5%.
 INTERLEAVED_READS = {"16bit", "sparse-16bit"}
-# Large problems take a CTA twice as wide where it fits (f16 8192^3: 454 against 441 TFLOP/s).
+# Large problems take a CTA twice as wide where it fits (f16 8192^3: 454 against 441 TFLOP/s);
+# `fit_shared` cuts its stages or stage K where the target's shared memory is smaller (99 KiB).
 LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4"}
 # Small problems of these schedules take more stages (tf32 1024^3: 120 against 110 TFLOP/s, where
-# at 4096^3 4 stages lose: 199 against 207).
+# at 4096^3 4 stages lose: 199 against 207), as many as fit (`fit_shared`).
 SMALL_STAGES = {"32bit": 4}
 
 # Operand types the staged schedule takes, by element bits (`tile-plan` reads it); a

@@ -151,6 +151,11 @@ class SmTarget:
         return self.number >= code.number
 
     @property
+    def limits(self) -> Limits:
+        """This target's hardware record (`LIMITS`)."""
+        return limits(self)
+
+    @property
     def min_ptx(self) -> PtxVersion:
         """Oldest `.version` ptxas accepts with this `.target`."""
         return MIN_PTX_FOR_TARGET[self]
@@ -206,15 +211,78 @@ def all_targets() -> tuple[SmTarget, ...]:
     return ALL_TARGETS
 
 
-# Most shared memory one CTA may use (static + dynamic, after the opt-in above 48 KiB), in KiB, by
-# SM number: the CUDA C++ Programming Guide's per-compute-capability table.
-_MAX_SHARED_KIB = {75: 64, 80: 163, 86: 99, 87: 163, 88: 99, 89: 99, 90: 227, 100: 227, 101: 227,
-                   103: 227, 110: 227, 120: 99, 121: 99}  # fmt: skip
+NATIVE, EMULATED = "native", "emulated"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one target's hardware holds and runs fast: every check and default reads this.
+
+    Sizes are the CUDA C++ Programming Guide's "Technical Specifications per Compute Capability"
+    table (shared memory per CTA is the opt-in maximum, static + dynamic; from sm_80 on 1 KiB less
+    than per SM, which the driver reserves per CTA). `int4_mma` / `fp8_mma`: how ptxas 13.0 assembles
+    `mma.sync.m16n8k64.s32.s4.s4.s32` / `mma.sync.m16n8k32.f32.e4m3.e4m3.f32` for the target
+    (cuobjdump -sass): native is one IMMA.16864.S4 / QMMA.16832.E4M3; emulated is two
+    IMMA.16832.S8 and ~180 integer instructions unpacking the nibbles / twelve F2FP.F16.E4M3 and two
+    f16 HMMA.16816 (the f16 path); None: the instruction does not exist there (fp8 before sm_89).
+    `sm_count` is that of the product named in `product`, None where no product is settled."""
+
+    shared_per_cta: int  # bytes of shared memory one CTA may use
+    shared_per_sm: int  # bytes of shared memory per SM
+    int4_mma: str
+    fp8_mma: str | None
+    sm_count: int | None
+    product: str | None
+    registers_per_thread: int = 255  # 32-bit registers
+    registers_per_sm: int = 65536  # 32-bit registers; also the most one CTA may use
+    threads_per_cta: int = 1024
+
+    @property
+    def one_wave(self) -> int:
+        """CTAs that keep most of the SMs busy: 10/11 of them (an H100's 132 SMs: 120). A target
+        with no settled product takes the H100's, where the default configurations were measured."""
+        return (self.sm_count or 132) * 10 // 11
+
+    def thread_registers(self, threads: int) -> int:
+        """32-bit registers each thread of a CTA of `threads` threads may have: ptxas reads
+        `.maxntid` and keeps the CTA within the SM's register file (spilling the rest)."""
+        return min(self.registers_per_thread, self.registers_per_sm // threads)
+
+
+_N, _E = NATIVE, EMULATED
+# One row per SM number: shared memory per CTA and per SM (KiB), int4 and fp8 mma.sync, SM count
+# and the product it counts. Shared memory and threads/registers: the Programming Guide's table
+# (sm_88 is not in it: taken as sm_86/sm_89, its siblings). int4/fp8: ptxas 13.0 SASS, as above
+# (sm_75's int4 is Turing's IMMA.8832, not checked here). SM counts: NVIDIA's product pages; a
+# count marked "unsure" was not checked against a datasheet.
+_LIMITS_TABLE = (
+    (75, 64, 64, _N, None, 40, "Tesla T4"),
+    (80, 163, 164, _N, None, 108, "A100"),
+    (86, 99, 100, _N, None, 82, "GeForce RTX 3090 (A40, RTX A6000: 84; A10: 72)"),
+    (87, 163, 164, _N, None, 16, "Jetson AGX Orin 64GB (unsure)"),
+    (88, 99, 100, _N, None, None, None),
+    (89, 99, 100, _N, _N, 142, "L40S (GeForce RTX 4090: 128)"),
+    (90, 227, 228, _E, _E, 132, "H100 SXM (H100 PCIe: 114)"),
+    (100, 227, 228, _E, _E, 148, "B200"),
+    (103, 227, 228, _E, _E, None, None),  # B300: SM count not settled here
+    (110, 227, 228, _E, _E, 20, "Jetson Thor T5000 (unsure)"),
+    (120, 99, 100, _E, _N, 170, "GeForce RTX 5090"),
+    (121, 99, 100, _E, _N, 48, "DGX Spark GB10 (unsure)"),
+)  # fmt: skip
+LIMITS: dict[int, Limits] = {
+    number: Limits(cta * 1024, sm * 1024, int4, fp8, count, product)
+    for number, cta, sm, int4, fp8, count, product in _LIMITS_TABLE
+}
+
+
+def limits(target: str | SmTarget) -> Limits:
+    """The hardware record of `target` (its SM number's row: sm_90a and sm_90 share one)."""
+    t = parse_sm(target)
+    if t.number not in LIMITS:
+        raise ValueError(f"no hardware limits known for {t.name}")
+    return LIMITS[t.number]
 
 
 def max_shared_per_cta(target: str | SmTarget) -> int:
     """Bytes of shared memory one CTA may use on `target` (232448 = 227 KiB on sm_90)."""
-    t = parse_sm(target)
-    if t.number not in _MAX_SHARED_KIB:
-        raise ValueError(f"no shared-memory limit known for {t.name}")
-    return _MAX_SHARED_KIB[t.number] * 1024
+    return limits(target).shared_per_cta

@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from tilemma.compiler.core import configs
+from tilemma.compiler.core import configs, targets
 from tilemma.compiler.layouts import sparse_format
 from tilemma.compiler.layouts.mma_layouts import instruction_layouts
 from tilemma.dialects import tile, warp
@@ -27,13 +27,9 @@ from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.gemm_kernel import GemmKernel, read_kernel
 
 STAGES = (2, 3, 4, 5)
-SHARED_LIMIT = 227 * 1024  # dynamic shared memory a CTA may have (sm_90; sm_80 has 163 KiB)
-MAX_THREADS = 1024  # per CTA, every target
-MAX_REGISTERS = 255  # per thread
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 STAGE_KS = (16, 32, 64, 128, 256, 512, 1024)  # elements of K a stage may hold (1024 1-bit: 128 bytes)
 INDEX_LIMIT = 2**31  # coordinates are computed in 32 bits
-ONE_WAVE = 120  # CTAs that keep most of a 132-SM H100 busy
 # k32 steps of mmas between a pre-compressed A's metadata load and its first use: one stage of
 # one step left the load's latency exposed (ncu: long-scoreboard stalls, 1.6 a issued instruction)
 META_AHEAD_STEPS = 2
@@ -89,28 +85,38 @@ def tiling_of(variant, g: GemmKernel, s: Schedule) -> Tiling:
     return Tiling((mi, ni, ki), (rm, rn), (wm, wn), grid)
 
 
+def kernel_target(kernel: func.FuncOp) -> targets.SmTarget:
+    """The kernel's target (`warp.target`, set by tile-select-mma; sm_90, its default, without)."""
+    attr = kernel.attributes.get("warp.target")
+    return targets.parse_sm(attr.sm.data if isinstance(attr, warp.TargetAttr) else "sm_90")
+
+
 def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
-                  warps: tuple[int, int] | None, warp_tile: tuple[int, int] | None) -> Tiling:
-    """The default tiling (or the requested one), checked against the hardware's limits."""
+                  warps: tuple[int, int] | None, warp_tile: tuple[int, int] | None,
+                  target: targets.SmTarget) -> Tiling:
+    """The default tiling (or the requested one), checked against the target's limits."""
     lays = instruction_layouts(variant)
     mi, ni, ki = lays.warp_shape
     rm, rn = warp_tile or (min(2, _ceil(m, mi)), min(max(1, 32 // ni), _ceil(n, ni)))
     wm, wn = warps or (min(2, _ceil(m, rm * mi)), min(2, _ceil(n, rn * ni)))
     t = Tiling((mi, ni, ki), (rm, rn), (wm, wn), (_ceil(n, wn * rn * ni), _ceil(m, wm * rm * mi), batch))
-    if t.threads > MAX_THREADS:
+    limits = target.limits
+    if t.threads > limits.threads_per_cta:
         raise LoweringError(
             mma, f"warps {wm}x{wn} make a CTA of {t.threads} threads; a CTA holds at most "
-            f"{MAX_THREADS} (32 warps)",
+            f"{limits.threads_per_cta} ({limits.threads_per_cta // 32} warps) on {target}",
         )
     # 32-bit registers: an f64 value takes two
     regs = sum(n * lay.regs * max(1, lay.reg_bits // 32) for n, lay in ((rm * rn, lays.c), (rm, lays.a), (rn, lays.b)))
     if variant.sparse:
         regs += rm
-    if regs > MAX_REGISTERS - 40:
+    budget = limits.thread_registers(t.threads)  # .maxntid: the CTA shares the SM's file
+    if regs > budget - 40:
         raise LoweringError(
             mma, f"warp tile {rm}x{rn} holds {regs} fragment registers per thread; with the "
-            f"addressing that exceeds the {MAX_REGISTERS} registers a thread can have: use a "
-            f"smaller warp tile",
+            f"addressing that exceeds the {budget} registers a thread of a {t.threads}-thread CTA "
+            f"can have on {target} ({limits.registers_per_thread} a thread, "
+            f"{limits.registers_per_sm} an SM): use a smaller warp tile or fewer warps",
         )
     for axis, (g, limit) in enumerate(zip(t.grid, GRID_LIMITS)):
         if g > limit:
@@ -219,6 +225,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     not forced), or a LoweringError at its mma saying which limit a configuration breaks."""
     mma = g.mma
     variant = mma.variant.variant  # type: ignore[union-attr]
+    target = kernel_target(kernel)
     if g.a_meta is not None:
         if variant.shape != sparse_format.SHAPE or variant.atype not in tile.PRE_COMPRESSED:
             raise LoweringError(
@@ -241,7 +248,8 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
     schedule = default_schedule(g, variant)
-    default = configs.DEFAULTS[schedule]
+    default = configs.default(target, schedule)
+    fit = dict(cut_stages=stages < 0, cut_k=not stage_k)  # defaults, cut to fit the target below
     size_class = configs.size_class(g.m, g.n, g.k, g.batch)
     if stages < 0:
         stages = (configs.SMALL_STAGES.get(schedule) if size_class == "small" else None) or default.stages
@@ -264,22 +272,26 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                     break
         wm, wn = warps or (2, 2)
         # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
-        # about one wave of an H100's 132 SMs).
-        while rm > 2 and _ceil(g.m, wm * rm * 16) * _ceil(g.n, wn * rn * 8) * g.batch < ONE_WAVE:
+        # about one wave of the target's SMs).
+        while rm > 2 and _ceil(g.m, wm * rm * 16) * _ceil(g.n, wn * rn * 8) * g.batch < target.limits.one_wave:
             rm //= 2
         warp_tile = (rm, rn)
-    t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile)
+    t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target)
     if not stages:
         return Schedule(t.warps, t.warp_tile)
     if t.grid[0] * t.grid[1] > GRID_LIMITS[0]:
         raise LoweringError(mma, f"{t.grid[0] * t.grid[1]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
     bm, bn = t.cta_tile
     a_bits = g.a.bits // 2 if g.a_meta is not None else g.a.bits  # compressed: K/2 values
+    limit = target.limits.shared_per_cta
+    stages, stage_k = configs.fit_shared(stages, stage_k, bm * a_bits + bn * g.b.bits, limit, schedule,
+                                         read_k=read_k, **fit)
     need = stages * stage_k * (bm * a_bits + bn * g.b.bits) // 8
-    if need > SHARED_LIMIT:
+    if need > limit:
         raise LoweringError(
             mma, f"{stages} stages of K {stage_k} with a {bm}x{bn} CTA tile need "
-            f"{need} bytes of shared memory; a CTA has at most {SHARED_LIMIT}: use fewer stages or a smaller stage-k",
+            f"{need} bytes of shared memory; a CTA has at most {limit} on {target} "
+            f"({limit // 1024} KiB): use fewer stages or a smaller stage-k",
         )
     interleave = schedule in configs.INTERLEAVED_READS and not widen
     meta_ahead = _ceil(META_AHEAD_STEPS, stage_k // t.instr[2]) if g.a_meta is not None else 0
@@ -294,7 +306,8 @@ class TilePlan(ModulePass):
     `stages` (the ring of shared-memory stages of the staged schedule, 2..5; 0: fragments straight
     from global memory; -1, the default: staged where it applies, see `stageable`) and `stage-k`
     (K of one stage; 0, the default: 128 bytes of K). When none of warps, warp-tile and stages is given, a
-    configuration in the tuning cache `tune-cache` (JSON, `compiler/core/configs.py`) wins."""
+    configuration in the tuning cache `tune-cache` (JSON, `compiler/core/configs.py`) wins. Defaults are
+    the kernel's target's (`configs.default`), their stages and stage K cut to fit its shared memory."""
 
     name = "tile-plan"
 

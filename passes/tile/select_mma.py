@@ -1,8 +1,8 @@
 """`tile-select-mma`: picks the `mma.sync` variant that implements each tile.matmul / tile.mma.
 
 Choices come from the ISA table (`tilemma.compiler.core.isa`) filtered by what the target and PTX
-version accept, then by what is fast there (`SLOW_PATHS`, measured), and among exact choices the
-largest instruction wins (fewest instructions per tile). Anything that changes numerics is only
+version accept, then by what is fast there (`SLOW_PATHS`, from the target's record), and among
+exact choices the largest instruction wins (fewest instructions per tile). Anything that changes numerics is only
 done when asked: f32 operands go to tf32 units only with `f32-precision=tf32`, f16 accumulation
 only when the IR's accumulator is f16. `tile.matmul` becomes `tile.mma` with a zero accumulator.
 """
@@ -28,20 +28,24 @@ from tilemma.passes.tile.gemm_kernel import PTX_TYPE
 
 @dataclass(frozen=True)
 class SlowPath:
-    """An instruction family that is legal on some targets but slow there, and the exact detour."""
+    """An instruction family that is legal on some targets but emulated there (the target
+    record's `feature` is `targets.EMULATED`), and the exact detour."""
 
-    targets: tuple[int, ...]
+    feature: str  # the `targets.Limits` field that says native or emulated
     types: tuple[str, ...]  # operand element types (MLIR names) it concerns
     widen_to: dict[str, str]  # exact widening that reaches a fast family
     why: str
 
+    def applies(self, target: targets.SmTarget) -> bool:
+        return getattr(target.limits, self.feature) == targets.EMULATED
+
 
 SLOW_PATHS = (
     SlowPath(
-        targets=(90,),
+        feature="int4_mma",
         types=tuple(tile.INT4_WIDENED),
         widen_to=tile.INT4_WIDENED,
-        why="int4 mma is emulated on sm_90 (measured 28x slower than int8 mma)",
+        why="int4 mma is emulated from sm_90 on (measured on sm_90: 28x slower than int8 mma)",
     ),
 )
 
@@ -159,7 +163,7 @@ class SelectMma(ModulePass):
         for slow in SLOW_PATHS:
             if (
                 not sparse  # widening would change the sparsity pattern (4:8 pairs vs 2:4)
-                and target.number in slow.targets
+                and slow.applies(target)
                 and a in slow.types
                 and not self.allow_slow
                 and not _hint_needs(hinted, a)
