@@ -64,6 +64,7 @@ from tilemma.dialects.attributes import (
     element_name,
 )
 from tilemma.dialects.element_tables import INT4_WIDENED, PRE_COMPRESSED
+from tilemma.dialects.schedule import ScheduleAttr
 
 # The swizzle of `SwizzleAttr`, read by callers as warp.X too.
 from tilemma.dialects.attributes import swizzle_granule, swizzle_mult, swizzle_phases  # noqa: F401
@@ -739,8 +740,6 @@ LDMATRIX_SPARSE_SHAPES = {(16, 8, 32): 16}
 def _element_bits(t: Attribute) -> int:
     return element_bits(element_name(t))
 
-
-from tilemma.dialects.schedule import ScheduleAttr  # noqa: E402 - the schedule attribute reads VariantAttr
 
 Warp = Dialect(
     "warp",
