@@ -215,8 +215,8 @@ class VariantAttr(ParametrizedAttribute):
     @property
     def variant(self) -> MmaVariant:
         m, n, k = self.shape.get_values()
-        d, a, b, c = (t.data for t in self.types.data)  # type: ignore[union-attr]
-        q = self.quals.data  # type: ignore[union-attr]
+        d, a, b, c = (t.data for t in self.types.data)
+        q = self.quals.data
         fields: dict = {f: f in q for f in _FLAGS}
         fields.update({f: q[f].data for f in _VALUED if f in q})
         return MmaVariant(m, n, k, d, a, b, c, **fields)

@@ -359,7 +359,7 @@ class LoadOp(IRDLOperation):
         )
 
     def offset_values(self) -> tuple[int, ...]:
-        return tuple(self.offsets.get_values())  # type: ignore[arg-type]
+        return tuple(self.offsets.get_values())
 
     def verify_(self) -> None:
         ref = self.source.type
@@ -409,7 +409,7 @@ class StoreOp(IRDLOperation):
         )
 
     def offset_values(self) -> tuple[int, ...]:
-        return tuple(self.offsets.get_values())  # type: ignore[arg-type]
+        return tuple(self.offsets.get_values())
 
     def verify_(self) -> None:
         ref = self.dest.type

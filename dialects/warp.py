@@ -162,7 +162,7 @@ class _WindowOp(IRDLOperation):
     pass guarantees), so neighbouring values of a lane can move as one vector access."""
 
     def in_bounds_values(self) -> tuple[bool, bool]:
-        flags = self.in_bounds  # type: ignore[attr-defined]
+        flags = self.in_bounds
         return (False, False) if flags is None else tuple(bool(x) for x in flags.get_values())  # type: ignore[return-value]
 
     def window_values(self) -> tuple[int, ...]:
@@ -188,7 +188,7 @@ class _WindowOp(IRDLOperation):
 
     def set_in_bounds(self, rows: bool, cols: bool) -> None:
         if rows or cols:
-            self.in_bounds = _ints([int(rows), int(cols)])  # type: ignore[attr-defined]
+            self.in_bounds = _ints([int(rows), int(cols)])
 
     def col_align_value(self) -> int:
         align = getattr(self, "col_align", None)
@@ -280,7 +280,7 @@ class ConstantOp(IRDLOperation):
         super().__init__(properties={"value": value}, result_types=[result])
 
     def scalar(self) -> int | float:
-        return self.value.value.data  # type: ignore[union-attr]
+        return self.value.value.data
 
     def verify_(self) -> None:
         if _frag(self.result, "warp.constant").role != Operand.ACC:
@@ -424,7 +424,7 @@ class SplitTf32Op(IRDLOperation):
 
     def verify_(self) -> None:
         src = _frag(self.source, "warp.split_tf32 source")
-        if element_name(src.element) != "f32" or element_name(self.hi.type.element) != "tf32":  # type: ignore[union-attr]
+        if element_name(src.element) != "f32" or element_name(self.hi.type.element) != "tf32":
             raise VerifyException("warp.split_tf32: splits an f32 fragment into tf32 fragments")
 
 
@@ -528,9 +528,9 @@ def is_shared(t: Attribute) -> bool:
 
 
 def _shared_stage(ref: Attribute, what: str) -> MemRefType:
-    if not is_shared(ref) or len(ref.get_shape()) != 3:  # type: ignore[union-attr]
+    if not isinstance(ref, MemRefType) or not is_shared(ref) or len(ref.get_shape()) != 3:
         raise VerifyException(f"{what} must be a 3-d shared memref (stages x rows x cols, memory space {SHARED})")
-    return ref  # type: ignore[return-value]
+    return ref
 
 
 @irdl_op_definition
@@ -636,11 +636,11 @@ class _StageReadOp(IRDLOperation):
     def verify_stage_read(self, frag_value: SSAValue) -> FragType:
         """The checks both ops make: the buffer, the indices, and its element against the
         fragment's (an f32 buffer only with a tf32 rounding). Returns the fragment type."""
-        _shared_stage(self.ref.type, f"{self.name} source")
+        ref = _shared_stage(self.ref.type, f"{self.name} source")
         if len(self.indices) != 3 or len(self.offset_values()) != 2:
             raise VerifyException(f"{self.name}: expected three indices (stage, row, col) and two offsets (row, col)")
         frag = _frag(frag_value, f"{self.name} result")
-        stored = element_name(self.ref.type.element_type)  # type: ignore[union-attr]
+        stored = element_name(ref.element_type)
         element = element_name(frag.element)
         if self.rounding is not None:
             if not isinstance(self.rounding, RoundingAttr) or (stored, element) != ("f32", "tf32"):

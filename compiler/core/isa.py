@@ -61,7 +61,6 @@ from tilemma.compiler.core.isa_rows import (
     SHAPES,
     SPARSE_FORMS,
     STYPES,
-    Row,
     shape_mnk,
 )
 from tilemma.compiler.core.targets import (
@@ -316,8 +315,8 @@ class _Requirements:
     notes: tuple[str, ...]
 
 
-def _variants(row: Row):
-    """The variants of one syntax line: the product of its qualifier sets."""
+def _variants(row):
+    """The variants of one syntax line (an `isa_rows.Row`): the product of its qualifier sets."""
     for form, shape, at, bt, (dt, ct), (al, bl), kind, (bs, sv, st), sat, bop, rnd in (
         itertools.product(
             row.forms, row.shapes, row.atypes, row.btypes, row.cd, row.layouts,
