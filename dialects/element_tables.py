@@ -4,13 +4,14 @@ finite ranges of the float types, the conversions the lowering can do, and the t
 special treatment (pre-compressed sparse A, the widened 4-bit integers).
 
 Plain tables keyed by MLIR element names (`f16`, `si8`, `f8E4M3FN`, `ue4m3`, ...), with no IR in
-them, kept together in one module: the dialects (`tile`, `warp`, `attributes`), the passes and
-the driver read them from here.
+them, kept together in one module: the dialects (`tile`, `warp`, `attributes`) read them from
+here, the passes and the driver mostly as `tile.X`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 
 @dataclass(frozen=True)
 class ElementClass:

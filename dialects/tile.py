@@ -79,6 +79,7 @@ from tilemma.dialects.element_tables import (  # noqa: F401
     SCALE_ELEMENTS,
 )
 
+
 def _tile(value: SSAValue, what: str, sparse_ok: bool = False) -> TileLike:
     if not isinstance(value.type, TileLike):
         raise VerifyException(f"{what} must be a !tile.tile, got {value.type}")

@@ -115,7 +115,6 @@ class LowerStore(RewritePattern):
         _finish(op, rewriter, e)
 
 
-
 @dataclass
 class LowerScale(RewritePattern):
     """`warp.load_scale`: byte j of the lane's register = the scale of K block j of the

@@ -235,7 +235,6 @@ def _bank_name(register: str) -> str:
     raise AssertionError(register)
 
 
-
 @dataclass
 class LowerReturn(RewritePattern):
     """A kernel's `func.return`: `ret`."""

@@ -124,7 +124,6 @@ def _finish(op: Operation, rewriter: PatternRewriter, e: fio.Emitter, results: l
     rewriter.replace(op, new, [n.result for n in new])
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Fragment types: layout, PTX type, register bank and count.
 # ---------------------------------------------------------------------------------------------
