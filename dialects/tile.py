@@ -94,6 +94,8 @@ def _tile(value: SSAValue, what: str, sparse_ok: bool = False) -> TileLike:
 # ---------------------------------------------------------------------------------------------
 # Operations.
 # ---------------------------------------------------------------------------------------------
+
+
 def _verify_popc(op: IRDLOperation, lhs: TileType) -> None:
     popc = op.properties.get("popc")
     if lhs.element == "i1":
