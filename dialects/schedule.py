@@ -28,7 +28,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from tilemma.compiler.core.isa import MmaVariant
-from tilemma.dialects.warp import VariantAttr
+from tilemma.dialects.attributes import VariantAttr
 
 READS = ("ahead", "interleaved")
 

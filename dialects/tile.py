@@ -7,45 +7,31 @@ The verifiers enforce every rule of the CUDA Tile `matmul_compatible`/`mma_compa
 (`shared/ptx-isa/003_*.txt`), each error naming the rule it enforces, plus the few extensions the
 PTX ISA needs beyond them (4-bit integers, single-bit popc, fp6/fp4 for `.kind::f8f6f4`), each
 marked as such.
+
+This module holds the ops and the dialect. The tile types and the rules are in `tile_types`, the
+element tables in `element_tables`, and what `tile` shares with `warp` (the element types, the
+popc and rounding attributes, `#warp.variant`) in `attributes`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
-    ArrayAttr,
-    BFloat16Type,
     DenseArrayBase,
-    Float4E2M1FNType,
-    Float6E2M3FNType,
-    Float6E3M2FNType,
-    Float8E4M3FNType,
-    Float8E5M2Type,
-    Float8E8M0FNUType,
-    Float16Type,
-    Float32Type,
     Float64Type,
     FloatAttr,
-    FloatTF32Type,
-    IntAttr,
     IntegerAttr,
     IntegerType,
     MemRefType,
-    Signedness,
     StringAttr,
     UnitAttr,
     i64,
 )
-from enum import auto
-
-from xdsl.dialects.utils import EnumAttribute
-from xdsl.ir import Attribute, Dialect, ParametrizedAttribute, SpacedOpaqueSyntaxAttribute, SSAValue, TypeAttribute
+from xdsl.ir import Attribute, Dialect, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
-    irdl_attr_definition,
     irdl_op_definition,
     operand_def,
     opt_prop_def,
@@ -53,365 +39,45 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
-from xdsl.parser import AttrParser, Parser
+from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
-from xdsl.utils.str_enum import StrEnum
 
-from tilemma.dialects.warp import VariantAttr
+from tilemma.compiler.core.memref_layout import row_major, strided_layout
+from tilemma.compiler.layouts import sparse_format as fmt
 
+from tilemma.dialects.attributes import (
+    ROUNDING_MODES,
+    Popc,
+    PopcAttr,
+    Rounding,
+    RoundingAttr,
+    UE4M3Type,
+    VariantAttr,
+    element_name,
+)
+from tilemma.dialects.element_tables import CAST_RULES, NO_STORAGE, PRE_COMPRESSED
+from tilemma.dialects.tile_types import (
+    SparseTileType,
+    TileLike,
+    TileType,
+    check_mma,
+    constant_problem,
+    matmul_result,
+    shape_str,
+)
 
-@irdl_attr_definition
-class UE4M3Type(ParametrizedAttribute, TypeAttribute):
-    """Unsigned e4m3 (the `.ue4m3` block-scale type of `.kind::mxf4nvf4`); MLIR has no builtin."""
-
-    name = "tile.ue4m3"
-
-
-# ---------------------------------------------------------------------------------------------
-# Element types and the cuda::tiles type rules, as data.
-# ---------------------------------------------------------------------------------------------
-
-
-def element_name(t: Attribute) -> str:
-    """The MLIR spelling of an element type (`f16`, `si8`, `i1`, `f8E4M3FN`, `ue4m3`, ...)."""
-    if isinstance(t, IntegerType):
-        prefix = {Signedness.SIGNED: "si", Signedness.UNSIGNED: "ui"}.get(
-            t.signedness.data, "i"
-        )
-        return f"{prefix}{t.width.data}"
-    if isinstance(t, UE4M3Type):
-        return "ue4m3"
-    return str(t)
-
-
-@dataclass(frozen=True)
-class ElementClass:
-    """A row of the cuda::tiles tables: operand types that may meet, and what they produce.
-
-    `matmul_result` is None where `matmul` is not defined (it is then reachable through `mma`
-    only); `extension` says why a row goes beyond the CUDA Tile text (None for rows of the text).
-    """
-
-    name: str
-    kind: str  # "int" or "float" (rule 1 compares bit width for int, conversion rank for float)
-    matmul_result: str | None
-    accumulators: tuple[str, ...]
-    extension: str | None = None
-
-
-ELEMENT_CLASSES: dict[str, ElementClass] = {
-    c.name: c
-    for c in (
-        ElementClass("8-bit integer", "int", "si32", ("si32",)),
-        ElementClass(
-            "4-bit integer", "int", None, ("si32",), "PTX mma .s4/.u4 (not in cuda::tiles)"
-        ),
-        ElementClass(
-            "single bit", "int", None, ("si32",), "PTX mma .b1 with xor/and popc (not in cuda::tiles)"
-        ),
-        ElementClass("fp8/fp6/fp4", "float", "f16", ("f16", "f32")),
-        ElementClass("f16", "float", "f16", ("f16", "f32")),
-        ElementClass("bf16", "float", "f32", ("f32",)),
-        ElementClass("tf32", "float", "f32", ("f32",)),
-        ElementClass("f32", "float", "f32", ("f32",)),
-        ElementClass("f64", "float", "f64", ("f64",)),
-    )
-}
-
-# Element type -> its row. fp6/fp4 share the fp8 row: PTX `.kind::f8f6f4` mixes them freely
-# (an extension of the text, which names only e4m3 and e5m2 there).
-OPERAND_ELEMENTS: dict[str, str] = {
-    "si8": "8-bit integer",
-    "ui8": "8-bit integer",
-    "si4": "4-bit integer",
-    "ui4": "4-bit integer",
-    "i1": "single bit",
-    "f8E4M3FN": "fp8/fp6/fp4",
-    "f8E5M2": "fp8/fp6/fp4",
-    "f6E3M2FN": "fp8/fp6/fp4",
-    "f6E2M3FN": "fp8/fp6/fp4",
-    "f4E2M1FN": "fp8/fp6/fp4",
-    "f16": "f16",
-    "bf16": "bf16",
-    "tf32": "tf32",
-    "f32": "f32",
-    "f64": "f64",
-}
-
-SCALE_ELEMENTS = ("f8E8M0FNU", "ue4m3")
-# Element types of fewer than 8 bits that do not divide a byte are stored one per byte.
-BYTE_PER_ELEMENT = ("f6E3M2FN", "f6E2M3FN")
-ACCUMULATOR_ELEMENTS = ("si32", "f16", "f32", "f64")
-TILE_ELEMENTS = tuple(OPERAND_ELEMENTS) + SCALE_ELEMENTS + ("si32",)
-# Types with no storage format of their own: kept in memory as another type.
-NO_STORAGE = {"tf32": "f32"}
-
-_ELEMENT_TYPES: dict[str, Attribute] = {
-    "f16": Float16Type(),
-    "bf16": BFloat16Type(),
-    "tf32": FloatTF32Type(),
-    "f32": Float32Type(),
-    "f64": Float64Type(),
-    "si8": IntegerType(8, Signedness.SIGNED),
-    "ui8": IntegerType(8, Signedness.UNSIGNED),
-    "si4": IntegerType(4, Signedness.SIGNED),
-    "ui4": IntegerType(4, Signedness.UNSIGNED),
-    "i1": IntegerType(1),
-    "si32": IntegerType(32, Signedness.SIGNED),
-    "f8E4M3FN": Float8E4M3FNType(),
-    "f8E5M2": Float8E5M2Type(),
-    "f6E3M2FN": Float6E3M2FNType(),
-    "f6E2M3FN": Float6E2M3FNType(),
-    "f4E2M1FN": Float4E2M1FNType(),
-    "f8E8M0FNU": Float8E8M0FNUType(),
-    "ue4m3": UE4M3Type(),
-}
-
-
-# PTX spellings accepted wherever a user names an element type.
-ELEMENT_ALIASES = {
-    "e4m3": "f8E4M3FN",
-    "e5m2": "f8E5M2",
-    "e3m2": "f6E3M2FN",
-    "e2m3": "f6E2M3FN",
-    "e2m1": "f4E2M1FN",
-    "ue8m0": "f8E8M0FNU",
-    "s8": "si8",
-    "u8": "ui8",
-    "s4": "si4",
-    "u4": "ui4",
-    "b1": "i1",
-    "s32": "si32",
-}
-
-
-def canonical_element(name: str) -> str:
-    """The MLIR name of an element type given by its MLIR or PTX spelling."""
-    name = ELEMENT_ALIASES.get(name, name)
-    if name not in _ELEMENT_TYPES:
-        raise ValueError(
-            f"unknown element type '{name}'; known: {', '.join(_ELEMENT_TYPES)} "
-            f"(PTX spellings {', '.join(ELEMENT_ALIASES)} also work)"
-        )
-    return name
-
-
-def element_type(name: str) -> Attribute:
-    """The attribute for an element type named as in MLIR or PTX (see `TILE_ELEMENTS`)."""
-    return _ELEMENT_TYPES[canonical_element(name)]
-
-
-def element_bits(name: str) -> int:
-    """Storage bits of one element (tf32 travels as 32 bits)."""
-    t = _ELEMENT_TYPES[name]
-    if isinstance(t, IntegerType):
-        return t.width.data
-    if isinstance(t, UE4M3Type):
-        return 8
-    if isinstance(t, FloatTF32Type):
-        return 32
-    return t.bitwidth  # type: ignore[attr-defined]
-
-
-# (lowest, highest) finite value of each float element type; unsigned types hold no negatives and
-# e8m0 holds only powers of two (no zero).
-FLOAT_LIMITS: dict[str, tuple[float, float]] = {
-    "f16": (-(2 - 2.0**-10) * 2.0**15, (2 - 2.0**-10) * 2.0**15),
-    "bf16": (-(2 - 2.0**-7) * 2.0**127, (2 - 2.0**-7) * 2.0**127),
-    "tf32": (-(2 - 2.0**-10) * 2.0**127, (2 - 2.0**-10) * 2.0**127),
-    "f32": (-(2 - 2.0**-23) * 2.0**127, (2 - 2.0**-23) * 2.0**127),
-    "f64": (-(2 - 2.0**-52) * 2.0**1023, (2 - 2.0**-52) * 2.0**1023),
-    "f8E4M3FN": (-448.0, 448.0),
-    "f8E5M2": (-57344.0, 57344.0),
-    "f6E3M2FN": (-28.0, 28.0),
-    "f6E2M3FN": (-7.5, 7.5),
-    "f4E2M1FN": (-6.0, 6.0),
-    "f8E8M0FNU": (2.0**-127, 2.0**127),
-    "ue4m3": (0.0, 448.0),
-}
-
-
-def element_range(name: str) -> tuple[int | float, int | float]:
-    """(lowest, highest) finite value of an element type. Signless integers (i1) take either
-    reading, as MLIR's integer attributes do: -2**(w-1) .. 2**w - 1."""
-    t = _ELEMENT_TYPES[name]
-    if not isinstance(t, IntegerType):
-        return FLOAT_LIMITS[name]
-    w, sign = t.width.data, t.signedness.data
-    low = 0 if sign == Signedness.UNSIGNED else -(2 ** (w - 1))
-    return low, 2 ** (w - 1) - 1 if sign == Signedness.SIGNED else 2**w - 1
-
-
-def constant_problem(value: int | float, element: str) -> str | None:
-    """Why `value` cannot be a constant of `element` (None if it can): it must lie in the type's
-    finite range, or the lowering would wrap or overflow it silently."""
-    low, high = element_range(element)
-    if low <= value <= high or value != value or abs(value) == float("inf"):
-        return None
-    return f"tile.constant: {value!r} is out of range for {element} (range {low!r} to {high!r})"
-
-
-# ---------------------------------------------------------------------------------------------
-# The tile type.
-# ---------------------------------------------------------------------------------------------
-
-
-class TileLike(ParametrizedAttribute, TypeAttribute):
-    """What every tile type has: a static shape (rank 2 or 3) and an element type (each
-    definition below declares the two parameters again: IRDL reads a class's own fields)."""
-
-    def __init__(self, shape: Sequence[int], element_type: Attribute):
-        super().__init__(ArrayAttr(IntAttr(d) for d in shape), element_type)
-
-    def get_shape(self) -> tuple[int, ...]:
-        return tuple(d.data for d in self.shape.data)
-
-    @property
-    def element(self) -> str:
-        return element_name(self.element_type)
-
-    @classmethod
-    def problem(cls, shape: Sequence[int], element: str) -> str | None:
-        """Why a type of this kind with `shape` and `element` is invalid (None if it is valid)."""
-        return tile_type_problem(shape, element)
-
-    def verify(self) -> None:
-        problem = self.problem(self.get_shape(), self.element)
-        if problem:
-            raise VerifyException(problem)
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            for d in self.get_shape():
-                printer.print_string(f"{d}x")
-            printer.print_attribute(self.element_type)
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        start = parser.pos
-        with parser.in_angle_brackets():
-            dims, elem = parser.parse_ranked_shape()
-        # Report bad shapes/elements here, where the source position is still known.
-        problem = cls.problem(dims, element_name(elem))
-        if problem:
-            parser.raise_error(problem, start, start + 1)
-        return (ArrayAttr(IntAttr(d) for d in dims), elem)
-
-
-@irdl_attr_definition
-class TileType(TileLike):
-    """A statically shaped tile value: `!tile.tile<64x32xf16>` (rank 2) or `<3x64x32xf16>`."""
-
-    name = "tile.tile"
-    shape: ArrayAttr[IntAttr]
-    element_type: Attribute
-
-
-def tile_type_problem(shape: Sequence[int], element: str) -> str | None:
-    """Why a tile type is invalid (None if it is valid)."""
-    if len(shape) not in (2, 3):
-        return (
-            f"tile rank must be 2 or 3 (cuda::tiles matmul/mma operate on rank 2 tiles "
-            f"or rank 3 batches), got rank {len(shape)} in {_shape_str(shape)}"
-        )
-    if any(d <= 0 for d in shape):
-        return f"tile dimensions must be positive, got {_shape_str(shape)}"
-    if element not in TILE_ELEMENTS:
-        return (
-            f"element type {element} is not a tile element type; "
-            f"allowed: {', '.join(TILE_ELEMENTS)}"
-        )
-    return None
-
-
-def _shape_str(shape: Sequence[int]) -> str:
-    return "x".join(str(d) for d in shape) or "scalar"
-
-
-# Structured sparsity of a compressed left operand, by element type (PTX mma.sp): two of every
-# four elements; one of two for tf32; two of four aligned pairs ("4:8") for 4-bit integers.
-SPARSE_PATTERNS = {
-    "f16": "2:4",
-    "bf16": "2:4",
-    "tf32": "1:2",
-    "si8": "2:4",
-    "ui8": "2:4",
-    "f8E4M3FN": "2:4",
-    "f8E5M2": "2:4",
-    "f6E3M2FN": "2:4",
-    "f6E2M3FN": "2:4",
-    "f4E2M1FN": "2:4",
-    "si4": "4:8",
-    "ui4": "4:8",
-}
-# Patterns a type may have besides its default: packed e2m1 (the sparse mxf4 / mxf4nvf4 kinds)
-# is sparse in aligned pairs like the 4-bit integers.
-OTHER_SPARSE_PATTERNS = {"f4E2M1FN": ("4:8",)}
-
-
-@irdl_attr_definition
-class SparseTileType(TileLike):
-    """A tile known to be structured sparse (`SPARSE_PATTERNS`), held compressed: the kept
-    values and their positions. `!tile.sparse<16x32xf16>` is a 16x32 tile of which 16x16 values
-    are stored. It is made by `tile.compress` and only consumed as the left operand of
-    `tile.mma`/`tile.matmul` (PTX mma.sp)."""
-
-    name = "tile.sparse"
-    shape: ArrayAttr[IntAttr]
-    element_type: Attribute
-    sparsity: StringAttr
-
-    def __init__(self, shape: Sequence[int], element_type: Attribute, pattern: str | None = None):
-        pattern = pattern or SPARSE_PATTERNS.get(element_name(element_type), "2:4")
-        ParametrizedAttribute.__init__(
-            self, ArrayAttr(IntAttr(d) for d in shape), element_type, StringAttr(pattern)
-        )
-
-    @property
-    def pattern(self) -> str:
-        return self.sparsity.data
-
-    @classmethod
-    def problem(cls, shape: Sequence[int], element: str, pattern: str | None = None) -> str | None:
-        if element not in SPARSE_PATTERNS:
-            return (
-                f"{element} has no structured-sparse mma (mma.sp); sparse element types: "
-                f"{', '.join(SPARSE_PATTERNS)}"
-            )
-        allowed = (SPARSE_PATTERNS[element], *OTHER_SPARSE_PATTERNS.get(element, ()))
-        if pattern is not None and pattern not in allowed:
-            return (
-                f"{element} tiles can be {' or '.join(allowed)} sparse (the patterns of mma.sp), "
-                f"not {pattern}"
-            )
-        return tile_type_problem(shape, element)
-
-    def verify(self) -> None:
-        problem = self.problem(self.get_shape(), self.element, self.pattern)
-        if problem:
-            raise VerifyException(problem)
-
-    def print_parameters(self, printer: Printer) -> None:
-        with printer.in_angle_brackets():
-            for d in self.get_shape():
-                printer.print_string(f"{d}x")
-            printer.print_attribute(self.element_type)
-            if self.pattern != SPARSE_PATTERNS.get(self.element):
-                printer.print_string(f', "{self.pattern}"')
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        start = parser.pos
-        with parser.in_angle_brackets():
-            dims, elem = parser.parse_ranked_shape()
-            pattern = parser.parse_str_literal() if parser.parse_optional_punctuation(",") else None
-        problem = cls.problem(dims, element_name(elem), pattern)
-        if problem:
-            parser.raise_error(problem, start, start + 1)
-        pattern = pattern or SPARSE_PATTERNS[element_name(elem)]
-        return (ArrayAttr(IntAttr(d) for d in dims), elem, StringAttr(pattern))
+# Defined with the element vocabulary, read by callers as tile.X too.
+from tilemma.dialects.attributes import canonical_element, element_bits, element_type  # noqa: F401
+from tilemma.dialects.element_tables import (  # noqa: F401
+    BYTE_PER_ELEMENT,
+    ELEMENT_CLASSES,
+    FLOAT_LIMITS,
+    INT4_WIDENED,
+    OPERAND_ELEMENTS,
+    SCALE_ELEMENTS,
+)
 
 
 def _tile(value: SSAValue, what: str, sparse_ok: bool = False) -> TileLike:
@@ -426,125 +92,8 @@ def _tile(value: SSAValue, what: str, sparse_ok: bool = False) -> TileLike:
 
 
 # ---------------------------------------------------------------------------------------------
-# The cuda::tiles rules, one function each, used by the verifiers and by the CLI generators.
-# ---------------------------------------------------------------------------------------------
-
-
-def operand_class(lhs: str, rhs: str, op: str) -> ElementClass:
-    """Rules 1 of matmul_compatible/mma_compatible: which element types may meet."""
-    for side, name in (("left", lhs), ("right", rhs)):
-        if name not in OPERAND_ELEMENTS:
-            why = (
-                "it is a block-scale type"
-                if name in SCALE_ELEMENTS
-                else "it is not a matmul operand type"
-            )
-            raise VerifyException(
-                f"{op}: {side} operand element type {name} cannot be multiplied ({why}); "
-                f"operand types: {', '.join(OPERAND_ELEMENTS)}"
-            )
-    lc, rc = ELEMENT_CLASSES[OPERAND_ELEMENTS[lhs]], ELEMENT_CLASSES[OPERAND_ELEMENTS[rhs]]
-    if lc.kind != rc.kind:
-        raise VerifyException(
-            f"{op}: operand element types {lhs} and {rhs} may not meet "
-            f"(rule 1: both integral or both floating point)"
-        )
-    if lc is not rc:
-        what = "integral scalars of the same bit width" if lc.kind == "int" else (
-            "floating point scalars of the same conversion rank"
-        )
-        raise VerifyException(
-            f"{op}: operand element types {lhs} and {rhs} may not meet "
-            f"(rule 1: operands must be {what})"
-        )
-    return lc
-
-
-def batch_dims(lhs: Sequence[int], rhs: Sequence[int], op: str) -> tuple[int | None, int, int, int]:
-    """Rules 2-4 of the concepts: ranks, N x K times K x M, batch broadcast. -> (batch, N, K, M)."""
-    if len(lhs) != len(rhs):
-        raise VerifyException(
-            f"{op}: operands must have the same rank (rule: same rank, 2 or 3), got "
-            f"{_shape_str(lhs)} and {_shape_str(rhs)}"
-        )
-    n, k = lhs[-2], lhs[-1]
-    k2, m = rhs[-2], rhs[-1]
-    if k != k2:
-        raise VerifyException(
-            f"{op}: contraction dimensions differ: left is {_shape_str(lhs)} (N x K with K={k}), "
-            f"right is {_shape_str(rhs)} (K x M with K={k2}) (rule: N x K times K x M)"
-        )
-    if len(lhs) == 2:
-        return None, n, k, m
-    a, b = lhs[0], rhs[0]
-    if a != b and a != 1 and b != 1:
-        raise VerifyException(
-            f"{op}: batch sizes {a} and {b} differ and neither is 1 "
-            f"(rule: A = B, or one of them is 1 and broadcasts)"
-        )
-    return max(a, b), n, k, m
-
-
-def matmul_result(lhs: TileType, rhs: TileType) -> TileType:
-    """`matmul_result_t`: the result tile type of `tile.matmul` (raises VerifyException)."""
-    cls = operand_class(lhs.element, rhs.element, "tile.matmul")
-    if cls.matmul_result is None:
-        raise VerifyException(
-            f"tile.matmul: {lhs.element} operands have no matmul result type (rule 1 of "
-            f"matmul_compatible: integral operands must be 8 bits wide); use tile.mma with an "
-            f"{' or '.join(cls.accumulators)} accumulator"
-        )
-    batch, n, _, m = batch_dims(lhs.get_shape(), rhs.get_shape(), "tile.matmul")
-    shape = (n, m) if batch is None else (batch, n, m)
-    return TileType(shape, element_type(cls.matmul_result))
-
-
-def check_mma(lhs: TileType, rhs: TileType, acc: TileType) -> None:
-    """`mma_compatible`: the accumulator table (rule 2) and shapes with broadcast (rules 3-5)."""
-    cls = operand_class(lhs.element, rhs.element, "tile.mma")
-    if acc.element not in cls.accumulators:
-        raise VerifyException(
-            f"tile.mma: accumulator element type {acc.element} is not allowed for "
-            f"{lhs.element} x {rhs.element} operands (rule 2: {cls.name} operands accumulate "
-            f"into {' or '.join(cls.accumulators)})"
-        )
-    ls, rs, cs = lhs.get_shape(), rhs.get_shape(), acc.get_shape()
-    if len(cs) != len(ls):
-        raise VerifyException(
-            f"tile.mma: accumulator rank differs from the operands' (rule 3: same rank), got "
-            f"{_shape_str(ls)}, {_shape_str(rs)} and {_shape_str(cs)}"
-        )
-    _, n, _, m = batch_dims(ls, rs, "tile.mma")
-    if tuple(cs[-2:]) != (n, m):
-        raise VerifyException(
-            f"tile.mma: accumulator shape {_shape_str(cs)} does not match N x M = {n}x{m} of "
-            f"{_shape_str(ls)} times {_shape_str(rs)} (rule 4: N x K, K x M, N x M)"
-        )
-    if len(cs) == 3:
-        for side, b in (("left", ls[0]), ("right", rs[0])):
-            if b not in (cs[0], 1):
-                raise VerifyException(
-                    f"tile.mma: {side} batch {b} must equal the accumulator batch {cs[0]} or "
-                    f"be 1 (rule 5: broadcast of a batch of 1)"
-                )
-
-
-# ---------------------------------------------------------------------------------------------
 # Operations.
 # ---------------------------------------------------------------------------------------------
-
-class Popc(StrEnum):
-    """The bit operation of a single-bit mma (PTX .xor.popc / .and.popc)."""
-
-    XOR = auto()
-    AND = auto()
-
-
-@irdl_attr_definition
-class PopcAttr(EnumAttribute[Popc], SpacedOpaqueSyntaxAttribute):
-    """`#tile<popc xor>`."""
-
-    name = "tile.popc"
 
 
 def _verify_popc(op: IRDLOperation, lhs: TileType) -> None:
@@ -755,8 +304,8 @@ class ScaledMmaOp(IRDLOperation):
         for name, got, want in (("scale_a", sa.get_shape(), want_a), ("scale_b", sb.get_shape(), want_b)):
             if got != want:
                 raise VerifyException(
-                    f"tile.scaled_mma: {name} must be {_shape_str(want)} (one scale per "
-                    f"{self.block_size} elements of K={ls[-1]}), got {_shape_str(got)}"
+                    f"tile.scaled_mma: {name} must be {shape_str(want)} (one scale per "
+                    f"{self.block_size} elements of K={ls[-1]}), got {shape_str(got)}"
                 )
 
 
@@ -780,8 +329,8 @@ def _verify_window(op: str, tile: TileType, ref: MemRefType, offsets: Sequence[i
     for dim, (o, t, m) in enumerate(zip(offsets, shape, mshape)):
         if o < 0 or o + t > m:
             raise VerifyException(
-                f"{op}: tile {_shape_str(shape)} at offsets {_offsets_str(offsets)} leaves "
-                f"memref {_shape_str(mshape)} in dimension {dim} ({o} + {t} > {m})"
+                f"{op}: tile {shape_str(shape)} at offsets {_offsets_str(offsets)} leaves "
+                f"memref {shape_str(mshape)} in dimension {dim} ({o} + {t} > {m})"
             )
     stored = NO_STORAGE.get(tile.element, tile.element)
     if element_name(ref.element_type) != stored:
@@ -813,7 +362,7 @@ class LoadOp(IRDLOperation):
         )
 
     def offset_values(self) -> tuple[int, ...]:
-        return tuple(self.offsets.get_values())  # type: ignore[arg-type]
+        return tuple(self.offsets.get_values())
 
     def verify_(self) -> None:
         ref = self.source.type
@@ -863,7 +412,7 @@ class StoreOp(IRDLOperation):
         )
 
     def offset_values(self) -> tuple[int, ...]:
-        return tuple(self.offsets.get_values())  # type: ignore[arg-type]
+        return tuple(self.offsets.get_values())
 
     def verify_(self) -> None:
         ref = self.dest.type
@@ -902,50 +451,6 @@ class StoreOp(IRDLOperation):
         return op
 
 
-class Rounding(StrEnum):
-    """How a conversion rounds (PTX cvt modifiers): to nearest even, to nearest away, to zero."""
-
-    RN = auto()
-    RNA = auto()
-    RZ = auto()
-
-
-@irdl_attr_definition
-class RoundingAttr(EnumAttribute[Rounding], SpacedOpaqueSyntaxAttribute):
-    """`#tile<rounding rna>`."""
-
-    name = "tile.rounding"
-
-
-ROUNDING_MODES = tuple(r.value for r in Rounding)
-
-
-@dataclass(frozen=True)
-class CastRule:
-    """How one element conversion is lowered. `roundings` maps each rounding the conversion may
-    take to the first sm that has it (empty: the conversion is exact and takes none); `default`
-    is the rounding used when the op names none. `how`: "cvt" emits cvt.<rounding>.<dst>.<src>
-    after the load; "extend" is done by the load itself (sub-byte loads sign- or zero-extend)."""
-
-    roundings: tuple[tuple[str, int], ...]
-    default: str | None
-    how: str
-
-    @property
-    def rounding_names(self) -> tuple[str, ...]:
-        return tuple(r for r, _ in self.roundings)
-
-
-# Every conversion the lowering can do, (source, destination) element names -> rule: the one
-# table tile.cast verifies against and tile-to-ptx (and the reference runner) lower from.
-# cvt.rna.tf32.f32 needs sm_80, cvt.rn/.rz.tf32.f32 sm_90 (PTX 7.8).
-CAST_RULES: dict[tuple[str, str], CastRule] = {
-    ("f32", "tf32"): CastRule((("rna", 80), ("rn", 90), ("rz", 90)), "rna", "cvt"),
-    ("si4", "si8"): CastRule((), None, "extend"),
-    ("ui4", "ui8"): CastRule((), None, "extend"),
-}
-
-
 def _cast_rules_str() -> str:
     return ", ".join(
         f"{s} -> {d}" + (f" (rounding {' / '.join(r.rounding_names)})" if r.roundings else "")
@@ -975,8 +480,8 @@ class CastOp(IRDLOperation):
         src, dst = _tile(self.source, "source"), _tile(self.result, "result")
         if src.get_shape() != dst.get_shape():
             raise VerifyException(
-                f"tile.cast: shape changes from {_shape_str(src.get_shape())} to "
-                f"{_shape_str(dst.get_shape())}; a cast converts elements only"
+                f"tile.cast: shape changes from {shape_str(src.get_shape())} to "
+                f"{shape_str(dst.get_shape())}; a cast converts elements only"
             )
         if self.rounding is not None and self.rounding.data not in ROUNDING_MODES:
             raise VerifyException(
@@ -1121,9 +626,6 @@ class SparseFromOp(IRDLOperation):
         super().__init__(operands=[values, meta], result_types=[result_type])
 
     def verify_(self) -> None:
-        from tilemma.compiler.layouts import sparse_format as fmt
-        from tilemma.compiler.core.memref_layout import row_major, strided_layout
-
         res = _tile(self.result, "result", sparse_ok=True)
         assert isinstance(res, SparseTileType)
         shape = res.get_shape()
@@ -1142,8 +644,8 @@ class SparseFromOp(IRDLOperation):
             got = tuple(ref.get_shape())
             if got != dims or element_name(ref.element_type) != element:
                 raise VerifyException(
-                    f"tile.sparse_from: {what} of a {_shape_str(shape)} {res.element} tile must be "
-                    f"memref<{_shape_str(dims)}x{element}> (K padded to a multiple of 32; "
+                    f"tile.sparse_from: {what} of a {shape_str(shape)} {res.element} tile must be "
+                    f"memref<{shape_str(dims)}x{element}> (K padded to a multiple of 32; "
                     f"sparse_format's layout), got {ref}"
                 )
             try:
@@ -1152,13 +654,6 @@ class SparseFromOp(IRDLOperation):
                 raise VerifyException(f"tile.sparse_from: {e}") from None
             if layout.strides != row_major(got) or layout.offset:
                 raise VerifyException(f"tile.sparse_from: {what} must be a contiguous row-major memref, got {ref}")
-
-
-# Element types of a pre-compressed sparse A (`tile.sparse_from`).
-PRE_COMPRESSED = ("f16", "bf16")
-# 4-bit integers and the 8-bit type that holds each exactly: select-mma widens to it where 4-bit
-# mma is slow, and `warp.widen` does it to staged fragments.
-INT4_WIDENED = {"si4": "si8", "ui4": "ui8"}
 
 
 # The ops that multiply into an accumulator (what tile-select-mma leaves behind).

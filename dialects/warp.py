@@ -10,17 +10,18 @@ at the tile's edge), multiply them (`warp.mma`), compress a sparse A in register
 come from `gpu`, the K loop is `scf.for` with the accumulators as `iter_args`, index arithmetic is
 `arith`. A kernel's launch shape and the role of each argument are attributes of its `func.func`
 (`warp.grid`, `warp.block`, `warp.role`), read back as `KernelABI`.
+
+This module holds the fragment type, the ops and the dialect; the attributes the ops carry
+(`#warp.variant`, `#warp.target`, `#warp.swizzle`, the operand names) are in `attributes`, with
+what `tile` shares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import auto
 
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     DenseArrayBase,
-    DictionaryAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -49,129 +50,29 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
-from xdsl.utils.str_enum import StrEnum
 
 from tilemma.compiler.core.isa import MmaVariant
+from tilemma.compiler.layouts import sparse_format as fmt
+from tilemma.dialects.attributes import (
+    Operand,
+    Rounding,
+    RoundingAttr,
+    SwizzleAttr,
+    TargetAttr,
+    VariantAttr,
+    element_bits,
+    element_name,
+)
+from tilemma.dialects.element_tables import INT4_WIDENED, PRE_COMPRESSED
+from tilemma.dialects.schedule import ScheduleAttr
 
-# ---------------------------------------------------------------------------------------------
-# The selected instruction, as a typed attribute.
-# ---------------------------------------------------------------------------------------------
-
-# Optional qualifiers of MmaVariant, in printing order; flags print bare, others as key = "v".
-_FLAGS = ("block_scale", "satfinite")
-_VALUED = ("sparse", "kind", "scale_vec", "stype", "bitop", "rounding")
-
-
-@irdl_attr_definition
-class VariantAttr(ParametrizedAttribute):
-    """One `mma` variant of the ISA table (`compiler/isa.py`), field by field:
-    `#warp.variant<m16n8k16, f32, f16, f16, f32>` (shape, d, a, b, c types), then qualifiers,
-    e.g. `sparse = "sp::ordered_metadata"`, `kind = "mxf4"`, `block_scale`, `satfinite`,
-    `bitop = "xor"`, `rounding = "rn"`. Passes read `.variant`; no opcode text is parsed."""
-
-    name = "warp.variant"
-    shape: DenseArrayBase
-    types: ArrayAttr[StringAttr]
-    quals: DictionaryAttr
-
-    def __init__(self, v: MmaVariant):
-        quals: dict[str, Attribute] = {}
-        for f in _FLAGS:
-            if getattr(v, f):
-                quals[f] = UnitAttr()
-        for f in _VALUED:
-            if getattr(v, f) is not None:
-                quals[f] = StringAttr(getattr(v, f))
-        super().__init__(
-            DenseArrayBase.from_list(i64, [v.m, v.n, v.k]),
-            ArrayAttr(StringAttr(t) for t in (v.dtype, v.atype, v.btype, v.ctype)),
-            DictionaryAttr(quals),
-        )
-
-    @property
-    def variant(self) -> MmaVariant:
-        m, n, k = self.shape.get_values()
-        d, a, b, c = (t.data for t in self.types.data)  # type: ignore[union-attr]
-        q = self.quals.data  # type: ignore[union-attr]
-        fields: dict = {f: f in q for f in _FLAGS}
-        fields.update({f: q[f].data for f in _VALUED if f in q})
-        return MmaVariant(m, n, k, d, a, b, c, **fields)
-
-    def print_parameters(self, printer: Printer) -> None:
-        v = self.variant
-        parts = [v.shape, v.dtype, v.atype, v.btype, v.ctype]
-        parts += [f for f in _FLAGS if getattr(v, f)]
-        parts += [f'{f} = "{getattr(v, f)}"' for f in _VALUED if getattr(v, f) is not None]
-        printer.print_string("<" + ", ".join(parts) + ">")
-
-    @classmethod
-    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        start = parser.pos
-        with parser.in_angle_brackets():
-            shape = parser.parse_identifier()
-            types = []
-            for _ in range(4):
-                parser.parse_punctuation(",")
-                types.append(parser.parse_identifier())
-            fields: dict = {}
-            while parser.parse_optional_punctuation(","):
-                key = parser.parse_identifier()
-                if key in _FLAGS:
-                    fields[key] = True
-                elif key in _VALUED:
-                    parser.parse_punctuation("=")
-                    fields[key] = parser.parse_str_literal()
-                else:
-                    parser.raise_error(
-                        f"unknown mma qualifier {key!r}; known: {', '.join(_FLAGS + _VALUED)}"
-                    )
-        try:
-            m, n, k = _shape_mnk(shape)
-        except ValueError as e:
-            parser.raise_error(str(e), start, parser.pos)
-        v = MmaVariant(m, n, k, *types, **fields)
-        if not v.is_defined:
-            parser.raise_error(f"{v.opcode} is not an mma variant of the ISA table", start, parser.pos)
-        return VariantAttr(v).parameters
-
-
-def _shape_mnk(shape: str) -> tuple[int, int, int]:
-    import re
-
-    match = re.fullmatch(r"m(\d+)n(\d+)k(\d+)", shape)
-    if not match:
-        raise ValueError(f"mma shape must look like m16n8k16, got {shape!r}")
-    return int(match[1]), int(match[2]), int(match[3])
-
-
-@irdl_attr_definition
-class TargetAttr(ParametrizedAttribute):
-    """`#warp.target<"sm_90", "9.0">`: the target and PTX ISA version a kernel was selected for
-    (set by tile-select-mma on the kernel as `warp.target`; the PTX module header is made from it)."""
-
-    name = "warp.target"
-    sm: StringAttr
-    ptx: StringAttr
-
-    def __init__(self, sm: str, ptx: str):
-        super().__init__(StringAttr(sm), StringAttr(ptx))
+# The swizzle of `SwizzleAttr`, read by callers as warp.X too.
+from tilemma.dialects.attributes import swizzle_granule, swizzle_mult, swizzle_phases  # noqa: F401
 
 
 # ---------------------------------------------------------------------------------------------
 # Fragments.
 # ---------------------------------------------------------------------------------------------
-
-
-class Operand(StrEnum):
-    """Which register group of the instruction a fragment feeds (PTX names them a, b, c/d, e,
-    scale-a-data, scale-b-data)."""
-
-    A = auto()
-    B = auto()
-    ACC = auto()
-    META = auto()
-    SCALE_A = auto()
-    SCALE_B = auto()
 
 
 @irdl_attr_definition
@@ -261,7 +162,7 @@ class _WindowOp(IRDLOperation):
     pass guarantees), so neighbouring values of a lane can move as one vector access."""
 
     def in_bounds_values(self) -> tuple[bool, bool]:
-        flags = self.in_bounds  # type: ignore[attr-defined]
+        flags = self.in_bounds
         return (False, False) if flags is None else tuple(bool(x) for x in flags.get_values())  # type: ignore[return-value]
 
     def window_values(self) -> tuple[int, ...]:
@@ -287,7 +188,7 @@ class _WindowOp(IRDLOperation):
 
     def set_in_bounds(self, rows: bool, cols: bool) -> None:
         if rows or cols:
-            self.in_bounds = _ints([int(rows), int(cols)])  # type: ignore[attr-defined]
+            self.in_bounds = _ints([int(rows), int(cols)])
 
     def col_align_value(self) -> int:
         align = getattr(self, "col_align", None)
@@ -322,15 +223,11 @@ class LoadOp(_WindowOp):
                  extent: Sequence[int], result: FragType, rounding: str | None = None):
         props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent)}
         if rounding:
-            from tilemma.dialects.tile import Rounding, RoundingAttr
-
             props["rounding"] = RoundingAttr(Rounding(rounding))
         super().__init__(operands=[ref, indices], result_types=[result], properties=props)
 
     def verify_(self) -> None:
         self.verify_window(self.ref.type, self.indices)
-        from tilemma.dialects.tile import RoundingAttr
-
         if self.rounding is not None and not isinstance(self.rounding, RoundingAttr):
             raise VerifyException(f"warp.load: rounding must be a #tile<rounding ...>, got {self.rounding}")
         frag = _frag(self.result, "warp.load result")
@@ -383,7 +280,7 @@ class ConstantOp(IRDLOperation):
         super().__init__(properties={"value": value}, result_types=[result])
 
     def scalar(self) -> int | float:
-        return self.value.value.data  # type: ignore[union-attr]
+        return self.value.value.data
 
     def verify_(self) -> None:
         if _frag(self.result, "warp.constant").role != Operand.ACC:
@@ -460,9 +357,6 @@ class LoadMetaOp(IRDLOperation):
         super().__init__(operands=[ref, indices], result_types=[[result] * count])
 
     def verify_(self) -> None:
-        from tilemma.compiler.layouts import sparse_format as fmt
-        from tilemma.dialects.tile import PRE_COMPRESSED, element_name
-
         ref = self.ref.type
         if not isinstance(ref, MemRefType) or len(ref.get_shape()) not in (2, 3) or element_name(ref.element_type) != "ui32":
             raise VerifyException(f"warp.load_meta: reads a [batch x] tiles x words ui32 memref, got {ref}")
@@ -530,7 +424,7 @@ class SplitTf32Op(IRDLOperation):
 
     def verify_(self) -> None:
         src = _frag(self.source, "warp.split_tf32 source")
-        if _element_name(src.element) != "f32" or _element_name(self.hi.type.element) != "tf32":  # type: ignore[union-attr]
+        if element_name(src.element) != "f32" or element_name(self.hi.type.element) != "tf32":
             raise VerifyException("warp.split_tf32: splits an f32 fragment into tf32 fragments")
 
 
@@ -555,18 +449,16 @@ class WidenOp(IRDLOperation):
         super().__init__(operands=[source], result_types=[part, part])
 
     def verify_(self) -> None:
-        from tilemma.dialects.tile import INT4_WIDENED
-
         src = _frag(self.source, "warp.widen source")
         out = self.low.type
         assert isinstance(out, FragType)
         v, w = src.variant, out.variant
-        wide = INT4_WIDENED.get(_element_name(src.element))
+        wide = INT4_WIDENED.get(element_name(src.element))
         if src.role not in (Operand.A, Operand.B) or (v.m, v.n, v.k) != (16, 8, 64) or wide is None:
             raise VerifyException(f"warp.widen: widens m16n8k64 4-bit integer A or B fragments, not "
-                                  f"{src.role.value} of {v.shape} {_element_name(src.element)}")
-        if out.role != src.role or (w.m, w.n, w.k) != (16, 8, 32) or _element_name(out.element) != wide:
-            raise VerifyException(f"warp.widen: a {src.role.value} fragment of {_element_name(src.element)} "
+                                  f"{src.role.value} of {v.shape} {element_name(src.element)}")
+        if out.role != src.role or (w.m, w.n, w.k) != (16, 8, 32) or element_name(out.element) != wide:
+            raise VerifyException(f"warp.widen: a {src.role.value} fragment of {element_name(src.element)} "
                                   f"widens to m16n8k32 {wide} {src.role.value} fragments")
 
 
@@ -636,36 +528,9 @@ def is_shared(t: Attribute) -> bool:
 
 
 def _shared_stage(ref: Attribute, what: str) -> MemRefType:
-    if not is_shared(ref) or len(ref.get_shape()) != 3:  # type: ignore[union-attr]
+    if not isinstance(ref, MemRefType) or not is_shared(ref) or len(ref.get_shape()) != 3:
         raise VerifyException(f"{what} must be a 3-d shared memref (stages x rows x cols, memory space {SHARED})")
-    return ref  # type: ignore[return-value]
-
-
-@irdl_attr_definition
-class SwizzleAttr(ParametrizedAttribute):
-    """`#warp.swizzle<5 : i64>`: the granule swizzle with a phase multiplier `mult` (odd):
-    granule g of row r is kept at g ^ ((r / rows-per-128-byte-line * mult) mod period). Any odd
-    multiplier keeps 8 rows at one column in 8 bank groups (ldmatrix, the copies); 5 also spreads
-    the rows one half-warp of an f64 fragment reads over both halves of the banks (the plain XOR
-    leaves them in one half: 2x the wavefronts). `warp-swizzle-shared` picks it per buffer from
-    its readers' patterns; the bare `swizzle` flag is multiplier 1."""
-
-    name = "warp.swizzle"
-    mult: IntegerAttr
-
-    def __init__(self, mult: int):
-        super().__init__(IntegerAttr(mult, i64))
-
-    def verify(self) -> None:
-        m = self.mult.value.data
-        if m < 1 or m % 2 == 0 or m > 7:
-            raise VerifyException(f"#warp.swizzle: the phase multiplier must be odd, 1..7 (a bijection of the 8 phases), got {m}")
-
-
-def swizzle_mult(op) -> int:
-    """The phase multiplier of an op's `swizzle` (1 for the flag; meaningless when absent)."""
-    sw = getattr(op, "swizzle", None)
-    return sw.mult.value.data if isinstance(sw, SwizzleAttr) else 1
+    return ref
 
 
 @irdl_op_definition
@@ -762,8 +627,6 @@ class _StageReadOp(IRDLOperation):
         props: dict[str, Attribute] = {"offsets": _ints(offsets)}
         props.update({name: UnitAttr() for name, on in flags.items() if on})
         if rounding:
-            from tilemma.dialects.tile import Rounding, RoundingAttr
-
             props["rounding"] = RoundingAttr(Rounding(rounding))
         return props
 
@@ -773,13 +636,11 @@ class _StageReadOp(IRDLOperation):
     def verify_stage_read(self, frag_value: SSAValue) -> FragType:
         """The checks both ops make: the buffer, the indices, and its element against the
         fragment's (an f32 buffer only with a tf32 rounding). Returns the fragment type."""
-        _shared_stage(self.ref.type, f"{self.name} source")
+        ref = _shared_stage(self.ref.type, f"{self.name} source")
         if len(self.indices) != 3 or len(self.offset_values()) != 2:
             raise VerifyException(f"{self.name}: expected three indices (stage, row, col) and two offsets (row, col)")
         frag = _frag(frag_value, f"{self.name} result")
-        from tilemma.dialects.tile import RoundingAttr, element_name
-
-        stored = element_name(self.ref.type.element_type)  # type: ignore[union-attr]
+        stored = element_name(ref.element_type)
         element = element_name(frag.element)
         if self.rounding is not None:
             if not isinstance(self.rounding, RoundingAttr) or (stored, element) != ("f32", "tf32"):
@@ -877,32 +738,8 @@ LDMATRIX_SPARSE_SHAPES = {(16, 8, 32): 16}
 
 
 def _element_bits(t: Attribute) -> int:
-    from tilemma.dialects.tile import element_bits
+    return element_bits(element_name(t))
 
-    return element_bits(_element_name(t))
-
-
-def swizzle_phases(row_bytes: int) -> tuple[int, int]:
-    """(rows per 128-byte line, number of phases) of the granule swizzle for `row_bytes` rows."""
-    return max(1, 128 // row_bytes), min(8, row_bytes // 16)
-
-
-def swizzle_granule(row, granule, row_bytes: int, mult: int = 1):
-    """The 16-byte granule where (row, granule) of a buffer with `row_bytes`-byte rows is kept:
-    granules XORed with the row's position among the 8 rows that share the banks (times an odd
-    `mult`, `SwizzleAttr`), so that 8 rows read at one column (ldmatrix, and the copies) touch 8
-    different bank groups."""
-    per_line, period = swizzle_phases(row_bytes)
-    return granule ^ (((row // per_line) * mult) % period)
-
-
-def _element_name(t: Attribute) -> str:
-    from tilemma.dialects.tile import element_name
-
-    return element_name(t)
-
-
-from tilemma.dialects.schedule import ScheduleAttr  # noqa: E402 - the schedule attribute reads VariantAttr
 
 Warp = Dialect(
     "warp",

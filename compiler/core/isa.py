@@ -5,10 +5,10 @@ agree on which `mma` spellings exist, what each needs (PTX ISA version, SM targe
 registers of which type each operand takes. Writing that as if-chains spreads the ISA over the
 code base; here it is data, in the style of LLVM's `llvm/test/CodeGen/NVPTX/wmma.py`:
 
-* `_ROWS`: one row per syntax line of the excerpts (000 dense `mma.sync`, 001 `mma.sp` /
+* `ROWS`: one row per syntax line of the excerpts (000 dense `mma.sync`, 001 `mma.sp` /
   `mma.sp::ordered_metadata`), each expanded with `itertools.product` over its qualifier sets;
   block-scaled rows come from Table 36 (004).
-* `_PTX_NOTES` / `_TARGET_NOTES`: one row per sentence of "PTX ISA Notes" / "Target ISA Notes".
+* `PTX_NOTES` / `TARGET_NOTES`: one row per sentence of "PTX ISA Notes" / "Target ISA Notes".
   A variant needs the newest PTX version of every note that matches it, and every target rule.
 * `EXCEPTIONS`: where ptxas 13.0 and the ISA text disagree. Where ptxas is stricter the table
   follows it (drops a variant or adds a target rule); where ptxas also assembles spellings the
@@ -23,6 +23,11 @@ register per element. The same formula gives the "nearest family" count for unde
 combinations. ptxas checks every count ("Argument vector size mismatch") and type ("Arguments
 mismatch"): .bf16 and .tf32 operands must be .b32 registers (ptxas refuses the excerpt's
 `.reg .f16x2` for bf16 and `.f32` for tf32), f16 takes .f16x2 or .b32.
+
+The tables live beside this module: the vocabularies, syntax rows and Table 36 in `isa_rows`,
+the target gates, the notes and `EXCEPTIONS` in `isa_notes`. This module holds the variant
+record (`MmaVariant`: spelling, registers, what the table says of it), builds the table from
+the rows, answers queries on it, explains undefined combinations and parses opcode text.
 """
 
 from __future__ import annotations
@@ -32,8 +37,33 @@ import re
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from tilemma.compiler.core.isa_notes import (
+    EXCEPTIONS,
+    PTX_NOTES,
+    TARGET_NOTES,
+    Deviation,
+    Gate,
+    describe_targets,
+)
+from tilemma.compiler.core.isa_rows import (
+    ACC_TYPES,
+    ALL_KINDS,
+    BITOPS,
+    F6F4,
+    F8,
+    I4,
+    I8,
+    INPUT_TYPES,
+    LAYOUTS,
+    MX_KINDS,
+    ROUNDINGS,
+    ROWS,
+    SHAPES,
+    SPARSE_FORMS,
+    STYPES,
+    shape_mnk,
+)
 from tilemma.compiler.core.targets import (
-    ALL_TARGETS,
     DEFAULT_PTX,
     PtxVersion,
     SmTarget,
@@ -41,25 +71,9 @@ from tilemma.compiler.core.targets import (
     parse_sm,
 )
 
-# --------------------------------------------------------------------------------------------
-# Qualifier vocabularies (what the grammar knows, legal or not)
-# --------------------------------------------------------------------------------------------
-SPARSE_FORMS: tuple[str | None, ...] = (None, "sp", "sp::ordered_metadata")
-SHAPES: tuple[str, ...] = (
-    "m8n8k4", "m8n8k16", "m8n8k32", "m8n8k128",
-    "m16n8k4", "m16n8k8", "m16n8k16", "m16n8k32", "m16n8k64", "m16n8k128", "m16n8k256",
-)  # fmt: skip
-LAYOUTS = ("row", "col")
-INPUT_TYPES = (
-    "f16", "bf16", "tf32", "f64", "s8", "u8", "s4", "u4", "b1",
-    "e4m3", "e5m2", "e3m2", "e2m3", "e2m1",
-)  # fmt: skip
-ACC_TYPES = ("f16", "f32", "f64", "s32")
-KINDS: tuple[str | None, ...] = (None, "f8f6f4", "mxf8f6f4", "mxf4", "mxf4nvf4")
-SCALE_VECS: tuple[str | None, ...] = (None, "1X", "2X", "4X")
-STYPES: tuple[str | None, ...] = (None, "ue8m0", "ue4m3")
-BITOPS: tuple[str | None, ...] = (None, "xor", "and")
-ROUNDINGS: tuple[str | None, ...] = (None, "rn", "rz", "rm", "rp")
+# Defined with the rows and the notes, read by callers as isa.X too.
+from tilemma.compiler.core.isa_notes import TargetRule  # noqa: F401
+from tilemma.compiler.core.isa_rows import F8F6F4, KINDS, SCALE_VECS, TABLE_36  # noqa: F401
 
 _BITS = {
     "f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s32": 32,
@@ -67,20 +81,6 @@ _BITS = {
     "e4m3": 8, "e5m2": 8, "e3m2": 8, "e2m3": 8, "e2m1": 8,
 }  # fmt: skip  (f6/f4 in 8-bit containers; e2m1 packed to 4 bits under .kind::mxf4*)
 _REG_TYPE = {"f16": ".f16x2", "f32": ".f32", "f64": ".f64", "s32": ".s32"}  # others: .b32
-
-F8 = ("e4m3", "e5m2")
-F6F4 = ("e3m2", "e2m3", "e2m1")
-F8F6F4 = F8 + F6F4
-I8 = ("u8", "s8")
-I4 = ("u4", "s4")
-MX_KINDS = ("mxf8f6f4", "mxf4", "mxf4nvf4")
-ALL_KINDS = ("f8f6f4",) + MX_KINDS
-
-
-def _shape_mnk(shape: str) -> tuple[int, int, int]:
-    m = re.fullmatch(r"m(\d+)n(\d+)k(\d+)", shape)
-    assert m, shape
-    return int(m.group(1)), int(m.group(2)), int(m.group(3))
 
 
 # --------------------------------------------------------------------------------------------
@@ -267,7 +267,7 @@ class MmaVariant:
             return [explain_undefined(self)]
         req = self._req()
         if not all(g.holds(t) for g in req.gates):
-            return ["needs " + _describe_targets(req.gates)]
+            return ["needs " + describe_targets(req.gates)]
         reasons: list[str] = []
         if p < req.min_ptx:
             reasons.append(f"needs PTX ISA {req.min_ptx} or newer")
@@ -285,185 +285,7 @@ class MmaVariant:
 
 
 # --------------------------------------------------------------------------------------------
-# Target rules: the three ways the excerpts gate a feature
-# --------------------------------------------------------------------------------------------
-_NO_PTX_LIMIT = PtxVersion(0, 0)
-
-
-@dataclass(frozen=True)
-class TargetRule:
-    """One clause of a Target ISA Notes sentence; `min_ptx` is its 'from PTX ISA version'."""
-
-    how: str  # "min" (sm_XY or higher) | "arch" (exact 'a' targets) | "family" (sm_XYf+)
-    numbers: tuple[int, ...]
-    min_ptx: PtxVersion = _NO_PTX_LIMIT
-
-    def holds(self, t: SmTarget) -> bool:
-        if self.how == "min":
-            return t.at_least(self.numbers[0])
-        if self.how == "arch":
-            return t.is_arch(*self.numbers)
-        return t.in_family_from(self.numbers[0])
-
-
-@dataclass(frozen=True)
-class Gate:
-    """Any-of target rules: 'requires sm_120a and is supported on sm_120f ... from PTX 8.8'."""
-
-    rules: tuple[TargetRule, ...]
-    text: str
-
-    def holds(self, t: SmTarget) -> bool:
-        return any(r.holds(t) for r in self.rules)
-
-
-def sm_or_higher(n: int) -> Gate:
-    return Gate((TargetRule("min", (n,)),), f"sm_{n} or higher")
-
-
-def arch_only(*ns: int, ptx: str = "0.0") -> Gate:
-    return Gate(
-        (TargetRule("arch", ns, parse_ptx_version(ptx)),),
-        " or ".join(f"sm_{n}a" for n in ns),
-    )
-
-
-def arch_or_family(n: int, arch_ptx: str, family_ptx: str) -> Gate:
-    """'requires sm_Na and is supported on sm_Nf or higher in the same family from PTX X'."""
-    return Gate(
-        (
-            TargetRule("arch", (n,), parse_ptx_version(arch_ptx)),
-            TargetRule("family", (n,), parse_ptx_version(family_ptx)),
-        ),
-        f"sm_{n}a, or sm_{n}f or higher in the same family",
-    )
-
-
-def _describe_targets(gates: tuple[Gate, ...]) -> str:
-    """'sm_89 or newer' when the allowed targets are exactly 'this number and up', else the
-    list of known targets that satisfy every gate ('sm_120a or sm_121a')."""
-    ok = [t for t in ALL_TARGETS if all(g.holds(t) for g in gates)]
-    if not ok:
-        return "a target that no known SM satisfies (" + "; ".join(g.text for g in gates) + ")"
-    lowest = min(t.number for t in ok)
-    if ok == [t for t in ALL_TARGETS if t.number >= lowest]:
-        return f"sm_{lowest} or newer"
-    names = [t.name for t in ok]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-
-
-# --------------------------------------------------------------------------------------------
-# Declarative rows: syntax lines of the excerpts
-# --------------------------------------------------------------------------------------------
-DENSE: tuple[str | None, ...] = (None,)
-SPARSE: tuple[str | None, ...] = ("sp", "sp::ordered_metadata")
-ORDERED: tuple[str | None, ...] = ("sp::ordered_metadata",)
-SAME_F = (("f16", "f16"), ("f32", "f32"))  # (dtype, ctype): "dtype must be the same as ctype"
-F32 = (("f32", "f32"),)
-F64 = (("f64", "f64"),)
-S32 = (("s32", "s32"),)
-NO_SCALE = ((False, None, None),)
-
-
-@dataclass(frozen=True)
-class _Row:
-    """One syntax line; the variants are the product of its qualifier sets."""
-
-    forms: tuple[str | None, ...]
-    shapes: tuple[str, ...]
-    atypes: tuple[str, ...]
-    btypes: tuple[str, ...]
-    cd: tuple[tuple[str, str], ...]  # (dtype, ctype) pairs allowed together
-    layouts: tuple[tuple[str, str], ...] = (("row", "col"),)
-    kinds: tuple[str | None, ...] = (None,)
-    scales: tuple[tuple[bool, str | None, str | None], ...] = NO_SCALE
-    satfinite: tuple[bool, ...] = (False,)
-    bitops: tuple[str | None, ...] = (None,)
-    roundings: tuple[str | None, ...] = (None,)
-    source: str = ""
-
-    def expand(self):
-        for form, shape, at, bt, (dt, ct), (al, bl), kind, (bs, sv, st), sat, bop, rnd in (
-            itertools.product(
-                self.forms, self.shapes, self.atypes, self.btypes, self.cd, self.layouts,
-                self.kinds, self.scales, self.satfinite, self.bitops, self.roundings,
-            )
-        ):  # fmt: skip
-            m, n, k = _shape_mnk(shape)
-            yield MmaVariant(
-                m, n, k, dt, at, bt, ct, sparse=form, alayout=al, blayout=bl, kind=kind,
-                block_scale=bs, scale_vec=sv, stype=st, satfinite=sat, bitop=bop, rounding=rnd,
-            )  # fmt: skip
-
-
-# Table 36 (004): kind -> element types, scale type, allowed .scale_vec_size; `None` in the
-# sizes means "may be omitted" (mxf4 defaults to 2X, mxf8f6f4 to 1X; mxf4nvf4 has no default).
-TABLE_36: tuple[tuple[str, tuple[str, ...], str, tuple[str | None, ...]], ...] = (
-    ("mxf8f6f4", F8F6F4, "ue8m0", (None, "1X")),
-    ("mxf4", ("e2m1",), "ue8m0", (None, "2X")),
-    ("mxf4nvf4", ("e2m1",), "ue8m0", ("2X", "4X")),
-    ("mxf4nvf4", ("e2m1",), "ue4m3", ("4X",)),
-)
-# Shape of each block-scaled kind (dense; sparse doubles K).
-_MX_SHAPE_K = {"mxf8f6f4": 32, "mxf4": 64, "mxf4nvf4": 64}
-
-
-def _block_scaled_rows(forms, sparse: bool) -> list[_Row]:
-    return [
-        _Row(
-            forms,
-            (f"m16n8k{_MX_SHAPE_K[kind] * (2 if sparse else 1)}",),
-            types,
-            types,
-            F32,
-            kinds=(kind,),
-            scales=tuple((True, sv, stype) for sv in sizes),
-            source=f"{'001' if sparse else '000'} block scaling, Table 36 row {kind}/{stype}",
-        )
-        for kind, types, stype, sizes in TABLE_36
-    ]
-
-
-_ROWS: tuple[_Row, ...] = (
-    # ---- 000: dense mma.sync ------------------------------------------------------------
-    _Row(DENSE, ("m8n8k4",), ("f16",), ("f16",),
-         cd=(("f16", "f16"), ("f32", "f16"), ("f32", "f32")),  # ctype .f32 -> dtype .f32
-         layouts=tuple(itertools.product(LAYOUTS, LAYOUTS)), source="000 f16 m8n8k4"),
-    _Row(DENSE, ("m16n8k8", "m16n8k16"), ("f16",), ("f16",), SAME_F, source="000 f16"),
-    _Row(DENSE, ("m16n8k4", "m16n8k8"), ("tf32",), ("tf32",), F32, source="000 tf32"),
-    _Row(DENSE, ("m16n8k8", "m16n8k16"), ("bf16",), ("bf16",), F32, source="000 bf16"),
-    _Row(DENSE, ("m16n8k16", "m16n8k32"), F8, F8, SAME_F, source="000 f8type"),
-    _Row(DENSE, ("m16n8k32",), F8F6F4, F8F6F4, SAME_F, kinds=("f8f6f4",),
-         source="000 kind::f8f6f4"),
-    *_block_scaled_rows(DENSE, sparse=False),
-    _Row(DENSE, ("m8n8k4", "m16n8k4", "m16n8k8", "m16n8k16"), ("f64",), ("f64",), F64,
-         roundings=ROUNDINGS, source="000 f64 (rounding modifiers: Precision and rounding)"),
-    _Row(DENSE, ("m8n8k16", "m16n8k16", "m16n8k32"), I8, I8, S32, satfinite=(False, True),
-         source="000 u8/s8"),
-    _Row(DENSE, ("m8n8k32", "m16n8k32", "m16n8k64"), I4, I4, S32, satfinite=(False, True),
-         source="000 u4/s4"),
-    _Row(DENSE, ("m8n8k128", "m16n8k128", "m16n8k256"), ("b1",), ("b1",), S32,
-         bitops=("xor", "and"), source="000 b1"),
-    # ---- 001: sparse mma.sp / mma.sp::ordered_metadata ----------------------------------
-    _Row(SPARSE, ("m16n8k16", "m16n8k32"), ("f16",), ("f16",), SAME_F, source="001 f16"),
-    _Row(SPARSE, ("m16n8k16", "m16n8k32"), ("bf16",), ("bf16",), F32, source="001 bf16"),
-    _Row(SPARSE, ("m16n8k8", "m16n8k16"), ("tf32",), ("tf32",), F32, source="001 tf32"),
-    _Row(SPARSE, ("m16n8k64",), F8, F8, F32, source="001 f8type"),
-    # Not in 001's syntax lines, only in its notes: "Support for shape .m16n8k32 and .f16
-    # dtype/ctype with .e4m3/.e5m2 ... introduced in PTX ISA version 8.7 ... requires sm_120".
-    _Row(SPARSE, ("m16n8k32", "m16n8k64"), F8, F8, SAME_F, source="001 notes: f8 k32 / f16"),
-    _Row(ORDERED, ("m16n8k64",), F8F6F4, F8F6F4, SAME_F, kinds=("f8f6f4",),
-         source="001 kind::f8f6f4"),
-    *_block_scaled_rows(ORDERED, sparse=True),
-    _Row(SPARSE, ("m16n8k32", "m16n8k64"), I8, I8, S32, satfinite=(False, True),
-         source="001 u8/s8"),
-    _Row(SPARSE, ("m16n8k64", "m16n8k128"), I4, I4, S32, satfinite=(False, True),
-         source="001 u4/s4"),
-)  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------------
-# Notes: one row per sentence of "PTX ISA Notes" and "Target ISA Notes"
+# Which notes and exceptions a variant falls under
 # --------------------------------------------------------------------------------------------
 def _matches(v: MmaVariant, match: dict) -> bool:
     """`match` maps a field to its allowed values; 'types' means atype or btype; 'sparse'
@@ -483,194 +305,6 @@ def _matches(v: MmaVariant, match: dict) -> bool:
     return True
 
 
-_D = {"dense": True}
-_S = {"dense": False}
-
-# (match, PTX version, sentence)
-_PTX_NOTES: tuple[tuple[dict, str, str], ...] = (
-    # 000 dense
-    (_D, "6.4", "000: Introduced in PTX ISA version 6.4."),
-    (_D | {"atype": {"f16"}, "shape": {"m8n8k4"}}, "6.4", "000: .f16 m8n8k4 in 6.4"),
-    (_D | {"atype": {"f16"}, "shape": {"m16n8k8"}}, "6.5", "000: .f16 m16n8k8 in 6.5"),
-    (_D | {"atype": I8, "shape": {"m8n8k16"}}, "6.5", "000: .u8/.s8 m8n8k16 in 6.5"),
-    (_D | {"atype": I4, "shape": {"m8n8k32"}}, "6.5", "000: .u4/.s4 m8n8k32 in 6.5"),
-    (_D | {"atype": {"f64"}, "shape": {"m8n8k4"}}, "7.0", "000: .f64 m8n8k4 in 7.0"),
-    (_D | {"atype": {"f16"}, "shape": {"m16n8k16"}}, "7.0", "000: .f16 m16n8k16 in 7.0"),
-    (_D | {"atype": {"bf16"}}, "7.0", "000: .bf16 m16n8k8/m16n8k16 in 7.0"),
-    (_D | {"atype": {"tf32"}}, "7.0", "000: .tf32 m16n8k4/m16n8k8 in 7.0"),
-    (_D | {"atype": I8, "shape": {"m16n8k16", "m16n8k32"}}, "7.0", "000: .u8/.s8 m16n8k16/k32 in 7.0"),
-    (_D | {"atype": I4, "shape": {"m16n8k32", "m16n8k64"}}, "7.0", "000: .u4/.s4 m16n8k32/k64 in 7.0"),
-    (_D | {"atype": {"b1"}}, "7.0", "000: .b1 m8n8k128/m16n8k128/m16n8k256 in 7.0"),
-    (_D | {"bitop": {"and"}}, "7.1", "000: .and in single-bit mma in 7.1"),
-    (_D | {"atype": {"f64"}, "shape": {"m16n8k4", "m16n8k8", "m16n8k16"}}, "7.8",
-     "000: .f64 m16n8k4/k8/k16 in 7.8"),
-    (_D | {"types": F8}, "8.4", "000: .e4m3/.e5m2 in 8.4"),
-    (_D | {"types": F8, "shape": {"m16n8k16"}}, "8.7", "000: m16n8k16 with .e4m3/.e5m2 in 8.7"),
-    (_D | {"types": F8, "dtype": {"f16"}}, "8.7", "000: .f16 dtype/ctype with .e4m3/.e5m2 in 8.7"),
-    (_D | {"types": F6F4}, "8.7", "000: .e3m2/.e2m3/.e2m1 in 8.7"),
-    (_D | {"kind": ALL_KINDS}, "8.7", "000: .kind/.block_scale/.scale_vec_size in 8.7"),
-    (_D | {"kind": {"mxf4nvf4"}, "scale_vec": {"4X"}, "stype": {"ue8m0"}}, "9.1",
-     "000: .scale_vec::4X with .ue8m0 for .kind::mxf4nvf4 in 9.1"),
-    # 001 sparse
-    (_S, "7.1", "001: Introduced in PTX ISA version 7.1."),
-    (_S | {"types": F8}, "8.4", "001: .e4m3/.e5m2 in 8.4"),
-    (_S | {"sparse": {"sp::ordered_metadata"}}, "8.5", "001: mma.sp::ordered_metadata in 8.5"),
-    (_S | {"types": F8, "shape": {"m16n8k32"}}, "8.7", "001: m16n8k32 with .e4m3/.e5m2 in 8.7"),
-    (_S | {"types": F8, "dtype": {"f16"}}, "8.7", "001: .f16 dtype/ctype with .e4m3/.e5m2 in 8.7"),
-    (_S | {"types": F6F4}, "8.7", "001: .e3m2/.e2m3/.e2m1 in 8.7"),
-    (_S | {"kind": ALL_KINDS}, "8.7", "001: .kind/.block_scale/.scale_vec_size in 8.7"),
-    (_S | {"kind": {"mxf4nvf4"}, "scale_vec": {"4X"}, "stype": {"ue8m0"}}, "9.1",
-     "001: .scale_vec::4X with .ue8m0 for .kind::mxf4nvf4 in 9.1"),
-)  # fmt: skip
-
-# (match, gate, sentence)
-_TARGET_NOTES: tuple[tuple[dict, Gate, str], ...] = (
-    # 000 dense
-    (_D, sm_or_higher(70), "000: Requires sm_70 or higher."),
-    (_D | {"atype": {"f16"}, "shape": {"m16n8k8"}}, sm_or_higher(75), "000: .f16 m16n8k8"),
-    (_D | {"atype": I8, "shape": {"m8n8k16"}}, sm_or_higher(75), "000: .u8/.s8 m8n8k16"),
-    (_D | {"atype": I4, "shape": {"m8n8k32"}}, sm_or_higher(75), "000: .u4/.s4 m8n8k32"),
-    (_D | {"atype": {"b1"}, "shape": {"m8n8k128"}}, sm_or_higher(75), "000: .b1 m8n8k128"),
-    (_D | {"atype": {"f64"}, "shape": {"m8n8k4"}}, sm_or_higher(80), "000: .f64 m8n8k4"),
-    (_D | {"atype": {"f16"}, "shape": {"m16n8k16"}}, sm_or_higher(80), "000: .f16 m16n8k16"),
-    (_D | {"atype": {"bf16"}}, sm_or_higher(80), "000: .bf16"),
-    (_D | {"atype": {"tf32"}}, sm_or_higher(80), "000: .tf32"),
-    (_D | {"atype": I8, "shape": {"m16n8k16", "m16n8k32"}}, sm_or_higher(80), "000: .u8/.s8 m16n8k16/k32"),
-    (_D | {"atype": I4, "shape": {"m16n8k32", "m16n8k64"}}, sm_or_higher(80), "000: .u4/.s4 m16n8k32/k64"),
-    (_D | {"atype": {"b1"}, "shape": {"m16n8k128", "m16n8k256"}}, sm_or_higher(80), "000: .b1 m16n8k128/k256"),
-    (_D | {"bitop": {"and"}}, sm_or_higher(80), "000: .and in single-bit mma"),
-    (_D | {"atype": {"f64"}, "shape": {"m16n8k4", "m16n8k8", "m16n8k16"}}, sm_or_higher(90),
-     "000: .f64 m16n8k4/k8/k16"),
-    (_D | {"types": F8}, sm_or_higher(89), "000: .e4m3/.e5m2 require sm_89 or higher"),
-    (_D | {"types": F6F4}, arch_or_family(120, "8.7", "8.8"),
-     "000: .e3m2/.e2m3/.e2m1 require sm_120a, sm_120f family from PTX 8.8"),
-    (_D | {"kind": ALL_KINDS}, arch_or_family(120, "8.7", "8.8"),
-     "000: .kind/.block_scale/.scale_vec_size require sm_120a, sm_120f+ family from PTX 8.8"),
-    # 001 sparse
-    (_S, sm_or_higher(80), "001: Requires sm_80 or higher."),
-    (_S | {"types": F8}, sm_or_higher(89), "001: .e4m3/.e5m2 require sm_89 or higher"),
-    (_S | {"sparse": {"sp::ordered_metadata"}}, sm_or_higher(80), "001: ordered_metadata sm_80"),
-    (_S | {"types": F8, "shape": {"m16n8k32"}}, sm_or_higher(120), "001: f8 m16n8k32 requires sm_120"),
-    (_S | {"types": F8, "dtype": {"f16"}}, sm_or_higher(120), "001: f8 with .f16 requires sm_120"),
-    (_S | {"types": F6F4}, arch_or_family(120, "8.7", "8.8"),
-     "001: .e3m2/.e2m3/.e2m1 require sm_120a, sm_120f family from PTX 8.8"),
-    (_S | {"kind": ALL_KINDS}, arch_or_family(120, "8.7", "8.8"),
-     "001: .kind/.block_scale require sm_120a, sm_120f+ family from PTX 8.8"),
-    (_S | {"kind": {"mxf4", "mxf4nvf4"}}, arch_only(120, 121),
-     "001: .kind::mxf4nvf4/.kind::mxf4 only on sm_120a, sm_121a"),
-)  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------------
-# EXCEPTIONS: ptxas 13.0 disagrees with the ISA text; the table follows ptxas
-# --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Deviation:
-    """A documented disagreement between the ISA excerpt and ptxas 13.0.
-
-    When ptxas is stricter than the text the table follows ptxas: `drop` removes the matching
-    variants, `gate` adds a target requirement. When ptxas is looser and accepts a spelling
-    the excerpts never define, `accepted_like` records where (wherever the defined variant
-    obtained by replacing these qualifiers is legal); the table still refuses such spellings,
-    because nothing documents what they compute."""
-
-    name: str
-    match: dict
-    isa_text: str
-    ptxas_evidence: str
-    drop: bool = False
-    gate: Gate | None = None
-    accepted_like: dict | None = None
-    accepted_gate: Gate | None = None  # a further target condition for accepted_like
-
-
-# Where ptxas 13.0 takes a .kind it ignores: 'a'/'f' targets of sm_100+, 'a' only for sparse mx4.
-_AF_100_PLUS = Gate(
-    tuple(TargetRule("family", (n,), PtxVersion(8, 7)) for n in (100, 110, 120)),
-    "an 'a' or 'f' target of sm_100 or newer",
-)
-_SPARSE_MXF4_F8 = Gate(
-    (TargetRule("arch", (100, 103, 110, 120, 121), PtxVersion(8, 7)),),
-    "an 'a' target of sm_100 or newer",
-)
-
-
-EXCEPTIONS: tuple[Deviation, ...] = (
-    # ---- ptxas is stricter than the text: the table follows ptxas ----------------------------
-    Deviation(
-        "sparse-f8-m16n8k32",
-        _S | {"types": F8, "kind": {None}, "shape": {"m16n8k32"}},
-        isa_text="001 PTX ISA Notes: 'Support for shape .m16n8k32 and .f16 dtype/ctype with "
-        ".e4m3/.e5m2 alternate floating point type mma operation introduced in PTX ISA "
-        "version 8.7' (001's syntax lines only show m16n8k64)",
-        ptxas_evidence="every target, PTX 9.0, with every register count: \"Incorrect "
-        "instruction type specified for Sparse mma with shape '.m16n8k32'\"",
-        drop=True,
-    ),
-    Deviation(
-        "sparse-f8-f16-accumulator-ordered-only",
-        {"sparse": {"sp"}, "types": F8, "kind": {None}, "dtype": {"f16"}},
-        isa_text="001: '.spvariant = {.sp, .sp::ordered_metadata}' with the note on .f16 "
-        "dtype/ctype for .e4m3/.e5m2",
-        ptxas_evidence="sm_120a, PTX 9.0, mma.sp.sync.aligned.m16n8k64.row.col.f16.e4m3.e4m3"
-        ".f16: \"Illegal modifier '.sp' for instruction 'mma'\" (the "
-        "sp::ordered_metadata spelling assembles)",
-        drop=True,
-    ),
-    Deviation(
-        "sparse-f8-f16-accumulator-family",
-        _S | {"types": F8, "kind": {None}, "dtype": {"f16"}},
-        isa_text="001 Target ISA Notes: 'Support for shape .m16n8k32 and .f16 dtype/ctype "
-        "with .e4m3/.e5m2 alternate floating point type mma operation requires sm_120'",
-        ptxas_evidence="sm_120 and sm_121, PTX 9.0: \"Instruction 'mma with with F16 "
-        "accumulator and F8 floating point type' not supported on .target 'sm_120'\"; "
-        "sm_120a, sm_120f, sm_121a and sm_121f assemble it",
-        gate=arch_or_family(120, "8.7", "8.8"),
-    ),
-    # ---- ptxas is looser than the text: recorded, not offered -------------------------------
-    Deviation(
-        "int4-ignores-bitop",
-        _D | {"atype": I4, "btype": I4, "bitop": {"xor", "and"}, "satfinite": {False}},
-        isa_text="000: '.bitOp = {.xor, .and}' belongs to the single-bit (.b1) syntax only",
-        ptxas_evidence="mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32.xor.popc assembles "
-        "wherever the plain .s4 form does, to a byte-identical cubin: ptxas drops the bit "
-        "operation (with .satfinite it reports \"Illegal modifier '.satfinite'\")",
-        accepted_like={"bitop": None},
-    ),
-    Deviation(
-        "m8n8k4-bf16-tf32",
-        _D | {"types": ("bf16", "tf32"), "shape": {"m8n8k4"}, "dtype": {"f32"},
-              "ctype": {"f32"}},
-        isa_text="000: m8n8k4 is defined for .f16 (and .f64) only",
-        ptxas_evidence="mma.sync.aligned.m8n8k4.{row,col}.{row,col}.f32.bf16.bf16.f32 (a, b: 2 "
-        "regs) and ...f32.tf32.tf32.f32 (a, b: 4 regs) assemble on sm_80+ from PTX 7.0, like "
-        "m16n8k8 of the same type; other accumulators: \"Unexpected instruction types "
-        "specified for 'mma'\"",
-        accepted_like={"k": 8, "m": 16, "alayout": "row", "blayout": "col"},
-    ),
-    *(
-        Deviation(
-            f"f8-ignores-kind-without-block-scale{suffix}",
-            {"sparse": forms, "atype": F8, "btype": F8, "kind": kinds, "block_scale": {False}},
-            isa_text="000/001: .kind::f8f6f4 is defined at m16n8k32 (sparse m16n8k64) on "
-            "sm_120a/sm_120f+, and the mx kinds only with .block_scale and Table 36's types",
-            ptxas_evidence="with .e4m3/.e5m2 inputs and no .block_scale, ptxas ignores "
-            ".kind: e.g. mma.sync.aligned.m16n8k16.row.col.kind::mxf4.f32.e4m3.e4m3.f32 and "
-            "...m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32 assemble on sm_100a; on "
-            "sm_120f the sparse mx4 forms give \"Feature '.kind::mxf4 with .sp modifier' not "
-            "supported on .target 'sm_120f'\"",
-            accepted_like={"kind": None},
-            accepted_gate=gate,
-        )
-        for suffix, forms, kinds, gate in (
-            ("", {None}, ALL_KINDS, _AF_100_PLUS),
-            ("-sparse", {"sp::ordered_metadata"}, {"f8f6f4", "mxf8f6f4"}, _AF_100_PLUS),
-            ("-sparse-mxf4", {"sp::ordered_metadata"}, {"mxf4", "mxf4nvf4"}, _SPARSE_MXF4_F8),
-        )
-    ),
-)
-
-
 # --------------------------------------------------------------------------------------------
 # Building the table
 # --------------------------------------------------------------------------------------------
@@ -681,17 +315,32 @@ class _Requirements:
     notes: tuple[str, ...]
 
 
+def _variants(row):
+    """The variants of one syntax line (an `isa_rows.Row`): the product of its qualifier sets."""
+    for form, shape, at, bt, (dt, ct), (al, bl), kind, (bs, sv, st), sat, bop, rnd in (
+        itertools.product(
+            row.forms, row.shapes, row.atypes, row.btypes, row.cd, row.layouts,
+            row.kinds, row.scales, row.satfinite, row.bitops, row.roundings,
+        )
+    ):  # fmt: skip
+        m, n, k = shape_mnk(shape)
+        yield MmaVariant(
+            m, n, k, dt, at, bt, ct, sparse=form, alayout=al, blayout=bl, kind=kind,
+            block_scale=bs, scale_vec=sv, stype=st, satfinite=sat, bitop=bop, rounding=rnd,
+        )  # fmt: skip
+
+
 def _build(deviations: tuple[Deviation, ...]) -> dict[MmaVariant, _Requirements]:
     table: dict[MmaVariant, _Requirements] = {}
-    for row in _ROWS:
-        for v in row.expand():
+    for row in ROWS:
+        for v in _variants(row):
             if v in table:
                 continue
             applied = [d for d in deviations if _matches(v, d.match)]
             if any(d.drop for d in applied):
                 continue
-            ptx = [(parse_ptx_version(p), text) for m, p, text in _PTX_NOTES if _matches(v, m)]
-            gates = [(g, text) for m, g, text in _TARGET_NOTES if _matches(v, m)]
+            ptx = [(parse_ptx_version(p), text) for m, p, text in PTX_NOTES if _matches(v, m)]
+            gates = [(g, text) for m, g, text in TARGET_NOTES if _matches(v, m)]
             gates += [(d.gate, f"EXCEPTION {d.name}") for d in applied if d.gate]
             table[v] = _Requirements(
                 min_ptx=max(p for p, _ in ptx),
@@ -823,7 +472,7 @@ def _label(f: str, value) -> str:
 def _alt_key(value):
     """Order alternatives for messages: shapes by (m, n, k), None last."""
     if isinstance(value, str) and re.fullmatch(r"m\d+n\d+k\d+", value):
-        return (0, _shape_mnk(value), "")
+        return (0, shape_mnk(value), "")
     return (1 if value is not None else 2, (0, 0, 0), str(value))
 
 
@@ -920,7 +569,7 @@ def parse_qualifiers(text: str) -> MmaVariant:
         raise fail(f"a shape ({', '.join(SHAPES)})")
     if tok not in SHAPES:
         raise ValueError(f"unknown shape '.{tok}' in {text!r} (known: {', '.join(SHAPES)})")
-    out["m"], out["n"], out["k"] = _shape_mnk(tok)
+    out["m"], out["n"], out["k"] = shape_mnk(tok)
     pos += 1
     for lay in ("alayout", "blayout"):
         if peek() not in LAYOUTS:

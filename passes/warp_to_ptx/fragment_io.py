@@ -1,7 +1,10 @@
 """PTX emission shared by the `warp-to-ptx` patterns: registers, per-lane fragment addressing,
 predication at the tile's edge, element loads with their conversions, stores.
 
-A fragment access works from the fragment table's linear form (`compiler/fragments.py`): a lane's
+A window op's memref is seen as a `Window` (`window_of`): (batch, row, col) strides and the
+element offset of the tile's origin, from the memref's layout (identity or strided).
+
+A fragment access works from the fragment table's linear form (`compiler/layouts/fragments.py`): a lane's
 row and column are a lane-bit-linear base (computed once per access with `bfe`/`mad`) plus a
 per-value constant that folds into the load's immediate offset. Elements outside the window's
 extent are predicated off (loads then give 0, which adds nothing to an mma); predicates that can
@@ -15,7 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from xdsl.dialects.builtin import MemRefType
 
+from tilemma.compiler.core.memref_layout import strided_layout
 from tilemma.compiler.layouts import fragments
 from tilemma.dialects.ptx_builder import RegisterFile, f32_literal, f64_literal
 from tilemma.dialects import ptx, tile
@@ -116,6 +121,21 @@ class Window:
 
     def offset(self, row: int, col: int) -> int:
         return row * self.strides[1] + col * self.strides[2]
+
+
+def window_of(op) -> Window:
+    """The Window of a warp.load / warp.store / warp.load_sparse_a / warp.load_scale /
+    warp.copy_async: strides and offset from its memref's layout (identity or
+    `strided<[...], offset: ...>`), seen as (batch, row, col) strides of the tile."""
+    ref = op.ref.type
+    assert isinstance(ref, MemRefType)
+    layout = strided_layout(ref)  # read_kernel refused what it cannot address
+    strides, offset = layout.strides, layout.offset
+    window, extent = op.window_values(), op.extent_values()
+    batch_stride = strides[0] if len(strides) == 3 and extent[0] > 1 else 0
+    base = offset + sum(o * s for o, s in zip(window, strides))
+    return Window(tile.element_name(ref.element_type), (batch_stride, strides[-2], strides[-1]), base, extent,
+                  op.in_bounds_values(), op.col_align_value())
 
 
 @dataclass

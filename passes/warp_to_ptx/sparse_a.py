@@ -1,4 +1,6 @@
-"""The `warp.load_sparse_a` lowering: compresses a structured-sparse A in registers for `mma.sp`.
+"""The sparse A lowerings of `warp-to-ptx`: `warp.load_sparse_a` compresses a structured-sparse
+A in registers for `mma.sp`; `warp.load_meta` reads the metadata words of an A that arrives
+compressed (`sparse_format`).
 
 Each lane reads whole chunks of the dense A (4 elements for 2:4; 2 for tf32's 1:2; 8 for the
 4-bit pair-wise 4:8), finds which of the chunk's 4 metadata units are kept — the nonzero ones
@@ -18,9 +20,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilemma.compiler.layouts import fragments, sparse_fragments
+from xdsl.dialects.builtin import MemRefType
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+
 from tilemma.compiler.core.isa import MmaVariant
+from tilemma.compiler.layouts import fragments, sparse_fragments
+from tilemma.compiler.layouts import sparse_format as fmt
+from tilemma.dialects import warp
+from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.fragment_io import Access, Emitter, load_converted
+from tilemma.passes.warp_to_ptx.fragment_ops import _open
+from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, _layout, all_reg, reg
 
 NO_ERROR = 0xFFFFFFFF
 
@@ -272,3 +282,104 @@ class SparseALoader:
             chunk = lin.col_off[2 * q] // 2
             nib, _ = self.analyse(op, "e", row, chunk * self.geo.chunk)
             b.emit("bfi.b32", e, nib, e, 4 * q, 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# The patterns.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LowerSparseA(RewritePattern):
+    """`warp.load_sparse_a`: dense chunks read, compressed in registers (`sparse_a`)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadSparseAOp, rewriter: PatternRewriter) -> None:
+        frag = op.values.type
+        assert isinstance(frag, warp.FragType)
+        v = frag.variant
+        error = reg(op.error) if op.error is not None else None
+        batch = reg(op.indices[0])
+        if (op.error is not None and error is None) or batch is None:
+            return
+        kernel = self.state.kernel(op)
+        lay = _layout(frag)
+        lin_a, lin_e = fragments.linear_form(lay), metadata_linear(v)
+        e = fio.Emitter(kernel.regs)
+        loader = SparseALoader(e, v, op.prune is not None, error, batch)
+        geo = loader.geo
+        # A's lane columns count kept elements (chunk/kept apart), the metadata's count fields
+        # (two per chunk): both scale to dense columns.
+        a = _open(e, op, kernel.lane, (lin_a.row_w, lin_a.col_w), geo.chunk // geo.kept)
+        meta = _open(e, op, kernel.lane, (lin_e.row_w, lin_e.col_w), geo.chunk // 2)
+        if a is None or meta is None:
+            return
+        values, word = e.reg_list("b32", lay.regs), e.reg("b32")
+        loader.fill_a(a, values, lin_a, lay)
+        loader.fill_metadata(meta, word, lin_e)
+        _finish(op, rewriter, e, [values, [word]])
+
+
+@dataclass
+class LowerLoadMeta(RewritePattern):
+    """`warp.load_meta`: one `ld.global.v{count}.u32` per lane at its words of the metadata row
+    (`sparse_format`: word 64 * (step // 4) + 4 * q + step % 4 of the row of tile row // 16,
+    q = 2 * (lane // 4) + lane % 2; lanes at quad positions 2 and 3 repeat their neighbours',
+    which the instruction ignores), predicated on the tile and the K group existing (else the
+    filler: the staged loop loads stages ahead, past the last)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadMetaOp, rewriter: PatternRewriter) -> None:
+        base, idx = reg(op.ref), all_reg(op.indices)
+        if base is None or idx is None:
+            return
+        batch, row, k = idx
+        kernel = self.state.kernel(op)
+        ref = op.ref.type
+        assert isinstance(ref, MemRefType)
+        shape = ref.get_shape()
+        tiles, width = shape[-2:]
+        batch_bytes = 4 * tiles * width if len(shape) == 3 and shape[0] > 1 else 0
+
+        def lane_bytes(e: fio.Emitter) -> list:
+            quad, odd, off = e.reg("b32"), e.reg("b32"), e.reg("b32")
+            e.emit("bfe.u32", quad, kernel.lane, 2, 3)
+            e.emit("and.b32", odd, kernel.lane, 1)
+            e.emit("shl.b32", quad, quad, 1)
+            e.emit("add.u32", quad, quad, odd)
+            e.emit("mul.lo.u32", off, quad, 4 * fmt.STEPS_PER_GROUP)
+            return [off]
+
+        [lane_off] = kernel.thread_invariant(("meta-lane",), lane_bytes)
+        e = fio.Emitter(kernel.regs)
+        tile_, step, group, within, off = (e.reg("b32") for _ in range(5))
+        e.emit("shr.u32", tile_, e.in_register(row), 4)
+        inside, in_row = e.reg("pred"), e.reg("pred")
+        e.emit("setp.lt.u32", inside, tile_, tiles)
+        e.emit("shr.u32", step, e.in_register(k), 5)
+        e.emit("shr.u32", group, step, 2)
+        e.emit("setp.lt.u32", in_row, group, width // fmt.GROUP_WORDS)
+        e.emit("and.pred", inside, inside, in_row)
+        e.emit("and.b32", within, step, fmt.STEPS_PER_GROUP - 1)
+        e.emit("mad.lo.u32", off, tile_, 4 * width, lane_off)
+        e.emit("mad.lo.u32", off, group, 4 * fmt.GROUP_WORDS, off)
+        e.emit("mad.lo.u32", off, within, 4, off)
+        addr = e.reg("b64")
+        e.emit("cvt.u64.u32", addr, off)
+        if batch_bytes:
+            t = e.reg("b64")
+            fio._mul_wide(e, t, batch, batch_bytes)
+            e.emit("add.s64", addr, addr, t)
+        e.emit("add.s64", addr, addr, base)
+        out = e.reg_list("b32", len(op.fragments))
+        for r in out:
+            e.emit("mov.b32", r, fmt.FILLER)
+        vec = f".v{len(out)}" if len(out) > 1 else ""
+        dst = "{" + ", ".join(out) + "}" if len(out) > 1 else out[0]
+        e.emit(f"ld.global{vec}.u32", dst, f"[{addr}]", guard=inside)
+        _finish(op, rewriter, e, [[r] for r in out])
+

@@ -1,0 +1,337 @@
+"""Attributes and types that both levels, `tile` and `warp`, use, and the element-type helpers
+over them: one module that `tile.py` and `warp.py` import, so neither imports the other.
+
+- Element types: `UE4M3Type` (`!tile.ue4m3`, which MLIR lacks), and `element_name`,
+  `element_type`, `element_bits`, `canonical_element`, `element_range` between xDSL types and
+  the MLIR names the tables of `element_tables` are keyed by.
+- `#tile<popc ...>` and `#tile<rounding ...>`: the bit operation of a single-bit mma and the
+  rounding of a conversion (tile ops carry them, and so do the warp ops they become).
+- `#warp.variant<...>` (the selected `mma` instruction, field by field), `#warp.target<...>`,
+  `Operand` (which register group a fragment feeds) and `#warp.swizzle<...>` with the granule
+  swizzle it stands for.
+
+The attribute names (`tile.*`, `warp.*`) say which dialect registers each one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from enum import auto
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    DenseArrayBase,
+    DictionaryAttr,
+    FixedBitwidthType,
+    Float4E2M1FNType,
+    Float6E2M3FNType,
+    Float6E3M2FNType,
+    Float8E4M3FNType,
+    Float8E5M2Type,
+    Float8E8M0FNUType,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatTF32Type,
+    IntegerAttr,
+    IntegerType,
+    Signedness,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.ir import Attribute, ParametrizedAttribute, SpacedOpaqueSyntaxAttribute, TypeAttribute
+from xdsl.irdl import irdl_attr_definition
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+from tilemma.compiler.core.isa import MmaVariant
+from tilemma.dialects.element_tables import ELEMENT_ALIASES, FLOAT_LIMITS
+
+
+@irdl_attr_definition
+class UE4M3Type(ParametrizedAttribute, TypeAttribute):
+    """Unsigned e4m3 (the `.ue4m3` block-scale type of `.kind::mxf4nvf4`); MLIR has no builtin."""
+
+    name = "tile.ue4m3"
+
+
+# ---------------------------------------------------------------------------------------------
+# Element types: xDSL types <-> the MLIR names the tables are keyed by.
+# ---------------------------------------------------------------------------------------------
+
+
+def element_name(t: Attribute) -> str:
+    """The MLIR spelling of an element type (`f16`, `si8`, `i1`, `f8E4M3FN`, `ue4m3`, ...)."""
+    if isinstance(t, IntegerType):
+        prefix = {Signedness.SIGNED: "si", Signedness.UNSIGNED: "ui"}.get(
+            t.signedness.data, "i"
+        )
+        return f"{prefix}{t.width.data}"
+    if isinstance(t, UE4M3Type):
+        return "ue4m3"
+    return str(t)
+
+
+_ELEMENT_TYPES: dict[str, Attribute] = {
+    "f16": Float16Type(),
+    "bf16": BFloat16Type(),
+    "tf32": FloatTF32Type(),
+    "f32": Float32Type(),
+    "f64": Float64Type(),
+    "si8": IntegerType(8, Signedness.SIGNED),
+    "ui8": IntegerType(8, Signedness.UNSIGNED),
+    "si4": IntegerType(4, Signedness.SIGNED),
+    "ui4": IntegerType(4, Signedness.UNSIGNED),
+    "i1": IntegerType(1),
+    "si32": IntegerType(32, Signedness.SIGNED),
+    "f8E4M3FN": Float8E4M3FNType(),
+    "f8E5M2": Float8E5M2Type(),
+    "f6E3M2FN": Float6E3M2FNType(),
+    "f6E2M3FN": Float6E2M3FNType(),
+    "f4E2M1FN": Float4E2M1FNType(),
+    "f8E8M0FNU": Float8E8M0FNUType(),
+    "ue4m3": UE4M3Type(),
+}
+
+
+def canonical_element(name: str) -> str:
+    """The MLIR name of an element type given by its MLIR or PTX spelling."""
+    name = ELEMENT_ALIASES.get(name, name)
+    if name not in _ELEMENT_TYPES:
+        raise ValueError(
+            f"unknown element type '{name}'; known: {', '.join(_ELEMENT_TYPES)} "
+            f"(PTX spellings {', '.join(ELEMENT_ALIASES)} also work)"
+        )
+    return name
+
+
+def element_type(name: str) -> Attribute:
+    """The attribute for an element type named as in MLIR or PTX (see `TILE_ELEMENTS`)."""
+    return _ELEMENT_TYPES[canonical_element(name)]
+
+
+def element_bits(name: str) -> int:
+    """Storage bits of one element (tf32 travels as 32 bits)."""
+    t = _ELEMENT_TYPES[name]
+    if isinstance(t, IntegerType):
+        return t.width.data
+    if isinstance(t, UE4M3Type):
+        return 8
+    if isinstance(t, FloatTF32Type):
+        return 32
+    assert isinstance(t, FixedBitwidthType)
+    return t.bitwidth
+
+
+def element_range(name: str) -> tuple[int | float, int | float]:
+    """(lowest, highest) finite value of an element type. Signless integers (i1) take either
+    reading, as MLIR's integer attributes do: -2**(w-1) .. 2**w - 1."""
+    t = _ELEMENT_TYPES[name]
+    if not isinstance(t, IntegerType):
+        return FLOAT_LIMITS[name]
+    w, sign = t.width.data, t.signedness.data
+    low = 0 if sign == Signedness.UNSIGNED else -(2 ** (w - 1))
+    return low, 2 ** (w - 1) - 1 if sign == Signedness.SIGNED else 2**w - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Bit operation and rounding (tile ops and the warp ops they become).
+# ---------------------------------------------------------------------------------------------
+
+
+class Popc(StrEnum):
+    """The bit operation of a single-bit mma (PTX .xor.popc / .and.popc)."""
+
+    XOR = auto()
+    AND = auto()
+
+
+@irdl_attr_definition
+class PopcAttr(EnumAttribute[Popc], SpacedOpaqueSyntaxAttribute):
+    """`#tile<popc xor>`."""
+
+    name = "tile.popc"
+
+
+class Rounding(StrEnum):
+    """How a conversion rounds (PTX cvt modifiers): to nearest even, to nearest away, to zero."""
+
+    RN = auto()
+    RNA = auto()
+    RZ = auto()
+
+
+@irdl_attr_definition
+class RoundingAttr(EnumAttribute[Rounding], SpacedOpaqueSyntaxAttribute):
+    """`#tile<rounding rna>`."""
+
+    name = "tile.rounding"
+
+
+ROUNDING_MODES = tuple(r.value for r in Rounding)
+
+
+# ---------------------------------------------------------------------------------------------
+# The selected instruction, as a typed attribute.
+# ---------------------------------------------------------------------------------------------
+
+# Optional qualifiers of MmaVariant, in printing order; flags print bare, others as key = "v".
+_FLAGS = ("block_scale", "satfinite")
+_VALUED = ("sparse", "kind", "scale_vec", "stype", "bitop", "rounding")
+
+
+@irdl_attr_definition
+class VariantAttr(ParametrizedAttribute):
+    """One `mma` variant of the ISA table (`compiler/isa.py`), field by field:
+    `#warp.variant<m16n8k16, f32, f16, f16, f32>` (shape, d, a, b, c types), then qualifiers,
+    e.g. `sparse = "sp::ordered_metadata"`, `kind = "mxf4"`, `block_scale`, `satfinite`,
+    `bitop = "xor"`, `rounding = "rn"`. Passes read `.variant`; no opcode text is parsed."""
+
+    name = "warp.variant"
+    shape: DenseArrayBase
+    types: ArrayAttr[StringAttr]
+    quals: DictionaryAttr
+
+    def __init__(self, v: MmaVariant):
+        quals: dict[str, Attribute] = {}
+        for f in _FLAGS:
+            if getattr(v, f):
+                quals[f] = UnitAttr()
+        for f in _VALUED:
+            if getattr(v, f) is not None:
+                quals[f] = StringAttr(getattr(v, f))
+        super().__init__(
+            DenseArrayBase.from_list(i64, [v.m, v.n, v.k]),
+            ArrayAttr(StringAttr(t) for t in (v.dtype, v.atype, v.btype, v.ctype)),
+            DictionaryAttr(quals),
+        )
+
+    @property
+    def variant(self) -> MmaVariant:
+        m, n, k = self.shape.get_values()
+        d, a, b, c = (t.data for t in self.types.data)
+        q = self.quals.data
+        fields: dict = {f: f in q for f in _FLAGS}
+        fields.update({f: q[f].data for f in _VALUED if f in q})
+        return MmaVariant(m, n, k, d, a, b, c, **fields)
+
+    def print_parameters(self, printer: Printer) -> None:
+        v = self.variant
+        parts = [v.shape, v.dtype, v.atype, v.btype, v.ctype]
+        parts += [f for f in _FLAGS if getattr(v, f)]
+        parts += [f'{f} = "{getattr(v, f)}"' for f in _VALUED if getattr(v, f) is not None]
+        printer.print_string("<" + ", ".join(parts) + ">")
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        start = parser.pos
+        with parser.in_angle_brackets():
+            shape = parser.parse_identifier()
+            types = []
+            for _ in range(4):
+                parser.parse_punctuation(",")
+                types.append(parser.parse_identifier())
+            fields: dict = {}
+            while parser.parse_optional_punctuation(","):
+                key = parser.parse_identifier()
+                if key in _FLAGS:
+                    fields[key] = True
+                elif key in _VALUED:
+                    parser.parse_punctuation("=")
+                    fields[key] = parser.parse_str_literal()
+                else:
+                    parser.raise_error(
+                        f"unknown mma qualifier {key!r}; known: {', '.join(_FLAGS + _VALUED)}"
+                    )
+        try:
+            m, n, k = _shape_mnk(shape)
+        except ValueError as e:
+            parser.raise_error(str(e), start, parser.pos)
+        v = MmaVariant(m, n, k, *types, **fields)
+        if not v.is_defined:
+            parser.raise_error(f"{v.opcode} is not an mma variant of the ISA table", start, parser.pos)
+        return VariantAttr(v).parameters
+
+
+def _shape_mnk(shape: str) -> tuple[int, int, int]:
+    match = re.fullmatch(r"m(\d+)n(\d+)k(\d+)", shape)
+    if not match:
+        raise ValueError(f"mma shape must look like m16n8k16, got {shape!r}")
+    return int(match[1]), int(match[2]), int(match[3])
+
+
+@irdl_attr_definition
+class TargetAttr(ParametrizedAttribute):
+    """`#warp.target<"sm_90", "9.0">`: the target and PTX ISA version a kernel was selected for
+    (set by tile-select-mma on the kernel as `warp.target`; the PTX module header is made from it)."""
+
+    name = "warp.target"
+    sm: StringAttr
+    ptx: StringAttr
+
+    def __init__(self, sm: str, ptx: str):
+        super().__init__(StringAttr(sm), StringAttr(ptx))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fragment operands and the shared-memory swizzle.
+# ---------------------------------------------------------------------------------------------
+
+
+class Operand(StrEnum):
+    """Which register group of the instruction a fragment feeds (PTX names them a, b, c/d, e,
+    scale-a-data, scale-b-data)."""
+
+    A = auto()
+    B = auto()
+    ACC = auto()
+    META = auto()
+    SCALE_A = auto()
+    SCALE_B = auto()
+
+
+@irdl_attr_definition
+class SwizzleAttr(ParametrizedAttribute):
+    """`#warp.swizzle<5 : i64>`: the granule swizzle with a phase multiplier `mult` (odd):
+    granule g of row r is kept at g ^ ((r / rows-per-128-byte-line * mult) mod period). Any odd
+    multiplier keeps 8 rows at one column in 8 bank groups (ldmatrix, the copies); 5 also spreads
+    the rows one half-warp of an f64 fragment reads over both halves of the banks (the plain XOR
+    leaves them in one half: 2x the wavefronts). `warp-swizzle-shared` picks it per buffer from
+    its readers' patterns; the bare `swizzle` flag is multiplier 1."""
+
+    name = "warp.swizzle"
+    mult: IntegerAttr
+
+    def __init__(self, mult: int):
+        super().__init__(IntegerAttr(mult, i64))
+
+    def verify(self) -> None:
+        m = self.mult.value.data
+        if m < 1 or m % 2 == 0 or m > 7:
+            raise VerifyException(f"#warp.swizzle: the phase multiplier must be odd, 1..7 (a bijection of the 8 phases), got {m}")
+
+
+def swizzle_mult(op) -> int:
+    """The phase multiplier of an op's `swizzle` (1 for the flag; meaningless when absent)."""
+    sw = getattr(op, "swizzle", None)
+    return sw.mult.value.data if isinstance(sw, SwizzleAttr) else 1
+
+
+def swizzle_phases(row_bytes: int) -> tuple[int, int]:
+    """(rows per 128-byte line, number of phases) of the granule swizzle for `row_bytes` rows."""
+    return max(1, 128 // row_bytes), min(8, row_bytes // 16)
+
+
+def swizzle_granule(row, granule, row_bytes: int, mult: int = 1):
+    """The 16-byte granule where (row, granule) of a buffer with `row_bytes`-byte rows is kept:
+    granules XORed with the row's position among the 8 rows that share the banks (times an odd
+    `mult`, `SwizzleAttr`), so that 8 rows read at one column (ldmatrix, and the copies) touch 8
+    different bank groups."""
+    per_line, period = swizzle_phases(row_bytes)
+    return granule ^ (((row // per_line) * mult) % period)

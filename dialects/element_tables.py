@@ -1,0 +1,144 @@
+"""The element vocabulary as data: the cuda::tiles element classes, which element types a tile,
+an operand, an accumulator or a block scale may have, the PTX spellings users may write, the
+finite ranges of the float types, the conversions the lowering can do, and the types with a
+special treatment (pre-compressed sparse A, the widened 4-bit integers).
+
+Plain tables keyed by MLIR element names (`f16`, `si8`, `f8E4M3FN`, `ue4m3`, ...), with no IR in
+them, kept together in one module: the dialects (`tile`, `warp`, `attributes`) read them from
+here, the passes and the driver mostly as `tile.X`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ElementClass:
+    """A row of the cuda::tiles tables: operand types that may meet, and what they produce.
+
+    `matmul_result` is None where `matmul` is not defined (it is then reachable through `mma`
+    only); `extension` says why a row goes beyond the CUDA Tile text (None for rows of the text).
+    """
+
+    name: str
+    kind: str  # "int" or "float" (rule 1 compares bit width for int, conversion rank for float)
+    matmul_result: str | None
+    accumulators: tuple[str, ...]
+    extension: str | None = None
+
+
+ELEMENT_CLASSES: dict[str, ElementClass] = {
+    c.name: c
+    for c in (
+        ElementClass("8-bit integer", "int", "si32", ("si32",)),
+        ElementClass(
+            "4-bit integer", "int", None, ("si32",), "PTX mma .s4/.u4 (not in cuda::tiles)"
+        ),
+        ElementClass(
+            "single bit", "int", None, ("si32",), "PTX mma .b1 with xor/and popc (not in cuda::tiles)"
+        ),
+        ElementClass("fp8/fp6/fp4", "float", "f16", ("f16", "f32")),
+        ElementClass("f16", "float", "f16", ("f16", "f32")),
+        ElementClass("bf16", "float", "f32", ("f32",)),
+        ElementClass("tf32", "float", "f32", ("f32",)),
+        ElementClass("f32", "float", "f32", ("f32",)),
+        ElementClass("f64", "float", "f64", ("f64",)),
+    )
+}
+
+# Element type -> its row. fp6/fp4 share the fp8 row: PTX `.kind::f8f6f4` mixes them freely
+# (an extension of the text, which names only e4m3 and e5m2 there).
+OPERAND_ELEMENTS: dict[str, str] = {
+    "si8": "8-bit integer",
+    "ui8": "8-bit integer",
+    "si4": "4-bit integer",
+    "ui4": "4-bit integer",
+    "i1": "single bit",
+    "f8E4M3FN": "fp8/fp6/fp4",
+    "f8E5M2": "fp8/fp6/fp4",
+    "f6E3M2FN": "fp8/fp6/fp4",
+    "f6E2M3FN": "fp8/fp6/fp4",
+    "f4E2M1FN": "fp8/fp6/fp4",
+    "f16": "f16",
+    "bf16": "bf16",
+    "tf32": "tf32",
+    "f32": "f32",
+    "f64": "f64",
+}
+
+SCALE_ELEMENTS = ("f8E8M0FNU", "ue4m3")
+# Element types of fewer than 8 bits that do not divide a byte are stored one per byte.
+BYTE_PER_ELEMENT = ("f6E3M2FN", "f6E2M3FN")
+ACCUMULATOR_ELEMENTS = ("si32", "f16", "f32", "f64")
+TILE_ELEMENTS = tuple(OPERAND_ELEMENTS) + SCALE_ELEMENTS + ("si32",)
+# Types with no storage format of their own: kept in memory as another type.
+NO_STORAGE = {"tf32": "f32"}
+
+
+# PTX spellings accepted wherever a user names an element type.
+ELEMENT_ALIASES = {
+    "e4m3": "f8E4M3FN",
+    "e5m2": "f8E5M2",
+    "e3m2": "f6E3M2FN",
+    "e2m3": "f6E2M3FN",
+    "e2m1": "f4E2M1FN",
+    "ue8m0": "f8E8M0FNU",
+    "s8": "si8",
+    "u8": "ui8",
+    "s4": "si4",
+    "u4": "ui4",
+    "b1": "i1",
+    "s32": "si32",
+}
+
+
+# (lowest, highest) finite value of each float element type; unsigned types hold no negatives and
+# e8m0 holds only powers of two (no zero).
+FLOAT_LIMITS: dict[str, tuple[float, float]] = {
+    "f16": (-(2 - 2.0**-10) * 2.0**15, (2 - 2.0**-10) * 2.0**15),
+    "bf16": (-(2 - 2.0**-7) * 2.0**127, (2 - 2.0**-7) * 2.0**127),
+    "tf32": (-(2 - 2.0**-10) * 2.0**127, (2 - 2.0**-10) * 2.0**127),
+    "f32": (-(2 - 2.0**-23) * 2.0**127, (2 - 2.0**-23) * 2.0**127),
+    "f64": (-(2 - 2.0**-52) * 2.0**1023, (2 - 2.0**-52) * 2.0**1023),
+    "f8E4M3FN": (-448.0, 448.0),
+    "f8E5M2": (-57344.0, 57344.0),
+    "f6E3M2FN": (-28.0, 28.0),
+    "f6E2M3FN": (-7.5, 7.5),
+    "f4E2M1FN": (-6.0, 6.0),
+    "f8E8M0FNU": (2.0**-127, 2.0**127),
+    "ue4m3": (0.0, 448.0),
+}
+
+
+@dataclass(frozen=True)
+class CastRule:
+    """How one element conversion is lowered. `roundings` maps each rounding the conversion may
+    take to the first sm that has it (empty: the conversion is exact and takes none); `default`
+    is the rounding used when the op names none. `how`: "cvt" emits cvt.<rounding>.<dst>.<src>
+    after the load; "extend" is done by the load itself (sub-byte loads sign- or zero-extend)."""
+
+    roundings: tuple[tuple[str, int], ...]
+    default: str | None
+    how: str
+
+    @property
+    def rounding_names(self) -> tuple[str, ...]:
+        return tuple(r for r, _ in self.roundings)
+
+
+# Every conversion the lowering can do, (source, destination) element names -> rule: the one
+# table tile.cast verifies against and tile-to-ptx (and the reference runner) lower from.
+# cvt.rna.tf32.f32 needs sm_80, cvt.rn/.rz.tf32.f32 sm_90 (PTX 7.8).
+CAST_RULES: dict[tuple[str, str], CastRule] = {
+    ("f32", "tf32"): CastRule((("rna", 80), ("rn", 90), ("rz", 90)), "rna", "cvt"),
+    ("si4", "si8"): CastRule((), None, "extend"),
+    ("ui4", "ui8"): CastRule((), None, "extend"),
+}
+
+
+# Element types of a pre-compressed sparse A (`tile.sparse_from`).
+PRE_COMPRESSED = ("f16", "bf16")
+# 4-bit integers and the 8-bit type that holds each exactly: select-mma widens to it where 4-bit
+# mma is slow, and `warp.widen` does it to staged fragments.
+INT4_WIDENED = {"si4": "si8", "ui4": "ui8"}

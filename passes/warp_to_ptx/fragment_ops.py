@@ -1,0 +1,236 @@
+"""`warp-to-ptx` patterns for the fragment ops that work in registers or on global memory:
+`warp.constant` (a splat), `warp.load`/`warp.store`/`warp.load_scale` (each value at its place
+in the memref window, through `fragment_io`), `warp.split_tf32`, `warp.widen` and `warp.mma`
+(whose result reuses the accumulator's registers where it is their only use).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+
+from tilemma.compiler.layouts import fragments, scale_fragments
+from tilemma.dialects import ptx, warp
+from tilemma.dialects.tile import element_name
+from tilemma.passes.tile.select_mma import scale_count
+from tilemma.passes.warp_to_ptx import fragment_io as fio
+from tilemma.passes.warp_to_ptx.fragment_io import window_of
+from tilemma.passes.warp_to_ptx.state import (
+    LoweringState,
+    _bank_of,
+    _count,
+    _finish,
+    _layout,
+    _ptx_type,
+    all_reg,
+    all_regs,
+    reg,
+    regs,
+)
+
+
+@dataclass
+class LowerFragConstant(RewritePattern):
+    """`warp.constant`: every register of the fragment set to the splat."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.ConstantOp, rewriter: PatternRewriter) -> None:
+        frag = op.result.type
+        assert isinstance(frag, warp.FragType)
+        e = fio.Emitter(self.state.kernel(op).regs)
+        bank = _bank_of(frag)
+        out = e.reg_list(bank, _count(frag))
+        literal = fio.splat_literal(op.scalar(), frag.variant.ctype)
+        for r in out:
+            e.emit(f"mov.{bank}", r, literal)
+        _finish(op, rewriter, e, [out])
+
+
+def _open(e: fio.Emitter, op, lane: str, weights: tuple[tuple[int, ...], tuple[int, ...]],
+          col_scale: int = 1) -> fio.Access | None:
+    """Per-lane access of a window op: lane part of the coordinates (columns scaled by
+    `col_scale`, compressed -> dense) plus the op's indices."""
+    base, idx = reg(op.ref), all_reg(op.indices)
+    if base is None or idx is None:
+        return None
+    batch, row0, col0 = idx
+    row = e.lane_linear(lane, weights[0], row0)
+    if col_scale == 1:
+        col = e.lane_linear(lane, weights[1], col0)
+    else:
+        col = e.lane_linear(lane, weights[1], "0")
+        e.emit("mul.lo.u32", col, col, col_scale)
+        e.emit("add.u32", col, col, col0)
+    return fio.open_access(e, window_of(op), base, batch, row, col)
+
+
+@dataclass
+class LowerLoad(RewritePattern):
+    """`warp.load`: each value from its place in the window, converted, packed into registers."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadOp, rewriter: PatternRewriter) -> None:
+        frag = op.result.type
+        assert isinstance(frag, warp.FragType)
+        kernel = self.state.kernel(op)
+        lay = _layout(frag)
+        lin = fragments.linear_form(lay)
+        e = fio.Emitter(kernel.regs)
+        access = _open(e, op, kernel.lane, (lin.row_w, lin.col_w))
+        if access is None:
+            return
+        bank = _bank_of(frag)
+        out = e.reg_list(bank, lay.regs)
+        rounding = str(op.rounding.data) if op.rounding is not None else None
+        fio.fill_fragment(e, out, access, lin, lay, bank, _ptx_type(frag), rounding)
+        _finish(op, rewriter, e, [out])
+
+
+@dataclass
+class LowerStore(RewritePattern):
+    """`warp.store`: each accumulator value to its place in the window."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.StoreOp, rewriter: PatternRewriter) -> None:
+        frag = op.value.type
+        assert isinstance(frag, warp.FragType)
+        values = regs(op.value)
+        if values is None:
+            return
+        kernel = self.state.kernel(op)
+        lay = _layout(frag)
+        lin = fragments.linear_form(lay)
+        e = fio.Emitter(kernel.regs)
+        access = _open(e, op, kernel.lane, (lin.row_w, lin.col_w))
+        if access is None:
+            return
+        fio.store_fragment(e, values, access, lin, lay, _bank_of(frag))
+        _finish(op, rewriter, e)
+
+
+@dataclass
+class LowerScale(RewritePattern):
+    """`warp.load_scale`: byte j of the lane's register = the scale of K block j of the
+    instruction, for the canonical selectors {0, 0} (lanes at byte j hold K block j)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadScaleOp, rewriter: PatternRewriter) -> None:
+        frag = op.result.type
+        assert isinstance(frag, warp.FragType)
+        is_a = frag.role == warp.Operand.SCALE_A
+        weights, per_instr = scale_fragments.scale_linear("a" if is_a else "b", f"{scale_count(frag.variant)}X")
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        no_lane = (0,) * len(weights)
+        access = _open(e, op, kernel.lane, (weights, no_lane) if is_a else (no_lane, weights))
+        if access is None:
+            return
+        out = e.reg("b32")
+        e.emit("mov.b32", out, 0)
+        for j in range(per_instr):
+            row, col = (0, j) if is_a else (j, 0)
+            t = e.reg("b32")
+            fio.load_element(e, access, access.window.offset(row, col), access.pred(e, row, col), t, "b32")
+            e.emit("bfi.b32", out, t, out, 8 * j, 8)
+        _finish(op, rewriter, e, [[out]])
+
+
+@dataclass
+class LowerSplitTf32(RewritePattern):
+    """`warp.split_tf32`: hi = tf32(x), lo = tf32(x - hi), both rounded rna."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.SplitTf32Op, rewriter: PatternRewriter) -> None:
+        src = regs(op.source)
+        if src is None:
+            return
+        e = fio.Emitter(self.state.kernel(op).regs)
+        hi, lo = e.reg_list("b32", len(src)), e.reg_list("b32", len(src))
+        for x, h, l in zip(src, hi, lo):
+            hi_f, rest = e.reg("f32"), e.reg("f32")
+            e.emit("cvt.rna.tf32.f32", h, x)
+            e.emit("mov.b32", hi_f, h)
+            e.emit("sub.f32", rest, x, hi_f)
+            e.emit("cvt.rna.tf32.f32", l, rest)
+        _finish(op, rewriter, e, [hi, lo])
+
+
+@dataclass
+class LowerWiden(RewritePattern):
+    """`warp.widen`: per source register, its low four nibbles (K 8t..8t+3) and high four
+    (8t+4..8t+7) spread to bytes, sign-extended for s4; A's registers (rows g, g+8; K halves)
+    regroup as each half's a0..a3, B's as b0, b1."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.WidenOp, rewriter: PatternRewriter) -> None:
+        src = regs(op.source)
+        if src is None:
+            return
+        e = fio.Emitter(self.state.kernel(op).regs)
+        source = op.source.type
+        assert isinstance(source, warp.FragType)
+        signed = element_name(source.element) == "si4"
+
+        def spread(r: str, high: bool) -> str:
+            """Four nibbles of r to the four bytes of a new register."""
+            x, t = e.reg("b32"), e.reg("b32")
+            e.emit("shr.u32" if high else "and.b32", x, r, 16 if high else 0xFFFF)
+            e.emit("shl.b32", t, x, 8)  # nibble pairs to bytes 0 and 2
+            e.emit("or.b32", x, x, t)
+            e.emit("and.b32", x, x, 0x00FF00FF)
+            e.emit("shl.b32", t, x, 4)  # then one nibble a byte
+            e.emit("or.b32", x, x, t)
+            e.emit("and.b32", x, x, 0x0F0F0F0F)
+            if signed:  # bit 3 set: the byte's top four bits too (8 x 30 = 0xF0, no carry out)
+                e.emit("and.b32", t, x, 0x08080808)
+                e.emit("mul.lo.u32", t, t, 30)
+                e.emit("or.b32", x, x, t)
+            return x
+
+        if len(src) == 4:  # A: rows g and g+8 of K half 0 (a0, a1), then of half 1 (a2, a3)
+            halves = [[spread(src[2 * h], False), spread(src[2 * h + 1], False),
+                       spread(src[2 * h], True), spread(src[2 * h + 1], True)] for h in (0, 1)]
+        else:  # B: one register a K half
+            halves = [[spread(r, False), spread(r, True)] for r in src]
+        _finish(op, rewriter, e, halves)
+
+
+@dataclass
+class LowerMma(RewritePattern):
+    """`warp.mma`: one `mma` instruction; d reuses c's registers when this is c's only use."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.MmaOp, rewriter: PatternRewriter) -> None:
+        groups = all_regs((op.a, op.b, op.c))
+        extras = all_reg([x for x in (op.metadata, op.scale_a, op.scale_b) if x is not None])
+        if groups is None or extras is None:
+            return
+        a, b, c = groups
+        frag = op.c.type
+        assert isinstance(frag, warp.FragType)
+        e = fio.Emitter(self.state.kernel(op).regs)
+        in_place = op.c.has_one_use() and all(r.startswith("%") for r in c)
+        d = list(c) if in_place else e.reg_list(_bank_of(frag), len(c))
+        extra: list[str] = []
+        if op.metadata is not None:
+            extra += [extras.pop(0), "0"]
+        if op.scale_a is not None:
+            extra += [extras[0], "{0, 0}", extras[1], "{0, 0}"]
+        e.ops.append(ptx.MmaOp(frag.variant.opcode, d, a, b, c, extra))
+        _finish(op, rewriter, e, [d])
+

@@ -1,0 +1,372 @@
+"""`warp-to-ptx` patterns for shared memory: a shared `memref.alloc` (a slice of the kernel's
+dynamic shared memory), `warp.copy_async` (`cp.async`, its per-thread addressing computed once
+at the kernel's entry), the copies' groups and the barrier, and the stage reads `warp.ldmatrix`
+and `warp.load_shared` (addresses swizzled as the buffer is).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from xdsl.dialects import gpu, memref
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+
+from tilemma.compiler.layouts import fragments
+from tilemma.dialects import ptx, tile, warp
+from tilemma.dialects.tile import element_name
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.warp_to_ptx import fragment_io as fio
+from tilemma.passes.warp_to_ptx.fragment_io import window_of
+from tilemma.passes.warp_to_ptx.state import (
+    SHARED_SYMBOL,
+    LoweringState,
+    _bank_of,
+    _finish,
+    _layout,
+    all_reg,
+    reg,
+)
+
+
+@dataclass
+class LowerSharedAlloc(RewritePattern):
+    """`memref.alloc` in shared memory: a 128-byte aligned slice of the kernel's dynamic shared
+    memory; the value is its 32-bit shared address."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.AllocOp, rewriter: PatternRewriter) -> None:
+        ref = op.memref.type
+        if not warp.is_shared(ref):
+            return
+        kernel = self.state.kernel(op)
+        offset = -(-kernel.shared_bytes // 128) * 128
+        size = prod(ref.get_shape()) * tile.element_bits(element_name(ref.element_type)) // 8
+        kernel.shared_bytes = offset + size
+        e = fio.Emitter(kernel.regs)
+        r = e.reg("b32")
+        e.emit("mov.u32", r, SHARED_SYMBOL)
+        if offset:
+            e.emit("add.u32", r, r, offset)
+        _finish(op, rewriter, e, [[r]])
+
+
+def _shared_geometry(ref: MemRefType) -> tuple[int, int, int]:
+    """(bits per element, bytes per row, bytes per stage) of a stages x rows x cols buffer
+    (sub-byte elements packed, as in global memory)."""
+    _, rows, cols = ref.get_shape()
+    bits = tile.element_bits(element_name(ref.element_type))
+    return bits, cols * bits // 8, rows * cols * bits // 8
+
+
+def _column_bytes(e: fio.Emitter, dst: str, col: str, bits: int, sign: str = "u") -> None:
+    """dst = the bytes of `col` elements (whole bytes for sub-byte elements: staged reads and
+    copies start at 16-byte granules, and sub-byte extents end on a byte); `sign` "s" for a
+    count that may be negative."""
+    if bits >= 8:
+        e.emit(f"mul.lo.{sign}32", dst, col, bits // 8)
+    else:
+        e.emit(f"shr.{sign}32", dst, col, (8 // bits).bit_length() - 1)
+
+
+def _stage_read(op: warp.LdMatrixOp | warp.LoadSharedOp):
+    """The registers of a stage read's buffer and (stage, row, col) indices, None until all are
+    lowered, then the buffer's geometry (`_shared_geometry`)."""
+    base, idx = reg(op.ref), all_reg(op.indices)
+    if base is None or idx is None:
+        return None
+    ref = op.ref.type
+    assert isinstance(ref, MemRefType)
+    return (base, *idx, *_shared_geometry(ref))
+
+
+def _round_tf32(e: fio.Emitter, op: warp.LdMatrixOp | warp.LoadSharedOp, regs: list[str]) -> None:
+    """An f32 buffer read as tf32 fragments: each register converted as the op's rounding says."""
+    rounding = op.rounding
+    if rounding is not None:
+        assert isinstance(rounding, tile.RoundingAttr)
+        for r in regs:
+            e.emit(f"cvt.{rounding.data.value}.tf32.f32", r, r)
+
+
+def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row: str, row_bytes: int,
+                    col_bytes: str, swizzle: bool, mult: int = 1) -> str:
+    """Shared address of (stage, row, byte column), with the granule swizzle if asked."""
+    # the part that does not depend on the stage first (loop-invariant where row and column are)
+    offset = _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)
+    addr = e.reg("b32")
+    e.emit("mad.lo.u32", addr, e.in_register(stage), stage_bytes, base)
+    e.emit("add.u32", addr, addr, offset)
+    return addr
+
+
+def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swizzle: bool, mult: int = 1) -> str:
+    """Byte offset of (row, byte column) within a stage, swizzled if asked (phase multiplier
+    `mult`, warp.SwizzleAttr)."""
+    offset = e.reg("b32")
+    if swizzle:  # the emitted form of warp.swizzle_granule
+        per_line, period = warp.swizzle_phases(row_bytes)
+        e.emit("shr.u32", offset, row, per_line.bit_length() - 1)
+        if mult != 1:
+            e.emit("mul.lo.u32", offset, offset, mult)
+        e.emit("and.b32", offset, offset, period - 1)
+        e.emit("shl.b32", offset, offset, 4)
+        e.emit("xor.b32", offset, offset, col_bytes)  # granule ^ phase, offset within it kept
+    else:
+        e.emit("mov.u32", offset, col_bytes)
+    e.emit("mad.lo.u32", offset, row, row_bytes, offset)
+    return offset
+
+
+@dataclass
+class LowerCopyAsync(RewritePattern):
+    """`warp.copy_async`: thread t copies chunks t, t + T, ... of the tile (row-major chunks of
+    `vector` bytes), each a `cp.async`. The address is the tile origin's (uniform: the only part
+    that moves with K) plus the thread's byte offset (loop-invariant), so the K loop advances
+    one pointer. Unless `in_bounds` says the tile lies inside the window, each chunk's source
+    size is the part inside the window (0 past its edge: nothing is read, it is zero-filled)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.CopyAsyncOp, rewriter: PatternRewriter) -> None:
+        ptr, dst, stage = reg(op.ref), reg(op.dest), reg(op.stage)
+        idx = [reg(i) for i in op.indices]
+        if ptr is None or dst is None or stage is None or any(i is None for i in idx):
+            return
+        batch, row0, col0 = (x for x in idx)
+        window = window_of(op)
+        # The shared rows run along the window's `outer` dimension, their contiguous chunks along
+        # `inner` (rows and columns of the window, swapped when the copy transposes).
+        t = op.transpose is not None
+        outer, inner = (2, 1) if t else (1, 2)
+        if window.strides[inner] != 1:
+            raise LoweringError(op, "warp.copy_async copies runs of contiguous elements: the window's "
+                                f"{'rows' if t else 'columns'} must have stride 1")
+        o0, i0 = (col0, row0) if t else (row0, col0)
+        o_in, i_in = window.in_bounds[outer - 1], window.in_bounds[inner - 1]
+        o_ext, i_ext = window.extent[outer], window.extent[inner]
+        ref = op.dest.type
+        assert isinstance(ref, MemRefType)
+        bits, row_bytes, stage_bytes = _shared_geometry(ref)
+        _, rows, _ = ref.get_shape()
+        w = op.vector.value.data
+        threads = op.threads.value.data
+        per_row = row_bytes // w
+        total = rows * per_row
+        kernel = self.state.kernel(op)
+        row_step, swizzle = window.strides[outer] * bits // 8, op.swizzle is not None
+        mult = warp.swizzle_mult(op)
+        chunks = -(-total // threads)
+
+        def thread_parts(e: fio.Emitter) -> list:
+            """Per chunk: (guard, shared row, element in the row, global byte offset, shared byte offset)."""
+            tid = e.reg("b32")
+            e.emit("mov.u32", tid, "%tid.x")
+            parts = []
+            for i in range(chunks):
+                c = e.reg("b32")
+                e.emit("add.u32", c, tid, i * threads)
+                guard = None
+                if (i + 1) * threads > total:
+                    guard = e.reg("pred")
+                    e.emit("setp.lt.u32", guard, c, total)
+                row, vec, col, col_bytes = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
+                e.emit("div.u32", row, c, per_row)
+                e.emit("rem.u32", vec, c, per_row)
+                e.emit("mul.lo.u32", col, vec, w * 8 // bits)
+                e.emit("mul.lo.u32", col_bytes, vec, w)
+                offset, col64 = e.reg("b64"), e.reg("b64")
+                fio._mul_wide(e, offset, row, row_step)
+                e.emit("cvt.u64.u32", col64, col_bytes)
+                e.emit("add.s64", offset, offset, col64)
+                parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)))
+            return parts
+
+        parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult), thread_parts)
+        e = fio.Emitter(kernel.regs)
+        origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
+        if window.sub_byte:  # a bit address; tile origins start on 4-byte runs (plan.copy_vector)
+            e.emit("shr.u64", origin.ptr, origin.ptr, 3)
+        stage_base = e.reg("b32")
+        e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
+        for guard, row, col, offset, shared_offset in parts:
+            src = e.reg("b64")
+            e.emit("add.s64", src, origin.ptr, offset)
+            size: str | int = w
+            if not (o_in and i_in):
+                # bytes inside the window: clamp((inner extent - index) * bits / 8, 0, w), 0 on
+                # an outer index past the edge (sub-byte extents end on a byte: `stageable`)
+                size = e.reg("b32")
+                if i_in:
+                    e.emit("mov.u32", size, w)
+                else:
+                    index = e.reg("b32")
+                    e.emit("add.u32", index, col, e.in_register(i0))  # type: ignore[arg-type]
+                    e.emit("sub.s32", size, i_ext, index)
+                    _column_bytes(e, size, size, bits, "s")
+                    e.emit("min.s32", size, size, w)
+                    e.emit("max.s32", size, size, 0)
+                if not o_in:
+                    index, inside = e.reg("b32"), e.reg("pred")
+                    e.emit("add.u32", index, row, e.in_register(o0))  # type: ignore[arg-type]
+                    e.emit("setp.lt.u32", inside, index, o_ext)
+                    e.emit("selp.b32", size, size, 0, inside)
+                some = e.reg("pred")
+                e.emit("setp.ne.u32", some, size, 0)
+                e.emit("selp.b64", src, src, ptr, some)  # nothing is read: any valid address
+            addr = e.reg("b32")
+            e.emit("add.u32", addr, stage_base, shared_offset)
+            kind = "cg" if w == 16 else "ca"
+            sizes = (w,) if size == w else (w, size)
+            e.emit(f"cp.async.{kind}.shared.global", f"[{addr}]", f"[{src}]", *sizes, guard=guard)
+        _finish(op, rewriter, e)
+
+
+@dataclass
+class LowerAsyncGroups(RewritePattern):
+    """`warp.async_commit` / `warp.async_wait` as cp.async group instructions."""
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if isinstance(op, warp.AsyncCommitOp):
+            rewriter.replace(op, ptx.InstOp("cp.async.commit_group"), [])
+        elif isinstance(op, warp.AsyncWaitOp):  # its token has no registers
+            token = ptx.RegsOp([], op.token.type)
+            rewriter.replace(op, [ptx.InstOp("cp.async.wait_group", [str(op.pending.value.data)]), token],
+                             [token.result])
+        elif isinstance(op, gpu.BarrierOp):
+            rewriter.replace(op, ptx.InstOp("bar.sync", ["0"]), [])
+
+
+@dataclass
+class LowerLdMatrix(RewritePattern):
+    """`warp.ldmatrix`: lanes 8q..8q+7 give the rows of 8x8 (16-byte) matrix q, in fragment
+    register order. A (x4, M x K buffer): rows +0/+8, then the K row's second 16 bytes; B from an
+    N x K buffer: the second 16 bytes, then n +8 for a second fragment (x4); B `trans` (K x N
+    buffer, 16-bit): k rows +0/+8, then n +8. A static row offset that keeps the swizzle phase
+    is an immediate."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LdMatrixOp, rewriter: PatternRewriter) -> None:
+        read = _stage_read(op)
+        if read is None:
+            return
+        base, stage, row0, col0, bits, row_bytes, stage_bytes = read
+        frag = op.fragments[0].type
+        assert isinstance(frag, warp.FragType)
+        swizzle = op.swizzle is not None
+        row_off, col_off = op.offset_values()
+        per_line, period = warp.swizzle_phases(row_bytes)
+        period_rows = per_line * period
+        imm_rows = row_off if (not swizzle or row_off % period_rows == 0) else 0
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        lane = kernel.lane
+        is_a, trans = frag.role == warp.Operand.A, op.trans is not None
+        sparse_b = not is_a and frag.variant.sparse is not None  # one k32 B fragment per .x4
+        wide = is_a or len(op.fragments) == 2 or sparse_b
+        half_row = 128 // bits  # elements in 16 bytes: the second half of a K row
+        # (lane bit, step) of the row and of the column of a lane's matrix row
+        if is_a:
+            row_part, col_part = (3, 8), (4, half_row)
+        elif sparse_b:  # lane bit 4 moves to K + 16 (added below)
+            row_part, col_part = ((3, 8), None) if trans else (None, (3, half_row))
+        elif trans:
+            row_part, col_part = (3, 8), ((4, 8) if wide else None)
+        else:
+            row_part, col_part = ((4, 8) if wide else None), (3, half_row)
+        row, col = e.reg("b32"), e.reg("b32")
+        e.emit("and.b32", row, lane, 7)
+        if row_part is not None:
+            bit = e.reg("b32")
+            e.emit("bfe.u32", bit, lane, row_part[0], 1)
+            e.emit("mad.lo.u32", row, bit, row_part[1], row)
+        e.emit("add.u32", row, row, e.in_register(row0))  # type: ignore[arg-type]
+        if row_off != imm_rows:
+            e.emit("add.u32", row, row, row_off)
+        if col_part is not None:
+            e.emit("bfe.u32", col, lane, col_part[0], 1)
+            e.emit("mad.lo.u32", col, col, col_part[1], e.in_register(col0))  # type: ignore[arg-type]
+        else:
+            e.emit("mov.u32", col, col0)
+        if sparse_b:  # matrices 2 and 3: the fragment's second k16 half
+            upper = e.reg("b32")
+            e.emit("bfe.u32", upper, lane, 4, 1)
+            if trans:
+                e.emit("mad.lo.u32", row, upper, 16, row)
+            else:
+                e.emit("mad.lo.u32", col, upper, 2 * half_row, col)
+        if col_off:
+            e.emit("add.u32", col, col, col_off)
+        _column_bytes(e, col, col, bits)
+        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle,  # type: ignore[arg-type]
+                               warp.swizzle_mult(op))
+        out = e.reg_list("b32", 4 if wide else 2)
+        shape = ("x4" if wide else "x2") + (".trans" if trans else "")
+        e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
+               f"[{addr}+{imm_rows * row_bytes}]")
+        _round_tf32(e, op, out)
+        _finish(op, rewriter, e, [out] if is_a or sparse_b else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
+
+
+@dataclass
+class LowerLoadShared(RewritePattern):
+    """`warp.load_shared`: one `ld.shared` per register, at the value's place in the fragment
+    table (transposed for a `transposed` buffer). Offsets of whole swizzle periods (rows) and
+    128-byte lines (columns) keep the granule phase, so they are immediates; the values whose
+    offsets differ only by such periods share one address computation."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadSharedOp, rewriter: PatternRewriter) -> None:
+        read = _stage_read(op)
+        if read is None:
+            return
+        base, stage, row0, col0, bits, row_bytes, stage_bytes = read
+        esz = bits // 8  # 32- and 64-bit elements only (the verifier)
+        frag = op.result.type
+        assert isinstance(frag, warp.FragType)
+        swizzle, mult = op.swizzle is not None, warp.swizzle_mult(op)
+        lay = _layout(frag)
+        lin = fragments.linear_form(lay)
+        # (lane weights, per-value offsets) of the buffer's rows and columns
+        rows, cols = (lin.row_w, lin.row_off), (lin.col_w, lin.col_off)
+        if op.transposed is not None:
+            rows, cols = cols, rows
+        per_line, period = warp.swizzle_phases(row_bytes)
+        # offsets of whole swizzle periods (rows) and 128-byte lines (columns) keep the phase
+        period_rows, period_cols = (per_line * period, period * 16 // esz) if swizzle else (1, 1)
+        row_off, col_off = op.offset_values()
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        row = e.lane_linear(kernel.lane, rows[0], row0)  # type: ignore[arg-type]
+        col = e.lane_linear(kernel.lane, cols[0], col0)  # type: ignore[arg-type]
+        stage_base = e.reg("b32")
+        e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, base)  # type: ignore[arg-type]
+        bank = _bank_of(frag)
+        out = e.reg_list(bank, lay.regs)
+        suffix = fio._word_suffix(bank)
+        addrs: dict[tuple[int, int], str] = {}
+        for v, r in enumerate(out):
+            dr, dc = row_off + rows[1][v], col_off + cols[1][v]
+            key = (dr % period_rows, dc % period_cols)
+            if key not in addrs:
+                vr, cb = row, e.reg("b32")
+                if key[0]:
+                    vr = e.reg("b32")
+                    e.emit("add.u32", vr, row, key[0])
+                e.emit("add.u32", cb, col, key[1])
+                e.emit("mul.lo.u32", cb, cb, esz)
+                addrs[key] = e.reg("b32")
+                e.emit("add.u32", addrs[key], stage_base, _shared_offset(e, vr, row_bytes, cb, swizzle, mult))
+            imm = (dr - key[0]) * row_bytes + (dc - key[1]) * esz
+            e.emit(f"ld.shared.{suffix}", r, f"[{addrs[key]}+{imm}]")
+        _round_tf32(e, op, out)
+        _finish(op, rewriter, e, [out])
