@@ -53,7 +53,8 @@ sanitize)  # memcheck + racecheck, odd batched sizes, one kernel per schedule/fa
         done
     done
     ;;
-configs)  # odd shapes under forced configurations on the GPU, then the candidates timed at 4096
+configs)  # odd shapes under forced configurations on the GPU (and other targets' PTX, JIT-compiled
+    # for this GPU: the 99 KiB targets' fitted defaults), then the candidates timed at 4096
     S=$OUT/configs_check.txt; : > "$S"
     while IFS='|' read -r shape options; do  # tilemma gemm options | tilemma run options
         tilemma gemm $shape > /tmp/g.mlir && timeout 60 tilemma run /tmp/g.mlir --on gpu $options >> "$S" 2>&1
@@ -70,6 +71,11 @@ configs)  # odd shapes under forced configurations on the GPU, then the candidat
 --m 130 --n 70 --k 200 --a tf32 --b tf32 --acc f32 --b-layout col --rounding rn |
 --m 257 --n 129 --k 1056 --a b1 --b b1 --acc s32 --b-layout col --popc and | --warps 2x4 --warp-tile 2x4 --stages 4 --stage-k 256
 --m 257 --n 129 --k 328 --batch 2 --a u4 --b u4 --acc s32 --b-layout col --shape m16n8k64 | --stages 5 --stage-k 64
+--m 1000 --n 1000 --k 1000 --a f16 --b f16 --acc f32 | --sm 86 --warps 2x4 --warp-tile 4x8 --stages 3 --stage-k 32
+--m 1000 --n 1000 --k 1000 --a bf16 --b bf16 --acc f32 --b-layout col | --sm 80
+--m 1000 --n 1000 --k 1000 --a tf32 --b tf32 --acc f32 | --sm 86 --warps 2x4 --warp-tile 2x8 --stages 2 --stage-k 32
+--m 1000 --n 520 --k 1000 --a e4m3 --b e4m3 --acc f32 --b-layout col | --sm 89
+--m 2048 --n 2048 --k 2048 --a s4 --b s4 --acc s32 --b-layout col | --sm 80
 LIST
     grep -E "PASS|FAIL|error|exit" "$S" | cut -c1-160
     [ -n "${SKIP_TIMING:-}" ] && exit 0
