@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, gpu, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -202,7 +202,7 @@ class _Prefetch:
 
     def prefetch_loop(self, inits: list[SSAValue]) -> list[SSAValue]:
         """Carry the head values through the loop; returns its results (the last stage's)."""
-        loop, sec, s = self.loop, self.body, self.s
+        loop, sec = self.loop, self.body
         assert loop is not None and sec is not None
         old = loop.body.block
         n_acc = len(loop.iter_args)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, gpu, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, ModuleOp, i64
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -61,13 +61,13 @@ def k_loop(kernel: func.FuncOp) -> scf.ForOp:
     return loops[0]
 
 
-def origin(value: SSAValue) -> tuple[SSAValue, SSAValue]:
-    """(CTA origin, warp offset) of a warp's first row or column: `tile-distribute` computes it
-    as one `arith.addi` of the two."""
-    add = value.owner
+def origin(load: warp.LoadOp, dim: int) -> tuple[SSAValue, SSAValue]:
+    """(CTA origin, warp offset) of the first row (dim 1) or column (dim 2) a warp's fragment
+    load reads: `tile-distribute` computes it as one `arith.addi` of the two."""
+    add = load.indices[dim].owner
     if not isinstance(add, arith.AddiOp):
-        raise LoweringError(value.owner if isinstance(value.owner, Operation) else None,  # type: ignore[arg-type]
-                            "expected a warp origin of the form cta + warp offset (tile-distribute's)")
+        raise LoweringError(load, "warp-stage-shared: expected the warp's origin as cta + warp offset "
+                            "(the form tile-distribute writes)")
     return add.lhs, add.rhs
 
 
@@ -94,8 +94,8 @@ class _Stage(IndexBuilder):
             raise LoweringError(self.mmas[0], "warp-stage-shared stages a sparse A only when its metadata is loaded (a pre-compressed A)")
         a0, b0 = self.a_loads[0], self.b_loads[0]
         self.bz = a0.indices[0]
-        self.cta_row, self.warp_row = origin(a0.indices[1])
-        self.cta_col, self.warp_col = origin(b0.indices[2])
+        self.cta_row, self.warp_row = origin(a0, 1)
+        self.cta_col, self.warp_col = origin(b0, 2)
         self.a = MemView.of(a0.ref.type, a0.window_values())
         self.b = MemView.of(b0.ref.type, b0.window_values())
         self.b_k_major = b_k_major(self.b)
