@@ -46,18 +46,25 @@ class _Without(CompileOptions):
         return [p for p in super().passes() if not isinstance(p, self.skip)]
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_every_step_of_the_chain_runs(name):
+def chain_words(name: str, on: str) -> list[np.ndarray]:
+    """D's bytes from the staged, the pipelined and the prefetched form of a case, run `on` the
+    emulator or the GPU, each checked against the reference."""
     spec, sm, config = CASES[name]
     text = str(gemm_module(spec))
     words = []
     for skip in ((WarpPipeline, WarpPrefetchFragments), (WarpPrefetchFragments,), ()):
         [kernel] = compile_text(text, spec.name, _Without(sm=sm, skip=skip, **config))
         assert "cp.async" in kernel.ptx, (name, skip)
-        result = run_compiled(kernel, seed=3, on="emulator")
+        result = run_compiled(kernel, seed=3, on=on)
         assert result.ok, (name, skip, result.detail)
-        [out] = [v for k, v in result.outputs.items()]
+        [out] = list(result.outputs.values())
         words.append(np.ascontiguousarray(out).view(np.uint8))
+    return words
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_step_of_the_chain_runs(name):
+    words = chain_words(name, "emulator")
     assert all(np.array_equal(words[0], w) for w in words[1:]), name
 
 

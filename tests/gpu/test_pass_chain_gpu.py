@@ -5,13 +5,8 @@ give every element of the reference and, bit for bit, the same words as each oth
 import numpy as np
 import pytest
 
-from tilemma.compiler.driver.gemm_generator import gemm_module
-from tilemma.compiler.driver.pipeline import compile_text
-from tilemma.compiler.driver.runner import run_compiled
 from tilemma.compiler.runtime import cuda_runtime
-from tilemma.passes.warp.pipeline import WarpPipeline
-from tilemma.passes.warp.prefetch import WarpPrefetchFragments
-from tests.test_pass_chain import CASES, _Without
+from tests.test_pass_chain import CASES, chain_words
 
 pytestmark = [
     pytest.mark.gpu,
@@ -23,13 +18,5 @@ pytestmark = [
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_every_step_of_the_chain_on_the_gpu(name):
-    spec, sm, config = CASES[name]
-    text = str(gemm_module(spec))
-    words = []
-    for skip in ((WarpPipeline, WarpPrefetchFragments), (WarpPrefetchFragments,), ()):
-        [kernel] = compile_text(text, spec.name, _Without(sm=sm, skip=skip, **config))
-        result = run_compiled(kernel, seed=5, on="gpu")
-        assert result.ok, (name, skip, result.detail)
-        [out] = list(result.outputs.values())
-        words.append(np.ascontiguousarray(out).view(np.uint8))
+    words = chain_words(name, "gpu")
     assert all(np.array_equal(words[0], w) for w in words[1:]), name
