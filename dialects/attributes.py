@@ -6,9 +6,8 @@ over them: one module that `tile.py` and `warp.py` import, so neither imports th
   the MLIR names the tables of `element_tables` are keyed by.
 - `#tile<popc ...>` and `#tile<rounding ...>`: the bit operation of a single-bit mma and the
   rounding of a conversion (tile ops carry them, and so do the warp ops they become).
-- `#warp.variant<...>` (the selected `mma` instruction, field by field), `#warp.target<...>`,
-  `Operand` (which register group a fragment feeds) and `#warp.swizzle<...>` with the granule
-  swizzle it stands for.
+- `#warp.variant<...>` (the selected `mma` instruction, field by field), `#warp.target<...>` and
+  `Operand` (which register group a fragment feeds).
 
 The attribute names (`tile.*`, `warp.*`) say which dialect registers each one.
 """
@@ -35,7 +34,6 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatTF32Type,
-    IntegerAttr,
     IntegerType,
     Signedness,
     StringAttr,
@@ -47,7 +45,6 @@ from xdsl.ir import Attribute, ParametrizedAttribute, SpacedOpaqueSyntaxAttribut
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
 from tilemma.compiler.core.isa import MmaVariant
@@ -280,7 +277,7 @@ class TargetAttr(ParametrizedAttribute):
 
 
 # ---------------------------------------------------------------------------------------------
-# Fragment operands and the shared-memory swizzle.
+# Fragment operands.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -294,44 +291,3 @@ class Operand(StrEnum):
     META = auto()
     SCALE_A = auto()
     SCALE_B = auto()
-
-
-@irdl_attr_definition
-class SwizzleAttr(ParametrizedAttribute):
-    """`#warp.swizzle<5 : i64>`: the granule swizzle with a phase multiplier `mult` (odd):
-    granule g of row r is kept at g ^ ((r / rows-per-128-byte-line * mult) mod period). Any odd
-    multiplier keeps 8 rows at one column in 8 bank groups (ldmatrix, the copies); 5 also spreads
-    the rows one half-warp of an f64 fragment reads over both halves of the banks (the plain XOR
-    leaves them in one half: 2x the wavefronts). `warp-swizzle-shared` picks it per buffer from
-    its readers' patterns; the bare `swizzle` flag is multiplier 1."""
-
-    name = "warp.swizzle"
-    mult: IntegerAttr
-
-    def __init__(self, mult: int):
-        super().__init__(IntegerAttr(mult, i64))
-
-    def verify(self) -> None:
-        m = self.mult.value.data
-        if m < 1 or m % 2 == 0 or m > 7:
-            raise VerifyException(f"#warp.swizzle: the phase multiplier must be odd, 1..7 (a bijection of the 8 phases), got {m}")
-
-
-def swizzle_mult(op) -> int:
-    """The phase multiplier of an op's `swizzle` (1 for the flag; meaningless when absent)."""
-    sw = getattr(op, "swizzle", None)
-    return sw.mult.value.data if isinstance(sw, SwizzleAttr) else 1
-
-
-def swizzle_phases(row_bytes: int) -> tuple[int, int]:
-    """(rows per 128-byte line, number of phases) of the granule swizzle for `row_bytes` rows."""
-    return max(1, 128 // row_bytes), min(8, row_bytes // 16)
-
-
-def swizzle_granule(row, granule, row_bytes: int, mult: int = 1):
-    """The 16-byte granule where (row, granule) of a buffer with `row_bytes`-byte rows is kept:
-    granules XORed with the row's position among the 8 rows that share the banks (times an odd
-    `mult`, `SwizzleAttr`), so that 8 rows read at one column (ldmatrix, and the copies) touch 8
-    different bank groups."""
-    per_line, period = swizzle_phases(row_bytes)
-    return granule ^ (((row // per_line) * mult) % period)

@@ -12,8 +12,8 @@ come from `gpu`, the K loop is `scf.for` with the accumulators as `iter_args`, i
 (`warp.grid`, `warp.block`, `warp.role`), read back as `KernelABI`.
 
 This module holds the fragment type, the ops and the dialect; the attributes the ops carry
-(`#warp.variant`, `#warp.target`, `#warp.swizzle`, the operand names) are in `attributes`, with
-what `tile` shares.
+(`#warp.variant`, `#warp.target`, the operand names) are in `attributes`, with what `tile`
+shares; the `#warp.swizzled` layout of a shared buffer's type is in `swizzle`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
+    NoneAttr,
     StringAttr,
     UnitAttr,
     i64,
@@ -57,7 +58,6 @@ from tilemma.dialects.attributes import (
     Operand,
     Rounding,
     RoundingAttr,
-    SwizzleAttr,
     TargetAttr,
     VariantAttr,
     element_bits,
@@ -66,8 +66,15 @@ from tilemma.dialects.attributes import (
 from tilemma.dialects.element_tables import INT4_WIDENED, PRE_COMPRESSED
 from tilemma.dialects.schedule import ScheduleAttr
 
-# The swizzle of `SwizzleAttr`, read by callers as warp.X too.
-from tilemma.dialects.attributes import swizzle_granule, swizzle_mult, swizzle_phases  # noqa: F401
+# The swizzled layout of a shared buffer, read by callers as warp.X too.
+from tilemma.dialects.swizzle import (  # noqa: F401
+    SwizzledLayoutAttr,
+    row_bytes,
+    swizzle_granule,
+    swizzle_mult,
+    swizzle_phases,
+    swizzles,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,8 +535,16 @@ def is_shared(t: Attribute) -> bool:
 
 
 def _shared_stage(ref: Attribute, what: str) -> MemRefType:
+    """The stages x rows x cols shared buffer an op addresses. Its layout is what the lowering
+    addresses it by: row-major, or `#warp.swizzled` where the rows can be (`swizzles`)."""
     if not isinstance(ref, MemRefType) or not is_shared(ref) or len(ref.get_shape()) != 3:
         raise VerifyException(f"{what} must be a 3-d shared memref (stages x rows x cols, memory space {SHARED})")
+    if isinstance(ref.layout, SwizzledLayoutAttr):
+        if not swizzles(ref):
+            raise VerifyException(f"{what}: #warp.swizzled needs rows of a power of two of at least 32 bytes "
+                                  f"(the XOR stays inside the row), not {row_bytes(ref)}")
+    elif not isinstance(ref.layout, NoneAttr):
+        raise VerifyException(f"{what}: a shared buffer is row-major or #warp.swizzled, not {ref.layout}")
     return ref
 
 
@@ -539,8 +554,8 @@ class CopyAsyncOp(_WindowOp):
     stage of a shared buffer, `vector` bytes per `cp.async`; elements outside the window's extent
     are zero-filled (nothing is read there). With `transpose` the stage holds the tile's
     transpose (cols x rows), for a window whose columns are contiguous in memory (a K-major B):
-    each shared row is then one contiguous run of the window. `swizzle` XORs each shared row's
-    16-byte granules with the row (see `swizzle_granule`); readers of the buffer must use the same."""
+    each shared row is then one contiguous run of the window. A `#warp.swizzled` destination
+    stores each shared row's 16-byte granules XORed with the row (see `swizzle_granule`)."""
 
     name = "warp.copy_async"
     ref = operand_def(MemRefType)
@@ -552,7 +567,6 @@ class CopyAsyncOp(_WindowOp):
     in_bounds = opt_prop_def(DenseArrayBase)
     threads = prop_def(IntegerAttr)
     vector = prop_def(IntegerAttr)
-    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
     transpose = opt_prop_def(UnitAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
@@ -612,14 +626,13 @@ class AsyncWaitOp(IRDLOperation):
 class _StageReadOp(IRDLOperation):
     """What `warp.ldmatrix` and `warp.load_shared` share: fragments read from stage
     `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), after the
-    wait whose `token` they take, swizzled as the buffer is, and an f32 buffer read as tf32
-    fragments when `rounding` says how."""
+    wait whose `token` they take, swizzled as the buffer's type says, and an f32 buffer read as
+    tf32 fragments when `rounding` says how."""
 
     ref = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     token = operand_def(AsyncTokenType)
     offsets = prop_def(DenseArrayBase)
-    swizzle = opt_prop_def(UnitAttr | SwizzleAttr)
     rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
 
     @staticmethod
@@ -704,7 +717,6 @@ class LoadSharedOp(_StageReadOp):
     where the fragment table puts it: where ldmatrix does not apply (its unit is a 16-byte row of
     the fragment, which f64 and a K x N tf32 B do not have). The buffer holds the operand as the
     mma sees it (A: M x K, B: K x N) or, with `transposed`, its transpose (B: N x K, a K-major B).
-    `swizzle` reads a buffer whose 16-byte granules are XORed with the row (`swizzle_granule`);
     `rounding` reads an f32 buffer as tf32 fragments."""
 
     name = "warp.load_shared"
@@ -745,5 +757,5 @@ Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp],
-    [VariantAttr, TargetAttr, FragType, SwizzleAttr, AsyncTokenType, ScheduleAttr],
+    [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr],
 )

@@ -146,14 +146,14 @@ def test_f64_fragment_reads_take_the_fewest_wavefronts(b_layout, tiling):
     from tilemma.passes.warp.swizzle_shared import read_wavefronts
 
     loads = _swizzled(b_layout, **tiling)
-    assert loads and all(op.swizzle is not None for op in loads)
+    assert loads and all(warp.swizzle_mult(op.ref.type) is not None for op in loads)
     for op in loads:
         nvals = 8 if op.result.type.role == warp.Operand.A else 4
-        assert read_wavefronts(op, warp.swizzle_mult(op)) == 2 * nvals
+        assert read_wavefronts(op, warp.swizzle_mult(op.ref.type)) == 2 * nvals
         assert read_wavefronts(op, None) > 2 * nvals  # unswizzled: up to 8 rows in one bank group
     row_major_b = [op for op in loads if op.result.type.role == warp.Operand.B and op.transposed is None]
     for op in row_major_b:
-        assert warp.swizzle_mult(op) == 5 and read_wavefronts(op, 1) == 4 * 4
+        assert warp.swizzle_mult(op.ref.type) == 5 and read_wavefronts(op, 1) == 4 * 4
     assert bool(row_major_b) == (b_layout == "")
 
 
@@ -202,7 +202,7 @@ def test_tf32_row_major_b_reads_take_the_fewest_wavefronts():
     loads = [o for o in module.walk() if isinstance(o, warp.LoadSharedOp)]
     assert loads and all(o.result.type.role == warp.Operand.B for o in loads)
     for op in loads:
-        assert warp.swizzle_mult(op) == 5
+        assert warp.swizzle_mult(op.ref.type) == 5
         assert read_wavefronts(op, 5) == 2 and read_wavefronts(op, 1) == 4
 
 

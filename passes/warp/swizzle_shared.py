@@ -1,13 +1,15 @@
-"""`warp-swizzle-shared`: XOR-swizzles the 16-byte granules of each shared buffer, for the
-copies that write it and the ldmatrix and `warp.load_shared` reads alike.
+"""`warp-swizzle-shared`: XOR-swizzles the 16-byte granules of each shared buffer by giving
+its type the `#warp.swizzled<mult>` layout, which the copies that write it and the ldmatrix and
+`warp.load_shared` reads see alike.
 
 Row-major rows of 64 or more bytes put the same column of 8 consecutive rows in the same banks,
 so an `ldmatrix` (8 row addresses per phase) is serialized up to 8 ways. Storing granule g of row
 r at g ^ ((r / rows-per-128-byte-line) mod period) spreads them over 8 distinct bank groups (as
 MLIR's nvgpu-optimize-shared-memory and Triton's swizzled shared layouts). The layout is
-`warp.swizzle_granule`; it is marked on every op that addresses the buffer, never on some only.
+`warp.swizzle_granule`; it is written on the `memref.alloc`'s result type, so every op that
+addresses the buffer has it (a buffer with another user, which would not know it, stays plain).
 
-A buffer read by `warp.load_shared` may need a phase multiplier (`warp.SwizzleAttr`): 8-byte
+A buffer read by `warp.load_shared` may need a phase multiplier other than 1: 8-byte
 loads are served a half-warp at a time, and with the plain XOR the 16 lanes of an f64 fragment
 (A: 4 rows x 4 K columns; a row-major B: 4 k rows x 64 bytes) fall in one half of the banks:
 4 wavefronts where 2 would do (ncu on an H100: 3 a load on average before, 2 after). The
@@ -23,8 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import MemRefType, ModuleOp, UnitAttr
+from xdsl.dialects.builtin import MemRefType, ModuleOp, NoneAttr
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 from tilemma.compiler.layouts import fragments
 from tilemma.compiler.layouts.mma_layouts import instruction_layouts
@@ -32,13 +35,6 @@ from tilemma.dialects import tile, warp
 from tilemma.dialects.tile import element_name
 
 MULTIPLIERS = (1, 3, 5, 7)  # odd: bijections of the 8 phases
-
-
-def swizzles(ref: MemRefType) -> bool:
-    """Whether a stages x rows x cols buffer has rows the swizzle applies to (a power of two of
-    at least 32 bytes: the XOR stays inside the row)."""
-    row_bytes = ref.get_shape()[-1] * tile.element_bits(element_name(ref.element_type)) // 8
-    return row_bytes >= 32 and row_bytes & (row_bytes - 1) == 0
 
 
 def wavefronts(byte_addresses: np.ndarray, size: int) -> int:
@@ -85,12 +81,14 @@ class SwizzleShared(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for alloc in [o for o in op.walk() if isinstance(o, memref.AllocOp)]:
             ref = alloc.memref.type
-            if not warp.is_shared(ref) or not swizzles(ref):  # type: ignore[arg-type]
+            if not isinstance(ref, MemRefType) or not warp.is_shared(ref) or not warp.swizzles(ref):
                 continue
+            if not isinstance(ref.layout, NoneAttr):
+                continue  # a layout given already is kept
             users = [use.operation for use in alloc.memref.uses]
             if not all(isinstance(u, (warp.CopyAsyncOp, warp.LdMatrixOp, warp.LoadSharedOp)) for u in users):
                 continue  # an access that does not know the swizzle: keep the plain layout
             readers = [u for u in users if isinstance(u, warp.LoadSharedOp)]
             mult = min(MULTIPLIERS, key=lambda m: sum(read_wavefronts(u, m) for u in readers))
-            for u in users:
-                u.swizzle = UnitAttr() if mult == 1 else warp.SwizzleAttr(mult)  # type: ignore[union-attr]
+            swizzled = MemRefType(ref.element_type, ref.shape, warp.SwizzledLayoutAttr(mult), ref.memory_space)
+            Rewriter.replace_value_with_new_type(alloc.memref, swizzled)

@@ -1,7 +1,7 @@
 """`warp-to-ptx` patterns for shared memory: a shared `memref.alloc` (a slice of the kernel's
 dynamic shared memory), `warp.copy_async` (`cp.async`, its per-thread addressing computed once
 at the kernel's entry), the copies' groups and the barrier, and the stage reads `warp.ldmatrix`
-and `warp.load_shared` (addresses swizzled as the buffer is).
+and `warp.load_shared` (addresses swizzled as the buffer's type, `#warp.swizzled`, says).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from math import prod
 
 from xdsl.dialects import gpu, memref
 from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tilemma.compiler.layouts import fragments
@@ -84,6 +84,12 @@ def _stage_read(op: warp.LdMatrixOp | warp.LoadSharedOp):
     return (base, *idx, *_shared_geometry(ref))
 
 
+def _swizzle(ref: Attribute) -> tuple[bool, int]:
+    """(whether, phase multiplier) of the granule swizzle of a buffer, from its type."""
+    mult = warp.swizzle_mult(ref)
+    return mult is not None, mult or 1
+
+
 def _round_tf32(e: fio.Emitter, op: warp.LdMatrixOp | warp.LoadSharedOp, regs: list[str]) -> None:
     """An f32 buffer read as tf32 fragments: each register converted as the op's rounding says."""
     rounding = op.rounding
@@ -106,7 +112,7 @@ def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row
 
 def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swizzle: bool, mult: int = 1) -> str:
     """Byte offset of (row, byte column) within a stage, swizzled if asked (phase multiplier
-    `mult`, warp.SwizzleAttr)."""
+    `mult` of the buffer's `#warp.swizzled`)."""
     offset = e.reg("b32")
     if swizzle:  # the emitted form of warp.swizzle_granule
         per_line, period = warp.swizzle_phases(row_bytes)
@@ -159,8 +165,8 @@ class LowerCopyAsync(RewritePattern):
         per_row = row_bytes // w
         total = rows * per_row
         kernel = self.state.kernel(op)
-        row_step, swizzle = window.strides[outer] * bits // 8, op.swizzle is not None
-        mult = warp.swizzle_mult(op)
+        row_step = window.strides[outer] * bits // 8
+        swizzle, mult = _swizzle(ref)
         chunks = -(-total // threads)
 
         def thread_parts(e: fio.Emitter) -> list:
@@ -260,7 +266,7 @@ class LowerLdMatrix(RewritePattern):
         base, stage, row0, col0, bits, row_bytes, stage_bytes = read
         frag = op.fragments[0].type
         assert isinstance(frag, warp.FragType)
-        swizzle = op.swizzle is not None
+        swizzle, mult = _swizzle(op.ref.type)
         row_off, col_off = op.offset_values()
         per_line, period = warp.swizzle_phases(row_bytes)
         period_rows = per_line * period
@@ -305,8 +311,7 @@ class LowerLdMatrix(RewritePattern):
         if col_off:
             e.emit("add.u32", col, col, col_off)
         _column_bytes(e, col, col, bits)
-        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle,  # type: ignore[arg-type]
-                               warp.swizzle_mult(op))
+        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle, mult)  # type: ignore[arg-type]
         out = e.reg_list("b32", 4 if wide else 2)
         shape = ("x4" if wide else "x2") + (".trans" if trans else "")
         e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
@@ -333,7 +338,7 @@ class LowerLoadShared(RewritePattern):
         esz = bits // 8  # 32- and 64-bit elements only (the verifier)
         frag = op.result.type
         assert isinstance(frag, warp.FragType)
-        swizzle, mult = op.swizzle is not None, warp.swizzle_mult(op)
+        swizzle, mult = _swizzle(op.ref.type)
         lay = _layout(frag)
         lin = fragments.linear_form(lay)
         # (lane weights, per-value offsets) of the buffer's rows and columns

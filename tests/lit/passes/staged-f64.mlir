@@ -13,16 +13,16 @@
 // with the plain XOR a half-warp's 16 lanes of an A fragment (rows g, K columns t) fall in 16 banks.
 // CHECK-LABEL: func.func @f64_rowmajor
 // CHECK-SAME:  warp.schedule = #warp.schedule<warps = 4x2, warp_tile = 2x4, stages = 3, stage_k = 32, reads = {{[a-z]+}}, group_m = 8
-// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x32xf64, 3 : i64>
-// CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x64xf64, 3 : i64>
-// CHECK:       warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle = #warp.swizzle<5 : i64>}
-// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}vector = 16 : i64, {{.*}}swizzle = #warp.swizzle<5 : i64>}
-// CHECK:       warp.load_shared %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x128x32xf64, 3 : i64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
-// CHECK-NEXT:  warp.load_shared %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 16, 0>, swizzle = #warp.swizzle<5 : i64>}
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, swizzle = #warp.swizzle<5 : i64>} : memref<3x32x64xf64, 3 : i64> -> !warp.frag<b, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 8>, swizzle = #warp.swizzle<5 : i64>}
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 16>, swizzle = #warp.swizzle<5 : i64>}
-// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 24>, swizzle = #warp.swizzle<5 : i64>}
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x32xf64, #warp.swizzled<5>, 3 : i64>
+// CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x64xf64, #warp.swizzled<5>, 3 : i64>
+// CHECK:       warp.copy_async %a[{{.*}}], %[[SA]][{{.*}}] {{.*}}vector = 16 : i64{{.*}}} : memref<1024x1024xf64>, memref<3x128x32xf64, #warp.swizzled<5>, 3 : i64>
+// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}vector = 16 : i64{{.*}}} : memref<1024x1024xf64>, memref<3x32x64xf64, #warp.swizzled<5>, 3 : i64>
+// CHECK:       warp.load_shared %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<3x128x32xf64, #warp.swizzled<5>, 3 : i64> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+// CHECK-NEXT:  warp.load_shared %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 16, 0>} : memref<3x128x32xf64, #warp.swizzled<5>, 3 : i64>
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<3x32x64xf64, #warp.swizzled<5>, 3 : i64> -> !warp.frag<b, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 8>} : memref<3x32x64xf64, #warp.swizzled<5>, 3 : i64>
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 16>} : memref<3x32x64xf64, #warp.swizzled<5>, 3 : i64>
+// CHECK-NEXT:  warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 24>} : memref<3x32x64xf64, #warp.swizzled<5>, 3 : i64>
 // CHECK:       warp.mma
 // A (256-byte rows): rows g and g + 8 share one address (8 rows: 2048 bytes, a whole swizzle
 // period: an immediate), each K column t, t + 4, t + 8, t + 12 its own, the phase the row times
@@ -63,10 +63,10 @@ func.func @f64_rowmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64>, %d
 // -----
 // A K-major B: copies transpose it into N x K stages, read `transposed`.
 // CHECK-LABEL: func.func @f64_kmajor
-// CHECK:       memref.alloc() {alignment = 128 : i64} : memref<3x128x32xf64, 3 : i64>
-// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf64, 3 : i64>
-// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}transpose, {{.*}}swizzle = #warp.swizzle<5 : i64>}
-// CHECK:       warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, transposed, swizzle = #warp.swizzle<5 : i64>} : memref<3x64x32xf64, 3 : i64> -> !warp.frag<b, f64,
+// CHECK:       memref.alloc() {alignment = 128 : i64} : memref<3x128x32xf64, #warp.swizzled<5>, 3 : i64>
+// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf64, #warp.swizzled<5>, 3 : i64>
+// CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}] {{.*}}transpose{{.*}}} : memref<1024x1024xf64, strided<[1, 1024]>>, memref<3x64x32xf64, #warp.swizzled<5>, 3 : i64>
+// CHECK:       warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, transposed} : memref<3x64x32xf64, #warp.swizzled<5>, 3 : i64> -> !warp.frag<b, f64,
 // PTX-LABEL:   .entry f64_kmajor(
 // PTX:         ld.shared.f64
 // PTX-NOT:     ld.global.f64
@@ -87,10 +87,10 @@ func.func @f64_kmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64, strid
 // spills with these B addresses.
 // CHECK-LABEL: func.func @tf32_rowmajor
 // CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 2x8, stages = 3, stage_k = 32, reads = {{[a-z]+}}, group_m = 8
-// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf32, 3 : i64>
-// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x128xf32, 3 : i64>
-// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>, swizzle}
-// CHECK:       warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>, swizzle = #warp.swizzle<5 : i64>} : memref<3x32x128xf32, 3 : i64> -> !warp.frag<b, tf32, #warp.variant<m16n8k8, f32, tf32, tf32, f32>>
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf32, #warp.swizzled<1>, 3 : i64>
+// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x128xf32, #warp.swizzled<5>, 3 : i64>
+// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>} : memref<3x64x32xf32, #warp.swizzled<1>, 3 : i64>
+// CHECK:       warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>} : memref<3x32x128xf32, #warp.swizzled<5>, 3 : i64> -> !warp.frag<b, tf32, #warp.variant<m16n8k8, f32, tf32, tf32, f32>>
 // PTX-LABEL:   .entry tf32_rowmajor(
 // PTX:         ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // PTX:         ld.shared.b32 [[B0:%r[0-9]+]], [{{%r[0-9]+}}+0];

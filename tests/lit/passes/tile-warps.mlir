@@ -110,9 +110,13 @@ func.func @sparse(%a: memref<32x64xf16>, %b: memref<64x16xf16>, %d: memref<32x16
 // CHECK-NOT:     warp.copy_async
 // CHECK-COUNT-64: warp.mma
 // CHECK:       warp.async_wait {pending = 0 : i64}
+// The swizzle is the shared buffers' type: written on the allocs, seen by every op on them.
 // SWZ-LABEL:   func.func @staged
-// SWZ-COUNT-4: warp.copy_async {{.*}}swizzle
-// SWZ:         warp.ldmatrix {{.*}}swizzle
+// SWZ:         %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x64xf16, #warp.swizzled<1>, 3 : i64>
+// SWZ-NEXT:    %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x128xf16, #warp.swizzled<1>, 3 : i64>
+// SWZ-COUNT-4: warp.copy_async {{.*}} : memref<512x512xf16>, memref<3x64x{{64|128}}xf16, #warp.swizzled<1>, 3 : i64>
+// SWZ:         warp.ldmatrix %[[SA]]{{.*}} : memref<3x64x64xf16, #warp.swizzled<1>, 3 : i64> ->
+// SWZ:         warp.ldmatrix %[[SB]]{{.*}}trans} : memref<3x64x128xf16, #warp.swizzled<1>, 3 : i64> ->
 // OPT-LABEL:   func.func @staged
 func.func @staged(%a: memref<512x512xf16>, %b: memref<512x512xf16>, %d: memref<512x512xf32>) {
   %ta = tile.load %a[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>

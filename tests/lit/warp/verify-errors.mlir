@@ -133,3 +133,31 @@ func.func @load_shared_offsets(%s: memref<2x64x64xf64, 3>, %i: index) {
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
 // CHECK: warp.load_shared: expected three indices (stage, row, col) and two offsets (row, col)
+
+// -----
+// The swizzle is the buffer's type: rows it cannot apply to (16 bytes: one granule) refuse it.
+func.func @swizzled_short_rows(%s: memref<2x64x2xf64, #warp.swizzled<1>, 3>, %i: index) {
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.load_shared %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>} : memref<2x64x2xf64, #warp.swizzled<1>, 3> -> !warp.frag<a, f64, #warp.variant<m16n8k16, f64, f64, f64, f64>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.load_shared source: #warp.swizzled needs rows of a power of two of at least 32 bytes (the XOR stays inside the row), not 16
+
+// -----
+func.func @swizzled_rows_not_a_power_of_two(%g: memref<64x24xf16>, %s: memref<2x64x24xf16, #warp.swizzled<5>, 3>, %i: index) {
+  warp.copy_async %g[%i, %i, %i], %s[%i] {window = array<i64: 0, 0>, extent = array<i64: 1, 64, 24>, threads = 128 : i64, vector = 16 : i64} : memref<64x24xf16>, memref<2x64x24xf16, #warp.swizzled<5>, 3>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.copy_async destination: #warp.swizzled needs rows of a power of two of at least 32 bytes (the XOR stays inside the row), not 48
+
+// -----
+// The lowering addresses a shared buffer as row-major or swizzled: another layout is refused.
+func.func @shared_strided(%s: memref<2x64x32xf16, strided<[4096, 64, 1]>, 3>, %i: index) {
+  %t = warp.async_wait {pending = 0 : i64}
+  %f = warp.ldmatrix %s[%i, %i, %i] after %t {offsets = array<i64: 0, 0>} : memref<2x64x32xf16, strided<[4096, 64, 1]>, 3> -> !warp.frag<a, f16, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.ldmatrix source: a shared buffer is row-major or #warp.swizzled, not strided<[4096, 64, 1]>
