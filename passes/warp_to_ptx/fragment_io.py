@@ -209,7 +209,8 @@ def load_element(e: Emitter, acc: Access, offset: int, pred: str | None, dst: st
     e.emit("cvt.u32.u64", shift, bitaddr)
     e.emit("and.b32", shift, shift, 7)
     e.emit("ld.global.u8", dst, f"[{byte}]", guard=pred)
-    signed = acc.window.stored == "si4"
+    stored = ELEMENTS[acc.window.stored]
+    signed = stored.is_int and stored.signed  # sign-extend si4; any other type's bits as they are
     e.emit("bfe.s32" if signed else "bfe.u32", dst, dst, shift, bits)
 
 
