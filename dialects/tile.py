@@ -9,8 +9,9 @@ PTX ISA needs beyond them (4-bit integers, single-bit popc, fp6/fp4 for `.kind::
 marked as such.
 
 This module holds the ops and the dialect. The tile types and the rules are in `tile_types`, the
-element rules in `element_tables` (the element vocabulary in `compiler/core/elements`), and what `tile` shares with `warp` (the element types, the
-popc and rounding attributes, `#warp.variant`) in `attributes`.
+element rules in `element_tables` (the element vocabulary in `compiler/core/elements`), and what
+`tile` shares with `warp` (the element types, the popc and rounding attributes, `#warp.variant`)
+in `attributes`.
 """
 
 from __future__ import annotations
