@@ -12,18 +12,18 @@ import numpy as np
 
 from tilemma.compiler.runtime import cuda_runtime
 from tilemma.compiler.verify import reference
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 from tilemma.compiler.driver.runner import pack_memory
 
 FAMILIES = [("f16", "f16", "f32"), ("bf16", "bf16", "f32"), ("si8", "si8", "si32"), ("f64", "f64", "f64")]
-TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "si8": "int8", "f64": "float64"}
 
 
 def cublas_ms(a: str, n: int) -> float:
     import torch
 
-    dt = getattr(torch, TORCH_DTYPES[a])
+    dt = getattr(torch, ELEMENTS[a].dtype.name)  # torch names these dtypes as NumPy does
     if a == "si8":
         x = torch.randint(-8, 8, (n, n), dtype=dt, device="cuda")
         y = torch.randint(-8, 8, (n, n), dtype=dt, device="cuda")

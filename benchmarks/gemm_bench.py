@@ -29,6 +29,7 @@ import traceback
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Sequence
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.verify import reference
 
 
@@ -39,13 +40,21 @@ class Family:
     name: str
     a: str  # tilemma element type of A and B (their memrefs hold the storage type: f32 for tf32)
     acc: str  # tilemma type of C and D
-    torch_in: str  # torch dtype of A and B
-    torch_acc: str  # torch dtype of C and D (tilemma, Triton)
     sparse: bool = False  # A is 2:4 sparse (tilemma's tile.compress, checked)
     b_col: bool = False  # tilemma's B is column-major (K-major): what staging needs for 8/32-bit
     triton_precision: str | None = None  # tl.dot input_precision (None: Triton's default)
     rounding: str = "rna"  # tf32: how tilemma rounds the f32 operands (`tilemma gemm --rounding`)
     pre_compressed: bool = False  # with sparse: A arrives compressed (tile.sparse_from, sparse_format)
+
+    @property
+    def torch_in(self) -> str:
+        """torch dtype of A and B: their storage dtype's name (float32 for tf32)."""
+        return ELEMENTS[self.a].storage_dtype.name
+
+    @property
+    def torch_acc(self) -> str:
+        """torch dtype of C and D (tilemma, Triton)."""
+        return ELEMENTS[self.acc].storage_dtype.name
 
     @property
     def exact(self) -> bool:
@@ -59,16 +68,16 @@ class Family:
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
-        Family("f16", "f16", "f32", "float16", "float32"),
-        Family("bf16", "bf16", "f32", "bfloat16", "float32"),
-        Family("s8", "si8", "si32", "int8", "int32", b_col=True),
-        Family("tf32", "tf32", "f32", "float32", "float32", triton_precision="tf32", b_col=True),
+        Family("f16", "f16", "f32"),
+        Family("bf16", "bf16", "f32"),
+        Family("s8", "si8", "si32", b_col=True),
+        Family("tf32", "tf32", "f32", triton_precision="tf32", b_col=True),
         # rn: one F2FP per register on sm_90 where rna takes about two instructions
-        Family("tf32-rn", "tf32", "f32", "float32", "float32", triton_precision="tf32", b_col=True,
+        Family("tf32-rn", "tf32", "f32", triton_precision="tf32", b_col=True,
                rounding="rn"),
-        Family("f64", "f64", "f64", "float64", "float64", triton_precision="ieee"),
-        Family("sparse-f16", "f16", "f32", "float16", "float32", sparse=True),
-        Family("sparse-f16-pre", "f16", "f32", "float16", "float32", sparse=True, pre_compressed=True),
+        Family("f64", "f64", "f64", triton_precision="ieee"),
+        Family("sparse-f16", "f16", "f32", sparse=True),
+        Family("sparse-f16-pre", "f16", "f32", sparse=True, pre_compressed=True),
     )
 }
 SIZES = (1024, 2048, 4096, 8192)

@@ -3,7 +3,7 @@ over them: one module that `tile.py` and `warp.py` import, so neither imports th
 
 - Element types: `UE4M3Type` (`!tile.ue4m3`, which MLIR lacks), and `element_name`,
   `element_type`, `element_bits`, `canonical_element`, `element_range` between xDSL types and
-  the MLIR names the tables of `element_tables` are keyed by.
+  the records of `compiler/core/elements.py`, keyed by MLIR name.
 - `#tile<popc ...>` and `#tile<rounding ...>`: the bit operation of a single-bit mma and the
   rounding of a conversion (tile ops carry them, and so do the warp ops they become).
 - `#warp.variant<...>` (the selected `mma` instruction, field by field), `#warp.target<...>` and
@@ -23,7 +23,6 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     DenseArrayBase,
     DictionaryAttr,
-    FixedBitwidthType,
     Float4E2M1FNType,
     Float6E2M3FNType,
     Float6E3M2FNType,
@@ -47,8 +46,9 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.str_enum import StrEnum
 
+from tilemma.compiler.core.elements import ELEMENTS
+from tilemma.compiler.core.elements import canonical as canonical_element  # MLIR or PTX name -> MLIR name
 from tilemma.compiler.core.isa import MmaVariant
-from tilemma.dialects.element_tables import ELEMENT_ALIASES, FLOAT_LIMITS
 
 
 @irdl_attr_definition
@@ -75,37 +75,28 @@ def element_name(t: Attribute) -> str:
     return str(t)
 
 
-_ELEMENT_TYPES: dict[str, Attribute] = {
-    "f16": Float16Type(),
-    "bf16": BFloat16Type(),
-    "tf32": FloatTF32Type(),
-    "f32": Float32Type(),
-    "f64": Float64Type(),
-    "si8": IntegerType(8, Signedness.SIGNED),
-    "ui8": IntegerType(8, Signedness.UNSIGNED),
-    "si4": IntegerType(4, Signedness.SIGNED),
-    "ui4": IntegerType(4, Signedness.UNSIGNED),
-    "i1": IntegerType(1),
-    "si32": IntegerType(32, Signedness.SIGNED),
-    "f8E4M3FN": Float8E4M3FNType(),
-    "f8E5M2": Float8E5M2Type(),
-    "f6E3M2FN": Float6E3M2FNType(),
-    "f6E2M3FN": Float6E2M3FNType(),
-    "f4E2M1FN": Float4E2M1FNType(),
-    "f8E8M0FNU": Float8E8M0FNUType(),
-    "ue4m3": UE4M3Type(),
-}
+# xDSL's float types, by their own spelling (which is the MLIR name).
+_FLOAT_TYPES: dict[str, Attribute] = {
+    str(t): t
+    for t in (
+        Float16Type(), BFloat16Type(), FloatTF32Type(), Float32Type(), Float64Type(),
+        Float8E4M3FNType(), Float8E5M2Type(), Float6E3M2FNType(), Float6E2M3FNType(),
+        Float4E2M1FNType(), Float8E8M0FNUType(),
+    )
+}  # fmt: skip
 
 
-def canonical_element(name: str) -> str:
-    """The MLIR name of an element type given by its MLIR or PTX spelling."""
-    name = ELEMENT_ALIASES.get(name, name)
-    if name not in _ELEMENT_TYPES:
-        raise ValueError(
-            f"unknown element type '{name}'; known: {', '.join(_ELEMENT_TYPES)} "
-            f"(PTX spellings {', '.join(ELEMENT_ALIASES)} also work)"
-        )
-    return name
+def _xdsl_type(name: str) -> Attribute:
+    e = ELEMENTS[name]
+    if not e.builtin:
+        return UE4M3Type()
+    if e.is_float:
+        return _FLOAT_TYPES[name]
+    signedness = Signedness.SIGNLESS if e.is_bit else Signedness.SIGNED if e.signed else Signedness.UNSIGNED
+    return IntegerType(e.bits, signedness)
+
+
+_ELEMENT_TYPES: dict[str, Attribute] = {name: _xdsl_type(name) for name in ELEMENTS}
 
 
 def element_type(name: str) -> Attribute:
@@ -114,27 +105,19 @@ def element_type(name: str) -> Attribute:
 
 
 def element_bits(name: str) -> int:
-    """Storage bits of one element (tf32 travels as 32 bits)."""
-    t = _ELEMENT_TYPES[name]
-    if isinstance(t, IntegerType):
-        return t.width.data
-    if isinstance(t, UE4M3Type):
-        return 8
-    if isinstance(t, FloatTF32Type):
-        return 32
-    assert isinstance(t, FixedBitwidthType)
-    return t.bitwidth
+    """Bits of one element's value (tf32 travels as 32 bits; fp6 is 6, stored in a byte)."""
+    return ELEMENTS[name].bits
 
 
 def element_range(name: str) -> tuple[int | float, int | float]:
     """(lowest, highest) finite value of an element type. Signless integers (i1) take either
     reading, as MLIR's integer attributes do: -2**(w-1) .. 2**w - 1."""
-    t = _ELEMENT_TYPES[name]
-    if not isinstance(t, IntegerType):
-        return FLOAT_LIMITS[name]
-    w, sign = t.width.data, t.signedness.data
-    low = 0 if sign == Signedness.UNSIGNED else -(2 ** (w - 1))
-    return low, 2 ** (w - 1) - 1 if sign == Signedness.SIGNED else 2**w - 1
+    e = ELEMENTS[name]
+    if e.is_float:
+        return e.float_range
+    if e.is_bit:
+        return -(2 ** (e.bits - 1)), 2**e.bits - 1
+    return e.int_range
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,16 +1,18 @@
-"""The element vocabulary as data: the cuda::tiles element classes, which element types a tile,
-an operand, an accumulator or a block scale may have, the PTX spellings users may write, the
-finite ranges of the float types, the conversions the lowering can do, and the types with a
-special treatment (pre-compressed sparse A, the widened 4-bit integers).
+"""What element types may do, as data: the cuda::tiles element classes, which element types a
+tile, an operand, an accumulator or a block scale may have, the conversions the lowering can do,
+and the types with a special treatment (pre-compressed sparse A, the widened 4-bit integers).
 
 Plain tables keyed by MLIR element names (`f16`, `si8`, `f8E4M3FN`, `ue4m3`, ...), with no IR in
 them, kept together in one module: the dialects (`tile`, `warp`, `attributes`) read them from
-here, the passes and the driver mostly as `tile.X`.
+here, the passes and the driver mostly as `tile.X`. What each element type *is* (spellings,
+widths, dtypes, float format) is in `compiler/core/elements.py`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tilemma.compiler.core.elements import F8F6F4, SCALES
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,7 @@ OPERAND_ELEMENTS: dict[str, str] = {
     "si4": "4-bit integer",
     "ui4": "4-bit integer",
     "i1": "single bit",
-    "f8E4M3FN": "fp8/fp6/fp4",
-    "f8E5M2": "fp8/fp6/fp4",
-    "f6E3M2FN": "fp8/fp6/fp4",
-    "f6E2M3FN": "fp8/fp6/fp4",
-    "f4E2M1FN": "fp8/fp6/fp4",
+    **{name: "fp8/fp6/fp4" for name in F8F6F4},
     "f16": "f16",
     "bf16": "bf16",
     "tf32": "tf32",
@@ -67,48 +65,9 @@ OPERAND_ELEMENTS: dict[str, str] = {
     "f64": "f64",
 }
 
-SCALE_ELEMENTS = ("f8E8M0FNU", "ue4m3")
-# Element types of fewer than 8 bits that do not divide a byte are stored one per byte.
-BYTE_PER_ELEMENT = ("f6E3M2FN", "f6E2M3FN")
+SCALE_ELEMENTS = SCALES
 ACCUMULATOR_ELEMENTS = ("si32", "f16", "f32", "f64")
 TILE_ELEMENTS = tuple(OPERAND_ELEMENTS) + SCALE_ELEMENTS + ("si32",)
-# Types with no storage format of their own: kept in memory as another type.
-NO_STORAGE = {"tf32": "f32"}
-
-
-# PTX spellings accepted wherever a user names an element type.
-ELEMENT_ALIASES = {
-    "e4m3": "f8E4M3FN",
-    "e5m2": "f8E5M2",
-    "e3m2": "f6E3M2FN",
-    "e2m3": "f6E2M3FN",
-    "e2m1": "f4E2M1FN",
-    "ue8m0": "f8E8M0FNU",
-    "s8": "si8",
-    "u8": "ui8",
-    "s4": "si4",
-    "u4": "ui4",
-    "b1": "i1",
-    "s32": "si32",
-}
-
-
-# (lowest, highest) finite value of each float element type; unsigned types hold no negatives and
-# e8m0 holds only powers of two (no zero).
-FLOAT_LIMITS: dict[str, tuple[float, float]] = {
-    "f16": (-(2 - 2.0**-10) * 2.0**15, (2 - 2.0**-10) * 2.0**15),
-    "bf16": (-(2 - 2.0**-7) * 2.0**127, (2 - 2.0**-7) * 2.0**127),
-    "tf32": (-(2 - 2.0**-10) * 2.0**127, (2 - 2.0**-10) * 2.0**127),
-    "f32": (-(2 - 2.0**-23) * 2.0**127, (2 - 2.0**-23) * 2.0**127),
-    "f64": (-(2 - 2.0**-52) * 2.0**1023, (2 - 2.0**-52) * 2.0**1023),
-    "f8E4M3FN": (-448.0, 448.0),
-    "f8E5M2": (-57344.0, 57344.0),
-    "f6E3M2FN": (-28.0, 28.0),
-    "f6E2M3FN": (-7.5, 7.5),
-    "f4E2M1FN": (-6.0, 6.0),
-    "f8E8M0FNU": (2.0**-127, 2.0**127),
-    "ue4m3": (0.0, 448.0),
-}
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ PTX ISA needs beyond them (4-bit integers, single-bit popc, fp6/fp4 for `.kind::
 marked as such.
 
 This module holds the ops and the dialect. The tile types and the rules are in `tile_types`, the
-element tables in `element_tables`, and what `tile` shares with `warp` (the element types, the
-popc and rounding attributes, `#warp.variant`) in `attributes`.
+element rules in `element_tables` (the element vocabulary in `compiler/core/elements`), and what
+`tile` shares with `warp` (the element types, the popc and rounding attributes, `#warp.variant`)
+in `attributes`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from xdsl.printer import Printer
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from tilemma.compiler.core.elements import ELEMENTS, F8F6F4
 from tilemma.compiler.core.memref_layout import row_major, strided_layout
 from tilemma.compiler.layouts import sparse_format as fmt
 
@@ -57,7 +59,7 @@ from tilemma.dialects.attributes import (
     VariantAttr,
     element_name,
 )
-from tilemma.dialects.element_tables import CAST_RULES, NO_STORAGE, PRE_COMPRESSED
+from tilemma.dialects.element_tables import CAST_RULES, PRE_COMPRESSED
 from tilemma.dialects.tile_types import (
     SparseTileType,
     TileLike,
@@ -71,9 +73,7 @@ from tilemma.dialects.tile_types import (
 # Defined with the element vocabulary, read by callers as tile.X too.
 from tilemma.dialects.attributes import canonical_element, element_bits, element_type  # noqa: F401
 from tilemma.dialects.element_tables import (  # noqa: F401
-    BYTE_PER_ELEMENT,
     ELEMENT_CLASSES,
-    FLOAT_LIMITS,
     INT4_WIDENED,
     OPERAND_ELEMENTS,
     SCALE_ELEMENTS,
@@ -210,12 +210,11 @@ class MmaOp(IRDLOperation):
 # Block-scaled mma (PTX Table 36): (sparse A, scale type, block size = elements of K per scale
 # factor) -> what the operands may be; the lowering picks .kind and .scale_vec from them. The
 # block is the instruction's K over its .scale_vec, and mma.sp has twice the K of mma.sync.
-_F8F6F4 = ("f8E4M3FN", "f8E5M2", "f6E3M2FN", "f6E2M3FN", "f4E2M1FN")
 SCALE_BLOCK_RULES = {
-    (False, "f8E8M0FNU", 32): _F8F6F4,  # mxf8f6f4 1X (k32); mxf4 / mxf4nvf4 2X (k64)
+    (False, "f8E8M0FNU", 32): F8F6F4,  # mxf8f6f4 1X (k32); mxf4 / mxf4nvf4 2X (k64)
     (False, "f8E8M0FNU", 16): ("f4E2M1FN",),  # mxf4nvf4 4X (PTX 9.1)
     (False, "ue4m3", 16): ("f4E2M1FN",),  # mxf4nvf4 4X
-    (True, "f8E8M0FNU", 64): _F8F6F4,  # sparse mxf8f6f4 1X (k64); mxf4 / mxf4nvf4 2X (k128)
+    (True, "f8E8M0FNU", 64): F8F6F4,  # sparse mxf8f6f4 1X (k64); mxf4 / mxf4nvf4 2X (k128)
     (True, "f8E8M0FNU", 32): ("f4E2M1FN",),  # sparse mxf4nvf4 4X (PTX 9.1)
     (True, "ue4m3", 32): ("f4E2M1FN",),  # sparse mxf4nvf4 4X
 }
@@ -332,7 +331,7 @@ def _verify_window(op: str, tile: TileType, ref: MemRefType, offsets: Sequence[i
                 f"{op}: tile {shape_str(shape)} at offsets {_offsets_str(offsets)} leaves "
                 f"memref {shape_str(mshape)} in dimension {dim} ({o} + {t} > {m})"
             )
-    stored = NO_STORAGE.get(tile.element, tile.element)
+    stored = ELEMENTS[tile.element].stored_as
     if element_name(ref.element_type) != stored:
         hint = f" ({tile.element} is stored as {stored})" if stored != tile.element else ""
         raise VerifyException(

@@ -13,7 +13,7 @@ from tilemma.compiler.driver.gemm_generator import gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
 from tilemma.compiler.core.targets import parse_sm
-from tilemma.passes.tile.gemm_kernel import PTX_TYPE
+from tilemma.compiler.core.elements import ELEMENTS
 
 TARGETS = ("75", "80", "86", "89", "90", "100a", "120a")
 
@@ -27,7 +27,7 @@ def _table_has_legal(case, sm: str, sparse: bool = False) -> bool:
         else {}
     )
     forms = ("sp", "sp::ordered_metadata") if sparse else (None,)
-    want = (PTX_TYPE[widened.get(a, a)], PTX_TYPE[widened.get(b, b)], PTX_TYPE[acc])
+    want = (ELEMENTS[widened.get(a, a)].ptx, ELEMENTS[widened.get(b, b)].ptx, ELEMENTS[acc].ptx)
     return any(
         (v.atype, v.btype, v.dtype) == want
         and v.sparse in forms and v.kind is None and v.rounding is None

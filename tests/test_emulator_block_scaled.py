@@ -21,6 +21,7 @@ import pytest
 from tilemma.compiler.verify import emulator
 from tilemma.compiler.layouts import fragments
 from tilemma.compiler.core import isa
+from tilemma.compiler.core.elements import BY_PTX
 from tilemma.compiler.verify import reference as R
 from tilemma.compiler.layouts import scale_fragments as SF
 from tilemma.compiler.layouts import sparse_fragments as SP
@@ -32,8 +33,7 @@ from tilemma.compiler.core.targets import PTXAS_MAX_PTX
 from tilemma.dialects import ptx
 
 BLOCK_SCALED = [v for v in isa.all_variants() if v.block_scale]
-MLIR = {"e4m3": "f8E4M3FN", "e5m2": "f8E5M2", "e3m2": "f6E3M2FN", "e2m3": "f6E2M3FN", "e2m1": "f4E2M1FN"}
-SCALE_TYPE = {"ue8m0": "f8E8M0FNU", "ue4m3": "ue4m3"}
+MLIR = {ptx: e.name for ptx, e in BY_PTX.items()}  # PTX spelling -> MLIR name (scales too)
 WARPS = 2  # one CTA of two warps, each with its own random operands
 TARGET = "sm_120a"
 
@@ -92,7 +92,7 @@ class Case:
     def __init__(self, v: isa.MmaVariant, pairs, rng: np.random.Generator, values=None):
         self.v, self.pairs = v, pairs
         lays = self.lays = _layouts(v)
-        at, bt, st = MLIR[v.atype], MLIR[v.btype], SCALE_TYPE[v.stype]
+        at, bt, st = MLIR[v.atype], MLIR[v.btype], MLIR[v.stype]
         if values is None:
             values = (R.random_matrix(at, (v.m, v.k), rng), R.random_matrix(bt, (v.k, v.n), rng))
         a, self.b = values
@@ -119,7 +119,7 @@ class Case:
     def want(self, i: int) -> np.ndarray:
         sa, sb = self.scales[i]
         return R.scaled_mma_reference(self.a, self.b, self.c, sa, sb, a_type=MLIR[self.v.atype],
-                                      b_type=MLIR[self.v.btype], scale_type=SCALE_TYPE[self.v.stype],
+                                      b_type=MLIR[self.v.btype], scale_type=MLIR[self.v.stype],
                                       block=_block(self.v))
 
     def problems(self, i: int, d_words: np.ndarray, exact: bool = False) -> list[str]:
@@ -132,7 +132,7 @@ class Case:
         sa, sb = self.scales[i]
         cmp = R.compare(got, want, acc_type="f32", a_type=MLIR[self.v.atype], b_type=MLIR[self.v.btype],
                         k=self.v.k, a=self.a, b=self.b, c=self.c,
-                        scales=R.BlockScales(sa, sb, SCALE_TYPE[self.v.stype], _block(self.v)))
+                        scales=R.BlockScales(sa, sb, MLIR[self.v.stype], _block(self.v)))
         out = [] if cmp.ok else [str(cmp)]
         if exact and cmp.ok and not np.array_equal(got, want):
             r, col = np.argwhere(got != want)[0]

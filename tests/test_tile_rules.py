@@ -12,6 +12,7 @@ from xdsl.utils.exceptions import VerifyException
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 from tilemma.compiler.driver.runner import run_compiled
 from tilemma.dialects import tile
+from tilemma.dialects.attributes import element_range
 
 
 def tilemma(*args, stdin=None):
@@ -30,13 +31,13 @@ def tilemma(*args, stdin=None):
 def test_float_limits_match_ml_dtypes(name, dtype):
     info = ml_dtypes.finfo(dtype)
     low = float(info.smallest_normal) if name == "f8E8M0FNU" else float(info.min)
-    assert tile.FLOAT_LIMITS[name] == (low, float(info.max))
+    assert element_range(name) == (low, float(info.max))
 
 
 def test_tf32_and_ue4m3_limits():
     # tf32: f32's exponent with a 10-bit mantissa; ue4m3: e4m3 without the sign.
-    assert tile.FLOAT_LIMITS["tf32"][1] == float.fromhex("0x1.ffcp127")
-    assert tile.FLOAT_LIMITS["ue4m3"] == (0.0, float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max))
+    assert element_range("tf32")[1] == float.fromhex("0x1.ffcp127")
+    assert element_range("ue4m3") == (0.0, float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max))
 
 
 @pytest.mark.parametrize(

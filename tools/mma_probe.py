@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 from tilemma.compiler.layouts import fragments as frag
 from tilemma.compiler.core import isa
+from tilemma.compiler.core.elements import BY_PTX
 
 ENTRY = "mma_probe"
 _OPERANDS = ("a", "b", "c", "d")
@@ -132,29 +133,12 @@ def probe_registers(opcode: str, view: str = "warp16") -> tuple[dict[str, int], 
 
 # ---------------------------------------------------------------- element encodings
 
-_FLOAT_DTYPES = {
-    "f16": np.float16,
-    "bf16": ml_dtypes.bfloat16,
-    "tf32": np.float32,
-    "f32": np.float32,
-    "f64": np.float64,
-    "e4m3": ml_dtypes.float8_e4m3fn,
-    "e5m2": ml_dtypes.float8_e5m2,
-    "e3m2": ml_dtypes.float6_e3m2fn,
-    "e2m3": ml_dtypes.float6_e2m3fn,
-    "e2m1": ml_dtypes.float4_e2m1fn,
-}
-_INT_BITS = {"s8": 8, "u8": 8, "s4": 4, "u4": 4, "b1": 1, "s32": 32}
-# Where an f8f6f4 element sits in its 8-bit container (ISA: e2m1 in the middle 4 bits, e3m2 /
-# e2m3 in the low 6 bits); (shift, width).
-_CONTAINER = {"e3m2": (0, 6), "e2m3": (0, 6), "e2m1": (2, 4)}
-
-
 def _native_bits(bits: np.ndarray, elem_type: str, width: int) -> np.ndarray:
-    """Strip the f8f6f4 container padding: the element's own bit pattern."""
-    if elem_type in _CONTAINER and width == 8:
-        shift, w = _CONTAINER[elem_type]
-        return (bits >> shift) & ((1 << w) - 1)
+    """Strip the f8f6f4 container padding (an 8-bit slot holds e2m1 in its middle 4 bits, e3m2 /
+    e2m3 in the low 6): the element's own bit pattern."""
+    e = BY_PTX[elem_type]
+    if e.container_shift is not None and width == 8:
+        return (bits >> e.container_shift) & ((1 << e.bits) - 1)
     return bits
 
 
@@ -163,13 +147,14 @@ def decode(bits: np.ndarray, elem_type: str, width: int) -> np.ndarray:
     """Element values (float64, or int64 for integers) of raw register bit patterns of `width`
     bits (the layout's elem_bits: 8 for f8f6f4 containers, 4 for packed e2m1)."""
     bits = np.asarray(bits)
-    if elem_type in _INT_BITS:
-        n = _INT_BITS[elem_type]
+    e = BY_PTX[elem_type]
+    if not e.is_float:
+        n = e.bits
         v = bits.astype(np.int64) & ((1 << n) - 1)
-        if elem_type.startswith("s"):
+        if e.signed:
             v = np.where(v >= 1 << (n - 1), v - (1 << n), v)
         return v
-    dt = np.dtype(_FLOAT_DTYPES[elem_type])
+    dt = e.dtype
     raw = _native_bits(bits.astype(np.uint64), elem_type, width)
     storage = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
     return raw.astype(storage).view(dt).astype(np.float64)
@@ -178,18 +163,18 @@ def decode(bits: np.ndarray, elem_type: str, width: int) -> np.ndarray:
 def encode(values: np.ndarray, elem_type: str, width: int) -> np.ndarray:
     """Raw bit patterns (uint of `width`) of element values, the inverse of `decode`: floats
     round to nearest via ml_dtypes (tf32 truncates to its 10 mantissa bits), ints wrap."""
-    if elem_type in _INT_BITS:
-        n = _INT_BITS[elem_type]
-        v = np.asarray(values).astype(np.int64) & ((1 << n) - 1)
+    e = BY_PTX[elem_type]
+    if not e.is_float:
+        v = np.asarray(values).astype(np.int64) & ((1 << e.bits) - 1)
         return v.astype(frag.uint_dtype(width))
     if elem_type == "tf32":
         bits = np.asarray(values).astype(np.float32).view(np.uint32)
         return bits & np.uint32(0xFFFFE000)
-    dt = np.dtype(_FLOAT_DTYPES[elem_type])
+    dt = e.dtype
     storage = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
     bits = np.asarray(values).astype(dt).view(storage)
-    if elem_type in _CONTAINER and width == 8:
-        bits = (bits & ((1 << _CONTAINER[elem_type][1]) - 1)) << _CONTAINER[elem_type][0]
+    if e.container_shift is not None and width == 8:
+        bits = (bits & ((1 << e.bits) - 1)) << e.container_shift
     return bits.astype(frag.uint_dtype(width))
 
 
@@ -203,14 +188,14 @@ def _pattern_pool(
     """All bit patterns of a narrow float type that are zero or normal with magnitude in _MAG
     (subnormal handling and overflow are unspecified by the ISA, so probes avoid them); with
     grid=(quantum, max_abs) only multiples of quantum up to max_abs."""
-    own = _CONTAINER.get(elem_type, (0, np.dtype(_FLOAT_DTYPES[elem_type]).itemsize * 8))[1]
-    raw = np.arange(1 << own, dtype=np.uint64)
-    shift = _CONTAINER[elem_type][0] if elem_type in _CONTAINER and width == 8 else 0
+    e = BY_PTX[elem_type]
+    raw = np.arange(1 << e.bits, dtype=np.uint64)
+    shift = e.container_shift if e.container_shift is not None and width == 8 else 0
     pats = raw << np.uint64(shift)
     vals = decode(pats, elem_type, width)
     mag = np.abs(vals)
     ok = np.isfinite(vals) & ((mag == 0) | ((mag >= _MAG[0]) & (mag <= _MAG[1])))
-    smallest_normal = float(ml_dtypes.finfo(_FLOAT_DTYPES[elem_type]).smallest_normal)
+    smallest_normal = float(ml_dtypes.finfo(e.dtype).smallest_normal)
     ok &= (mag == 0) | (mag >= smallest_normal)
     if grid is not None:
         quantum, max_abs = grid
@@ -241,9 +226,8 @@ def random_elements(
         near_min = -(2**31) + rng.integers(0, 1 << 19, n)
         v = np.where(pick == 0, near_max, np.where(pick == 1, near_min, small))
         return v.astype(np.int64).astype(np.int32).view(np.uint32).reshape(shape)
-    if elem_type in _INT_BITS:
-        n = _INT_BITS[elem_type]
-        return rng.integers(0, 1 << n, shape, dtype=np.uint64).astype(ut)
+    if not BY_PTX[elem_type].is_float:
+        return rng.integers(0, 1 << BY_PTX[elem_type].bits, shape, dtype=np.uint64).astype(ut)
     if elem_type in ("tf32", "f32", "f64") and grid is None:
         mag = np.exp2(rng.uniform(np.log2(_MAG[0]), np.log2(_MAG[1]), shape))
         v = np.where(rng.random(shape) < 0.5, -mag, mag)

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from tilemma.compiler.layouts import fragments as frag
 from tilemma.compiler.core import isa
+from tilemma.compiler.core.elements import BY_PTX
 from tools import mma_probe
 from tilemma.compiler.verify import reference
 from tilemma.compiler.layouts import sparse_fragments as sf
 
 ENTRY = "mma_sp_probe"
 OPERANDS = ("a", "b", "c", "e", "d")  # kernel parameter order
-_MLIR = {et.ptx: et.name for et in reference.ELEMENT_TYPES.values()}
 
 
 def parse_sparse(opcode: str) -> isa.MmaVariant:
@@ -210,8 +210,8 @@ class SparseProbeCase:
             return ~(got == want)
         v = self.variant
         bound = reference.error_bound(
-            self.dense_a, self.b, self.c, a_type=_MLIR[v.atype], b_type=_MLIR[v.btype],
-            acc_type=_MLIR[v.ctype],
+            self.dense_a, self.b, self.c, a_type=BY_PTX[v.atype].name, b_type=BY_PTX[v.btype].name,
+            acc_type=BY_PTX[v.ctype].name,
         )  # fmt: skip
         with np.errstate(invalid="ignore"):
             return ~(np.abs(got - want) <= bound)
@@ -251,7 +251,7 @@ def sparse_probe_case(
     m, n, k = spec.mnk
     pat = spec.pattern
     exact = v.dtype == "f16"
-    at, bt, ct = _MLIR[v.atype], _MLIR[v.btype], _MLIR[v.ctype]
+    at, bt, ct = BY_PTX[v.atype].name, BY_PTX[v.btype].name, BY_PTX[v.ctype].name
 
     kept = reference.random_matrix(at, (m, k // 2), rng)
     b = reference.random_matrix(bt, (k, n), rng)
@@ -296,7 +296,7 @@ def emulate_registers(opcode: str, selector: int, words: dict[str, np.ndarray]) 
     b = mma_probe.decode(frag.unpack(lays["b"], words["b"]), v.btype, lays["b"].elem_bits)
     c = mma_probe.decode(frag.unpack(lays["c"], words["c"]), v.ctype, lays["c"].elem_bits)
     return reference.mma_reference(
-        dense_a, b, c, a_type=_MLIR[v.atype], b_type=_MLIR[v.btype], acc_type=_MLIR[v.ctype],
+        dense_a, b, c, a_type=BY_PTX[v.atype].name, b_type=BY_PTX[v.btype].name, acc_type=BY_PTX[v.ctype].name,
         satfinite=v.satfinite,
     )  # fmt: skip
 

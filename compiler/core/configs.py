@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tilemma.compiler.core import targets
+from tilemma.compiler.core.elements import BY_PTX, FP8, ptx_names
 
 
 @dataclass(frozen=True)
@@ -159,12 +160,14 @@ LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4"}
 # at 4096^3 4 stages lose: 199 against 207), as many as fit (`fit_shared`).
 SMALL_STAGES = {"32bit": 4}
 
-# Operand types the staged schedule takes, by element bits (`tile-plan` reads it); a
-# candidate family per width.
-STAGED_ELEMENTS = {32: ("tf32",), 16: ("f16", "bf16"), 8: ("s8", "u8", "e4m3", "e5m2"), 64: ("f64",),
-                   4: ("s4", "u4"), 1: ("b1",)}
+# Operand types the staged schedule takes (PTX spellings), and the same grouped by element bits
+# (`tile-plan` reads it); a candidate family per width.
+STAGED_TYPES = ("tf32", "f16", "bf16", "s8", "u8", *ptx_names(FP8), "f64", "s4", "u4", "b1")
+STAGED_ELEMENTS = {
+    bits: tuple(t for t in STAGED_TYPES if BY_PTX[t].bits == bits)
+    for bits in dict.fromkeys(BY_PTX[t].bits for t in STAGED_TYPES)
+}
 FAMILY_TYPES = {f"{bits}bit": types for bits, types in STAGED_ELEMENTS.items()}
-STAGED_TYPES = tuple(t for ts in STAGED_ELEMENTS.values() for t in ts)
 # Representative sizes (M = N = K) the tuner measures for each class.
 SIZE_CLASSES = {"small": 1024, "medium": 4096, "large": 8192}
 

@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from tilemma.compiler.core.elements import BY_PTX
 from tilemma.compiler.core.isa_notes import (
     EXCEPTIONS,
     PTX_NOTES,
@@ -75,11 +76,6 @@ from tilemma.compiler.core.targets import (
 from tilemma.compiler.core.isa_notes import TargetRule  # noqa: F401
 from tilemma.compiler.core.isa_rows import F8F6F4, KINDS, SCALE_VECS, TABLE_36  # noqa: F401
 
-_BITS = {
-    "f16": 16, "bf16": 16, "tf32": 32, "f32": 32, "f64": 64, "s32": 32,
-    "s8": 8, "u8": 8, "s4": 4, "u4": 4, "b1": 1,
-    "e4m3": 8, "e5m2": 8, "e3m2": 8, "e2m3": 8, "e2m1": 8,
-}  # fmt: skip  (f6/f4 in 8-bit containers; e2m1 packed to 4 bits under .kind::mxf4*)
 _REG_TYPE = {"f16": ".f16x2", "f32": ".f32", "f64": ".f64", "s32": ".s32"}  # others: .b32
 
 
@@ -168,9 +164,9 @@ class MmaVariant:
 
     # ---- registers -----------------------------------------------------------------------
     def _elem_bits(self, t: str) -> int:
-        if t == "e2m1" and self.kind in ("mxf4", "mxf4nvf4"):
+        if t == "e2m1" and self.kind in ("mxf4", "mxf4nvf4"):  # packed, no container
             return 4
-        return _BITS[t]
+        return BY_PTX[t].register_bits  # f6/f4 in 8-bit containers
 
     def _regs(self, t: str, elems: int) -> int:
         bits = self._elem_bits(t)

@@ -10,6 +10,8 @@ import itertools
 import re
 from dataclasses import dataclass
 
+from tilemma.compiler.core.elements import FP6_FP4, FP8, ptx_names
+
 # --------------------------------------------------------------------------------------------
 # Qualifier vocabularies (what the grammar knows, legal or not)
 # --------------------------------------------------------------------------------------------
@@ -30,8 +32,8 @@ STYPES: tuple[str | None, ...] = (None, "ue8m0", "ue4m3")
 BITOPS: tuple[str | None, ...] = (None, "xor", "and")
 ROUNDINGS: tuple[str | None, ...] = (None, "rn", "rz", "rm", "rp")
 
-F8 = ("e4m3", "e5m2")
-F6F4 = ("e3m2", "e2m3", "e2m1")
+F8 = ptx_names(FP8)  # .e4m3, .e5m2
+F6F4 = ptx_names(FP6_FP4)  # .e3m2, .e2m3, .e2m1
 F8F6F4 = F8 + F6F4
 I8 = ("u8", "s8")
 I4 = ("u4", "s4")

@@ -15,6 +15,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerType, MemRefType, ModuleOp, Signedness, StridedLayoutAttr
 from xdsl.ir import Block, Region, SSAValue
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.dialects import tile
 
 
@@ -126,7 +127,7 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
         raise ValueError(f"--b-layout must be 'row' or 'col', got {spec.b_layout!r}")
 
     def memref(which: str) -> MemRefType:
-        stored = tile.NO_STORAGE.get(types[which], types[which])
+        stored = ELEMENTS[types[which]].stored_as
         if which == "b" and spec.b_layout == "col":  # each column of the K x N matrix contiguous
             strides = [1, spec.k] if spec.batch is None else [spec.k * spec.n, 1, spec.k]
             return MemRefType(tile.element_type(stored), shapes[which], StridedLayoutAttr(strides, 0))
@@ -146,7 +147,7 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
     zeros = [0] * len(shapes["a"])
 
     def load(which: str, value: SSAValue) -> SSAValue:
-        stored = tile.NO_STORAGE.get(types[which], types[which])
+        stored = ELEMENTS[types[which]].stored_as
         loaded = builder.insert(
             tile.LoadOp(value, zeros, tile.TileType(shapes[which], tile.element_type(stored)))
         ).result

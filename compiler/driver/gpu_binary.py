@@ -13,12 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.runtime.abi import KernelABI, Param
 from tilemma.compiler.driver.pipeline import CompiledKernel
 
 # Element types MLIR 19 cannot spell, as the storage integer of the same width. Only the pointer
 # reaches the kernel, so the host memref's element type documents the buffer and nothing more.
-STORAGE_IN_MLIR19 = {"ue4m3": "i8", "f8E8M0FNU": "i8", "f6E3M2FN": "i8", "f6E2M3FN": "i8", "f4E2M1FN": "i4"}
+STORAGE_IN_MLIR19 = {
+    name: f"i{ELEMENTS[name].storage_bits}" for name in ("ue4m3", "f8E8M0FNU", "f6E3M2FN", "f6E2M3FN", "f4E2M1FN")
+}
 
 # PTX JIT optimisation level (the `O` property gpu-to-llvm hands to mgpuModuleLoadJIT, which
 # otherwise uses 0); 3 is ptxas's default, what `--emit cubin` gets.

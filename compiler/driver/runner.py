@@ -53,13 +53,12 @@ class RunResult:
 def pack_memory(values: np.ndarray, type_name: str) -> np.ndarray:
     """The bytes a kernel argument holds: packed bits for 4- and 1-bit types, one byte per
     element for fp6 (6 does not divide 8), else the values."""
-    if type_name in tile.BYTE_PER_ELEMENT or type_name in reference.SCALE_TYPES:
-        return np.ascontiguousarray(reference.to_bits(values, type_name).astype(np.uint8))
     et = reference.element_type(type_name)
-    if et.bits >= 8:
-        storage = np.float32 if type_name == "tf32" else et.dtype
-        return np.ascontiguousarray(values.astype(storage))
-    return pack_bits(reference.to_bits(values, et).reshape(-1), et.bits)
+    if et.storage_bits < 8:
+        return pack_bits(reference.to_bits(values, et).reshape(-1), et.bits)
+    if et.storage_dtype != et.dtype:  # kept as codes: fp6, ue4m3
+        return np.ascontiguousarray(reference.to_bits(values, et).astype(et.storage_dtype))
+    return np.ascontiguousarray(values.astype(et.storage_dtype))
 
 
 def pack_bits(codes: np.ndarray, bits: int) -> np.ndarray:
@@ -90,7 +89,7 @@ def sentinel(type_name: str) -> float | int:
     if et.is_float:
         with np.errstate(invalid="ignore"):
             has_nan = bool(np.isnan(np.array(np.nan).astype(et.dtype).astype(np.float64)))
-        return float("nan") if has_nan else float(tile.FLOAT_LIMITS[type_name][1])
+        return float("nan") if has_nan else float(et.max_finite)
     low, high = et.int_range
     return low if low < 0 else high
 

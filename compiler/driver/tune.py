@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 from tilemma.compiler.core import configs
+from tilemma.compiler.core.elements import BY_PTX
 
 
 def _options(sm: str, c: configs.Config):
@@ -34,7 +35,7 @@ def tune(types: list[str], classes: list[str], sm: str, cache: str, iters: int =
         if fam is None:
             raise ValueError(f"{t}: no tunable configurations (tunable: {', '.join(configs.STAGED_TYPES)})")
         good = []
-        acc = "f64" if t == "f64" else "s32" if t in ("s8", "u8", "s4", "u4", "b1") else "f32"
+        acc = "f64" if t == "f64" else "f32" if BY_PTX[t].is_float else "s32"
         layout = "row" if fam in ("16bit", "64bit") else "col"  # 8-, 4-, 1- and 32-bit B are staged K-major
         extra = {"popc": "xor"} if t == "b1" else {}  # b1 multiplies by xor
         k_check = {"4bit": 328, "1bit": 1056}.get(fam, 200)  # sub-byte K rows end on 4 bytes

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tilemma.compiler.core import isa_rows
+from tilemma.compiler.core.elements import BY_PTX
 from tilemma.compiler.layouts.linear_layout import LinearLayout
 
 LANES = 32
@@ -156,13 +158,10 @@ for _shape, _widths in {
 for _shape in ("m8n8k16", "m8n8k32", "m8n8k128"):
     _TABLE[(_shape, "c", 32, None)] = _C_M8
 
-# Element width in registers for each PTX type; .e2m1 is 8-bit (container) except on m16n8k64.
-AB_TYPES = {
-    "f16": 16, "bf16": 16, "tf32": 32, "f64": 64,
-    "s8": 8, "u8": 8, "e4m3": 8, "e5m2": 8, "e3m2": 8, "e2m3": 8, "e2m1": 8,
-    "s4": 4, "u4": 4, "b1": 1,
-}  # fmt: skip
-ACC_TYPES = {"f16": 16, "f32": 32, "s32": 32, "f64": 64}
+# Element width in registers of each PTX type an mma multiplies (A/B) or accumulates (C/D);
+# .e2m1 is 8-bit (container) except on m16n8k64.
+AB_TYPES = {t: BY_PTX[t].register_bits for t in isa_rows.INPUT_TYPES}
+ACC_TYPES = {t: BY_PTX[t].register_bits for t in isa_rows.ACC_TYPES}
 _PACKED_E2M1_SHAPES = ("m16n8k64",)  # .kind::mxf4 / mxf4nvf4: no container padding
 
 _SHAPE_RE = re.compile(r"^m(\d+)n(\d+)k(\d+)$")

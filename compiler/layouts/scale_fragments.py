@@ -36,9 +36,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
+from tilemma.compiler.core.elements import BY_PTX, SCALES, ptx_names
 from tilemma.compiler.layouts.linear_layout import LinearLayout
 
 LANES = 32
@@ -69,7 +69,7 @@ SCALE_VECS: dict[str, ScaleVec] = {
 # Default .scale_vec_size when the opcode omits it (000: mxf4 -> 2X, mxf8f6f4 -> 1X; mxf4nvf4 has
 # no default).
 _DEFAULT_SCALE_VEC = {"mxf4": "2X", "mxf8f6f4": "1X"}
-STYPES = ("ue8m0", "ue4m3")
+STYPES = ptx_names(SCALES)  # ue8m0, ue4m3
 
 # operand -> (extent: rows of scale_A / columns of scale_B, lane weight of each bit of the row or
 # column index, lane weight of each bit of thread-id (Table 37: thread-id-a 0..1, thread-id-b
@@ -224,8 +224,8 @@ def scale_values(bits, stype: str) -> np.ndarray:
     """float64 values of raw scale bytes: .ue8m0 2**(e - 127) (0xFF NaN); .ue4m3 the e4m3 value of
     the byte with the sign bit ignored (see the module docstring: measured by others)."""
     b = np.asarray(bits).astype(np.uint8)
-    if stype == "ue8m0":
-        return b.view(ml_dtypes.float8_e8m0fnu).astype(np.float64)
-    if stype == "ue4m3":
-        return (b & np.uint8(0x7F)).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
-    raise ValueError(f"unknown scale type {stype!r} (known: {', '.join(STYPES)})")
+    if stype not in STYPES:
+        raise ValueError(f"unknown scale type {stype!r} (known: {', '.join(STYPES)})")
+    if stype == "ue4m3":  # held in e4m3, whose sign bit it does not have
+        b = b & np.uint8(0x7F)
+    return b.view(BY_PTX[stype].dtype).astype(np.float64)

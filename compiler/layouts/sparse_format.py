@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilemma.compiler.core import elements
 from tilemma.compiler.layouts import sparse_fragments as sf
 
 SHAPE = "m16n8k32"  # the large 16-bit sparse mma shape this format feeds
@@ -34,8 +35,9 @@ STEPS_PER_GROUP = 4  # k32 steps whose words a lane keeps contiguous (one 16-byt
 META_LANES = 16  # lanes that carry metadata with selector 0 (quad positions 0 and 1)
 GROUP_WORDS = META_LANES * STEPS_PER_GROUP  # words per 16-row tile per 128 columns of K
 FILLER = 0x44444444  # chunk indices (0, 1) everywhere: valid metadata for all-zero padding
-ELEMENTS = ("float16", "bfloat16")  # dtypes of A (PTX .f16 / .bf16)
-_PTX = {"float16": "f16", "bfloat16": "bf16"}
+# A's element types (f16, bf16), by the dtype of the arrays that hold them -> PTX spelling.
+_PTX = {elements.ELEMENTS[t].dtype.name: elements.ELEMENTS[t].ptx for t in ("f16", "bf16")}
+ELEMENTS = tuple(_PTX)  # dtypes of A: float16, bfloat16
 
 
 def padded_k(k: int) -> int:

@@ -57,6 +57,8 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
+from tilemma.compiler.core import isa_rows
+from tilemma.compiler.core.elements import BY_PTX
 from tilemma.compiler.layouts import fragments as frag
 
 LANES = frag.LANES
@@ -98,13 +100,14 @@ PATTERNS = {
     "4:8": Pattern("4:8", 8, 4, atom=2),
 }
 
-# Element width of each sparse A/B type in registers. .e2m1 sits in an 8-bit container under
-# .kind::f8f6f4 (m16n8k64) and is packed to 4 bits only for the block-scaled m16n8k128 forms.
+# Element width in registers of each A/B type of a sparse mma (those of the ISA's mma.sp rows).
+# .e2m1 sits in an 8-bit container under .kind::f8f6f4 (m16n8k64) and is packed to 4 bits only
+# for the block-scaled m16n8k128 forms.
 _TYPE_BITS = {
-    "f16": 16, "bf16": 16, "tf32": 32,
-    "s8": 8, "u8": 8, "e4m3": 8, "e5m2": 8, "e3m2": 8, "e2m3": 8, "e2m1": 8,
-    "s4": 4, "u4": 4,
-}  # fmt: skip
+    t: BY_PTX[t].register_bits
+    for t in isa_rows.INPUT_TYPES
+    if any(t in row.atypes for row in isa_rows.ROWS if row.forms != isa_rows.DENSE)
+}
 _PACKED_E2M1_SHAPES = ("m16n8k128",)
 
 

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
 
-from tilemma.dialects import ptx, tile
+from tilemma.dialects import ptx
 from tilemma.dialects.tile import element_name
+from tilemma.compiler.core.elements import BYTE_PER_ELEMENT, ELEMENTS
 from tilemma.compiler.core.memref_layout import strided_layout
-from tilemma.compiler.verify.reference import element_type
 
 
 # Roles of uint32 word buffers (outside the tile element types): the sparsity error word and the
@@ -46,14 +46,14 @@ class Param:
         """How elements sit in memory: `bits` (4- and 1-bit types packed densely, element i at bit
         i*bits, least significant first), `byte` (fp6 and scale factors: one byte each) or
         `native`."""
-        if self.element in tile.BYTE_PER_ELEMENT:
+        if self.element in BYTE_PER_ELEMENT:
             return "byte"
         return "bits" if self.bits < 8 else "native"
 
     @property
     def bits(self) -> int:
         """Storage bits of one element (the error word is a ui32, outside the tile types)."""
-        return 32 if self.is_words else tile.element_bits(self.element)
+        return 32 if self.is_words else ELEMENTS[self.element].bits
 
     @property
     def is_words(self) -> bool:
@@ -72,11 +72,7 @@ class Param:
         """The NumPy (ml_dtypes) dtype of a buffer passed for this parameter: packed sub-byte
         elements and fp6 / ue4m3 codes travel as uint8 bytes, tf32 as float32, the error word
         as uint32."""
-        if self.is_words:
-            return np.dtype(np.uint32)
-        if self.packing != "native" or self.element == "ue4m3":
-            return np.dtype(np.uint8)
-        return np.dtype(np.float32 if self.element == "tf32" else element_type(self.element).dtype)
+        return np.dtype(np.uint32) if self.is_words else ELEMENTS[self.element].storage_dtype
 
     def to_dict(self) -> dict:
         d = {"name": self.name, "roles": list(self.roles), "shape": list(self.shape),

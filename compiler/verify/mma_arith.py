@@ -33,13 +33,13 @@ from fractions import Fraction
 
 import numpy as np
 
+from tilemma.compiler.core.elements import BY_PTX, FP8, ptx_names
+
 __all__ = ["MODELS", "Model", "model_for", "proven", "fused_mma", "fma_chain", "round_tf32", "DEFAULT_ARCH"]
 
 DEFAULT_ARCH = "sm_90"  # the GPU the emulator imitates unless told otherwise (ours: H100/H200)
 
-# Smallest exponent of each input type (subnormals are kept, with this exponent).
-_EMIN = {"f16": -14, "bf16": -126, "tf32": -126, "f32": -126, "e4m3": -6, "e5m2": -14,
-         "e3m2": -2, "e2m3": 0, "e2m1": 0, "ue8m0": -127, "ue4m3": -6}  # fmt: skip
+_FP8 = ptx_names(FP8)  # e4m3, e5m2: one family ("fp8") of mma.sync without .kind
 _ZERO_EXP = -126  # the exponent a zero input aligns with
 _CANONICAL_NAN = {"f32": (np.uint32(0x7FFFFFFF), np.float32), "f16": (np.uint16(0x7FFF), np.float16)}
 
@@ -96,7 +96,7 @@ def family(atype: str, kind: str | None) -> str:
         return "mxf4"
     if kind in ("f8f6f4", "mxf8f6f4"):
         return kind
-    return "fp8" if atype in ("e4m3", "e5m2") else atype
+    return "fp8" if atype in _FP8 else atype
 
 
 def model_for(arch: str, atype: str, kind: str | None = None, shape: str = "") -> Model:
@@ -154,6 +154,13 @@ def round_tf32(x_f32, mode: str = "rna") -> np.ndarray:
     return (sign | mag).astype(np.uint32).view(np.float32)
 
 
+def _emin(t: str) -> int:
+    """Smallest exponent of an input type, by PTX name (subnormals are kept, with this exponent)."""
+    emin = BY_PTX[t].emin
+    assert emin is not None, t
+    return emin
+
+
 def _sig_exp(x: np.ndarray, emin: int) -> tuple[np.ndarray, np.ndarray]:
     """(significand, exponent) of finite values with x = sig * 2**exp exactly: exp is
     max(floor(log2|x|), emin) (so subnormals have sig < 1), zero has exponent _ZERO_EXP."""
@@ -190,11 +197,11 @@ def fused_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, model: Model, atype: 
     k = a.shape[-1]
     if kept is None:
         kept = np.ones(a.shape, bool)
-    sa, ea = _sig_exp(np.where(np.isfinite(a), a, 0.0), _EMIN[atype])
-    sb, eb = _sig_exp(np.where(np.isfinite(b), b, 0.0), _EMIN[btype])
+    sa, ea = _sig_exp(np.where(np.isfinite(a), a, 0.0), _emin(atype))
+    sb, eb = _sig_exp(np.where(np.isfinite(b), b, 0.0), _emin(btype))
     if scale_a is not None:  # scales join the exponents (their significands the product)
-        ssa, esa = _sig_exp(scale_a, _EMIN[stype])
-        ssb, esb = _sig_exp(scale_b, _EMIN[stype])
+        ssa, esa = _sig_exp(scale_a, _emin(stype))
+        ssb, esb = _sig_exp(scale_b, _emin(stype))
         sa, ea, sb, eb = sa * ssa, ea + esa, sb * ssb, eb + esb
     sbt, ebt = np.swapaxes(sb, -1, -2)[..., None, :, :], np.swapaxes(eb, -1, -2)[..., None, :, :]
     kept_positions = int(kept[(0,) * (kept.ndim - 1)].sum()) or k  # kept products per row
@@ -214,8 +221,7 @@ def fused_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, model: Model, atype: 
             p_sig, p_exp = _sub_blocks(a[..., :, None, ks] * bt[..., ks], scale_a, scale_b, ks, stype,
                                        model.sub_block)
         shadow = np.where(live, av[..., :, None, ks] * bvt[..., ks], 0.0).sum(-1) + acc
-        c_emin = -126 if dtype == "f32" else _EMIN["f16"]
-        c_sig, c_exp = _sig_exp(np.where(np.isfinite(acc), acc, 0.0), c_emin)
+        c_sig, c_exp = _sig_exp(np.where(np.isfinite(acc), acc, 0.0), _emin(dtype))
         eta = np.maximum(p_exp.max(-1), c_exp)
         f = model.frac_bits
         terms = np.trunc(np.ldexp(p_sig, f + p_exp - eta[..., None])).sum(-1)
@@ -300,8 +306,8 @@ def _sub_blocks(products, scale_a, scale_b, ks: slice, stype: str, block: int):
     (the sum is not renormalized)."""
     shape = products.shape[:-1] + (-1, block)
     total = products.reshape(shape).sum(-1)
-    ssa, esa = _sig_exp(scale_a[..., :, None, ks][..., ::block], _EMIN[stype])
-    ssb, esb = _sig_exp(np.swapaxes(scale_b, -1, -2)[..., None, :, ks][..., ::block], _EMIN[stype])
+    ssa, esa = _sig_exp(scale_a[..., :, None, ks][..., ::block], _emin(stype))
+    ssb, esb = _sig_exp(np.swapaxes(scale_b, -1, -2)[..., None, :, ks][..., ::block], _emin(stype))
     return total * ssa * ssb, esa + esb
 
 

@@ -1,7 +1,8 @@
 """NumPy reference for D = A*B + C with the element semantics of PTX `mma` and `cuda::tiles::mma`.
 
 This is the numeric truth a compiled kernel is compared against, so it shares nothing with the GPU
-code but tf32's rounding of an f32 (`mma_arith.round_tf32`, the conversion's definition): values
+code but tf32's rounding of an f32 (`mma_arith.round_tf32`, the conversion's definition) and the
+element records (`compiler/core/elements`: names, widths, dtypes, which are facts, not code): values
 come from ml_dtypes/NumPy, products and sums are formed in float64 or int64 where they
 are exact, and only the final result is rounded to the accumulator type.
 
@@ -40,6 +41,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+from tilemma.compiler.core.elements import ALIASES, ELEMENTS, SCALES, Element
 from tilemma.compiler.verify.mma_arith import round_tf32
 
 __all__ = [
@@ -71,84 +73,19 @@ INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
 
-@dataclass(frozen=True)
-class ElementType:
-    """One element type: how its values are held in NumPy and what its bits are.
-
-    `dtype` holds values (tf32 values are held in float32 with the low 13 mantissa bits zero; i1 in
-    uint8 as 0/1; the sub-byte ml_dtypes types use one byte per element). `bits` is the storage width
-    the hardware sees; `kind` is "float", "int" or "bit"; `ptx` is the PTX type suffix.
-    """
-
-    name: str
-    dtype: np.dtype
-    bits: int
-    kind: str
-    signed: bool
-    ptx: str
-    mantissa_bits: int = 0  # explicit fraction bits, floats only
-
-    @property
-    def is_float(self) -> bool:
-        return self.kind == "float"
-
-    @property
-    def is_int(self) -> bool:
-        return self.kind == "int"
-
-    @property
-    def is_bit(self) -> bool:
-        return self.kind == "bit"
-
-    @property
-    def int_range(self) -> tuple[int, int]:
-        """Smallest and largest value of an integer (or bit) type."""
-        if self.is_float:
-            raise TypeError(f"{self.name} is not an integer type")
-        if self.signed:
-            return -(2 ** (self.bits - 1)), 2 ** (self.bits - 1) - 1
-        return 0, 2**self.bits - 1
-
-
-def _t(name, dtype, bits, kind, signed, ptx, mantissa_bits=0) -> ElementType:
-    return ElementType(name, np.dtype(dtype), bits, kind, signed, ptx, mantissa_bits)
-
-
+# The element records (`compiler/core/elements`): value dtype, bits, kind, signedness, PTX suffix,
+# mantissa bits. ELEMENT_TYPES are the MLIR types mma multiplies (floats, then integers, then
+# i1); the scale-only .ue4m3 has no MLIR builtin type (values held in float8_e4m3fn, never
+# negative) and is kept apart in SCALE_TYPES.
+ElementType = Element
+_KIND_ORDER = ("float", "int", "bit")
 ELEMENT_TYPES: dict[str, ElementType] = {
-    t.name: t
-    for t in (
-        _t("f16", np.float16, 16, "float", True, "f16", 10),
-        _t("bf16", ml_dtypes.bfloat16, 16, "float", True, "bf16", 7),
-        _t("tf32", np.float32, 32, "float", True, "tf32", 10),
-        _t("f32", np.float32, 32, "float", True, "f32", 23),
-        _t("f64", np.float64, 64, "float", True, "f64", 52),
-        _t("f8E4M3FN", ml_dtypes.float8_e4m3fn, 8, "float", True, "e4m3", 3),
-        _t("f8E5M2", ml_dtypes.float8_e5m2, 8, "float", True, "e5m2", 2),
-        _t("f6E3M2FN", ml_dtypes.float6_e3m2fn, 6, "float", True, "e3m2", 2),
-        _t("f6E2M3FN", ml_dtypes.float6_e2m3fn, 6, "float", True, "e2m3", 3),
-        _t("f4E2M1FN", ml_dtypes.float4_e2m1fn, 4, "float", True, "e2m1", 1),
-        _t("f8E8M0FNU", ml_dtypes.float8_e8m0fnu, 8, "float", False, "ue8m0", 0),
-        _t("si8", np.int8, 8, "int", True, "s8"),
-        _t("ui8", np.uint8, 8, "int", False, "u8"),
-        _t("si4", ml_dtypes.int4, 4, "int", True, "s4"),
-        _t("ui4", ml_dtypes.uint4, 4, "int", False, "u4"),
-        _t("si32", np.int32, 32, "int", True, "s32"),
-        _t("i1", np.uint8, 1, "bit", False, "b1"),
-    )
+    e.name: e for e in sorted(ELEMENTS.values(), key=lambda e: _KIND_ORDER.index(e.kind)) if e.builtin
 }
-
-# Scale-only types (block-scaled mma): .ue4m3 is an unsigned e4m3 with no MLIR builtin type; its
-# values are held in float8_e4m3fn (never negative), its bits are those of that dtype with the sign
-# bit clear. Kept apart from ELEMENT_TYPES, which are the MLIR types mma multiplies.
-SCALE_TYPES: dict[str, ElementType] = {
-    t.name: t for t in (_t("ue4m3", ml_dtypes.float8_e4m3fn, 8, "float", False, "ue4m3", 3),)
-}
+SCALE_TYPES: dict[str, ElementType] = {e.name: e for e in ELEMENTS.values() if not e.builtin}
 
 _ALIASES = {"i32": "si32"}
-_SCALE_ALIASES = {"ue8m0": "f8E8M0FNU"}
-
-_BITS_DTYPE = {64: np.uint64, 32: np.uint32, 16: np.uint16, 8: np.uint8, 6: np.uint8, 4: np.uint8,
-               1: np.uint8}
+_SCALE_ALIASES = {ptx: name for ptx, name in ALIASES.items() if name in SCALES}
 
 
 def element_type(name: str | ElementType) -> ElementType:
@@ -168,8 +105,9 @@ def element_type(name: str | ElementType) -> ElementType:
 def scale_type(name: str | ElementType) -> ElementType:
     """A block-scale type by MLIR or PTX name: f8E8M0FNU (= ue8m0) or ue4m3."""
     et = element_type(_SCALE_ALIASES.get(name, name) if isinstance(name, str) else name)
-    if et.name not in ("f8E8M0FNU", "ue4m3"):
-        raise ValueError(f"{et.name} is not a block-scale type (f8E8M0FNU / ue8m0, ue4m3)")
+    if et.name not in SCALES:
+        known = ", ".join(n if ELEMENTS[n].ptx == n else f"{n} / {ELEMENTS[n].ptx}" for n in SCALES)
+        raise ValueError(f"{et.name} is not a block-scale type ({known})")
     return et
 
 
@@ -251,14 +189,14 @@ def to_bits(values, type: str | ElementType) -> np.ndarray:
     et = element_type(type)
     arr = np.ascontiguousarray(as_type(values, et))
     if et.is_float:
-        bits = arr.view(_BITS_DTYPE[8 if et.bits < 8 else et.bits])
+        bits = arr.view(et.code_dtype)
         if et.bits < 8:
             bits = bits & np.uint8((1 << et.bits) - 1)
         return bits.copy()
     if et.is_bit:
         return arr.astype(np.uint8) & np.uint8(1)
     as_int = arr.astype(np.int64) & ((1 << et.bits) - 1)
-    return as_int.astype(_BITS_DTYPE[et.bits])
+    return as_int.astype(et.code_dtype)
 
 
 def from_bits(bits, type: str | ElementType) -> np.ndarray:
@@ -273,10 +211,9 @@ def from_bits(bits, type: str | ElementType) -> np.ndarray:
     if et.bits < 64 and np.any(wide >> np.uint64(et.bits)):
         raise ValueError(f"bit patterns wider than {et.bits} bits for {et.name}")
     if et.is_float:
-        storage = _BITS_DTYPE[8 if et.bits < 8 else et.bits]
         if et.name == "ue4m3":
             wide = wide & np.uint64(0x7F)
-        values = np.ascontiguousarray(wide.astype(storage)).view(et.dtype).copy()
+        values = np.ascontiguousarray(wide.astype(et.code_dtype)).view(et.dtype).copy()
         if et.name == "tf32" and not np.all(_tf32_bits_ok(values)):
             raise ValueError("tf32 bit patterns must have the low 13 bits zero")
         return values

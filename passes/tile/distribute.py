@@ -41,11 +41,12 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.layouts.mma_layouts import instruction_layouts
 from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError
-from tilemma.passes.tile.gemm_kernel import PTX_TYPE, read_kernel
+from tilemma.passes.tile.gemm_kernel import read_kernel
 from tilemma.passes.tile.plan import _ceil, tiling_of
 from tilemma.passes.warp_to_ptx.sparse_a import NO_ERROR
 
@@ -92,8 +93,8 @@ class _Kernel(IndexBuilder):
         self.variant = self.variant_attr.variant
         self.t = tiling_of(self.variant, self.g, s)
         if s.widen is not None:  # the loop multiplies the stored 4-bit fragments (m16n8k64)
-            native = dataclasses.replace(self.variant, k=64, atype=PTX_TYPE[self.g.a.stored],
-                                         btype=PTX_TYPE[self.g.b.stored])
+            native = dataclasses.replace(self.variant, k=64, atype=ELEMENTS[self.g.a.stored].ptx,
+                                         btype=ELEMENTS[self.g.b.stored].ptx)
             self.variant_attr, self.variant = warp.VariantAttr(native), native
         bm, bn = self.t.cta_tile
         g = self.g

@@ -14,32 +14,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.core.memref_layout import StridedLayout, strided_layout
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError
-
-# PTX type of an mma operand for each tile element type (MLIR name -> PTX name).
-PTX_TYPE = {
-    "f16": "f16",
-    "bf16": "bf16",
-    "tf32": "tf32",
-    "f32": "f32",
-    "f64": "f64",
-    "si8": "s8",
-    "ui8": "u8",
-    "si4": "s4",
-    "ui4": "u4",
-    "i1": "b1",
-    "si32": "s32",
-    "f8E4M3FN": "e4m3",
-    "f8E5M2": "e5m2",
-    "f6E3M2FN": "e3m2",
-    "f6E2M3FN": "e2m3",
-    "f4E2M1FN": "e2m1",
-    "f8E8M0FNU": "ue8m0",
-    "ue4m3": "ue4m3",
-}
-
 
 @dataclass(frozen=True)
 class MemOperand:
@@ -59,7 +37,7 @@ class MemOperand:
     @property
     def bits(self) -> int:
         """Bits one element takes in memory (fp6 is stored one per byte)."""
-        return 8 if self.stored in tile.BYTE_PER_ELEMENT else tile.element_bits(self.stored)
+        return ELEMENTS[self.stored].storage_bits
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from tilemma.compiler.core import configs, targets
+from tilemma.compiler.core.elements import BY_PTX, FP8
 from tilemma.compiler.layouts import sparse_format
 from tilemma.compiler.layouts.mma_layouts import instruction_layouts
 from tilemma.dialects import tile, warp
@@ -34,7 +35,6 @@ INDEX_LIMIT = 2**31  # coordinates are computed in 32 bits
 # one step left the load's latency exposed (ncu: long-scoreboard stalls, 1.6 a issued instruction)
 META_AHEAD_STEPS = 2
 GROUP_M = 8  # CTA rows of tiles per group of the rasterized order (Triton's GROUP_SIZE_M)
-FP8 = ("e4m3", "e5m2")
 # Dense shapes staged with `warp.load_shared` (one element per register, which ldmatrix cannot
 # read): (m, n, k, A type) -> element bits. Their B may be row-major (K x N) or K-major.
 SHARED_LOAD_SHAPES = {(16, 8, 16, "f64"): 64}
@@ -214,7 +214,7 @@ def default_schedule(g, variant) -> str:
     if g.a.bits == 32:
         return "32bit" if b_k_major(g.b) else "32bit-row-b"
     if g.a.bits == 8:
-        return "fp8" if variant.atype in FP8 else "8bit"
+        return "fp8" if BY_PTX[variant.atype].name in FP8 else "8bit"
     if widens(g, variant):
         return "4bit-widened"
     return f"{g.a.bits}bit"

@@ -18,12 +18,12 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.core import isa, targets
 from tilemma.compiler.layouts import sparse_fragments
 from tilemma.dialects import tile
 from tilemma.dialects.warp import TargetAttr, VariantAttr
 from tilemma.passes.errors import LoweringError, replaced
-from tilemma.passes.tile.gemm_kernel import PTX_TYPE
 
 
 @dataclass(frozen=True)
@@ -176,16 +176,16 @@ class SelectMma(ModulePass):
         a, b = self._operand_types(mma, target)
         acc = mma.acc.type.element  # type: ignore[union-attr]
         want = dict(
-            atype=PTX_TYPE[a],
-            btype=PTX_TYPE[b],
-            ctype=PTX_TYPE[acc],
-            dtype=PTX_TYPE[acc],
+            atype=ELEMENTS[a].ptx,
+            btype=ELEMENTS[b].ptx,
+            ctype=ELEMENTS[acc].ptx,
+            dtype=ELEMENTS[acc].ptx,
             satfinite=getattr(mma, "satfinite", None) is not None,
             bitop=str(mma.popc.data) if getattr(mma, "popc", None) is not None else None,
         )
         scaled = isinstance(mma, tile.ScaledMmaOp)
         if scaled:
-            want["stype"] = PTX_TYPE[mma.scale_a.type.element]  # type: ignore[union-attr]
+            want["stype"] = ELEMENTS[mma.scale_a.type.element].ptx  # type: ignore[union-attr]
         hint = mma.mma_shape.data if mma.mma_shape is not None else None
         forms = (
             SPARSE_FORM_OPTIONS[self.sparse_form]
@@ -277,6 +277,6 @@ def _hint_needs(hint: str | None, element: str) -> bool:
     if hint is None:
         return False
     dense = [v for v in isa.all_variants() if v.sparse is None and v.kind is None and v.shape == hint]
-    return any(v.atype == PTX_TYPE[element] for v in dense) and not any(
+    return any(v.atype == ELEMENTS[element].ptx for v in dense) and not any(
         v.atype in ("s8", "u8") for v in dense
     )

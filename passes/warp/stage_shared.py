@@ -24,6 +24,7 @@ from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.core.memref_layout import strided_layout
 from tilemma.compiler.layouts import sparse_format
 from tilemma.dialects import tile, warp
@@ -47,7 +48,7 @@ class MemView:
     def of(cls, ref: MemRefType, window) -> MemView:
         layout = strided_layout(ref)
         stored = tile.element_name(ref.element_type)
-        bits = 8 if stored in tile.BYTE_PER_ELEMENT else tile.element_bits(stored)
+        bits = ELEMENTS[stored].storage_bits
         base = layout.offset + sum(o * s for o, s in zip(window, layout.strides))
         return cls(stored, bits, layout.strides[-2], layout.strides[-1], base)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects.builtin import MemRefType
 
+from tilemma.compiler.core.elements import BY_PTX, ELEMENTS
 from tilemma.compiler.core.memref_layout import strided_layout
 from tilemma.compiler.layouts import fragments
 from tilemma.dialects.ptx_builder import RegisterFile, f32_literal, f64_literal
@@ -27,9 +28,6 @@ from tilemma.dialects import ptx, tile
 
 # Load/store opcode suffix of a whole element in memory, by storage bits.
 MEM_SUFFIX = {64: "f64", 32: "b32", 16: "u16", 8: "u8"}
-# Where a narrow float sits in the 8-bit container of .kind::f8f6f4 / mxf8f6f4: e2m1 in bits
-# 2..5 (shifted left by 2); e3m2 and e2m3 in bits 0..5 (as stored).
-CONTAINER_SHIFT = {"e2m1": 2}
 U32_MAX = (1 << 32) - 1
 
 
@@ -113,7 +111,7 @@ class Window:
     @property
     def bits(self) -> int:
         """Bits one element takes in memory (fp6 is stored one per byte)."""
-        return 8 if self.stored in tile.BYTE_PER_ELEMENT else tile.element_bits(self.stored)
+        return ELEMENTS[self.stored].storage_bits
 
     @property
     def sub_byte(self) -> bool:
@@ -211,7 +209,8 @@ def load_element(e: Emitter, acc: Access, offset: int, pred: str | None, dst: st
     e.emit("cvt.u32.u64", shift, bitaddr)
     e.emit("and.b32", shift, shift, 7)
     e.emit("ld.global.u8", dst, f"[{byte}]", guard=pred)
-    signed = acc.window.stored == "si4"
+    stored = ELEMENTS[acc.window.stored]
+    signed = stored.is_int and stored.signed  # sign-extend si4; any other type's bits as they are
     e.emit("bfe.s32" if signed else "bfe.u32", dst, dst, shift, bits)
 
 
@@ -219,16 +218,14 @@ def load_converted(e: Emitter, acc: Access, offset: int, pred: str | None, dst: 
                    ptx_type: str, rounding: str | None, elem_bits: int) -> None:
     """Load one element and convert it from its storage type to `ptx_type` by its rule in
     `tile.CAST_RULES` (the tile verifier admitted only those casts)."""
-    from tilemma.passes.tile.gemm_kernel import PTX_TYPE
-
-    stored = PTX_TYPE[acc.window.stored]
+    stored_element = ELEMENTS[acc.window.stored]
+    stored = stored_element.ptx
     if stored == ptx_type:
         load_element(e, acc, offset, pred, dst, bank)
-        if elem_bits == 8 and stored in CONTAINER_SHIFT:  # .kind::*f8f6f4 byte container
-            e.emit("shl.b32", dst, dst, CONTAINER_SHIFT[stored])
+        if elem_bits == 8 and stored_element.container_shift:  # .kind::*f8f6f4 byte container: e2m1 in bits 2..5
+            e.emit("shl.b32", dst, dst, stored_element.container_shift)
         return
-    target = next(t for t, name in PTX_TYPE.items() if name == ptx_type)
-    rule = tile.CAST_RULES[(acc.window.stored, target)]
+    rule = tile.CAST_RULES[(acc.window.stored, BY_PTX[ptx_type].name)]
     if rule.how == "extend":
         load_element(e, acc, offset, pred, dst, bank)  # bfe already sign/zero-extends
         return
@@ -243,9 +240,7 @@ def fill_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.L
     """Load every value of one fragment; with `lo_regs` (3xTF32) also the tf32 remainder of
     each f32 value. Value v sits at (lin.row_off[v], lin.col_off[v]) from the access origin."""
     per = lay.elems_per_reg
-    from tilemma.passes.tile.gemm_kernel import PTX_TYPE
-
-    same = PTX_TYPE[acc.window.stored] == ptx_type and lo_regs is None
+    same = ELEMENTS[acc.window.stored].ptx == ptx_type and lo_regs is None
     pairs = vector_pairs(acc, lin, lay) if same else set()
     for r, reg in enumerate(regs):
         if per > 1:

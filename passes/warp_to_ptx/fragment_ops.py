@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.layouts import fragments, scale_fragments
 from tilemma.dialects import ptx, warp
 from tilemma.dialects.tile import element_name
@@ -182,7 +183,7 @@ class LowerWiden(RewritePattern):
         e = fio.Emitter(self.state.kernel(op).regs)
         source = op.source.type
         assert isinstance(source, warp.FragType)
-        signed = element_name(source.element) == "si4"
+        signed = ELEMENTS[element_name(source.element)].signed  # si4 (or ui4)
 
         def spread(r: str, high: bool) -> str:
             """Four nibbles of r to the four bytes of a new register."""

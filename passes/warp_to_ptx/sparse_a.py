@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import MemRefType
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
+from tilemma.compiler.core.elements import BY_PTX
 from tilemma.compiler.core.isa import MmaVariant
 from tilemma.compiler.layouts import fragments, sparse_fragments
 from tilemma.compiler.layouts import sparse_format as fmt
@@ -34,23 +35,21 @@ from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, _layout, al
 
 NO_ERROR = 0xFFFFFFFF
 
-# Bits that make an element nonzero (sign excluded: -0.0 counts as zero) and give its magnitude
-# ordering; integers use their absolute value instead.
-_MAGNITUDE_MASK = {
-    "f16": 0x7FFF,
-    "bf16": 0x7FFF,
-    "tf32": 0x7FFFFFFF,
-    "e4m3": 0x7F,
-    "e5m2": 0x7F,
-    "e3m2": 0x1F,
-    "e2m3": 0x1F,
-    "e2m1": 0x1C,  # in its .kind::f8f6f4 byte container (bits 2..5, sign in bit 5)
-}
-_PACKED_MAGNITUDE_MASK = {"e2m1": 0x7}  # packed 4-bit e2m1 of the mxf4 kinds
+
+def magnitude_mask(atype: str, elem_bits: int) -> int:
+    """Bits of an element, as loaded for the instruction (`elem_bits` wide), that make it nonzero:
+    a float's bits below its sign (-0.0 counts as zero; they also order magnitudes), at its
+    place in an 8-bit .kind::f8f6f4 container (e2m1: bits 2..4), or all of an integer's."""
+    e = BY_PTX[atype]
+    if not e.is_float:
+        return (1 << elem_bits) - 1
+    shift = e.container_shift if e.container_shift is not None and elem_bits == 8 else 0
+    return ((1 << (e.bits - 1)) - 1) << shift
+
+
 # 2 * |e2m1| for the codes 0..7 (0, 0.5, 1, 1.5, 2, 3, 4, 6), one nibble each: pair sums of
 # magnitudes must be real sums, which the codes themselves do not give.
 E2M1_TWICE_MAGNITUDE = 0xC8643210
-_SIGNED = {"s8": 8, "s4": 4}
 
 
 def _nibble_table() -> int:
@@ -166,14 +165,12 @@ class SparseALoader:
 
     def _mask(self) -> int:
         """Bits of an element (as loaded for the instruction) that hold its magnitude."""
-        atype = self.instr.atype
-        if self.geo.elem_bits == 4 and atype in _PACKED_MAGNITUDE_MASK:
-            return _PACKED_MAGNITUDE_MASK[atype]
-        return _MAGNITUDE_MASK.get(atype, (1 << self.geo.elem_bits) - 1)
+        return magnitude_mask(self.instr.atype, self.geo.elem_bits)
 
     def _magnitude(self, t: str) -> str:
         """An integer that orders like |value| and adds like it (pairs are ranked by sums)."""
         b, atype = self.b, self.instr.atype
+        element = BY_PTX[atype]
         m = b.reg("b32")
         if self.geo.elem_bits == 4 and atype == "e2m1":  # 2|x| by table: codes 0..7 -> 0..12
             shift = b.reg("b32")
@@ -182,10 +179,10 @@ class SparseALoader:
             b.emit("mov.u32", m, E2M1_TWICE_MAGNITUDE)
             b.emit("shr.u32", m, m, shift)
             b.emit("and.b32", m, m, 0xF)
-        elif atype in _MAGNITUDE_MASK:
+        elif element.is_float:
             b.emit("and.b32", m, t, self._mask())
-        elif atype in _SIGNED:
-            b.emit("bfe.s32", m, t, 0, _SIGNED[atype])
+        elif element.signed:  # integers: their absolute value
+            b.emit("bfe.s32", m, t, 0, element.bits)
             b.emit("abs.s32", m, m)
         else:
             b.emit("and.b32", m, t, (1 << self.geo.elem_bits) - 1)

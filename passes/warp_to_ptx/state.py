@@ -19,12 +19,12 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.rewriter import InsertPoint
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.layouts import fragments
 from tilemma.compiler.layouts.mma_layouts import instruction_layouts
 from tilemma.dialects import ptx, warp
 from tilemma.dialects.ptx_builder import RegisterFile
 from tilemma.dialects.tile import element_name
-from tilemma.passes.tile.gemm_kernel import PTX_TYPE
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 
 # What a lowered body holds: the PTX ops (a pattern on a region waits for these alone).
@@ -135,7 +135,7 @@ def _layout(frag: warp.FragType) -> fragments.FragmentLayout:
 
 
 def _ptx_type(frag: warp.FragType) -> str:
-    return PTX_TYPE[element_name(frag.element)]
+    return ELEMENTS[element_name(frag.element)].ptx
 
 
 def _bank_of(frag: warp.FragType) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from tilemma.compiler.core import isa
+from tilemma.compiler.core.elements import BY_PTX
 from tilemma.compiler.layouts import sparse_fragments as sf
 
 STYLES = ("narrow", "wide", "cancel", "tiny", "carry", "zeros", "special", "raw")
@@ -35,8 +36,7 @@ _FIELDS = {"f16": (5, 10), "bf16": (8, 7), "tf32": (8, 23), "f32": (8, 23), "f64
 def element_bits(t: str, shape: tuple[int, ...], style: str, rng: np.random.Generator) -> np.ndarray:
     """Raw bit patterns (uint64) of elements of type `t` in `style`; integers are uniform."""
     if t not in _FIELDS:
-        width = {"s8": 8, "u8": 8, "s4": 4, "u4": 4, "b1": 1, "s32": 32}[t]
-        return rng.integers(0, 1 << width, shape, dtype=np.uint64)
+        return rng.integers(0, 1 << BY_PTX[t].bits, shape, dtype=np.uint64)
     e_bits, m_bits = _FIELDS[t]
     top = (1 << e_bits) - 1  # all-ones exponent: Inf/NaN (e4m3: NaN only with mantissa 111)
     bias = top >> 1
@@ -230,9 +230,7 @@ def gemm_args(kernel, style: str, rng: np.random.Generator) -> list[np.ndarray]:
                 vals = runner._prune_tiles(vals, g, g.a.sparse_pattern)
             args.append(runner.pack_memory(vals, stored))
             continue
-        dt = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64,
-              "e4m3": np.uint8, "e5m2": np.uint8}[t_of[p]]  # fmt: skip
-        word = bits[p].astype(dt)
+        word = bits[p].astype(BY_PTX[t_of[p]].code_dtype)
         if p == g.a.param and g.a.sparse == "check":
             word = _keep_pattern(word, kernel, rng)
         args.append(word)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 from tilemma.compiler.core import isa
+from tilemma.compiler.core.elements import BY_PTX
 from tilemma.compiler.layouts import fragments, scale_fragments, sparse_fragments
 from tilemma.compiler.verify import mma_arith
 from tilemma.compiler.verify.emulator.machine import _UNSIGNED, EmulationError
@@ -18,32 +18,22 @@ from tilemma.compiler.verify.emulator.mma_block_scale import _BlockScale
 from tilemma.compiler.verify.emulator.mma_sparse import _MetadataError, _SparseA
 
 
-_FLOAT_ELEMS = {
-    "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
-    "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2,
-    "e3m2": ml_dtypes.float6_e3m2fn, "e2m3": ml_dtypes.float6_e2m3fn, "e2m1": ml_dtypes.float4_e2m1fn,
-}  # fmt: skip
-_INT_ELEMS = {"s8": (8, True), "u8": (8, False), "s4": (4, True), "u4": (4, False), "b1": (1, False),
-              "s32": (32, True)}
-# .kind::f8f6f4 8-bit containers: (shift, width) of the element inside (ISA: e2m1 in the middle
-# four bits, e3m2/e2m3 in the low six; the padding is ignored).
-_CONTAINER = {"e3m2": (0, 6), "e2m3": (0, 6), "e2m1": (2, 4)}
-
-
 def _decode(bits: np.ndarray, t: str, elem_bits: int) -> np.ndarray:
-    """Element values (float64, or int64 for integers) of raw element bit patterns."""
-    if t in _INT_ELEMS:
-        n, signed = _INT_ELEMS[t]
+    """Element values (float64, or int64 for integers) of raw element bit patterns; an fp6/fp4
+    element in its 8-bit .kind::f8f6f4 container is read from its place there (the padding is
+    ignored)."""
+    e = BY_PTX[t]
+    if not e.is_float:
+        n = e.bits
         v = bits.astype(np.int64)
-        if signed:
+        if e.signed:
             v = np.where(v >= 1 << (n - 1), v - (1 << n), v)
         return v
     if t == "tf32":  # tensor cores read the f32 layout and ignore the low 13 bits
         return (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
-    dt = np.dtype(_FLOAT_ELEMS[t])
-    if t in _CONTAINER and elem_bits == 8:
-        shift, w = _CONTAINER[t]
-        bits = (bits >> shift) & ((1 << w) - 1)
+    dt = e.dtype
+    if e.container_shift is not None and elem_bits == 8:
+        bits = (bits >> e.container_shift) & ((1 << e.bits) - 1)
     return bits.astype(_UNSIGNED[dt.itemsize]).view(dt).astype(np.float64)
 
 
@@ -51,7 +41,7 @@ def _encode(values: np.ndarray, t: str) -> np.ndarray:
     """Accumulator values (already of the accumulator's dtype) -> uint64 bit patterns."""
     if t == "s32":
         return values.astype(np.int32).view(np.uint32).astype(np.uint64)
-    dt = np.dtype(_FLOAT_ELEMS[t])
+    dt = BY_PTX[t].dtype
     return np.ascontiguousarray(values.astype(dt)).view(_UNSIGNED[dt.itemsize]).astype(np.uint64)
 
 
