@@ -47,7 +47,7 @@ from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.gemm_kernel import read_kernel
-from tilemma.passes.tile.plan import _ceil, tiling_of
+from tilemma.passes.tile.plan import ceil_div, tiling_of
 from tilemma.passes.warp_to_ptx.sparse_a import NO_ERROR
 
 ERROR_WORD = MemRefType(IntegerType(32, Signedness.UNSIGNED), [1])
@@ -73,6 +73,11 @@ class IndexBuilder:
 
     def plus(self, base: SSAValue, offset: int) -> SSAValue:
         return self.add(arith.AddiOp(base, self.const(offset))).results[0] if offset else base
+
+    def bounded(self, op, rows: bool, cols: bool):
+        """Add a window op, marking the dimensions that cannot leave the tile."""
+        op.set_in_bounds(rows, cols)
+        return self.add(op)
 
 
 def operand_element(value: SSAValue):
@@ -101,11 +106,6 @@ class _Kernel(IndexBuilder):
         self.m_exact, self.n_exact = g.m % bm == 0, g.n % bn == 0
         self.ki = instruction_layouts(self.variant).warp_shape[2]  # K of one loop iteration
         self.k_exact = g.k % self.ki == 0
-
-    def bounded(self, op, rows: bool, cols: bool):
-        """Add a window op, marking the dimensions that cannot leave the tile."""
-        op.set_in_bounds(rows, cols)
-        return self.add(op)
 
     def aligned(self, op):
         """Mark an accumulator access: its column index (a sum of multiples of the instruction's
@@ -166,7 +166,7 @@ class _Kernel(IndexBuilder):
         warp_m = self.add(arith.RemUIOp(wid, self.const(wm))).results[0]
         warp_n = self.add(arith.DivUIOp(wid, self.const(wm))).results[0]
         if self.s.group_m:  # CTAs in groups of group_m rows of tiles, so that neighbours share L2
-            by, bx = self.rasterize(bx, _ceil(g.m, bm), _ceil(g.n, bn))
+            by, bx = self.rasterize(bx, ceil_div(g.m, bm), ceil_div(g.n, bn))
         cta_row, cta_col = self.affine(by, bm, None), self.affine(bx, bn, None)
         warp_row, warp_col = self.affine(warp_m, rm * mi, None), self.affine(warp_n, rn * ni, None)
         row0 = self.add(arith.AddiOp(cta_row, warp_row)).results[0]
@@ -201,7 +201,7 @@ class _Kernel(IndexBuilder):
         g, mma = self.g, self.mma
         rm, rn = self.t.warp_tile
         ki = self.ki
-        steps = _ceil(g.k, ki)
+        steps = ceil_div(g.k, ki)
         body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs))
         k, iters = body.args[0], list(body.args[1:])
         outer, self.ops = self.ops, []

@@ -40,7 +40,8 @@ GROUP_M = 8  # CTA rows of tiles per group of the rasterized order (Triton's GRO
 SHARED_LOAD_SHAPES = {(16, 8, 16, "f64"): 64}
 
 
-def _ceil(a: int, b: int) -> int:
+def ceil_div(a: int, b: int) -> int:
+    """a / b rounded up (tiles covering a size)."""
     return -(-a // b)
 
 
@@ -79,7 +80,7 @@ def tiling_of(variant, g: GemmKernel, s: Schedule) -> Tiling:
     mi, ni, ki = instruction_layouts(variant).warp_shape
     wm, wn = s.warps
     rm, rn = s.warp_tile
-    grid = (_ceil(g.n, wn * rn * ni), _ceil(g.m, wm * rm * mi), g.batch)
+    grid = (ceil_div(g.n, wn * rn * ni), ceil_div(g.m, wm * rm * mi), g.batch)
     if s.group_m:
         grid = (grid[0] * grid[1], 1, g.batch)
     return Tiling((mi, ni, ki), (rm, rn), (wm, wn), grid)
@@ -97,9 +98,9 @@ def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
     """The default tiling (or the requested one), checked against the target's limits."""
     lays = instruction_layouts(variant)
     mi, ni, ki = lays.warp_shape
-    rm, rn = warp_tile or (min(2, _ceil(m, mi)), min(max(1, 32 // ni), _ceil(n, ni)))
-    wm, wn = warps or (min(2, _ceil(m, rm * mi)), min(2, _ceil(n, rn * ni)))
-    t = Tiling((mi, ni, ki), (rm, rn), (wm, wn), (_ceil(n, wn * rn * ni), _ceil(m, wm * rm * mi), batch))
+    rm, rn = warp_tile or (min(2, ceil_div(m, mi)), min(max(1, 32 // ni), ceil_div(n, ni)))
+    wm, wn = warps or (min(2, ceil_div(m, rm * mi)), min(2, ceil_div(n, rn * ni)))
+    t = Tiling((mi, ni, ki), (rm, rn), (wm, wn), (ceil_div(n, wn * rn * ni), ceil_div(m, wm * rm * mi), batch))
     limits = target.limits
     if t.threads > limits.threads_per_cta:
         raise LoweringError(
@@ -262,7 +263,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         raise LoweringError(mma, f"stage-k {stage_k} is not a multiple of the fragments' K ({read_k})")
     if stages and warp_tile is None:
         rm, rn = parse_pair(default.warp_tile, "warp-tile")  # type: ignore[misc]
-        rm, rn = min(rm, _ceil(g.m, 16)), min(rn, _ceil(g.n, 8))
+        rm, rn = min(rm, ceil_div(g.m, 16)), min(rn, ceil_div(g.n, 8))
         if warps is None:
             large = size_class == "large" and schedule in configs.LARGE_WARPS
             for choice in ((configs.LARGE_WARPS[schedule],) if large else ()) + (default.warps,):
@@ -273,7 +274,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         wm, wn = warps or (2, 2)
         # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
         # about one wave of the target's SMs).
-        while rm > 2 and _ceil(g.m, wm * rm * 16) * _ceil(g.n, wn * rn * 8) * g.batch < target.limits.one_wave:
+        while rm > 2 and ceil_div(g.m, wm * rm * 16) * ceil_div(g.n, wn * rn * 8) * g.batch < target.limits.one_wave:
             rm //= 2
         warp_tile = (rm, rn)
     t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target)
@@ -294,7 +295,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
             f"({limit // 1024} KiB): use fewer stages or a smaller stage-k",
         )
     interleave = schedule in configs.INTERLEAVED_READS and not widen
-    meta_ahead = _ceil(META_AHEAD_STEPS, stage_k // t.instr[2]) if g.a_meta is not None else 0
+    meta_ahead = ceil_div(META_AHEAD_STEPS, stage_k // t.instr[2]) if g.a_meta is not None else 0
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "interleaved" if interleave else "ahead", GROUP_M,
                     meta_ahead, variant if widen else None)
 

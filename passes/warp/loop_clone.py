@@ -89,6 +89,13 @@ class Cloner:
             self.clone(op)
 
 
+def const_before(anchor: Operation, value: int) -> SSAValue:
+    """An index constant inserted before `anchor`."""
+    c = arith.ConstantOp.from_int_and_width(value, IndexType())
+    Rewriter.insert_op(c, InsertPoint.before(anchor))
+    return c.result
+
+
 def insert_before(anchor: Operation, ops: list[Operation]) -> None:
     if ops:
         Rewriter.insert_op(ops, InsertPoint.before(anchor))

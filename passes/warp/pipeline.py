@@ -34,7 +34,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from tilemma.dialects import warp
 from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.passes.errors import LoweringError
-from tilemma.passes.warp.loop_clone import Cloner, constant_value, hoist_constants, insert_before
+from tilemma.passes.warp.loop_clone import Cloner, const_before, constant_value, hoist_constants, insert_before
 from tilemma.passes.warp.stage_shared import k_loop
 
 
@@ -98,7 +98,7 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
         new_body = Block(arg_types=[a.type for a in body.args])
         inner = Cloner(dict(zip(body.args, new_body.args)))
         nkt = new_body.args[0]
-        shift = arith.AddiOp(nkt, _const_before(loop, distance))  # the iteration stage 0 fills
+        shift = arith.AddiOp(nkt, const_before(loop, distance))  # the iteration stage 0 fills
         deferred: list[Operation] = []  # the copies and commit: after the iteration's barrier
 
         def fill_with(op: Operation) -> None:
@@ -123,7 +123,7 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
             raise LoweringError(loop, "warp-pipeline: the loop's consuming stage has no barrier to refill the ring after")
         _set_pending(inner.ops, distance - 1)
         new_body.add_ops(inner.ops)
-        kernel_loop = scf.ForOp(loop.lb, _const_before(loop, ub - 1), loop.step, loop.iter_args, new_body)
+        kernel_loop = scf.ForOp(loop.lb, const_before(loop, ub - 1), loop.step, loop.iter_args, new_body)
         Rewriter.insert_op(kernel_loop, InsertPoint.before(loop))
         results = list(kernel_loop.results)
 
@@ -137,11 +137,6 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
         old.replace_all_uses_with(last.value(new))
     Rewriter.erase_op(loop, safe_erase=False)
 
-
-def _const_before(loop: scf.ForOp, value: int):
-    c = arith.ConstantOp.from_int_and_width(value, loop.lb.type)
-    Rewriter.insert_op(c, InsertPoint.before(loop))
-    return c.result
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,10 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from tilemma.dialects import warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError
-from tilemma.passes.warp.loop_clone import Cloner
+from tilemma.passes.tile.plan import ceil_div
+from tilemma.passes.warp.loop_clone import Cloner, const_before
 
 _READS = (warp.LdMatrixOp, warp.LoadSharedOp)
-
-
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _const(value: int, ops: list[Operation]) -> SSAValue:
@@ -93,7 +90,7 @@ class _Section:
             raise LoweringError(reads[0], "warp-prefetch-fragments: a stage's reads take its wait's token")
         first_b = self.mma[0][0][0].b.owner
         self.w = len(first_b.results)
-        self.groups = _ceil(rn, self.w)
+        self.groups = ceil_div(rn, self.w)
         self.a = [[self.mma[s_][i][0].a.owner for i in range(rm)] for s_ in range(self.steps)]
         self.b = [[self.mma[s_][0][g * self.w].b.owner for g in range(self.groups)] for s_ in range(self.steps)]
         self.metas = list(dict.fromkeys(m.metadata.owner for m in mmas if m.metadata is not None))
@@ -217,7 +214,7 @@ class _Prefetch:
         # the next stage's index, beside this one's
         stage = sec.stage()
         stage_op = stage.owner
-        nxt = arith.AddiOp(kt, _const_before(stage_op, 1))
+        nxt = arith.AddiOp(kt, const_before(stage_op, 1))
         following = arith.RemUIOp(nxt, stage_op.rhs)
         Rewriter.insert_op([nxt, following], InsertPoint.after(stage_op))
         yield_op = body.last_op
@@ -313,8 +310,3 @@ class _Prefetch:
             return []
         return [*a[steps], *b[steps], *next_metas, next_token[0]]
 
-
-def _const_before(op: Operation, value: int) -> SSAValue:
-    c = arith.ConstantOp.from_int_and_width(value, IndexType())
-    Rewriter.insert_op(c, InsertPoint.before(op))
-    return c.result

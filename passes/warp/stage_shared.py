@@ -31,7 +31,7 @@ from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.distribute import IndexBuilder
-from tilemma.passes.tile.plan import SHARED_LOAD_SHAPES, _ceil, b_k_major, copy_vector
+from tilemma.passes.tile.plan import SHARED_LOAD_SHAPES, ceil_div, b_k_major, copy_vector
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class _Stage(IndexBuilder):
         shared = [MemRefType(a_elem, [S, bm, bk // 2 if self.pre else bk], memory_space=space),
                   MemRefType(b_elem, [S, bn, bk] if self.b_k_major else [S, bk, bn], memory_space=space)]
         self.s_a, self.s_b = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0] for ty in shared)
-        steps = _ceil(self.k, bk)
+        steps = ceil_div(self.k, bk)
         accs = list(loop.iter_args)
         acc_types = [a.type for a in accs]
         zero = self.const(0)
@@ -163,11 +163,11 @@ class _Stage(IndexBuilder):
         else:
             a_k, a_exact = k, k_exact
         m_exact, n_exact = self.m % self.bm == 0, self.n % self.bn == 0
-        self.add(_bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
-                                           a0.extent_values(), self.threads, copy_vector(self.a)), m_exact, a_exact))
-        self.add(_bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
+        self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
+                                           a0.extent_values(), self.threads, copy_vector(self.a)), m_exact, a_exact)
+        self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
                                            b0.extent_values(), self.threads, copy_vector(self.b, self.b_k_major),
-                                           transpose=self.b_k_major), k_exact, n_exact))
+                                           transpose=self.b_k_major), k_exact, n_exact)
 
     def stage_meta(self, kt: SSAValue) -> list[SSAValue]:
         """A pre-compressed A's metadata for the stage: per instruction row of the warp tile,
@@ -238,11 +238,6 @@ class _Stage(IndexBuilder):
             return list(self.add(op).results)
 
         return read_a, read_b
-
-
-def _bounded(op, rows: bool, cols: bool):
-    op.set_in_bounds(rows, cols)
-    return op
 
 
 @dataclass(frozen=True)
