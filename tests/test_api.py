@@ -309,3 +309,14 @@ def test_readme_example_compiles_to_the_tensors_it_passes():
     kernel = scope["kernel"]
     assert [p.shape for p in kernel.abi.params] == [(256, 64), (64, 128), (256, 128), (256, 128)]
     assert [p.dtype.name for p in kernel.abi.params] == ["float16", "float16", "float32", "float32"]
+
+
+@pytest.mark.parametrize("name", ['"k\\n.visible .entry evil()"', '"../../tmp/x"', '"two words"', '"9lives"'])
+def test_names_ptx_cannot_spell_are_refused(name):
+    """A kernel name goes into the PTX text and may name an output file: only identifiers pass."""
+    text = str(gemm_module(GemmSpec(16, 8, 16, "f16", "f16", "f32"))).replace(
+        "@gemm_16x8x16_f16_f16_f32", f"@{name}")
+    with pytest.raises(tilemma.CompileError, match="is not a PTX identifier"):
+        tilemma.compile(text, sm="90")
+    ok = tilemma.compile(text.replace(f"@{name}", "@k_1"), sm="90")
+    assert ".visible .entry k_1(" in ok[0].ptx

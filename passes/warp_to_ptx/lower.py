@@ -17,6 +17,8 @@ in `fragment_io`.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -60,6 +62,25 @@ from tilemma.passes.warp_to_ptx.sparse_a import LowerLoadMeta, LowerSparseA
 from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringState, _Kernel
 
 
+# What PTX can spell as a kernel or parameter name (PTX ISA "Identifiers", without the `%` and
+# `$` forms, which MLIR symbol names cannot carry portably): a name goes into the PTX text and,
+# for `--emit cubin` without `-o`, into a file name, so anything else is refused, not escaped.
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_names(kernel: func.FuncOp) -> None:
+    """A located error for a kernel or argument name PTX cannot spell (a newline would inject
+    PTX; a `/` would put a file elsewhere)."""
+    name = kernel.sym_name.data
+    if not _IDENTIFIER.fullmatch(name):
+        raise LoweringError(kernel, f"kernel name {name!r} is not a PTX identifier (letters, digits and _, "
+                                    f"not starting with a digit): rename the func.func")
+    for i, arg in enumerate(kernel.body.block.args):
+        if arg.name_hint is not None and not _IDENTIFIER.fullmatch(arg.name_hint):
+            raise LoweringError(kernel, f"argument {i} is named %{arg.name_hint}, which PTX cannot spell as a "
+                                        f"parameter (letters, digits and _): rename it")
+
+
 def _param_name(arg: SSAValue, index: int) -> str:
     return f"p_{arg.name_hint or f'arg{index}'}"
 
@@ -90,6 +111,8 @@ class WarpToPtx(ModulePass):
                 raise LoweringError(k, "run tile-select-mma and tile-to-warp (tile-plan, tile-distribute, ...) before warp-to-ptx")
         if not kernels:
             return
+        for k in kernels:
+            _check_names(k)
         for mma in (o for k in kernels for o in k.walk() if isinstance(o, warp.MmaOp)):
             if mma.split_tf32 is not None:
                 raise LoweringError(mma, "run warp-split-tf32 before warp-to-ptx (3xTF32 mmas)")
