@@ -1,5 +1,7 @@
 """The configuration table and the tuning cache: what `tilemma tune` writes, the compiler reads."""
 
+import re
+
 import pytest
 
 from tilemma.compiler.core import configs
@@ -45,6 +47,43 @@ def test_malformed_cache_is_an_error(tmp_path):
     bad.write_text('{"configs": {"k": {"warps": "2x2"}}}')
     with pytest.raises(ValueError, match="not a tilemma tuning cache"):
         configs.load(str(bad))
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({"warps": "2x2", "warp_tile": "4x8", "stages": 1, "stage_k": 64}, "stages must be 0 (no shared memory) or 2..5, got 1"),
+    ({"warps": "2x2", "warp_tile": "4x8", "stages": "3", "stage_k": 64}, "stages must be 0 (no shared memory) or 2..5, got '3'"),
+    ({"warps": 2, "warp_tile": "4x8", "stages": 3, "stage_k": 64}, "warps must look like 2x4, got 2"),
+    ({"warps": "2x2", "warp_tile": "0x8", "stages": 3, "stage_k": 64}, "warp-tile must be positive, got '0x8'"),
+    ({"warps": "2x2", "warp_tile": "4x8", "stages": 3, "stage_k": 48}, "stage-k must be one of 16, 32, 64"),
+    ({"warps": "2x2", "warp_tile": "4x8", "stages": True, "stage_k": 64}, "stages must be"),
+])
+def test_cache_entries_take_the_options_checks(tmp_path, entry, message):
+    """A cache entry is checked as the options are: a one-stage ring would compile to
+    `cp.async.wait_group -1` (a race on the GPU), a wrong type to an internal error."""
+    import json
+
+    bad = tmp_path / "tune.json"
+    bad.write_text(json.dumps({"configs": {"sm_90/f16xf16->f32/small": entry}}))
+    with pytest.raises(ValueError, match=re.escape(f"{bad}: tuning cache entry 'sm_90/f16xf16->f32/small': {message}")):
+        configs.load(str(bad))
+
+
+def test_deeply_nested_cache_is_an_error(tmp_path):
+    bad = tmp_path / "deep.json"
+    bad.write_text('{"configs": ' + "[" * 100000 + "]" * 100000 + "}")
+    with pytest.raises(ValueError, match="not a tilemma tuning cache"):
+        configs.load(str(bad))
+
+
+def test_cache_entry_that_does_not_apply_falls_back(tmp_path, capfd):
+    """An entry measured on stageable kernels of a class, met by one that cannot be staged (K = 53
+    f16 elements: rows not 4-byte aligned): the defaults, with a note, not an error."""
+    path = str(tmp_path / "tune.json")
+    chosen = configs.Config("2x2", "2x4", 3, 32)
+    configs.save(path, {"sm_90/f16xf16->f32/small": chosen}, {})
+    kernel = _compile(GemmSpec(37, 91, 53, "f16", "f16", "f32"), tune_cache=path)
+    assert "stages=0" in kernel.abi.config and "cp.async" not in kernel.ptx
+    assert "does not apply to @gemm_37x91x53_f16_f16_f32" in capfd.readouterr().err
 
 
 @pytest.mark.parametrize("schedule,spec", [

@@ -19,6 +19,33 @@ from tilemma.compiler.core import targets
 from tilemma.compiler.core.elements import BY_PTX, FP8, ptx_names
 
 
+STAGES = (2, 3, 4, 5)  # the ring sizes a staged kernel may have (0: not staged)
+STAGE_KS = (16, 32, 64, 128, 256, 512, 1024)  # elements of K a stage may hold (1024 1-bit: 128 bytes)
+
+
+def pair_error(text, option: str) -> str | None:
+    """Why `text` is not a size pair like 2x4 (None if it is)."""
+    try:
+        x, y = (int(p) for p in str(text).lower().split("x"))
+    except ValueError:
+        return f"{option} must look like 2x4, got {text!r}"
+    return None if x > 0 and y > 0 else f"{option} must be positive, got {text!r}"
+
+
+def stages_error(stages, automatic: bool = True) -> str | None:
+    if isinstance(stages, int) and not isinstance(stages, bool) and stages in ((-1, 0) if automatic else (0,)) + STAGES:
+        return None
+    return (f"stages must be {'-1 (automatic), ' if automatic else ''}0 (no shared memory) or "
+            f"{STAGES[0]}..{STAGES[-1]}, got {stages!r}")
+
+
+def stage_k_error(stage_k, automatic: bool = True) -> str | None:
+    if isinstance(stage_k, int) and not isinstance(stage_k, bool) and stage_k in ((0,) if automatic else ()) + STAGE_KS:
+        return None
+    return (f"stage-k must be {'0 (automatic) or ' if automatic else ''}one of "
+            f"{', '.join(map(str, STAGE_KS))}, got {stage_k!r}")
+
+
 @dataclass(frozen=True)
 class Config:
     warps: str
@@ -28,6 +55,12 @@ class Config:
 
     def __str__(self) -> str:
         return f"warps={self.warps} warp-tile={self.warp_tile} stages={self.stages} stage-k={self.stage_k}"
+
+    def error(self) -> str | None:
+        """Why this is not a configuration the options could give (None if it is): the checks
+        of tile-plan's options, with nothing left automatic."""
+        return (pair_error(self.warps, "warps") or pair_error(self.warp_tile, "warp-tile")
+                or stages_error(self.stages, automatic=False) or stage_k_error(self.stage_k, automatic=False))
 
 
 # Candidates of the staged schedule per operand family, which `tilemma tune` times.
@@ -200,9 +233,13 @@ def load(path: str) -> dict[str, Config]:
         return {}
     try:
         raw = json.loads(Path(path).read_text())
-        return {key: Config(**value) for key, value in raw["configs"].items()}
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}: not a tilemma tuning cache ({e})") from None
+        entries = {key: Config(**value) for key, value in raw["configs"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+        raise ValueError(f"{path}: not a tilemma tuning cache ({type(e).__name__}: {e})") from None
+    for key, config in entries.items():
+        if not isinstance(key, str) or (why := config.error()):
+            raise ValueError(f"{path}: tuning cache entry {key!r}: {why or 'keys are strings'}")
+    return entries
 
 
 def save(path: str, configs: dict[str, Config], measured: dict[str, dict[str, float]]) -> None:

@@ -9,6 +9,7 @@ hardware's limits here, with a located refusal, so that every later pass of the 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from math import gcd
 
@@ -27,9 +28,7 @@ from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.gemm_kernel import GemmKernel, read_kernel
 
-STAGES = (2, 3, 4, 5)
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
-STAGE_KS = (16, 32, 64, 128, 256, 512, 1024)  # elements of K a stage may hold (1024 1-bit: 128 bytes)
 INDEX_LIMIT = 2**31  # coordinates are computed in 32 bits
 # k32 steps of mmas between a pre-compressed A's metadata load and its first use: one stage of
 # one step left the load's latency exposed (ncu: long-scoreboard stalls, 1.6 a issued instruction)
@@ -49,12 +48,9 @@ def parse_pair(text: str, option: str) -> tuple[int, int] | None:
     """`2x4` -> (2, 4); '' -> None; a ValueError naming the option otherwise."""
     if not text:
         return None
-    try:
-        x, y = (int(p) for p in text.lower().split("x"))
-    except ValueError:
-        raise ValueError(f"tile-plan: {option} must look like 2x4, got {text!r}") from None
-    if x <= 0 or y <= 0:
-        raise ValueError(f"tile-plan: {option} must be positive, got {text!r}")
+    if why := configs.pair_error(text, option):
+        raise ValueError(f"tile-plan: {why}")
+    x, y = (int(p) for p in text.lower().split("x"))
     return x, y
 
 
@@ -320,11 +316,8 @@ class TilePlan(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = parse_pair(self.warps, "warps"), parse_pair(self.warp_tile, "warp-tile")
-        if self.stages not in (-1, 0, *STAGES):
-            raise ValueError(f"tile-plan: stages must be -1 (automatic), 0 (no shared memory) or 2..5, got {self.stages}")
-        if self.stage_k not in (0, *STAGE_KS):
-            raise ValueError(f"tile-plan: stage-k must be 0 (automatic) or one of "
-                             f"{', '.join(map(str, STAGE_KS))}, got {self.stage_k}")
+        if why := configs.stages_error(self.stages) or configs.stage_k_error(self.stage_k):
+            raise ValueError(f"tile-plan: {why}")
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             mmas = [o for o in kernel.walk() if isinstance(o, (*tile.MMA_OPS, tile.MatmulOp))]
             if not mmas:
@@ -335,10 +328,15 @@ class TilePlan(ModulePass):
             g = read_kernel(kernel)
             w, t, st, sk = warps, warp_tile, self.stages, self.stage_k
             tuned = self.tuned(kernel, mmas[0]) if (warps, warp_tile, self.stages) == (None, None, -1) else None
+            schedule = None
             if tuned is not None:
-                w, t = parse_pair(tuned.warps, "warps"), parse_pair(tuned.warp_tile, "warp-tile")
-                st, sk = tuned.stages, tuned.stage_k
-            kernel.attributes["warp.schedule"] = ScheduleAttr(plan(kernel, g, w, t, st, sk))
+                try:
+                    schedule = plan(kernel, g, parse_pair(tuned.warps, "warps"), parse_pair(tuned.warp_tile, "warp-tile"),
+                                    tuned.stages, tuned.stage_k)
+                except LoweringError as e:  # measured on another kernel of its class: not an error here
+                    print(f"tilemma: note: {self.tune_cache}: the tuned configuration {tuned} does not apply to "
+                          f"@{kernel.sym_name.data} ({e.message}); using the defaults", file=sys.stderr)
+            kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk))
 
     def tuned(self, kernel: func.FuncOp, mma):
         """The tuning cache's configuration for this kernel, if it has one."""
