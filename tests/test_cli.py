@@ -477,3 +477,25 @@ def test_lit_names_the_missing_tools(tmp_path):
                        capture_output=True, text=True, env=env)
     assert p.returncode != 0
     assert "tilemma-opt not found next to" in p.stderr and "pip install -e ." in p.stderr, p.stderr
+
+
+def test_outputs_are_written_only_on_success(tmp_path):
+    """`-o` may name the input; a failing run leaves an existing output as it was, and no
+    temporary file behind."""
+    g = tilemma("gemm", "--m", "16", "--n", "8", "--k", "16", "--a", "f16", "--b", "f16", "--acc", "f32").stdout
+    src = tmp_path / "g.mlir"
+    src.write_text(g)
+    expected = opt(str(src)).stdout
+    same = opt(str(src), "-o", str(src))
+    assert same.returncode == 0 and src.read_text() == expected
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("func.func @k(")
+    for tool in (opt, tilemma):
+        out = tmp_path / "precious.txt"
+        out.write_text("precious")
+        proc = tool(*(("compile",) if tool is tilemma else ()), str(bad), "-o", str(out))
+        assert proc.returncode == 1 and out.read_text() == "precious", proc.stderr
+        no_traceback(proc)
+    ok = tilemma("compile", str(src), "-o", str(tmp_path / "g.ptx"), "--metadata", str(tmp_path / "g.json"))
+    assert ok.returncode == 0 and (tmp_path / "g.ptx").read_text().startswith(".version")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.mlir", "g.json", "g.mlir", "g.ptx", "precious.txt"]

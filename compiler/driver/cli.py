@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from tilemma.compiler.core import configs
 from tilemma.compiler.driver import instrument
 from tilemma.compiler.driver.diagnostics import run_reporting
+from tilemma.compiler.driver.files import write_atomically
 
 
 def _read_input(path: str) -> tuple[str, str]:
@@ -184,8 +185,7 @@ def _write(path: str | None, data: str | bytes) -> None:
     """To the file `path`, or to stdout when there is none or it is `-`."""
     binary = isinstance(data, bytes)
     if path and path != "-":
-        with open(path, "wb" if binary else "w") as f:
-            f.write(data)
+        write_atomically(path, data)  # a failure leaves an existing file as it was
     elif binary:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)

@@ -23,6 +23,7 @@ from tilemma.compiler.driver.diagnostics import (
 )
 from tilemma.passes.errors import LoweringError, origin
 from tilemma.compiler.universe import PASSES, TARGETS, make_context
+from tilemma.compiler.driver.files import PendingText, write_atomically
 
 
 class TilemmaOptMain(xDSLOptMain):
@@ -50,9 +51,12 @@ class TilemmaOptMain(xDSLOptMain):
         return super().get_input_stream()
 
     def prepare_output(self):
-        if self.args.output_file == "-":
+        if self.args.output_file in (None, "-"):
             return sys.stdout
-        return super().prepare_output()
+        # kept in memory and written once the run succeeds (`run`): `-o` may name the input,
+        # and a failure must not leave an existing file empty
+        self._pending = PendingText()
+        return self._pending
 
     def parse_chunk(self, chunk, file_extension, start_offset=0):
         text = chunk.read()
@@ -77,6 +81,8 @@ class TilemmaOptMain(xDSLOptMain):
     def run(self):
         try:
             super().run()
+            if getattr(self, "_pending", None) is not None:
+                write_atomically(self.args.output_file, self._pending.getvalue())
         finally:
             self.instrument.report()
 
