@@ -156,10 +156,3 @@ def _parse_pair(parser: AttrParser) -> tuple[int, int]:
         parser.raise_error("expected a size pair such as 2x4", at, parser.pos)
     return first, int(rest[1:])
 
-
-def schedule_of(kernel) -> Schedule:
-    """The schedule `tile-plan` wrote on a kernel (a `func.func`)."""
-    attr = kernel.attributes.get("warp.schedule")
-    if not isinstance(attr, ScheduleAttr):
-        raise KeyError("warp.schedule")
-    return attr.schedule

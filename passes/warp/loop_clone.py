@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 _FOLD = {
@@ -100,7 +100,3 @@ def insert_before(anchor: Operation, ops: list[Operation]) -> None:
     if ops:
         Rewriter.insert_op(ops, InsertPoint.before(anchor))
 
-
-def insert_at_end(block: Block, ops: list[Operation]) -> None:
-    if ops:
-        Rewriter.insert_op(ops, InsertPoint.at_end(block))
