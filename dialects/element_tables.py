@@ -75,11 +75,16 @@ class CastRule:
     """How one element conversion is lowered. `roundings` maps each rounding the conversion may
     take to the first sm that has it (empty: the conversion is exact and takes none); `default`
     is the rounding used when the op names none. `how`: "cvt" emits cvt.<rounding>.<dst>.<src>
-    after the load; "extend" is done by the load itself (sub-byte loads sign- or zero-extend)."""
+    (after the load, for an operand); "extend" is done by the load itself (sub-byte loads sign- or
+    zero-extend). `on`: "operand" casts feed an mma, "result" casts convert what an mma produced
+    (the epilogue); `sm` is the first target with the instruction at all."""
 
     roundings: tuple[tuple[str, int], ...]
     default: str | None
     how: str
+    on: str = "operand"
+    sm: int = 0
+    note: str = ""
 
     @property
     def rounding_names(self) -> tuple[str, ...]:
@@ -88,11 +93,24 @@ class CastRule:
 
 # Every conversion the lowering can do, (source, destination) element names -> rule: the one
 # table tile.cast verifies against and tile-to-ptx (and the reference runner) lower from.
-# cvt.rna.tf32.f32 needs sm_80, cvt.rn/.rz.tf32.f32 sm_90 (PTX 7.8).
+# cvt.rna.tf32.f32 needs sm_80, cvt.rn/.rz.tf32.f32 sm_90 (PTX 7.8). The result casts are PTX
+# cvt's: f32 -> f16 (cvt.rn/.rz.f16.f32, packed as cvt.rn.f16x2.f32 from sm_80), f32 -> bf16
+# (sm_80), f32 -> e4m3/e5m2 (cvt.rn.satfinite.e4m3x2.f32, sm_89: saturating, the only form PTX
+# has), s32 -> f32, f64 -> f32, and the exact widenings.
+_SAT = "saturating: finite values beyond the largest and infinities become the largest of that sign; NaN stays NaN"
 CAST_RULES: dict[tuple[str, str], CastRule] = {
     ("f32", "tf32"): CastRule((("rna", 80), ("rn", 90), ("rz", 90)), "rna", "cvt"),
     ("si4", "si8"): CastRule((), None, "extend"),
     ("ui4", "ui8"): CastRule((), None, "extend"),
+    ("f32", "f16"): CastRule((("rn", 0), ("rz", 0)), "rn", "cvt", "result"),
+    ("f32", "bf16"): CastRule((("rn", 80), ("rz", 80)), "rn", "cvt", "result", 80),
+    ("f32", "f8E4M3FN"): CastRule((("rn", 89),), "rn", "cvt", "result", 89, _SAT),
+    ("f32", "f8E5M2"): CastRule((("rn", 89),), "rn", "cvt", "result", 89, _SAT),
+    ("si32", "f32"): CastRule((("rn", 0), ("rz", 0)), "rn", "cvt", "result"),
+    ("f64", "f32"): CastRule((("rn", 0), ("rz", 0)), "rn", "cvt", "result"),
+    ("f16", "f32"): CastRule((), None, "cvt", "result"),
+    ("bf16", "f32"): CastRule((), None, "cvt", "result", 80),
+    ("f32", "f64"): CastRule((), None, "cvt", "result"),
 }
 
 

@@ -70,6 +70,8 @@ from tilemma.dialects.tile_types import (
     shape_str,
 )
 
+from tilemma.dialects.tile_epilogue import BroadcastOp, MapOp, YieldOp  # noqa: E402  (tile ops, one dialect)
+
 # Defined with the element vocabulary, read by callers as tile.X too.
 from tilemma.dialects.attributes import canonical_element, element_bits, element_type  # noqa: F401
 from tilemma.dialects.element_tables import (  # noqa: F401
@@ -660,6 +662,7 @@ MMA_OPS = (MmaOp, ScaledMmaOp)
 
 Tile = Dialect(
     "tile",
-    [MatmulOp, MmaOp, ScaledMmaOp, LoadOp, StoreOp, CastOp, ConstantOp, CompressOp, SparseFromOp],
+    [MatmulOp, MmaOp, ScaledMmaOp, LoadOp, StoreOp, CastOp, ConstantOp, CompressOp, SparseFromOp,
+     MapOp, YieldOp, BroadcastOp],
     [TileType, SparseTileType, UE4M3Type, PopcAttr, RoundingAttr],
 )

@@ -256,6 +256,8 @@ def _check_cast_target(cast: tile.CastOp, target: targets.SmTarget) -> None:
     rule = tile.CAST_RULES[(src, dst)]
     rounding = str(cast.rounding.data) if cast.rounding is not None else rule.default
     need = dict(rule.roundings).get(rounding) if rounding is not None else None
+    if rule.sm > target.number:
+        raise LoweringError(cast, f"{src} -> {dst} needs sm_{rule.sm} or newer (PTX cvt); the target is {target.name}")
     if need is not None and target.number < need:
         usable = [r for r, sm in rule.roundings if sm <= target.number]
         raise LoweringError(
