@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -102,7 +102,7 @@ def _constant_body(m: tile.MapOp, constants: dict[int, tile.ConstantOp]) -> Regi
         attr = IntegerAttr(int(value), t) if isinstance(t, IntegerType) else FloatAttr(float(value), t)  # type: ignore[arg-type]
         new = arith.ConstantOp(attr, t)
         block.insert_op_before(new, block.first_op)  # type: ignore[arg-type]
-        arg.replace_by(new.result)
+        arg.replace_all_uses_with(new.result)
         block.erase_arg(arg)
     return body
 
@@ -203,14 +203,12 @@ class TileDistributeEpilogue(ModulePass):
             GreedyRewritePatternApplier([DistributeMap(), DistributeCast(), DistributeStore()]),
             apply_recursively=True,
         ).rewrite_module(op)
-        for kernel in [d.parent_op() for d in op.walk() if isinstance(d, warp.DistributedOp)]:
+        for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp) and "warp.grid" in k.attributes]:
             _erase_dead(kernel)
 
 
-def _erase_dead(kernel: Operation | None) -> None:
+def _erase_dead(kernel: Operation) -> None:
     """Drop what the patterns consumed; anything still used is an op they could not distribute."""
-    if kernel is None:
-        return
     changed = True
     while changed:
         changed = False
