@@ -666,3 +666,39 @@ def test_rounded_f32_helper_matches_exact_rationals():
         got = float_ops.f64_to_f32(v, mode)
         for x, g in zip(v.tolist(), got.tolist()):
             assert g == rnd(Fraction(x), F32, mode), (x, mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# The GPU probe's harness (tools/epilogue_probe.py), without a GPU
+# ---------------------------------------------------------------------------------------------
+
+
+def test_probe_runs_every_kernel_in_the_emulator(tmp_path, capsys):
+    assert EP.main(["--emulator-only", "--out", str(tmp_path)]) == 0
+    table = (tmp_path / "epilogue_probe.md").read_text()
+    assert all(f"| {p.name} |" in table for p in EP.PROBES)
+    assert "FAIL" not in table and "ERROR" not in table
+    assert f"{len(EP.PROBES)} probes in" in capsys.readouterr().out
+
+
+def test_probe_verdicts_catch_differences():
+    """A GPU word that differs fails an exact row; a result beyond the bound fails an approx row."""
+    exact = next(p for p in EP.PROBES if p.name == "fma.rn.f32")
+    text, args, n, grid = EP.prepare(exact)
+    emu = emulate(text, EP.ENTRY, (grid, 1, 1), (EP.BLOCK, 1, 1), [a.copy() for a in args])[-1]
+    gpu = emu.copy()
+    gpu[5] ^= 1
+    r = EP.evaluate(exact, emu, gpu, args, n)
+    assert not r.ok and r.identical < 1 and r.max_ulp == 1 and r.examples
+    assert EP.evaluate(exact, emu, emu.copy(), args, n).ok
+    approx = next(p for p in EP.PROBES if p.name == "math.erf")
+    text, args, n, grid = EP.prepare(approx)
+    emu = emulate(text, EP.ENTRY, (grid, 1, 1), (EP.BLOCK, 1, 1), [a.copy() for a in args])[-1]
+    good = EP.evaluate(approx, emu, emu.copy(), args, n)
+    assert good.ok and good.identical == 1.0 and 0 < good.bound_units <= 1
+    x = args[0][:n].view(np.float32)
+    i = int(np.flatnonzero((np.abs(x) > 0.1) & (np.abs(x) < 0.5))[0])
+    gpu = emu.copy()
+    gpu[i] += 40  # 40 ulp off: far beyond erf's bound
+    bad = EP.evaluate(approx, emu, gpu, args, n)
+    assert not bad.ok and bad.bound_violations == 1 and bad.max_ulp == 40

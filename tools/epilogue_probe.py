@@ -51,6 +51,7 @@ TARGET, VERSION = "sm_90", "8.7"  # cvt to e4m3x2/e5m2x2 needs sm_89+, .satfinit
 _IO = {
     "f32": ("f32", "f32", np.uint32), "f64": ("f64", "f64", np.uint64), "b32": ("b32", "b32", np.uint32),
     "b16": ("b16", "b16", np.uint16), "u16": ("u16", "b16", np.uint16), "u8": ("u8", "b16", np.uint8),
+    "b8": ("b8", "b16", np.uint8),
 }  # fmt: skip
 
 
@@ -419,6 +420,7 @@ def _probes() -> list[Probe]:
                        note="the 16 float comparisons as one mask"))
         P.append(Probe(f"selp.{t}", (t, t, "b32"), t, selp(t), "exact", _with_selector(vin(2), 0)))
     P.append(Probe("fma.rn.f32", ("f32",) * 3, "f32", op("fma.rn.f32", "f32"), "exact", fma_inputs))
+    P.append(Probe("mad.rn.f32", ("f32",) * 3, "f32", op("mad.rn.f32", "f32"), "exact", fma_inputs))
     P.append(Probe("fma.rn.f64", ("f64",) * 3, "f64", op("fma.rn.f64", "f64"), "exact", f64_in(3)))
     for o in ("add.f32", "sub.f32", "mul.f32", "max.NaN.f32", "min.NaN.f32"):
         P.append(Probe(o, ("f32", "f32"), "f32", op(o, "f32"), "exact", f32_in(2)))
@@ -448,6 +450,7 @@ def _probes() -> list[Probe]:
     for o in ("add.s32", "sub.s32", "mul.lo.s32", "max.s32", "min.s32"):
         P.append(Probe(o, ("b32", "b32"), "b32", op(o, "b32"), "exact", _int_pairs))
     P.append(Probe("ld/st.global.u8", ("u8",), "u8", memory_8_16, "exact", _u8_in))
+    P.append(Probe("ld.global.u8/st.global.b8", ("u8",), "b8", memory_8_16, "exact", _u8_in))
     P.append(Probe("ld/st.global.u16", ("u16",), "u16", memory_8_16, "exact", _b16_all))
     P.append(Probe("ld/st.global.b16", ("b16",), "b16", memory_8_16, "exact", _b16_all))
     domains = {"ex2": "exp", "lg2": "positive", "tanh": "tanh", "rcp": "positive", "rsqrt": "positive",
