@@ -177,7 +177,7 @@ def _fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
         try:
             return float(exact)  # correctly rounded
         except OverflowError:
-            return math.copysign(math.inf, exact)
+            return math.inf if exact > 0 else -math.inf
 
     out = naive.copy()
     out[finite] = np.frompyfunc(one, 3, 1)(a[finite], b[finite], c[finite]).astype(np.float64)
@@ -342,10 +342,12 @@ def _div(a, b, t):
     inf_inf = _contains_inf(a) & _contains_inf(b) & both
     out = _corners(_rounded(np.divide, t), a, b, t, inf_inf)
     numerator_zero = (a.lo == 0) & (a.hi == 0)
+    divisor_zero = (b.lo == 0) & (b.hi == 0)
+    # x / 0 is +-inf by the zero's sign, which is not tracked; 0 / 0 is NaN
     lo = np.where(by_zero, np.where(numerator_zero, 0.0, -np.inf), out.lo)
     hi = np.where(by_zero, np.where(numerator_zero, 0.0, np.inf), out.hi)
     nan = out.nan | (by_zero & _contains_zero(a))
-    return _make(t, lo, hi, nan, a.empty | b.empty)
+    return _make(t, lo, hi, nan, a.empty | b.empty | (numerator_zero & divisor_zero))
 
 
 def _fma(a, b, c, t):
