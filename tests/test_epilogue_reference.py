@@ -366,6 +366,25 @@ def test_transcendentals_exact_without_bound(monkeypatch):
         assert np.all(np.nextafter(iv.lo[fin].astype(np.float32), np.float32(np.inf)) >= iv.hi[fin].astype(np.float32)), name
 
 
+def test_uitofp_fptosi():
+    v = np.array([-1, 5, -(2**31)])
+    u = er.apply_op("arith.uitofp", [I.point(v, "i32")], "f32")
+    assert list(u.lo) == [2.0**32, 5.0, 2.0**31]
+    x = I.point(np.array([2.7, -2.7, 3e9, -3e9, np.nan], np.float32), "f32")
+    r = er.apply_op("arith.fptosi", [x], "i32")
+    assert list(r.lo[:2]) == [2, -2] and list(r.hi[:2]) == [2, -2]
+    assert (r.lo[2], r.hi[3]) == (-(2**31), 2**31 - 1)  # poison: anything
+    assert (r.lo[4], r.hi[4]) == (-(2**31), 2**31 - 1)
+    # an enumerated range: every truncation inside
+    rng = np.random.default_rng(1)
+    a, pa = _enumerate("f32", 2000, rng)
+    r = er.apply_op("arith.fptosi", [a], "i32")
+    with np.errstate(invalid="ignore"):
+        t = np.trunc(pa.astype(np.float64))
+    inside = np.isfinite(t) & (np.abs(t) < 2**31)
+    assert np.all(~inside | ((r.lo[:, None] <= t) & (t <= r.hi[:, None])))
+
+
 def test_integer_ops_wrap():
     a = I.point(np.array([2**31 - 1, -(2**31), 5, -7]), "i32")
     b = I.point(np.array([1, -1, -3, 3]), "i32")

@@ -32,6 +32,8 @@ The rules, per operation (T the result type; "rn" IEEE round to nearest even):
   can go either way. i32 (arith.addi/subi/muli wrap, maxsi/minsi, cmpi) and i1 (andi/ori/xori)
   values are points in practice (integer accumulators are exact); where a range would wrap it
   becomes the whole i32 range.
+* arith.uitofp (the i32 as unsigned) and fptosi (truncation toward zero; NaN or out of range is
+  poison in MLIR: any i32).
 * Transcendentals (math.exp, exp2, log, log2, tanh, erf, sqrt, rsqrt): the function is monotone,
   so its exact value at the ends (float64: numpy, `math.erf`), widened by the implementation's
   absolute error bound (`implementation_bound`: `passes/warp_to_ptx/scalar_math.bound` where that
@@ -581,6 +583,17 @@ def select(cond: Interval, a: Interval, b: Interval) -> Interval:
     return a.where(surely, b.where(never, union))
 
 
+def _fptosi(a: Interval) -> Interval:
+    """Truncation toward zero (monotone). MLIR: a NaN or out-of-range value is poison, any
+    i32 (PTX cvt.rzi.s32 saturates, and gives 0 for NaN), so such a range becomes all of i32."""
+    with np.errstate(invalid="ignore"):
+        lo, hi = np.trunc(a.lo), np.trunc(a.hi)
+        poison = a.nan | ~(lo >= INT32_MIN) | ~(hi <= INT32_MAX)
+    lo = np.where(poison, INT32_MIN, np.nan_to_num(lo)).astype(np.int64)
+    hi = np.where(poison, INT32_MAX, np.nan_to_num(hi)).astype(np.int64)
+    return Interval("i32", lo, hi, np.zeros(lo.shape, bool))
+
+
 def _wrap32(v: np.ndarray) -> np.ndarray:
     return ((v - INT32_MIN) % 2**32) + INT32_MIN
 
@@ -640,6 +653,14 @@ def apply_op(name: str, args: Sequence[Interval], result_type: str, *, predicate
         return _abs(a, t)
     if name in ("arith.extf", "arith.truncf", "arith.sitofp"):
         return cast(a, t, rounding)
+    if name == "arith.uitofp":  # the i32 bits as unsigned: monotone between the sign changes
+        lo, hi = _as_unsigned(a.lo), _as_unsigned(a.hi)
+        straddles = (a.lo < 0) & (a.hi >= 0)
+        u = Interval("i32", np.where(straddles, 0, np.minimum(lo, hi)), np.where(straddles, 2**32 - 1, np.maximum(lo, hi)),
+                     a.nan)
+        return cast(u, t, rounding)
+    if name == "arith.fptosi":
+        return _fptosi(a)
     if name in _FUNCTIONS:
         return _transcendental(name, a, t)
     if name == "arith.cmpf":
@@ -669,7 +690,8 @@ def scalar_ops() -> tuple[str, ...]:
     """The scalar ops the reference interprets."""
     return ("arith.constant", "arith.addf", "arith.subf", "arith.mulf", "arith.divf", "math.fma",
             "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf", "arith.negf",
-            "math.absf", "arith.extf", "arith.truncf", "arith.sitofp", *_FUNCTIONS, "arith.cmpf",
+            "math.absf", "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
+            *_FUNCTIONS, "arith.cmpf",
             "arith.cmpi", "arith.select", "arith.addi", "arith.subi", "arith.muli", "arith.maxsi",
             "arith.minsi", "arith.andi", "arith.ori", "arith.xori")
 
