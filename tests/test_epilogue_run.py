@@ -388,6 +388,7 @@ def _gpu():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _gpu(), reason="no GPU")
+@needs_emulator  # the GPU's words are compared with the emulator's (runner._gpu_twin_differs)
 @pytest.mark.parametrize("schedule", ["staged", "simple"])
 @pytest.mark.parametrize("case", [_needs_math(c) for c in E2E], ids=_e2e_id)
 def test_gemm_epilogue_runs_on_the_gpu(case, schedule):
