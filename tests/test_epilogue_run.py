@@ -364,14 +364,13 @@ def _gemm_args(case, extra=()):
 
 
 def _emulator_has_epilogue() -> bool:
-    """Whether the emulator runs what the epilogue lowering emits (the packed 16-bit moves)."""
-    from tilemma.compiler.verify import emulator
+    """Whether the emulator runs what the epilogue lowering emits: a small bias + ReLU kernel."""
+    from tilemma.compiler.driver.pipeline import compile_text
 
     try:
-        emulator.emulate(".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry t() {\n"
-                         ".reg .b32 %r<2>;\n.reg .b16 %h<2>;\nmov.b32 %r0, 0;\nmov.b32 {%h0, %h1}, %r0;\nret;\n}\n",
-                         "t", (1, 1, 1), (32, 1, 1), [])
-        return True
+        spec = GemmSpec(16, 8, 16, "f16", "f16", "f32", bias="col", act="relu", out="f16")
+        [kernel] = compile_text(str(gemm_module(spec)), "probe.mlir", CompileOptions(sm="90", ptx="9.0"))
+        return runner.run_compiled(kernel, 0, "emulator").ok
     except Exception:
         return False
 
