@@ -388,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                    help="take argument NAME's values from a .npy array of its memref's shape and "
                    "element type (repeatable; the others stay random)")
-    r.add_argument("--save", metavar="DIR", help="write D, shaped like its memref, to DIR/KERNEL.NAME.npy")
+    r.add_argument("--save", metavar="DIR", help="write every output (D and an epilogue's other stores), each "
+                   "shaped like its memref, to DIR/KERNEL.NAME.npy")
     _add_compile_options(r)
     r.set_defaults(func=cmd_run)
     return parser

@@ -7,6 +7,15 @@ D's memref outside the stored tile must come back unchanged. On a GPU whose tens
 the emulator has been proven to reproduce (`mma_arith.proven`), D must moreover be the emulator's,
 word for word; the reference's bound stays as the second opinion.
 
+A kernel with an epilogue (`GemmKernel.fused`: tile.map / tile.cast after the mma, or several
+stores) is checked by `epilogue_reference`: the accumulator enters as want +- the GEMM's error
+bound (a point for integers), the epilogue's ops carry that interval to each output, and every
+element of every output must lie in its interval; each output's memref outside what is stored
+there must be unchanged. Its memory inputs (bias vectors, scales, residual tiles) get random
+values of their type like the operands, scaled after an integer GEMM so that a dequantisation
+lands near 1, plus a few adversarial ones (large, tiny, -0); see `_epilogue_inputs`. A kernel
+without an epilogue is compared exactly as before.
+
 Memory layout of kernel arguments: each memref's strided layout (row-major unless it says
 otherwise), buffers of the layout's span; elements of fewer than 8 bits packed densely with buffer
 element i at bit i*bits (least significant first), as the lowering addresses them. Only the tiles
@@ -174,8 +183,9 @@ def run_compiled(
     the reference then uses the pruned A). `break_sparsity` = (batch, row, group) fills that
     group of A with nonzeros, to check that the kernel reports it. `inputs` replaces the random
     values of the named arguments by the caller's (each of its memref's shape and element type,
-    placed through its layout; a checked sparse A is then taken as given). The result's `outputs`
-    holds D, shaped like its memref."""
+    placed through its layout; a checked sparse A is then taken as given; an epilogue input is
+    then used as given too). The result's `outputs` holds every output (D, and the epilogue's
+    other stores), each shaped like its memref."""
     g = kernel.gemm
     rng = np.random.default_rng(seed)
     args: list[np.ndarray] = []
