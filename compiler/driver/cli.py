@@ -92,13 +92,18 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
     from tilemma.compiler.core.targets import parse_sm
 
+    block_scale, vector_scales = args.scale, None
+    if args.scale is not None and {"rows", "cols"} & set(args.scale.split(",")):
+        block_scale, vector_scales = None, args.scale
     module = gemm_module(
         GemmSpec(
             args.m, args.n, args.k, args.a, args.b, args.acc, args.batch, args.bcast,
             args.satfinite, args.popc, args.shape, args.sparse_a not in (None, "compressed"), args.prune,
-            args.scale, args.scale_block,
+            block_scale, args.scale_block,
             args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout,
             pre_compressed=args.sparse_a == "compressed", c=not args.no_c, rounding=args.rounding,
+            bias=args.bias, act=args.act, vector_scales=vector_scales, alpha=args.alpha, out=args.out,
+            aux=args.aux,
         )
     )
     if args.sm is not None:
@@ -326,11 +331,31 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--rounding", choices=("rna", "rn", "rz"), default="rna",
                    help="how f32 operands of a tf32 GEMM are rounded to tf32 (default rna; rn and rz "
                    "need sm_90 and are one instruction each there, rna about two)")
-    g.add_argument("--scale", help="block scaling: scale type ue8m0 (f8E8M0FNU) or ue4m3")
+    g.add_argument("--scale", metavar="TYPE|rows,cols",
+                   help="block scaling: scale type ue8m0 (f8E8M0FNU) or ue4m3; or the epilogue's "
+                   "per-row and/or per-column scales of the accumulator (rows, cols or rows,cols: "
+                   "D = acc * s_rows[m] * s_cols[n], the int8 dequantisation; vectors of the compute "
+                   "type f32, f64 for an f64 GEMM)")
     g.add_argument(
         "--scale-block", type=int, default=32, choices=(16, 32, 64),
         help="with --scale: elements of K per scale factor (default 32; 64 for a sparse A)",
     )
+    e = g.add_argument_group(
+        "epilogue", "one tile.map after the mma, in f32 (f64 for an f64 GEMM): "
+        "D = out(act(alpha * acc * s_rows[m] * s_cols[n] + bias))")
+    e.add_argument("--alpha", type=float, help="multiply the accumulator by this constant")
+    e.add_argument("--bias", choices=("col", "row"),
+                   help="add a bias vector: col = b[n] (memref<N>, per output column, nn.Linear's), "
+                   "row = b[m] (memref<M>); of the output type (f16 for fp8 outputs); batched, "
+                   "one per batch unless its operand broadcasts (--bcast b: one shared b[n])")
+    e.add_argument("--act", choices=("relu", "gelu", "gelu-tanh", "silu", "sigmoid"),
+                   help="activation, composed from arith/math ops: relu = max(x, 0), gelu = "
+                   "0.5x(1 + erf(x/sqrt2)), gelu-tanh = 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), "
+                   "silu = x sigmoid(x), sigmoid = 1/(1 + exp(-x))")
+    e.add_argument("--out", help="the stored type: f16, bf16, f32, f64, e4m3, e5m2 (default: the "
+                   "accumulator's, f32 after an integer GEMM); fp8 saturates (cvt.rn.satfinite)")
+    e.add_argument("--aux", action="store_true",
+                   help="also store the pre-activation (f32) as a second output `pre` (needs --act)")
     g.add_argument("--sm", help="check that this target has an instruction for the kernel (the IR "
                    "itself is target independent)")
     g.set_defaults(func=cmd_gemm)
@@ -363,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                    help="take argument NAME's values from a .npy array of its memref's shape and "
                    "element type (repeatable; the others stay random)")
-    r.add_argument("--save", metavar="DIR", help="write D, shaped like its memref, to DIR/KERNEL.NAME.npy")
+    r.add_argument("--save", metavar="DIR", help="write every output (D and an epilogue's other stores), each "
+                   "shaped like its memref, to DIR/KERNEL.NAME.npy")
     _add_compile_options(r)
     r.set_defaults(func=cmd_run)
     return parser

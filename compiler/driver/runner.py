@@ -7,6 +7,15 @@ D's memref outside the stored tile must come back unchanged. On a GPU whose tens
 the emulator has been proven to reproduce (`mma_arith.proven`), D must moreover be the emulator's,
 word for word; the reference's bound stays as the second opinion.
 
+A kernel with an epilogue (`GemmKernel.fused`: tile.map / tile.cast after the mma, or several
+stores) is checked by `epilogue_reference`: the accumulator enters as want +- the GEMM's error
+bound (a point for integers), the epilogue's ops carry that interval to each output, and every
+element of every output must lie in its interval; each output's memref outside what is stored
+there must be unchanged. Its memory inputs (bias vectors, scales, residual tiles) get random
+values of their type like the operands, scaled after an integer GEMM so that a dequantisation
+lands near 1, plus a few adversarial ones (large, tiny, -0); see `_epilogue_inputs`. A kernel
+without an epilogue is compared exactly as before.
+
 Memory layout of kernel arguments: each memref's strided layout (row-major unless it says
 otherwise), buffers of the layout's span; elements of fewer than 8 bits packed densely with buffer
 element i at bit i*bits (least significant first), as the lowering addresses them. Only the tiles
@@ -105,6 +114,7 @@ def _read_tiles(g: GemmKernel) -> list[tuple[MemOperand, int, int]]:
     if g.scales:
         blocks = -(-g.k // g.scales[2])
         tiles += [(g.scales[0], g.m, blocks), (g.scales[1], blocks, g.n)]
+    tiles += [(mem, g.m, g.n) for _, mem in g.inputs]  # the epilogue's (broadcast: strides 0)
     return tiles
 
 
@@ -173,8 +183,9 @@ def run_compiled(
     the reference then uses the pruned A). `break_sparsity` = (batch, row, group) fills that
     group of A with nonzeros, to check that the kernel reports it. `inputs` replaces the random
     values of the named arguments by the caller's (each of its memref's shape and element type,
-    placed through its layout; a checked sparse A is then taken as given). The result's `outputs`
-    holds D, shaped like its memref."""
+    placed through its layout; a checked sparse A is then taken as given; an epilogue input is
+    then used as given too). The result's `outputs` holds every output (D, and the epilogue's
+    other stores), each shaped like its memref."""
     g = kernel.gemm
     rng = np.random.default_rng(seed)
     args: list[np.ndarray] = []
@@ -185,6 +196,8 @@ def run_compiled(
     if g.scales:
         for mem in g.scales[:2]:
             types[mem.param] = mem.stored
+    for _, mem in (*g.inputs, *g.outputs):  # the epilogue's memory inputs, every output
+        types.setdefault(mem.param, mem.stored)
     read: dict[int, np.ndarray] = {i: np.zeros(size, bool) for i, size in enumerate(kernel.arg_sizes)}
     for mem, rows, cols in _read_tiles(g):
         read[mem.param][_view(np.arange(read[mem.param].size), mem, g, rows, cols)] = True
@@ -206,13 +219,6 @@ def run_compiled(
             idx = _view(np.arange(values[g.a.param].size), g.a, g, g.m, g.k)
             cols = idx[batch, row, group * chunk : (group + 1) * chunk]
             values[g.a.param][cols] = reference.random_matrix(g.a.stored, (cols.size,), rng)
-    for i in range(len(kernel.arg_sizes)):
-        args.append(values[i] if types[i] == META_TYPE else pack_memory(values[i], types[i]))
-    error_at = kernel.abi.index("sparsity_error")
-    if error_at is not None:
-        init = kernel.abi.params[error_at].init
-        args.insert(error_at, np.full(1, init, np.uint32))
-
     a_vals, a_type = _logical(_view(values[g.a.param], g.a, g, g.m, g.k), g.a) if pre_a is None else (pre_a, g.a.stored)
     if g.a.sparse == "prune":
         a_vals = np.stack([_prune_ragged(m, _sparse_pattern(g)) for m in a_vals])
@@ -249,6 +255,14 @@ def run_compiled(
             satfinite=getattr(g.mma, "satfinite", None) is not None,
             bitop=str(popc.data) if popc is not None else None, satfinite_step=instruction_k(kernel),
         )
+    if g.fused:
+        _epilogue_inputs(g, values, given, want, rng)
+    for i in range(len(kernel.arg_sizes)):
+        args.append(values[i] if types[i] == META_TYPE else pack_memory(values[i], types[i]))
+    error_at = kernel.abi.index("sparsity_error")
+    if error_at is not None:
+        init = kernel.abi.params[error_at].init
+        args.insert(error_at, np.full(1, init, np.uint32))
     if on == "gpu":
         from tilemma.compiler.runtime import cuda_runtime
 
@@ -262,32 +276,130 @@ def run_compiled(
     broken = (sparsity_error(int(outs[error_at][0]), g, kernel.abi.params[error_at].init)  # type: ignore[arg-type]
               if error_at is not None else None)
     differs = _gpu_twin_differs(kernel, args, outs) if on == "gpu" else None
-    d_full = outs[g.d.param].view(reference.element_type(g.d.stored).dtype).reshape(-1)
-    got = _view(d_full, g.d, g, g.m, g.n)
-    cmp = reference.compare(
-        got, want, acc_type=g.acc_type, a_type=a_type, b_type=b_type, k=a_vals.shape[-1],
-        a=np.broadcast_to(a_vals, (g.batch, g.m, a_vals.shape[-1])),
-        b=np.broadcast_to(b_vals, (g.batch, b_vals.shape[-2], g.n)), c=c_vals,
-        scales=scales,
-    )
-    # Nothing outside the stored tile may change.
-    mask = np.ones(d_full.size, dtype=bool)
-    mask[_view(np.arange(d_full.size), g.d, g, g.m, g.n).reshape(-1)] = False
-    before = args[g.d.param].view(d_full.dtype).reshape(-1)
-    outside_ok = np.array_equal(d_full[mask].view(np.uint8), before[mask].view(np.uint8))
     size = f"{g.batch}x" if g.batch > 1 else ""
-    detail = cmp.detail if not cmp.ok else ""
-    if not outside_ok:
-        detail = (detail + "; " if detail else "") + "elements outside the stored tile changed"
+    k = a_vals.shape[-1]
+    a_full = np.broadcast_to(a_vals, (g.batch, g.m, k))
+    b_full = np.broadcast_to(b_vals, (g.batch, b_vals.shape[-2], g.n))
+    if g.fused:
+        ok, max_abs, max_rel, detail, saved = _check_epilogue(
+            kernel, values, args, outs, want, a_full, b_full, c_vals, a_type, b_type, scales)
+    else:
+        d_full = outs[g.d.param].view(reference.element_type(g.d.stored).dtype).reshape(-1)
+        got = _view(d_full, g.d, g, g.m, g.n)
+        cmp = reference.compare(
+            got, want, acc_type=g.acc_type, a_type=a_type, b_type=b_type, k=k, a=a_full, b=b_full,
+            c=c_vals, scales=scales,
+        )
+        outside_ok = _outside_unchanged(g, args, outs, g.d.param, [g.d])
+        ok, max_abs, max_rel = cmp.ok and outside_ok, cmp.max_abs, cmp.max_rel
+        detail = cmp.detail if not cmp.ok else ""
+        if not outside_ok:
+            detail = (detail + "; " if detail else "") + "elements outside the stored tile changed"
+        saved = {kernel.abi.params[g.d.param].name.removeprefix("p_"): d_full[_positions(kernel, g.d.param)]}
     if differs:
         detail = (detail + "; " if detail else "") + differs
     if broken:
         detail = broken
     return RunResult(
-        kernel.name, kernel.variant, f"{size}{g.m}x{g.n}x{g.k}", cmp.max_abs, cmp.max_rel,
-        cmp.ok and outside_ok and not broken and not differs, detail, on,
-        {kernel.abi.params[g.d.param].name.removeprefix("p_"): d_full[_positions(kernel, g.d.param)]},
+        kernel.name, kernel.variant, f"{size}{g.m}x{g.n}x{g.k}", max_abs, max_rel,
+        ok and not broken and not differs, detail, on, saved,
     )
+
+
+def _outside_unchanged(g: GemmKernel, args: list[np.ndarray], outs: list[np.ndarray], param: int,
+                       windows: list[MemOperand]) -> bool:
+    """Do the elements of argument `param` outside every window stored to it hold what they held?"""
+    dtype = reference.element_type(windows[0].stored).dtype
+    full = outs[param].view(dtype).reshape(-1)
+    mask = np.ones(full.size, dtype=bool)
+    for mem in windows:
+        mask[_view(np.arange(full.size), mem, g, g.m, g.n).reshape(-1)] = False
+    before = args[param].view(dtype).reshape(-1)
+    return np.array_equal(full[mask].view(np.uint8), before[mask].view(np.uint8))
+
+
+# Values an epilogue input also gets, at a few random places of what the kernel reads: each
+# float type's large and tiny magnitudes (large: past f16's range once an f32 epilogue adds it,
+# tiny: normal, far below the accumulator), and -0; the integer extremes.
+_ADVERSARIAL = {
+    "f16": (2.0**14, -(2.0**14), 2.0**-14, -0.0),
+    "bf16": (2.0**20, -(2.0**20), 2.0**-30, -0.0),
+    "f32": (2.0**20, -(2.0**20), 2.0**-30, -0.0),
+    "f64": (2.0**20, -(2.0**20), 2.0**-30, -0.0),
+    "si32": (reference.INT32_MIN, reference.INT32_MAX, 0, -1),
+}
+
+
+def _epilogue_inputs(g: GemmKernel, values: dict, given: set[int], want: np.ndarray, rng) -> None:
+    """Make the random values of the epilogue's memory inputs (bias vectors, scales, residual
+    tiles) realistic: after an integer GEMM, float inputs are scaled by a power of two near
+    1/sqrt(typical |acc|), so that a dequantisation acc * s_row * s_col lands near 1 and the
+    activations see both signs; and a few elements of each get adversarial values. Arguments the
+    caller gave, and arguments the GEMM itself reads, are left alone."""
+    n_epilogue = len(g.inputs)
+    tiles = _read_tiles(g)
+    gemm = {mem.param for mem, _, _ in tiles[: len(tiles) - n_epilogue]}
+    scale = 1.0
+    if not reference.element_type(g.acc_type).is_float:
+        rms = float(np.sqrt(np.mean(np.square(want.astype(np.float64))))) if want.size else 1.0
+        scale = 2.0 ** -round(np.log2(max(np.sqrt(rms), 1.0)))
+    done: set[int] = set()
+    for _, mem in g.inputs:
+        if mem.param in given or mem.param in gemm or mem.param in done:
+            continue
+        done.add(mem.param)
+        et = reference.element_type(mem.stored)
+        at = np.unique(_view(np.arange(values[mem.param].size), mem, g, g.m, g.n).reshape(-1))
+        if et.is_float and scale != 1.0:
+            values[mem.param][at] = (values[mem.param][at].astype(np.float64) * scale).astype(et.dtype)
+        specials = _ADVERSARIAL.get(mem.stored, ())
+        if at.size >= 4 * len(specials):
+            for where, value in zip(rng.choice(at, len(specials), replace=False), specials):
+                values[mem.param][where] = value
+
+
+def _check_epilogue(kernel: CompiledKernel, values, args, outs, want, a_full, b_full, c_vals, a_type, b_type,
+                    scales):
+    """Every output of a fused kernel against the interval reference (`epilogue_reference`): the
+    accumulator enters as want +- the GEMM's error bound (a point for integers), the epilogue's
+    ops map intervals to intervals, each stored element must lie in its own; elements of an
+    output's memref outside what is stored there must be unchanged."""
+    from tilemma.compiler.verify import epilogue_reference as er
+
+    g = kernel.gemm
+    if reference.element_type(g.acc_type).is_float:
+        if scales is not None:
+            bound = reference.scaled_error_bound(
+                a_full, b_full, c_vals, scales.sa, scales.sb, a_type=a_type, b_type=b_type,
+                scale_type=scales.scale_type, block=scales.block, acc_type=g.acc_type, k=a_full.shape[-1])
+        else:
+            bound = reference.error_bound(a_full, b_full, c_vals, a_type=a_type, b_type=b_type,
+                                          acc_type=g.acc_type, k=a_full.shape[-1])
+    else:
+        bound = 0
+    acc = er.Interval.around(want, np.broadcast_to(bound, want.shape), g.acc_type)
+    shape = (g.batch, g.m, g.n)
+    inputs = {op: np.broadcast_to(_view(values[mem.param], mem, g, g.m, g.n), shape) for op, mem in g.inputs}
+    env = er.evaluate_epilogue(g.epilogue, g.mma.results[0], acc, inputs)
+    ok, max_abs, max_rel, details, saved = True, 0.0, 0.0, [], {}
+    by_param: dict[int, list[MemOperand]] = {}
+    for store, mem in g.outputs:
+        by_param.setdefault(mem.param, []).append(mem)
+        name = kernel.abi.params[mem.param].name.removeprefix("p_")
+        full = outs[mem.param].view(reference.element_type(mem.stored).dtype).reshape(-1)
+        result = er.check(_view(full, mem, g, g.m, g.n), env[store.value], name)
+        ok &= result.ok
+        max_abs, max_rel = max(max_abs, result.max_abs), max(max_rel, result.max_rel)
+        if not result.ok:
+            details.append(result.detail)
+    for param, windows in by_param.items():
+        name = kernel.abi.params[param].name.removeprefix("p_")
+        full = outs[param].view(reference.element_type(windows[0].stored).dtype).reshape(-1)
+        saved[name] = full[_positions(kernel, param)]
+        if not _outside_unchanged(g, args, outs, param, windows):
+            ok = False
+            details.append(f"elements of {name} outside the stored tile changed")
+    return ok, max_abs, max_rel, "; ".join(details), saved
 
 
 BIT_EXACT_MAX_MACS = 1 << 26  # above this the CPU twin would take long: the bound check alone
@@ -306,13 +418,16 @@ def _gpu_twin_differs(kernel: CompiledKernel, args: list[np.ndarray], outs: list
         return None
     twin = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args, arch=arch,
                             shared_bytes=kernel.abi.shared_bytes)
-    gpu, cpu = (np.ascontiguousarray(x).view(np.uint8) for x in (outs[g.d.param], twin[g.d.param]))
-    if np.array_equal(gpu, cpu):
-        return None
-    width = outs[g.d.param].dtype.itemsize
-    bad = np.flatnonzero((gpu != cpu).reshape(-1, width).any(1))
-    return (f"the GPU and the bit-exact emulator ({arch}) differ in {bad.size} words of D, first at "
-            f"element {int(bad[0])} of its memref")
+    for param in dict.fromkeys(mem.param for _, mem in g.outputs):
+        gpu, cpu = (np.ascontiguousarray(x).view(np.uint8) for x in (outs[param], twin[param]))
+        if np.array_equal(gpu, cpu):
+            continue
+        width = outs[param].dtype.itemsize
+        bad = np.flatnonzero((gpu != cpu).reshape(-1, width).any(1))
+        what = "D" if param == g.d.param else kernel.abi.params[param].name.removeprefix("p_")
+        return (f"the GPU and the bit-exact emulator ({arch}) differ in {bad.size} words of {what}, first at "
+                f"element {int(bad[0])} of its memref")
+    return None
 
 
 META_TYPE = "ui32"  # the metadata words of a pre-compressed A (uint32 buffers, not a value type)
