@@ -99,7 +99,7 @@ bench-epilogue)  # epilogue_bench.py: tilemma plain and fused, cuBLASLt, unfused
     # CASES narrows the cases, SIZES the sizes (default 4096; e.g. SIZES="2048 4096 8192x4096x4096")
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 250 > "$OUT/clocks.csv" &
     smi=$!
-    timeout 570 python3 -m benchmarks.epilogue_bench --csv "$OUT/epilogue.csv" --budget 540 \
+    timeout 540 python3 -m benchmarks.epilogue_bench --csv "$OUT/epilogue.csv" --budget 510 \
         ${CASES:+--cases $CASES} ${SIZES:+--sizes $SIZES} > "$OUT/epilogue.txt" 2>&1
     echo "epilogue_bench exit $?"
     kill $smi
