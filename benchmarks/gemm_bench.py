@@ -189,12 +189,18 @@ def check(got, want, magnitude, *, acc: str, k: int, slack: float = 0.0) -> str 
     None asks for equality (integers). The bound is `reference.error_bound`'s, (K + 1) *
     step_error(acc) * S + floor(acc), plus `slack` * S for a peer's own input or output rounding.
     """
-    diff = abs(got - want)
     if magnitude is None:
         bound = 0.0
     else:
         step, floor = reference._STEP_ERROR[acc], reference._FLOOR[acc]
         bound = ((k + 1) * step + slack) * magnitude + floor
+    return out_of_bound(got, want, bound)
+
+
+def out_of_bound(got, want, bound) -> str | None:
+    """None when |got - want| <= bound everywhere (`bound` a number or an array of got's shape;
+    NaN counts as out of bound), else how many elements are out and the first of them."""
+    diff = abs(got - want)
     bad = ~(diff <= bound)  # NaN counts as bad
     count = int(bad.sum())
     if count == 0:
@@ -202,7 +208,7 @@ def check(got, want, magnitude, *, acc: str, k: int, slack: float = 0.0) -> str 
     first = int(bad.reshape(-1).nonzero()[0][0])
     row, col = divmod(first, got.shape[-1])
     g, w = float(got.reshape(-1)[first]), float(want.reshape(-1)[first])
-    limit = float(bound if magnitude is None else bound.reshape(-1)[first])
+    limit = float(bound) if isinstance(bound, (int, float)) else float(bound.reshape(-1)[first])
     return (f"{count} of {got.numel() if hasattr(got, 'numel') else got.size} elements out of "
             f"bound; first at ({row}, {col}): got {g!r}, want {w!r}, bound {limit:g}")
 
@@ -249,6 +255,12 @@ def output(fam: Family, n: int, torch):
 
 def median_ms(fn: Callable[[], Any], torch) -> tuple[float, str]:
     """Median milliseconds per call of `fn` over SAMPLES samples, and how they were run."""
+    return median_ms_interleaved([fn], torch)[0]
+
+
+def _repeated(fn: Callable[[], Any], torch) -> tuple[Callable[[], None], int, str]:
+    """`fn` repeated back to back for about SAMPLE_MS: (run, repetitions, "graph" or "eager"),
+    captured in a CUDA graph where that works."""
     fn()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -258,7 +270,6 @@ def median_ms(fn: Callable[[], Any], torch) -> tuple[float, str]:
     stop.record()
     torch.cuda.synchronize()
     reps = max(1, min(200, math.ceil(SAMPLE_MS / max(start.elapsed_time(stop) / 3, 1e-3))))
-    how = "graph"
     try:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -269,30 +280,40 @@ def median_ms(fn: Callable[[], Any], torch) -> tuple[float, str]:
         with torch.cuda.graph(graph):
             for _ in range(reps):
                 fn()
-        run = graph.replay
-        run()
+        graph.replay()
         torch.cuda.synchronize()
+        return graph.replay, reps, "graph"
     except Exception as exc:  # a launch that cannot be captured: time it eagerly
         print(f"  (graph capture failed, timing eagerly: {exc})", file=sys.stderr)
         torch.cuda.synchronize()
-        how = "eager"
 
         def run() -> None:
             for _ in range(reps):
                 fn()
 
-    began = time.perf_counter()
-    while (time.perf_counter() - began) * 1e3 < WARMUP_MS:
-        run()
-        torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(SAMPLES)]
-    for begin, end in events:
-        begin.record()
-        run()
-        end.record()
+        return run, reps, "eager"
+
+
+def median_ms_interleaved(fns: Sequence[Callable[[], Any]], torch) -> list[tuple[float, str]]:
+    """`median_ms` of each of `fns`, their samples taken in turn (A B A B ...) after each one's
+    warm-up, so that a drift of the clocks during the measurement touches all of them alike:
+    what a ratio of two of them (an epilogue's cost) needs."""
+    runs = [_repeated(fn, torch) for fn in fns]
+    for run, _, _ in runs:
+        began = time.perf_counter()
+        while (time.perf_counter() - began) * 1e3 < WARMUP_MS:
+            run()
+            torch.cuda.synchronize()
+    events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+               for _ in runs] for _ in range(SAMPLES)]
+    for sample in events:
+        for (run, _, _), (begin, end) in zip(runs, sample):
+            begin.record()
+            run()
+            end.record()
     torch.cuda.synchronize()
-    return statistics.median(b.elapsed_time(e) / reps for b, e in events), how
+    return [(statistics.median(sample[i][0].elapsed_time(sample[i][1]) / reps for sample in events), how)
+            for i, (_, reps, how) in enumerate(runs)]
 
 
 def _error(exc: BaseException) -> str:
@@ -469,13 +490,13 @@ def run_triton_worker(impl: str, families: list[Family], sizes: list[int], budge
     return 0
 
 
-def triton_subprocess(impl: str, families: list[Family], sizes: list[int], budget: float) -> list[Row]:
-    """Run one Triton mode in its own process (own environment and cache); rows it printed are
-    kept even when it dies or runs out of time, and every missing one becomes an error row."""
+def worker_subprocess(module: str, impl: str, argv: Sequence[str], budget: float,
+                      row_cls: type = Row) -> tuple[list[Row], str]:
+    """Run `python -m module --triton-worker impl *argv --budget B` in Triton mode `impl`'s
+    environment with its own cache; the rows (`row_cls`) it printed as `ROW {json}` lines, kept
+    even when it dies or runs out of time, and why any others are missing."""
     env = {**os.environ, **TRITON_MODES[impl]}
-    cmd = [sys.executable, "-m", "benchmarks.gemm_bench", "--triton-worker", impl,
-           "--families", *(f.name for f in families), "--sizes", *map(str, sizes),
-           "--budget", str(max(budget - 10, 1))]
+    cmd = [sys.executable, "-m", module, "--triton-worker", impl, *argv, "--budget", str(max(budget - 10, 1))]
     with tempfile.TemporaryDirectory(prefix=f"tilemma-{impl}-cache-") as cache:
         env["TRITON_CACHE_DIR"] = cache
         try:
@@ -486,13 +507,21 @@ def triton_subprocess(impl: str, families: list[Family], sizes: list[int], budge
             out, err = (x.decode() if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr))
             why = f"worker killed after {budget:.0f} s"
     sys.stderr.write(err)
-    names = {f.name for f in fields(Row)}
-    rows = [Row(**{k: v for k, v in json.loads(line[4:]).items() if k in names})
+    names = {f.name for f in fields(row_cls)}
+    rows = [row_cls(**{k: v for k, v in json.loads(line[4:]).items() if k in names})
             for line in out.splitlines() if line.startswith("ROW ")]
-    done = {(r.family, r.size) for r in rows}
     last = err.strip().splitlines()[-1:] if err.strip() else []
-    rows += [Row(f.name, n, impl, error=f"{why}: {last[0][:200] if last else 'no output'}")
-             for f in families for n in sizes if (f.name, n) not in done]
+    return rows, f"{why}: {last[0][:200] if last else 'no output'}"
+
+
+def triton_subprocess(impl: str, families: list[Family], sizes: list[int], budget: float) -> list[Row]:
+    """Run one Triton mode in its own process (own environment and cache); rows it printed are
+    kept even when it dies or runs out of time, and every missing one becomes an error row."""
+    rows, why = worker_subprocess("benchmarks.gemm_bench", impl,
+                                  ["--families", *(f.name for f in families), "--sizes", *map(str, sizes)],
+                                  budget)
+    done = {(r.family, r.size) for r in rows}
+    rows += [Row(f.name, n, impl, error=why) for f in families for n in sizes if (f.name, n) not in done]
     return rows
 
 
@@ -561,28 +590,46 @@ def _ratio(ours: Row | None, theirs: Row | None) -> str:
     return f"{ours.tflops / theirs.tflops:.3f}"  # type: ignore[operator]
 
 
-def table(rows: list[Row]) -> str:
-    """TFLOP/s per implementation for each (family, size), with tilemma's ratios to cuBLAS and to
-    Triton's mma.sync path; failed rows are listed underneath with their errors."""
-    by_key = {(r.family, r.size, r.impl): r for r in rows}
-    keys = sorted({(r.family, r.size) for r in rows},
-                  key=lambda k: (list(FAMILIES).index(k[0]) if k[0] in FAMILIES else 99, k[1]))
-    impls = [i for i in IMPLS if any(r.impl == i for r in rows)]
-    head = ["family", "size", *impls, "tilemma/cuBLAS", "tilemma/Triton-ms"]
+# (header, cell from the rows of one line by implementation)
+RATIOS: tuple[tuple[str, Callable[[dict[str, Row]], str]], ...] = (
+    ("tilemma/cuBLAS", lambda by: _ratio(by.get("tilemma"), by.get("cublas"))),
+    ("tilemma/Triton-ms", lambda by: _ratio(by.get("tilemma"), by.get("triton-mma.sync"))),
+)
+LEGEND = ("TFLOP/s (TOP/s for s8; sparse: dense-equivalent; cublas for sparse-f16 is dense "
+          "f16). wg/ms: Triton used wgmma/mma.sync.")
+
+
+def _family_order(key: tuple) -> tuple:
+    return (list(FAMILIES).index(key[0]) if key[0] in FAMILIES else 99, *key[1:])
+
+
+def table(rows: list[Row], *, impls: Sequence[str] = IMPLS, ratios=RATIOS,
+          keys: Sequence[str] = ("family", "size"), headers: Sequence[str] | None = None,
+          order: Callable[[tuple], Any] = _family_order, legend: str = LEGEND,
+          config_impls: Sequence[str] = ("tilemma", "triton", "triton-mma.sync")) -> str:
+    """TFLOP/s per implementation (`impls`, those present) for each line (the rows' attributes
+    `keys`, headed `headers`, sorted by `order`), then the `ratios` columns; the configurations
+    of `config_impls` and the failed rows with their errors are listed underneath. gemm_bench's:
+    per (family, size), tilemma's ratios to cuBLAS and to Triton's mma.sync path."""
+    def key(r: Row) -> tuple:
+        return tuple(getattr(r, k) for k in keys)
+
+    by_line: dict[tuple, dict[str, Row]] = {}
+    for r in rows:
+        by_line.setdefault(key(r), {})[r.impl] = r
+    present = [i for i in impls if any(r.impl == i for r in rows)]
+    head = [*(headers or keys), *present, *(h for h, _ in ratios)]
     body = []
-    for fam, n in keys:
-        cells = [_cell(by_key.get((fam, n, i))) for i in impls]
-        ours = by_key.get((fam, n, "tilemma"))
-        body.append([fam, str(n), *cells, _ratio(ours, by_key.get((fam, n, "cublas"))),
-                     _ratio(ours, by_key.get((fam, n, "triton-mma.sync")))])
+    for line in sorted(by_line, key=order):
+        by = by_line[line]
+        body.append([*map(str, line), *(_cell(by.get(i)) for i in present), *(cell(by) for _, cell in ratios)])
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     lines = ["  ".join(x.rjust(w) for x, w in zip(line, widths)) for line in [head, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append("TFLOP/s (TOP/s for s8; sparse: dense-equivalent; cublas for sparse-f16 is dense "
-                 "f16). wg/ms: Triton used wgmma/mma.sync.")
-    configs = [f"  {r.family} {r.size} {r.impl}: {r.config}" for r in rows
-               if r.ok and r.impl in ("tilemma", "triton", "triton-mma.sync")]
-    failed = [f"  {r.family} {r.size} {r.impl}: {r.error}" for r in rows if r.error]
+    lines.append(legend)
+    label = lambda r: " ".join(map(str, key(r)))  # noqa: E731
+    configs = [f"  {label(r)} {r.impl}: {r.config}" for r in rows if r.ok and r.impl in config_impls]
+    failed = [f"  {label(r)} {r.impl}: {r.error}" for r in rows if r.error]
     if configs:
         lines += ["configurations:", *configs]
     if failed:
@@ -591,23 +638,27 @@ def table(rows: list[Row]) -> str:
 
 
 def write_csv(rows: list[Row], path: str) -> None:
+    """Every row, with the fields of the first row's class (Row or a subclass)."""
+    cls = type(rows[0]) if rows else Row
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(Row)])
+        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(cls)])
         writer.writeheader()
         for row in rows:
             writer.writerow(asdict(row))
 
 
-def read_csv(path: str) -> list[Row]:
+def read_csv(path: str, row_cls: type = Row) -> list[Row]:
+    types = {fl.name: fl.type for fl in fields(row_cls)}
+
     def convert(name: str, value: str):
-        if name == "size":
+        if types[name] in ("int", int):
             return int(value)
-        if name in ("ms", "tflops"):
+        if types[name] in ("float | None", float):
             return float(value) if value else None
         return value
 
     with open(path, newline="") as f:
-        return [Row(**{k: convert(k, v) for k, v in line.items()}) for line in csv.DictReader(f)]
+        return [row_cls(**{k: convert(k, v) for k, v in line.items()}) for line in csv.DictReader(f)]
 
 
 # ---------------------------------------------------------------------------------------------

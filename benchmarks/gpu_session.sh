@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|profile
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|bench-epilogue|profile
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|profile}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|bench-epilogue|profile}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -93,6 +93,17 @@ bench)  # tilemma, cuBLAS, Triton (wgmma and mma.sync) in one run, clocks logged
         ${FAMILIES:+--families $FAMILIES} > "$OUT/bench.txt" 2>&1
     kill $smi
     sed -n '/^family/,$p' "$OUT/bench.txt" | head -60
+    echo "SM clock (MHz) under load: $(awk -F', ' 'NR>1 && $3+0 > 300 {print $2+0}' "$OUT/clocks.csv" | sort -n | uniq -c | sort -rn | head -3 | tr '\n' ' ')"
+    ;;
+bench-epilogue)  # epilogue_bench.py: tilemma plain and fused, cuBLASLt, unfused torch, Triton (both modes), one run
+    # CASES narrows the cases, SIZES the sizes (default 4096; e.g. SIZES="2048 4096 8192x4096x4096")
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 250 > "$OUT/clocks.csv" &
+    smi=$!
+    timeout 540 python3 -m benchmarks.epilogue_bench --csv "$OUT/epilogue.csv" --budget 510 \
+        ${CASES:+--cases $CASES} ${SIZES:+--sizes $SIZES} > "$OUT/epilogue.txt" 2>&1
+    echo "epilogue_bench exit $?"
+    kill $smi
+    sed -n '/^ *case  /,$p' "$OUT/epilogue.txt" | head -80
     echo "SM clock (MHz) under load: $(awk -F', ' 'NR>1 && $3+0 > 300 {print $2+0}' "$OUT/clocks.csv" | sort -n | uniq -c | sort -rn | head -3 | tr '\n' ' ')"
     ;;
 profile)  # mma.sync issue rate against warps/SM; ncu of the 4096 kernels (occupancy, stalls, bank conflicts)
