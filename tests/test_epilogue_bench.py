@@ -21,26 +21,12 @@ import tilemma
 from benchmarks import epilogue_bench as eb
 from benchmarks import gemm_bench as gb
 
-HAVE_SCALAR_MATH = importlib.util.find_spec("tilemma.passes.warp_to_ptx.scalar_math") is not None
 SHAPE = (96, 80, 160)  # M, N, K: more than one block, not powers of two
 NP_LIB = types.SimpleNamespace(erf=np.vectorize(math.erf), tanh=np.tanh)
 
 
-def _needs_math(case: eb.Case):
-    """A case whose epilogue calls math.erf / math.tanh: its lowering (scalar_math) lands on main
-    separately; until a merge brings it, compiling these is expected to fail."""
-    return pytest.param(case, marks=pytest.mark.xfail(
-        case.math and not HAVE_SCALAR_MATH, strict=False,
-        reason="math.erf / math.tanh lower through passes/warp_to_ptx/scalar_math.py, not merged yet"),
-        id=case.name)
-
-
-CASE_PARAMS = [_needs_math(c) for c in eb.CASES.values()]
-# The emulator does not run the epilogue's instructions yet (item 5 of issue 21: `mov.b32 {h, h}`
-# unpacking, the math sequences): the fused cases run there once it does.
-EMULATOR_PARAMS = [pytest.param(c, id=c.name, marks=pytest.mark.xfail(
-    c.fused, strict=False, reason="the emulator does not run every epilogue instruction yet (issue 21, item 5)"))
-    for c in eb.CASES.values()]
+CASE_PARAMS = [pytest.param(c, id=c.name) for c in eb.CASES.values()]
+EMULATOR_PARAMS = CASE_PARAMS
 
 
 # ---------------------------------------------------------------------------------------------

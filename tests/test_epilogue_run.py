@@ -363,41 +363,8 @@ def _gemm_args(case, extra=()):
             *(["--acc", acc] if acc else []), *(["--b-layout", "col"] if a == "s8" else []), *opts, *extra]
 
 
-def _emulator_has_epilogue() -> bool:
-    """Whether the emulator runs what the epilogue lowering emits: a small bias + ReLU kernel."""
-    from tilemma.compiler.driver.pipeline import compile_text
-
-    try:
-        spec = GemmSpec(16, 8, 16, "f16", "f16", "f32", bias="col", act="relu", out="f16")
-        [kernel] = compile_text(str(gemm_module(spec)), "probe.mlir", CompileOptions(sm="90", ptx="9.0"))
-        return runner.run_compiled(kernel, 0, "emulator").ok
-    except Exception:
-        return False
-
-
-def _has_scalar_math() -> bool:
-    try:
-        from tilemma.passes.warp_to_ptx import scalar_math  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_emulator = pytest.mark.xfail(not _emulator_has_epilogue(), strict=False,
-                                   reason="the emulator does not run the epilogue's instructions yet (branch epi-ptx)")
-TRANSCENDENTAL = ("gelu", "gelu-tanh", "silu", "sigmoid")
-
-
-def _needs_math(case):
-    """The case, marked xfail while the math functions' lowering (scalar_math) is missing."""
-    if any(act in case[2] for act in TRANSCENDENTAL) and not _has_scalar_math():
-        return pytest.param(case, marks=pytest.mark.xfail(strict=False, reason="scalar_math not merged"))
-    return case
-
-
-@needs_emulator
 @pytest.mark.parametrize("schedule", ["staged", "simple"])
-@pytest.mark.parametrize("case", [_needs_math(c) for c in E2E], ids=_e2e_id)
+@pytest.mark.parametrize("case", E2E, ids=_e2e_id)
 def test_gemm_epilogue_runs_on_the_emulator(case, schedule):
     g = tilemma(*_gemm_args(case))
     assert g.returncode == 0, g.stderr
@@ -406,8 +373,7 @@ def test_gemm_epilogue_runs_on_the_emulator(case, schedule):
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
 
 
-@needs_emulator
-@pytest.mark.parametrize("act", [_needs_math(("f16", None, ["silu"], None)), ("f16", None, ["relu"], None)],
+@pytest.mark.parametrize("act", [("f16", None, ["silu"], None), ("f16", None, ["relu"], None)],
                          ids=lambda c: c[2][0])
 def test_batched_broadcast_epilogue_on_the_emulator(act):
     case = ("f16", "f32", ["--scale", "rows", "--bias", "col", "--act", act[2][0], "--out", "f16", "--aux"],
@@ -455,25 +421,9 @@ func.func @c1(%a: memref<16x16xf16>, %b: memref<16x8xf16>, %d: memref<16x8xf32>)
 """
 
 
-def _compiles(text: str) -> bool:
-    from tilemma.compiler.driver.pipeline import compile_text
-
-    try:
-        compile_text(text, "t.mlir", CompileOptions(sm="90", ptx="9.0"))
-    except Exception:
-        return False
-    return True
-
-
 @pytest.mark.parametrize("text", [
-    pytest.param(RESIDUAL, id="residual-tile-load", marks=pytest.mark.xfail(
-        not _compiles(RESIDUAL), strict=False,
-        reason="lowering bug: tile-distribute-epilogue leaves the epilogue's tile.load behind (warp-to-ptx: "
-               "tile.load has no lowering to PTX)")),
-    pytest.param(CONSTANT_INPUT, id="tile-constant-input", marks=pytest.mark.xfail(
-        not _compiles(CONSTANT_INPUT), strict=False,
-        reason="lowering bug: distribute_epilogue._constant_body calls BlockArgument.replace_by (xDSL 0.74: "
-               "replace_all_uses_with)")),
+    pytest.param(RESIDUAL, id="residual-tile-load"),
+    pytest.param(CONSTANT_INPUT, id="tile-constant-input"),
 ])
 def test_epilogue_inputs_lower(text):
     """A residual tile (tile.load) and a tile.constant as map inputs, as gemm_kernel reads them."""
@@ -491,9 +441,9 @@ def _gpu():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _gpu(), reason="no GPU")
-@needs_emulator  # the GPU's words are compared with the emulator's (runner._gpu_twin_differs)
+# the GPU's words are compared with the emulator's (runner._gpu_twin_differs)
 @pytest.mark.parametrize("schedule", ["staged", "simple"])
-@pytest.mark.parametrize("case", [_needs_math(c) for c in E2E], ids=_e2e_id)
+@pytest.mark.parametrize("case", E2E, ids=_e2e_id)
 def test_gemm_epilogue_runs_on_the_gpu(case, schedule):
     g = tilemma(*_gemm_args(case))
     assert g.returncode == 0, g.stderr
