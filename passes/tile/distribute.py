@@ -120,8 +120,9 @@ class _Kernel(IndexBuilder):
         if isinstance(owner, tile.CompressOp):
             owner = owner.source.owner
         while isinstance(owner, tile.CastOp):
-            if owner.rounding is not None:
-                rounding = str(owner.rounding.data)
+            rule = tile.CAST_RULES[(owner.source.type.element, owner.result.type.element)]  # type: ignore[union-attr]
+            if rule.roundings:  # the cast's rounding, else its rule's default (rna for tf32)
+                rounding = str(owner.rounding.data) if owner.rounding is not None else rule.default
             owner = owner.source.owner
         assert isinstance(owner, tile.LoadOp)  # read_kernel checked
         return owner, rounding
