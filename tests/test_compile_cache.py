@@ -342,3 +342,16 @@ def test_cache_list_and_clear(tmp_path, folder):
     assert "off" in off
     missing = tilemma_cli("cache", "clear", cwd=tmp_path, env_folder=tmp_path / "none").stdout
     assert "removed 0 entries" in missing
+
+
+def test_readme_torch_example_is_python_and_its_names_exist():
+    """It runs on the GPU (tests/gpu/test_launch_torch_gpu.py); here: it parses, and what it
+    calls is there."""
+    import ast
+
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    example = text.split("### torch", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    ast.parse(example)
+    assert "tilemma.torch.custom_op(kernel" in example
+    source = (Path(__file__).parents[1] / "tilemma_pkg" / "torch.py").read_text()
+    assert "def custom_op(kernel" in source and hasattr(tilemma.Kernel, "launch_unchecked")
