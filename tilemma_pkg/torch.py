@@ -34,10 +34,17 @@ ABI_OUTPUT_ROLES = ("d", "sparsity_error")
 
 def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] = "cuda") -> Any:
     """Register `kernel` as the custom op `name` ("namespace::op") and return it (a callable;
-    also reachable as `torch.ops.namespace.op`). A name may be registered once per process."""
+    also reachable as `torch.ops.namespace.op`). A name names one kernel per process: asking
+    again for the same kernel returns its op, for another kernel is an error."""
     namespace, sep, op_name = name.partition("::")
     if not sep or not namespace.isidentifier() or not op_name.isidentifier():
         raise ValueError(f"custom op name {name!r}: expected 'namespace::name', both Python identifiers")
+    if name in _registered:
+        op = _registered[name]
+        if op.kernel is kernel:
+            return op
+        raise ValueError(f"custom op {name} is registered already, for kernel {op.kernel.name}; "
+                         "give this one another name")
     params = kernel.abi.params
     outputs = [p for p in params if any(r in ABI_OUTPUT_ROLES for r in p.roles)]
     inputs = [p for p in params if p not in outputs]
@@ -96,7 +103,11 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
         raise ValueError(f"custom op {name}: {e}".strip()) from None
     op.register_fake(fake)
     op.kernel = kernel  # type: ignore[attr-defined]
+    _registered[name] = op
     return op
+
+
+_registered: dict[str, Any] = {}
 
 
 def _torch_dtype(p) -> torch.dtype:

@@ -200,8 +200,9 @@ def test_custom_op_inputs_and_errors():
     expect(gemm(a, b.t().contiguous().t(), c), a, b, c)  # a column-major B is laid out first
     with pytest.raises(tilemma.LaunchError, match="b is torch.float32 .*expected torch.float16"):
         gemm(a, b.float(), c)
-    with pytest.raises(ValueError, match="custom op tilemma_test::gemm_layouts"):
-        tilemma.torch.custom_op(k, "tilemma_test::gemm_layouts")  # registered already
+    assert tilemma.torch.custom_op(k, "tilemma_test::gemm_layouts") is gemm
+    with pytest.raises(ValueError, match="custom op tilemma_test::gemm_layouts is registered already"):
+        tilemma.torch.custom_op(kernel(32, 40, 48), "tilemma_test::gemm_layouts")  # another Kernel
     with pytest.raises(ValueError, match="expected 'namespace::name'"):
         tilemma.torch.custom_op(k, "gemm")
 
