@@ -40,10 +40,10 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
     if not sep or not namespace.isidentifier() or not op_name.isidentifier():
         raise ValueError(f"custom op name {name!r}: expected 'namespace::name', both Python identifiers")
     if name in _registered:
-        op = _registered[name]
-        if op.kernel is kernel:
+        op, registered_for, _ = _registered[name]
+        if registered_for is kernel:
             return op
-        raise ValueError(f"custom op {name} is registered already, for kernel {op.kernel.name}; "
+        raise ValueError(f"custom op {name} is registered already, for kernel {registered_for.name}; "
                          "give this one another name")
     params = kernel.abi.params
     outputs = [p for p in params if any(r in ABI_OUTPUT_ROLES for r in p.roles)]
@@ -97,17 +97,24 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
         made = [_empty(p, torch.int32 if "sparsity_error" in p.roles else dtypes[p.name], device) for p in outputs]
         return made[0] if len(made) == 1 else tuple(made)
 
+    # torch.library's low-level registration (define, a CUDA kernel, a fake kernel) rather than
+    # torch.library.custom_op: the same op for torch.compile and CUDA graphs, with less Python
+    # between an eager call and the launch (custom_op adds its own autograd layer).
+    library = torch.library.Library(namespace, "FRAGMENT")
     try:
-        op = torch.library.custom_op(name, run, mutates_args=(), device_types=device_types, schema=schema)
+        library.define(op_name + schema)
     except RuntimeError as e:
-        raise ValueError(f"custom op {name}: {e}".strip()) from None
-    op.register_fake(fake)
-    op.kernel = kernel  # type: ignore[attr-defined]
-    _registered[name] = op
+        raise ValueError(f"custom op {name}: {str(e).splitlines()[0]}") from None
+    for device_type in (device_types,) if isinstance(device_types, str) else device_types:
+        library.impl(op_name, run, device_type.upper())
+    torch.library.register_fake(name, fake, lib=library)
+    op = getattr(getattr(torch.ops, namespace), op_name)
+    _registered[name] = (op, kernel, library)
     return op
 
 
-_registered: dict[str, Any] = {}
+#: name -> (the op, its kernel, the torch.library.Library that keeps the registration alive)
+_registered: dict[str, tuple[Any, Kernel, Any]] = {}
 
 
 def _torch_dtype(p) -> torch.dtype:
