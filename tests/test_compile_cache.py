@@ -102,6 +102,13 @@ def test_tuning_cache_contents_are_in_the_key(folder, tmp_path):
                                                                 "warps=2x1 warp-tile=2x2 stages=0")
 
 
+def test_what_the_key_leaves_out_does_not_change_the_result(folder):
+    """The file name only names the input in diagnostics (errors are never cached)."""
+    [a] = tilemma.compile(TEXT, filename="a.mlir", cache=False)
+    [b] = tilemma.compile(TEXT, filename="dir/b.mlir", cache=False)
+    assert a.ptx == b.ptx and a.abi == b.abi
+
+
 def test_another_tilemma_does_not_hit(folder, monkeypatch):
     tilemma.compile(TEXT)
     monkeypatch.setattr(cache, "tilemma_key", lambda: "0.0.1+another")

@@ -103,6 +103,7 @@ def store(kind: str, key: str, payload: bytes, what: str) -> None:
         return
     from tilemma.compiler.driver.files import write_atomically
 
+    what = what if len(what) <= 300 else what[:297] + "..."  # the header stays one short line
     header = {"format": FORMAT, "key": key, "kind": kind, "size": len(payload),
               "sha256": hashlib.sha256(payload).hexdigest(), "written": time.time(), "what": what}
     try:
