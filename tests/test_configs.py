@@ -5,6 +5,7 @@ import re
 import pytest
 
 from tilemma.compiler.core import configs
+from tilemma.compiler.core.version import tilemma_key
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 
@@ -44,7 +45,7 @@ def test_cache_round_trip_and_use(tmp_path):
 
 def test_malformed_cache_is_an_error(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text('{"configs": {"k": {"warps": "2x2"}}}')
+    bad.write_text(f'{{"tilemma": "{tilemma_key()}", "configs": {{"k": {{"warps": "2x2"}}}}}}')
     with pytest.raises(ValueError, match="not a tilemma tuning cache"):
         configs.load(str(bad))
 
@@ -63,9 +64,39 @@ def test_cache_entries_take_the_options_checks(tmp_path, entry, message):
     import json
 
     bad = tmp_path / "tune.json"
-    bad.write_text(json.dumps({"configs": {"sm_90/f16xf16->f32/small": entry}}))
+    bad.write_text(json.dumps({"tilemma": tilemma_key(), "configs": {"sm_90/f16xf16->f32/small": entry}}))
     with pytest.raises(ValueError, match=re.escape(f"{bad}: tuning cache entry 'sm_90/f16xf16->f32/small': {message}")):
         configs.load(str(bad))
+
+
+def test_cache_of_another_tilemma_is_ignored_with_a_note(tmp_path, capfd, monkeypatch):
+    """Tuned configurations are measurements of the kernels one tilemma made: a cache written by
+    another version (or an older, unmarked one) is ignored, with one note naming it."""
+    import json
+
+    path = tmp_path / "tune.json"
+    chosen = configs.Config("2x4", "2x4", 3)
+    configs.save(str(path), {"sm_90/f16xf16->f32/small": chosen}, {})
+    assert json.loads(path.read_text())["tilemma"] == tilemma_key()
+    spec = GemmSpec(512, 512, 512, "f16", "f16", "f32")
+    assert _compile(spec, tune_cache=str(path)).abi.config == str(chosen)
+    monkeypatch.setattr(configs, "_noted", set())
+    for tuned_by in ("0.0.1+another", None):
+        data = json.loads(path.read_text())
+        data.pop("tilemma")
+        if tuned_by:
+            data["tilemma"] = tuned_by
+        path.write_text(json.dumps(data))
+        assert configs.load(str(path)) == {} and configs.load(str(path)) == {}
+        err = capfd.readouterr().err
+        assert err.count("tilemma: note:") == 1 and "its configurations are ignored" in err
+        assert (f"tuned by tilemma {tuned_by}" if tuned_by else "tuned by an older tilemma") in err
+        assert _compile(spec, tune_cache=str(path)).abi.config != str(chosen)
+        monkeypatch.setattr(configs, "_noted", set())
+    # the target is in each entry's key: an sm_80 compile does not take the sm_90 entry
+    configs.save(str(path), {"sm_90/f16xf16->f32/small": chosen}, {})
+    [k80] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="80", tune_cache=str(path)))
+    assert k80.abi.config != str(chosen)
 
 
 def test_deeply_nested_cache_is_an_error(tmp_path):

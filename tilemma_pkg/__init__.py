@@ -1,15 +1,10 @@
 """tilemma: tile-level matmul IR to PTX tensor-core instructions.
 
 `tilemma.compile(text_or_module, sm="90", **options)` returns `Kernel`s with their PTX, cubin,
-launch shape and ABI, launchable on torch / CuPy / DLPack buffers (see `tilemma.compiler.driver.api`).
+launch shape and ABI, launchable on torch / CuPy / DLPack buffers (see `tilemma.compiler.driver.api`);
+compiles are kept in a cache on disk (`tilemma.compiler.driver.cache`). `tilemma.torch` makes a
+kernel a torch custom op.
 """
-
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("tilemma")
-except PackageNotFoundError:  # imported from a source tree that was never installed
-    __version__ = "0+unknown"
 
 
 def __getattr__(name: str):
@@ -19,6 +14,10 @@ def __getattr__(name: str):
         from tilemma.compiler.driver import api
 
         return getattr(api, name)
+    if name == "__version__":
+        from tilemma.compiler.core.version import version
+
+        return version()
     raise AttributeError(f"module 'tilemma' has no attribute {name!r}")
 
 

@@ -2,7 +2,8 @@
 
 A configuration is what `tile-plan` takes as options (warps, warp tile, stages, stage K).
 `tilemma tune` times the candidates of a family on the GPU for each size class and writes the
-winners to a JSON cache keyed by target, types and size class; the compiler reads that cache
+winners to a JSON cache keyed by target, types and size class, marked with the tilemma that
+measured them (`version.tilemma_key`; another tilemma's cache is ignored); the compiler reads that cache
 (`CompileOptions.tune_cache`, default `$TILEMMA_TUNE_CACHE`) whenever the options force no
 configuration. Without a cache entry the distribution pass takes the target's `DEFAULTS`, with
 size-class adjustments, cut to fit the target's shared memory (`fit_shared`).
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tilemma.compiler.core import targets
+from tilemma.compiler.core.version import tilemma_key
 from tilemma.compiler.core.elements import BY_PTX, FP8, ptx_names
 
 
@@ -227,12 +230,28 @@ def default_cache() -> str:
     return os.environ.get("TILEMMA_TUNE_CACHE", "")
 
 
+_noted: set[str] = set()
+
+
 def load(path: str) -> dict[str, Config]:
-    """The cache at `path` ({} when there is none); a malformed cache is an error naming it."""
+    """The cache at `path` ({} when there is none); a malformed cache is an error naming it.
+    Entries are keyed by target (`cache_key`) and the whole cache by the tilemma that tuned it
+    (`version.tilemma_key`: version and sources): another tilemma's cache is ignored, with a note
+    on stderr (once per file and process), since its measurements were of other kernels."""
     if not path or not Path(path).exists():
         return {}
     try:
         raw = json.loads(Path(path).read_text())
+        if not isinstance(raw["configs"], dict):
+            raise TypeError(f"configs is a {type(raw['configs']).__name__}, not an object")
+        tuned_by = raw.get("tilemma")
+        if tuned_by != tilemma_key():
+            if path not in _noted:
+                _noted.add(path)
+                print(f"tilemma: note: {path}: tuned by {'tilemma ' + str(tuned_by) if tuned_by else 'an older tilemma'}, "
+                      f"not this one ({tilemma_key()}); its configurations are ignored "
+                      f"(`tilemma tune --cache {path}` measures them again)", file=sys.stderr)
+            return {}
         entries = {key: Config(**value) for key, value in raw["configs"].items()}
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise ValueError(f"{path}: not a tilemma tuning cache ({type(e).__name__}: {e})") from None
@@ -244,5 +263,6 @@ def load(path: str) -> dict[str, Config]:
 
 def save(path: str, configs: dict[str, Config], measured: dict[str, dict[str, float]]) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    data = {"configs": {k: asdict(c) for k, c in sorted(configs.items())}, "tflops": measured}
+    data = {"tilemma": tilemma_key(), "configs": {k: asdict(c) for k, c in sorted(configs.items())},
+            "tflops": measured}
     Path(path).write_text(json.dumps(data, indent=1) + "\n")

@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import ctypes
 import math
-from dataclasses import dataclass, fields
+import sys
+import threading
+from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.utils.exceptions import VerifyException
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
 
-from tilemma.compiler.runtime.abi import KernelABI, Param
-from tilemma.compiler.driver.diagnostics import USER_ERRORS
-from tilemma.compiler.driver.pipeline import CompiledKernel, CompileOptions, compile_module, compile_text
+    from tilemma.compiler.driver.pipeline import CompiledKernel
+    from tilemma.compiler.runtime.abi import KernelABI, Param
+
+# Imported when first needed, not here: a compile served from the cache (compile_cache) needs
+# neither xDSL nor the passes, and a fresh process should not pay for them.
 
 __all__ = ["CompileError", "LaunchError", "Kernel", "compile"]
 
@@ -45,32 +48,81 @@ class LaunchError(ValueError):
 
 
 def compile(module_or_text: str | ModuleOp, sm: str = "90", *, filename: str | None = None,
-            **options: Any) -> list[Kernel]:
+            cache: bool = True, **options: Any) -> list[Kernel]:
     """Compile tile IR (text, or an xDSL ModuleOp, which is cloned: the caller's is left as it is)
     for target `sm` ("90", "sm_90", "120a", ...). `options` are `CompileOptions` fields (ptx,
     f32_precision, warps, stages, ...); `filename` names text input in diagnostics. One Kernel per
-    `func.func` of the input."""
-    valid = [f.name for f in fields(CompileOptions) if f.name != "sm"]
+    `func.func` of the input.
+
+    The result comes from the compile cache on disk when the same input was compiled with the same
+    target and options before, by this tilemma (`compiler/driver/cache.py`; `$TILEMMA_CACHE_DIR`);
+    `cache=False` compiles and leaves the cache alone."""
+    if isinstance(module_or_text, str):
+        text = module_or_text
+        build = lambda: _compile_text(text, sm, filename, options)  # noqa: E731
+    else:
+        from xdsl.dialects.builtin import ModuleOp
+
+        if not isinstance(module_or_text, ModuleOp):
+            raise TypeError(f"compile() takes tile IR as text or an xDSL ModuleOp, not {type(module_or_text).__name__}")
+        module = module_or_text.clone()
+        _verify(module, filename or "<module>")
+        build = lambda: _compile_module(module, sm, filename, options)  # noqa: E731
+        text = _printed(module) if cache else None
+    if not cache or text is None:
+        return [Kernel(k) for k in build()]
+    from tilemma.compiler.driver import cache as compile_cache
+
+    kernels, _ = compile_cache.compile_cached(text, str(sm), options, build)
+    return [Kernel(k) for k in kernels]
+
+
+def _options(sm: str, options: dict):
+    from tilemma.compiler.driver.pipeline import CompileOptions
+
+    valid = [f for f in CompileOptions.__dataclass_fields__ if f != "sm"]
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise TypeError(f"compile() got unknown option(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+    return CompileOptions(sm=str(sm), **options)
+
+
+def _compile_text(text: str, sm: str, filename: str | None, options: dict) -> list[CompiledKernel]:
+    from tilemma.compiler.driver.diagnostics import USER_ERRORS
+    from tilemma.compiler.driver.pipeline import compile_text
+
+    opts = _options(sm, options)
     try:
-        opts = CompileOptions(sm=str(sm), **options)
-        if isinstance(module_or_text, str):
-            compiled = compile_text(module_or_text, filename or "<input>", opts)
-        elif isinstance(module_or_text, ModuleOp):
-            module = module_or_text.clone()
-            _verify(module, filename or "<module>")
-            compiled = compile_module(module, {}, filename or "<module>", opts)
-        else:
-            raise TypeError(f"compile() takes tile IR as text or an xDSL ModuleOp, not {type(module_or_text).__name__}")
+        return compile_text(text, filename or "<input>", opts)
     except USER_ERRORS as e:
         raise CompileError(str(e).strip()) from None
-    return [Kernel(k) for k in compiled]
+
+
+def _compile_module(module: ModuleOp, sm: str, filename: str | None, options: dict) -> list[CompiledKernel]:
+    from tilemma.compiler.driver.diagnostics import USER_ERRORS
+    from tilemma.compiler.driver.pipeline import compile_module
+
+    opts = _options(sm, options)
+    try:
+        return compile_module(module, {}, filename or "<module>", opts)
+    except USER_ERRORS as e:
+        raise CompileError(str(e).strip()) from None
+
+
+def _printed(module: ModuleOp) -> str | None:
+    """The module's text, what the compile cache keys a ModuleOp by (None: it cannot be printed,
+    so it is compiled without the cache)."""
+    try:
+        return str(module)
+    except Exception:
+        return None
 
 
 def _verify(module: ModuleOp, filename: str) -> None:
     """Verify a module built in Python: with no source positions, the message names the op."""
+    from xdsl.dialects.builtin import StringAttr
+    from xdsl.utils.exceptions import VerifyException
+
     for op in module.walk():
         try:
             op.verify(verify_nested_ops=False)
@@ -96,7 +148,7 @@ class Kernel:
     """One compiled kernel: its PTX, launch shape and ABI, and a launcher."""
 
     def __init__(self, compiled: CompiledKernel):
-        self.compiled = compiled
+        self.compiled = compiled  # a pipeline.CompiledKernel, or a cache.CachedKernel
 
     name = property(lambda self: self.compiled.name)
     ptx = property(lambda self: self.compiled.ptx, doc="the PTX module holding this kernel")
@@ -116,13 +168,13 @@ class Kernel:
 
     @cached_property
     def _cubin(self) -> bytes:
-        from tilemma.compiler.runtime.ptxas import assemble
+        from tilemma.compiler.driver import cache
 
-        return assemble(self.ptx, self.sm)
+        return cache.cubin(self.ptx, self.sm)
 
     def cubin(self) -> bytes:
         """The module assembled for the kernel's target (nvJitLink in process, else ptxas;
-        `ptxas.PtxasError` quotes refused lines), computed once."""
+        `ptxas.PtxasError` quotes refused lines), computed once (and kept in the compile cache)."""
         return self._cubin
 
     def sparsity_error(self, word: int) -> str | None:
@@ -134,6 +186,10 @@ class Kernel:
         if at is None:
             raise ValueError(f"{self.name} has no sparsity error word (its A is not checked sparse)")
         return sparsity_error(int(word), self.compiled.gemm, self.abi.params[at].init)  # type: ignore[arg-type]
+
+    @cached_property
+    def _launch(self) -> _Prepared:
+        return _Prepared(self)
 
     def launch(self, *args: Any, stream: Any = None) -> None:
         """Queue the kernel on the caller's buffers, one per `abi.params` entry, in order: torch
@@ -147,19 +203,120 @@ class Kernel:
         `stream`: a torch or CuPy stream, a `cuda.bindings` CUstream, an object with
         `__cuda_stream__`, or an int handle; None means the legacy default stream (handle 0).
         Runs in the primary context of the buffers' device (device 0 if only ints are given) and
-        returns at once: synchronize the stream before reading results."""
-        from tilemma.compiler.runtime import cuda_runtime
+        returns at once: synchronize the stream before reading results.
 
-        params = self.abi.params
-        if len(args) != len(params):
-            raise LaunchError(f"{self.name} takes {len(params)} arguments "
-                              f"({', '.join(p.name for p in params)}), got {len(args)}")
-        handle = stream_handle(stream)
-        buffers = [_read(arg, i, p, handle) for i, (arg, p) in enumerate(zip(args, params))]
-        addresses = [_check(b, i, p, want) for i, (b, p, want) in enumerate(zip(buffers, params, self._wants))]
-        device = _device(self.name, buffers, params)
-        cuda_runtime.launch(self.ptx, self.name, self.grid, self.block, addresses,
-                            shared_bytes=self.shared_bytes, stream=handle, device=device)
+        Host cost: the first launch on a device loads the module; after that, torch tensors and
+        ints are checked in O(1) each against what was worked out once per kernel (a few
+        microseconds); other kinds of buffers take the general reading, as do tensors that differ
+        from the ABI (for the message). Launches may be captured in a CUDA graph."""
+        prepared = self.__dict__.get("_launch") or self._launch
+        handle = 0 if stream is None else stream_handle(stream)
+        with prepared.lock:
+            if not prepared.fast(args):
+                prepared.checked(args, handle)
+            prepared.launcher(prepared.device).launch(handle)
+
+    def launch_unchecked(self, *addresses: int, stream: int = 0, device: int = 0) -> None:
+        """`launch` with the checks left out, for hot loops: one device address (int) per
+        parameter (the view's address minus its memref offset, as `launch` computes it), `stream`
+        an int handle, `device` the ordinal. Only the argument count is checked: a wrong address
+        is a fault on the device, not an error here."""
+        prepared = self.__dict__.get("_launch") or self._launch
+        if len(addresses) != prepared.n:
+            raise LaunchError(prepared.count_message(len(addresses)))
+        with prepared.lock:
+            slots = prepared.slots
+            for i, address in enumerate(addresses):
+                slots[i] = address
+            prepared.launcher(device).launch(stream)
+
+
+class _Prepared:
+    """What a kernel's launches share, worked out at its first launch: the expected buffers, the
+    parameter buffer the driver reads (one 64-bit slot per parameter, with the array of pointers
+    to the slots that cuLaunchKernel takes, both built once and rewritten in place), per-parameter
+    tuples for the O(1) torch check, and the loaded function per device. `lock` guards the slots
+    between writing them and the launch (the driver copies them at the launch)."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.params = kernel.abi.params
+        self.n = len(self.params)
+        self.wants = kernel._wants
+        self.slots = (ctypes.c_uint64 * max(1, self.n))()
+        self.lock = threading.Lock()
+        self.device = 0
+        self._launchers: dict[int, Any] = {}
+        self.torch: tuple | None = None  # (torch.Tensor, per-parameter (dtypes, shape, strides, offset bytes))
+        if "torch" in sys.modules:
+            self._with_torch(sys.modules["torch"])
+
+    def count_message(self, got: int) -> str:
+        return (f"{self.kernel.name} takes {self.n} arguments "
+                f"({', '.join(p.name for p in self.params)}), got {got}")
+
+    def _with_torch(self, torch: Any) -> None:
+        rows = []
+        for want in self.wants:
+            dtypes = frozenset(t for t in (getattr(torch, name, None) for name in want.dtypes)
+                               if isinstance(t, torch.dtype))
+            if want.packed:
+                rows.append((dtypes, (want.nbytes,), (1,), 0))
+            else:
+                rows.append((dtypes, want.shape, want.strides, want.offset_bytes))
+        self.torch = (torch.Tensor, tuple(rows))
+
+    def fast(self, args: tuple) -> bool:
+        """Write the slots for arguments that are all exactly what the ABI says (torch tensors on
+        one device, ints): True; False at the first that needs `checked` (nothing launched)."""
+        if len(args) != self.n:
+            return False
+        tensor, rows = self.torch or (None, ())
+        slots, device = self.slots, -1
+        for i, a in enumerate(args):
+            kind = type(a)
+            if kind is int:
+                if not 0 <= a < 18446744073709551616:
+                    return False
+                slots[i] = a
+                continue
+            if kind is not tensor:
+                return False
+            dtypes, shape, strides, offset = rows[i]
+            if a.dtype not in dtypes or a.shape != shape or a.stride() != strides:
+                return False
+            on = a.get_device()
+            address = a.data_ptr() - offset
+            if on < 0 or address & (ALIGNMENT - 1) or (device >= 0 and on != device):
+                return False
+            device = on
+            slots[i] = address
+        self.device = device if device >= 0 else 0
+        return True
+
+    def checked(self, args: tuple, handle: int) -> None:
+        """Every argument read and checked as the message needs (LaunchError on a mismatch),
+        then the slots written."""
+        if len(args) != self.n:
+            raise LaunchError(self.count_message(len(args)))
+        buffers = [_read(arg, i, p, handle) for i, (arg, p) in enumerate(zip(args, self.params))]
+        addresses = [_check(b, i, p, want) for i, (b, p, want) in enumerate(zip(buffers, self.params, self.wants))]
+        self.device = _device(self.kernel.name, buffers, self.params)
+        if self.torch is None and "torch" in sys.modules:
+            self._with_torch(sys.modules["torch"])
+        for i, address in enumerate(addresses):
+            self.slots[i] = address
+
+    def launcher(self, device: int) -> Any:
+        launcher = self._launchers.get(device)
+        if launcher is None:
+            from tilemma.compiler.runtime import cuda_runtime
+
+            k = self.kernel
+            launcher = cuda_runtime.Launcher(k.ptx, k.name, k.grid, k.block, self.slots, self.n,
+                                             k.shared_bytes, device)
+            self._launchers[device] = launcher
+        return launcher
 
 
 def stream_handle(stream: Any) -> int:
@@ -185,6 +342,8 @@ def _where(i: int, p: Param) -> str:
 
 def _read(arg: Any, i: int, p: Param, stream: int) -> _Buffer | int:
     """The buffer an argument describes (an int stays an address)."""
+    import numpy as np
+
     if isinstance(arg, (int, np.integer)) and not isinstance(arg, (bool, np.bool_)):
         if not 0 <= int(arg) < 1 << 64:
             raise LaunchError(f"{_where(i, p)}: address {arg} is not a 64-bit device address")
@@ -204,6 +363,8 @@ def _read(arg: Any, i: int, p: Param, stream: int) -> _Buffer | int:
 
 
 def _from_cai(cai: dict, i: int, p: Param) -> _Buffer:
+    import numpy as np
+
     try:
         dtype = np.dtype(cai["typestr"])
     except TypeError:

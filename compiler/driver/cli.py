@@ -1,4 +1,4 @@
-"""`tilemma`: the driver. Subcommands: isa, gemm, compile, run.
+"""`tilemma`: the driver. Subcommands: isa, gemm, compile, tune, run, cache.
 
 Every failure the user can cause (bad IR, bad option, no legal instruction, a refused PTX) ends
 as one located message on stderr and exit status 1; see `diagnostics.report_error`.
@@ -11,10 +11,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tilemma.compiler.core import configs
 from tilemma.compiler.driver import instrument
-from tilemma.compiler.driver.diagnostics import run_reporting
 from tilemma.compiler.driver.files import write_atomically
+from tilemma.compiler.driver.reporting import run_reporting
+
+# The compiler (xDSL, the passes, NumPy) is imported by the commands that run it: `tilemma compile`
+# served from the compile cache starts in a few tens of milliseconds.
 
 
 def _read_input(path: str) -> tuple[str, str]:
@@ -24,14 +26,13 @@ def _read_input(path: str) -> tuple[str, str]:
         return f.read(), path
 
 
-def _compile_options(args: argparse.Namespace):
-    from tilemma.compiler.driver.pipeline import CompileOptions
-
+def _option_values(args: argparse.Namespace) -> dict:
+    """The CompileOptions fields the flags give (sm included)."""
     if args.stages == 0 and args.stage_k is not None:
         raise ValueError("--stage-k sizes shared-memory stages; --stages 0 has none")
     if args.stages == 0 and args.no_swizzle:
         raise ValueError("--no-swizzle unswizzles shared-memory stages; --stages 0 has none")
-    return CompileOptions(
+    return dict(
         sm=args.sm,
         ptx=args.ptx or "",
         f32_precision=args.f32_precision,
@@ -46,10 +47,44 @@ def _compile_options(args: argparse.Namespace):
     )
 
 
+def _compile_options(args: argparse.Namespace):
+    from tilemma.compiler.driver.pipeline import CompileOptions
+
+    return CompileOptions(**_option_values(args))
+
+
+#: What the flags give when none is used (`tilemma.compile`'s defaults): the compile cache is
+#: keyed by the options as given, so these are left out of the key, and `tilemma compile g.mlir`
+#: and `tilemma.compile(text)` share an entry. (Were one to differ from CompileOptions' default,
+#: the two would only keep separate entries.)
+_FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
+                      sparse_form="ordered", stages=-1, stage_k=0, swizzle=True)
+
+
+def _compile(text: str, name: str, values: dict, observe: instrument.PassInstrument) -> list:
+    """The kernels of `text`, from the compile cache when it has them (not when the passes are
+    timed or dumped: that needs a compile that runs)."""
+    from tilemma.compiler.driver import cache
+
+    def build() -> list:
+        from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+
+        return compile_text(text, name, CompileOptions(**values), observe)
+
+    if observe.active:
+        return build()
+    given = {k: v for k, v in values.items() if k not in ("sm", "tune_cache") and _FLAG_DEFAULTS.get(k, _FLAG_DEFAULTS) != v}
+    if values["tune_cache"] != os.environ.get("TILEMMA_TUNE_CACHE", ""):
+        given["tune_cache"] = values["tune_cache"]
+    return cache.compile_cached(text, values["sm"], given, build)[0]
+
+
 def _tune_cache(flag: str | None) -> str:
     """--tune-cache, else $TILEMMA_TUNE_CACHE; a named cache that does not exist is refused
     (it would otherwise be ignored without a word)."""
-    path, source = (flag, "--tune-cache") if flag is not None else (configs.default_cache(), "$TILEMMA_TUNE_CACHE")
+    # $TILEMMA_TUNE_CACHE is configs.default_cache(), read here without importing the compiler
+    path, source = (flag, "--tune-cache") if flag is not None else (os.environ.get("TILEMMA_TUNE_CACHE", ""),
+                                                                    "$TILEMMA_TUNE_CACHE")
     if path and not os.path.isfile(path):
         raise ValueError(f"{source} {path}: no such file (`tilemma tune --cache {path}` writes it, on a GPU)")
     return path
@@ -126,21 +161,20 @@ def _check_selectable(module, sm: str) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from tilemma.compiler.driver.pipeline import compile_text, lower, parse
-    from tilemma.compiler.runtime.ptxas import assemble
-
     text, name = _read_input(args.file)
-    options = _compile_options(args)
+    values = _option_values(args)
     observe = instrument.from_arguments(args)
     try:
         if args.emit in ("mlir", "warp"):
+            from tilemma.compiler.driver.pipeline import CompileOptions, lower, parse
+
             module, locations = parse(text, name)
-            lower(module, locations, options, warp_level=args.emit == "warp", instrument=observe)
+            lower(module, locations, CompileOptions(**values), warp_level=args.emit == "warp", instrument=observe)
             _write(args.output, str(module) + "\n")
             if args.metadata:
-                _emit_metadata(args, compile_text(text, name, options))
+                _emit_metadata(args, _compile(text, name, values, instrument.PassInstrument()))
             return 0
-        kernels = compile_text(text, name, options, observe)
+        kernels = _compile(text, name, values, observe)
     finally:
         observe.report()
     if args.emit == "json" or args.metadata:
@@ -156,6 +190,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if len(modules) != 1 and args.output:
         raise ValueError("--emit cubin -o FILE takes an input whose kernels make one PTX module")
     from tilemma.compiler.core.targets import parse_sm
+
+    from tilemma.compiler.driver.cache import cubin as assemble
 
     for text_ in modules:
         cubin = assemble(text_, parse_sm(args.sm).name)
@@ -274,6 +310,40 @@ def _save_outputs(directory: str, kernel: str, outputs: dict) -> None:
         print(f"{kernel}: wrote {path} ({'x'.join(map(str, array.shape))} {array.dtype})", flush=True)
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    from tilemma.compiler.driver import cache
+
+    folder = cache.directory()
+    if folder is None:
+        print("the compile cache is off (TILEMMA_CACHE_DIR is set and empty)")
+        return 0
+    if args.cache_command == "clear":
+        count, freed = cache.clear()
+        print(f"{folder}: removed {count} entr{'y' if count == 1 else 'ies'} ({_size(freed)})")
+        return 0
+    found = cache.entries()
+    print(f"{folder}: {len(found)} entr{'y' if len(found) == 1 else 'ies'}, {_size(sum(e.size for e in found))}")
+    for e in found:
+        what = e.what if e.valid else "(not a whole entry of this tilemma: ignored, rewritten when needed)"
+        print(f"  {os.path.basename(e.path)[:16]}  {e.kind:<7}  {_size(e.size):>9}  {_age(e.age):>8} ago  {what}")
+    return 0
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB"):
+        if n < 1024 or unit == "MiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return ""
+
+
+def _age(seconds: float) -> str:
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
 def non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -283,12 +353,10 @@ def non_negative_int(text: str) -> int:
 
 def tilemma_version() -> str:
     """The installed distribution's version (what `pip show tilemma` reports)."""
-    from importlib.metadata import PackageNotFoundError, version
+    from tilemma.compiler.core.version import version
 
-    try:
-        return version("tilemma")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
+    found = version()
+    return "unknown (not installed)" if found == "0+unknown" else found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -296,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tilemma", description="tile-level matmul IR to PTX tensor-core instructions"
     )
     parser.add_argument("--version", action="version", version=f"tilemma {tilemma_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, prog=parser.prog)  # prog given: not worked out by formatting the usage (8 ms)
 
     from tilemma.compiler.driver import isa_commands
 
@@ -392,6 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "shaped like its memref, to DIR/KERNEL.NAME.npy")
     _add_compile_options(r)
     r.set_defaults(func=cmd_run)
+
+    k = sub.add_parser("cache", help="the compile cache: list its entries, or clear it",
+                       description="The compile cache ($TILEMMA_CACHE_DIR, default ~/.cache/tilemma; "
+                       "TILEMMA_CACHE_DIR= turns it off).")
+    k.add_argument("cache_command", choices=("list", "clear"), help="list: entries, sizes, ages; clear: remove them")
+    k.set_defaults(func=cmd_cache)
     return parser
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation
@@ -31,6 +30,7 @@ from xdsl.utils.exceptions import (
 )
 from xdsl.utils.lexer import Span
 
+from tilemma.compiler.driver.reporting import run_reporting  # noqa: F401 - its home before the split
 from tilemma.compiler.runtime.ptxas import PtxasError
 
 #: Exceptions that mean "the input or the options are wrong", as opposed to a tilemma bug.
@@ -76,34 +76,6 @@ class LocatedParseError(ParseError):
             notes = (e.ref_text.rstrip("\n") + "\n") if e.ref_text else ""
             notes += "".join(located(span, msg or "here", "note") for span, msg in e.refs)
         return cls(e.span, e.msg, notes)
-
-
-def run_reporting(tool: str, action: Callable[[], int | None]) -> int:
-    """Run a command's body; any failure becomes one diagnostic on stderr and exit status 1.
-
-    A closed stdout (`tilemma isa list | head -1`) ends the command quietly with the status a
-    process killed by SIGPIPE has (141), as C tools do."""
-    try:
-        status = action() or 0
-        sys.stdout.flush()
-        return status
-    except (SystemExit, KeyboardInterrupt):
-        raise
-    except BrokenPipeError:
-        _silence_stdout()
-        return 128 + 13
-    except BaseException as e:  # ArgSpecParseError derives from BaseException
-        report_error(tool, e)
-        return 1
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 def report_error(tool: str, error: BaseException) -> None:

@@ -11,11 +11,11 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
-from xdsl.printer import Printer
+if TYPE_CHECKING:  # xDSL is imported when IR is printed: `tilemma compile` served from the cache needs none
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.passes import ModulePass
 
 
 @dataclass
@@ -46,9 +46,16 @@ class PassInstrument:
 
     def _dump(self, title: str, module: ModuleOp) -> None:
         out = self.stream or sys.stderr
+        from xdsl.printer import Printer
+
         out.write(f"// -----// {title} //----- //\n")
         Printer(stream=out).print_op(module)
         out.write("\n\n")
+
+    @property
+    def active(self) -> bool:
+        """Whether it times or dumps anything (a compile it observes must run, not come from a cache)."""
+        return self.time_passes or self.print_before or self.print_after
 
     def report(self) -> None:
         """The timing table (like mlir-opt's `--mlir-timing`), when `time_passes` is set."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from tilemma.compiler.core import isa
 from tilemma.compiler.core.targets import (
     DEFAULT_PTX,
     PtxVersion,
@@ -22,6 +22,9 @@ from tilemma.compiler.core.targets import (
     parse_sm,
     released_ptx_version,
 )
+
+if TYPE_CHECKING:
+    from tilemma.compiler.core import isa
 
 
 def _target_and_ptx(args: argparse.Namespace) -> tuple[SmTarget, PtxVersion]:
@@ -40,6 +43,8 @@ def _operands_text(v: isa.MmaVariant) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Print every opcode legal on --sm with --ptx, in the table's stable order."""
+    from tilemma.compiler.core import isa  # the table: imported by the commands that read it
+
     try:
         target, ptx = _target_and_ptx(args)
     except ValueError as e:
@@ -52,6 +57,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Say whether OPCODE is legal on --sm with --ptx; list the reasons when it is not."""
+    from tilemma.compiler.core import isa
+
     try:
         target, ptx = _target_and_ptx(args)
         reasons = isa.check(args.opcode, target, ptx)
@@ -75,7 +82,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="query the PTX mma instruction table",
         description="Which mma variants a target supports, and why one is refused.",
     )
-    sub = parser.add_subparsers(dest="isa_command", metavar="{list,check}")
+    sub = parser.add_subparsers(dest="isa_command", metavar="{list,check}", prog=parser.prog)
     sub.required = True
     targets = "SM target: 90, sm_90, 120a, sm_120a, ..."
     ptx = f"PTX ISA version, e.g. 8.7 (default {DEFAULT_PTX}, the newest ptxas 13.0 accepts)"

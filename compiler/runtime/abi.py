@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-from xdsl.dialects.builtin import IntegerAttr, MemRefType
+if TYPE_CHECKING:
+    import numpy as np
 
-from tilemma.dialects import ptx
-from tilemma.dialects.tile import element_name
-from tilemma.compiler.core.elements import BYTE_PER_ELEMENT, ELEMENTS
-from tilemma.compiler.core.memref_layout import strided_layout
+    from tilemma.dialects import ptx
 
 
 # Roles of uint32 word buffers (outside the tile element types): the sparsity error word and the
@@ -46,6 +44,8 @@ class Param:
         """How elements sit in memory: `bits` (4- and 1-bit types packed densely, element i at bit
         i*bits, least significant first), `byte` (fp6 and scale factors: one byte each) or
         `native`."""
+        from tilemma.compiler.core.elements import BYTE_PER_ELEMENT  # NumPy and ml_dtypes: when needed
+
         if self.element in BYTE_PER_ELEMENT:
             return "byte"
         return "bits" if self.bits < 8 else "native"
@@ -53,6 +53,8 @@ class Param:
     @property
     def bits(self) -> int:
         """Storage bits of one element (the error word is a ui32, outside the tile types)."""
+        from tilemma.compiler.core.elements import ELEMENTS
+
         return 32 if self.is_words else ELEMENTS[self.element].bits
 
     @property
@@ -72,6 +74,10 @@ class Param:
         """The NumPy (ml_dtypes) dtype of a buffer passed for this parameter: packed sub-byte
         elements and fp6 / ue4m3 codes travel as uint8 bytes, tf32 as float32, the error word
         as uint32."""
+        import numpy as np
+
+        from tilemma.compiler.core.elements import ELEMENTS
+
         return np.dtype(np.uint32) if self.is_words else ELEMENTS[self.element].storage_dtype
 
     def to_dict(self) -> dict:
@@ -112,7 +118,50 @@ class KernelABI:
         return json.dumps(self.to_dict(), indent=indent)
 
     @staticmethod
+    def from_dict(d: dict, tiling: tuple[int, ...] = ()) -> KernelABI:
+        """The ABI `to_dict` wrote (with `tiling`, which it spells as `config`); TypeError or
+        ValueError when `d` is not one (the compile cache reads entries it does not trust)."""
+        def ints(value, n: int | None = None) -> tuple[int, ...]:
+            if not isinstance(value, list) or any(type(v) is not int for v in value) or (n and len(value) != n):
+                raise TypeError(f"expected {n or 'some'} integers, got {value!r}")
+            return tuple(value)
+
+        def text(value) -> str:
+            if not isinstance(value, str):
+                raise TypeError(f"expected a string, got {value!r}")
+            return value
+
+        params = []
+        for p in d["params"]:
+            init = p.get("init")
+            roles = p["roles"]
+            if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+                raise TypeError(f"roles: expected strings, got {roles!r}")
+            if init is not None and type(init) is not int:
+                raise TypeError(f"init: expected an integer, got {init!r}")
+            offset = p["offset"]
+            if type(offset) is not int:
+                raise TypeError(f"offset: expected an integer, got {offset!r}")
+            param = Param(text(p["name"]), tuple(roles), ints(p["shape"]), text(p["element"]), ints(p["strides"]),
+                          offset, init)
+            if len(param.strides) != len(param.shape):
+                raise ValueError(f"{param.name}: {len(param.strides)} strides for {len(param.shape)} dimensions")
+            params.append(param)
+        shared = d["shared_bytes"]
+        if type(shared) is not int:
+            raise TypeError(f"shared_bytes: expected an integer, got {shared!r}")
+        return KernelABI(text(d["name"]), ints(d["grid"], 3), ints(d["block"], 3),  # type: ignore[arg-type]
+                         tuple(params), shared, ints(list(tiling)), text(d["sm"]), text(d["ptx_version"]),
+                         text(d["instruction"]))
+
+    @staticmethod
     def from_entry(entry: ptx.EntryOp) -> KernelABI:
+        from xdsl.dialects.builtin import IntegerAttr, MemRefType
+
+        from tilemma.compiler.core.memref_layout import strided_layout
+        from tilemma.dialects import ptx
+        from tilemma.dialects.tile import element_name
+
         if entry.grid is None or entry.block is None or entry.abi is None:
             raise ValueError(f"kernel {entry.sym_name.data} was not lowered from the warp level: no ABI")
         module = entry.parent_op()

@@ -17,6 +17,7 @@ the device raise `NoGpuError`.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from typing import Any, Sequence
 
@@ -36,6 +37,7 @@ __all__ = [
     "run_kernel",
     "time_kernel",
     "launch",
+    "Launcher",
     "pointer_device",
 ]
 
@@ -491,6 +493,61 @@ def run_kernel(
     return outputs
 
 
+_libcuda: Any = None
+
+
+def _libcuda_calls() -> tuple[Any, Any]:
+    """cuCtxSetCurrent and cuLaunchKernel of the driver library cuda-bindings loaded, called
+    through ctypes: a launch then costs one foreign call each, no per-call Python objects."""
+    global _libcuda
+    if _libcuda is None:
+        lib = ctypes.CDLL("libcuda.so.1")  # the library cuda.bindings already loaded: same handles
+        set_current = lib.cuCtxSetCurrent
+        set_current.argtypes, set_current.restype = [ctypes.c_void_p], ctypes.c_int
+        launch_kernel = lib.cuLaunchKernel
+        launch_kernel.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        launch_kernel.restype = ctypes.c_int
+        _libcuda = (set_current, launch_kernel)
+    return _libcuda
+
+
+class Launcher:
+    """One kernel of a PTX module prepared for repeated launches on device `ordinal`: the module
+    loaded (once per device and text), the function opted into its dynamic shared memory, and
+    the kernelParams array built once over `slots`, the caller's ctypes array of one 64-bit value
+    per parameter (device addresses), which the caller rewrites in place before each `launch`
+    (the driver copies the values when the launch is queued, so a launch captured in a CUDA graph
+    keeps the values it was given)."""
+
+    def __init__(self, ptx: str, entry: str, grid: Sequence[int], block: Sequence[int], slots: Any,
+                 count: int, shared_bytes: int = 0, ordinal: int = 0):
+        self.grid, self.block = _dims(grid, "grid"), _dims(block, "block")
+        _ensure_context(ordinal)
+        func = _prepare(ptx, entry, shared_bytes, ordinal)
+        self.entry, self.ordinal = entry, ordinal
+        self._slots = slots  # kept alive with the pointers into it
+        base = ctypes.addressof(slots)
+        self._pointers = (ctypes.c_void_p * max(1, count))(*[base + 8 * i for i in range(count)])
+        params = ctypes.addressof(self._pointers) if count else None
+        self._context = int(_contexts[ordinal][1])
+        self._set_current, launch_kernel = _libcuda_calls()
+        self._call = (launch_kernel, int(func), *self.grid, *self.block, int(shared_bytes), params)
+
+    def launch(self, stream: int = 0) -> None:
+        """Queue one launch on the CUstream handle `stream` (0: the legacy default stream) with
+        the values now in the slots; nothing is synchronized."""
+        code = self._set_current(self._context)
+        if code:
+            raise CudaError("cuCtxSetCurrent", _driver().CUresult(code))
+        launch_kernel, func, gx, gy, gz, bx, by, bz, shared, params = self._call
+        code = launch_kernel(func, gx, gy, gz, bx, by, bz, shared, stream or None, params, None)
+        if code:
+            raise CudaError("cuLaunchKernel", _driver().CUresult(code), detail=f"launching {self.entry}")
+
+
+_launchers: dict[tuple[int, str, str, tuple, tuple, int, int], tuple[Launcher, Any]] = {}
+
+
 def launch(
     ptx: str,
     entry: str,
@@ -507,26 +564,30 @@ def launch(
     a cupy array's `.data.ptr`); a NumPy scalar is passed by value. `stream` is a CUstream handle as
     an int (0: the legacy default stream, torch's default), so that events another library records
     on that stream time the launch; `device` the ordinal whose primary context runs it. Nothing is
-    synchronized: faults surface at the caller's next synchronization.
+    synchronized: faults surface at the caller's next synchronization. Prepared launchers are
+    kept per kernel, device and argument count (see `Launcher`, which `tilemma.Kernel` uses).
     """
-    grid, block = _dims(grid, "grid"), _dims(block, "block")
-    holders = []
+    values = []
     for index, arg in enumerate(args):
         if isinstance(arg, np.generic):
-            holders.append(np.array([arg], dtype=arg.dtype))
+            values.append(int.from_bytes(np.array([arg], dtype=arg.dtype).tobytes().ljust(8, b"\0"), "little"))
         elif isinstance(arg, int) and not isinstance(arg, bool) and 0 <= arg < 1 << 64:
-            holders.append(np.array([arg], dtype=np.uint64))
+            values.append(arg)
         else:
             raise TypeError(
                 f"kernel argument {index} is {arg!r}; pass a device address (a non-negative int) "
                 "or a NumPy scalar such as np.int32(n)"
             )
-    _ensure_context(device)
-    func = _prepare(ptx, entry, shared_bytes, device)
-    pointers = np.array([h.ctypes.data for h in holders], dtype=np.uint64)
-    params = int(pointers.ctypes.data) if holders else 0
-    handle = _driver().CUstream(stream) if stream else 0
-    _call("cuLaunchKernel", func, *grid, *block, int(shared_bytes), handle, params, 0)
+    key = (device, ptx, entry, tuple(grid), tuple(block), int(shared_bytes), len(values))
+    with _lock:
+        found = _launchers.get(key)
+        if found is None:
+            slots = (ctypes.c_uint64 * max(1, len(values)))()
+            found = _launchers[key] = (Launcher(ptx, entry, grid, block, slots, len(values), shared_bytes, device), slots)
+        launcher, slots = found
+        for i, value in enumerate(values):
+            slots[i] = value
+        launcher.launch(stream)
 
 
 def time_kernel(

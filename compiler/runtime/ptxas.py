@@ -145,16 +145,52 @@ def run_nvjitlink(ptx: str, arch: str) -> PtxasResult:
 ASSEMBLERS = ("auto", "nvjitlink", "ptxas")
 
 
-def assemble(ptx: str, arch: str, assembler: str = "auto") -> bytes:
-    """Assemble or raise `PtxasError` quoting each offending PTX line. `assembler`: "nvjitlink"
-    (in process), "ptxas" (the executable) or "auto" (nvJitLink where it works, else ptxas;
-    $TILEMMA_ASSEMBLER overrides it)."""
+def resolve_assembler(assembler: str = "auto") -> str:
+    """The assembler `assemble` runs for `assembler`: "auto" is $TILEMMA_ASSEMBLER, else
+    nvJitLink where it works, else ptxas."""
     if assembler == "auto":
         assembler = os.environ.get("TILEMMA_ASSEMBLER", "auto")
     if assembler not in ASSEMBLERS:
         raise ValueError(f"assembler {assembler!r}: expected one of {', '.join(ASSEMBLERS)}")
     if assembler == "auto":
         assembler = "nvjitlink" if nvjitlink_unavailable() is None else "ptxas"
+    return assembler
+
+
+_versions: dict[tuple, str] = {}
+
+
+def assembler_version(assembler: str) -> str:
+    """What identifies the assembler's output: nvJitLink's version, or the ptxas executable's
+    path and `--version` text (run once per executable and process, 6 ms); "" when it is missing."""
+    if assembler == "nvjitlink":
+        if nvjitlink_unavailable() is not None:
+            return ""
+        from cuda.bindings import nvjitlink
+
+        return f"nvjitlink {nvjitlink.version()}"
+    exe = find_ptxas()
+    if exe is None:
+        return ""
+    try:
+        st = os.stat(exe)
+    except OSError:
+        return ""
+    key = (exe, st.st_size, st.st_mtime_ns)
+    if key not in _versions:
+        try:
+            proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+            _versions[key] = f"{exe}\n{proc.stdout.strip()}"
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return _versions[key]
+
+
+def assemble(ptx: str, arch: str, assembler: str = "auto") -> bytes:
+    """Assemble or raise `PtxasError` quoting each offending PTX line. `assembler`: "nvjitlink"
+    (in process), "ptxas" (the executable) or "auto" (nvJitLink where it works, else ptxas;
+    $TILEMMA_ASSEMBLER overrides it)."""
+    assembler = resolve_assembler(assembler)
     if assembler == "nvjitlink" and (why := nvjitlink_unavailable()) is not None:
         raise FileNotFoundError(f"nvJitLink is not usable ({why}): `pip install cuda-bindings nvidia-nvjitlink`")
     result = run_nvjitlink(ptx, arch) if assembler == "nvjitlink" else run_ptxas(ptx, arch)
