@@ -153,6 +153,8 @@ def fuse_maps(ops: list[Operation]) -> list[Operation]:
             fused = _fuse(producer, consumer)
             ops[ops.index(consumer)] = fused
             ops.remove(producer)
+            consumer.drop_all_references()
+            producer.drop_all_references()
             changed = True
             break
     return ops

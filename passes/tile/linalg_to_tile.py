@@ -55,7 +55,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError, replaced
-from tilemma.passes.tile.linalg_dialect import LINALG, BatchMatmulOp, MatmulOp  # noqa: F401  (LINALG: read by compiler/universe)
+from tilemma.passes.tile.upstream_dialects import LINALG, BatchMatmulOp, MatmulOp  # noqa: F401  (LINALG: read by compiler/universe)
 from tilemma.passes.tile.linalg_epilogue import body_is_copy, build_map, drop_dead, fuse_maps
 from tilemma.passes.tile.linalg_views import identity_exprs, static_strides, tile_element, view
 

@@ -10,7 +10,7 @@
 module {
   func.func @forward(%arg0: memref<37x64xf16>, %arg1: memref<91x64xf16>, %arg2: memref<91xf16>, %arg3: memref<37x91xf16>) {
     %cst = arith.constant 0.000000e+00 : f32
-    %cst_0 = arith.constant 1.414060e+00 : f16
+    %cst_0 = arith.constant 1.414062e+00 : f16
     %cst_1 = arith.constant 1.000000e+00 : f16
     %cst_2 = arith.constant 5.000000e-01 : f16
     %alloc = memref.alloc() {alignment = 64 : i64} : memref<64x91xf16>

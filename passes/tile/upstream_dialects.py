@@ -1,4 +1,5 @@
-"""xDSL's `linalg` dialect as tilemma loads it: the contractions spelled and computed as MLIR does.
+"""xDSL's `linalg` and `memref` dialects as tilemma loads them: what bufferized frontend IR holds,
+spelled and computed as MLIR does.
 
 xDSL 0.74's `linalg.matmul` multiplies in the operands' type and adds that to the accumulator,
 so a mixed-precision matmul (f16 x f16 -> f32, i8 x i8 -> i32, what every frontend emits) does
@@ -6,9 +7,11 @@ not verify; it does not parse the upstream `indexing_maps = [...]` spelling of a
 operand, and prints an op parsed with other maps as the default matmul (dropping the
 transposition); and it has no `linalg.batch_matmul`. `MatmulOp` and `BatchMatmulOp` here are
 xDSL's IRDL ops with MLIR's body (each operand converted to the output's element type first:
-linalg's `cast_signed`), MLIR's syntax and printing. `LINALG` is the dialect with them, which
-`tilemma-opt`, `tilemma` and (through the `xdsl.universe` entry point, `compiler/universe.py`)
-plain `xdsl-opt` load.
+linalg's `cast_signed`), MLIR's syntax and printing. xDSL's `memref.copy` has only the
+generic syntax; `CopyOp` here reads and prints MLIR's `memref.copy %a, %b : T to T` (what
+`--buffer-results-to-out-params` writes). `LINALG` and `MEMREF` are the dialects with them,
+which `tilemma-opt`, `tilemma` and (through the `xdsl.universe` entry point,
+`compiler/universe.py`) plain `xdsl-opt` load.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.builder import Builder
-from xdsl.dialects import arith
+from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     AnyFloat,
@@ -151,4 +154,40 @@ LINALG = Dialect(
     "linalg",
     [MatmulOp if op is linalg.MatmulOp else op for op in Linalg.operations] + [BatchMatmulOp],
     list(Linalg.attributes),
+)
+
+
+class CopyOp(memref.CopyOp):
+    """memref.copy with MLIR's syntax: `memref.copy %src, %dst : memref<..> to memref<..>`."""
+
+    @classmethod
+    def parse(cls, parser: Parser) -> CopyOp:
+        source = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        dest = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        source_type = parser.parse_type()
+        parser.parse_keyword("to")
+        dest_type = parser.parse_type()
+        op = cls(parser.resolve_operand(source, source_type), parser.resolve_operand(dest, dest_type))
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.source)
+        printer.print_string(", ")
+        printer.print_operand(self.destination)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.source.type)
+        printer.print_string(" to ")
+        printer.print_attribute(self.destination.type)
+
+
+MEMREF = Dialect(
+    "memref",
+    [CopyOp if op is memref.CopyOp else op for op in memref.MemRef.operations],
+    list(memref.MemRef.attributes),
 )
