@@ -54,7 +54,7 @@ from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects import tile
-from tilemma.passes.errors import LoweringError, replaced
+from tilemma.passes.errors import LoweringError, origin, replaced
 from tilemma.passes.tile.upstream_dialects import LINALG, BatchMatmulOp, MatmulOp  # noqa: F401  (LINALG: read by compiler/universe)
 from tilemma.passes.tile.linalg_epilogue import body_is_copy, build_map, drop_dead, fuse_maps
 from tilemma.passes.tile.linalg_views import identity_exprs, static_strides, tile_element, view
@@ -64,6 +64,20 @@ _WHAT_CONVERTS = (
     "linalg-to-tile converts linalg.fill, linalg.matmul, linalg.batch_matmul, linalg.transpose, "
     "elementwise linalg.generic / linalg.add ... / linalg.copy / linalg.broadcast, memref.alloc, "
     "memref.copy, memref.dealloc and arith.constant")
+
+
+# What to write instead, for ops frontends emit that do not convert.
+_HINTS = {
+    "memref.load": " (a scalar argument is a one-element memref input of the generic, indexing map ())",
+    "memref.subview": " (a window of an argument is an argument whose memref type says where it is, strided<[...], offset: ...>)",
+    "memref.expand_shape": " (pass the argument with the shape the kernel reads)",
+    "memref.collapse_shape": " (pass the argument with the shape the kernel reads)",
+    "memref.cast": " (pass arguments with static shapes)",
+    "linalg.reduce": " (the one reduction tile IR has is the matmul's)",
+    "linalg.quantized_matmul": " (subtract the zero points before the matmul, or write the GEMM with linalg.matmul and fold the zero points into the epilogue)",
+    "bufferization.to_tensor": " (bufferize the whole kernel: mlir-opt --one-shot-bufferize=\"bufferize-function-boundaries\")",
+    "bufferization.to_buffer": " (bufferize the whole kernel: mlir-opt --one-shot-bufferize=\"bufferize-function-boundaries\")",
+}
 
 
 def _error(op: Operation, message: str) -> LoweringError:
@@ -131,6 +145,10 @@ class _Kernel:
         """The argument as memref type `ref` (one type per argument: a second, different one is
         an error naming both readers)."""
         seen = self.views.get(index)
+        if seen is not None and seen[0] != ref and seen[1] is at:
+            raise _error(at, f"kernel argument {self.arg_name(index)} ({self.original[index]}) is read both as "
+                             f"{seen[0]} and as {ref}: an argument has one layout and element type in a kernel; "
+                             "pass the two forms as two arguments")
         if seen is not None and seen[0] != ref:
             raise _error(
                 at,
@@ -167,7 +185,7 @@ class _Kernel:
         held = self.values.get(mem.key())
         if held is not None:
             if whole:
-                producer = held.owner.name if isinstance(held.owner, Operation) else "?"
+                producer = origin(held.owner).name if isinstance(held.owner, Operation) else "?"
                 raise _error(at, f"{what} is computed in the kernel (by {producer}): the mma reads its A and B "
                                  "from kernel arguments (directly or through linalg.transpose)")
             loops = [e.position if isinstance(e, AffineDimExpr) else None for e in exprs]
@@ -267,9 +285,11 @@ class _Kernel:
             return self.contraction(op)
         if isinstance(op, ElementwiseOperation):
             return self.elementwise(op)
+        hint = _HINTS.get(op.name, " (a kernel is written in linalg or in tile IR, not both)"
+                          if op.dialect_name() == "tile" else "")
         if op.dialect_name() == "linalg":
-            raise _error(op, f"{op.name} is not converted: {_WHAT_CONVERTS}")
-        raise _error(op, f"{op.name} in a linalg kernel: {_WHAT_CONVERTS}")
+            raise _error(op, f"not converted{hint}: {_WHAT_CONVERTS}")
+        raise _error(op, f"not converted in a linalg kernel{hint}: {_WHAT_CONVERTS}")
 
     def copy(self, op: Operation, source: SSAValue, dest: SSAValue) -> None:
         ref = dest.type
@@ -379,6 +399,9 @@ class _Kernel:
 
     def contraction(self, op: LinalgStructuredOperation) -> None:
         if len(op.inputs) != 2 or len(op.outputs) != 1:
+            if isinstance(op, linalg.GenericOp):
+                raise _error(op, "a linalg.generic with a reduction converts as a matmul only: ins(A, B) outs(C), "
+                                 "C += A * B (tile IR's one reduction)")
             raise _error(op, "expected ins(A, B) and outs(C)")
         names = dict(zip((*op.inputs, op.outputs[0]), "ABC"))
         for v in (*op.inputs, op.outputs[0]):
