@@ -44,6 +44,12 @@ def _distribute():
     return TileDistribute
 
 
+def _distribute_epilogue():
+    from tilemma.passes.tile.distribute_epilogue import TileDistributeEpilogue
+
+    return TileDistributeEpilogue
+
+
 def _stage_shared():
     from tilemma.passes.warp.stage_shared import WarpStageShared
 
@@ -130,6 +136,7 @@ PASSES = {
     "tile-select-mma": _select_mma,
     "tile-plan": _plan,
     "tile-distribute": _distribute,
+    "tile-distribute-epilogue": _distribute_epilogue,
     "warp-stage-shared": _stage_shared,
     "warp-pipeline": _pipeline,
     "warp-prefetch-fragments": _prefetch,

@@ -14,7 +14,7 @@ from xdsl.ir import Block, Region
 
 from tilemma.dialects import ptx
 
-BANKS = {"b32": "%r", "b64": "%rd", "f32": "%f", "f64": "%fd", "pred": "%p"}
+BANKS = {"b32": "%r", "b64": "%rd", "f32": "%f", "f64": "%fd", "pred": "%p", "b16": "%h"}
 
 
 def f32_literal(value: float) -> str:

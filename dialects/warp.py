@@ -220,6 +220,7 @@ class LoadOp(_WindowOp):
     in_bounds = opt_prop_def(DenseArrayBase)
     col_align = opt_prop_def(IntegerAttr)
     rounding = opt_prop_def(Attribute)  # a #tile<rounding ...> (tile.RoundingAttr)
+    broadcast = opt_prop_def(DenseArrayBase)
     result = result_def(FragType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
@@ -227,13 +228,32 @@ class LoadOp(_WindowOp):
     assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($result)"
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], window: Sequence[int],
-                 extent: Sequence[int], result: FragType, rounding: str | None = None):
+                 extent: Sequence[int], result: FragType, rounding: str | None = None,
+                 broadcast: Sequence[int] | None = None):
         props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent)}
         if rounding:
             props["rounding"] = RoundingAttr(Rounding(rounding))
+        if broadcast is not None:
+            props["broadcast"] = _ints(broadcast)
         super().__init__(operands=[ref, indices], result_types=[result], properties=props)
 
+    def broadcast_dims(self) -> tuple[int, ...] | None:
+        """For a broadcast (`tile.broadcast`), the (batch 0, row 1, col 2) dimension of the tile
+        each memref dimension runs along; the window repeats along the others."""
+        return None if self.broadcast is None else tuple(self.broadcast.get_values())
+
     def verify_(self) -> None:
+        dims = self.broadcast_dims()
+        if dims is not None:
+            ref = self.ref.type
+            assert isinstance(ref, MemRefType)
+            if len(dims) > len(ref.get_shape()) or list(dims) != sorted(set(dims)) or any(not 0 <= d < 3 for d in dims):
+                raise VerifyException("warp.load: broadcast names increasing tile dimensions (0 batch, 1 row, "
+                                      "2 col), one per memref dimension")
+            if len(self.window_values()) != len(ref.get_shape()):
+                raise VerifyException("warp.load: window has one entry per memref dimension")
+            _frag(self.result, "warp.load result")
+            return
         self.verify_window(self.ref.type, self.indices)
         if self.rounding is not None and not isinstance(self.rounding, RoundingAttr):
             raise VerifyException(f"warp.load: rounding must be a #tile<rounding ...>, got {self.rounding}")
@@ -753,9 +773,12 @@ def _element_bits(t: Attribute) -> int:
     return element_bits(element_name(t))
 
 
+from tilemma.dialects.warp_epilogue import CastOp, DistributedOp, MapOp, MapYieldOp  # noqa: E402  (one dialect)
+
 Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, MmaOp,
-     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp],
+     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp,
+     DistributedOp, MapOp, MapYieldOp, CastOp],
     [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr],
 )

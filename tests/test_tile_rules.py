@@ -118,9 +118,9 @@ def _cast_kernel(a: str, b: str, cast: str) -> str:
 @pytest.mark.parametrize(
     "cast, message",
     [
-        ("%x = tile.cast %ta : !tile.tile<16x64xf16> -> !tile.tile<16x64xf32>",
-         "tile.cast: no conversion from f16 to f32; supported: f32 -> tf32 (rounding rna / rn / rz), "
-         "si4 -> si8, ui4 -> ui8"),
+        ("%x = tile.cast %ta : !tile.tile<16x64xf16> -> !tile.tile<16x64xbf16>",
+         "tile.cast: no conversion from f16 to bf16; supported: f32 -> tf32 (rounding rna / rn / rz), "
+         "si4 -> si8, ui4 -> ui8, f32 -> f16 (rounding rn / rz)"),
         ("%x = tile.cast %ta : !tile.tile<16x64xf16> -> !tile.tile<16x64xf16>", "no conversion from f16 to f16"),
         ("%x = tile.cast %ta : !tile.tile<16x64xf16> -> !tile.tile<16x64xf8E4M3FN>",
          "no conversion from f16 to f8E4M3FN"),

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -309,6 +309,17 @@ def layout(
         col_terms=col_terms,
         value_bits=spec.value_bits,
     )
+
+
+def repacked(lay: FragmentLayout, elem_type: str, bits: int) -> FragmentLayout:
+    """The accumulator layout `lay` holding `elem_type` values of `bits` bits instead: the same
+    (lane, value) -> element map, values packed by their width (an epilogue's f16 result, a
+    bias loaded in the accumulator's layout), 64-bit values one a 64-bit register."""
+    if lay.operand != "c" or lay.view != "warp":
+        raise ValueError(f"only warp-view accumulator layouts repack, not {lay}")
+    reg_bits = 64 if bits == 64 else 32
+    return replace(lay, elem_type=elem_type, elem_bits=bits, reg_bits=reg_bits,
+                   regs=-(-lay.nvals * bits // reg_bits))
 
 
 def all_layouts() -> list[FragmentLayout]:

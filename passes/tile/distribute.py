@@ -45,7 +45,7 @@ from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.layouts.mma_layouts import instruction_layouts
 from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
-from tilemma.passes.errors import LoweringError
+from tilemma.passes.errors import LoweringError, replaced
 from tilemma.passes.tile.gemm_kernel import read_kernel
 from tilemma.passes.tile.plan import ceil_div, tiling_of
 from tilemma.passes.warp_to_ptx.sparse_a import NO_ERROR
@@ -237,19 +237,24 @@ class _Kernel(IndexBuilder):
         return row, col
 
     def finish_body(self, kernel, new_body, args, roles, arg_of, bz, rows, cols, results, check) -> None:
-        """Store D; swap the body in; record the arguments' roles and the launch shape."""
-        t = self.t
-        rm, rn = t.warp_tile
-        store = next(o for o in kernel.walk() if isinstance(o, tile.StoreOp))
-        roles[store.dest].append("d")
-        window = store.offset_values()
-        shape = store.value.type.get_shape()  # type: ignore[union-attr]
-        extent = (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
-        for i in range(rm):
-            for j in range(rn):
-                self.aligned(self.bounded(warp.StoreOp(results[i * rn + j], arg_of[store.dest],
-                                                       [bz, rows[i], cols[j]], window, extent),
-                                          self.m_exact, self.n_exact))
+        """Hand the accumulators to the epilogue as `warp.distributed` and carry the tile ops
+        after the mma (the epilogue and the stores) over unchanged: `tile-distribute-epilogue`
+        distributes them. Swap the body in; record the arguments' roles and the launch shape."""
+        t, g = self.t, self.g
+        dist = self.add(warp.DistributedOp(
+            results, bz, rows, cols, (self.m_exact, self.n_exact), t.instr[1],
+            self.mma.results[0].type)).results[0]
+        mapping: dict[SSAValue, SSAValue] = {**arg_of, self.mma.results[0]: dist}
+        carried = {*g.epilogue, *(s for s, _ in g.outputs)}
+        for op in kernel.body.block.ops:
+            if op in carried:
+                new = self.add(op.clone(value_mapper=mapping))
+                for old_op, new_op in zip(op.walk(), new.walk()):
+                    replaced(old_op, new_op)
+        for store, _ in g.outputs:
+            roles[store.dest].append("d")
+        for op, _ in g.inputs:
+            roles[op.operands[0]].append("epilogue")
         self.add(func.ReturnOp())
         new_body.add_ops(self.ops)
         old = kernel.body.blocks[0]

@@ -2,8 +2,11 @@
 
 A kernel is a `func.func` whose memref arguments become PTX parameters; the lowering supports
 the computation D = A x B + C where each of A, B (and C) is a `tile.load`, optionally followed by
-element `tile.cast`s, and C may be a `tile.constant`. Anything else is reported at the offending
-operation, saying what is supported.
+element `tile.cast`s, and C may be a `tile.constant`, followed by an epilogue: `tile.map`s and
+result `tile.cast`s on the mma result, whose other inputs are `tile.load`s of whole M x N windows,
+`tile.broadcast`s and `tile.constant`s, and one or more `tile.store`s of the mma result or of what
+the epilogue computed from it. Anything else is reported at the offending operation, saying what
+is supported.
 """
 
 from __future__ import annotations
@@ -56,6 +59,17 @@ class GemmKernel:
     mma: Operation  # the tile.mma op (carries the selected variant and tiling)
     scales: tuple[MemOperand, MemOperand, int] | None = None  # scale_a, scale_b, block
     a_meta: MemOperand | None = None  # the metadata words of a pre-compressed A (tile.sparse_from)
+    # The ops after the mma in program order (tile.map, tile.cast, and the tile.load /
+    # tile.broadcast / tile.constant inputs of the maps), each memory input's operand (a
+    # broadcast's strides are 0 along the dimensions it repeats), and every store; `d` is the first.
+    epilogue: tuple[Operation, ...] = ()
+    inputs: tuple[tuple[Operation, MemOperand], ...] = ()
+    outputs: tuple[tuple[tile.StoreOp, MemOperand], ...] = ()
+
+    @property
+    def fused(self) -> bool:
+        """Whether anything happens between the mma and the store(s)."""
+        return bool(self.epilogue) or len(self.outputs) > 1
 
 
 def _layout(ref: MemRefType, at: Operation, sparse: str | None = None) -> StridedLayout:
@@ -88,6 +102,10 @@ def _operand(
     while isinstance(owner, tile.CastOp):
         src, dst = owner.source.type, owner.result.type
         assert isinstance(src, tile.TileType) and isinstance(dst, tile.TileType)
+        if tile.CAST_RULES[(src.element, dst.element)].on != "operand":
+            raise LoweringError(
+                owner, f"{src.element} -> {dst.element} converts a result (after the mma); the {what} "
+                f"operand can be converted only by {_operand_casts()}")
         rounding = str(owner.rounding.data) if owner.rounding is not None else None
         casts.insert(0, (src.element, dst.element, rounding))
         owner = owner.source.owner
@@ -120,6 +138,91 @@ def _operand(
         sparse=sparse,
         sparse_pattern=pattern,
     )
+
+
+def _operand_casts() -> str:
+    return ", ".join(f"{s} -> {d}" for (s, d), r in tile.CAST_RULES.items() if r.on == "operand")
+
+
+def _broadcast_operand(op: tile.BroadcastOp, params: dict[SSAValue, int], batched: bool) -> MemOperand:
+    """A `tile.broadcast` as a memory operand: strides along the tile's (batch, row, col), 0
+    where the window repeats."""
+    if op.source not in params:
+        raise LoweringError(op, "tile.broadcast must read a kernel argument (memref)")
+    ref = op.source.type
+    assert isinstance(ref, MemRefType)
+    layout = _layout(ref, op)
+    strides = [0, 0, 0]
+    rank = len(op.result.type.get_shape())  # type: ignore[union-attr]
+    for stride, dim in zip(layout.strides, op.dim_values()):
+        strides[dim + 3 - rank] = stride
+    element = op.result.type.element  # type: ignore[union-attr]
+    return MemOperand(
+        param=params[op.source], stored=element, value_type=element, casts=(),
+        batch_stride=strides[0] if batched else 0, row_stride=strides[1], col_stride=strides[2],
+        base=layout.offset + sum(o * s for o, s in zip(op.offset_values(), layout.strides)),
+    )
+
+
+def _epilogue(mma: Operation, stores: list[tile.StoreOp], params: dict[SSAValue, int], batched: bool):
+    """The ops between the mma and the stores, in program order, and the memory inputs among
+    them; a LoweringError where something else feeds a map or a store."""
+    acc_shape = mma.results[0].type.get_shape()  # type: ignore[union-attr]
+    computed: set[SSAValue] = {mma.results[0]}
+    ops: list[Operation] = []
+    inputs: list[tuple[Operation, MemOperand]] = []
+    needed: set[Operation] = set()
+    work = [s.value.owner for s in stores]
+    while work:  # every op a stored value depends on, back to the mma
+        op = work.pop()
+        if op is mma or op in needed or not isinstance(op, Operation):
+            continue
+        needed.add(op)
+        if isinstance(op, (tile.MapOp, tile.CastOp)):
+            work.extend(v.owner for v in op.operands)
+    for op in mma.parent_block().ops if mma.parent_block() else ():
+        if op not in needed:
+            continue
+        if isinstance(op, tile.MapOp):
+            if not any(v in computed for v in op.inputs):
+                raise LoweringError(op, "a tile.map of the epilogue must take the mma result or a value "
+                                        "computed from it")
+            for v in op.inputs:
+                if v not in computed and not isinstance(v.owner, (tile.LoadOp, tile.BroadcastOp, tile.ConstantOp)):
+                    raise LoweringError(op, f"tile.map inputs are the mma result, values computed from it, "
+                                            f"tile.load, tile.broadcast or tile.constant; got "
+                                            f"{getattr(v.owner, 'name', 'a block argument')}")
+            computed.update(op.outputs)
+        elif isinstance(op, tile.CastOp):
+            src, dst = op.source.type, op.result.type
+            rule = tile.CAST_RULES[(src.element, dst.element)]  # type: ignore[union-attr]
+            if op.source not in computed or rule.on != "result":
+                raise LoweringError(op, f"after the mma, tile.cast converts the mma result or values computed "
+                                        f"from it by {_result_casts()}")
+            computed.add(op.result)
+        elif isinstance(op, tile.LoadOp):
+            if op.source not in params:
+                raise LoweringError(op, "tile.load must read a kernel argument (memref)")
+            inputs.append((op, _operand(op.result, params, batched, "epilogue", op)))
+        elif isinstance(op, tile.BroadcastOp):
+            inputs.append((op, _broadcast_operand(op, params, batched)))
+        elif not isinstance(op, tile.ConstantOp):
+            raise LoweringError(op, f"{op.name} cannot follow the mma: the epilogue is tile.map, tile.cast, "
+                                    f"tile.load, tile.broadcast and tile.constant")
+        for r in op.results:
+            if r.type.get_shape() != acc_shape:  # type: ignore[union-attr]
+                raise LoweringError(op, f"epilogue tiles have the accumulator's shape "
+                                        f"{tile.shape_str(acc_shape)}, got {r.type}")
+        ops.append(op)
+    for s in stores:
+        if s.value not in computed:
+            raise LoweringError(s, "a stored tile must be the mma result or computed from it by tile.map / "
+                                   "tile.cast")
+    return tuple(ops), tuple(inputs)
+
+
+def _result_casts() -> str:
+    return ", ".join(f"{s} -> {d}" for (s, d), r in tile.CAST_RULES.items() if r.on == "result")
 
 
 def _pre_compressed(op: tile.SparseFromOp, ref_value: SSAValue, params: dict[SSAValue, int],
@@ -179,17 +282,17 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
         except ValueError as e:  # reported where the argument is first used
             raise LoweringError(next((u.operation for u in arg.uses), kernel), str(e)) from None
     stores = [op for op in kernel.walk() if isinstance(op, tile.StoreOp)]
-    if len(stores) != 1:
-        raise LoweringError(
-            kernel,
-            f"a kernel must store exactly one tile (the mma result), found {len(stores)} tile.store",
-        )
-    store = stores[0]
-    mma = store.value.owner
+    mmas = [op for op in kernel.walk() if isinstance(op, (tile.MatmulOp, *tile.MMA_OPS))]
+    if not stores:
+        raise LoweringError(kernel, "a kernel must store the mma result (or what an epilogue computes "
+                                    "from it) with tile.store; found none")
+    if len(mmas) != 1:
+        raise LoweringError(mmas[1] if mmas else stores[0],
+                            f"a kernel computes one tile.mma, found {len(mmas)}")
+    mma = mmas[0]
     if isinstance(mma, tile.MatmulOp):
         raise LoweringError(mma, "run tile-select-mma first: it turns tile.matmul into tile.mma")
-    if not isinstance(mma, tile.MMA_OPS):
-        raise LoweringError(store, "the stored tile must be the result of tile.mma or tile.scaled_mma")
+    store = stores[0]
     lhs, rhs, acc = mma.lhs.type, mma.rhs.type, mma.acc.type
     assert isinstance(lhs, tile.TileLike) and isinstance(rhs, tile.TileType)
     assert isinstance(acc, tile.TileType)
@@ -203,6 +306,7 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
     else:
         c = _operand(mma.acc, params, batched, "accumulator", mma)
     names = tuple(arg.name_hint or f"arg{i}" for arg, i in params.items())
+    epilogue, inputs = _epilogue(mma, stores, params, batched)
     return GemmKernel(
         name=kernel.sym_name.data,
         params=names,
@@ -230,4 +334,7 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
             if isinstance(mma.lhs.owner, tile.SparseFromOp)
             else None
         ),
+        epilogue=epilogue,
+        inputs=inputs,
+        outputs=tuple((s, _store_operand(s, params, batched)) for s in stores),
     )

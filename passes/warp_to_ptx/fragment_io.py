@@ -130,8 +130,17 @@ def window_of(op) -> Window:
     layout = strided_layout(ref)  # read_kernel refused what it cannot address
     strides, offset = layout.strides, layout.offset
     window, extent = op.window_values(), op.extent_values()
-    batch_stride = strides[0] if len(strides) == 3 and extent[0] > 1 else 0
     base = offset + sum(o * s for o, s in zip(window, strides))
+    dims = op.broadcast_dims() if hasattr(op, "broadcast_dims") else None
+    if dims is not None:  # a broadcast: memref dimension i runs along tile dimension dims[i]
+        tile_strides = [0, 0, 0]
+        for stride, dim in zip(strides, dims):
+            tile_strides[dim] = stride
+        if extent[0] == 1:
+            tile_strides[0] = 0
+        return Window(tile.element_name(ref.element_type), tuple(tile_strides), base, extent,  # type: ignore[arg-type]
+                      op.in_bounds_values(), op.col_align_value())
+    batch_stride = strides[0] if len(strides) == 3 and extent[0] > 1 else 0
     return Window(tile.element_name(ref.element_type), (batch_stride, strides[-2], strides[-1]), base, extent,
                   op.in_bounds_values(), op.col_align_value())
 
@@ -242,7 +251,15 @@ def fill_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.L
     per = lay.elems_per_reg
     same = ELEMENTS[acc.window.stored].ptx == ptx_type and lo_regs is None
     pairs = vector_pairs(acc, lin, lay) if same else set()
+    words = packed_words(acc, lin, lay) if same else set()
     for r, reg in enumerate(regs):
+        if r in words:  # two 16-bit values as one 32-bit word (0 where the pair is outside)
+            row, col = lin.row_off[r * per], lin.col_off[r * per]
+            pred = acc.pred(e, row, col)
+            if pred is not None:
+                e.emit("mov.b32", reg, 0)
+            e.emit("ld.global.b32", reg, f"[{acc.ptr}+{acc.window.offset(row, col) * acc.window.bits // 8}]", guard=pred)
+            continue
         if per > 1:
             e.emit("mov.b32", reg, 0)
         for s in range(per):
@@ -306,14 +323,33 @@ def vector_pairs(acc: Access, lin: fragments.LinearForm, lay: fragments.Fragment
     return starts
 
 
+def packed_words(acc: Access, lin: fragments.LinearForm, lay: fragments.FragmentLayout) -> set[int]:
+    """Registers of two 16-bit values at neighbouring columns of one row that move as one
+    aligned 32-bit word (the window's conditions of `Window.pairs`, for 16-bit elements)."""
+    w = acc.window
+    sb, sr, sc = w.strides
+    if (lay.elems_per_reg != 2 or w.bits != 16 or any(cw % 2 for cw in lin.col_w) or w.col_align % 2
+            or sc != 1 or sr % 2 or sb % 2 or w.base % 2 or (w.extent[2] % 2 and not w.in_bounds[1])):
+        return set()
+    return {r for r in range(lay.regs)
+            if lin.row_off[2 * r] == lin.row_off[2 * r + 1] and lin.col_off[2 * r + 1] == lin.col_off[2 * r] + 1
+            and lin.col_off[2 * r] % 2 == 0}
+
+
 def store_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.LinearForm,
                    lay: fragments.FragmentLayout, bank: str) -> None:
     per = lay.elems_per_reg
     bits = acc.window.bits
     pairs = vector_pairs(acc, lin, lay)
+    words = packed_words(acc, lin, lay)
     suffix = _word_suffix(bank)
     for v in range(lay.nvals):
-        if v - 1 in pairs:
+        if v - 1 in pairs or (v % 2 and v // 2 in words):
+            continue
+        if per == 2 and v // 2 in words:  # both halves inside or outside together
+            row, col = lin.row_off[v], lin.col_off[v]
+            e.emit("st.global.b32", f"[{acc.ptr}+{acc.window.offset(row, col) * bits // 8}]", regs[v // 2],
+                   guard=acc.pred(e, row, col))
             continue
         row, col = lin.row_off[v], lin.col_off[v]
         pred, offset = acc.pred(e, row, col), acc.window.offset(row, col)

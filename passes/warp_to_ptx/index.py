@@ -39,9 +39,14 @@ class LowerConstant(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.ConstantOp, rewriter: PatternRewriter) -> None:
-        if not isinstance(op.value, IntegerAttr):
+        if not isinstance(op.value, IntegerAttr) or in_map_body(op):
             return
         rewriter.replace(op, ptx.RegsOp([str(op.value.value.data)], op.result.type))
+
+
+def in_map_body(op: Operation) -> bool:
+    """Scalar ops of a `warp.map` body are the map's to lower, not index arithmetic."""
+    return isinstance(op.parent_op(), warp.MapOp)
 
 
 _ARITH = {
@@ -61,7 +66,7 @@ class LowerArith(RewritePattern):
     state: LoweringState
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if type(op) not in _ARITH:
+        if type(op) not in _ARITH or in_map_body(op):
             return
         lhs, rhs = reg(op.operands[0]), reg(op.operands[1])
         if lhs is None or rhs is None:
@@ -183,6 +188,8 @@ class LowerCmpi(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.CmpiOp, rewriter: PatternRewriter) -> None:
+        if in_map_body(op):
+            return
         lhs, rhs = reg(op.lhs), reg(op.rhs)
         if lhs is None or rhs is None:
             return

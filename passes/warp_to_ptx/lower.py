@@ -33,6 +33,7 @@ from tilemma.dialects.ptx_builder import RegisterFile
 from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp_to_ptx import fragment_io as fio
+from tilemma.passes.warp_to_ptx.elementwise import LowerCast, LowerMap
 from tilemma.passes.warp_to_ptx.fragment_ops import (
     LowerFragConstant,
     LowerLoad,
@@ -126,7 +127,7 @@ class WarpToPtx(ModulePass):
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
-                LowerLoadMeta(state), LowerLoadShared(state),
+                LowerLoadMeta(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}

@@ -130,8 +130,15 @@ def _finish(op: Operation, rewriter: PatternRewriter, e: fio.Emitter, results: l
 
 
 def _layout(frag: warp.FragType) -> fragments.FragmentLayout:
+    """The fragment's layout; an accumulator-shaped fragment of another element than the
+    instruction's (the epilogue's) is the C layout repacked by the element's width."""
     lays = instruction_layouts(frag.variant)
-    return {warp.Operand.A: lays.a, warp.Operand.B: lays.b, warp.Operand.ACC: lays.c}[frag.role]
+    lay = {warp.Operand.A: lays.a, warp.Operand.B: lays.b, warp.Operand.ACC: lays.c}[frag.role]
+    if frag.role == warp.Operand.ACC:
+        element = ELEMENTS[element_name(frag.element)]
+        if element.ptx != lay.elem_type:
+            return fragments.repacked(lay, element.ptx, element.storage_bits)
+    return lay
 
 
 def _ptx_type(frag: warp.FragType) -> str:

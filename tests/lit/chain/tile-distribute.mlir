@@ -1,6 +1,8 @@
 // tile-distribute: the planned kernel as the simple warp loop (fragments from global memory,
 // one instruction's K an iteration), whatever the schedule stages later; the grid flattened
-// and CTAs grouped where the schedule says group_m.
+// and CTAs grouped where the schedule says group_m. The accumulators leave the loop as
+// warp.distributed, and the tile ops after the mma (here the store) are carried over for
+// tile-distribute-epilogue.
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32}' | %tilemma-opt -p tile-distribute | filecheck %s
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=0}' | %tilemma-opt -p tile-distribute | filecheck %s --check-prefix=SIMPLE
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90}' | not %tilemma-opt -p tile-distribute 2>&1 | filecheck %s --check-prefix=NOPLAN
@@ -15,7 +17,9 @@
 // CHECK-COUNT-2: warp.load %b[%{{.*}}, %[[K]], %{{.*}}]
 // CHECK-COUNT-4: warp.mma
 // CHECK:       scf.yield
-// CHECK-COUNT-4: warp.store
+// CHECK:       %[[T:.*]] = warp.distributed %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} at[%{{.*}}] [%{{.*}}, %{{.*}}] [%{{.*}}, %{{.*}}] {in_bounds = array<i64: 1, 1>, col_align = 8 : i64}
+// CHECK-SAME:  -> !tile.tile<64x32xf16>
+// CHECK:       tile.store %[[T]], %d[0, 0]
 // CHECK-NOT:   warp.copy_async
 
 // Simple schedule: the grid as tiles (x: columns, y: rows), CTAs in that order.

@@ -3,8 +3,8 @@
 // (one group may stay in flight), refills the slot the previous iteration read right after
 // the barrier, then reads and multiplies; the last iteration peeled without its copies; nothing
 // in flight at the end.
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32},tile-distribute,warp-stage-shared' | %tilemma-opt -p warp-pipeline | filecheck %s
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32},tile-distribute' | not %tilemma-opt -p warp-pipeline 2>&1 | filecheck %s --check-prefix=ORDER
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32},tile-distribute,tile-distribute-epilogue,warp-stage-shared' | %tilemma-opt -p warp-pipeline | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32},tile-distribute,tile-distribute-epilogue' | not %tilemma-opt -p warp-pipeline 2>&1 | filecheck %s --check-prefix=ORDER
 
 // CHECK-LABEL: func.func @g
 // CHECK:       %[[SA:.*]] = memref.alloc()

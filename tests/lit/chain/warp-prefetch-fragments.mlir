@@ -3,8 +3,8 @@
 // prologue for the first, and for the others to the end of the loop body, reading the next
 // stage (kt + 1) mod S, carried into the next iteration with the wait's token. Interleaved
 // reads (16-bit): mmas column by column, each read as soon as the registers it replaces are free.
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32},tile-distribute,warp-stage-shared,warp-pipeline' | %tilemma-opt -p warp-prefetch-fragments | filecheck %s
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32},tile-distribute,warp-stage-shared,warp-pipeline' | not %tilemma-opt -p 'warp-prefetch-fragments{b-ahead=0}' 2>&1 | filecheck %s --check-prefix=OPT
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-pipeline' | %tilemma-opt -p warp-prefetch-fragments | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-pipeline' | not %tilemma-opt -p 'warp-prefetch-fragments{b-ahead=0}' 2>&1 | filecheck %s --check-prefix=OPT
 
 // CHECK-LABEL: func.func @g
 // CHECK:       warp.async_commit

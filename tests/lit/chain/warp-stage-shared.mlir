@@ -1,8 +1,8 @@
 // warp-stage-shared: the simple K loop of tile-distribute (warp IR in) becomes a loop over
 // stages of the ring (warp IR out): copy the stage (skipped past K), commit, wait for it,
 // barrier, then per K step read A and B from the stage (after the wait's token) and multiply.
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32},tile-distribute' | %tilemma-opt -p warp-stage-shared | filecheck %s
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{stages=0},tile-distribute' | %tilemma-opt -p warp-stage-shared | filecheck %s --check-prefix=SIMPLE
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=2x1 warp-tile=2x2 stages=3 stage-k=32},tile-distribute,tile-distribute-epilogue' | %tilemma-opt -p warp-stage-shared | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{stages=0},tile-distribute,tile-distribute-epilogue' | %tilemma-opt -p warp-stage-shared | filecheck %s --check-prefix=SIMPLE
 
 // CHECK-LABEL: func.func @g
 // CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf16, 3 : i64>

@@ -2,8 +2,8 @@
 // it, the kernel multiplies the stored 4-bit m16n8k64 fragments; after it, each K step's mmas
 // are the widened fragments' (warp.widen: both K halves) on the s8 m16n8k32 instruction, half
 // 0 then half 1, and the accumulators are that instruction's fragments.
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=1x1 warp-tile=2x2 stages=2 stage-k=128},tile-distribute,warp-stage-shared,warp-pipeline,warp-prefetch-fragments' | filecheck %s --check-prefix=BEFORE
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=1x1 warp-tile=2x2 stages=2 stage-k=128},tile-distribute,warp-stage-shared,warp-pipeline,warp-prefetch-fragments' | %tilemma-opt -p warp-widen-int4 | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=1x1 warp-tile=2x2 stages=2 stage-k=128},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-pipeline,warp-prefetch-fragments' | filecheck %s --check-prefix=BEFORE
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{warps=1x1 warp-tile=2x2 stages=2 stage-k=128},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-pipeline,warp-prefetch-fragments' | %tilemma-opt -p warp-widen-int4 | filecheck %s
 
 // BEFORE:      warp.mma {{.*}} : !warp.frag<a, si4, #warp.variant<m16n8k64, s32, s4, s4, s32>>
 // BEFORE-NOT:  warp.widen

@@ -1,0 +1,203 @@
+"""The `warp` ops of the epilogue: the accumulator as a distributed tile, and elementwise work on
+accumulator-shaped fragments.
+
+`tile-distribute` ends the K loop with `warp.distributed`: the tile value the loop computed, as
+each warp holds it (its RM x RN accumulator fragments and where each starts). The tile ops after
+the mma still read that value; `tile-distribute-epilogue` rewrites each of them to the same work
+on every fragment: `warp.map` (the `tile.map` body, applied to each value a lane holds),
+`warp.cast` and the loads and stores, so the epilogue runs in registers and D is stored once, in
+its final type. An accumulator-shaped fragment of another element type (f16 after a cast, a
+bias loaded in the accumulator's layout) is `!warp.frag<acc, f16, ...>`: the instruction's C
+layout, its values packed by their width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, i64
+from xdsl.ir import Attribute, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    lazy_traits_def,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import HasParent, IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from tilemma.dialects.attributes import Operand, Rounding, RoundingAttr, element_name
+from tilemma.dialects.element_tables import CAST_RULES
+from tilemma.dialects.tile_epilogue import scalar_type
+from tilemma.dialects.tile_types import TileType
+from tilemma.dialects.warp import FragType
+
+
+def _acc_frags(values: Sequence[SSAValue], what: str) -> list[FragType]:
+    frags = []
+    for v in values:
+        if not isinstance(v.type, FragType) or v.type.role != Operand.ACC:
+            raise VerifyException(f"{what} must be accumulator fragments (!warp.frag<acc, ...>), got {v.type}")
+        frags.append(v.type)
+    if frags and any(f.variant_attr != frags[0].variant_attr for f in frags):
+        raise VerifyException(f"{what}: every fragment must belong to one instruction")
+    return frags
+
+
+@irdl_op_definition
+class DistributedOp(IRDLOperation):
+    """The mma's result tile as the warps hold it: fragment (i, j) of the warp tile
+    (`frags[i * RN + j]`) starts at tile row `rows[i]`, column `cols[j]` of batch `batch`.
+    `in_bounds` (rows, cols) says where no fragment can leave the tile and `col_align` what the
+    column indices are multiples of: the facts the distributing pass established."""
+
+    name = "warp.distributed"
+    frags = var_operand_def(FragType)
+    batch = operand_def(IndexType)
+    rows = var_operand_def(IndexType)
+    cols = var_operand_def(IndexType)
+    in_bounds = prop_def(DenseArrayBase)
+    col_align = prop_def(IntegerAttr)
+    result = result_def(TileType)
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+
+    assembly_format = ("$frags `at` `[` $batch `]` `[` $rows `]` `[` $cols `]` attr-dict "
+                       "`:` type($frags) `->` type($result)")
+
+    def __init__(self, frags: Sequence[SSAValue], batch: SSAValue, rows: Sequence[SSAValue],
+                 cols: Sequence[SSAValue], in_bounds: tuple[bool, bool], col_align: int, result: TileType):
+        super().__init__(
+            operands=[list(frags), batch, list(rows), list(cols)], result_types=[result],
+            properties={"in_bounds": DenseArrayBase.from_list(i64, [int(b) for b in in_bounds]),
+                        "col_align": IntegerAttr(col_align, i64)})
+
+    def in_bounds_values(self) -> tuple[bool, bool]:
+        return tuple(bool(x) for x in self.in_bounds.get_values())  # type: ignore[return-value]
+
+    def verify_(self) -> None:
+        frags = _acc_frags(self.frags, "warp.distributed")
+        if len(frags) != len(self.rows) * len(self.cols):
+            raise VerifyException(
+                f"warp.distributed: {len(self.rows)} x {len(self.cols)} fragments expected, got {len(frags)}")
+        res = self.result.type
+        assert isinstance(res, TileType)
+        if frags and element_name(frags[0].element) != res.element:
+            raise VerifyException(f"warp.distributed: the fragments hold {element_name(frags[0].element)}, "
+                                  f"the tile {res.element}")
+        if len(self.in_bounds.get_values()) != 2:
+            raise VerifyException("warp.distributed: in_bounds has two flags (rows, cols)")
+
+
+@irdl_op_definition
+class MapYieldOp(IRDLOperation):
+    """The values of one element of each `warp.map` result."""
+
+    name = "warp.yield"
+    values = var_operand_def()
+    traits = lazy_traits_def(lambda: (IsTerminator(), HasParent(MapOp), Pure()))
+
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, *values: SSAValue):
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class MapOp(IRDLOperation):
+    """`tile.map`'s body applied to every value a lane holds of accumulator-shaped fragments of
+    one instruction (value v of every input is the same tile element)."""
+
+    name = "warp.map"
+    inputs = var_operand_def(FragType)
+    outputs = var_result_def(FragType)
+    body = region_def("single_block")
+    traits = traits_def(Pure())
+
+    def __init__(self, inputs: Sequence[SSAValue], result_types: Sequence[FragType], body: Region):
+        super().__init__(operands=[list(inputs)], result_types=[list(result_types)], regions=[body])
+
+    def verify_(self) -> None:
+        ins = _acc_frags(self.inputs, "warp.map inputs")
+        outs = _acc_frags(self.outputs, "warp.map results")
+        if ins and outs and ins[0].variant_attr != outs[0].variant_attr:
+            raise VerifyException("warp.map: results belong to the inputs' instruction")
+        block = self.body.block
+        want = [scalar_type(element_name(f.element)) for f in ins]
+        if [a.type for a in block.args] != want:
+            raise VerifyException("warp.map: the body's arguments must be the inputs' elements")
+        term = block.last_op
+        if not isinstance(term, MapYieldOp) or [v.type for v in term.values] != [
+                scalar_type(element_name(f.element)) for f in outs]:
+            raise VerifyException("warp.map: the body must end with warp.yield of the results' elements")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.inputs, printer.print_operand)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_list((v.type for v in self.inputs), printer.print_attribute)
+        printer.print_string(" -> ")
+        printer.print_list((r.type for r in self.outputs), printer.print_attribute)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=True)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> MapOp:
+        names = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        parser.parse_punctuation("->")
+        results = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        body = parser.parse_region()
+        op = cls([parser.resolve_operand(n, t) for n, t in zip(names, types)], results, body)
+        op.attributes |= attrs
+        return op
+
+
+@irdl_op_definition
+class CastOp(IRDLOperation):
+    """`tile.cast` of an accumulator-shaped fragment: every value converted (`CAST_RULES`,
+    result conversions), rounded as `rounding` says (the rule's default when absent)."""
+
+    name = "warp.cast"
+    source = operand_def(FragType)
+    result = result_def(FragType)
+    rounding = opt_prop_def(Attribute)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue, result: FragType, rounding: str | None = None):
+        props = {"rounding": RoundingAttr(Rounding(rounding))} if rounding else {}
+        super().__init__(operands=[source], result_types=[result], properties=props)
+
+    def verify_(self) -> None:
+        [src] = _acc_frags([self.source], "warp.cast source")
+        [dst] = _acc_frags([self.result], "warp.cast result")
+        if src.variant_attr != dst.variant_attr:
+            raise VerifyException("warp.cast: the result belongs to the source's instruction")
+        pair = (element_name(src.element), element_name(dst.element))
+        rule = CAST_RULES.get(pair)
+        if rule is None or rule.on != "result":
+            raise VerifyException(f"warp.cast: no result conversion {pair[0]} -> {pair[1]}")
+        if self.rounding is not None and (not isinstance(self.rounding, RoundingAttr)
+                                          or self.rounding.data not in rule.rounding_names):
+            raise VerifyException(f"warp.cast: {pair[0]} -> {pair[1]} takes rounding "
+                                  f"{' / '.join(rule.rounding_names) or 'none'}")
+
+
+EPILOGUE_OPS = (DistributedOp, MapOp, MapYieldOp, CastOp)
