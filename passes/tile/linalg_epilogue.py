@@ -34,13 +34,14 @@ def _constant(value: SSAValue) -> arith.ConstantOp | None:
 class _BodyBuilder:
     """Copies the ops of a linalg body into a `tile.map` block."""
 
-    def __init__(self, at: Operation, block: Block, mapping: dict[SSAValue, SSAValue]):
-        self.at, self.block, self.mapping = at, block, mapping
+    def __init__(self, at: Operation, block: Block, mapping: dict[SSAValue, SSAValue],
+                 constants: dict[SSAValue, SSAValue]):
+        self.at, self.block, self.mapping, self.constants = at, block, mapping, constants
 
     def value(self, v: SSAValue, user: Operation) -> SSAValue:
         if v in self.mapping:
             return self.mapping[v]
-        const = _constant(v)
+        const = _constant(self.constants.get(v, v))
         if const is None:
             producer = getattr(v.owner, "name", "a block argument")
             raise LoweringError(
@@ -80,7 +81,7 @@ class _BodyBuilder:
     def power(self, op: math.FPowIOp | math.IPowIOp) -> SSAValue:
         """x ** n for a constant n as MLIR's strength reduction writes it: x * x * ... (left to
         right), 1 / that for n < 0, 1 for n = 0."""
-        const = _constant(op.rhs) if op.rhs not in self.mapping else _constant(self.mapping[op.rhs])
+        const = _constant(self.constants.get(op.rhs, op.rhs))
         if const is None or not isinstance(const.value, IntegerAttr):
             raise LoweringError(self.at, f"{op.name} needs a constant exponent here (it becomes multiplications)")
         n = const.value.value.data
@@ -101,10 +102,42 @@ class _BodyBuilder:
         return result
 
 
+# f8 results: arith.truncf rounds to nearest even and overflows (to NaN in E4M3FN, which has no
+# infinity; to infinity in E5M2); PTX cvt.rn.satfinite (tile.cast) saturates. Where the body first clamps the value to the type's
+# finite range (torch's fp8 recipes clamp so), the two agree on every input, NaN included.
+F8_LIMITS = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+_MIN = (arith.MinimumfOp, arith.MinnumfOp)
+_MAX = (arith.MaximumfOp, arith.MaxnumfOp)
+
+
+def _clamped(v: SSAValue, limit: float, constants: dict[SSAValue, SSAValue]) -> bool:
+    """Whether v is min(max(x, -limit), limit) or max(min(x, limit), -limit) (`constants`: the
+    body arguments that are constant operands)."""
+    def bound(op: Operation, kinds, value: float) -> SSAValue | None:
+        if not isinstance(op, kinds):
+            return None
+        for mine, other in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+            c = _constant(constants.get(mine, mine))
+            if c is not None and isinstance(c.value, FloatAttr) and c.value.value.data == value:
+                return other
+        return None
+
+    outer = v.owner
+    for first, second in ((_MIN, _MAX), (_MAX, _MIN)):
+        hi, lo = (limit, -limit) if first is _MIN else (-limit, limit)
+        inner = bound(outer, first, hi) if isinstance(outer, Operation) else None
+        if inner is not None and isinstance(inner.owner, Operation) and bound(inner.owner, second, lo) is not None:
+            return True
+    return False
+
+
 def build_map(at: Operation, body: Block, inputs: Sequence[tuple[SSAValue, SSAValue]],
-              outputs: Sequence[tuple[int, tile.TileType]]) -> tile.MapOp:
+              outputs: Sequence[tuple[int, tile.TileType]],
+              constants: dict[SSAValue, SSAValue] | None = None) -> tuple[tile.MapOp, dict[int, tile.TileType]]:
     """The `tile.map` of linalg body `body`: `inputs` pairs each body argument that is read with
-    its tile; `outputs` pairs each `linalg.yield` operand position with its result tile type."""
+    its tile, `constants` each one that is a constant scalar operand with it; `outputs` pairs each
+    `linalg.yield` operand position with its result tile type. Also, by output position, the f8
+    type a result is to be converted to by `tile.cast` (the map yields it clamped, in f32)."""
     block = Block(arg_types=[scalar_type(t.type.element) for _, t in inputs])  # type: ignore[union-attr]
     mapping: dict[SSAValue, SSAValue] = {}
     for (arg, value), new in zip(inputs, block.args):
@@ -116,22 +149,42 @@ def build_map(at: Operation, body: Block, inputs: Sequence[tuple[SSAValue, SSAVa
                 f"{', '.join(map(str, map(scalar_type, MAP_ELEMENTS)))} (si32 tiles as i32)")
         mapping[arg] = new
         new.name_hint = arg.name_hint
-    builder = _BodyBuilder(at, block, mapping)
+    builder = _BodyBuilder(at, block, mapping, constants or {})
     term = body.last_op
     assert isinstance(term, linalg.YieldOp)
     for op in body.ops:
         if op is not term:
             builder.copy(op)
-    yielded = [builder.value(term.operands[i], term) for i, _ in outputs]
-    for v, (_, t) in zip(yielded, outputs):
+    yielded, types, casts = [], [], {}
+    for i, t in outputs:
+        old = term.operands[i]
+        v = builder.value(old, term)
         if tile_element(v.type) is None:
-            raise LoweringError(
-                at,
-                f"the body yields {v.type}: tile.map results are "
-                f"{', '.join(map(str, map(scalar_type, MAP_ELEMENTS)))}; convert others after the map "
-                "with tile.cast (f32 -> f8E4M3FN/f8E5M2 saturates, unlike arith.truncf)")
+            name = str(v.type)
+            source = old.owner if isinstance(old.owner, arith.TruncFOp) else None
+            if (name in F8_LIMITS and source is not None and str(source.input.type) == "f32"
+                    and _clamped(source.input, F8_LIMITS[name], constants or {})):
+                v = mapping[source.input]
+                casts[i] = t
+                t = tile.TileType(t.get_shape(), v.type)
+            elif name in F8_LIMITS:
+                raise LoweringError(
+                    at,
+                    f"the body yields {name} by arith.truncf: clamp the f32 value to the type's finite range "
+                    f"first (arith.maximumf with -{F8_LIMITS[name]:g}, arith.minimumf with {F8_LIMITS[name]:g}, as "
+                    "torch's fp8 recipes do): arith.truncf overflows where the hardware's conversion "
+                    "(cvt.rn.satfinite, tile.cast) saturates, and they agree on clamped values")
+            else:
+                raise LoweringError(
+                    at,
+                    f"the body yields {v.type}: tile.map results are "
+                    f"{', '.join(map(str, map(scalar_type, MAP_ELEMENTS)))} (and f8E4M3FN / f8E5M2 from a "
+                    "clamped arith.truncf of f32)")
+        yielded.append(v)
+        types.append(t)
     block.add_op(tile.YieldOp(*yielded))
-    return tile.MapOp([v for _, v in inputs], [t for _, t in outputs], Region(block))
+    _drop_dead_body(block)
+    return tile.MapOp([v for _, v in inputs], types, Region(block)), casts
 
 
 def fuse_maps(ops: list[Operation]) -> list[Operation]:

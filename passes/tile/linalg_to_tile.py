@@ -374,17 +374,19 @@ class _Kernel:
                 self.write(op.outputs[j], value, op, f"output #{j}")
             return
         inputs: list[tuple[SSAValue, SSAValue]] = []
+        constants: dict[SSAValue, SSAValue] = {}
         for i, operand in enumerate((*op.inputs, *op.outputs)):
             arg = body.args[i]
             if not arg.uses:
                 continue
             if not isinstance(operand.type, ShapedType):
-                raise _error(op, f"input #{i} is a {operand.type} scalar: pass scalars as one-element memrefs "
-                                 "(broadcast with the map () or (d0, d1) -> (0))")
+                if isinstance(operand.owner, arith.ConstantOp):
+                    constants[arg] = operand
+                    continue
+                raise _error(op, f"input #{i} is a {operand.type} scalar computed in the kernel: a scalar input is a "
+                                 "constant, or a one-element memref argument (indexing map ())")
             what = f"input #{i}" if i < n_in else f"output #{i - n_in} (read by the body)"
             inputs.append((arg, self.read(operand, maps[i].results, tile_dim, shape, op, what)))
-        if not inputs:
-            raise _error(op, "the body reads no input: write constants with linalg.fill")
         outputs = []
         for j, ref in enumerate(refs):
             assert isinstance(ref, MemRefType)
@@ -392,9 +394,13 @@ class _Kernel:
                 outputs.append((j, tile.TileType(shape, tile_element(ref.element_type))))
             except VerifyException as e:
                 raise _error(op, f"output #{j}: {e}") from None
-        mapped = build_map(op, body, inputs, outputs)
+        if not inputs:
+            raise _error(op, "the body reads no tile: write constants with linalg.fill")
+        mapped, casts = build_map(op, body, inputs, outputs, constants)
         self.emit(op, mapped)
         for (j, _), result in zip(outputs, mapped.outputs):
+            if j in casts:  # an f8 result, clamped: the hardware's conversion is arith.truncf here
+                result = self.emit(op, tile.CastOp(result, casts[j], "rn"))  # type: ignore[assignment]
             self.write(op.outputs[j], result, op, f"output #{j}")
 
     def contraction(self, op: LinalgStructuredOperation) -> None:

@@ -115,3 +115,38 @@ func.func @batched(%at: memref<2x48x37xf16>, %b: memref<2x48x29xf16>, %v: memref
 // CHECK-NEXT:    %[[Y:.*]] = tile.map %td, %[[V]]
 // CHECK:           arith.mulf
 // CHECK:         tile.store %[[Y]], %d[0, 0, 0] : !tile.tile<2x37x29xf16>, memref<2x37x29xf16>
+
+// An f8 result: arith.truncf of a value clamped to the type's finite range is the hardware's
+// saturating conversion, tile.cast after the map (which yields the clamped f32). A scalar
+// constant operand of the generic is a constant in the body.
+func.func @fp8(%a: memref<16x16xf16>, %b: memref<16x8xf16>, %s: memref<1xf32>, %d: memref<16x8xf8E5M2>) {
+  %z = arith.constant 0.0 : f32
+  %lo = arith.constant -57344.0 : f32
+  %hi = arith.constant 57344.0 : f32
+  %c = memref.alloc() : memref<16x8xf32>
+  linalg.fill ins(%z : f32) outs(%c : memref<16x8xf32>)
+  linalg.matmul ins(%a, %b : memref<16x16xf16>, memref<16x8xf16>) outs(%c : memref<16x8xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (0)>, affine_map<(d0, d1) -> ()>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %s, %hi : memref<16x8xf32>, memref<1xf32>, f32) outs(%d : memref<16x8xf8E5M2>) {
+  ^bb0(%x: f32, %sv: f32, %top: f32, %o: f8E5M2):
+    %0 = arith.mulf %x, %sv : f32
+    %1 = arith.minnumf %0, %top : f32
+    %2 = arith.maxnumf %lo, %1 : f32
+    %3 = arith.truncf %2 : f32 to f8E5M2
+    linalg.yield %3 : f8E5M2
+  }
+  return
+}
+// CHECK-LABEL: func.func @fp8(
+// CHECK:         %[[S:.*]] = tile.broadcast %s[0] dims [] : memref<1xf32> -> !tile.tile<16x8xf32>
+// CHECK-NEXT:    %[[Y:.*]] = tile.map %td, %[[S]] : !tile.tile<16x8xf32>, !tile.tile<16x8xf32> -> !tile.tile<16x8xf32> {
+// CHECK-NEXT:    ^bb0(%x: f32, %sv: f32):
+// CHECK-NEXT:      %[[M:.*]] = arith.mulf %x, %sv : f32
+// CHECK-NEXT:      %[[HI:.*]] = arith.constant 5.734400e+04 : f32
+// CHECK-NEXT:      %[[A:.*]] = arith.minnumf %[[M]], %[[HI]] : f32
+// CHECK-NEXT:      %[[LO:.*]] = arith.constant -5.734400e+04 : f32
+// CHECK-NEXT:      %[[B:.*]] = arith.maxnumf %[[LO]], %[[A]] : f32
+// CHECK-NEXT:      tile.yield %[[B]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[F8:.*]] = tile.cast %[[Y]] {rounding = #tile<rounding rn>} : !tile.tile<16x8xf32> -> !tile.tile<16x8xf8E5M2>
+// CHECK-NEXT:    tile.store %[[F8]], %d[0, 0] : !tile.tile<16x8xf8E5M2>, memref<16x8xf8E5M2>

@@ -206,7 +206,7 @@ func.func @fp8_out(%a: memref<16x16xf16>, %b: memref<16x8xf16>, %d: memref<16x8x
   }
   return
 }
-// CHECK: linalg-to-tile-errors.mlir:{{[0-9]+}}:{{[0-9]+}}: error: linalg.generic: the body yields f8E4M3FN: tile.map results are f16, bf16, f32, f64, i32; convert others after the map with tile.cast (f32 -> f8E4M3FN/f8E5M2 saturates, unlike arith.truncf)
+// CHECK: linalg-to-tile-errors.mlir:{{[0-9]+}}:{{[0-9]+}}: error: linalg.generic: the body yields f8E4M3FN by arith.truncf: clamp the f32 value to the type's finite range first (arith.maximumf with -448, arith.minimumf with 448, as torch's fp8 recipes do)
 
 // -----
 func.func @unknown(%a: memref<16x16xf16>, %b: memref<16x8xf16>, %c: memref<16x8xf32>) {
