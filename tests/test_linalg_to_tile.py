@@ -1,12 +1,20 @@
-"""linalg.matmul input, end to end: linalg-to-tile, the whole pipeline, the PTX run in the emulator,
-every element of C (updated in place: C += A x B) checked against NumPy."""
+"""linalg input, end to end: linalg-to-tile, the whole pipeline, the PTX run in the emulator, every
+element checked against NumPy: linalg.matmul on kernel memrefs (C updated in place: C += A x B),
+then what frontends emit (tests/data/frontends), and plain xdsl-opt with the plugin."""
+
+import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tilemma.compiler.driver.diagnostics import LocatedVerifyError
-from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, parse
 from tilemma.compiler.driver.runner import run_compiled
+from tilemma.dialects import tile
+from tilemma.passes.tile.linalg_to_tile import LinalgToTile
 
 CASES = {
     # name: (M, N, K, A/B element, C element, C layout)
@@ -113,15 +121,6 @@ def test_refusals_are_located(text, message):
 # compiled for sm_90 and run in the emulator, each output checked against a NumPy model of what
 # the frontend's program computes (torch's formulas in float64), independent of tile IR.
 # ---------------------------------------------------------------------------------------------
-
-import math
-import subprocess
-import sys
-from pathlib import Path
-
-from tilemma.compiler.driver.pipeline import parse
-from tilemma.dialects import tile
-from tilemma.passes.tile.linalg_to_tile import LinalgToTile
 
 FRONTENDS = Path(__file__).resolve().parent / "data" / "frontends"
 BIN = Path(sys.executable).parent

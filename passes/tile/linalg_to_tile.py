@@ -47,7 +47,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg import ops as linalg
 from xdsl.dialects.linalg.abstract_ops import ElementwiseOperation, LinalgStructuredOperation
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
@@ -55,7 +55,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError, origin, replaced
-from tilemma.passes.tile.upstream_dialects import LINALG, BatchMatmulOp, MatmulOp  # noqa: F401  (LINALG: read by compiler/universe)
+from tilemma.passes.tile.upstream_dialects import BatchMatmulOp
 from tilemma.passes.tile.linalg_epilogue import body_is_copy, build_map, drop_dead, fuse_maps
 from tilemma.passes.tile.linalg_views import identity_exprs, static_strides, tile_element, view
 
@@ -76,12 +76,9 @@ _HINTS = {
     "linalg.reduce": " (the one reduction tile IR has is the matmul's)",
     "linalg.quantized_matmul": " (subtract the zero points before the matmul, or write the GEMM with linalg.matmul and fold the zero points into the epilogue)",
     "bufferization.to_tensor": " (bufferize the whole kernel: mlir-opt --one-shot-bufferize=\"bufferize-function-boundaries\")",
+    "hal.interface.binding.subspan": " (an IREE dispatch: a tilemma kernel is a func.func taking its buffers as memref arguments)",
     "bufferization.to_buffer": " (bufferize the whole kernel: mlir-opt --one-shot-bufferize=\"bufferize-function-boundaries\")",
 }
-
-
-def _error(op: Operation, message: str) -> LoweringError:
-    return LoweringError(op, message)
 
 
 def _operand_name(op: Operation, v: SSAValue) -> str:
@@ -125,17 +122,17 @@ class _Kernel:
 
     def memory(self, value: SSAValue, at: Operation, what: str) -> _Memory:
         if isinstance(value.type, TensorType):
-            raise _error(at, f"{what} is a {value.type}: only memrefs are supported (bufferize tensors "
+            raise LoweringError(at, f"{what} is a {value.type}: only memrefs are supported (bufferize tensors "
                              "first, e.g. mlir-opt --one-shot-bufferize)")
         if not isinstance(value.type, MemRefType):
-            raise _error(at, f"{what} is a {value.type}, not a memref")
+            raise LoweringError(at, f"{what} is a {value.type}, not a memref")
         if not value.type.has_static_shape():
-            raise _error(at, f"{what} ({value.type}) has a dynamic shape; tilemma needs static shapes")
+            raise LoweringError(at, f"{what} ({value.type}) has a dynamic shape; tilemma needs static shapes")
         if isinstance(value, BlockArgument) and value.block is self.block:
             return _Memory(value.index, None)
         if isinstance(value.owner, _ALLOCS):
             return _Memory(None, value)
-        raise _error(at, f"{what} comes from {getattr(value.owner, 'name', 'a block argument')}: "
+        raise LoweringError(at, f"{what} comes from {getattr(value.owner, 'name', 'a block argument')}: "
                          "linalg-to-tile reads kernel arguments and memref.alloc buffers")
 
     def arg_name(self, index: int) -> str:
@@ -146,11 +143,11 @@ class _Kernel:
         an error naming both readers)."""
         seen = self.views.get(index)
         if seen is not None and seen[0] != ref and seen[1] is at:
-            raise _error(at, f"kernel argument {self.arg_name(index)} ({self.original[index]}) is read both as "
+            raise LoweringError(at, f"kernel argument {self.arg_name(index)} ({self.original[index]}) is read both as "
                              f"{seen[0]} and as {ref}: an argument has one layout and element type in a kernel; "
                              "pass the two forms as two arguments")
         if seen is not None and seen[0] != ref:
-            raise _error(
+            raise LoweringError(
                 at,
                 f"kernel argument {self.arg_name(index)} ({self.original[index]}) is used here as "
                 f"{ref} and by {seen[1].name} as {seen[0]}: an argument has one layout and element "
@@ -165,7 +162,7 @@ class _Kernel:
         try:
             op.verify()
         except VerifyException as e:
-            raise _error(src, str(e)) from None
+            raise LoweringError(src, str(e)) from None
         if hint and op.results:
             op.results[0].name_hint = hint
         self.ops.append(op)
@@ -186,34 +183,34 @@ class _Kernel:
         if held is not None:
             if whole:
                 producer = origin(held.owner).name if isinstance(held.owner, Operation) else "?"
-                raise _error(at, f"{what} is computed in the kernel (by {producer}): the mma reads its A and B "
+                raise LoweringError(at, f"{what} is computed in the kernel (by {producer}): the mma reads its A and B "
                                  "from kernel arguments (directly or through linalg.transpose)")
             loops = [e.position if isinstance(e, AffineDimExpr) else None for e in exprs]
             if [tile_dim.get(d) for d in loops] != list(range(len(shape))):
-                raise _error(at, f"{what} holds a value computed in the kernel, read here through "
+                raise LoweringError(at, f"{what} holds a value computed in the kernel, read here through "
                                  f"({', '.join(map(str, exprs))}): a computed tile is read elementwise "
                                  "(the identity map); only kernel arguments transpose or broadcast")
             return held
         if mem.arg is None:
-            raise _error(at, f"{what} is a memref.alloc buffer that nothing has written before this read")
+            raise LoweringError(at, f"{what} is a memref.alloc buffer that nothing has written before this read")
         original = self.original[mem.arg]
         assert isinstance(original, MemRefType)
         element = tile_element(original.element_type, signedness)
         if isinstance(element, IntegerType) and element.width.data == 1:
-            raise _error(at, f"{what}: i1 elements: tile's b1 matmul computes popc(xor/and), not linalg's "
+            raise LoweringError(at, f"{what}: i1 elements: tile's b1 matmul computes popc(xor/and), not linalg's "
                              "arithmetic; write tile.mma {popc} for binary GEMMs")
         try:
             v = view(original, exprs, tile_dim, element)
         except ValueError as e:
-            raise _error(at, f"{what} ({original}): {e}") from None
+            raise LoweringError(at, f"{what} ({original}): {e}") from None
         whole_tile = v.dims == tuple(range(len(shape)))
         if whole and not whole_tile:
-            raise _error(at, f"{what} ({self.original[mem.arg]}) is read as a broadcast (a stride-0 or "
+            raise LoweringError(at, f"{what} ({self.original[mem.arg]}) is read as a broadcast (a stride-0 or "
                              "unit dimension): an mma operand is a whole matrix")
         try:
             result = tile.TileType(list(shape), element)
         except VerifyException as e:
-            raise _error(at, f"{what}: {e}") from None
+            raise LoweringError(at, f"{what}: {e}") from None
         arg = self.retype(mem.arg, v.ref, at)
         rank = len(v.ref.get_shape())
         if whole_tile:
@@ -225,7 +222,7 @@ class _Kernel:
     def write(self, value: SSAValue, result: SSAValue, at: Operation, what: str) -> None:
         """`at` writes tile `result` into buffer `value` (all of it: linalg writes whole outputs)."""
         if value in self.transposed:
-            raise _error(at, f"{what} is the result buffer of a linalg.transpose: write into a buffer of "
+            raise LoweringError(at, f"{what} is the result buffer of a linalg.transpose: write into a buffer of "
                              "its own")
         mem = self.memory(value, at, what)
         self.values[mem.key()] = result
@@ -236,9 +233,9 @@ class _Kernel:
             try:
                 strides, _ = static_strides(ref)
             except ValueError as e:
-                raise _error(at, f"{what}: {e}") from None
+                raise LoweringError(at, f"{what}: {e}") from None
             if any(s == 0 for s, d in zip(strides, ref.get_shape()) if d > 1):
-                raise _error(at, f"{what} ({ref}) has a stride-0 (broadcast) dimension: elements share a place, "
+                raise LoweringError(at, f"{what} ({ref}) has a stride-0 (broadcast) dimension: elements share a place, "
                                  "so it cannot be written")
             self.retype(mem.arg, MemRefType(element, ref.get_shape(), ref.layout, ref.memory_space), at)
             self.writers[mem.arg] = at
@@ -250,7 +247,7 @@ class _Kernel:
         for op in list(self.block.ops):
             if op is term and isinstance(op, func.ReturnOp):
                 if op.operands:
-                    raise _error(op, "the kernel returns values: a tilemma kernel writes its results into "
+                    raise LoweringError(op, "the kernel returns values: a tilemma kernel writes its results into "
                                      "memref arguments (mlir-opt --buffer-results-to-out-params="
                                      "\"hoist-static-allocs modify-public-functions\" makes them so)")
                 continue
@@ -260,13 +257,13 @@ class _Kernel:
     def convert_op(self, op: Operation) -> None:
         for v in (*op.operands, *op.results):
             if isinstance(v.type, TensorType):
-                raise _error(op, f"{_operand_name(op, v)} is a {v.type}: only memrefs are supported (bufferize "
+                raise LoweringError(op, f"{_operand_name(op, v)} is a {v.type}: only memrefs are supported (bufferize "
                                  "tensors first, e.g. mlir-opt --one-shot-bufferize)")
         if isinstance(op, arith.ConstantOp | memref.DeallocOp):
             return
         if isinstance(op, _ALLOCS):
             if not op.memref.type.has_static_shape():  # type: ignore[union-attr]
-                raise _error(op, f"{op.memref.type} has a dynamic shape; tilemma needs static shapes")
+                raise LoweringError(op, f"{op.memref.type} has a dynamic shape; tilemma needs static shapes")
             return
         if isinstance(op, memref.CopyOp):
             return self.copy(op, op.source, op.destination)
@@ -288,8 +285,8 @@ class _Kernel:
         hint = _HINTS.get(op.name, " (a kernel is written in linalg or in tile IR, not both)"
                           if op.dialect_name() == "tile" else "")
         if op.dialect_name() == "linalg":
-            raise _error(op, f"not converted{hint}: {_WHAT_CONVERTS}")
-        raise _error(op, f"not converted in a linalg kernel{hint}: {_WHAT_CONVERTS}")
+            raise LoweringError(op, f"not converted{hint}: {_WHAT_CONVERTS}")
+        raise LoweringError(op, f"not converted in a linalg kernel{hint}: {_WHAT_CONVERTS}")
 
     def copy(self, op: Operation, source: SSAValue, dest: SSAValue) -> None:
         ref = dest.type
@@ -301,10 +298,10 @@ class _Kernel:
 
     def fill(self, op: linalg.FillOp) -> None:
         if len(op.inputs) != 1 or len(op.outputs) != 1:
-            raise _error(op, "expected ins(value) and outs(buffer)")
+            raise LoweringError(op, "expected ins(value) and outs(buffer)")
         const = op.inputs[0].owner
         if not isinstance(const, arith.ConstantOp) or not isinstance(const.value, IntegerAttr | FloatAttr):
-            raise _error(op, "the fill value must be an arith.constant (a kernel fills with a known value)")
+            raise LoweringError(op, "the fill value must be an arith.constant (a kernel fills with a known value)")
         ref = op.outputs[0].type
         self.memory(op.outputs[0], op, "the output")
         assert isinstance(ref, MemRefType)
@@ -314,7 +311,7 @@ class _Kernel:
         try:
             result = tile.TileType(ref.get_shape(), element)
         except VerifyException as e:
-            raise _error(op, str(e)) from None
+            raise LoweringError(op, str(e)) from None
         value = self.emit(op, tile.ConstantOp(number, result), "zero" if number == 0 else None)
         assert value is not None
         self.write(op.outputs[0], value, op, "the output")
@@ -325,10 +322,10 @@ class _Kernel:
         out_mem = self.memory(out, op, "the output")
         src_mem = self.memory(source, op, "the input")
         if out_mem.arg is not None:
-            raise _error(op, "the output is a kernel argument: tile IR has no transpose; a transposed "
+            raise LoweringError(op, "the output is a kernel argument: tile IR has no transpose; a transposed "
                              "read of an argument (into a memref.alloc) is a strided view")
         if self.values.get(src_mem.key()) is not None:
-            raise _error(op, "the input is computed in the kernel: tile IR has no transpose; only kernel "
+            raise LoweringError(op, "the input is computed in the kernel: tile IR has no transpose; only kernel "
                              "arguments transpose (as a strided view of the same buffer)")
         inverse = [0] * len(perm)
         for o, i in enumerate(perm):
@@ -353,7 +350,7 @@ class _Kernel:
         rank = maps[0].num_dims if maps else 0
         for i, m in enumerate(out_maps):
             if m.results != identity_exprs(rank):
-                raise _error(op, f"output #{i} is written through {m}: outputs are written elementwise "
+                raise LoweringError(op, f"output #{i} is written through {m}: outputs are written elementwise "
                                  "(the identity map)")
         refs = [o.type for o in op.outputs]
         for v in (*op.inputs, *op.outputs):
@@ -361,7 +358,7 @@ class _Kernel:
                 self.memory(v, op, f"operand #{op.operands.index(v)}")
         shape = refs[0].get_shape()  # type: ignore[union-attr]
         if len(shape) not in (2, 3):
-            raise _error(op, f"a rank {len(shape)} elementwise op: tile values are rank 2 (or 3 for "
+            raise LoweringError(op, f"a rank {len(shape)} elementwise op: tile values are rank 2 (or 3 for "
                              "batches); elementwise work converts where it runs over the matmul's tile")
         tile_dim = {d: d for d in range(rank)}
         body = op.body.block
@@ -383,7 +380,7 @@ class _Kernel:
                 if isinstance(operand.owner, arith.ConstantOp):
                     constants[arg] = operand
                     continue
-                raise _error(op, f"input #{i} is a {operand.type} scalar computed in the kernel: a scalar input is a "
+                raise LoweringError(op, f"input #{i} is a {operand.type} scalar computed in the kernel: a scalar input is a "
                                  "constant, or a one-element memref argument (indexing map ())")
             what = f"input #{i}" if i < n_in else f"output #{i - n_in} (read by the body)"
             inputs.append((arg, self.read(operand, maps[i].results, tile_dim, shape, op, what)))
@@ -393,9 +390,9 @@ class _Kernel:
             try:
                 outputs.append((j, tile.TileType(shape, tile_element(ref.element_type))))
             except VerifyException as e:
-                raise _error(op, f"output #{j}: {e}") from None
+                raise LoweringError(op, f"output #{j}: {e}") from None
         if not inputs:
-            raise _error(op, "the body reads no tile: write constants with linalg.fill")
+            raise LoweringError(op, "the body reads no tile: write constants with linalg.fill")
         mapped, casts = build_map(op, body, inputs, outputs, constants)
         self.emit(op, mapped)
         for (j, _), result in zip(outputs, mapped.outputs):
@@ -406,9 +403,9 @@ class _Kernel:
     def contraction(self, op: LinalgStructuredOperation) -> None:
         if len(op.inputs) != 2 or len(op.outputs) != 1:
             if isinstance(op, linalg.GenericOp):
-                raise _error(op, "a linalg.generic with a reduction converts as a matmul only: ins(A, B) outs(C), "
+                raise LoweringError(op, "a linalg.generic with a reduction converts as a matmul only: ins(A, B) outs(C), "
                                  "C += A * B (tile IR's one reduction)")
-            raise _error(op, "expected ins(A, B) and outs(C)")
+            raise LoweringError(op, "expected ins(A, B) and outs(C)")
         names = dict(zip((*op.inputs, op.outputs[0]), "ABC"))
         for v in (*op.inputs, op.outputs[0]):
             self.memory(v, op, f"operand {names[v]}")
@@ -419,7 +416,7 @@ class _Kernel:
         c_dims = [e.position for e in maps[2].results if isinstance(e, AffineDimExpr)]
         if (len(reductions) != 1 or len(parallel) not in (2, 3) or len(c_dims) != len(maps[2].results)
                 or c_dims != parallel):
-            raise _error(op, "not a matmul: expected C[(b,) m, n] += A[(b,) m, k] * B[(b,) k, n] (C indexed by "
+            raise LoweringError(op, "not a matmul: expected C[(b,) m, n] += A[(b,) m, k] * B[(b,) k, n] (C indexed by "
                              "the parallel loops in order, one reduction loop k)")
         k = reductions[0]
         *batch, m, n = c_dims
@@ -433,7 +430,7 @@ class _Kernel:
             a, b = 1, 0  # written B x A: the product commutes
         for i, want, role in ((a, {m, k, *batch}, "A"), (b, {k, n, *batch}, "B")):
             if loops(i) != want or len(maps[i].results) != len(want):
-                raise _error(op, f"operand {'AB'[i]} is indexed by {maps[i]}: the matmul's {role} is indexed by "
+                raise LoweringError(op, f"operand {'AB'[i]} is indexed by {maps[i]}: the matmul's {role} is indexed by "
                                  f"its batch, {'m and k' if role == 'A' else 'k and n'} loops, in any order")
         shapes = op.get_static_loop_ranges()
         size = {d: shapes[d] for d in range(len(kinds))}
@@ -463,14 +460,14 @@ class _Kernel:
                    "A and B converted to C's type by arith.extf / extsi / extui")
         term = body.last_op
         if not isinstance(term, linalg.YieldOp) or len(term.operands) != 1 or len(body.args) != 3:
-            raise _error(op, problem)
+            raise LoweringError(op, problem)
         add = term.operands[0].owner
         if not isinstance(add, arith.AddfOp | arith.AddiOp) or body.args[2] not in add.operands:
-            raise _error(op, problem)
+            raise LoweringError(op, problem)
         product = add.operands[1] if add.operands[0] is body.args[2] else add.operands[0]
         mul = product.owner
         if not isinstance(mul, arith.MulfOp | arith.MuliOp):
-            raise _error(op, problem)
+            raise LoweringError(op, problem)
         signs: dict[int, Signedness] = {}
         used = {add, mul, term}
         for v in mul.operands:
@@ -481,10 +478,10 @@ class _Kernel:
                     sign = Signedness.UNSIGNED
                 v = v.owner.input
             if not isinstance(v, BlockArgument) or v.block is not body or v.index == 2 or v.index in signs:
-                raise _error(op, problem)
+                raise LoweringError(op, problem)
             signs[v.index] = sign
         if len(used) != len(list(body.ops)):
-            raise _error(op, problem)
+            raise LoweringError(op, problem)
         return signs[0], signs[1]
 
     # -- the end ---------------------------------------------------------------------------
