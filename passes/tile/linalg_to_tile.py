@@ -90,6 +90,12 @@ def _operand_name(op: Operation, v: SSAValue) -> str:
     return f"operand #{i}"
 
 
+def _signed_as(held: SSAValue, signedness: Signedness) -> bool:
+    """Whether a loaded tile's integers are read with `signedness` (floats: always)."""
+    t = held.type.element_type  # type: ignore[union-attr]
+    return not isinstance(t, IntegerType) or t.signedness.data == signedness
+
+
 class _Memory:
     """A buffer the kernel names: a kernel argument (by index: retyping replaces the block
     argument) or a memref.alloc."""
@@ -123,7 +129,7 @@ class _Kernel:
     def memory(self, value: SSAValue, at: Operation, what: str) -> _Memory:
         if isinstance(value.type, TensorType):
             raise LoweringError(at, f"{what} is a {value.type}: only memrefs are supported (bufferize tensors "
-                             "first, e.g. mlir-opt --one-shot-bufferize)")
+                                "first, e.g. mlir-opt --one-shot-bufferize)")
         if not isinstance(value.type, MemRefType):
             raise LoweringError(at, f"{what} is a {value.type}, not a memref")
         if not value.type.has_static_shape():
@@ -133,7 +139,7 @@ class _Kernel:
         if isinstance(value.owner, _ALLOCS):
             return _Memory(None, value)
         raise LoweringError(at, f"{what} comes from {getattr(value.owner, 'name', 'a block argument')}: "
-                         "linalg-to-tile reads kernel arguments and memref.alloc buffers")
+                            "linalg-to-tile reads kernel arguments and memref.alloc buffers")
 
     def arg_name(self, index: int) -> str:
         return f"%{self.names[index]}" if self.names[index] else f"argument {index}"
@@ -144,8 +150,8 @@ class _Kernel:
         seen = self.views.get(index)
         if seen is not None and seen[0] != ref and seen[1] is at:
             raise LoweringError(at, f"kernel argument {self.arg_name(index)} ({self.original[index]}) is read both as "
-                             f"{seen[0]} and as {ref}: an argument has one layout and element type in a kernel; "
-                             "pass the two forms as two arguments")
+                                f"{seen[0]} and as {ref}: an argument has one layout and element type in a kernel; "
+                                "pass the two forms as two arguments")
         if seen is not None and seen[0] != ref:
             raise LoweringError(
                 at,
@@ -181,15 +187,18 @@ class _Kernel:
         mem = self.memory(value, at, what)
         held = self.values.get(mem.key())
         if held is not None:
+            loops = [e.position if isinstance(e, AffineDimExpr) else None for e in exprs]
+            elementwise = [tile_dim.get(d) for d in loops] == list(range(len(shape)))
             if whole:
+                if isinstance(held.owner, tile.LoadOp) and elementwise and _signed_as(held, signedness):
+                    return held  # a copy of an argument (memref.copy into a buffer): its load
                 producer = origin(held.owner).name if isinstance(held.owner, Operation) else "?"
                 raise LoweringError(at, f"{what} is computed in the kernel (by {producer}): the mma reads its A and B "
-                                 "from kernel arguments (directly or through linalg.transpose)")
-            loops = [e.position if isinstance(e, AffineDimExpr) else None for e in exprs]
-            if [tile_dim.get(d) for d in loops] != list(range(len(shape))):
+                                    "from kernel arguments (directly or through linalg.transpose)")
+            if not elementwise:
                 raise LoweringError(at, f"{what} holds a value computed in the kernel, read here through "
-                                 f"({', '.join(map(str, exprs))}): a computed tile is read elementwise "
-                                 "(the identity map); only kernel arguments transpose or broadcast")
+                                    f"({', '.join(map(str, exprs))}): a computed tile is read elementwise "
+                                    "(the identity map); only kernel arguments transpose or broadcast")
             return held
         if mem.arg is None:
             raise LoweringError(at, f"{what} is a memref.alloc buffer that nothing has written before this read")
@@ -198,7 +207,7 @@ class _Kernel:
         element = tile_element(original.element_type, signedness)
         if isinstance(element, IntegerType) and element.width.data == 1:
             raise LoweringError(at, f"{what}: i1 elements: tile's b1 matmul computes popc(xor/and), not linalg's "
-                             "arithmetic; write tile.mma {popc} for binary GEMMs")
+                                "arithmetic; write tile.mma {popc} for binary GEMMs")
         try:
             v = view(original, exprs, tile_dim, element)
         except ValueError as e:
@@ -206,7 +215,7 @@ class _Kernel:
         whole_tile = v.dims == tuple(range(len(shape)))
         if whole and not whole_tile:
             raise LoweringError(at, f"{what} ({self.original[mem.arg]}) is read as a broadcast (a stride-0 or "
-                             "unit dimension): an mma operand is a whole matrix")
+                                "unit dimension): an mma operand is a whole matrix")
         try:
             result = tile.TileType(list(shape), element)
         except VerifyException as e:
@@ -223,7 +232,7 @@ class _Kernel:
         """`at` writes tile `result` into buffer `value` (all of it: linalg writes whole outputs)."""
         if value in self.transposed:
             raise LoweringError(at, f"{what} is the result buffer of a linalg.transpose: write into a buffer of "
-                             "its own")
+                                "its own")
         mem = self.memory(value, at, what)
         self.values[mem.key()] = result
         if mem.arg is not None:
@@ -236,7 +245,7 @@ class _Kernel:
                 raise LoweringError(at, f"{what}: {e}") from None
             if any(s == 0 for s, d in zip(strides, ref.get_shape()) if d > 1):
                 raise LoweringError(at, f"{what} ({ref}) has a stride-0 (broadcast) dimension: elements share a place, "
-                                 "so it cannot be written")
+                                    "so it cannot be written")
             self.retype(mem.arg, MemRefType(element, ref.get_shape(), ref.layout, ref.memory_space), at)
             self.writers[mem.arg] = at
 
@@ -248,8 +257,8 @@ class _Kernel:
             if op is term and isinstance(op, func.ReturnOp):
                 if op.operands:
                     raise LoweringError(op, "the kernel returns values: a tilemma kernel writes its results into "
-                                     "memref arguments (mlir-opt --buffer-results-to-out-params="
-                                     "\"hoist-static-allocs modify-public-functions\" makes them so)")
+                                        "memref arguments (mlir-opt --buffer-results-to-out-params="
+                                        "\"hoist-static-allocs modify-public-functions\" makes them so)")
                 continue
             self.convert_op(op)
         self.finish()
@@ -258,7 +267,7 @@ class _Kernel:
         for v in (*op.operands, *op.results):
             if isinstance(v.type, TensorType):
                 raise LoweringError(op, f"{_operand_name(op, v)} is a {v.type}: only memrefs are supported (bufferize "
-                                 "tensors first, e.g. mlir-opt --one-shot-bufferize)")
+                                    "tensors first, e.g. mlir-opt --one-shot-bufferize)")
         if isinstance(op, arith.ConstantOp | memref.DeallocOp):
             return
         if isinstance(op, _ALLOCS):
@@ -323,10 +332,10 @@ class _Kernel:
         src_mem = self.memory(source, op, "the input")
         if out_mem.arg is not None:
             raise LoweringError(op, "the output is a kernel argument: tile IR has no transpose; a transposed "
-                             "read of an argument (into a memref.alloc) is a strided view")
+                                "read of an argument (into a memref.alloc) is a strided view")
         if self.values.get(src_mem.key()) is not None:
             raise LoweringError(op, "the input is computed in the kernel: tile IR has no transpose; only kernel "
-                             "arguments transpose (as a strided view of the same buffer)")
+                                "arguments transpose (as a strided view of the same buffer)")
         inverse = [0] * len(perm)
         for o, i in enumerate(perm):
             inverse[i] = o
@@ -351,7 +360,7 @@ class _Kernel:
         for i, m in enumerate(out_maps):
             if m.results != identity_exprs(rank):
                 raise LoweringError(op, f"output #{i} is written through {m}: outputs are written elementwise "
-                                 "(the identity map)")
+                                    "(the identity map)")
         refs = [o.type for o in op.outputs]
         for v in (*op.inputs, *op.outputs):
             if isinstance(v.type, ShapedType):
@@ -359,7 +368,7 @@ class _Kernel:
         shape = refs[0].get_shape()  # type: ignore[union-attr]
         if len(shape) not in (2, 3):
             raise LoweringError(op, f"a rank {len(shape)} elementwise op: tile values are rank 2 (or 3 for "
-                             "batches); elementwise work converts where it runs over the matmul's tile")
+                                "batches); elementwise work converts where it runs over the matmul's tile")
         tile_dim = {d: d for d in range(rank)}
         body = op.body.block
         # A copy or a broadcast moves tiles, no map needed.
@@ -381,7 +390,7 @@ class _Kernel:
                     constants[arg] = operand
                     continue
                 raise LoweringError(op, f"input #{i} is a {operand.type} scalar computed in the kernel: a scalar input is a "
-                                 "constant, or a one-element memref argument (indexing map ())")
+                                    "constant, or a one-element memref argument (indexing map ())")
             what = f"input #{i}" if i < n_in else f"output #{i - n_in} (read by the body)"
             inputs.append((arg, self.read(operand, maps[i].results, tile_dim, shape, op, what)))
         outputs = []
@@ -404,7 +413,7 @@ class _Kernel:
         if len(op.inputs) != 2 or len(op.outputs) != 1:
             if isinstance(op, linalg.GenericOp):
                 raise LoweringError(op, "a linalg.generic with a reduction converts as a matmul only: ins(A, B) outs(C), "
-                                 "C += A * B (tile IR's one reduction)")
+                                    "C += A * B (tile IR's one reduction)")
             raise LoweringError(op, "expected ins(A, B) and outs(C)")
         names = dict(zip((*op.inputs, op.outputs[0]), "ABC"))
         for v in (*op.inputs, op.outputs[0]):
@@ -417,7 +426,7 @@ class _Kernel:
         if (len(reductions) != 1 or len(parallel) not in (2, 3) or len(c_dims) != len(maps[2].results)
                 or c_dims != parallel):
             raise LoweringError(op, "not a matmul: expected C[(b,) m, n] += A[(b,) m, k] * B[(b,) k, n] (C indexed by "
-                             "the parallel loops in order, one reduction loop k)")
+                                "the parallel loops in order, one reduction loop k)")
         k = reductions[0]
         *batch, m, n = c_dims
         signs = self._contraction_signs(op)
@@ -431,7 +440,7 @@ class _Kernel:
         for i, want, role in ((a, {m, k, *batch}, "A"), (b, {k, n, *batch}, "B")):
             if loops(i) != want or len(maps[i].results) != len(want):
                 raise LoweringError(op, f"operand {'AB'[i]} is indexed by {maps[i]}: the matmul's {role} is indexed by "
-                                 f"its batch, {'m and k' if role == 'A' else 'k and n'} loops, in any order")
+                                    f"its batch, {'m and k' if role == 'A' else 'k and n'} loops, in any order")
         shapes = op.get_static_loop_ranges()
         size = {d: shapes[d] for d in range(len(kinds))}
         a_dims = {d: i for i, d in enumerate((*batch, m, k))}

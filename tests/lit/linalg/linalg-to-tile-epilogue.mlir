@@ -150,3 +150,24 @@ func.func @fp8(%a: memref<16x16xf16>, %b: memref<16x8xf16>, %s: memref<1xf32>, %
 // CHECK-NEXT:    }
 // CHECK-NEXT:    %[[F8:.*]] = tile.cast %[[Y]] {rounding = #tile<rounding rn>} : !tile.tile<16x8xf32> -> !tile.tile<16x8xf8E5M2>
 // CHECK-NEXT:    tile.store %[[F8]], %d[0, 0] : !tile.tile<16x8xf8E5M2>, memref<16x8xf8E5M2>
+
+// Bufferization's copies (copy-before-write): an argument copied into a buffer is read as the
+// argument; the result computed into a buffer and copied out is stored to the out parameter.
+func.func @copies(%a: memref<16x16xf16>, %b: memref<16x8xf16>, %c: memref<16x8xf32>, %d: memref<16x8xf32>) {
+  %abuf = memref.alloc() : memref<16x16xf16>
+  memref.copy %a, %abuf : memref<16x16xf16> to memref<16x16xf16>
+  %cbuf = memref.alloc() : memref<16x8xf32>
+  memref.copy %c, %cbuf : memref<16x8xf32> to memref<16x8xf32>
+  linalg.matmul ins(%abuf, %b : memref<16x16xf16>, memref<16x8xf16>) outs(%cbuf : memref<16x8xf32>)
+  memref.copy %cbuf, %d : memref<16x8xf32> to memref<16x8xf32>
+  memref.dealloc %abuf : memref<16x16xf16>
+  memref.dealloc %cbuf : memref<16x8xf32>
+  return
+}
+// CHECK-LABEL: func.func @copies(%a: memref<16x16xf16>, %b: memref<16x8xf16>, %c: memref<16x8xf32>, %d: memref<16x8xf32>)
+// CHECK-NEXT:    %ta = tile.load %a[0, 0] : memref<16x16xf16> -> !tile.tile<16x16xf16>
+// CHECK-NEXT:    %tc = tile.load %c[0, 0] : memref<16x8xf32> -> !tile.tile<16x8xf32>
+// CHECK-NEXT:    %tb = tile.load %b[0, 0] : memref<16x8xf16> -> !tile.tile<16x8xf16>
+// CHECK-NEXT:    %td = tile.mma %ta, %tb, %tc
+// CHECK-NEXT:    tile.store %td, %d[0, 0] : !tile.tile<16x8xf32>, memref<16x8xf32>
+// CHECK-NEXT:    func.return
