@@ -430,3 +430,69 @@ def test_xdsl_opt_keeps_indexing_maps_and_knows_batch_matmul(tmp_path):
     proc = subprocess.run([str(BIN / "xdsl-opt"), str(again), "-p", "linalg-to-tile"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "%b: memref<32x8xf16, strided<[1, 32]>>" in proc.stdout  # B^T: the K-major view of b
+
+
+# ---------------------------------------------------------------------------------------------
+# Views and forms without an epilogue, end to end now: the generic form of a u8 matmul
+# (arith.extui), a batch of A^T through linalg.transpose, B^T through indexing_maps with C
+# copied in and D copied out (bufferization's copies).
+# ---------------------------------------------------------------------------------------------
+
+VIEW_KERNELS = {
+    "generic_u8": """func.func @generic_u8(%a: memref<19x64xi8>, %b: memref<64x24xi8>, %c: memref<19x24xi32>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<19x64xi8>, memref<64x24xi8>) outs(%c : memref<19x24xi32>) {
+  ^bb0(%x: i8, %y: i8, %acc: i32):
+    %0 = arith.extui %x : i8 to i32
+    %1 = arith.extui %y : i8 to i32
+    %2 = arith.muli %0, %1 : i32
+    %3 = arith.addi %acc, %2 : i32
+    linalg.yield %3 : i32
+  }
+  return
+}""",
+    "batched_at": """func.func @batched_at(%at: memref<2x48x37xf16>, %b: memref<2x48x29xf16>, %c: memref<2x37x29xf32>) {
+  %a = memref.alloc() : memref<2x37x48xf16>
+  linalg.transpose ins(%at : memref<2x48x37xf16>) outs(%a : memref<2x37x48xf16>) permutation = [0, 2, 1]
+  linalg.batch_matmul ins(%a, %b : memref<2x37x48xf16>, memref<2x48x29xf16>) outs(%c : memref<2x37x29xf32>)
+  return
+}""",
+    "bt_copies": """func.func @bt_copies(%a: memref<37x64xf16>, %w: memref<29x64xf16>, %c: memref<37x29xf32>, %d: memref<37x29xf32>) {
+  %buf = memref.alloc() : memref<37x29xf32>
+  memref.copy %c, %buf : memref<37x29xf32> to memref<37x29xf32>
+  linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
+      ins(%a, %w : memref<37x64xf16>, memref<29x64xf16>) outs(%buf : memref<37x29xf32>)
+  memref.copy %buf, %d : memref<37x29xf32> to memref<37x29xf32>
+  return
+}""",
+}
+
+
+@pytest.mark.parametrize("name", VIEW_KERNELS)
+def test_views_run_exactly(name):
+    [kernel] = compile_text(VIEW_KERNELS[name], f"{name}.mlir", CompileOptions(sm="90"))
+    assert run_compiled(kernel, 1, "emulator").ok
+    rng = np.random.default_rng(5)
+    if name == "generic_u8":
+        a = rng.integers(0, 256, (19, 64)).astype(np.uint8)
+        b = rng.integers(0, 256, (64, 24)).astype(np.uint8)
+        a[0, :] = b[:, 0] = 255  # unsigned: 255 * 255, not (-1) * (-1)
+        c = rng.integers(-1000, 1000, (19, 24)).astype(np.int32)
+        result = run_compiled(kernel, 1, "emulator", inputs={"a": a, "b": b, "c": c})
+        assert result.ok, result.detail
+        assert np.array_equal(result.outputs["c"], (a.astype(np.int64) @ b + c).astype(np.int32))
+        return
+    if name == "batched_at":
+        at, b = _f16(rng, 2, 48, 37), _f16(rng, 2, 48, 29)
+        c = rng.standard_normal((2, 37, 29)).astype(np.float32)
+        inputs, a, out = {"at": at.transpose(0, 2, 1), "b": b, "c": c}, at.transpose(0, 2, 1), "c"
+    else:
+        a, w = _f16(rng, 37, 64), _f16(rng, 29, 64)
+        c = rng.standard_normal((37, 29)).astype(np.float32)
+        inputs, b, out = {"a": a, "w": w.T, "c": c}, w.T, "d"
+    result = run_compiled(kernel, 1, "emulator", inputs=inputs)
+    assert result.ok, result.detail
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = a64 @ b64 + c
+    bound = (a.shape[-1] + 1) * 2.0**-23 * (np.abs(a64) @ np.abs(b64) + np.abs(c))
+    assert np.all(np.abs(result.outputs[out] - want) <= bound)
