@@ -111,15 +111,26 @@ def _ptx_target():
 
 
 def _linalg():
-    from tilemma.passes.tile.linalg_to_tile import LINALG
+    from tilemma.passes.tile.upstream_dialects import LINALG
 
     return LINALG
 
 
+def _memref():
+    from tilemma.passes.tile.upstream_dialects import MEMREF
+
+    return MEMREF
+
+
 DIALECTS = {"tile": _tile, "warp": _warp, "ptx": _ptx}
-# xDSL dialects tilemma's own tools load in a corrected form (linalg: a mixed-precision
-# linalg.matmul that verifies). Not in the universe: xDSL registers these names itself.
-REPLACED_DIALECTS = {"linalg": _linalg}
+# xDSL dialects every tool loads in a corrected form (`passes/tile/upstream_dialects.py`: linalg
+# with MLIR's mixed-precision matmul body, its `indexing_maps` syntax and linalg.batch_matmul;
+# memref.copy's custom syntax).
+# Not in TILEMMA_UNIVERSE (the multiverse refuses two universes naming one dialect): loading
+# this entry point puts them in xDSL's own universe instead, so plain `xdsl-opt` with tilemma
+# installed parses `linalg.matmul ins(f16, f16) outs(f32)` as MLIR does. The ops are xDSL's
+# IRDL definitions (subclasses, same names); only their bodies and syntax differ.
+REPLACED_DIALECTS = {"linalg": _linalg, "memref": _memref}
 PASSES = {
     "linalg-to-tile": _linalg_to_tile,
     "tile-select-mma": _select_mma,
@@ -138,6 +149,15 @@ PASSES = {
 TARGETS = {"ptx": _ptx_target}
 
 TILEMMA_UNIVERSE = Universe(all_dialects=DIALECTS, all_passes=PASSES, all_targets=TARGETS)
+
+
+def _correct_xdsl_universe() -> None:
+    from xdsl.universe import XDSL_UNIVERSE
+
+    XDSL_UNIVERSE.all_dialects.update(REPLACED_DIALECTS)
+
+
+_correct_xdsl_universe()
 
 
 def make_context() -> Context:
