@@ -41,6 +41,16 @@ F32_BODY = """
 """
 F32_YIELDS = ("%u2", "%u3", "%u4", "%u5")
 
+# The same arithmetic without the approximate functions (exp, log, tanh, erf, rsqrt): every
+# instruction exact, so the GPU's words must equal the emulator's bit for bit.
+F32_EXACT_BODY = F32_BODY.split("    %e = math.exp")[0] + """    %sq = math.sqrt %den : f32
+    %u1 = arith.addf %sel, %t4 : f32
+    %u2 = arith.subf %sq, %t5 : f32
+    %u3 = arith.mulf %mx, %den : f32
+    %u4 = arith.divf %mnn, %sq : f32
+"""
+F32_EXACT_YIELDS = ("%u1", "%u2", "%u3", "%u4")
+
 F64_BODY = """
     %one = arith.constant 1.0 : f64
     %half = arith.constant 0.5 : f64
@@ -63,8 +73,9 @@ F64_BODY = """
 """
 
 
-def kernel(family: str, m: int, n: int, k: int) -> str:
-    """The every-op kernel for `family` (f16, bf16, tf32, s8, f64) at M x N x K."""
+def kernel(family: str, m: int, n: int, k: int, exact: bool = False) -> str:
+    """The every-op kernel for `family` (f16, bf16, tf32, s8, f64) at M x N x K; `exact` leaves out
+    the approximate functions (the f64 body has none)."""
     a, acc, scalar = {"f16": ("f16", "f32", "f32"), "bf16": ("bf16", "f32", "f32"), "tf32": ("f32", "f32", "f32"),
                       "s8": ("si8", "si32", "f32"), "f64": ("f64", "f64", "f64")}[family]
     mem_a = a
@@ -79,7 +90,8 @@ def kernel(family: str, m: int, n: int, k: int) -> str:
     if family == "f64":
         body, outs, yields = F64_BODY, ["f64", "f32"], ("%u2", "%u3")
     else:
-        body, outs, yields = F32_BODY, ["f32", "f16", "bf16", "f32"], F32_YIELDS
+        body, outs, yields = (F32_EXACT_BODY, ["f32", "f16", "bf16", "f32"], F32_EXACT_YIELDS) if exact else (
+            F32_BODY, ["f32", "f16", "bf16", "f32"], F32_YIELDS)
         if family == "s8":
             outs = ["f32", "f16", "bf16", "f32"]
     conv = ""
@@ -109,7 +121,7 @@ def kernel(family: str, m: int, n: int, k: int) -> str:
                      for i, (_, o, _) in enumerate(final))
     acc_el = "si32" if family == "s8" else acc
     del xin
-    return f"""func.func @every_op_{family}(%ma: memref<{m}x{k}x{mem_a}>, %mb: {b_ty}, %bias: memref<{n}x{scalar}>, %scale: memref<{m}x{scalar}>, %res: memref<{m}x{n}x{scalar}>, {out_args}) {{
+    return f"""func.func @every_op_{family}{'_exact' if exact else ''}(%ma: memref<{m}x{k}x{mem_a}>, %mb: {b_ty}, %bias: memref<{n}x{scalar}>, %scale: memref<{m}x{scalar}>, %res: memref<{m}x{n}x{scalar}>, {out_args}) {{
   %ta = tile.load %ma[0, 0] : memref<{m}x{k}x{mem_a}> -> !tile.tile<{m}x{k}x{a}>
   %tb = tile.load %mb[0, 0] : {b_ty} -> !tile.tile<{k}x{n}x{a}>
 {cast}  %z = tile.constant 0{'.0' if acc_el != 'si32' else ''} : {res_ty(acc_el)}

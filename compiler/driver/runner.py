@@ -408,7 +408,9 @@ BIT_EXACT_MAX_MACS = 1 << 26  # above this the CPU twin would take long: the bou
 def _gpu_twin_differs(kernel: CompiledKernel, args: list[np.ndarray], outs: list[np.ndarray]) -> str | None:
     """Where the emulator's arithmetic is proven for this GPU (`mma_arith.proven`), the GPU's
     output words must be the emulator's, bit for bit, on the same inputs; None when they are (or
-    when the model is not proven there, or the GEMM is too large to emulate quickly)."""
+    when the model is not proven there, when the kernel runs approximate instructions - `ex2.approx`,
+    `tanh.approx`, ...: the emulator models those within the ISA's bound, not bit for bit, and the
+    interval reference checks them - or when the GEMM is too large to emulate quickly)."""
     from tilemma.compiler.runtime import cuda_runtime
     from tilemma.compiler.verify import emulator, mma_arith
 
@@ -416,8 +418,10 @@ def _gpu_twin_differs(kernel: CompiledKernel, args: list[np.ndarray], outs: list
     arch = cuda_runtime.device_arch()
     if not mma_arith.proven(arch, v.atype, v.dtype, v.kind, v.shape) or g.batch * g.m * g.n * g.k > BIT_EXACT_MAX_MACS:
         return None
-    twin = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args, arch=arch,
-                            shared_bytes=kernel.abi.shared_bytes)
+    program = emulator.compile_entry(kernel.ptx, kernel.name, arch)
+    if program.approximate:
+        return None
+    twin = program.run(kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
     for param in dict.fromkeys(mem.param for _, mem in g.outputs):
         gpu, cpu = (np.ascontiguousarray(x).view(np.uint8) for x in (outs[param], twin[param]))
         if np.array_equal(gpu, cpu):

@@ -624,6 +624,7 @@ def dec_special(d, op, mods, args, where) -> Fn:
             f", {head}.rn.f32 and {head}.rn.f64" if head in ("rcp", "sqrt") else "")
         raise _refuse(where, head, mods, forms)
     ra = _reader(d, a, "f32", where)
+    d.approximate.add(f"{head}.approx{'.ftz' if ftz else ''}.f32")
     return lambda m, mask: write(m, np.broadcast_to(approx32(head, ra(m), ftz), (m.T,)), mask)
 
 

@@ -69,6 +69,7 @@ class _Decode:
         self.labels: dict[str, int] = {}
         self.params: list[tuple[str, str]] = []
         self.shared: dict[str, int] = {}  # shared buffer -> its shared address (set by Program)
+        self.approximate: set[str] = set()  # `.approx` instructions decoded (modelled within the ISA's bound)
         for p in entry.params.data:
             parts = p.data.split()
             if len(parts) != 2 or not parts[0].startswith(".") or parts[0][1:] not in _TYPES:

@@ -78,6 +78,9 @@ class Program:
                 index += 1
         self.banks = dict(d.banks)
         self.steps: list[_Step] = [self._decode(d, op) for op in code if not isinstance(op, ptx.LabelOp)]
+        # The approximate instructions the kernel runs: their results are the ISA-bounded model,
+        # not the GPU's bits, so a GPU comparison of words they reach is not a bit-exact one.
+        self.approximate = frozenset(d.approximate)
 
     def _layout_shared(self, d: _Decode, decls: list) -> None:
         """Static buffers in declaration order from `_SHARED_BASE`, each at its alignment; every
