@@ -402,21 +402,20 @@ def _check_epilogue(kernel: CompiledKernel, values, args, outs, want, a_full, b_
     return ok, max_abs, max_rel, "; ".join(details), saved
 
 
-BIT_EXACT_MAX_MACS = 1 << 26  # above this the CPU twin would take long: the bound check alone
-
-
 def _gpu_twin_differs(kernel: CompiledKernel, args: list[np.ndarray], outs: list[np.ndarray]) -> str | None:
     """Where the emulator's arithmetic is proven for this GPU (`mma_arith.proven`), the GPU's
     output words must be the emulator's, bit for bit, on the same inputs; None when they are (or
     when the model is not proven there, when the kernel runs approximate instructions - `ex2.approx`,
     `tanh.approx`, ...: the emulator models those within the ISA's bound, not bit for bit, and the
-    interval reference checks them - or when the GEMM is too large to emulate quickly)."""
+    interval reference checks them - or when the GEMM is too large to emulate quickly,
+    `emulator.QUICK_MACS`: the bound check alone)."""
     from tilemma.compiler.runtime import cuda_runtime
     from tilemma.compiler.verify import emulator, mma_arith
 
     g, v = kernel.gemm, kernel.instruction
     arch = cuda_runtime.device_arch()
-    if not mma_arith.proven(arch, v.atype, v.dtype, v.kind, v.shape) or g.batch * g.m * g.n * g.k > BIT_EXACT_MAX_MACS:
+    if (not mma_arith.proven(arch, v.atype, v.dtype, v.kind, v.shape)
+            or g.batch * g.m * g.n * g.k > emulator.QUICK_MACS):
         return None
     program = emulator.compile_entry(kernel.ptx, kernel.name, arch)
     if program.approximate:

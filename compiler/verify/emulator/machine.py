@@ -126,6 +126,12 @@ class _Memory:
         return groups
 
 
+#: Multiply-adds (batch x M x N x K) up to which a GEMM runs in the emulator in seconds: this many
+#: (512x512x256 f16) took 14 s on two shared cores, and the time grows in proportion. The runner
+#: checks a GPU against the emulator only up to here; `Kernel.emulate` refuses more unless told.
+QUICK_MACS = 1 << 26
+
+
 @dataclass
 class RunStats:
     """What one `Program.run` did (for the speed benchmark and for curiosity)."""
