@@ -25,11 +25,13 @@ from typing import Any
 import torch
 
 from tilemma.compiler.driver.api import Kernel, LaunchError
+from tilemma.compiler.runtime.abi import OUTPUT_ROLES
 
 __all__ = ["custom_op", "ABI_OUTPUT_ROLES"]
 
-#: Parameters with these roles are the op's outputs; every other parameter is an input.
-ABI_OUTPUT_ROLES = ("d", "sparsity_error")
+#: Parameters with these roles (those the kernel writes) are the op's outputs; every other
+#: parameter is an input.
+ABI_OUTPUT_ROLES = OUTPUT_ROLES
 
 
 def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] = "cuda") -> Any:

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 # Roles of uint32 word buffers (outside the tile element types): the sparsity error word and the
 # metadata words of a pre-compressed A (`tile.sparse_from`, whose values have the role a_values).
 WORD_ROLES = ("sparsity_error", "a_meta")
+# Roles of the parameters a kernel writes (every output of its epilogue is a `d`); the others it
+# only reads.
+OUTPUT_ROLES = ("d", "sparsity_error")
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,11 @@ class Param:
     @property
     def is_words(self) -> bool:
         return any(r in WORD_ROLES for r in self.roles)
+
+    @property
+    def is_output(self) -> bool:
+        """Whether the kernel writes this buffer (D, an epilogue's outputs, the error word)."""
+        return any(r in OUTPUT_ROLES for r in self.roles)
 
     @property
     def nbytes(self) -> int:
