@@ -3,6 +3,7 @@
     kernels = tilemma.compile(text, sm="90")        # or an xDSL ModuleOp; CompileOptions as keywords
     k = kernels[0]; k.abi.to_json(); k.cubin()      # what the kernel expects; the assembled kernel
     k.launch(a, b, c, d, stream=s)                  # torch tensors, CuPy arrays, DLPack, int addresses
+    k.emulate(a, b, c, d)                           # NumPy arrays, in the CPU emulator (no GPU)
 
 A kernel argument is a view of exactly its memref: the memref's shape and dtype, its strides in
 elements (row-major unless the memref's layout says otherwise); a strided memref's `offset` is where
@@ -44,7 +45,7 @@ class CompileError(ValueError):
 
 class LaunchError(ValueError):
     """An argument does not match the kernel's ABI; the message names the parameter and what
-    was expected."""
+    was expected. `Kernel.emulate` also raises it for a problem too large to emulate quickly."""
 
 
 def compile(module_or_text: str | ModuleOp, sm: str = "90", *, filename: str | None = None,
@@ -216,6 +217,108 @@ class Kernel:
                 prepared.checked(args, handle)
             prepared.launcher(prepared.device).launch(handle)
 
+    def emulate(self, *arrays: Any, arch: str | None = None, max_macs: int | None = None) -> None:
+        """Run the kernel's PTX in the CPU emulator (`tilemma.compiler.verify.emulator`) on NumPy
+        arrays: `launch` for a machine without a GPU.
+
+        One array per `abi.params` entry, in order, each what `launch` takes for that parameter:
+        its `shape` and `dtype` (`Param.dtype`: ml_dtypes' bfloat16 and float8_* for bf16 and fp8,
+        uint8 codes for fp6 and ue4m3, float32 for tf32, uint32 for words; launch's alternatives,
+        uint8 for one-byte floats and int32 for words, pass too), a parameter packed in `bits`
+        (`Param.packing`: si4, ui4, f4E2M1FN, i1) its packed bytes, a uint8 array of `nbytes`
+        (`runner.pack_memory` packs them). They are checked as `launch` checks them: a wrong count,
+        type, dtype or shape raises LaunchError naming the parameter, before anything runs. The
+        one difference is strides: an array is copied into its memref's layout (`strides`,
+        `offset`; gaps hold zeros), so a strided parameter takes its logical view in any NumPy
+        layout. A checked sparse kernel's `sparsity_error` takes a one-element array set to its
+        `init`, read afterwards with `sparsity_error`, as with `launch`.
+
+        Like `launch`, it returns None and leaves the results in the caller's arrays, so code
+        written for `launch` runs here with NumPy arrays in place of device buffers: the
+        parameters the kernel writes (`Param.is_output`: D, an epilogue's other outputs, the error
+        word) get their final contents in place (elements the kernel does not store keep theirs;
+        they must be writable arrays); the others are read, never written.
+
+        `arch`: the GPU whose tensor-core arithmetic mma follows (`mma_arith.MODELS`); by default
+        the kernel's target (`sm`) where the emulator has a model of its mma there, else sm_90
+        (`mma_arith.DEFAULT_ARCH`). Approximate instructions (ex2.approx, tanh.approx, ...) are
+        modelled within the ISA's bound, not bit for bit. A GEMM of more than `max_macs`
+        multiply-adds (batch x M x N x K; default `emulator.QUICK_MACS`, 2**26, up to which the
+        runner checks a GPU against the emulator: about 15 s on two cores) raises LaunchError
+        instead of running for minutes; pass a larger `max_macs` to wait for it."""
+        import numpy as np
+
+        from tilemma.compiler.verify import emulator
+
+        params, wants = self.abi.params, self._wants
+        if len(arrays) != len(params):
+            raise LaunchError(_count_message(self, len(arrays)))
+        for i, (x, p, want) in enumerate(zip(arrays, params, wants)):
+            if not isinstance(x, np.ndarray):
+                raise LaunchError(f"{_where(i, p)}: {type(x).__name__} is not a NumPy array (emulate takes "
+                                  "NumPy arrays; launch takes device buffers)")
+            _check(_Buffer(0, x.shape, None, x.dtype.name, None, "NumPy array"), i, p, want, host=True)
+            if p.is_output and not x.flags.writeable:
+                raise LaunchError(f"{_where(i, p)}, a NumPy array: read-only, but the kernel writes it "
+                                  "(its results are left in the array)")
+        limit = emulator.QUICK_MACS if max_macs is None else max_macs
+        macs = self._macs_over(limit)
+        if macs is not None:
+            raise LaunchError(f"{self.name}: {macs} multiply-adds (batch x M x N x K) are more than the "
+                              f"emulator runs quickly (max_macs={limit}); pass a larger max_macs to emulate "
+                              "it anyway")
+        program = self._program(arch or self._emulator_arch())
+        buffers = [_host_buffer(x, p, want) for x, p, want in zip(arrays, params, wants)]
+        outs = program.run(self.grid, self.block, buffers, shared_bytes=self.shared_bytes)
+        for x, p, want, out in zip(arrays, params, wants, outs):
+            if p.is_output:
+                x[...] = out.reshape(x.shape) if _whole(p, want) else out[_positions(p)]
+
+    def _emulator_arch(self) -> str:
+        """The kernel's target where the emulator models its mma's arithmetic there, else the
+        emulator's default (sm_90)."""
+        from tilemma.compiler.core import isa
+        from tilemma.compiler.verify import mma_arith
+
+        sm = self.sm
+        if not sm or not self.instruction:
+            return mma_arith.DEFAULT_ARCH
+        v = isa.parse_opcode(self.instruction)
+        if v.dtype in ("s32", "f64"):  # exact arithmetic: the same on every target
+            return sm
+        try:  # as the emulator picks a model (`emulator.mma`): variants sm lacks run as sm_120a's
+            mma_arith.model_for(sm if v.supported_on(sm) else "sm_120a", v.atype, v.kind, v.shape)
+        except ValueError:
+            return mma_arith.DEFAULT_ARCH
+        return sm
+
+    def _program(self, arch: str) -> Any:
+        """The kernel decoded for the emulator with `arch`'s arithmetic (once per arch)."""
+        programs = self.__dict__.setdefault("_programs", {})
+        if arch not in programs:
+            from tilemma.compiler.verify import emulator
+
+            programs[arch] = emulator.compile_entry(self.ptx, self.name, arch)
+        return programs[arch]
+
+    def _macs_over(self, limit: float) -> int | None:
+        """The GEMM's multiply-adds (batch x M x N x K) if they exceed `limit`, else None. First a
+        bound from the ABI's shapes: every output holds at least batch x M x N elements, and K is
+        at most a dimension of A (of the values of a compressed A: twice one) and of B. Only a
+        bound over `limit` reads the exact count from what the kernel computes (`compiled.gemm`,
+        which a kernel served from the compile cache recompiles its source for)."""
+        params = self.abi.params
+        outputs = [math.prod(p.shape) for p in params if "d" in p.roles]
+        a = next((p for p in params if "a" in p.roles), None)
+        b = next((p for p in params if "b" in p.roles), None)
+        if outputs and a is not None and b is not None:
+            sparse = 2 if self.instruction.startswith("mma.sp") else 1
+            if min(outputs) * min(max(a.shape) * sparse, max(b.shape)) <= limit:
+                return None
+        g = self.compiled.gemm
+        macs = g.batch * g.m * g.n * g.k
+        return macs if macs > limit else None
+
     def launch_unchecked(self, *addresses: int, stream: int = 0, device: int = 0) -> None:
         """`launch` with the checks left out, for hot loops: one device address (int) per
         parameter (the view's address minus its memref offset, as `launch` computes it), `stream`
@@ -223,7 +326,7 @@ class Kernel:
         is a fault on the device, not an error here."""
         prepared = self.__dict__.get("_launch") or self._launch
         if len(addresses) != prepared.n:
-            raise LaunchError(prepared.count_message(len(addresses)))
+            raise LaunchError(_count_message(self, len(addresses)))
         with prepared.lock:
             slots = prepared.slots
             for i, address in enumerate(addresses):
@@ -250,10 +353,6 @@ class _Prepared:
         self.torch: tuple | None = None  # (torch.Tensor, per-parameter (dtypes, shape, strides, offset bytes))
         if "torch" in sys.modules:
             self._with_torch(sys.modules["torch"])
-
-    def count_message(self, got: int) -> str:
-        return (f"{self.kernel.name} takes {self.n} arguments "
-                f"({', '.join(p.name for p in self.params)}), got {got}")
 
     def _with_torch(self, torch: Any) -> None:
         rows = []
@@ -298,7 +397,7 @@ class _Prepared:
         """Every argument read and checked as the message needs (LaunchError on a mismatch),
         then the slots written."""
         if len(args) != self.n:
-            raise LaunchError(self.count_message(len(args)))
+            raise LaunchError(_count_message(self.kernel, len(args)))
         buffers = [_read(arg, i, p, handle) for i, (arg, p) in enumerate(zip(args, self.params))]
         addresses = [_check(b, i, p, want) for i, (b, p, want) in enumerate(zip(buffers, self.params, self.wants))]
         self.device = _device(self.kernel.name, buffers, self.params)
@@ -317,6 +416,11 @@ class _Prepared:
                                              k.shared_bytes, device)
             self._launchers[device] = launcher
         return launcher
+
+
+def _count_message(kernel: Kernel, got: int) -> str:
+    params = kernel.abi.params
+    return f"{kernel.name} takes {len(params)} arguments ({', '.join(p.name for p in params)}), got {got}"
 
 
 def stream_handle(stream: Any) -> int:
@@ -385,14 +489,15 @@ class _DLTensor(ctypes.Structure):
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
-_DL_CUDA, _DL_CUDA_MANAGED = 2, 13
+_DL_CPU, _DL_CUDA, _DL_CUDA_MANAGED = 1, 2, 13
 _DL_TYPES = {0: "int", 1: "uint", 2: "float", 4: "bfloat"}
 
 
 def _from_dlpack(arg: Any, i: int, p: Param, stream: int) -> _Buffer:
     device_type, device_id = arg.__dlpack_device__()
     if device_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
-        raise LaunchError(f"{_where(i, p)}: DLPack device type {device_type} is not CUDA memory")
+        hint = " (Kernel.emulate runs the kernel on NumPy arrays, in the CPU emulator)" if device_type == _DL_CPU else ""
+        raise LaunchError(f"{_where(i, p)}: DLPack device type {device_type} is not CUDA memory{hint}")
     # The producer orders its pending work before our stream (1: DLPack's legacy default stream).
     capsule = arg.__dlpack__(stream=stream or 1)
     get = ctypes.pythonapi.PyCapsule_GetPointer
@@ -436,8 +541,10 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
 
 
-def _check(b: _Buffer | int, i: int, p: Param, want: _Expected | None = None) -> int:
-    """The address the kernel gets for this argument, after checking it against `p`."""
+def _check(b: _Buffer | int, i: int, p: Param, want: _Expected | None = None, *, host: bool = False) -> int:
+    """The address the kernel gets for this argument, after checking it against `p`. `host`: a
+    host array `Kernel.emulate` copies into the kernel's layout: dtype and shape only (no
+    strides, contiguity or alignment to check; returns 0)."""
     if isinstance(b, int):
         return b
     want = want or _expected(p)
@@ -446,7 +553,7 @@ def _check(b: _Buffer | int, i: int, p: Param, want: _Expected | None = None) ->
         raise LaunchError(f"{where}: dtype {b.dtype}, expected {' or '.join(want.dtypes)} ({p.element} elements)")
     strides = b.strides if b.strides is not None else _row_major(b.shape)
     if want.packed:
-        contiguous = all(s == r for s, r, n in zip(strides, _row_major(b.shape), b.shape) if n > 1)
+        contiguous = host or all(s == r for s, r, n in zip(strides, _row_major(b.shape), b.shape) if n > 1)
         if math.prod(b.shape) != want.nbytes or not contiguous:
             raise LaunchError(f"{where}: expected a contiguous uint8 buffer of {want.nbytes} bytes ({p.span} "
                               f"{p.element} elements packed, least significant bits first), got shape "
@@ -455,13 +562,41 @@ def _check(b: _Buffer | int, i: int, p: Param, want: _Expected | None = None) ->
     else:
         if b.shape != want.shape:
             raise LaunchError(f"{where}: shape {b.shape}, expected {want.shape}")
-        if any(s != w for s, w, n in zip(strides, want.strides, want.shape) if n > 1):
+        if not host and any(s != w for s, w, n in zip(strides, want.strides, want.shape) if n > 1):
             raise LaunchError(f"{where}: strides {strides} elements, expected {want.strides}: {want.layout}")
         base = b.address - want.offset_bytes
+    if host:
+        return 0
     if base % ALIGNMENT:
         raise LaunchError(f"{where}: its buffer starts at {base:#x}, not on a {ALIGNMENT}-byte boundary "
                           "as the kernel assumes (allocators give 256)")
     return base
+
+
+def _whole(p: Param, want: _Expected) -> bool:
+    """Whether a host array's elements, in C order, are the kernel's buffer as it is (packed
+    bytes, or a row-major memref at offset 0)."""
+    return want.packed or (p.offset == 0 and p.strides == _row_major(p.shape))
+
+
+def _positions(p: Param) -> Any:
+    """The buffer position of each element of `p`'s memref, in its shape."""
+    from tilemma.compiler.core.memref_layout import StridedLayout
+
+    return StridedLayout(p.shape, p.strides, p.offset).positions()
+
+
+def _host_buffer(x: Any, p: Param, want: _Expected) -> Any:
+    """The buffer the emulator gets for a host array: its values at their places in the memref's
+    layout (`Param.span` elements; gaps zero), in native byte order. The emulator copies it."""
+    import numpy as np
+
+    dtype = x.dtype.newbyteorder("=")
+    if _whole(p, want):
+        return np.ascontiguousarray(x, dtype=dtype).reshape(-1)
+    buffer = np.zeros(p.span, dtype)
+    buffer[_positions(p)] = x
+    return buffer
 
 
 def _device(kernel: str, buffers: list, params: tuple[Param, ...]) -> int:
