@@ -1,8 +1,11 @@
-"""The README's command lines run as written: the main job of "Two commands" (without the pip
-install) and every line of "Using it", in order, in one fresh directory.
+"""The README runs as written: the main job of "Two commands" (without the pip install) and every
+line of "Using it", in order, in one fresh directory; and the Python API's examples that need no
+GPU, each in a fresh interpreter.
 
 Lines marked `GPU only` run only where there is a GPU; the rest pick the emulator by themselves
 there is none (as `tilemma run` does). The test-suite command is left out: it is what runs this.
+The Python examples that use torch run on the GPU (tests/gpu/test_api_gpu.py,
+tests/gpu/test_launch_torch_gpu.py).
 """
 
 import os
@@ -24,6 +27,13 @@ def sh_blocks(section: str) -> list[str]:
     text = README.read_text()
     body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```sh\n(.*?)```", body, re.S)
+
+
+def python_blocks(section: str) -> list[str]:
+    """The ```python blocks of one `## section` of the README (its subsections included)."""
+    text = README.read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", body, re.S)
 
 
 def readme_commands() -> list[str]:
@@ -63,3 +73,15 @@ def test_every_readme_line_runs(tmp_path):
     assert ".entry gemm_37x91x53_f16_f16_f32" in (tmp_path / "g-opt.ptx").read_text()
     saved = list((tmp_path / "out").glob("*.npy"))
     assert [p.name for p in saved] == ["gemm_37x91x53_f16_f16_f32.d.npy"]
+
+
+def test_python_examples_without_a_gpu_run_as_written(tmp_path):
+    """Every Python API example that does not use torch (the emulator's) runs as written, in a
+    fresh interpreter that sees no GPU."""
+    blocks = [b for b in python_blocks("Python API") if "torch" not in b]
+    assert blocks and any("kernel.emulate(" in b for b in blocks)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    for code in blocks:
+        proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, f"README example failed ({proc.returncode}):\n{code}\n{proc.stderr[-3000:]}"
