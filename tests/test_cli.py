@@ -499,3 +499,20 @@ def test_outputs_are_written_only_on_success(tmp_path):
     ok = tilemma("compile", str(src), "-o", str(tmp_path / "g.ptx"), "--metadata", str(tmp_path / "g.json"))
     assert ok.returncode == 0 and (tmp_path / "g.ptx").read_text().startswith(".version")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.mlir", "g.json", "g.mlir", "g.ptx", "precious.txt"]
+
+
+def test_verify_each_verifies_after_every_pass_and_changes_nothing():
+    """`tilemma compile` verifies the input and the final module; `--verify-each` (tilemma-opt's
+    default) verifies after every pass too, which is how a pass's bug is found where it happens."""
+    from tilemma.compiler.driver.instrument import PassInstrument
+    from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+
+    text = gemm_text()
+    seen = []
+    checked = PassInstrument(verify=lambda module: (module.verify(), seen.append(1)))
+    [plain] = compile_text(text, "g.mlir", CompileOptions(tune_cache=""))
+    [each] = compile_text(text, "g.mlir", CompileOptions(tune_cache=""), checked)
+    assert each.ptx == plain.ptx
+    assert len(seen) == len(CompileOptions(tune_cache="").passes())
+    cli_plain, cli_each = tilemma("compile", "-", stdin=text), tilemma("compile", "-", "--verify-each", stdin=text)
+    assert cli_each.returncode == 0 and cli_each.stdout == cli_plain.stdout, cli_each.stderr

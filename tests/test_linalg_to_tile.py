@@ -124,7 +124,6 @@ def test_refusals_are_located(text, message):
 
 FRONTENDS = Path(__file__).resolve().parent / "data" / "frontends"
 BIN = Path(sys.executable).parent
-EPILOGUE_PENDING = pytest.mark.xfail(strict=False, reason="epilogue lowering not merged yet")
 
 _erf = np.vectorize(math.erf)
 
@@ -196,16 +195,15 @@ def _ta_model(a, b, c):
     return want, 65 * 2.0**-23 * (np.abs(a64.T) @ np.abs(b64) + np.abs(c))
 
 
-# file: (output argument, inputs(rng) -> (named arrays, model arguments), model -> (want, bound),
-# whether it needs the epilogue lowering)
+# file: (output argument, inputs(rng) -> (named arrays, model arguments), model -> (want, bound))
 FRONTEND_CASES = {
-    "linear_bias_gelu_f16": ("arg3", _linear_inputs, _linear(lambda h: 0.5 * h * (1 + _erf(h / math.sqrt(2)))), True),
-    "linear_bias_gelu_tanh_f16": ("arg3", _linear_inputs, _linear(_gelu_tanh), True),
-    "linear_bias_relu_f16": ("arg3", _linear_inputs, _linear(lambda h: np.maximum(h, 0)), True),
-    "linear_bias_silu_f16": ("arg3", _linear_inputs, _linear(lambda h: h / (1 + np.exp(-h))), True),
-    "int8_dequant": ("out", _int8_inputs, _int8_model, True),
-    "bmm_f16": ("arg2", _bmm_inputs, _bmm_model, True),
-    "matmul_transpose_a_bf16": ("c", _ta_inputs, _ta_model, False),
+    "linear_bias_gelu_f16": ("arg3", _linear_inputs, _linear(lambda h: 0.5 * h * (1 + _erf(h / math.sqrt(2))))),
+    "linear_bias_gelu_tanh_f16": ("arg3", _linear_inputs, _linear(_gelu_tanh)),
+    "linear_bias_relu_f16": ("arg3", _linear_inputs, _linear(lambda h: np.maximum(h, 0))),
+    "linear_bias_silu_f16": ("arg3", _linear_inputs, _linear(lambda h: h / (1 + np.exp(-h)))),
+    "int8_dequant": ("out", _int8_inputs, _int8_model),
+    "bmm_f16": ("arg2", _bmm_inputs, _bmm_model),
+    "matmul_transpose_a_bf16": ("c", _ta_inputs, _ta_model),
 }
 
 
@@ -330,7 +328,7 @@ def run_tile_ir(module, inputs):
 def test_frontend_input_converts_to_what_the_frontend_computes(name):
     """The tile IR linalg-to-tile makes, evaluated op by op, is the frontend's program: the
     NumPy model's values within its bound (no lowering involved: runs before the epilogue's)."""
-    out, make_inputs, model, _ = FRONTEND_CASES[name]
+    out, make_inputs, model = FRONTEND_CASES[name]
     module, _ = parse((FRONTENDS / f"{name}.mlir").read_text(), name)
     LinalgToTile().apply(None, module)  # type: ignore[arg-type]
     inputs, arrays = make_inputs(np.random.default_rng(11))
@@ -340,16 +338,9 @@ def test_frontend_input_converts_to_what_the_frontend_computes(name):
     assert np.all(err <= bound), (float(np.max(err / bound)), np.unravel_index(np.argmax(err / bound), err.shape))
 
 
-def _frontend_params() -> list:
-    params = []
-    for name, case in FRONTEND_CASES.items():
-        params.append(pytest.param(name, marks=EPILOGUE_PENDING) if case[3] else name)
-    return params
-
-
-@pytest.mark.parametrize("name", _frontend_params())
+@pytest.mark.parametrize("name", list(FRONTEND_CASES))
 def test_frontend_input_runs_exactly_in_the_emulator(name):
-    out, make_inputs, model, _ = FRONTEND_CASES[name]
+    out, make_inputs, model = FRONTEND_CASES[name]
     text = (FRONTENDS / f"{name}.mlir").read_text()
     [kernel] = compile_text(text, f"{name}.mlir", CompileOptions(sm="90"))
     # The runner's random inputs, checked against its reference of the tile IR...
@@ -366,7 +357,7 @@ def test_frontend_input_runs_exactly_in_the_emulator(name):
     assert np.all(err <= bound), (float(np.max(err / bound)), np.unravel_index(np.argmax(err / bound), err.shape))
 
 
-@pytest.mark.parametrize("name", _frontend_params())
+@pytest.mark.parametrize("name", list(FRONTEND_CASES))
 def test_tilemma_run_takes_frontend_input(name):
     proc = subprocess.run([str(BIN / "tilemma"), "run", str(FRONTENDS / f"{name}.mlir"), "--sm", "90", "--on", "emulator"],
                           capture_output=True, text=True, timeout=600)
