@@ -44,15 +44,21 @@ class LowerSharedAlloc(RewritePattern):
         if not warp.is_shared(ref):
             return
         kernel = self.state.kernel(op)
-        offset = -(-kernel.shared_bytes // 128) * 128
-        size = prod(ref.get_shape()) * tile.element_bits(element_name(ref.element_type)) // 8
-        kernel.shared_bytes = offset + size
+        offset, kernel.shared_bytes = place_shared(kernel.shared_bytes, ref)
         e = fio.Emitter(kernel.regs)
         r = e.reg("b32")
         e.emit("mov.u32", r, SHARED_SYMBOL)
         if offset:
             e.emit("add.u32", r, r, offset)
         _finish(op, rewriter, e, [[r]])
+
+
+def place_shared(used: int, ref: MemRefType) -> tuple[int, int]:
+    """Where the next shared buffer `ref` starts after `used` bytes (128-byte aligned), and the
+    bytes in use with it (sub-byte elements packed): the kernel's dynamic shared memory is the
+    last of these."""
+    offset = -(-used // 128) * 128
+    return offset, offset + prod(ref.get_shape()) * tile.element_bits(element_name(ref.element_type)) // 8
 
 
 def _shared_geometry(ref: MemRefType) -> tuple[int, int, int]:
