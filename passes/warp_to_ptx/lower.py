@@ -26,12 +26,13 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
+from xdsl.pattern_rewriter import PatternRewriteWalker
 
 from tilemma.dialects import ptx, warp
 from tilemma.dialects.ptx_builder import RegisterFile
 from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.passes.errors import LoweringError
+from tilemma.passes.rewriting import TypedPatternApplier
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.elementwise import LowerCast, LowerMap
 from tilemma.passes.warp_to_ptx.fragment_ops import (
@@ -122,7 +123,7 @@ class WarpToPtx(ModulePass):
         for k in kernels:
             state.kernels[k] = self._preamble(k)
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([
+            TypedPatternApplier([
                 LowerConstant(), LowerArith(state), LowerCmpi(state), LowerId(state), LowerFor(state), LowerIf(state),
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerMma(state), LowerReturn(state),
