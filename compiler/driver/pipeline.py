@@ -18,7 +18,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from tilemma.compiler.core import configs
 from tilemma.compiler.runtime.abi import KernelABI
 from tilemma.compiler.core.isa import MmaVariant
-from tilemma.compiler.driver.diagnostics import LocatedParser, LocatedVerifyError, verify_located
+from tilemma.compiler.driver.diagnostics import LocatedParser, LocatedVerifyError, check_input, verify_located
 from tilemma.compiler.driver.instrument import PassInstrument
 from tilemma.compiler import universe
 from tilemma.dialects import ptx
@@ -95,6 +95,7 @@ def parse(text: str, name: str) -> tuple[ModuleOp, dict]:
     """Parse and verify tile IR, keeping each operation's source position."""
     if not text.strip():
         raise ValueError(f"{name}: empty input: expected MLIR operations")
+    check_input(text, name)
     parser = LocatedParser(make_context(), text, name)
     module = parser.parse_module()
     verify_located(module, parser.locations)
