@@ -242,7 +242,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from tilemma.compiler.runtime import cuda_runtime
     from tilemma.compiler.driver.pipeline import compile_text
-    from tilemma.compiler.driver.runner import run_compiled
+    from tilemma.compiler.driver.runner import check_size, run_compiled
 
     text, name = read_input(args.file)
     on = args.on
@@ -263,6 +263,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         kernels = compile_text(text, name, options, observe)
     finally:
         observe.report()
+    for kernel in kernels:  # every kernel before the first runs
+        check_size(kernel, on, args.allow_long)
     failed = 0
     for kernel in kernels:
         result = run_compiled(kernel, args.seed, on, inputs=inputs)
@@ -447,6 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                    help="take argument NAME's values from a .npy array of its memref's shape and "
                    "element type (repeatable; the others stay random)")
+    r.add_argument("--allow-long", action="store_true",
+                   help="run an emulation estimated to take more than 10 minutes (refused otherwise, saying "
+                   "how long it would take)")
     r.add_argument("--save", metavar="DIR", help="write every output (D and an epilogue's other stores), each "
                    "shaped like its memref, to DIR/KERNEL.NAME.npy")
     _add_compile_options(r)

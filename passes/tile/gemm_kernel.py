@@ -281,6 +281,12 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
             strided_layout(arg.type)
         except ValueError as e:  # reported where the argument is first used
             raise LoweringError(next((u.operation for u in arg.uses), kernel), str(e)) from None
+        element = tile.element_name(arg.type.element_type)
+        if element not in ELEMENTS:  # what the runner and the ABI cannot make a buffer of
+            unused = "" if arg.uses else " (the kernel does not use it: remove the argument)"
+            raise LoweringError(next((u.operation for u in arg.uses), kernel),
+                                f"argument {arg.index} is a {arg.type}: {element} is not an element type of a "
+                                f"kernel argument ({', '.join(ELEMENTS)}){unused}")
     stores = [op for op in kernel.walk() if isinstance(op, tile.StoreOp)]
     mmas = [op for op in kernel.walk() if isinstance(op, (tile.MatmulOp, *tile.MMA_OPS))]
     if not stores:
