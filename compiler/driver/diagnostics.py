@@ -90,9 +90,9 @@ MAX_NESTING = 64
 #: shape's length: 150,000 dimensions took 34 s.)
 MAX_RANK = 64
 
-# What the nesting scan reads: strings and comments (skipped whole), arrows and comparisons (not
-# brackets), and the brackets themselves.
-_BRACKETS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|->|>=|<=|[\[\]{}()<>]')
+# What the scan reads: string literals (skipped whole; xDSL's escapes), a quote that starts none,
+# comments (skipped whole), arrows and comparisons (not brackets), and the brackets themselves.
+_TOKENS = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"|"|//[^\n]*|->|>=|<=|[\[\]{}()<>]')
 _LONG_SHAPE = re.compile(r"(?<![\w$.%#@])(?:\d+|\?)(?:x(?:\d+|\?)){" + str(MAX_RANK) + ",}")
 
 
@@ -106,10 +106,16 @@ def check_input(text: str, name: str, line_offset: int = 0) -> None:
     def refuse(start: int, end: int, message: str) -> None:
         raise LocatedParseError(Span(start, end, Input(text, name), line_offset), message)
 
-    if sum(map(text.count, "([{<")) > MAX_NESTING:  # else no nesting can be deeper
+    # Brackets are counted unless there are too few to nest that deep; strings are checked
+    # wherever there is one: xDSL's lexer takes time exponential in the length of a string
+    # literal that is not closed on its line (its regular expression backtracks).
+    if sum(map(text.count, "([{<")) > MAX_NESTING or '"' in text:
         depth = 0
-        for m in _BRACKETS.finditer(text):
+        for m in _TOKENS.finditer(text):
             token = m.group()
+            if token == '"':
+                refuse(m.start(), m.end(), "a string literal not closed on its line (or with an escape other "
+                       "than \\n, \\t, \\\\, \\\" or two hex digits)")
             if len(token) > 1:  # a string, a comment, ->, >=, <=
                 continue
             if token in "([{<":
