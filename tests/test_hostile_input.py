@@ -137,6 +137,20 @@ def test_deep_nesting_through_the_api(no_cache):
         tilemma.compile(module, cache=False)
 
 
+def test_unclosed_string_is_refused_before_xdsl_lexes_it():
+    """xDSL's string-literal regular expression backtracks exponentially on a string not closed
+    on its line (a mutant with a stray quote hung both tools); such input is refused first, at
+    the quote. (Kept short, so that a regression fails on the message rather than hanging.)"""
+    text = GEMM.replace("tile.mma %ta", 'tile.mma "%ta abcdefgh', 1)
+    with pytest.raises(tilemma.CompileError, match=r"<input>:5:18: error: a string literal not closed on its line"):
+        tilemma.compile(text, cache=False)
+    bad_escape = GEMM.replace("func.func @gemm", 'func.func @"g\\qemm"', 1)
+    with pytest.raises(tilemma.CompileError, match=r"<input>:1:12: error: a string literal not closed"):
+        tilemma.compile(bad_escape, cache=False)
+    quoted = GEMM.replace("func.func @gemm", 'func.func @"gemm"', 1).replace("{\n", '{  // a "comment\n', 1)
+    assert tilemma.compile(quoted, cache=False)[0].name == "gemm"
+
+
 def test_long_shape_is_refused_promptly(capsys):
     text = "func.func @k(%a: memref<" + "x".join(["1"] * 150_000) + "xf16>) {\n  func.return\n}\n"
     start = time.perf_counter()
@@ -189,3 +203,48 @@ def test_missing_tune_cache_is_an_error(tmp_path, monkeypatch, no_cache):
     with pytest.raises(tilemma.CompileError, match=f"\\$TILEMMA_TUNE_CACHE {missing}: no such file"):
         tilemma.compile(GEMM)
     assert tilemma.compile(GEMM, tune_cache="", cache=False)  # '' is no cache, whatever the environment says
+
+
+# ---------------------------------------------------------------------------------- tilemma run
+
+
+def gemm_file(tmp_path, m: int, n: int, k: int) -> str:
+    text = GEMM.replace("16x16xf16", f"{m}x{k}xf16").replace("16x8xf16", f"{k}x{n}xf16").replace("16x8xf32", f"{m}x{n}xf32")
+    path = tmp_path / f"g{m}x{n}x{k}.mlir"
+    path.write_text(text)
+    return str(path)
+
+
+def test_run_refuses_a_long_emulation_up_front(tmp_path, capsys, no_cache):
+    start = time.perf_counter()
+    status, _, err = run("tilemma", "run", gemm_file(tmp_path, 4096, 4096, 4096), "--on", "emulator", capsys=capsys)
+    assert status == 1 and ("gemm: 4096x4096x4096 is 68.7 G multiply-adds; the CPU emulator would take about 3.18 h"
+                            in err and "pass --allow-long to run it anyway, or run it on a GPU (--on gpu)" in err), err
+    status, _, err = run("tilemma", "run", gemm_file(tmp_path, 65536, 65536, 65536), "--on", "emulator", capsys=capsys)
+    assert status == 1 and "65536x65536x65536 is 281 T multiply-adds" in err  # was a MemoryError
+    assert "host memory" in err or "--allow-long" in err
+    assert time.perf_counter() - start < 20
+
+
+def test_run_allow_long_opts_in(tmp_path, capsys, monkeypatch, no_cache):
+    from tilemma.compiler.driver import runner
+
+    monkeypatch.setattr(runner, "MAX_EMULATION_SECONDS", 1e-6)
+    path = gemm_file(tmp_path, 16, 8, 16)
+    status, _, err = run("tilemma", "run", path, "--on", "emulator", capsys=capsys)
+    assert status == 1 and "--allow-long" in err
+    status, out, _ = run("tilemma", "run", path, "--on", "emulator", "--allow-long", capsys=capsys)
+    assert status == 0 and "PASS" in out
+
+
+def test_run_with_an_unused_argument(tmp_path, capsys, no_cache):
+    """An argument the kernel never touches gets a buffer too (was a KeyError after compiling);
+    one of a type no buffer can be made of is refused when compiling, at the kernel."""
+    path = tmp_path / "unused.mlir"
+    path.write_text(GEMM.replace("%d: memref<16x8xf32>)", "%d: memref<16x8xf32>, %e: memref<4x4xf32>)"))
+    status, out, _ = run("tilemma", "run", str(path), "--on", "emulator", capsys=capsys)
+    assert status == 0 and "PASS" in out
+    path.write_text(GEMM.replace("%d: memref<16x8xf32>)", "%d: memref<16x8xf32>, %e: memref<4x4xi64>)"))
+    status, _, err = run("tilemma", "compile", str(path), capsys=capsys)
+    assert status == 1 and "unused.mlir:1:1: error: func.func: argument 4 is a memref<4x4xi64>: i64 is not an " \
+        "element type of a kernel argument" in err and "(the kernel does not use it: remove the argument)" in err
