@@ -5,6 +5,7 @@ so the whole file takes a few seconds."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -248,3 +249,45 @@ def test_run_with_an_unused_argument(tmp_path, capsys, no_cache):
     status, _, err = run("tilemma", "compile", str(path), capsys=capsys)
     assert status == 1 and "unused.mlir:1:1: error: func.func: argument 4 is a memref<4x4xi64>: i64 is not an " \
         "element type of a kernel argument" in err and "(the kernel does not use it: remove the argument)" in err
+
+
+# ------------------------------------------------------------------------------------ messages
+
+
+@pytest.mark.parametrize("text, where, message", [
+    (GEMM.replace("tile.load %a[0, 0]", "tile.load %a[0, 99999999999999999999999]"), "2:3",
+     "Integer value 99999999999999999999999 is out of range for type i64"),
+    (GEMM + GEMM.replace("%ta =", "%ta  ="), "9:1", 'Redefinition of symbol "gemm"'),
+    ("func.func @k(%a: memref<4xf32>)\n" + GEMM, "1:1",
+     "func.func @k has no body: a kernel is compiled from its body (a declaration is not a kernel)"),
+])  # fmt: skip
+def test_errors_are_located(text, where, message, no_cache):
+    """Were unlocated (an integer out of range, a symbol defined twice) or an xDSL message about
+    regions (a body-less func.func)."""
+    with pytest.raises(tilemma.CompileError, match=f"^<input>:{where}: error: {re.escape(message)}"):
+        tilemma.compile(text, cache=False)
+
+
+def test_empty_stdin_after_a_failed_command(monkeypatch, capsys):
+    for tool in ("tilemma", "tilemma-opt"):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"")))
+        status, _, err = run(tool, *(("compile",) if tool == "tilemma" else ()), "-", capsys=capsys)
+        assert status == 1 and "empty input: expected MLIR operations (if it comes through a pipe: did the " \
+            "command before it fail?)" in err
+
+
+def test_block_scaled_gemm_accumulates_in_f32_by_default(capsys):
+    status, out, _ = run("tilemma", "gemm", "--m", "16", "--n", "8", "--k", "64", "--a", "e2m1", "--b", "e2m1",
+                         "--scale", "ue8m0", capsys=capsys)
+    assert status == 0 and "f32_f32" not in out and "-> !tile.tile<16x8xf32>" in out
+
+
+def test_datacenter_blackwell_is_told_mma_sync_is_not_its_fast_path(no_cache):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        tilemma.compile(GEMM, sm="100a", cache=False)
+    assert "note: sm_100a runs the warp-level mma.sync tilemma emits, but not at Blackwell's full rate" in err.getvalue()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        tilemma.compile(GEMM, sm="120a", cache=False)
+    assert err.getvalue() == ""

@@ -176,8 +176,8 @@ class LocatedParser(Parser):
         token = replace(self._current_token.span, line_offset=self.line_offset)
         try:
             op = super().parse_operation()
-        except VerifyException as e:  # operand type constraints are checked while parsing
-            raise LocatedParseError(token, str(e).strip()) from None
+        except (VerifyException, ValueError) as e:  # operand types, attribute values (an integer out of
+            raise LocatedParseError(token, str(e).strip()) from None  # range) are checked while parsing
         except NotImplementedError:  # xDSL packs dense f80/f128 data with a format it lacks
             read = token.input.content[token.start:self._current_token.span.end]
             wide = next((w for w in ("f80", "f128") if w in read), None)
@@ -243,12 +243,24 @@ def verify_one(op: Operation) -> None:
                               "are operands or attributes missing?") from None
 
 
+def _where(op: Operation, message: str, locations: dict[Operation, Span]) -> Span | None:
+    """Where a verifier error at `op` is: the op's place, or for a symbol table's "Redefinition
+    of symbol" (an error of the table's op, often the implicit module) the second definition's."""
+    found = re.match(r'Redefinition of symbol "(.*)"', message.strip())
+    if found:
+        named = [o for region in op.regions for block in region.blocks for o in block.ops
+                 if getattr(o.properties.get("sym_name", o.attributes.get("sym_name")), "data", None) == found.group(1)]
+        if len(named) > 1 and named[1] in locations:
+            return locations[named[1]]
+    return locations.get(op)
+
+
 def verify_located(module: Operation, locations: dict[Operation, Span]) -> None:
     """Verify `module` innermost-first; raise LocatedVerifyError at the first bad operation."""
     for op in module.walk(reverse=False):
         try:
             verify_one(op)
         except VerifyException as e:
-            raise LocatedVerifyError(locations.get(op), str(e).strip()) from None
+            raise LocatedVerifyError(_where(op, str(e), locations), str(e).strip()) from None
         except ValueError as e:  # xDSL reports some structural errors this way
             raise LocatedVerifyError(locations.get(op), str(e).strip()) from None
