@@ -228,6 +228,21 @@ def test_two_threads_storing_one_byte_is_a_race():
     with pytest.raises(EmulationError, match=r"thread \(1, 0, 0\) .* copies to shared address 0x400, which thread "
                                              r"\(0, 0, 0\) .* also copies to in the same instruction"):
         _run(_kernel("    cp.async.ca.shared.global [%r2], [%rd3], 4;\n"))
+    # away from the buffer's start (the byte was once looked up as an index: IndexError, issue 25)
+    with pytest.raises(EmulationError, match=r"copies to shared address 0x600, which thread \(0, 0, 0\) .* also "
+                                             r"copies to in the same instruction"):
+        _run(_kernel("    cp.async.ca.shared.global [%r2+512], [%rd3], 4;\n"))
+
+
+def test_register_declarations_fit_the_register_file():
+    """A thread's registers are bounded by the target's register file (a huge `.reg` asked the
+    emulator for 931 TiB; issue 25); up to it the kernel runs."""
+    huge = _kernel("").replace(".reg .b64 %rd<16>;", ".reg .b64 %rd<16>;\n    .reg .b64 %big<1099511627776>;")
+    with pytest.raises(EmulationError, match=r"`.reg .b64 %big<1099511627776>;`: the registers declared up to here "
+                                             r"come to 2199023255620 32-bit registers per thread; sm_90's whole "
+                                             r"register file holds 65536"):
+        _run(huge)
+    _run(_kernel("").replace(".reg .b64 %rd<16>;", ".reg .b64 %rd<16>;\n    .reg .b32 %many<60000>;"), block=32)
 
 
 @pytest.mark.parametrize("copy, message", [

@@ -11,7 +11,8 @@ place (a store through them would race).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
+from itertools import product
+from math import gcd, prod
 
 import numpy as np
 from xdsl.dialects.builtin import AffineMapAttr, MemRefType, NoneAttr, StridedLayoutAttr
@@ -42,13 +43,80 @@ class StridedLayout:
         return pos
 
     def overlaps(self) -> bool:
-        """Whether two elements share a buffer position."""
+        """Whether two elements share a buffer position: whether some index difference y, not
+        all zero with |y_k| < shape[k], has sum(y_k * strides[k]) == 0. Decided arithmetically,
+        never by listing the positions (a 16384^2 interleaved layout took 69 s and 5 GB that way);
+        a ValueError where that would take long (an interleaving of more than three large
+        dimensions)."""
+        dims = [(s, d) for d, s in zip(self.shape, self.strides) if d > 1]
         reach = 1  # elements spanned by the dimensions of smaller stride seen so far
-        for s, d in sorted((s, d) for d, s in zip(self.shape, self.strides) if d > 1):
-            if s < reach:  # not nested: decide by listing the positions
-                return int(np.unique(self.positions()).size) != prod(self.shape)
+        for s, d in sorted(dims):
+            if s < reach:  # not nested
+                return _index_difference_vanishes(dims)
             reach = s * (d - 1) + reach
         return False
+
+
+#: Index differences of the dimensions beyond the two largest that `overlaps` tries, at most.
+_MAX_DIFFERENCES = 1 << 18
+
+
+def _index_difference_vanishes(dims: list[tuple[int, int]]) -> bool:
+    """Is there an integer y != 0, |y_k| <= d_k - 1, with sum(y_k s_k) == 0 for dims (s_k, d_k)
+    (positive strides, extents > 1)?
+
+    A dimension whose stride exceeds what all the others can reach has y = 0 and is dropped. Of
+    the rest, the two of largest extent, p and q, are solved for in closed form (y_p s_p + y_q s_q
+    = -r is a linear Diophantine equation: its solutions are one line, checked against both
+    bounds), for each difference y of the others (r = their sum), one of each +-y pair."""
+    g = gcd(*(s for s, _ in dims))
+    dims = sorted(((s // g, d) for s, d in dims), reverse=True)
+    while len(dims) > 1 and dims[0][0] > sum(s * (d - 1) for s, d in dims[1:]):
+        dims = dims[1:]
+    if len(dims) < 2:
+        return False
+    dims.sort(key=lambda sd: sd[1], reverse=True)
+    (sp, dp), (sq, dq), rest = dims[0], dims[1], dims[2:]
+    tries = prod(2 * d - 1 for _, d in rest)
+    if tries > _MAX_DIFFERENCES:
+        raise ValueError(f"{len(dims)} interleaved dimensions of {tries} index differences: tilemma does not "
+                         "tell quickly whether elements share a place; use strides that nest (each at least what "
+                         "the smaller ones span)")
+    g2, u, _ = _extended_gcd(sp, sq)
+    a, b = sp // g2, sq // g2
+
+    def solvable(r: int, nonzero: bool) -> bool:
+        """Is y_p a + y_q b = r / g2 solvable in the bounds (with (y_p, y_q) != 0 if `nonzero`)?"""
+        if r % g2:
+            return False
+        r //= g2
+        yp0 = (u * r) % b  # a particular solution, y_p reduced into [0, b)
+        yq0 = (r - yp0 * a) // b
+        # y_p = yp0 + t b, y_q = yq0 - t a
+        lo = max(-((dp - 1 + yp0) // b), -((dq - 1 - yq0) // a))
+        hi = min((dp - 1 - yp0) // b, (yq0 + dq - 1) // a)
+        if lo > hi:
+            return False
+        return not nonzero or (yp0, yq0) != (0, 0) or lo < 0 or hi > 0 or lo != hi
+
+    if solvable(0, nonzero=True):
+        return True
+    strides = [s for s, _ in rest]
+    for y in product(*(range(-(d - 1), d) for _, d in rest)):
+        first = next((v for v in y if v), 0)
+        if first > 0 and solvable(-sum(v * s for v, s in zip(y, strides)), nonzero=False):
+            return True
+    return False
+
+
+def _extended_gcd(a: int, b: int) -> tuple[int, int, int]:
+    """(g, u, v) with u a + v b = g = gcd(a, b)."""
+    u0, u1, v0, v1 = 1, 0, 0, 1
+    while b:
+        q, a, b = a // b, b, a % b
+        u0, u1 = u1, u0 - q * u1
+        v0, v1 = v1, v0 - q * v1
+    return a, u0, v0
 
 
 def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -57,7 +57,11 @@ def compile(module_or_text: str | ModuleOp, sm: str = "90", *, filename: str | N
 
     The result comes from the compile cache on disk when the same input was compiled with the same
     target and options before, by this tilemma (`compiler/driver/cache.py`; `$TILEMMA_CACHE_DIR`);
-    `cache=False` compiles and leaves the cache alone."""
+    `cache=False` compiles and leaves the cache alone.
+
+    A keyword of the wrong type raises TypeError naming it (`warps="2x2"`, not 4 or (2, 2);
+    `allow_slow=True`, not "no"); a `tune_cache` that does not exist raises ValueError."""
+    options = _checked_options(sm, filename, cache, options)
     if isinstance(module_or_text, str):
         text = module_or_text
         build = lambda: _compile_text(text, sm, filename, options)  # noqa: E731
@@ -66,6 +70,7 @@ def compile(module_or_text: str | ModuleOp, sm: str = "90", *, filename: str | N
 
         if not isinstance(module_or_text, ModuleOp):
             raise TypeError(f"compile() takes tile IR as text or an xDSL ModuleOp, not {type(module_or_text).__name__}")
+        _check_nesting(module_or_text, filename or "<module>")
         module = module_or_text.clone()
         _verify(module, filename or "<module>")
         build = lambda: _compile_module(module, sm, filename, options)  # noqa: E731
@@ -76,6 +81,79 @@ def compile(module_or_text: str | ModuleOp, sm: str = "90", *, filename: str | N
 
     kernels, _ = compile_cache.compile_cached(text, str(sm), options, build)
     return [Kernel(k) for k in kernels]
+
+
+#: The type each option takes, and how a message says it (CompileOptions' fields but `sm`;
+#: tests/test_hostile_input.py checks that the two agree). Checked here, without importing the
+#: compiler: a compile served from the cache needs no xDSL.
+_OPTION_TYPES: dict[str, tuple[type, str]] = {
+    "ptx": (str, "a PTX ISA version as a string, such as '8.7' ('' for the newest)"),
+    "f32_precision": (str, "one of 'exact', 'tf32', '3xtf32'"),
+    "allow_slow": (bool, "True or False"),
+    "warps": (str, "a string such as '2x2' ('' for the default)"),
+    "warp_tile": (str, "a string such as '1x4' ('' for the default)"),
+    "sparse_form": (str, "'ordered' or 'sp'"),
+    "stages": (int, "an int: -1 (automatic), 0 or 2..5"),
+    "stage_k": (int, "an int: 0 (automatic) or 16, 32, ..., 1024"),
+    "swizzle": (bool, "True or False"),
+    "tune_cache": (str, "the path of a tuning cache, as a str or os.PathLike ('' for none)"),
+}
+
+
+def _checked_options(sm: Any, filename: Any, cache: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """`options` with their types checked (TypeError naming the option), `tune_cache` as a str
+    path that exists (ValueError)."""
+    import numbers
+    import os
+
+    from tilemma.compiler.driver.files import tune_cache_path
+
+    def kind(value: Any) -> str:
+        return f"{type(value).__name__} {value!r}"[:120]
+
+    if not isinstance(sm, (str, int)) or isinstance(sm, bool):
+        raise TypeError(f"compile(): sm must be a target such as '90' or 'sm_120a', got {kind(sm)}")
+    if filename is not None and not isinstance(filename, str):
+        raise TypeError(f"compile(): filename must be a str or None, got {kind(filename)}")
+    if not isinstance(cache, bool):
+        raise TypeError(f"compile(): cache must be True or False, got {kind(cache)}")
+    unknown = sorted(set(options) - set(_OPTION_TYPES))
+    if unknown:
+        raise TypeError(f"compile() got unknown option(s) {', '.join(unknown)}; valid: {', '.join(_OPTION_TYPES)}")
+    checked = dict(options)
+    if "tune_cache" in checked and isinstance(checked["tune_cache"], os.PathLike):
+        checked["tune_cache"] = os.fspath(checked["tune_cache"])
+    for name, value in checked.items():
+        want, what = _OPTION_TYPES[name]
+        if want is int and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            checked[name] = value = int(value)  # a NumPy integer too
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            raise TypeError(f"compile(): option {name} must be {what}, got {kind(value)}")
+    try:
+        if "tune_cache" in checked:
+            tune_cache_path(checked["tune_cache"], "compile(): tune_cache")
+        else:  # the default, $TILEMMA_TUNE_CACHE, is refused as the CLI refuses it
+            tune_cache_path(os.environ.get("TILEMMA_TUNE_CACHE", ""), "$TILEMMA_TUNE_CACHE")
+    except ValueError as e:
+        raise CompileError(str(e)) from None
+    return checked
+
+
+def _check_nesting(module: ModuleOp, filename: str) -> None:
+    """Refuse a module whose regions nest deeper than text input may (`diagnostics.MAX_NESTING`
+    brackets, two per region): cloning, verifying and printing it recurse per level. Walked
+    without recursion."""
+    from tilemma.compiler.driver.diagnostics import MAX_NESTING
+
+    limit = MAX_NESTING // 2
+    stack = [(module, 0)]
+    while stack:
+        op, depth = stack.pop()
+        for region in op.regions:
+            if depth + 1 > limit:
+                raise CompileError(f"{filename}: {op.name}: regions nested more than {limit} deep; tilemma takes "
+                                   "at most that")
+            stack.extend((inner, depth + 1) for block in region.blocks for inner in block.ops)
 
 
 def _options(sm: str, options: dict):
@@ -97,6 +175,8 @@ def _compile_text(text: str, sm: str, filename: str | None, options: dict) -> li
         return compile_text(text, filename or "<input>", opts)
     except USER_ERRORS as e:
         raise CompileError(str(e).strip()) from None
+    except RecursionError:  # past what the nesting limits catch: still the input's
+        raise CompileError("the input nests too deeply for tilemma (Python's recursion limit)") from None
 
 
 def _compile_module(module: ModuleOp, sm: str, filename: str | None, options: dict) -> list[CompiledKernel]:
@@ -108,6 +188,8 @@ def _compile_module(module: ModuleOp, sm: str, filename: str | None, options: di
         return compile_module(module, {}, filename or "<module>", opts)
     except USER_ERRORS as e:
         raise CompileError(str(e).strip()) from None
+    except RecursionError:  # past what the nesting limits catch: still the input's
+        raise CompileError("the input nests too deeply for tilemma (Python's recursion limit)") from None
 
 
 def _printed(module: ModuleOp) -> str | None:
@@ -124,9 +206,11 @@ def _verify(module: ModuleOp, filename: str) -> None:
     from xdsl.dialects.builtin import StringAttr
     from xdsl.utils.exceptions import VerifyException
 
+    from tilemma.compiler.driver.diagnostics import verify_one
+
     for op in module.walk():
         try:
-            op.verify(verify_nested_ops=False)
+            verify_one(op)
         except (VerifyException, ValueError) as e:
             symbol = op.properties.get("sym_name")
             what = f"{op.name} @{symbol.data}" if isinstance(symbol, StringAttr) else op.name

@@ -12,18 +12,11 @@ import sys
 from collections.abc import Sequence
 
 from tilemma.compiler.driver import instrument
-from tilemma.compiler.driver.files import write_atomically
+from tilemma.compiler.driver.files import read_input, tune_cache_path, write_atomically
 from tilemma.compiler.driver.reporting import run_reporting
 
 # The compiler (xDSL, the passes, NumPy) is imported by the commands that run it: `tilemma compile`
 # served from the compile cache starts in a few tens of milliseconds.
-
-
-def _read_input(path: str) -> tuple[str, str]:
-    if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    with open(path) as f:
-        return f.read(), path
 
 
 def _option_values(args: argparse.Namespace) -> dict:
@@ -85,9 +78,7 @@ def _tune_cache(flag: str | None) -> str:
     # $TILEMMA_TUNE_CACHE is configs.default_cache(), read here without importing the compiler
     path, source = (flag, "--tune-cache") if flag is not None else (os.environ.get("TILEMMA_TUNE_CACHE", ""),
                                                                     "$TILEMMA_TUNE_CACHE")
-    if path and not os.path.isfile(path):
-        raise ValueError(f"{source} {path}: no such file (`tilemma tune --cache {path}` writes it, on a GPU)")
-    return path
+    return tune_cache_path(path, source)
 
 
 def _add_compile_options(p: argparse.ArgumentParser) -> None:
@@ -161,7 +152,7 @@ def _check_selectable(module, sm: str) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    text, name = _read_input(args.file)
+    text, name = read_input(args.file)
     values = _option_values(args)
     observe = instrument.from_arguments(args)
     try:
@@ -251,9 +242,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from tilemma.compiler.runtime import cuda_runtime
     from tilemma.compiler.driver.pipeline import compile_text
-    from tilemma.compiler.driver.runner import run_compiled
+    from tilemma.compiler.driver.runner import check_size, run_compiled
 
-    text, name = _read_input(args.file)
+    text, name = read_input(args.file)
     on = args.on
     if on == "auto":
         on = "gpu" if cuda_runtime.gpu_available() else "emulator"
@@ -272,6 +263,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         kernels = compile_text(text, name, options, observe)
     finally:
         observe.report()
+    for kernel in kernels:  # every kernel before the first runs
+        check_size(kernel, on, args.allow_long)
     failed = 0
     for kernel in kernels:
         result = run_compiled(kernel, args.seed, on, inputs=inputs)
@@ -456,6 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                    help="take argument NAME's values from a .npy array of its memref's shape and "
                    "element type (repeatable; the others stay random)")
+    r.add_argument("--allow-long", action="store_true",
+                   help="run an emulation estimated to take more than 10 minutes (refused otherwise, saying "
+                   "how long it would take)")
     r.add_argument("--save", metavar="DIR", help="write every output (D and an epilogue's other stores), each "
                    "shaped like its memref, to DIR/KERNEL.NAME.npy")
     _add_compile_options(r)

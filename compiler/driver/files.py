@@ -1,15 +1,79 @@
-"""Writing an output file so that a failure never leaves it empty, partial or destroyed.
+"""Reading an input and writing an output file, safely against what a user may hand a tool.
 
-The data goes to a temporary file beside the target, flushed to disk, then renamed over it:
+An output goes to a temporary file beside the target, flushed to disk, then renamed over it:
 an error before the rename (a bad input, a full disk) leaves any existing file as it was, and
 `-o` may name the input itself, which is read before anything is written.
+
+An input is read whole, as UTF-8, up to `MAX_INPUT_BYTES` (`/dev/zero` or an endless pipe is
+refused once past it instead of filling the memory); a closed standard input, a binary file and
+an oversized one are each a clean error.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import sys
 import tempfile
+from typing import BinaryIO
+
+#: The largest input `tilemma` and `tilemma-opt` read, and `tilemma.compile` takes as text: a
+#: kernel's tile IR is a few KiB, so far past this the input can only exhaust the memory.
+MAX_INPUT_BYTES = 64 << 20
+
+
+def tune_cache_path(path: str, source: str) -> str:
+    """`path` (named by `source`: an option or $TILEMMA_TUNE_CACHE), which must exist unless it
+    is '' (no tuning cache): a named cache that does not exist would be ignored without a word."""
+    if path and not os.path.isfile(path):
+        raise ValueError(f"{source} {path}: no such file (`tilemma tune --cache {path}` writes it, on a GPU)")
+    return path
+
+
+def read_input(path: str) -> tuple[str, str]:
+    """The text of the file `path` ('-': standard input) and the name diagnostics call it by."""
+    if path == "-":
+        if sys.stdin is None:  # `tilemma compile - <&-`
+            raise ValueError("cannot read '-': standard input is closed")
+        return decode_input(read_bounded(sys.stdin.buffer, "<stdin>"), "<stdin>"), "<stdin>"
+    with open(path, "rb") as f:
+        return decode_input(read_bounded(f, path), path), path
+
+
+def read_bounded(stream: BinaryIO, name: str) -> bytes:
+    """All of `stream`, refused (ValueError) once past MAX_INPUT_BYTES, before reading a file
+    that is larger."""
+    try:
+        size = os.fstat(stream.fileno()).st_size
+    except (OSError, ValueError, io.UnsupportedOperation):
+        size = 0
+    if size <= MAX_INPUT_BYTES:
+        data = stream.read(MAX_INPUT_BYTES + 1)
+        size = len(data)
+    if size > MAX_INPUT_BYTES:
+        raise ValueError(f"{name}: input larger than {MAX_INPUT_BYTES >> 20} MiB; tilemma reads tile IR, a few "
+                         "KiB per kernel")
+    return data
+
+
+def decode_input(data: bytes, name: str) -> str:
+    """UTF-8 text with universal newlines (as a file opened as text reads); bytes that are not
+    UTF-8 are a located error at the first of them."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        from xdsl.utils.lexer import Input, Span
+
+        from tilemma.compiler.driver.diagnostics import LocatedParseError
+
+        at = len(data[: e.start].decode("utf-8"))
+        shown = data.decode("utf-8", "replace")
+        raise LocatedParseError(Span(at, at + 1, Input(shown, name)),
+                                f"byte 0x{data[e.start]:02x} is not UTF-8 text: the input must be MLIR text, "
+                                "not a binary file") from None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
 
 
 def write_atomically(path: str, data: str | bytes) -> None:

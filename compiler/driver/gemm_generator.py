@@ -112,6 +112,8 @@ class GemmSpec:
     def acc_type(self) -> str:
         if self.acc is not None:
             return self.acc
+        if self.scale is not None:  # every block-scaled instruction accumulates in f32
+            return "f32"
         cls = tile.ELEMENT_CLASSES[tile.OPERAND_ELEMENTS[tile.canonical_element(self.a)]]
         if cls.matmul_result is None:
             return cls.accumulators[0]

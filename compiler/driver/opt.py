@@ -7,6 +7,8 @@ dumps go to stderr (`instrument.PassInstrument`), so stdout stays the program; `
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 from collections.abc import Sequence
 
@@ -18,12 +20,14 @@ from tilemma.compiler.driver.cli import tilemma_version
 from tilemma.compiler.driver.diagnostics import (
     LocatedParser,
     LocatedVerifyError,
+    check_input,
     run_reporting,
     verify_located,
 )
+from tilemma.compiler.driver.pipeline import _EMPTY_STDIN
 from tilemma.passes.errors import LoweringError, origin
 from tilemma.compiler.universe import PASSES, TARGETS, make_context
-from tilemma.compiler.driver.files import PendingText, write_atomically
+from tilemma.compiler.driver.files import PendingText, decode_input, read_bounded, write_atomically
 
 
 class TilemmaOptMain(xDSLOptMain):
@@ -48,7 +52,13 @@ class TilemmaOptMain(xDSLOptMain):
     def get_input_stream(self):
         if self.args.input_file == "-":  # `-` is stdin, as for mlir-opt and `tilemma compile`
             self.args.input_file = None
-        return super().get_input_stream()
+        if self.args.input_file is None:
+            if sys.stdin is None:  # `tilemma-opt <&-`
+                raise ValueError("no input file given, and standard input is closed")
+            return io.BytesIO(read_bounded(sys.stdin.buffer, self.get_input_name())), "mlir"
+        with open(self.args.input_file, "rb") as f:  # read whole, bounded: /dev/zero is refused
+            data = read_bounded(f, self.args.input_file)
+        return io.BytesIO(data), os.path.splitext(self.args.input_file)[1].replace(".", "")
 
     def prepare_output(self):
         if self.args.output_file in (None, "-"):
@@ -59,11 +69,13 @@ class TilemmaOptMain(xDSLOptMain):
         return self._pending
 
     def parse_chunk(self, chunk, file_extension, start_offset=0):
-        text = chunk.read()
+        text = decode_input(chunk.read(), self.get_input_name())
         if not text.strip() and not self.args.split_input_file:
-            raise ValueError(f"{self.get_input_name()}: empty input: expected MLIR operations")
+            raise ValueError(f"{self.get_input_name()}: empty input: expected MLIR operations"
+                             + (_EMPTY_STDIN if self.args.input_file is None else ""))
+        check_input(text, self.get_input_name(), start_offset)
         parser = LocatedParser(
-            self.ctx, text.decode(), self.get_input_name(), line_offset=start_offset
+            self.ctx, text, self.get_input_name(), line_offset=start_offset
         )
         self._locations = parser.locations
         return parser.parse_module(not self.args.no_implicit_module)

@@ -18,7 +18,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from tilemma.compiler.core import configs
 from tilemma.compiler.runtime.abi import KernelABI
 from tilemma.compiler.core.isa import MmaVariant
-from tilemma.compiler.driver.diagnostics import LocatedParser, LocatedVerifyError, verify_located
+from tilemma.compiler.driver.diagnostics import LocatedParser, LocatedVerifyError, check_input, verify_located
 from tilemma.compiler.driver.instrument import PassInstrument
 from tilemma.compiler import universe
 from tilemma.dialects import ptx
@@ -91,10 +91,16 @@ class CompiledKernel:
         return tuple(p.span for p in self.abi.params if "sparsity_error" not in p.roles)
 
 
+#: Said of an empty standard input: in a pipe, the command before usually failed (its own error
+#: is above).
+_EMPTY_STDIN = " (if it comes through a pipe: did the command before it fail?)"
+
+
 def parse(text: str, name: str) -> tuple[ModuleOp, dict]:
     """Parse and verify tile IR, keeping each operation's source position."""
     if not text.strip():
-        raise ValueError(f"{name}: empty input: expected MLIR operations")
+        raise ValueError(f"{name}: empty input: expected MLIR operations{_EMPTY_STDIN if name == '<stdin>' else ''}")
+    check_input(text, name)
     parser = LocatedParser(make_context(), text, name)
     module = parser.parse_module()
     verify_located(module, parser.locations)
@@ -144,6 +150,10 @@ def compile_module(module: ModuleOp, locations: dict, name: str, options: Compil
     kernels = [op for op in module.body.ops if isinstance(op, func.FuncOp)]
     if not kernels:
         raise ValueError(f"{name}: no kernel (func.func) in the input")
+    for k in kernels:
+        if k.is_declaration:
+            raise LocatedVerifyError(locations.get(origin(k)), f"func.func @{k.sym_name.data} has no body: a kernel "
+                                     "is compiled from its body (a declaration is not a kernel)")
     described = {}
     for k in kernels:  # what each kernel computes (after selection's casts), for the reference
         try:

@@ -26,6 +26,7 @@ reads the wrong place gets a wrong answer.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -171,6 +172,77 @@ def sparsity_error(word: int, g: GemmKernel, no_error: int) -> str | None:
     )
 
 
+#: Multiply-adds a second the CPU emulator runs, about (an f16 GEMM of 512^3 took 21 s on a 2-core
+#: x86 machine; 8-bit and f64 ones run at a similar rate): what `estimate` scales by.
+EMULATOR_MACS_PER_SECOND = 6e6
+#: The longest emulation `tilemma run` starts without `--allow-long` (estimated seconds).
+MAX_EMULATION_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What running a kernel (`run_compiled`) costs the host, roughly: multiply-adds, host memory
+    (the buffers, their masks and indices, the reference's float64 copies) and, in the emulator,
+    seconds."""
+
+    macs: int
+    bytes: int
+    seconds: float | None  # None on a GPU
+
+
+def estimate(kernel: CompiledKernel, on: str) -> Estimate:
+    g = kernel.gemm
+    elements = sum(kernel.arg_sizes)
+    tiles = g.batch * (g.m * g.k + g.k * g.n + 2 * g.m * g.n)
+    macs = g.batch * g.m * g.n * g.k
+    seconds = macs / EMULATOR_MACS_PER_SECOND if on == "emulator" else None
+    return Estimate(macs, 32 * elements + 48 * tiles, seconds)
+
+
+def check_size(kernel: CompiledKernel, on: str, allow_long: bool = False) -> None:
+    """Refuse up front (ValueError) a run that would not fit in this machine's memory, or an
+    emulation estimated past MAX_EMULATION_SECONDS unless `allow_long`: saying how big it is and
+    how long it would take, instead of running out of memory (a 65536^3 GEMM) or running for hours
+    without a word (4096^3)."""
+    e = estimate(kernel, on)
+    g = kernel.gemm
+    size = f"{g.batch}x" if g.batch > 1 else ""
+    what = f"{kernel.name}: {size}{g.m}x{g.n}x{g.k} is {_count(e.macs)} multiply-adds"
+    memory = _physical_memory()
+    if memory and e.bytes > memory:
+        raise ValueError(f"{what}; checking it needs about {_bytes(e.bytes)} of host memory (inputs and the NumPy "
+                         f"reference), more than this machine's {_bytes(memory)}: run a smaller problem")
+    if e.seconds is not None and e.seconds > MAX_EMULATION_SECONDS and not allow_long:
+        raise ValueError(f"{what}; the CPU emulator would take about {_duration(e.seconds)} (it runs about "
+                         f"{_count(EMULATOR_MACS_PER_SECOND)} a second on two cores): pass --allow-long to run it "
+                         "anyway, or run it on a GPU (--on gpu)")
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _count(n: float) -> str:
+    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f}"
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.0f} s"
+
+
 def run_compiled(
     kernel: CompiledKernel,
     seed: int,
@@ -198,6 +270,8 @@ def run_compiled(
             types[mem.param] = mem.stored
     for _, mem in (*g.inputs, *g.outputs):  # the epilogue's memory inputs, every output
         types.setdefault(mem.param, mem.stored)
+    for i, p in enumerate(kernel.abi.params[: len(kernel.arg_sizes)]):
+        types.setdefault(i, p.element)  # an argument the kernel never touches: sentinels only
     read: dict[int, np.ndarray] = {i: np.zeros(size, bool) for i, size in enumerate(kernel.arg_sizes)}
     for mem, rows, cols in _read_tiles(g):
         read[mem.param][_view(np.arange(read[mem.param].size), mem, g, rows, cols)] = True

@@ -281,6 +281,12 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
             strided_layout(arg.type)
         except ValueError as e:  # reported where the argument is first used
             raise LoweringError(next((u.operation for u in arg.uses), kernel), str(e)) from None
+        element = tile.element_name(arg.type.element_type)
+        if not arg.uses and element not in ELEMENTS:  # no op says what it holds: the runner and the
+            raise LoweringError(kernel,  # ABI cannot make a buffer of it
+                                f"argument {arg.index} is a {arg.type}, which the kernel does not use, of {element}, "
+                                f"not an element type of a kernel argument ({', '.join(ELEMENTS)}): remove the "
+                                "argument or give it one of them")
     stores = [op for op in kernel.walk() if isinstance(op, tile.StoreOp)]
     mmas = [op for op in kernel.walk() if isinstance(op, (tile.MatmulOp, *tile.MMA_OPS))]
     if not stores:

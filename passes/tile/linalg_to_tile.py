@@ -278,7 +278,11 @@ class _Kernel:
             return self.copy(op, op.source, op.destination)
         if isinstance(op, linalg.FillOp):
             return self.fill(op)
+        if isinstance(op, LinalgStructuredOperation) and not op.outputs:  # before xDSL reads operand 0
+            raise LoweringError(op, "no outs(...) operand: a linalg op writes its result into an output buffer")
         if isinstance(op, linalg.TransposeOp):
+            if len(op.inputs) != 1 or len(op.outputs) != 1:
+                raise LoweringError(op, "expected ins(input) and outs(output)")
             return self.transpose(op)
         if isinstance(op, linalg.BroadcastOp):
             return self.broadcast(op)
@@ -354,6 +358,9 @@ class _Kernel:
 
     def elementwise(self, op: LinalgStructuredOperation) -> None:
         maps = [m.data for m in op.get_indexing_maps()]
+        if len(maps) != len(op.operands):
+            raise LoweringError(op, f"{len(maps)} indexing maps for {len(op.operands)} operands: one map per "
+                                "ins(...) and outs(...) operand")
         n_in = len(op.inputs)
         out_maps = maps[n_in:]
         rank = maps[0].num_dims if maps else 0

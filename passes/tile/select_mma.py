@@ -9,6 +9,7 @@ only when the IR's accumulator is f16. `tile.matmul` becomes `tile.mma` with a z
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -79,6 +80,11 @@ def _before(op: Operation):
     return InsertPoint.before(op)
 
 
+#: SM numbers whose tensor cores are fed by tcgen05.mma (datacenter Blackwell: sm_100, sm_103,
+#: sm_110), where mma.sync runs but is not the fast path: compiling for them says so.
+TCGEN05_TARGETS = (100, 103, 110)
+
+
 @dataclass(frozen=True)
 class SelectMma(ModulePass):
     """Options: `sm` (e.g. 90, sm_90a, 120a), `ptx` (default: newest ptxas accepts),
@@ -111,15 +117,20 @@ class SelectMma(ModulePass):
                 f"tile-select-mma: f32-precision must be one of {', '.join(F32_PRECISIONS)}, "
                 f"got {self.f32_precision!r}"
             )
+        selected = False
         for kernel in op.walk():
             if not isinstance(kernel, func.FuncOp):
                 continue
             for mm in [o for o in kernel.walk() if isinstance(o, (tile.MatmulOp, *tile.MMA_OPS))]:
                 mma = self._as_mma(mm)
                 self._select(mma, target, version)
+                selected = True
             for cast in [o for o in kernel.walk() if isinstance(o, tile.CastOp)]:
                 _check_cast_target(cast, target)
             kernel.attributes["warp.target"] = TargetAttr(target.name, str(version))
+        if selected and target.number in TCGEN05_TARGETS:
+            print(f"tilemma: note: {target.name} runs the warp-level mma.sync tilemma emits, but not at "
+                  "Blackwell's full rate: its fast path is tcgen05.mma, which tilemma does not emit", file=sys.stderr)
 
     @staticmethod
     def _as_mma(op):

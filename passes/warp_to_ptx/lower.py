@@ -65,18 +65,22 @@ from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringSt
 
 
 # What PTX can spell as a kernel or parameter name (PTX ISA "Identifiers", without the `%` and
-# `$` forms, which MLIR symbol names cannot carry portably): a name goes into the PTX text and,
-# for `--emit cubin` without `-o`, into a file name, so anything else is refused, not escaped.
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# `$` forms, which MLIR symbol names cannot carry portably: a letter then letters, digits and _,
+# or _ then at least one of them): a name goes into the PTX text and, for `--emit cubin` without
+# `-o`, into a file name, so anything else is refused, not escaped. WARP_SZ is a predefined
+# identifier, which ptxas refuses as a name.
+_IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*|_[A-Za-z0-9_]+")
+_PREDEFINED = ("WARP_SZ",)
 
 
 def _check_names(kernel: func.FuncOp) -> None:
     """A located error for a kernel or argument name PTX cannot spell (a newline would inject
     PTX; a `/` would put a file elsewhere)."""
     name = kernel.sym_name.data
-    if not _IDENTIFIER.fullmatch(name):
-        raise LoweringError(kernel, f"kernel name {name!r} is not a PTX identifier (letters, digits and _, "
-                                    f"not starting with a digit): rename the func.func")
+    if not _IDENTIFIER.fullmatch(name) or name in _PREDEFINED:
+        what = "PTX's predefined identifier" if name in _PREDEFINED else "not a PTX identifier"
+        raise LoweringError(kernel, f"kernel name {name!r} is {what} (letters, digits and _, starting with a "
+                                    f"letter, or with _ and more): rename the func.func")
     for i, arg in enumerate(kernel.body.block.args):
         if arg.name_hint is not None and not _IDENTIFIER.fullmatch(arg.name_hint):
             raise LoweringError(kernel, f"argument {i} is named %{arg.name_hint}, which PTX cannot spell as a "

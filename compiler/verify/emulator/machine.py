@@ -289,7 +289,7 @@ class _Shared:
                 self._race(m, where, threads[k], "copies to", idx[k, j], verb, other[k, j])
         flat = idx.ravel()
         if np.unique(flat).size != flat.size:
-            byte = int(flat[np.flatnonzero(np.bincount(flat) > 1)[0]])
+            byte = int(np.flatnonzero(np.bincount(flat) > 1)[0])  # bincount is indexed by byte
             both = threads[np.flatnonzero((idx == byte).any(1))[:2]]
             self._race(m, where, both[1], "copies to", byte, "also copies to in the same instruction", both[0], window="")
         self.inflight[idx] = True

@@ -66,6 +66,7 @@ class Program:
                 if prefix in d.banks:
                     raise EmulationError(f"{d.where(op)}: register prefix {prefix} declared twice")
                 d.banks[prefix] = (op.type.data, int(op.count.data))
+        self._check_registers(d, [op for op in body if isinstance(op, ptx.RegOp)])
         self._layout_shared(d, [op for op in body if isinstance(op, ptx.SharedOp)])
         code = [op for op in body if isinstance(op, (ptx.InstOp, ptx.MmaOp, ptx.LabelOp))]
         index = 0
@@ -81,6 +82,28 @@ class Program:
         # The approximate instructions the kernel runs: their results are the ISA-bounded model,
         # not the GPU's bits, so a GPU comparison of words they reach is not a bit-exact one.
         self.approximate = frozenset(d.approximate)
+
+    def _check_registers(self, d: _Decode, decls: list) -> None:
+        """The declared registers fit the target's register file: a thread's registers (PTX's
+        virtual ones, which ptxas may spill) cannot outnumber the 32-bit registers of a whole SM,
+        and the emulator holds every one of them for every thread of a chunk (a `.reg` of 2^40
+        registers asked for 931 TiB)."""
+        from tilemma.compiler.core.targets import limits
+
+        target = d.target or "sm_90"
+        try:
+            record = limits(target)
+        except ValueError:
+            target, record = "sm_90", limits("sm_90")
+        words = 0
+        for op in decls:
+            storage = _STORAGE.get(op.type.data)
+            words += int(op.count.data) * max(1, storage.itemsize // 4 if storage is not None else 1)
+            if words > record.registers_per_sm:
+                raise EmulationError(
+                    f"{d.where(op)}: the registers declared up to here come to {words} 32-bit registers per thread; "
+                    f"{target}'s whole register file holds {record.registers_per_sm} (a thread uses at most "
+                    f"{record.registers_per_thread}, ptxas spilling the rest)")
 
     def _layout_shared(self, d: _Decode, decls: list) -> None:
         """Static buffers in declaration order from `_SHARED_BASE`, each at its alignment; every

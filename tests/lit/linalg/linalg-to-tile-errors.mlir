@@ -310,3 +310,44 @@ func.func @computed_transposed(%a: memref<16x16xf32>, %d: memref<16x16xf32>) {
   return
 }
 // CHECK: linalg-to-tile-errors.mlir:{{[0-9]+}}:{{[0-9]+}}: error: linalg.generic: input #0 holds a value computed in the kernel, read here through (d1, d0): a computed tile is read elementwise (the identity map); only kernel arguments transpose or broadcast
+
+// -----
+// Without operands (xDSL's own verifiers read operand 0): refused at the op (issue 25).
+func.func @no_operands() {
+  "linalg.matmul"() ({
+  ^bb0(%x: f16, %y: f16, %z: f32):
+    linalg.yield %z : f32
+  }) {operandSegmentSizes = array<i32: 0, 0>} : () -> ()
+  func.return
+}
+// CHECK: linalg-to-tile-errors.mlir:[[# @LINE - 6]]:3: error: linalg.matmul: no outs(...) operand: a linalg op writes its result into an output buffer
+
+// -----
+func.func @no_outputs(%a: memref<16x16xf16>) {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%a : memref<16x16xf16>) {
+  ^bb0(%x: f16):
+    linalg.yield
+  }
+  func.return
+}
+// CHECK: linalg-to-tile-errors.mlir:[[# @LINE - 6]]:3: error: linalg.generic: no outs(...) operand
+
+// -----
+func.func @transpose_nothing() {
+  "linalg.transpose"() ({
+  ^bb0:
+    linalg.yield
+  }) {operandSegmentSizes = array<i32: 0, 0>, permutation = array<i64: 1, 0>} : () -> ()
+  func.return
+}
+// CHECK: linalg-to-tile-errors.mlir:[[# @LINE - 6]]:3: error: linalg.transpose: no outs(...) operand
+
+// -----
+func.func @add_nothing() {
+  "linalg.add"() ({
+  ^bb0:
+    linalg.yield
+  }) {operandSegmentSizes = array<i32: 0, 0>} : () -> ()
+  func.return
+}
+// CHECK: linalg-to-tile-errors.mlir:[[# @LINE - 6]]:3: error: linalg.add: no outs(...) operand

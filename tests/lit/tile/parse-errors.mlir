@@ -87,3 +87,32 @@ func.func @cast_rounding(%t: !tile.tile<16x8xf32>) {
 }
 // CHECK: parse-errors.mlir:[[# @LINE - 3]]:{{[0-9]+}}
 // CHECK: Expected `rn`, `rna`, or `rz`.
+
+// -----
+// Input past what the parser takes promptly is refused before parsing (issue 25).
+func.func @wide_float() attributes {x = 1.0 : f80} {
+  func.return
+}
+// CHECK: parse-errors.mlir:[[# @LINE - 3]]:1
+// CHECK: func.func: an f80 value: tilemma (and xDSL, which prints it) has no f80 arithmetic; use f64 or a narrower float
+
+// -----
+func.func @wide_dense() attributes {x = dense<1.0> : tensor<2xf128>} {
+  func.return
+}
+// CHECK: parse-errors.mlir:[[# @LINE - 3]]:1
+// CHECK: an f128 value: tilemma (and xDSL, which reads it) has no f128 arithmetic
+
+// -----
+func.func @long_shape(%a: memref<1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1x1xf16>) {
+  func.return
+}
+// CHECK: parse-errors.mlir:[[# @LINE - 3]]:34
+// CHECK: a shape of 65 dimensions; tilemma takes at most 64 (tiles are rank 2, or 3 with a batch)
+
+// -----
+func.func @deep() attributes {x = [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]} {
+  func.return
+}
+// CHECK: parse-errors.mlir:[[# @LINE - 3]]:98
+// CHECK: nested more than 64 levels deep (regions, attributes, types: brackets ( [ { <); tilemma takes at most that
