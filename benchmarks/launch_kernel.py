@@ -2,6 +2,7 @@
 no peers: the process to put under `ncu` or `compute-sanitizer`.
 
     python -m benchmarks.launch_kernel f16 4096 [warps=2x4,warp-tile=4x8,stages=3] [--launches 3]
+    python -m benchmarks.launch_kernel epilogue:bias-gelu 4096      # an epilogue_bench case's fused kernel
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ from benchmarks.gemm_bench import (
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("family", choices=list(FAMILIES))
+    p.add_argument("family", help=f"{', '.join(FAMILIES)}, or epilogue:CASE (benchmarks.epilogue_bench)")
     p.add_argument("size", type=int)
     p.add_argument("config", nargs="?", default="", help="as gemm_bench --tilemma-configs")
     p.add_argument("--launches", type=int, default=3)
     args = p.parse_args(argv)
     import torch
 
+    if args.family.startswith("epilogue:"):
+        return _epilogue(args.family.removeprefix("epilogue:"), args.size, args.launches, torch)
+    if args.family not in FAMILIES:
+        p.error(f"unknown family {args.family!r}")
     fam = FAMILIES[args.family]
     text, name = tilemma_ir(fam, args.size)
     kernel = tilemma_kernel(text, name, compile_options(**parse_config(args.config)))
@@ -33,6 +38,30 @@ def main(argv: list[str] | None = None) -> int:
         kernel.launch(pointers, 0)
     torch.cuda.synchronize()
     print(f"{kernel.name}: {kernel.config}", file=sys.stderr)
+    return 0
+
+
+def _epilogue(case: str, n: int, launches: int, torch) -> int:
+    """The fused kernel of an epilogue_bench case at n^3 on random tensors made from its ABI
+    (through the public API: tilemma.compile and Kernel.launch)."""
+    import tilemma
+    from benchmarks.epilogue_bench import CASES, epilogue_ir
+
+    text, _ = epilogue_ir(CASES[case], (n, n, n))
+    [kernel] = tilemma.compile(text, "90")
+    args = []
+    for p in kernel.abi.params:
+        dtype = getattr(torch, p.dtype)
+        full = torch.empty_strided(p.shape, p.strides, dtype=dtype, device="cuda")
+        if dtype.is_floating_point:
+            full.normal_(0, 1 if p.name != "p_b" else n ** -0.5)
+        else:
+            full.random_(-128, 128)
+        args.append(full)
+    for _ in range(launches):
+        kernel.launch(*args)
+    torch.cuda.synchronize()
+    print(f"{kernel.name}: {kernel.abi.config}", file=sys.stderr)
     return 0
 
 
