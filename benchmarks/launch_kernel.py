@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 def _epilogue(case: str, n: int, launches: int, torch) -> int:
     """The fused kernel of an epilogue_bench case at n^3 on random tensors made from its ABI
     (through the public API: tilemma.compile and Kernel.launch)."""
+    import numpy as np
     import tilemma
     from benchmarks.epilogue_bench import CASES, epilogue_ir
 
@@ -51,7 +52,7 @@ def _epilogue(case: str, n: int, launches: int, torch) -> int:
     [kernel] = tilemma.compile(text, "90")
     args = []
     for p in kernel.abi.params:
-        dtype = getattr(torch, p.dtype)
+        dtype = getattr(torch, np.dtype(p.dtype).name)
         full = torch.empty_strided(p.shape, p.strides, dtype=dtype, device="cuda")
         if dtype.is_floating_point:
             full.normal_(0, 1 if p.name != "p_b" else n ** -0.5)
