@@ -377,7 +377,7 @@ def ptxas_also_accepts(
     the table refuses it there, if any."""
     t = parse_sm(target)
     p = parse_ptx_version(ptx) if ptx is not None else DEFAULT_PTX
-    if not v._reasons(t, p):
+    if _legal_on(v, t, p):
         return None
     for d in EXCEPTIONS:
         if d.accepted_like and _matches(v, d.match):
@@ -385,10 +385,15 @@ def ptxas_also_accepts(
                 r.holds(t) and p >= r.min_ptx for r in d.accepted_gate.rules
             ):
                 continue
-            like = replace(v, **d.accepted_like)
-            if not like._reasons(t, p):
+            if _legal_on(replace(v, **d.accepted_like), t, p):
                 return d
     return None
+
+
+def _legal_on(v: MmaVariant, t: SmTarget, p: PtxVersion) -> bool:
+    """`not v._reasons(t, p)` without wording why an undefined variant is undefined (a search of
+    the whole table that the ptxas audit would otherwise run for every candidate)."""
+    return v.is_defined and not v._reasons(t, p)
 
 
 def exceptions_matching(v: MmaVariant) -> list[Deviation]:
