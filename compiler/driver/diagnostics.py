@@ -34,7 +34,7 @@ from xdsl.utils.exceptions import (
 from xdsl.utils.lexer import Input, Span
 
 from tilemma.compiler.driver.reporting import run_reporting  # noqa: F401 - its home before the split
-from tilemma.compiler.driver.files import MAX_INPUT_BYTES
+from tilemma.compiler.driver.files import MAX_INPUT_BYTES, too_large
 from tilemma.compiler.runtime.ptxas import PtxasError
 
 #: Exceptions that mean "the input or the options are wrong", as opposed to a tilemma bug.
@@ -100,8 +100,7 @@ def check_input(text: str, name: str, line_offset: int = 0) -> None:
     """Refuse, before parsing, input past the limits the parser can take promptly: its size, its
     nesting depth, the rank of a shape (LocatedParseError where there is a place to point at)."""
     if len(text) > MAX_INPUT_BYTES:
-        raise ValueError(f"{name}: input larger than {MAX_INPUT_BYTES >> 20} MiB; tilemma reads tile IR, "
-                         "a few KiB per kernel")
+        raise too_large(name)
 
     def refuse(start: int, end: int, message: str) -> None:
         raise LocatedParseError(Span(start, end, Input(text, name), line_offset), message)

@@ -22,6 +22,12 @@ from typing import BinaryIO
 MAX_INPUT_BYTES = 64 << 20
 
 
+def too_large(name: str) -> ValueError:
+    """The error for an input past MAX_INPUT_BYTES (read from a file, or handed over as text)."""
+    return ValueError(f"{name}: input larger than {MAX_INPUT_BYTES >> 20} MiB; tilemma reads tile IR, a few KiB "
+                      "per kernel")
+
+
 def tune_cache_path(path: str, source: str) -> str:
     """`path` (named by `source`: an option or $TILEMMA_TUNE_CACHE), which must exist unless it
     is '' (no tuning cache): a named cache that does not exist would be ignored without a word."""
@@ -51,8 +57,7 @@ def read_bounded(stream: BinaryIO, name: str) -> bytes:
         data = stream.read(MAX_INPUT_BYTES + 1)
         size = len(data)
     if size > MAX_INPUT_BYTES:
-        raise ValueError(f"{name}: input larger than {MAX_INPUT_BYTES >> 20} MiB; tilemma reads tile IR, a few "
-                         "KiB per kernel")
+        raise too_large(name)
     return data
 
 

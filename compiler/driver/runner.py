@@ -172,9 +172,6 @@ def sparsity_error(word: int, g: GemmKernel, no_error: int) -> str | None:
     )
 
 
-#: Multiply-adds a second the CPU emulator runs, about (an f16 GEMM of 512^3 took 21 s on a 2-core
-#: x86 machine; 8-bit and f64 ones run at a similar rate): what `estimate` scales by.
-EMULATOR_MACS_PER_SECOND = 6e6
 #: The longest emulation `tilemma run` starts without `--allow-long` (estimated seconds).
 MAX_EMULATION_SECONDS = 600.0
 
@@ -191,11 +188,13 @@ class Estimate:
 
 
 def estimate(kernel: CompiledKernel, on: str) -> Estimate:
+    from tilemma.compiler.verify import emulator
+
     g = kernel.gemm
     elements = sum(kernel.arg_sizes)
     tiles = g.batch * (g.m * g.k + g.k * g.n + 2 * g.m * g.n)
     macs = g.batch * g.m * g.n * g.k
-    seconds = macs / EMULATOR_MACS_PER_SECOND if on == "emulator" else None
+    seconds = macs / emulator.MACS_PER_SECOND if on == "emulator" else None
     return Estimate(macs, 32 * elements + 48 * tiles, seconds)
 
 
@@ -204,6 +203,8 @@ def check_size(kernel: CompiledKernel, on: str, allow_long: bool = False) -> Non
     emulation estimated past MAX_EMULATION_SECONDS unless `allow_long`: saying how big it is and
     how long it would take, instead of running out of memory (a 65536^3 GEMM) or running for hours
     without a word (4096^3)."""
+    from tilemma.compiler.verify import emulator
+
     e = estimate(kernel, on)
     g = kernel.gemm
     size = f"{g.batch}x" if g.batch > 1 else ""
@@ -214,7 +215,7 @@ def check_size(kernel: CompiledKernel, on: str, allow_long: bool = False) -> Non
                          f"reference), more than this machine's {_bytes(memory)}: run a smaller problem")
     if e.seconds is not None and e.seconds > MAX_EMULATION_SECONDS and not allow_long:
         raise ValueError(f"{what}; the CPU emulator would take about {_duration(e.seconds)} (it runs about "
-                         f"{_count(EMULATOR_MACS_PER_SECOND)} a second on two cores): pass --allow-long to run it "
+                         f"{_count(emulator.MACS_PER_SECOND)} a second on two cores): pass --allow-long to run it "
                          "anyway, or run it on a GPU (--on gpu)")
 
 

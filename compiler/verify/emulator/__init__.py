@@ -72,8 +72,8 @@ The package has a module per concern, each importing at run time only those list
 
 from __future__ import annotations
 
-from tilemma.compiler.verify.emulator.machine import QUICK_MACS, EmulationError, RunStats
+from tilemma.compiler.verify.emulator.machine import MACS_PER_SECOND, QUICK_MACS, EmulationError, RunStats
 from tilemma.compiler.verify.emulator.mma import mma_semantics, mma_warps
 from tilemma.compiler.verify.emulator.program import Program, compile_entry, emulate
 
-__all__ = ["QUICK_MACS", "EmulationError", "Program", "RunStats", "compile_entry", "emulate", "mma_semantics", "mma_warps"]
+__all__ = ["MACS_PER_SECOND", "QUICK_MACS", "EmulationError", "Program", "RunStats", "compile_entry", "emulate", "mma_semantics", "mma_warps"]

@@ -130,6 +130,9 @@ class _Memory:
 #: (512x512x256 f16) took 14 s on two shared cores, and the time grows in proportion. The runner
 #: checks a GPU against the emulator only up to here; `Kernel.emulate` refuses more unless told.
 QUICK_MACS = 1 << 26
+#: Multiply-adds a second the emulator runs, about (an f16 GEMM of 512^3 took 21 s on a 2-core x86
+#: machine; 8-bit and f64 ones run at a similar rate): what the runner's time estimate scales by.
+MACS_PER_SECOND = 6e6
 
 
 @dataclass
