@@ -88,6 +88,10 @@ class EntryOp(IRDLOperation):
     abi = opt_prop_def(ArrayAttr[DictionaryAttr])
     shared_bytes = opt_prop_def(IntegerAttr)  # dynamic shared memory the launch must provide
     tiling = opt_prop_def(DenseArrayBase)  # warps (2), warp tile (2), shared stages: how it was built
+    # sizes known at launch: per grid axis [count, [symbol, tile], ...] (`?` in `grid`), and the
+    # multiple the kernel assumes of its `?` strides (`tile.stride_multiple`)
+    grid_sizes = opt_prop_def(ArrayAttr)
+    stride_multiple = opt_prop_def(IntegerAttr)
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
     irdl_options = (ParsePropInAttrDict(),)

@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -61,6 +61,7 @@ from tilemma.dialects.attributes import (
 )
 from tilemma.dialects.element_tables import CAST_RULES, PRE_COMPRESSED
 from tilemma.dialects.tile_types import (
+    DYNAMIC,
     SparseTileType,
     TileLike,
     TileType,
@@ -325,9 +326,15 @@ def _verify_window(op: str, tile: TileType, ref: MemRefType, offsets: Sequence[i
         raise VerifyException(
             f"{op}: {len(offsets)} offsets given for a rank {len(shape)} tile"
         )
-    if any(d < 0 for d in mshape):
-        raise VerifyException(f"{op}: memref must have a static shape, got {ref}")
     for dim, (o, t, m) in enumerate(zip(offsets, shape, mshape)):
+        if DYNAMIC in (t, m):  # a size known at launch: the tile spans that whole dimension
+            if t != m or o != 0:
+                raise VerifyException(
+                    f"{op}: a ? dimension of the memref is covered by a ? dimension of the tile at "
+                    f"offset 0 (the whole dimension, whatever its size), got tile {shape_str(shape)} at "
+                    f"offsets {_offsets_str(offsets)} of memref {shape_str(mshape)} in dimension {dim}"
+                )
+            continue
         if o < 0 or o + t > m:
             raise VerifyException(
                 f"{op}: tile {shape_str(shape)} at offsets {_offsets_str(offsets)} leaves "
@@ -655,6 +662,17 @@ class SparseFromOp(IRDLOperation):
                 raise VerifyException(f"tile.sparse_from: {e}") from None
             if layout.strides != row_major(got) or layout.offset:
                 raise VerifyException(f"tile.sparse_from: {what} must be a contiguous row-major memref, got {ref}")
+
+
+#: The kernel (`func.func`) attribute that promises every `?` stride of its memrefs (an identity
+#: layout's included) and every `?` size of a contiguous (stride-1) dimension is a multiple of
+#: this many elements, as Triton's `tt.divisibility` does; the launch checks it. Absent: 1.
+STRIDE_MULTIPLE = "tile.stride_multiple"
+
+
+def stride_multiple(kernel: Operation) -> int:
+    attr = kernel.attributes.get(STRIDE_MULTIPLE)
+    return attr.value.data if isinstance(attr, IntegerAttr) and attr.value.data > 0 else 1
 
 
 # The ops that multiply into an accumulator (what tile-select-mma leaves behind).

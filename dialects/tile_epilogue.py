@@ -36,7 +36,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.dialects.attributes import element_name
-from tilemma.dialects.tile_types import TileType, shape_str
+from tilemma.dialects.tile_types import DYNAMIC, TileType, shape_str
 
 # Tile elements a map body sees, as scalars: MLIR's arith works on signless integers.
 MAP_ELEMENTS = ("f16", "bf16", "f32", "f64", "si32")
@@ -232,14 +232,19 @@ class BroadcastOp(IRDLOperation):
             raise VerifyException(
                 f"tile.broadcast: dims names the tile dimension of each of the memref's {len(mshape)} "
                 f"dimensions, got {len(dims)} (a scalar is a one-element memref with dims [])")
-        if any(d < 0 for d in mshape):
-            raise VerifyException(f"tile.broadcast: the memref must have a static shape, got {ref}")
         if list(dims) != sorted(set(dims)) or any(not 0 <= d < len(shape) for d in dims):
             raise VerifyException(
                 f"tile.broadcast: dims must be increasing tile dimensions (0..{len(shape) - 1}), got "
                 f"[{', '.join(map(str, dims))}]")
         for i, (o, m) in enumerate(zip(offsets, mshape)):
             extent = shape[dims[i]] if not scalar else 1
+            if DYNAMIC in (m, extent):  # a size known at launch: the whole dimension, from 0
+                if m != extent or o != 0:
+                    raise VerifyException(
+                        f"tile.broadcast: a ? dimension of the memref runs along a ? dimension of the "
+                        f"tile from offset 0, got memref dimension {i} of {ref} at offset {o} along a "
+                        f"tile dimension of {shape_str(shape)}")
+                continue
             if o < 0 or o + extent > m:
                 raise VerifyException(
                     f"tile.broadcast: {extent} elements from offset {o} leave memref dimension {i} "

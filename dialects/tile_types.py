@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ArrayAttr, IntAttr, StringAttr
 from xdsl.ir import Attribute, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
@@ -28,6 +28,9 @@ from tilemma.dialects.element_tables import (
     ElementClass,
 )
 
+
+#: A `?` dimension (MLIR's kDynamic): a size the kernel is given at launch.
+DYNAMIC = DYNAMIC_INDEX
 
 # ---------------------------------------------------------------------------------------------
 # The tile type.
@@ -61,7 +64,7 @@ class TileLike(ParametrizedAttribute, TypeAttribute):
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
             for d in self.get_shape():
-                printer.print_string(f"{d}x")
+                printer.print_string("?x" if d == DYNAMIC else f"{d}x")
             printer.print_attribute(self.element_type)
 
     @classmethod
@@ -92,8 +95,8 @@ def tile_type_problem(shape: Sequence[int], element: str) -> str | None:
             f"tile rank must be 2 or 3 (cuda::tiles matmul/mma operate on rank 2 tiles "
             f"or rank 3 batches), got rank {len(shape)} in {shape_str(shape)}"
         )
-    if any(d <= 0 for d in shape):
-        return f"tile dimensions must be positive, got {shape_str(shape)}"
+    if any(d <= 0 and d != DYNAMIC for d in shape):
+        return f"tile dimensions must be positive or ? (a size known at launch), got {shape_str(shape)}"
     if element not in TILE_ELEMENTS:
         return (
             f"element type {element} is not a tile element type; "
@@ -103,7 +106,25 @@ def tile_type_problem(shape: Sequence[int], element: str) -> str | None:
 
 
 def shape_str(shape: Sequence[int]) -> str:
-    return "x".join(str(d) for d in shape) or "scalar"
+    return "x".join("?" if d == DYNAMIC else str(d) for d in shape) or "scalar"
+
+
+def is_dynamic(shape: Sequence[int]) -> bool:
+    """Whether some dimension is `?`: its size is a value the kernel gets at launch."""
+    return DYNAMIC in shape
+
+
+def same_dim(a: int, b: int, what: str, op: str, lhs: Sequence[int], rhs: Sequence[int]) -> None:
+    """Two dimensions that must be one size: equal, or both `?` (the launch checks that the
+    buffers agree); a static size against `?` is refused, since nothing would check it."""
+    if a == b:
+        return
+    if DYNAMIC in (a, b):
+        raise VerifyException(
+            f"{op}: {what} is ? in one operand and {b if a == DYNAMIC else a} in the other "
+            f"({shape_str(lhs)} and {shape_str(rhs)}); make both ? or both static"
+        )
+    raise VerifyException(f"{op}: {what} differs: {shape_str(lhs)} and {shape_str(rhs)}")
 
 
 # Structured sparsity of a compressed left operand, by element type (PTX mma.sp): two of every
@@ -172,7 +193,7 @@ class SparseTileType(TileLike):
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
             for d in self.get_shape():
-                printer.print_string(f"{d}x")
+                printer.print_string("?x" if d == DYNAMIC else f"{d}x")
             printer.print_attribute(self.element_type)
             if self.pattern != SPARSE_PATTERNS.get(self.element):
                 printer.print_string(f', "{self.pattern}"')
@@ -234,6 +255,8 @@ def batch_dims(lhs: Sequence[int], rhs: Sequence[int], op: str) -> tuple[int | N
         )
     n, k = lhs[-2], lhs[-1]
     k2, m = rhs[-2], rhs[-1]
+    if DYNAMIC in (k, k2) and k != k2:
+        same_dim(k, k2, "the contraction dimension K", op, lhs, rhs)
     if k != k2:
         raise VerifyException(
             f"{op}: contraction dimensions differ: left is {shape_str(lhs)} (N x K with K={k}), "
@@ -242,6 +265,8 @@ def batch_dims(lhs: Sequence[int], rhs: Sequence[int], op: str) -> tuple[int | N
     if len(lhs) == 2:
         return None, n, k, m
     a, b = lhs[0], rhs[0]
+    if DYNAMIC in (a, b) and a != b:
+        same_dim(a, b, "the batch", op, lhs, rhs)
     if a != b and a != 1 and b != 1:
         raise VerifyException(
             f"{op}: batch sizes {a} and {b} differ and neither is 1 "

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     DenseArrayBase,
     FloatAttr,
     IndexType,
@@ -162,7 +163,9 @@ def _expect(frag: FragType, role: Operand, variant: VariantAttr, what: str) -> N
 class _WindowOp(IRDLOperation):
     """A tile of a memref: its static origin (`window`, one entry per memref dimension) and extent
     (`extent`: batch, rows, cols of the tile); `indices` (batch, row, col, as `index` values) are
-    where in the tile the fragment's instruction block starts. Elements outside the extent are
+    where in the tile the fragment's instruction block starts; an extent of ? (DYNAMIC_INDEX) is
+    the launch-time size of the memref dimension that tile dimension covers (whose symbol the
+    kernel argument's `warp.sizes` names). Elements outside the extent are
     not touched (loads give zero); `in_bounds` (rows, cols; as MLIR's vector transfers) marks the
     dimensions where no access can leave the extent, so no predicate is needed there. Loads and
     stores may carry `col_align`: the column index is a multiple of it (what the distributing
@@ -188,8 +191,9 @@ class _WindowOp(IRDLOperation):
             raise VerifyException(
                 f"{self.name}: window has {len(self.window_values())} entries for a rank-{rank} memref"
             )
-        if len(self.extent_values()) != 3 or min(self.extent_values()) < 1:
-            raise VerifyException(f"{self.name}: extent must be three positive sizes (batch, rows, cols)")
+        if len(self.extent_values()) != 3 or any(e < 1 and e != DYNAMIC_INDEX for e in self.extent_values()):
+            raise VerifyException(f"{self.name}: extent must be three positive sizes (batch, rows, cols) or ? "
+                                  f"({DYNAMIC_INDEX}: the size of the memref dimension the tile dimension covers)")
         if self.in_bounds is not None and len(self.in_bounds.get_values()) != 2:  # type: ignore[attr-defined]
             raise VerifyException(f"{self.name}: in_bounds has two flags (rows, cols)")
 

@@ -3,8 +3,8 @@
 Element (i0, ..., in) of a memref is at `offset + sum(ik * strides[k])` elements from the start of
 the buffer the kernel is given. The identity layout is row-major with offset 0; `strided<[...],
 offset: o>` names strides and offset explicitly (column-major A, padded rows, a window of a larger
-array). Kernels are specialised on static shapes, so dynamic sizes, strides or offsets are refused,
-and so are other affine maps, zero or negative strides and layouts where two elements share a
+array). Sizes and strides may be `?` (known at launch: `symbolic_layout`, bound by
+`StridedLayout.bind`); a dynamic offset is refused, and so are other affine maps, zero or negative strides and layouts where two elements share a
 place (a store through them would race).
 """
 
@@ -15,8 +15,11 @@ from itertools import product
 from math import gcd, prod
 
 import numpy as np
-from xdsl.dialects.builtin import AffineMapAttr, MemRefType, NoneAttr, StridedLayoutAttr
+from xdsl.dialects.builtin import DYNAMIC_INDEX, AffineMapAttr, MemRefType, NoneAttr, StridedLayoutAttr
 from xdsl.ir.affine import AffineMap
+
+#: A `?` size or stride (MLIR's kDynamic).
+DYNAMIC = DYNAMIC_INDEX
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,29 @@ class StridedLayout:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     offset: int
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether a size or stride is `?` (DYNAMIC), known only at launch."""
+        return DYNAMIC in self.shape or DYNAMIC in self.strides
+
+    def bind(self, shape: tuple[int, ...], strides: tuple[int, ...]) -> StridedLayout:
+        """The static layout of a buffer with `shape` and `strides` (elements) passed for this one,
+        or a ValueError saying where they disagree with its static sizes and strides or make
+        elements share a place."""
+        if len(shape) != len(self.shape) or len(strides) != len(self.strides):
+            raise ValueError(f"rank {len(shape)}, expected {len(self.shape)}")
+        for what, want, got in (("shape", self.shape, shape), ("strides", self.strides, strides)):
+            for d, (w, g) in enumerate(zip(want, got)):
+                if w != DYNAMIC and w != g and not (what == "strides" and shape[d] == 1):
+                    raise ValueError(f"{what}[{d}] is {g}, expected {w}")
+        if any(g <= 0 for g, w in zip(strides, self.strides) if w == DYNAMIC):
+            raise ValueError(f"strides {list(strides)}: a ? stride must be positive")
+        bound = StridedLayout(tuple(shape), tuple(w if w != DYNAMIC else g for w, g in zip(self.strides, strides)),
+                              self.offset)
+        if bound.overlaps():
+            raise ValueError(f"strides {list(strides)} make elements share a place")
+        return bound
 
     @property
     def span(self) -> int:
@@ -119,6 +145,15 @@ def _extended_gcd(a: int, b: int) -> tuple[int, int, int]:
     return a, u0, v0
 
 
+def _row_major_symbolic(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The identity layout's strides, `?` wherever a `?` size lies further in."""
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        inner = strides[i + 1]
+        strides[i] = DYNAMIC if DYNAMIC in (inner, shape[i + 1]) else inner * shape[i + 1]
+    return tuple(strides)
+
+
 def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
     """The identity layout's strides."""
     strides = [1] * len(shape)
@@ -128,15 +163,26 @@ def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def strided_layout(ref: MemRefType) -> StridedLayout:
-    """The layout of a memref type, or a ValueError saying why tilemma cannot address it."""
-    shape = tuple(ref.get_shape())
-    if any(d < 0 for d in shape):
-        raise ValueError(f"{ref} has a dynamic size; kernel arguments need static shapes")
+    """The layout of a static memref type, or a ValueError saying why tilemma cannot address it
+    (a `?` size or stride among them: `symbolic_layout` admits those)."""
+    layout = symbolic_layout(ref)
+    if layout.dynamic:
+        raise ValueError(f"{ref} has a dynamic size or stride; this needs static shapes")
+    return layout
+
+
+def symbolic_layout(ref: MemRefType) -> StridedLayout:
+    """The layout of a memref type whose sizes and strides may be `?` (DYNAMIC in `shape` and
+    `strides`; the identity layout's strides are `?` from the innermost `?` size outwards), or a
+    ValueError saying why tilemma cannot address it. A dynamic offset is refused: a view's start
+    is the buffer's address. The launch binds the `?`s (`StridedLayout.bind`) and checks there
+    what cannot be checked here."""
+    shape = tuple(DYNAMIC if d < 0 else d for d in ref.get_shape())
     layout = ref.layout
     if isinstance(layout, NoneAttr) or (
         isinstance(layout, AffineMapAttr) and layout.data == AffineMap.identity(len(shape))
     ):
-        return StridedLayout(shape, row_major(shape), 0)
+        return StridedLayout(shape, _row_major_symbolic(shape), 0)
     if not isinstance(layout, StridedLayoutAttr):
         raise ValueError(
             f"{ref}: layout {layout} is not supported; use the identity layout or "
@@ -145,12 +191,13 @@ def strided_layout(ref: MemRefType) -> StridedLayout:
     strides, offset = tuple(layout.get_strides()), layout.get_offset()
     if len(strides) != len(shape):
         raise ValueError(f"{ref}: {len(strides)} strides for a rank {len(shape)} memref")
-    if None in strides or offset is None:
-        what = "stride" if None in strides else "offset"
-        raise ValueError(f"{ref} has a dynamic {what}; tilemma needs static strides and offset")
-    if any(s <= 0 for s in strides) or offset < 0:
+    if offset is None:
+        raise ValueError(f"{ref} has a dynamic offset; a view starts where its buffer does (pass the "
+                         f"view's own address)")
+    strides = tuple(DYNAMIC if s is None else s for s in strides)
+    if any(s <= 0 and s != DYNAMIC for s in strides) or offset < 0:
         raise ValueError(f"{ref}: strides must be positive and the offset not negative")
     result = StridedLayout(shape, strides, offset)  # type: ignore[arg-type]
-    if result.overlaps():
+    if not result.dynamic and result.overlaps():  # a dynamic layout's is checked when bound
         raise ValueError(f"{ref}: strides {list(strides)} make elements share a place")
     return result

@@ -37,6 +37,10 @@ __all__ = ["CompileError", "LaunchError", "Kernel", "compile"]
 #: accesses are aligned relative to their buffer's start.
 ALIGNMENT = 16
 
+#: What a kernel with `?` sizes may be specialised on (`stride_multiple`): its `?` strides and
+#: contiguous `?` sizes a multiple of so many elements.
+STRIDE_MULTIPLES = (1, 2, 4, 8, 16, 32, 64)
+
 
 class CompileError(ValueError):
     """The input or an option is wrong; the message is the located diagnostic (`file:line:col`,
@@ -75,12 +79,13 @@ def compile(module_or_text: str | ModuleOp, sm: str = "90", *, filename: str | N
         _verify(module, filename or "<module>")
         build = lambda: _compile_module(module, sm, filename, options)  # noqa: E731
         text = _printed(module) if cache else None
+    source = None if text is None else (text, str(sm), filename, cache, options)
     if not cache or text is None:
-        return [Kernel(k) for k in build()]
+        return [Kernel(k, source) for k in build()]
     from tilemma.compiler.driver import cache as compile_cache
 
     kernels, _ = compile_cache.compile_cached(text, str(sm), options, build)
-    return [Kernel(k) for k in kernels]
+    return [Kernel(k, source) for k in kernels]
 
 
 #: The type each option takes, and how a message says it (CompileOptions' fields but `sm`;
@@ -97,6 +102,7 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "stage_k": (int, "an int: 0 (automatic) or 16, 32, ..., 1024"),
     "swizzle": (bool, "True or False"),
     "tune_cache": (str, "the path of a tuning cache, as a str or os.PathLike ('' for none)"),
+    "stride_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? stride is"),
 }
 
 
@@ -129,6 +135,9 @@ def _checked_options(sm: Any, filename: Any, cache: Any, options: dict[str, Any]
             checked[name] = value = int(value)  # a NumPy integer too
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             raise TypeError(f"compile(): option {name} must be {what}, got {kind(value)}")
+    if checked.get("stride_multiple", 0) not in STRIDE_MULTIPLES + (0,):
+        raise ValueError(f"compile(): stride_multiple must be 0 or one of {', '.join(map(str, STRIDE_MULTIPLES))}, "
+                         f"got {checked['stride_multiple']!r}")
     try:
         if "tune_cache" in checked:
             tune_cache_path(checked["tune_cache"], "compile(): tune_cache")
@@ -230,10 +239,68 @@ class _Buffer:
 
 
 class Kernel:
-    """One compiled kernel: its PTX, launch shape and ABI, and a launcher."""
+    """One compiled kernel: its PTX, launch shape and ABI, and a launcher.
 
-    def __init__(self, compiled: CompiledKernel):
+    A kernel with `?` sizes (`dynamic`) serves every size: `launch` and `emulate` read the sizes
+    and strides from the buffers, check them (`KernelABI.bind`) and run the variant for their
+    class. The class is the multiple their `?` strides and contiguous `?` sizes share (16 bytes
+    of the operands' elements, or anything): one variant each, compiled at its first use (and
+    kept in the compile cache), never again for a new size of a class it has (`bind`)."""
+
+    def __init__(self, compiled: CompiledKernel, source: tuple | None = None, scalars: tuple[int, ...] = ()):
         self.compiled = compiled  # a pipeline.CompiledKernel, or a cache.CachedKernel
+        self._source = source  # (text, sm, filename, cache, options): to compile a specialised variant
+        self.scalars = scalars  # a bound kernel's size parameters (the values of `abi.symbols`)
+        self._bound: dict[tuple, Kernel] = {}
+        self._variants: dict[int, Kernel] = {}
+
+    dynamic = property(lambda self: self.abi.dynamic, doc="whether sizes are parameters, known at launch")
+
+    def bind(self, shapes: list[tuple[int, ...]], strides: list[tuple[int, ...]]) -> Kernel:
+        """The kernel that runs on buffers of these shapes and element strides (one each per
+        parameter): for a kernel with `?` sizes, the variant of their class with its ABI bound
+        (static shapes, the grid, `scalars`); a static kernel itself. LaunchError where they do
+        not fit the kernel."""
+        if not self.dynamic:
+            return self
+        key = (tuple(map(tuple, shapes)), tuple(map(tuple, strides)))
+        bound = self._bound.get(key)
+        if bound is None:
+            variant = self._variant(*key)
+            try:
+                abi, values = variant.abi.bind(*key)
+            except ValueError as e:
+                raise LaunchError(f"{self.name}: {e}") from None
+            bound = Kernel(_Bound(variant.compiled, abi), scalars=values)
+            if len(self._bound) > 256:  # a bounded memo: shapes of one model, not every size ever seen
+                self._bound.clear()
+            self._bound[key] = bound
+        return bound
+
+    def _variant(self, shapes, strides) -> Kernel:
+        """The variant for buffers of these shapes and strides: the widest multiple of
+        `STRIDE_MULTIPLES` up to 16 bytes of the operands' narrowest element that they all
+        keep (this kernel where that is what it assumes already)."""
+        import dataclasses
+
+        have = self.abi.stride_multiple
+        widest = 16 * 8 // max(8, min((p.bits for p in self.abi.params if {"a", "b"} & set(p.roles)), default=8))
+        for m in (x for x in STRIDE_MULTIPLES[::-1] if have < x <= widest):
+            try:
+                dataclasses.replace(self.abi, stride_multiple=m).bind(shapes, strides)
+            except ValueError:
+                continue
+            return self._specialised(m)
+        return self
+
+    def _specialised(self, multiple: int) -> Kernel:
+        if multiple not in self._variants:
+            if self._source is None:
+                return self
+            text, sm, filename, cache, options = self._source
+            kernels = compile(text, sm, filename=filename, cache=cache, **{**options, "stride_multiple": multiple})
+            self._variants[multiple] = next(k for k in kernels if k.name == self.name)
+        return self._variants[multiple]
 
     name = property(lambda self: self.compiled.name)
     ptx = property(lambda self: self.compiled.ptx, doc="the PTX module holding this kernel")
@@ -294,6 +361,8 @@ class Kernel:
         ints are checked in O(1) each against what was worked out once per kernel (a few
         microseconds); other kinds of buffers take the general reading, as do tensors that differ
         from the ABI (for the message). Launches may be captured in a CUDA graph."""
+        if self.dynamic:
+            return self._bind_buffers(args, stream).launch(*args, stream=stream)
         prepared = self.__dict__.get("_launch") or self._launch
         handle = 0 if stream is None else stream_handle(stream)
         with prepared.lock:
@@ -334,9 +403,18 @@ class Kernel:
 
         from tilemma.compiler.verify import emulator
 
-        params, wants = self.abi.params, self._wants
+        params = self.abi.params
         if len(arrays) != len(params):
             raise LaunchError(_count_message(self, len(arrays)))
+        if self.dynamic:
+            for i, (x, p) in enumerate(zip(arrays, params)):
+                if not isinstance(x, np.ndarray):
+                    raise LaunchError(f"{_where(i, p)}: {type(x).__name__} is not a NumPy array (emulate takes "
+                                      "NumPy arrays; launch takes device buffers)")
+            # each array is copied into its memref's layout: row-major where the strides are `?`
+            strides = [_row_major(x.shape) for x in arrays]
+            return self.bind([x.shape for x in arrays], strides).emulate(*arrays, arch=arch, max_macs=max_macs)
+        wants = self._wants
         for i, (x, p, want) in enumerate(zip(arrays, params, wants)):
             if not isinstance(x, np.ndarray):
                 raise LaunchError(f"{_where(i, p)}: {type(x).__name__} is not a NumPy array (emulate takes "
@@ -353,10 +431,26 @@ class Kernel:
                               "it anyway")
         program = self._program(arch or self._emulator_arch())
         buffers = [_host_buffer(x, p, want) for x, p, want in zip(arrays, params, wants)]
-        outs = program.run(self.grid, self.block, buffers, shared_bytes=self.shared_bytes)
+        scalars = [np.uint32(v) for v in self.scalars]
+        outs = program.run(self.grid, self.block, [*buffers, *scalars], shared_bytes=self.shared_bytes)
         for x, p, want, out in zip(arrays, params, wants, outs):
             if p.is_output:
                 x[...] = out.reshape(x.shape) if _whole(p, want) else out[_positions(p)]
+
+    def _bind_buffers(self, args: tuple, stream: Any) -> Kernel:
+        """`bind` to device buffers: their shapes and strides, read as `launch` reads them."""
+        if len(args) != len(self.abi.params):
+            raise LaunchError(_count_message(self, len(args)))
+        handle = 0 if stream is None else stream_handle(stream)
+        shapes, strides = [], []
+        for i, (arg, p) in enumerate(zip(args, self.abi.params)):
+            b = _read(arg, i, p, handle)
+            if isinstance(b, int):
+                raise LaunchError(f"{_where(i, p)}: an address does not say its size; a kernel with ? sizes takes "
+                                  "buffers (torch tensors, CuPy arrays, ...), or bind() first and launch the result")
+            shapes.append(b.shape)
+            strides.append(b.strides if b.strides is not None else _row_major(b.shape))
+        return self.bind(shapes, strides)
 
     def _emulator_arch(self) -> str:
         """The kernel's target where the emulator models its mma's arithmetic there, else the
@@ -399,6 +493,9 @@ class Kernel:
             sparse = 2 if self.instruction.startswith("mma.sp") else 1
             if min(outputs) * min(max(a.shape) * sparse, max(b.shape)) <= limit:
                 return None
+        if self.scalars:  # bound from `?` sizes: batch x M x N from D, K from A (M x K)
+            macs = min(outputs) * a.shape[-1] if outputs and a is not None else 0
+            return macs if macs > limit else None
         g = self.compiled.gemm
         macs = g.batch * g.m * g.n * g.k
         return macs if macs > limit else None
@@ -430,7 +527,9 @@ class _Prepared:
         self.params = kernel.abi.params
         self.n = len(self.params)
         self.wants = kernel._wants
-        self.slots = (ctypes.c_uint64 * max(1, self.n))()
+        self.slots = (ctypes.c_uint64 * max(1, self.n + len(kernel.scalars)))()
+        for i, v in enumerate(kernel.scalars):  # size parameters (.u32: the slot's low word)
+            self.slots[self.n + i] = v
         self.lock = threading.Lock()
         self.device = 0
         self._launchers: dict[int, Any] = {}
@@ -496,10 +595,22 @@ class _Prepared:
             from tilemma.compiler.runtime import cuda_runtime
 
             k = self.kernel
-            launcher = cuda_runtime.Launcher(k.ptx, k.name, k.grid, k.block, self.slots, self.n,
+            launcher = cuda_runtime.Launcher(k.ptx, k.name, k.grid, k.block, self.slots, self.n + len(k.scalars),
                                              k.shared_bytes, device)
             self._launchers[device] = launcher
         return launcher
+
+
+class _Bound:
+    """A kernel with `?` sizes bound to one launch's: the variant's PTX with a static ABI."""
+
+    def __init__(self, compiled: CompiledKernel, abi: KernelABI):
+        self._compiled, self.abi = compiled, abi
+        self.name, self.ptx = compiled.name, compiled.ptx
+
+    @property
+    def gemm(self):
+        return self._compiled.gemm
 
 
 def _count_message(kernel: Kernel, got: int) -> str:

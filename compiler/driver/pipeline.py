@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
@@ -21,7 +21,7 @@ from tilemma.compiler.core.isa import MmaVariant
 from tilemma.compiler.driver.diagnostics import LocatedParser, LocatedVerifyError, check_input, verify_located
 from tilemma.compiler.driver.instrument import PassInstrument
 from tilemma.compiler import universe
-from tilemma.dialects import ptx
+from tilemma.dialects import ptx, tile
 from tilemma.passes.errors import LoweringError, origin
 from tilemma.passes.tile.gemm_kernel import GemmKernel, read_kernel
 from tilemma.passes.tile.linalg_to_tile import LinalgToTile
@@ -51,6 +51,8 @@ class CompileOptions:
     stage_k: int = 0
     swizzle: bool = True
     tune_cache: str = field(default_factory=configs.default_cache)
+    # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
+    stride_multiple: int = 0
 
     def passes(self) -> list[ModulePass]:
         return [
@@ -154,6 +156,9 @@ def compile_module(module: ModuleOp, locations: dict, name: str, options: Compil
         if k.is_declaration:
             raise LocatedVerifyError(locations.get(origin(k)), f"func.func @{k.sym_name.data} has no body: a kernel "
                                      "is compiled from its body (a declaration is not a kernel)")
+    if options.stride_multiple:  # the dispatcher's specialisation, as the attribute the passes read
+        for k in kernels:
+            k.attributes[tile.STRIDE_MULTIPLE] = IntegerAttr(options.stride_multiple, 64)
     described = {}
     for k in kernels:  # what each kernel computes (after selection's casts), for the reference
         try:

@@ -22,6 +22,21 @@ WORD_ROLES = ("sparsity_error", "a_meta")
 OUTPUT_ROLES = ("d", "sparsity_error")
 
 
+def symbol_order(sizes: list[tuple[str, ...]], strides: list[tuple[str, ...]]) -> list[str]:
+    """The kernel's size parameters in the order they follow the pointers: each `?` size's symbol
+    (M, N, K) and each `?` stride's, by first appearance over the arguments' sizes, then their
+    strides."""
+    order: list[str] = []
+    for row in (*sizes, *strides):
+        order.extend(s for s in row if s and s not in order)
+    return order
+
+
+def size_param(symbol: str) -> str:
+    """The PTX parameter (.u32) that holds a size symbol."""
+    return f"s_{symbol}"
+
+
 @dataclass(frozen=True)
 class Param:
     """One kernel parameter: a pointer to a buffer of `span` elements of `element` laid out with
@@ -31,15 +46,25 @@ class Param:
 
     name: str
     roles: tuple[str, ...]
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # -1 where the size is known at launch
     element: str
-    strides: tuple[int, ...]
+    strides: tuple[int, ...]  # -1 where the stride is known at launch
     offset: int
     init: int | None = None
+    sizes: tuple[str, ...] = ()  # per dimension: the symbol of a `?` size (M, N, K), else ""
+    stride_symbols: tuple[str, ...] = ()  # per dimension: the symbol of a `?` stride, else ""
+    identity: bool = True  # the memref has the identity layout: row-major and contiguous
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether a size or stride is known only at launch (`KernelABI.bind` makes it static)."""
+        return any(self.sizes) or any(self.stride_symbols)
 
     @property
     def span(self) -> int:
         """Elements the buffer must hold."""
+        if self.dynamic:
+            raise ValueError(f"{self.name} has sizes known only at launch: bind the ABI to buffers first")
         return self.offset + sum((d - 1) * s for d, s in zip(self.shape, self.strides)) + 1
 
     @property
@@ -91,7 +116,11 @@ class Param:
     def to_dict(self) -> dict:
         d = {"name": self.name, "roles": list(self.roles), "shape": list(self.shape),
              "element": self.element, "dtype": self.dtype.name, "packing": self.packing,
-             "strides": list(self.strides), "offset": self.offset, "nbytes": self.nbytes}
+             "strides": list(self.strides), "offset": self.offset}
+        if self.dynamic:
+            d |= {"sizes": list(self.sizes), "stride_symbols": list(self.stride_symbols), "identity": self.identity}
+        else:
+            d["nbytes"] = self.nbytes
         return d if self.init is None else {**d, "init": self.init}
 
 
@@ -106,6 +135,74 @@ class KernelABI:
     sm: str = ""  # the PTX module's .target, e.g. sm_90
     ptx_version: str = ""  # its .version, e.g. 9.0
     instruction: str = ""  # the mma opcode the kernel runs
+    # Sizes known at launch: the .u32 parameters after the pointers (M, N, K, `<arg>_stride<d>`),
+    # each grid axis as (count, ((symbol, tile), ...)) = count * prod(ceil(size / tile)), and the
+    # multiple the kernel assumes of its `?` strides and contiguous `?` sizes
+    symbols: tuple[str, ...] = ()
+    grid_sizes: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = ()
+    stride_multiple: int = 1
+
+    @property
+    def dynamic(self) -> bool:
+        return bool(self.symbols)
+
+    def bind(self, shapes: list[tuple[int, ...]], strides: list[tuple[int, ...]]) -> tuple[KernelABI, tuple[int, ...]]:
+        """The static ABI of a launch on buffers of these shapes and (element) strides, one per
+        parameter, and the values of `symbols` in order; a ValueError naming the parameter where
+        they disagree with the kernel (a static size, an identity layout that is not contiguous,
+        two values of one size, a promised multiple that does not hold, a size past 32 bits)."""
+        from tilemma.compiler.core.memref_layout import DYNAMIC, StridedLayout, row_major
+
+        if not self.dynamic:
+            return self, ()
+        values: dict[str, tuple[int, str]] = {}
+        params = []
+        for p, shape, st in zip(self.params, shapes, strides, strict=True):
+            where = f"parameter {p.name} ({', '.join(p.roles)})"
+            shape, st = tuple(int(x) for x in shape), tuple(int(x) for x in st)
+            if len(shape) != len(p.shape):
+                raise ValueError(f"{where}: rank {len(shape)}, expected {len(p.shape)}")
+            for d, (sym, size) in enumerate(zip(p.sizes or ("",) * len(shape), shape)):
+                if not sym:
+                    continue
+                if sym in values and values[sym][0] != size:
+                    raise ValueError(f"{where}: dimension {d} is {sym} = {size}, but {values[sym][1]} has {sym} = "
+                                     f"{values[sym][0]}")
+                values.setdefault(sym, (size, f"{p.name} dimension {d}"))
+            if p.dynamic and p.identity:
+                want = row_major(shape)  # the identity layout: contiguous, whatever the sizes
+                if any(w != g for w, g, n in zip(want, st, shape) if n > 1):
+                    raise ValueError(f"{where}: strides {list(st)}, expected the contiguous {list(want)} "
+                                     f"(its memref has the identity layout)")
+                st = want
+            for d, sym in enumerate(p.stride_symbols or ("",) * len(st)):
+                if sym:
+                    values[sym] = (st[d], f"{p.name} stride {d}")
+            symbolic = StridedLayout(tuple(DYNAMIC if x == -1 else x for x in p.shape),
+                                     tuple(DYNAMIC if x == -1 else x for x in p.strides), p.offset)
+            try:
+                bound = symbolic.bind(shape, st)
+            except ValueError as e:
+                raise ValueError(f"{where}: {e}") from None
+            if self.stride_multiple > 1:
+                for d, (sym, stride) in enumerate(zip(p.stride_symbols or ("",) * len(st), p.strides)):
+                    contiguous = p.sizes and p.sizes[d] and stride == 1
+                    value = st[d] if sym else shape[d] if contiguous else None
+                    if value is not None and value % self.stride_multiple:
+                        raise ValueError(f"{where}: {'stride' if sym else 'size'} {d} is {value}, not a multiple "
+                                         f"of {self.stride_multiple}, which this kernel assumes")
+            params.append(Param(p.name, p.roles, bound.shape, p.element, bound.strides, p.offset, p.init,
+                                identity=p.identity))
+        for sym, (v, at) in values.items():
+            if not 0 <= v < 2**31:
+                raise ValueError(f"{sym} = {v} ({at}): sizes and strides known at launch are below 2^31")
+        if any(values.get(k, (1,))[0] == 0 for k in ("K",)):
+            raise ValueError("K = 0: the kernel runs at least one K step (D = C needs no GEMM)")
+        grid = tuple(count * _prod(-(-values[sym][0] // tile_size) for sym, tile_size in factors) if factors else g
+                     for g, (count, factors) in zip(self.grid, self.grid_sizes or [(g, ()) for g in self.grid]))
+        bound_abi = KernelABI(self.name, grid, self.block, tuple(params), self.shared_bytes,  # type: ignore[arg-type]
+                              self.tiling, self.sm, self.ptx_version, self.instruction)
+        return bound_abi, tuple(values[s][0] for s in self.symbols)
 
     @property
     def config(self) -> str:
@@ -117,10 +214,15 @@ class KernelABI:
 
     def to_dict(self) -> dict:
         """The ABI as plain data (what `tilemma compile --emit json` writes per kernel)."""
-        return {"name": self.name, "sm": self.sm, "ptx_version": self.ptx_version,
-                "grid": list(self.grid), "block": list(self.block), "shared_bytes": self.shared_bytes,
-                "instruction": self.instruction, "config": self.config,
-                "params": [p.to_dict() for p in self.params]}
+        d = {"name": self.name, "sm": self.sm, "ptx_version": self.ptx_version,
+             "grid": list(self.grid), "block": list(self.block), "shared_bytes": self.shared_bytes,
+             "instruction": self.instruction, "config": self.config,
+             "params": [p.to_dict() for p in self.params]}
+        if self.dynamic:
+            d |= {"size_params": [{"name": s, "ptx": size_param(s), "type": "u32"} for s in self.symbols],
+                  "grid_sizes": [[count, [[sym, t] for sym, t in factors]] for count, factors in self.grid_sizes],
+                  "stride_multiple": self.stride_multiple}
+        return d
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -150,23 +252,31 @@ class KernelABI:
             offset = p["offset"]
             if type(offset) is not int:
                 raise TypeError(f"offset: expected an integer, got {offset!r}")
+            sizes = tuple(text(x) for x in p.get("sizes", []))
+            stride_symbols = tuple(text(x) for x in p.get("stride_symbols", []))
             param = Param(text(p["name"]), tuple(roles), ints(p["shape"]), text(p["element"]), ints(p["strides"]),
-                          offset, init)
+                          offset, init, sizes, stride_symbols, bool(p.get("identity", True)))
             if len(param.strides) != len(param.shape):
                 raise ValueError(f"{param.name}: {len(param.strides)} strides for {len(param.shape)} dimensions")
             params.append(param)
         shared = d["shared_bytes"]
         if type(shared) is not int:
             raise TypeError(f"shared_bytes: expected an integer, got {shared!r}")
+        symbols = tuple(text(x["name"]) for x in d.get("size_params", []))
+        grid_sizes = tuple((int(count), tuple((text(sym), int(t)) for sym, t in factors))
+                           for count, factors in d.get("grid_sizes", []))
+        multiple = d.get("stride_multiple", 1)
+        if type(multiple) is not int:
+            raise TypeError(f"stride_multiple: expected an integer, got {multiple!r}")
         return KernelABI(text(d["name"]), ints(d["grid"], 3), ints(d["block"], 3),  # type: ignore[arg-type]
                          tuple(params), shared, ints(list(tiling)), text(d["sm"]), text(d["ptx_version"]),
-                         text(d["instruction"]))
+                         text(d["instruction"]), symbols, grid_sizes, multiple)
 
     @staticmethod
     def from_entry(entry: ptx.EntryOp) -> KernelABI:
-        from xdsl.dialects.builtin import IntegerAttr, MemRefType
+        from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, NoneAttr
 
-        from tilemma.compiler.core.memref_layout import strided_layout
+        from tilemma.compiler.core.memref_layout import DYNAMIC, symbolic_layout
         from tilemma.dialects import ptx
         from tilemma.dialects.tile import element_name
 
@@ -179,18 +289,32 @@ class KernelABI:
             d = record.data
             ref = d["type"]
             assert isinstance(ref, MemRefType)
-            layout = strided_layout(ref)
-            strides, offset = layout.strides, layout.offset
+            layout = symbolic_layout(ref)
             init = d.get("init")
+
+            def symbols(key: str) -> tuple[str, ...]:
+                value = d.get(key)
+                return tuple(x.data for x in value.data) if isinstance(value, ArrayAttr) else ()  # type: ignore[attr-defined]
+
             params.append(Param(
                 d["name"].data,  # type: ignore[union-attr]
                 tuple(r.data for r in d["role"].data),  # type: ignore[union-attr]
-                tuple(ref.get_shape()),
+                tuple(-1 if x == DYNAMIC else x for x in layout.shape),
                 element_name(ref.element_type),
-                strides,
-                offset,
+                tuple(-1 if x == DYNAMIC else x for x in layout.strides),
+                layout.offset,
                 init.value.data if isinstance(init, IntegerAttr) else None,
+                symbols("sizes"),
+                symbols("strides"),
+                isinstance(ref.layout, NoneAttr) or not hasattr(ref.layout, "get_strides"),
             ))
+        sizes = [p.sizes or ("",) * len(p.shape) for p in params]
+        strides = [p.stride_symbols or ("",) * len(p.shape) for p in params]
+        grid_sizes: tuple = ()
+        if entry.grid_sizes is not None:
+            grid_sizes = tuple((axis.data[0].value.data, tuple((f.data[0].data, f.data[1].value.data)  # type: ignore[attr-defined]
+                                                             for f in axis.data[1:]))  # type: ignore[attr-defined]
+                               for axis in entry.grid_sizes.data)
         return KernelABI(
             entry.sym_name.data,
             tuple(entry.grid.get_values()),  # type: ignore[arg-type]
@@ -201,8 +325,18 @@ class KernelABI:
             module.target.data if isinstance(module, ptx.ModuleOp_) else "",
             module.version.data if isinstance(module, ptx.ModuleOp_) else "",
             mma.opcode.data if mma is not None else "",
+            tuple(symbol_order(sizes, strides)),
+            grid_sizes,
+            entry.stride_multiple.value.data if entry.stride_multiple is not None else 1,
         )
 
     def index(self, role: str) -> int | None:
         """Position of the parameter playing `role` (None if none does)."""
         return next((i for i, p in enumerate(self.params) if role in p.roles), None)
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out

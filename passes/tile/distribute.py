@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, gpu, scf
+from xdsl.dialects import arith, func, gpu, memref, scf
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -46,7 +46,7 @@ from tilemma.compiler.layouts.mma_layouts import instruction_layouts
 from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError, replaced
-from tilemma.passes.tile.gemm_kernel import read_kernel
+from tilemma.passes.tile.gemm_kernel import DYNAMIC, planning_view, read_kernel
 from tilemma.passes.tile.plan import ceil_div, tiling_of
 from tilemma.passes.warp_to_ptx.sparse_a import NO_ERROR
 
@@ -96,16 +96,35 @@ class _Kernel(IndexBuilder):
         self.mma = self.g.mma
         self.variant_attr: warp.VariantAttr = self.mma.variant  # type: ignore[assignment]
         self.variant = self.variant_attr.variant
-        self.t = tiling_of(self.variant, self.g, s)
+        self.t = tiling_of(self.variant, planning_view(self.g, 1), s)  # a `?` size's grid: `launch_grid`
         if s.widen is not None:  # the loop multiplies the stored 4-bit fragments (m16n8k64)
             native = dataclasses.replace(self.variant, k=64, atype=ELEMENTS[self.g.a.stored].ptx,
                                          btype=ELEMENTS[self.g.b.stored].ptx)
             self.variant_attr, self.variant = warp.VariantAttr(native), native
         bm, bn = self.t.cta_tile
         g = self.g
-        self.m_exact, self.n_exact = g.m % bm == 0, g.n % bn == 0
+        self.m_exact, self.n_exact = g.m != DYNAMIC and g.m % bm == 0, g.n != DYNAMIC and g.n % bn == 0
         self.ki = instruction_layouts(self.variant).warp_shape[2]  # K of one loop iteration
-        self.k_exact = g.k % self.ki == 0
+        self.k_exact = g.k != DYNAMIC and g.k % self.ki == 0
+        self.sizes: dict[str, SSAValue] = {}  # symbol -> its `memref.dim` in the new body
+        self.new_args: list[SSAValue] = []
+
+    def size(self, symbol: str, static: int) -> SSAValue:
+        """A size as an index value: the constant, or for `?` the `memref.dim` of the first
+        argument dimension that is `symbol` (the launch checks that all of them agree)."""
+        if static != DYNAMIC:
+            return self.const(static)
+        if symbol not in self.sizes:
+            arg, dim = next((i, row.index(symbol)) for i, row in enumerate(self.g.sizes) if symbol in row)
+            self.sizes[symbol] = self.add(memref.DimOp.from_source_and_index(self.new_args[arg], self.const(dim))).results[0]
+        return self.sizes[symbol]
+
+    def tiles(self, symbol: str, static: int, tile_size: int) -> SSAValue:
+        """ceil(size / tile_size) as an index value."""
+        if static != DYNAMIC:
+            return self.const(ceil_div(static, tile_size))
+        v = self.plus(self.size(symbol, static), tile_size - 1)
+        return self.add(arith.DivUIOp(v, self.const(tile_size))).results[0]
 
     def aligned(self, op):
         """Mark an accumulator access: its column index (a sum of multiples of the instruction's
@@ -150,6 +169,7 @@ class _Kernel(IndexBuilder):
         arg_of = dict(zip(args, new_body.args))
         for old_arg, new_arg in arg_of.items():
             new_arg.name_hint = old_arg.name_hint
+        self.new_args = list(new_body.args)
 
         check = isinstance(mma.lhs.owner, tile.CompressOp) and mma.lhs.owner.prune is None
         error = new_body.insert_arg(ERROR_WORD, len(args)) if check else None
@@ -167,7 +187,7 @@ class _Kernel(IndexBuilder):
         warp_m = self.add(arith.RemUIOp(wid, self.const(wm))).results[0]
         warp_n = self.add(arith.DivUIOp(wid, self.const(wm))).results[0]
         if self.s.group_m:  # CTAs in groups of group_m rows of tiles, so that neighbours share L2
-            by, bx = self.rasterize(bx, ceil_div(g.m, bm), ceil_div(g.n, bn))
+            by, bx = self.rasterize(bx, self.tiles("M", g.m, bm), self.tiles("N", g.n, bn))
         cta_row, cta_col = self.affine(by, bm, None), self.affine(bx, bn, None)
         warp_row, warp_col = self.affine(warp_m, rm * mi, None), self.affine(warp_n, rn * ni, None)
         row0 = self.add(arith.AddiOp(cta_row, warp_row)).results[0]
@@ -202,7 +222,8 @@ class _Kernel(IndexBuilder):
         g, mma = self.g, self.mma
         rm, rn = self.t.warp_tile
         ki = self.ki
-        steps = ceil_div(g.k, ki)
+        k_end = self.tiles("K", g.k, ki)  # steps, times the step below
+        k_end = self.add(arith.MuliOp(k_end, self.const(ki))).results[0] if g.k == DYNAMIC else self.const(ceil_div(g.k, ki) * ki)
         body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs))
         k, iters = body.args[0], list(body.args[1:])
         outer, self.ops = self.ops, []
@@ -222,17 +243,17 @@ class _Kernel(IndexBuilder):
         self.add(scf.YieldOp(*results))
         body.add_ops(self.ops)
         self.ops = outer
-        return self.add(scf.ForOp(zero, self.const(steps * ki), self.const(ki), accs, body))
+        return self.add(scf.ForOp(zero, k_end, self.const(ki), accs, body))
 
-    def rasterize(self, pid, tiles_m: int, tiles_n: int):
+    def rasterize(self, pid, tiles_m: SSAValue, tiles_n: SSAValue):
         """(tile row, tile col) of CTA `pid` when CTAs run in groups of `group_m` tile rows."""
         group_m = self.s.group_m
-        width = group_m * tiles_n
-        group = self.add(arith.DivUIOp(pid, self.const(width))).results[0]
+        width = self.add(arith.MuliOp(tiles_n, self.const(group_m))).results[0]
+        group = self.add(arith.DivUIOp(pid, width)).results[0]
         first = self.add(arith.MuliOp(group, self.const(group_m))).results[0]
-        left = self.add(arith.SubiOp(self.const(tiles_m), first)).results[0]
+        left = self.add(arith.SubiOp(tiles_m, first)).results[0]
         size = self.add(arith.MinUIOp(left, self.const(group_m))).results[0]
-        within = self.add(arith.RemUIOp(pid, self.const(width))).results[0]
+        within = self.add(arith.RemUIOp(pid, width)).results[0]
         row = self.add(arith.AddiOp(first, self.add(arith.RemUIOp(within, size)).results[0])).results[0]
         col = self.add(arith.DivUIOp(within, size)).results[0]
         return row, col
@@ -267,13 +288,21 @@ class _Kernel(IndexBuilder):
         arg_attrs = [
             DictionaryAttr({"warp.role": ArrayAttr(StringAttr(r) for r in roles[a])}) for a in args
         ]
+        if g.dynamic:
+            arg_attrs = [DictionaryAttr({**d.data, "warp.sizes": ArrayAttr(StringAttr(x) for x in sizes),
+                                         "warp.strides": ArrayAttr(StringAttr(x) for x in strides)})
+                         for d, sizes, strides in zip(arg_attrs, g.sizes, g.strides)]
         if check:
             arg_attrs.append(DictionaryAttr({
                 "warp.role": ArrayAttr([StringAttr("sparsity_error")]),
                 "warp.init": IntegerAttr(NO_ERROR, IntegerType(64)),
             }))
         kernel.arg_attrs = ArrayAttr(arg_attrs)
-        kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, list(t.grid))
+        grid, grid_sizes = launch_grid(g, self.s, t)
+        kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, list(grid))
+        if grid_sizes is not None:
+            kernel.attributes["warp.grid_sizes"] = grid_sizes
+
         kernel.attributes["warp.block"] = DenseArrayBase.from_list(i64, [t.threads, 1, 1])
 
     def lhs_fragments(self, arg_of, roles, bz, rows, k, error):
@@ -334,6 +363,24 @@ class _Kernel(IndexBuilder):
             else:
                 out.append([self.add(warp.LoadScaleOp(arg_of[load.source], [bz, kb, c], window, extent, frag)).results[0] for c in cols])
         return out
+
+
+def launch_grid(g, s: Schedule, t) -> tuple[tuple[int, ...], ArrayAttr | None]:
+    """The grid, and where a size is `?` what each axis is at launch (`warp.grid_sizes`: per axis,
+    [count, [symbol, tile], ...]: count times ceil(size / tile) for each factor; `?` in the grid
+    marks the axes with factors)."""
+    if g.m != DYNAMIC and g.n != DYNAMIC:
+        return t.grid, None
+    bm, bn = t.cta_tile
+    cols = (1, [("N", bn)]) if g.n == DYNAMIC else (ceil_div(g.n, bn), [])
+    rows = (1, [("M", bm)]) if g.m == DYNAMIC else (ceil_div(g.m, bm), [])
+    axes = [(cols[0] * rows[0], cols[1] + rows[1]), (1, []), (g.batch, [])] if s.group_m else \
+        [cols, rows, (g.batch, [])]
+    grid = tuple(DYNAMIC if factors else count for count, factors in axes)
+    attr = ArrayAttr(ArrayAttr([IntegerAttr(count, i64), *(ArrayAttr([StringAttr(sym), IntegerAttr(tile_size, i64)])
+                                                          for sym, tile_size in factors)])
+                     for count, factors in axes)
+    return grid, attr
 
 
 def pre_compressed_args(op, roles):

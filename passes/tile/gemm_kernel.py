@@ -11,14 +11,15 @@ is supported.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from tilemma.compiler.core.elements import ELEMENTS
-from tilemma.compiler.core.memref_layout import StridedLayout, strided_layout
+from tilemma.compiler.core.memref_layout import DYNAMIC, StridedLayout, strided_layout, symbolic_layout
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError
 
@@ -66,6 +67,16 @@ class GemmKernel:
     inputs: tuple[tuple[Operation, MemOperand], ...] = ()
     outputs: tuple[tuple[tile.StoreOp, MemOperand], ...] = ()
 
+    # Sizes known only at launch (DYNAMIC in m, n, k): per kernel argument, the symbol each memref
+    # dimension's size is ("" where static: M, N, K), and the symbol of each `?` stride
+    sizes: tuple[tuple[str, ...], ...] = ()
+    strides: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether a size or stride is a value the kernel gets at launch."""
+        return any(any(row) for row in self.sizes + self.strides)
+
     @property
     def fused(self) -> bool:
         """Whether anything happens between the mma and the store(s)."""
@@ -76,7 +87,7 @@ def _layout(ref: MemRefType, at: Operation, sparse: str | None = None) -> Stride
     """The memref's strided layout (`read_kernel` has checked that it has one), or a
     LoweringError at `at` where the lowering cannot address it: a compressed A is read in runs
     along a row. (Packed sub-byte elements sit at bit (offset + i*s0 + j*s1) * bits, any order.)"""
-    layout = strided_layout(ref)
+    layout = symbolic_layout(ref)
     col_stride = layout.strides[-1]
     if col_stride != 1 and sparse is not None:
         raise LoweringError(
@@ -85,6 +96,16 @@ def _layout(ref: MemRefType, at: Operation, sparse: str | None = None) -> Stride
             f"the column stride must be 1, not {col_stride}",
         )
     return layout
+
+
+def _base(layout: StridedLayout, offsets, at: Operation) -> int:
+    """Element offset of a window's first element; a LoweringError where it would depend on a
+    stride known only at launch (a window at a nonzero offset along a `?` stride)."""
+    for d, (o, s) in enumerate(zip(offsets, layout.strides)):
+        if o and s == DYNAMIC:
+            raise LoweringError(at, f"the window starts at offset {o} of dimension {d}, whose stride is ?: "
+                                    f"a window along a ? stride starts at 0 (pass the view that starts there)")
+    return layout.offset + sum(o * s for o, s in zip(offsets, layout.strides) if o)
 
 
 def _operand(
@@ -124,7 +145,7 @@ def _operand(
     assert isinstance(tile_type, tile.TileType)
     layout = _layout(ref, owner, sparse)
     strides = layout.strides
-    base = layout.offset + sum(o * s for o, s in zip(owner.offset_values(), strides))
+    base = _base(layout, owner.offset_values(), owner)
     broadcast = batched and tile_type.get_shape()[0] == 1
     return MemOperand(
         param=params[owner.source],
@@ -160,7 +181,7 @@ def _broadcast_operand(op: tile.BroadcastOp, params: dict[SSAValue, int], batche
     return MemOperand(
         param=params[op.source], stored=element, value_type=element, casts=(),
         batch_stride=strides[0] if batched else 0, row_stride=strides[1], col_stride=strides[2],
-        base=layout.offset + sum(o * s for o, s in zip(op.offset_values(), layout.strides)),
+        base=_base(layout, op.offset_values(), op),
     )
 
 
@@ -265,7 +286,7 @@ def _store_operand(store: tile.StoreOp, params: dict[SSAValue, int], batched: bo
         batch_stride=strides[0] if batched else 0,
         row_stride=strides[-2],
         col_stride=strides[-1],
-        base=layout.offset + sum(o * s for o, s in zip(store.offset_values(), strides)),
+        base=_base(layout, store.offset_values(), store),
     )
 
 
@@ -278,7 +299,7 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
                 kernel, f"kernel arguments must be memrefs, got {arg.type} for argument {arg.index}"
             )
         try:
-            strided_layout(arg.type)
+            symbolic_layout(arg.type)
         except ValueError as e:  # reported where the argument is first used
             raise LoweringError(next((u.operation for u in arg.uses), kernel), str(e)) from None
         element = tile.element_name(arg.type.element_type)
@@ -313,7 +334,12 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
         c = _operand(mma.acc, params, batched, "accumulator", mma)
     names = tuple(arg.name_hint or f"arg{i}" for arg, i in params.items())
     epilogue, inputs = _epilogue(mma, stores, params, batched)
+    sizes, strides = _symbols(kernel, mma, stores, epilogue, names)
+    if any(any(row) for row in sizes + strides):
+        _check_dynamic(mma, batch, lhs, rhs)
     return GemmKernel(
+        sizes=sizes,
+        strides=strides,
         name=kernel.sym_name.data,
         params=names,
         batch=batch,
@@ -344,3 +370,93 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
         inputs=inputs,
         outputs=tuple((s, _store_operand(s, params, batched)) for s in stores),
     )
+
+
+def _symbols(kernel: func.FuncOp, mma: Operation, stores, epilogue, names) -> tuple[tuple[tuple[str, ...], ...], ...]:
+    """Which size each `?` dimension of each kernel argument is (M, N, K, batch: the tile
+    dimension it covers), and a symbol for each `?` stride (`<argument>_stride<d>`); a
+    LoweringError where one argument would be two different sizes."""
+    args = list(kernel.body.block.args)
+    sizes = [["" for _ in a.type.get_shape()] for a in args]
+    rows = {"a": ("batch", "M", "K"), "b": ("batch", "K", "N"), "acc": ("batch", "M", "N")}
+
+    def note(ref: SSAValue, dims: tuple[int, ...], roles: tuple[str, ...], at: Operation) -> None:
+        if not isinstance(ref, BlockArgument) or ref not in args:
+            return
+        shape = ref.type.get_shape()
+        for i, d in enumerate(dims):
+            if shape[i] != DYNAMIC:
+                continue
+            old = sizes[ref.index][i]
+            if old and old != roles[d]:
+                raise LoweringError(at, f"dimension {i} of {names[ref.index]} would be both {old} and {roles[d]}")
+            sizes[ref.index][i] = roles[d]
+
+    def source_load(value: SSAValue) -> Operation | None:
+        owner = value.owner
+        while isinstance(owner, (tile.CastOp, tile.CompressOp)):
+            owner = owner.source.owner
+        return owner if isinstance(owner, tile.LoadOp) else None
+
+    for value, which in ((mma.lhs, "a"), (mma.rhs, "b"), (mma.acc, "acc")):
+        load = source_load(value)
+        if load is not None:
+            rank = len(load.result.type.get_shape())
+            note(load.source, tuple(range(rank)), rows[which][3 - rank:], load)
+    acc_rank = len(mma.results[0].type.get_shape())
+    roles = rows["acc"][3 - acc_rank:]
+    for op in (*epilogue, *stores):
+        if isinstance(op, tile.LoadOp):
+            note(op.source, tuple(range(acc_rank)), roles, op)
+        elif isinstance(op, tile.StoreOp):
+            note(op.dest, tuple(range(acc_rank)), roles, op)
+        elif isinstance(op, tile.BroadcastOp):
+            note(op.source, op.dim_values(), roles, op)
+    strides = [tuple(f"{names[a.index]}_stride{d}" if st == DYNAMIC else ""
+                     for d, st in enumerate(symbolic_layout(a.type).strides)) for a in args]
+    for a, row in zip(args, sizes):
+        for d, sym in enumerate(row):
+            if a.type.get_shape()[d] == DYNAMIC and not sym:
+                raise LoweringError(next((u.operation for u in a.uses), kernel),
+                                    f"dimension {d} of {names[a.index]} is ? but no tile op says which size it is")
+    return tuple(tuple(r) for r in sizes), tuple(strides)
+
+
+def _check_dynamic(mma: Operation, batch: int, lhs, rhs) -> None:
+    """What sizes known only at launch do not cover yet, refused with the reason."""
+    if isinstance(mma, tile.ScaledMmaOp) or isinstance(lhs, tile.SparseTileType):
+        raise LoweringError(mma, "sizes known at launch (?) are supported for dense tile.mma; block-scaled and "
+                                 "sparse kernels need static shapes (their scale and metadata layouts are "
+                                 "computed from the sizes when the kernel is compiled)")
+    if batch == DYNAMIC:
+        raise LoweringError(mma, "the batch size must be static; M, N, K and strides may be ?")
+    for t in (lhs, rhs):
+        if ELEMENTS[t.element].storage_bits < 8:
+            raise LoweringError(mma, f"{t.element} operands are packed below a byte: their sizes must be static "
+                                     f"(a ? K would not say where a row ends within a byte)")
+
+
+
+#: The size a `?` M, N or K is planned for: the configuration of a large problem (smaller ones
+#: run it with their edges predicated).
+PLANNING_SIZE = 4096
+
+
+def planning_view(g: GemmKernel, multiple: int) -> GemmKernel:
+    """The GEMM as planning sees it: a `?` size as PLANNING_SIZE, a `?` stride as `multiple`
+    (the alignment of a stride that is some multiple of it is that of `multiple` itself)."""
+    if not g.dynamic:
+        return g
+
+    def size(v: int) -> int:
+        return PLANNING_SIZE if v == DYNAMIC else v
+
+    def mem(x):
+        if not isinstance(x, MemOperand):
+            return x
+        return dataclasses.replace(x, **{f: multiple for f in ("batch_stride", "row_stride", "col_stride")
+                                         if getattr(x, f) == DYNAMIC})
+
+    return dataclasses.replace(g, m=size(g.m), n=size(g.n), k=size(g.k), a=mem(g.a), b=mem(g.b), c=mem(g.c),
+                               d=mem(g.d), inputs=tuple((op, mem(x)) for op, x in g.inputs),
+                               outputs=tuple((op, mem(x)) for op, x in g.outputs))

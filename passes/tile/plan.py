@@ -26,7 +26,7 @@ from tilemma.compiler.layouts.mma_layouts import instruction_layouts
 from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError
-from tilemma.passes.tile.gemm_kernel import GemmKernel, read_kernel
+from tilemma.passes.tile.gemm_kernel import DYNAMIC, PLANNING_SIZE, GemmKernel, planning_view, read_kernel
 
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 INDEX_LIMIT = 2**31  # coordinates are computed in 32 bits
@@ -223,6 +223,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     mma = g.mma
     variant = mma.variant.variant  # type: ignore[union-attr]
     target = kernel_target(kernel)
+    g = planning_view(g, tile.stride_multiple(kernel))
     if g.a_meta is not None:
         if variant.shape != sparse_format.SHAPE or variant.atype not in tile.PRE_COMPRESSED:
             raise LoweringError(
@@ -348,6 +349,7 @@ class TilePlan(ModulePass):
         shape = mma.acc.type.get_shape()
         batch = shape[0] if len(shape) == 3 else 1
         k = mma.lhs.type.get_shape()[-1]
+        m, n, k = (PLANNING_SIZE if d == DYNAMIC else d for d in (shape[-2], shape[-1], k))
         key = configs.cache_key(target.sm.data if target else "", v.atype, v.btype, v.ctype,
-                                configs.size_class(shape[-2], shape[-1], k, batch))
+                                configs.size_class(m, n, k, batch))
         return cache.get(key)

@@ -75,10 +75,11 @@ def _set_pending(ops, pending: int) -> None:
 
 
 def pipeline(loop: scf.ForOp, distance: int) -> None:
-    """Pipeline `loop` (lower bound 0, step 1, constant trip count) at `distance` iterations."""
+    """Pipeline `loop` (lower bound 0, step 1, at least one iteration: a constant trip count, or
+    one known at launch, which the launch guarantees is at least 1) at `distance` iterations."""
     lb, ub, step = (constant_value(v) for v in (loop.lb, loop.ub, loop.step))
-    if lb != 0 or step != 1 or ub is None or ub < 1:
-        raise LoweringError(loop, "warp-pipeline: expected a loop from 0 with step 1 and a constant trip count")
+    if lb != 0 or step != 1 or (ub is not None and ub < 1):
+        raise LoweringError(loop, "warp-pipeline: expected a loop from 0 with step 1 and at least one iteration")
     hoist_constants(loop)
     body = loop.body.block
     kt = body.args[0]
@@ -94,7 +95,10 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
     insert_before(loop, prologue.ops)
 
     results = list(loop.iter_args)
-    if ub > 1:
+    last_kt = None if ub is not None else arith.SubiOp(loop.ub, const_before(loop, 1))
+    if last_kt is not None:
+        insert_before(loop, [last_kt])
+    if ub is None or ub > 1:
         new_body = Block(arg_types=[a.type for a in body.args])
         inner = Cloner(dict(zip(body.args, new_body.args)))
         nkt = new_body.args[0]
@@ -123,12 +127,13 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
             raise LoweringError(loop, "warp-pipeline: the loop's consuming stage has no barrier to refill the ring after")
         _set_pending(inner.ops, distance - 1)
         new_body.add_ops(inner.ops)
-        kernel_loop = scf.ForOp(loop.lb, const_before(loop, ub - 1), loop.step, loop.iter_args, new_body)
+        end = const_before(loop, ub - 1) if last_kt is None else last_kt.result
+        kernel_loop = scf.ForOp(loop.lb, end, loop.step, loop.iter_args, new_body)
         Rewriter.insert_op(kernel_loop, InsertPoint.before(loop))
         results = list(kernel_loop.results)
 
     last = Cloner(dict(zip(body.args[1:], results)))
-    last.map[kt] = last.const(ub - 1)
+    last.map[kt] = last.const(ub - 1) if last_kt is None else last_kt.result
     last.clone_all(consume)
     _set_pending(last.ops, distance - 1)
     last.ops.append(warp.AsyncWaitOp(0))

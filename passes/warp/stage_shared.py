@@ -25,7 +25,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from tilemma.compiler.core.elements import ELEMENTS
-from tilemma.compiler.core.memref_layout import strided_layout
+from tilemma.compiler.core.memref_layout import DYNAMIC, symbolic_layout
 from tilemma.compiler.layouts import sparse_format
 from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
@@ -45,12 +45,14 @@ class MemView:
     base: int
 
     @classmethod
-    def of(cls, ref: MemRefType, window) -> MemView:
-        layout = strided_layout(ref)
+    def of(cls, ref: MemRefType, window, multiple: int = 1) -> MemView:
+        """A `?` stride counts as `multiple` (`tile.stride_multiple`): its alignment is that."""
+        layout = symbolic_layout(ref)
+        strides = [multiple if s == DYNAMIC else s for s in layout.strides]
         stored = tile.element_name(ref.element_type)
         bits = ELEMENTS[stored].storage_bits
-        base = layout.offset + sum(o * s for o, s in zip(window, layout.strides))
-        return cls(stored, bits, layout.strides[-2], layout.strides[-1], base)
+        base = layout.offset + sum(o * s for o, s in zip(window, strides) if o)
+        return cls(stored, bits, strides[-2], strides[-1], base)
 
 
 def k_loop(kernel: func.FuncOp) -> scf.ForOp:
@@ -97,8 +99,10 @@ class _Stage(IndexBuilder):
         self.bz = a0.indices[0]
         self.cta_row, self.warp_row = origin(a0, 1)
         self.cta_col, self.warp_col = origin(b0, 2)
-        self.a = MemView.of(a0.ref.type, a0.window_values())
-        self.b = MemView.of(b0.ref.type, b0.window_values())
+        multiple = tile.stride_multiple(kernel)
+        self.a = MemView.of(a0.ref.type, a0.window_values(), multiple)
+        self.b = MemView.of(b0.ref.type, b0.window_values(), multiple)
+        self.a_ref, self.b_ref = a0.ref, b0.ref
         self.b_k_major = b_k_major(self.b)
         v = self.mmas[0].a.type.variant
         self.variant = v
@@ -108,6 +112,7 @@ class _Stage(IndexBuilder):
         wm, wn = s.warps
         self.bm, self.bn = wm * rm * v.m, wn * rn * v.n
         # M from A's window (a pre-compressed A's is its values, M x Kp/2), K and N from B's
+        # (DYNAMIC where known at launch)
         self.m, (self.k, self.n) = a0.extent_values()[1], b0.extent_values()[1:]
 
     def b_group(self) -> int:
@@ -124,7 +129,11 @@ class _Stage(IndexBuilder):
         shared = [MemRefType(a_elem, [S, bm, bk // 2 if self.pre else bk], memory_space=space),
                   MemRefType(b_elem, [S, bn, bk] if self.b_k_major else [S, bk, bn], memory_space=space)]
         self.s_a, self.s_b = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0] for ty in shared)
-        steps = ceil_div(self.k, bk)
+        k_size = self.size(self.b_ref, 1, self.k)
+        if self.k == DYNAMIC:  # ceil(K / bk) stages, known at launch
+            steps = self.add(arith.DivUIOp(self.plus(k_size, bk - 1), self.const(bk))).results[0]
+        else:
+            steps = self.const(ceil_div(self.k, bk))
         accs = list(loop.iter_args)
         acc_types = [a.type for a in accs]
         zero = self.const(0)
@@ -132,7 +141,7 @@ class _Stage(IndexBuilder):
         kt, carried = body.args[0], list(body.args[1:])
         outer, self.ops = self.ops, []
         k = self.add(arith.MuliOp(kt, self.const(bk))).results[0]
-        more = self.add(arith.CmpiOp(k, self.const(self.k), "ult")).results[0]
+        more = self.add(arith.CmpiOp(k, k_size, "ult")).results[0]
         stage = self.add(arith.RemUIOp(kt, self.const(S))).results[0]
         fill, self.ops = self.ops, []
         self.copy(k, self.add(arith.RemUIOp(kt, self.const(S))).results[0])
@@ -147,22 +156,31 @@ class _Stage(IndexBuilder):
         self.add(scf.YieldOp(*results))
         body.add_ops(self.ops)
         self.ops = outer
-        staged = self.add(scf.ForOp(zero, self.const(steps), self.const(1), accs, body))
+        staged = self.add(scf.ForOp(zero, steps, self.const(1), accs, body))
         Rewriter.insert_op(self.ops, InsertPoint.before(loop))
         for old, new in zip(loop.results, staged.results):
             old.replace_all_uses_with(new)
         Rewriter.erase_op(loop, safe_erase=False)
 
+    def size(self, ref: SSAValue, tile_dim: int, static: int) -> SSAValue:
+        """A size of the GEMM as an index value: the constant, or for `?` the `memref.dim` of the
+        memref dimension that covers tile dimension `tile_dim` (1: rows, 2: columns) of `ref`."""
+        if static != DYNAMIC:
+            return self.const(static)
+        rank = len(ref.type.get_shape())  # type: ignore[union-attr]
+        return self.add(memref.DimOp.from_source_and_index(ref, self.const(tile_dim - 3 + rank))).results[0]
+
     def copy(self, k: SSAValue, stage: SSAValue) -> None:
         """The CTA's copies of A and B at K `k` into `stage`."""
         a0, b0 = self.a_loads[0], self.b_loads[0]
-        k_exact = self.k % self.s.stage_k == 0
+        k_exact = self.k != DYNAMIC and self.k % self.s.stage_k == 0
         if self.pre:
             a_k = self.add(arith.DivUIOp(k, self.const(2))).results[0]
             a_exact = sparse_format.padded_k(self.k) % self.s.stage_k == 0
         else:
             a_k, a_exact = k, k_exact
-        m_exact, n_exact = self.m % self.bm == 0, self.n % self.bn == 0
+        m_exact = self.m != DYNAMIC and self.m % self.bm == 0
+        n_exact = self.n != DYNAMIC and self.n % self.bn == 0
         self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
                                            a0.extent_values(), self.threads, copy_vector(self.a)), m_exact, a_exact)
         self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),

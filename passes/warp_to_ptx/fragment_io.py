@@ -21,7 +21,7 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType
 
 from tilemma.compiler.core.elements import BY_PTX, ELEMENTS
-from tilemma.compiler.core.memref_layout import strided_layout
+from tilemma.compiler.core.memref_layout import DYNAMIC, symbolic_layout
 from tilemma.compiler.layouts import fragments
 from tilemma.dialects.ptx_builder import RegisterFile, f32_literal, f64_literal
 from tilemma.dialects import ptx, tile
@@ -69,13 +69,21 @@ class Emitter:
                 self.emit("mad.lo.u32", acc, bit, w, acc)
         return acc
 
-    def pred_lt(self, cache: dict[int, str | None], reg: str, const: int, bound: int, static: bool) -> str | None:
-        """Predicate reg + const < bound (None when it always holds)."""
+    def pred_lt(self, cache: dict[int, str | None], reg: str, const: int, bound: int | str, static: bool) -> str | None:
+        """Predicate reg + const < bound (None when it always holds); `bound` a constant or a
+        .u32 register (a size known at launch, below 2^31)."""
         if static:
             return None
         if const not in cache:
             p = self.reg("pred")
-            self.emit("setp.lt.s32", p, reg, bound - const)
+            if isinstance(bound, str):
+                at = reg
+                if const:
+                    at = self.reg("b32")
+                    self.emit("add.u32", at, reg, const)
+                self.emit("setp.lt.s32", p, at, bound)
+            else:
+                self.emit("setp.lt.s32", p, reg, bound - const)
             cache[const] = p
         return cache[const]
 
@@ -93,11 +101,21 @@ class Window:
     when the tile is shared by every batch), the element offset of its origin, its extent."""
 
     stored: str
-    strides: tuple[int, int, int]  # batch, row, col
+    strides: tuple[int | str, int | str, int | str]  # batch, row, col; a register where `?`
     base: int
-    extent: tuple[int, int, int]  # batch, rows, cols
+    extent: tuple[int | str, int | str, int | str]  # batch, rows, cols; a register where `?`
     in_bounds: tuple[bool, bool] = (False, False)  # rows, cols: no predicate needed
     col_align: int = 1  # the access's column index is a multiple of this
+    multiple: int = 1  # a `?` stride, and a `?` size of a contiguous dimension, is a multiple of this
+
+    def divides(self, value: int | str, d: int) -> bool:
+        """Whether d divides `value` (a register: what the kernel's `tile.stride_multiple` promises)."""
+        return value % d == 0 if isinstance(value, int) else self.multiple % d == 0
+
+    @property
+    def static(self) -> bool:
+        """Whether the strides are all known now (offsets fold into the accesses' immediates)."""
+        return all(isinstance(x, int) for x in self.strides)
 
     @property
     def pairs(self) -> bool:
@@ -105,8 +123,9 @@ class Window:
         the pair is aligned (column index even, row/batch strides and offset even, columns
         contiguous) and inside or outside the extent together (an even number of columns)."""
         sb, sr, sc = self.strides
-        return (self.col_align % 2 == 0 and sc == 1 and sr % 2 == 0 and sb % 2 == 0 and self.base % 2 == 0
-                and (self.extent[2] % 2 == 0 or self.in_bounds[1]) and self.bits in (32, 64))
+        return (self.col_align % 2 == 0 and sc == 1 and self.divides(sr, 2) and self.divides(sb, 2)
+                and self.base % 2 == 0 and (self.divides(self.extent[2], 2) or self.in_bounds[1])
+                and self.bits in (32, 64))
 
     @property
     def bits(self) -> int:
@@ -118,31 +137,63 @@ class Window:
         return self.bits < 8
 
     def offset(self, row: int, col: int) -> int:
-        return row * self.strides[1] + col * self.strides[2]
+        """Elements from the access origin to (row, col), where the strides are static."""
+        return row * self.strides[1] + col * self.strides[2]  # type: ignore[operator]
 
 
-def window_of(op) -> Window:
+@dataclass(frozen=True)
+class Place:
+    """An element's address: `ptr` (a .b64 register; a bit address for sub-byte types) plus
+    `elems` elements, which fold into the instruction's immediate offset."""
+
+    ptr: str
+    elems: int
+
+    def operand(self, bits: int) -> str:
+        return f"[{self.ptr}+{self.elems * bits // 8}]"
+
+
+@dataclass(frozen=True)
+class Symbols:
+    """A kernel argument's `?` sizes and strides as registers (None where static), and the
+    multiple its kernel promises them to be (`tile.stride_multiple`)."""
+
+    sizes: tuple[str | None, ...]
+    strides: tuple[str | None, ...]
+    multiple: int = 1
+
+
+def window_of(op, symbols: Symbols | None = None) -> Window:
     """The Window of a warp.load / warp.store / warp.load_sparse_a / warp.load_scale /
     warp.copy_async: strides and offset from its memref's layout (identity or
-    `strided<[...], offset: ...>`), seen as (batch, row, col) strides of the tile."""
+    `strided<[...], offset: ...>`), seen as (batch, row, col) strides of the tile; a `?` stride
+    or extent is the register `symbols` names (read_kernel refused a window that starts at a
+    nonzero offset along a `?` stride)."""
     ref = op.ref.type
     assert isinstance(ref, MemRefType)
-    layout = strided_layout(ref)  # read_kernel refused what it cannot address
-    strides, offset = layout.strides, layout.offset
+    layout = symbolic_layout(ref)  # read_kernel refused what it cannot address
+    offset = layout.offset
+    strides = tuple(symbols.strides[i] if s == DYNAMIC and symbols else s for i, s in enumerate(layout.strides))
+    if DYNAMIC in strides:
+        raise AssertionError(f"{op.name}: {ref} has a ? stride and no register for it")
     window, extent = op.window_values(), op.extent_values()
-    base = offset + sum(o * s for o, s in zip(window, strides))
+    base = offset + sum(o * s for o, s in zip(window, strides) if o)
     dims = op.broadcast_dims() if hasattr(op, "broadcast_dims") else None
-    if dims is not None:  # a broadcast: memref dimension i runs along tile dimension dims[i]
-        tile_strides = [0, 0, 0]
-        for stride, dim in zip(strides, dims):
-            tile_strides[dim] = stride
-        if extent[0] == 1:
-            tile_strides[0] = 0
-        return Window(tile.element_name(ref.element_type), tuple(tile_strides), base, extent,  # type: ignore[arg-type]
-                      op.in_bounds_values(), op.col_align_value())
-    batch_stride = strides[0] if len(strides) == 3 and extent[0] > 1 else 0
-    return Window(tile.element_name(ref.element_type), (batch_stride, strides[-2], strides[-1]), base, extent,
-                  op.in_bounds_values(), op.col_align_value())
+    if dims is None:  # memref dimension i covers tile dimension i (of batch, rows, cols)
+        dims = tuple(range(3 - len(strides), 3))
+    sizes = symbols.sizes if symbols else (None,) * len(strides)
+    extent = tuple(next((sizes[i] for i, d in enumerate(dims) if d == t), None) if x == DYNAMIC else x
+                   for t, x in enumerate(extent))
+    if None in extent:
+        raise AssertionError(f"{op.name}: a ? extent no ? memref dimension covers")
+    multiple = symbols.multiple if symbols else 1
+    tile_strides: list[int | str] = [0, 0, 0]
+    for stride, dim in zip(strides, dims):
+        tile_strides[dim] = stride
+    if extent[0] == 1:
+        tile_strides[0] = 0
+    return Window(tile.element_name(ref.element_type), tuple(tile_strides), base, extent,  # type: ignore[arg-type]
+                  op.in_bounds_values(), op.col_align_value(), multiple)
 
 
 @dataclass
@@ -156,6 +207,31 @@ class Access:
     col_reg: str
     row_preds: dict[int, str | None] = field(default_factory=dict)
     col_preds: dict[int, str | None] = field(default_factory=dict)
+    ptrs: dict[tuple[int, int], str] = field(default_factory=dict)  # `?` strides: (row, col) -> pointer
+
+    def place(self, e: Emitter, row: int, col: int) -> Place:
+        """The address of the value `row` rows and `col` columns from the access origin: an
+        immediate offset where the strides are static, else a pointer per distinct (row, col)
+        along the `?` strides (computed once)."""
+        w = self.window
+        if w.static:
+            return Place(self.ptr, w.offset(row, col))
+        _, sr, sc = w.strides
+        key = (row if isinstance(sr, str) else 0, col if isinstance(sc, str) else 0)
+        elems = (0 if isinstance(sr, str) else row * sr) + (0 if isinstance(sc, str) else col * sc)
+        if key == (0, 0):
+            return Place(self.ptr, elems)
+        if key not in self.ptrs:
+            p = e.reg("b64")
+            first = True
+            for n, stride in zip(key, (sr, sc)):
+                if n:
+                    t = e.reg("b64")
+                    e.emit("mul.wide.u32", t, stride, n * w.bits // 8)
+                    e.emit("add.s64", p, self.ptr if first else p, t)
+                    first = False
+            self.ptrs[key] = p
+        return Place(self.ptrs[key], elems)
 
     def pred(self, e: Emitter, row: int, col: int) -> str | None:
         """row_reg + row < rows and col_reg + col < cols, where either can fail."""
@@ -188,10 +264,13 @@ def open_access(e: Emitter, window: Window, base_ptr: str, batch: str, row: str,
     return Access(window, idx, row, col)
 
 
-def _mul_wide(e: Emitter, dst: str, reg: str, factor: int) -> None:
-    """dst (.b64) = reg (.u32) * factor, with a 64-bit multiply where factor needs it."""
+def _mul_wide(e: Emitter, dst: str, reg: str, factor: int | str) -> None:
+    """dst (.b64) = reg (.u32) * factor (a constant or a .u32 register), with a 64-bit multiply
+    where factor needs it."""
     reg = e.in_register(reg)
-    if factor == 1:
+    if isinstance(factor, str):
+        e.emit("mul.wide.u32", dst, reg, factor)
+    elif factor == 1:
         e.emit("cvt.u64.u32", dst, reg)
     elif factor <= U32_MAX:
         e.emit("mul.wide.u32", dst, reg, factor)
@@ -200,8 +279,8 @@ def _mul_wide(e: Emitter, dst: str, reg: str, factor: int) -> None:
         e.emit("mul.lo.u64", dst, dst, factor)
 
 
-def load_element(e: Emitter, acc: Access, offset: int, pred: str | None, dst: str, bank: str) -> None:
-    """dst = element at acc.ptr + offset (elements), 0 where pred is false; widened to dst."""
+def load_element(e: Emitter, acc: Access, at: Place, pred: str | None, dst: str, bank: str) -> None:
+    """dst = element at `at`, 0 where pred is false; widened to dst."""
     bits = acc.window.bits
     if pred is not None:
         e.emit(f"mov.{bank}", dst, _zero(bank))
@@ -209,11 +288,11 @@ def load_element(e: Emitter, acc: Access, offset: int, pred: str | None, dst: st
         suffix = MEM_SUFFIX[bits]
         if bank == "f32" and bits == 32:
             suffix = "f32"
-        e.emit(f"ld.global.{suffix}", dst, f"[{acc.ptr}+{offset * bits // 8}]", guard=pred)
+        e.emit(f"ld.global.{suffix}", dst, at.operand(bits), guard=pred)
         return
     bitaddr, byte = e.reg("b64"), e.reg("b64")
     shift = e.reg("b32")
-    e.emit("add.s64", bitaddr, acc.ptr, offset * bits)
+    e.emit("add.s64", bitaddr, at.ptr, at.elems * bits)
     e.emit("shr.u64", byte, bitaddr, 3)
     e.emit("cvt.u32.u64", shift, bitaddr)
     e.emit("and.b32", shift, shift, 7)
@@ -223,23 +302,23 @@ def load_element(e: Emitter, acc: Access, offset: int, pred: str | None, dst: st
     e.emit("bfe.s32" if signed else "bfe.u32", dst, dst, shift, bits)
 
 
-def load_converted(e: Emitter, acc: Access, offset: int, pred: str | None, dst: str, bank: str,
+def load_converted(e: Emitter, acc: Access, at: Place, pred: str | None, dst: str, bank: str,
                    ptx_type: str, rounding: str | None, elem_bits: int) -> None:
     """Load one element and convert it from its storage type to `ptx_type` by its rule in
     `tile.CAST_RULES` (the tile verifier admitted only those casts)."""
     stored_element = ELEMENTS[acc.window.stored]
     stored = stored_element.ptx
     if stored == ptx_type:
-        load_element(e, acc, offset, pred, dst, bank)
+        load_element(e, acc, at, pred, dst, bank)
         if elem_bits == 8 and stored_element.container_shift:  # .kind::*f8f6f4 byte container: e2m1 in bits 2..5
             e.emit("shl.b32", dst, dst, stored_element.container_shift)
         return
     rule = tile.CAST_RULES[(acc.window.stored, BY_PTX[ptx_type].name)]
     if rule.how == "extend":
-        load_element(e, acc, offset, pred, dst, bank)  # bfe already sign/zero-extends
+        load_element(e, acc, at, pred, dst, bank)  # bfe already sign/zero-extends
         return
     t = e.reg(stored)
-    load_element(e, acc, offset, pred, t, stored)
+    load_element(e, acc, at, pred, t, stored)
     e.emit(f"cvt.{rounding or rule.default}.{ptx_type}.{stored}", dst, t)
 
 
@@ -258,7 +337,7 @@ def fill_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.L
             pred = acc.pred(e, row, col)
             if pred is not None:
                 e.emit("mov.b32", reg, 0)
-            e.emit("ld.global.b32", reg, f"[{acc.ptr}+{acc.window.offset(row, col) * acc.window.bits // 8}]", guard=pred)
+            e.emit("ld.global.b32", reg, acc.place(e, row, col).operand(acc.window.bits), guard=pred)
             continue
         if per > 1:
             e.emit("mov.b32", reg, 0)
@@ -267,16 +346,16 @@ def fill_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.L
             if v - 1 in pairs:
                 continue
             row, col = lin.row_off[v], lin.col_off[v]
-            pred, offset = acc.pred(e, row, col), acc.window.offset(row, col)
+            pred, at = acc.pred(e, row, col), acc.place(e, row, col)
             if v in pairs:
-                _load_pair(e, acc, offset, pred, reg, regs[r + 1], bank)
+                _load_pair(e, acc, at, pred, reg, regs[r + 1], bank)
             elif lo_regs is not None:
-                _load_split_tf32(e, acc, offset, pred, reg, lo_regs[r])
+                _load_split_tf32(e, acc, at, pred, reg, lo_regs[r])
             elif per == 1:
-                load_converted(e, acc, offset, pred, reg, bank, ptx_type, rounding, lay.elem_bits)
+                load_converted(e, acc, at, pred, reg, bank, ptx_type, rounding, lay.elem_bits)
             else:
                 t = e.reg("b32")
-                load_converted(e, acc, offset, pred, t, "b32", ptx_type, rounding, lay.elem_bits)
+                load_converted(e, acc, at, pred, t, "b32", ptx_type, rounding, lay.elem_bits)
                 e.emit("bfi.b32", reg, t, reg, s * lay.elem_bits, lay.elem_bits)
 
 
@@ -290,17 +369,17 @@ def _word_suffix(bank: str) -> str:
     return {"f32": "f32", "f64": "f64"}.get(bank, "b32")
 
 
-def _load_pair(e: Emitter, acc: Access, offset: int, pred: str | None, first: str, second: str, bank: str) -> None:
+def _load_pair(e: Emitter, acc: Access, at: Place, pred: str | None, first: str, second: str, bank: str) -> None:
     """Two neighbouring values with one 2-vector load (0 where the pair is outside)."""
     if pred is not None:
         e.emit(f"mov.{bank}", first, _zero(bank))
         e.emit(f"mov.{bank}", second, _zero(bank))
-    e.emit(f"ld.global.v2.{_word_suffix(bank)}", f"{{{first}, {second}}}", f"[{acc.ptr}+{offset * acc.window.bits // 8}]", guard=pred)
+    e.emit(f"ld.global.v2.{_word_suffix(bank)}", f"{{{first}, {second}}}", at.operand(acc.window.bits), guard=pred)
 
 
-def _load_split_tf32(e: Emitter, acc: Access, offset: int, pred: str | None, hi: str, lo: str) -> None:
+def _load_split_tf32(e: Emitter, acc: Access, at: Place, pred: str | None, hi: str, lo: str) -> None:
     x, hi_f, rest = e.reg("f32"), e.reg("f32"), e.reg("f32")
-    load_element(e, acc, offset, pred, x, "f32")
+    load_element(e, acc, at, pred, x, "f32")
     e.emit("cvt.rna.tf32.f32", hi, x)
     e.emit("mov.b32", hi_f, hi)
     e.emit("sub.f32", rest, x, hi_f)
@@ -329,7 +408,8 @@ def packed_words(acc: Access, lin: fragments.LinearForm, lay: fragments.Fragment
     w = acc.window
     sb, sr, sc = w.strides
     if (lay.elems_per_reg != 2 or w.bits != 16 or any(cw % 2 for cw in lin.col_w) or w.col_align % 2
-            or sc != 1 or sr % 2 or sb % 2 or w.base % 2 or (w.extent[2] % 2 and not w.in_bounds[1])):
+            or sc != 1 or not w.divides(sr, 2) or not w.divides(sb, 2) or w.base % 2
+            or (not w.divides(w.extent[2], 2) and not w.in_bounds[1])):
         return set()
     return {r for r in range(lay.regs)
             if lin.row_off[2 * r] == lin.row_off[2 * r + 1] and lin.col_off[2 * r + 1] == lin.col_off[2 * r] + 1
@@ -348,13 +428,13 @@ def store_fragment(e: Emitter, regs: Sequence[str], acc: Access, lin: fragments.
             continue
         if per == 2 and v // 2 in words:  # both halves inside or outside together
             row, col = lin.row_off[v], lin.col_off[v]
-            e.emit("st.global.b32", f"[{acc.ptr}+{acc.window.offset(row, col) * bits // 8}]", regs[v // 2],
+            e.emit("st.global.b32", acc.place(e, row, col).operand(bits), regs[v // 2],
                    guard=acc.pred(e, row, col))
             continue
         row, col = lin.row_off[v], lin.col_off[v]
-        pred, offset = acc.pred(e, row, col), acc.window.offset(row, col)
+        pred = acc.pred(e, row, col)
         reg, slot = regs[v // per], v % per
-        addr = f"[{acc.ptr}+{offset * bits // 8}]"
+        addr = acc.place(e, row, col).operand(bits)
         if v in pairs:  # the pair shares its predicate: both columns are inside or neither
             e.emit(f"st.global.v2.{suffix}", addr, f"{{{reg}, {regs[v + 1]}}}", guard=pred)
             continue

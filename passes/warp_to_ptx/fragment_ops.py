@@ -50,7 +50,7 @@ class LowerFragConstant(RewritePattern):
         _finish(op, rewriter, e, [out])
 
 
-def _open(e: fio.Emitter, op, lane: str, weights: tuple[tuple[int, ...], tuple[int, ...]],
+def _open(e: fio.Emitter, op, kernel, weights: tuple[tuple[int, ...], tuple[int, ...]],
           col_scale: int = 1) -> fio.Access | None:
     """Per-lane access of a window op: lane part of the coordinates (columns scaled by
     `col_scale`, compressed -> dense) plus the op's indices."""
@@ -58,6 +58,7 @@ def _open(e: fio.Emitter, op, lane: str, weights: tuple[tuple[int, ...], tuple[i
     if base is None or idx is None:
         return None
     batch, row0, col0 = idx
+    lane, symbols = kernel.lane, kernel.memrefs
     row = e.lane_linear(lane, weights[0], row0)
     if col_scale == 1:
         col = e.lane_linear(lane, weights[1], col0)
@@ -65,7 +66,7 @@ def _open(e: fio.Emitter, op, lane: str, weights: tuple[tuple[int, ...], tuple[i
         col = e.lane_linear(lane, weights[1], "0")
         e.emit("mul.lo.u32", col, col, col_scale)
         e.emit("add.u32", col, col, col0)
-    return fio.open_access(e, window_of(op), base, batch, row, col)
+    return fio.open_access(e, window_of(op, symbols.get(base)), base, batch, row, col)
 
 
 @dataclass
@@ -82,7 +83,7 @@ class LowerLoad(RewritePattern):
         lay = _layout(frag)
         lin = fragments.linear_form(lay)
         e = fio.Emitter(kernel.regs)
-        access = _open(e, op, kernel.lane, (lin.row_w, lin.col_w))
+        access = _open(e, op, kernel, (lin.row_w, lin.col_w))
         if access is None:
             return
         bank = _bank_of(frag)
@@ -109,7 +110,7 @@ class LowerStore(RewritePattern):
         lay = _layout(frag)
         lin = fragments.linear_form(lay)
         e = fio.Emitter(kernel.regs)
-        access = _open(e, op, kernel.lane, (lin.row_w, lin.col_w))
+        access = _open(e, op, kernel, (lin.row_w, lin.col_w))
         if access is None:
             return
         fio.store_fragment(e, values, access, lin, lay, _bank_of(frag))
@@ -132,7 +133,7 @@ class LowerScale(RewritePattern):
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
         no_lane = (0,) * len(weights)
-        access = _open(e, op, kernel.lane, (weights, no_lane) if is_a else (no_lane, weights))
+        access = _open(e, op, kernel, (weights, no_lane) if is_a else (no_lane, weights))
         if access is None:
             return
         out = e.reg("b32")
@@ -140,7 +141,7 @@ class LowerScale(RewritePattern):
         for j in range(per_instr):
             row, col = (0, j) if is_a else (j, 0)
             t = e.reg("b32")
-            fio.load_element(e, access, access.window.offset(row, col), access.pred(e, row, col), t, "b32")
+            fio.load_element(e, access, access.place(e, row, col), access.pred(e, row, col), t, "b32")
             e.emit("bfi.b32", out, t, out, 8 * j, 8)
         _finish(op, rewriter, e, [[out]])
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, func, gpu, scf
-from xdsl.dialects.builtin import IntegerAttr
+from xdsl.dialects import arith, func, gpu, memref, scf
+from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
@@ -89,6 +89,29 @@ _POW2 = {
     arith.RemUIOp: lambda v: ("and.b32", str(v - 1)),
 }
 
+@dataclass
+class LowerDim(RewritePattern):
+    """`memref.dim` of a kernel argument: the register its `?` size was loaded into at the
+    kernel's entry (a static size is its immediate)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.DimOp, rewriter: PatternRewriter) -> None:
+        base, index = reg(op.source), reg(op.index)
+        if base is None or index is None:
+            return
+        ref = op.source.type
+        if not index.isdigit() or not isinstance(ref, MemRefType) or int(index) >= len(ref.get_shape()):
+            raise LoweringError(op, "warp-to-ptx: memref.dim needs a constant dimension of the memref")
+        static = ref.get_shape()[int(index)]
+        symbols = self.state.kernel(op).memrefs.get(base)
+        size = str(static) if static >= 0 else symbols.sizes[int(index)] if symbols else None
+        if size is None:
+            raise LoweringError(op, "warp-to-ptx: memref.dim reads a size of a kernel argument")
+        rewriter.replace(op, ptx.RegsOp([size], op.result.type))
+
+
 _SPECIAL = {gpu.ThreadIdOp: "%tid", gpu.BlockIdOp: "%ctaid"}
 
 
@@ -150,18 +173,25 @@ class LowerFor(RewritePattern):
         lb, ub, step = reg(op.lb), reg(op.ub), reg(op.step)
         if lb is None or ub is None or step is None:
             return
-        if not all(x.lstrip("-").isdigit() for x in (lb, ub, step)):
-            raise LoweringError(op, "warp-to-ptx: scf.for needs constant bounds and step")
+        if not all(x.lstrip("-").isdigit() for x in (lb, step)):
+            raise LoweringError(op, "warp-to-ptx: scf.for needs a constant lower bound and step")
         loop = self.state.loops.pop(op)
         e = fio.Emitter(kernel.regs)
         inits = all_regs(op.iter_args)
         assert inits is not None  # they were before the body was
-        if int(lb) >= int(ub):  # no iteration: the results are the initial values
+        static_ub = ub.lstrip("-").isdigit()
+        if static_ub and int(lb) >= int(ub):  # no iteration: the results are the initial values
             _finish(op, rewriter, e, inits)
             return
         for dst, src in zip(loop.carried, inits):
             _copy(e, dst, src)
         e.emit("mov.u32", loop.iv, lb)
+        done = None
+        if not static_ub:  # a bound known at launch (uniform): none, or some iterations
+            done = kernel.regs.label("k_done")
+            empty = e.reg("pred")
+            e.emit("setp.ge.u32", empty, lb, ub)
+            e.emit("bra.uni", done, guard=empty)
         start = kernel.regs.label("k_loop")
         e.ops.append(ptx.LabelOp(start))
         rewriter.insert(e.ops, InsertPoint.before(op))
@@ -174,6 +204,8 @@ class LowerFor(RewritePattern):
         tail.emit("add.u32", loop.iv, loop.iv, step)
         tail.emit("setp.lt.u32", more, loop.iv, ub)
         tail.emit("bra.uni", start, guard=more)
+        if done is not None:
+            tail.ops.append(ptx.LabelOp(done))
         _finish(op, rewriter, tail, loop.carried)
 
 

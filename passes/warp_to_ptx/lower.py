@@ -23,12 +23,13 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriteWalker
 
-from tilemma.dialects import ptx, warp
+from tilemma.compiler.runtime.abi import size_param, symbol_order
+from tilemma.dialects import ptx, tile, warp
 from tilemma.dialects.ptx_builder import RegisterFile
 from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.passes.errors import LoweringError
@@ -48,6 +49,7 @@ from tilemma.passes.warp_to_ptx.index import (
     LowerArith,
     LowerCmpi,
     LowerConstant,
+    LowerDim,
     LowerFor,
     LowerId,
     LowerIf,
@@ -128,7 +130,7 @@ class WarpToPtx(ModulePass):
             state.kernels[k] = self._preamble(k)
         PatternRewriteWalker(
             TypedPatternApplier([
-                LowerConstant(), LowerArith(state), LowerCmpi(state), LowerId(state), LowerFor(state), LowerIf(state),
+                LowerConstant(), LowerArith(state), LowerCmpi(state), LowerDim(state), LowerId(state), LowerFor(state), LowerIf(state),
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
@@ -160,6 +162,16 @@ class WarpToPtx(ModulePass):
             e.emit("ld.param.u64", r, f"[{_param_name(arg, i)}]")
             e.emit("cvta.to.global.u64", r, r)
             bound.append(ptx.RegsOp([r], arg.type))
+        sizes, strides = _symbols(kernel)
+        registers = {}
+        for symbol in symbol_order(sizes, strides):
+            registers[symbol] = e.reg("b32")
+            e.emit("ld.param.u32", registers[symbol], f"[{size_param(symbol)}]")
+        multiple = tile.stride_multiple(kernel)
+        for b, row, srow in zip(bound, sizes, strides):
+            if any(row) or any(srow):
+                state.memrefs[b.regs.data[0].data] = fio.Symbols(
+                    tuple(registers.get(x) for x in row), tuple(registers.get(x) for x in srow), multiple)
         state.lane = e.reg("b32")
         e.emit("mov.u32", state.lane, "%laneid")
         first = block.first_op
@@ -167,7 +179,7 @@ class WarpToPtx(ModulePass):
         grid, threads = kernel.attributes["warp.grid"], kernel.attributes["warp.block"]
         (wm, wn), (rm, rn), stages, stage_k = _tiling(kernel)
         variant = next(o for o in kernel.walk() if isinstance(o, warp.MmaOp)).c.type.variant  # type: ignore[union-attr]
-        gx, gy, gz = grid.get_values()  # type: ignore[union-attr]
+        gx, gy, gz = _grid_text(kernel)
         e.ops.insert(0, ptx.CommentOp(
             f"{variant.opcode}: grid ({gx}, {gy}, {gz}), block ({threads.get_values()[0]}, 1, 1); "  # type: ignore[union-attr]
             f"warps {wm}x{wn}, warp tile {rm}x{rn} instructions"
@@ -192,14 +204,49 @@ class WarpToPtx(ModulePass):
         grid = tuple(kernel.attributes["warp.grid"].get_values())  # type: ignore[union-attr]
         threads = tuple(kernel.attributes["warp.block"].get_values())  # type: ignore[union-attr]
         params = [f".u64 {_param_name(a, i)}" for i, a in enumerate(block.args)]
+        params += [f".u32 {size_param(x)}" for x in symbol_order(*_symbols(kernel))]
         shared = [ptx.SharedOp(SHARED_SYMBOL, 128)] if state.shared_bytes else []
         region = Region(Block([*shared, *state.regs.declarations(), *body]))
         entry = ptx.EntryOp(kernel.sym_name.data, params, region, threads[0], (grid, threads), abi)
         if state.shared_bytes:
             entry.shared_bytes = IntegerAttr(state.shared_bytes, 64)
+        grid_sizes = kernel.attributes.get("warp.grid_sizes")
+        if isinstance(grid_sizes, ArrayAttr):
+            entry.grid_sizes = grid_sizes
+        if any(any(row) for rows in _symbols(kernel) for row in rows):
+            entry.stride_multiple = IntegerAttr(tile.stride_multiple(kernel), 64)
         entry.tiling = DenseArrayBase.from_list(i64, [v for part in _tiling(kernel) for v in (
             part if isinstance(part, tuple) else (part,))])
         return entry
+
+
+def _grid_text(kernel: func.FuncOp) -> list[str]:
+    """Each grid axis as the PTX comment shows it: a count, or e.g. `ceil(N/128)`."""
+    grid = kernel.attributes["warp.grid"].get_values()  # type: ignore[union-attr]
+    sizes = kernel.attributes.get("warp.grid_sizes")
+    if not isinstance(sizes, ArrayAttr):
+        return [str(g) for g in grid]
+    out = []
+    for axis in sizes.data:
+        count, *factors = axis.data  # type: ignore[attr-defined]
+        parts = ([str(count.value.data)] if count.value.data != 1 or not factors else []) + [
+            f"ceil({f.data[0].data}/{f.data[1].value.data})" for f in factors]
+        out.append("*".join(parts))
+    return out
+
+
+def _symbols(kernel: func.FuncOp) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+    """Per argument, the symbols of its `?` sizes and strides (`warp.sizes`, `warp.strides`,
+    which tile-distribute writes; "" where static)."""
+    attrs = kernel.arg_attrs.data if kernel.arg_attrs is not None else ()
+    sizes, strides = [], []
+    for i, arg in enumerate(kernel.body.block.args):
+        d = attrs[i].data if i < len(attrs) else {}
+        rank = len(arg.type.get_shape()) if isinstance(arg.type, MemRefType) else 0
+        for out, key in ((sizes, "warp.sizes"), (strides, "warp.strides")):
+            value = d.get(key)
+            out.append(tuple(x.data for x in value.data) if isinstance(value, ArrayAttr) else ("",) * rank)
+    return sizes, strides
 
 
 def _tiling(kernel: func.FuncOp) -> tuple[tuple[int, int], tuple[int, int], int, int]:

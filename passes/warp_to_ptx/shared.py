@@ -151,7 +151,8 @@ class LowerCopyAsync(RewritePattern):
         if ptr is None or dst is None or stage is None or any(i is None for i in idx):
             return
         batch, row0, col0 = (x for x in idx)
-        window = window_of(op)
+        kernel = self.state.kernel(op)
+        window = window_of(op, kernel.memrefs.get(ptr))
         # The shared rows run along the window's `outer` dimension, their contiguous chunks along
         # `inner` (rows and columns of the window, swapped when the copy transposes).
         t = op.transpose is not None
@@ -170,8 +171,8 @@ class LowerCopyAsync(RewritePattern):
         threads = op.threads.value.data
         per_row = row_bytes // w
         total = rows * per_row
-        kernel = self.state.kernel(op)
-        row_step = window.strides[outer] * bits // 8
+        stride = window.strides[outer]  # a register where it is `?`: bytes by a multiply below
+        row_step = stride * bits // 8 if isinstance(stride, int) else stride
         swizzle, mult = _swizzle(ref)
         chunks = -(-total // threads)
 
@@ -194,6 +195,8 @@ class LowerCopyAsync(RewritePattern):
                 e.emit("mul.lo.u32", col_bytes, vec, w)
                 offset, col64 = e.reg("b64"), e.reg("b64")
                 fio._mul_wide(e, offset, row, row_step)
+                if isinstance(row_step, str) and bits > 8:
+                    e.emit("shl.b64", offset, offset, (bits // 8).bit_length() - 1)
                 e.emit("cvt.u64.u32", col64, col_bytes)
                 e.emit("add.s64", offset, offset, col64)
                 parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)))

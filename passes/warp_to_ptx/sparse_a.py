@@ -121,8 +121,8 @@ class SparseALoader:
         for j in range(geo.chunk):
             t = b.reg("b32")
             pred = op.pred(b, row_const, col_const + j)
-            offset = op.window.offset(row_const, col_const + j)
-            load_converted(b, op, offset, pred, t, "b32", self.instr.atype, None, geo.elem_bits)
+            load_converted(b, op, op.place(b, row_const, col_const + j), pred, t, "b32", self.instr.atype, None,
+                           geo.elem_bits)
             elems.append(t)
         atoms = self._kept_atoms(elems) if self.prune else None
         unit_mask = b.reg("b32")
@@ -309,8 +309,8 @@ class LowerSparseA(RewritePattern):
         geo = loader.geo
         # A's lane columns count kept elements (chunk/kept apart), the metadata's count fields
         # (two per chunk): both scale to dense columns.
-        a = _open(e, op, kernel.lane, (lin_a.row_w, lin_a.col_w), geo.chunk // geo.kept)
-        meta = _open(e, op, kernel.lane, (lin_e.row_w, lin_e.col_w), geo.chunk // 2)
+        a = _open(e, op, kernel, (lin_a.row_w, lin_a.col_w), geo.chunk // geo.kept)
+        meta = _open(e, op, kernel, (lin_e.row_w, lin_e.col_w), geo.chunk // 2)
         if a is None or meta is None:
             return
         values, word = e.reg_list("b32", lay.regs), e.reg("b32")

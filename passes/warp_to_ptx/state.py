@@ -41,6 +41,8 @@ class _Kernel:
     shared_bytes: int = 0
     entry: Operation | None = None  # the last op of the preamble: thread-invariant code goes after it
     hoisted: dict[tuple, list] = field(default_factory=dict)
+    # a kernel argument with `?` sizes or strides, by its pointer register: their registers
+    memrefs: dict[str, fio.Symbols] = field(default_factory=dict)
 
     def thread_invariant(self, key: tuple, build) -> list:
         """Registers computed once at the kernel's entry by `build(emitter)` (shared by every op
