@@ -129,7 +129,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
             args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout,
             pre_compressed=args.sparse_a == "compressed", c=not args.no_c, rounding=args.rounding,
             bias=args.bias, act=args.act, vector_scales=vector_scales, alpha=args.alpha, out=args.out,
-            aux=args.aux,
+            aux=args.aux, dynamic=args.dynamic or "",
         )
     )
     if args.sm is not None:
@@ -371,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--b", required=True, help="element type of B")
     g.add_argument("--acc", help="accumulator type (default: the matmul result type)")
     g.add_argument("--batch", type=int, help="batch size (rank 3 tiles)")
+    g.add_argument("--dynamic", metavar="mnk",
+                   help="these sizes are known only at launch (memref<?x...>, e.g. --dynamic mnk or m): "
+                        "one kernel for every size; their --m/--n/--k values are ignored")
     g.add_argument("--bcast", choices=("a", "b"), help="this operand is a batch of 1, broadcast")
     g.add_argument("--satfinite", action="store_true", help="clamp integer accumulation")
     g.add_argument("--popc", choices=("xor", "and"), help="b1 operands: xor or and, then popc")

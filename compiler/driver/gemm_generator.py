@@ -68,6 +68,7 @@ class GemmSpec:
     alpha: float | None = None  # D = alpha * acc ...
     out: str | None = None  # the stored type (default: the accumulator's, f32 after an integer GEMM)
     aux: bool = False  # also store the pre-activation (second output `pre`)
+    dynamic: str = ""  # which of m, n, k are `?` (known at launch): their values are ignored
 
     @property
     def has_epilogue(self) -> bool:
@@ -103,8 +104,9 @@ class GemmSpec:
             sparse += f"_scaled{self.scale_block}"
         layout = "_bcol" if self.b_layout == "col" else ""
         forms = ("" if self.c else "_noc") + ("" if self.rounding == "rna" else f"_{self.rounding}")
+        m, n, k = ("MNK"[i] if "mnk"[i] in self.dynamic else v for i, v in enumerate((self.m, self.n, self.k)))
         return (
-            f"gemm{sparse}_{batch}{self.m}x{self.n}x{self.k}_{self.a}_{self.b}{layout}_{self.acc_type}"
+            f"gemm{sparse}_{batch}{m}x{n}x{k}_{self.a}_{self.b}{layout}_{self.acc_type}"
             f"{forms}{shape}{self.epilogue_name}"
         )
 
@@ -152,7 +154,13 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
                 f"{flag} {name} is not a matmul operand type{use}; operands: {', '.join(tile.OPERAND_ELEMENTS)}"
             )
     acc_name = tile.canonical_element(spec.acc_type)
-    spec = GemmSpec(**{**spec.__dict__, "a": a_name, "b": b_name, "acc": acc_name})
+    if set(spec.dynamic) - set("mnk"):
+        raise ValueError(f"--dynamic names sizes known at launch among m, n, k; got {spec.dynamic!r}")
+    spec = GemmSpec(**{**spec.__dict__, "a": a_name, "b": b_name, "acc": acc_name,
+                       **{d: tile.DYNAMIC for d in spec.dynamic}})
+    if spec.dynamic and (spec.scale or spec.sparse_a or spec.pre_compressed or spec.batch is not None):
+        raise ValueError("--dynamic: sizes known at launch are for dense, unbatched GEMMs (block-scaled, sparse "
+                         "and batched kernels need static sizes)")
     if spec.bcast not in (None, "a", "b"):
         raise ValueError(f"--bcast must be 'a' or 'b', got {spec.bcast!r}")
     if spec.bcast and spec.batch is None:
@@ -181,7 +189,8 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
     def memref(which: str) -> MemRefType:
         stored = ELEMENTS[types[which]].stored_as
         if which == "b" and spec.b_layout == "col":  # each column of the K x N matrix contiguous
-            strides = [1, spec.k] if spec.batch is None else [spec.k * spec.n, 1, spec.k]
+            k = None if spec.k == tile.DYNAMIC else spec.k  # a `?` K: a `?` column stride
+            strides = [1, k] if spec.batch is None else [spec.k * spec.n, 1, spec.k]
             return MemRefType(tile.element_type(stored), shapes[which], StridedLayoutAttr(strides, 0))
         return MemRefType(tile.element_type(stored), shapes[which])
 
