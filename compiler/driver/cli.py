@@ -242,7 +242,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from tilemma.compiler.runtime import cuda_runtime
     from tilemma.compiler.driver.pipeline import compile_text
-    from tilemma.compiler.driver.runner import check_size, run_compiled
+    from tilemma.compiler.driver.runner import bind_sizes, check_size, run_compiled
 
     text, name = read_input(args.file)
     on = args.on
@@ -263,6 +263,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         kernels = compile_text(text, name, options, observe)
     finally:
         observe.report()
+    kernels = [bind_sizes(k, inputs, args.size) if k.abi.dynamic else k for k in kernels]
     for kernel in kernels:  # every kernel before the first runs
         check_size(kernel, on, args.allow_long)
     failed = 0
@@ -452,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                    help="take argument NAME's values from a .npy array of its memref's shape and "
                    "element type (repeatable; the others stay random)")
+    r.add_argument("--size", action="append", metavar="NAME=VALUE",
+                   help="a size known at launch (M=37, N=..., K=...; or several, comma-separated) for a kernel "
+                        "with ? sizes; sizes of --input arrays need none")
     r.add_argument("--allow-long", action="store_true",
                    help="run an emulation estimated to take more than 10 minutes (refused otherwise, saying "
                    "how long it would take)")

@@ -73,6 +73,7 @@ class CompiledKernel:
     variant: str
     abi: KernelABI
     gemm: GemmKernel  # what the kernel computes, read from the tile IR before lowering
+    scalars: tuple[int, ...] = ()  # bound from `?` sizes (`runner.bind_sizes`): the size parameters
 
     @property
     def instruction(self) -> MmaVariant:

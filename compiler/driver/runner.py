@@ -244,6 +244,72 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
+def bind_sizes(kernel: CompiledKernel, inputs: dict[str, np.ndarray], sizes: list[str] | None) -> CompiledKernel:
+    """A kernel with `?` sizes bound to one run's: each size from an `--input` array of the
+    argument it sizes, else from `sizes` (`NAME=VALUE`, comma-separated or repeated); a
+    ValueError naming what is missing or disagrees."""
+    import dataclasses
+
+    from tilemma.compiler.core.memref_layout import DYNAMIC
+
+    given: dict[str, int] = {}
+    for spec in sizes or []:
+        for part in filter(None, spec.split(",")):
+            name, sep, value = part.partition("=")
+            if not sep or not value.strip().isdigit():
+                raise ValueError(f"--size {part}: expected NAME=VALUE with a non-negative integer, e.g. M=37")
+            given[name.strip()] = int(value)
+    abi = kernel.abi
+    for p in abi.params:
+        short = p.name.removeprefix("p_")
+        if short in inputs:
+            for sym, n in zip(p.sizes, inputs[short].shape):
+                if sym:
+                    given.setdefault(sym, int(n))
+    unknown = set(given) - {s for p in abi.params for s in p.sizes}
+    if unknown:
+        raise ValueError(f"--size {', '.join(sorted(unknown))}: {kernel.name} has the sizes "
+                         f"{', '.join(sorted({s for p in abi.params for s in p.sizes if s}))}")
+    shapes = []
+    for p in abi.params:
+        missing = [s for s in p.sizes if s and s not in given]
+        if missing:
+            raise ValueError(f"{kernel.name}: {', '.join(missing)} known only at launch: give --size "
+                             f"{missing[0]}=... (or an --input array for {p.name.removeprefix('p_')})")
+        shapes.append(tuple(given[s] if s else n for s, n in zip(p.sizes or ("",) * len(p.shape), p.shape)))
+    strides = [_packed(p, shape) for p, shape in zip(abi.params, shapes)]
+    bound, values = abi.bind(shapes, strides)
+    g = kernel.gemm
+    by_symbol = dict(zip(abi.symbols, values))
+
+    def mem(x):
+        if not isinstance(x, MemOperand):
+            return x
+        st = bound.params[x.param].strides
+        fix = {"batch_stride": st[0] if len(st) == 3 and x.batch_stride else x.batch_stride,
+               "row_stride": st[-2] if x.row_stride == DYNAMIC else x.row_stride,
+               "col_stride": st[-1] if x.col_stride == DYNAMIC else x.col_stride}
+        return dataclasses.replace(x, **fix)
+
+    sized = dataclasses.replace(
+        g, **{d: by_symbol[d.upper()] for d in ("m", "n", "k") if getattr(g, d) == DYNAMIC},
+        a=mem(g.a), b=mem(g.b), c=mem(g.c), d=mem(g.d), inputs=tuple((op, mem(x)) for op, x in g.inputs),
+        outputs=tuple((op, mem(x)) for op, x in g.outputs), sizes=(), strides=())
+    return dataclasses.replace(kernel, abi=bound, gemm=sized, scalars=values)
+
+
+def _packed(p, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Strides for `shape` in `p`'s layout, each `?` one just past what the others span."""
+    from tilemma.compiler.core.memref_layout import row_major
+
+    if p.identity:
+        return row_major(shape)
+    strides = list(p.strides)
+    for d in sorted((d for d, s in enumerate(strides) if s == -1), reverse=True):
+        strides[d] = max([1] + [s * n for s, n in zip(strides, shape) if s > 0])
+    return tuple(strides)
+
+
 def run_compiled(
     kernel: CompiledKernel,
     seed: int,
@@ -260,6 +326,7 @@ def run_compiled(
     then used as given too). The result's `outputs` holds every output (D, and the epilogue's
     other stores), each shaped like its memref."""
     g = kernel.gemm
+    scalars = [np.uint32(v) for v in kernel.scalars]
     rng = np.random.default_rng(seed)
     args: list[np.ndarray] = []
     values: dict[int, np.ndarray] = {}
@@ -341,11 +408,13 @@ def run_compiled(
     if on == "gpu":
         from tilemma.compiler.runtime import cuda_runtime
 
-        outs = cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
+        outs = cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, [*args, *scalars],
+                                       shared_bytes=kernel.abi.shared_bytes)
     elif on == "emulator":
         from tilemma.compiler.verify import emulator
 
-        outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
+        outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, [*args, *scalars],
+                                shared_bytes=kernel.abi.shared_bytes)
     else:
         raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
     broken = (sparsity_error(int(outs[error_at][0]), g, kernel.abi.params[error_at].init)  # type: ignore[arg-type]

@@ -169,6 +169,8 @@ class KernelABI:
                     raise ValueError(f"{where}: dimension {d} is {sym} = {size}, but {values[sym][1]} has {sym} = "
                                      f"{values[sym][0]}")
                 values.setdefault(sym, (size, f"{p.name} dimension {d}"))
+                if sym == "K" and size == 0:
+                    raise ValueError("K = 0: the kernel runs at least one K step (D = C needs no GEMM)")
             if p.dynamic and p.identity:
                 want = row_major(shape)  # the identity layout: contiguous, whatever the sizes
                 if any(w != g for w, g, n in zip(want, st, shape) if n > 1):
@@ -196,8 +198,6 @@ class KernelABI:
         for sym, (v, at) in values.items():
             if not 0 <= v < 2**31:
                 raise ValueError(f"{sym} = {v} ({at}): sizes and strides known at launch are below 2^31")
-        if any(values.get(k, (1,))[0] == 0 for k in ("K",)):
-            raise ValueError("K = 0: the kernel runs at least one K step (D = C needs no GEMM)")
         grid = tuple(count * _prod(-(-values[sym][0] // tile_size) for sym, tile_size in factors) if factors else g
                      for g, (count, factors) in zip(self.grid, self.grid_sizes or [(g, ()) for g in self.grid]))
         bound_abi = KernelABI(self.name, grid, self.block, tuple(params), self.shared_bytes,  # type: ignore[arg-type]

@@ -116,7 +116,7 @@ class _Kernel(IndexBuilder):
             return self.const(static)
         if symbol not in self.sizes:
             arg, dim = next((i, row.index(symbol)) for i, row in enumerate(self.g.sizes) if symbol in row)
-            self.sizes[symbol] = self.add(memref.DimOp.from_source_and_index(self.new_args[arg], self.const(dim))).results[0]
+            self.sizes[symbol] = self.add(memref.DimOp(self.new_args[arg], self.const(dim))).results[0]
         return self.sizes[symbol]
 
     def tiles(self, symbol: str, static: int, tile_size: int) -> SSAValue:

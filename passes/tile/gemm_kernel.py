@@ -337,6 +337,11 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
     sizes, strides = _symbols(kernel, mma, stores, epilogue, names)
     if any(any(row) for row in sizes + strides):
         _check_dynamic(mma, batch, lhs, rhs)
+        for value, what in ((mma.lhs, "left"), (mma.rhs, "right")):
+            stored = _operand(value, params, batched, what, mma).stored
+            if ELEMENTS[stored].storage_bits < 8:
+                raise LoweringError(mma, f"{stored} operands are packed below a byte: their sizes must be static "
+                                         f"(a ? K would not say where a row ends within a byte)")
     return GemmKernel(
         sizes=sizes,
         strides=strides,
@@ -430,10 +435,6 @@ def _check_dynamic(mma: Operation, batch: int, lhs, rhs) -> None:
                                  "computed from the sizes when the kernel is compiled)")
     if batch == DYNAMIC:
         raise LoweringError(mma, "the batch size must be static; M, N, K and strides may be ?")
-    for t in (lhs, rhs):
-        if ELEMENTS[t.element].storage_bits < 8:
-            raise LoweringError(mma, f"{t.element} operands are packed below a byte: their sizes must be static "
-                                     f"(a ? K would not say where a row ends within a byte)")
 
 
 

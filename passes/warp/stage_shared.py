@@ -168,7 +168,7 @@ class _Stage(IndexBuilder):
         if static != DYNAMIC:
             return self.const(static)
         rank = len(ref.type.get_shape())  # type: ignore[union-attr]
-        return self.add(memref.DimOp.from_source_and_index(ref, self.const(tile_dim - 3 + rank))).results[0]
+        return self.add(memref.DimOp(ref, self.const(tile_dim - 3 + rank))).results[0]
 
     def copy(self, k: SSAValue, stage: SSAValue) -> None:
         """The CTA's copies of A and B at K `k` into `stage`."""

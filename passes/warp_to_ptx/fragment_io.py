@@ -29,6 +29,7 @@ from tilemma.dialects import ptx, tile
 # Load/store opcode suffix of a whole element in memory, by storage bits.
 MEM_SUFFIX = {64: "f64", 32: "b32", 16: "u16", 8: "u8"}
 U32_MAX = (1 << 32) - 1
+UNBOUNDED = (1 << 31) - 1  # the extent of a dimension a broadcast repeats: any index is inside
 
 
 class Emitter:
@@ -182,8 +183,10 @@ def window_of(op, symbols: Symbols | None = None) -> Window:
     if dims is None:  # memref dimension i covers tile dimension i (of batch, rows, cols)
         dims = tuple(range(3 - len(strides), 3))
     sizes = symbols.sizes if symbols else (None,) * len(strides)
-    extent = tuple(next((sizes[i] for i, d in enumerate(dims) if d == t), None) if x == DYNAMIC else x
-                   for t, x in enumerate(extent))
+    # a `?` extent is the size of the memref dimension covering it; a broadcast repeats its
+    # memref along the others (stride 0: every index reads a valid place), so nothing bounds them
+    extent = tuple(next((sizes[i] for i, d in enumerate(dims) if d == t), None if t in dims else UNBOUNDED)
+                   if x == DYNAMIC else x for t, x in enumerate(extent))
     if None in extent:
         raise AssertionError(f"{op.name}: a ? extent no ? memref dimension covers")
     multiple = symbols.multiple if symbols else 1
