@@ -5,21 +5,20 @@ import sys
 
 import pytest
 
+from tests.inprocess import run_main
+from tilemma.compiler.driver import cli
+from tilemma.compiler.driver import opt as opt_main
 from tilemma.compiler.runtime.ptxas import find_ptxas
 
 
 def tilemma(*args, stdin=None):
-    return subprocess.run(
-        [sys.executable, "-m", "tilemma.compiler.driver.cli", *args],
-        input=stdin, capture_output=True, text=True,
-    )
+    """`tilemma ARGS` in process (tests.inprocess); the tests below that are about the process
+    (closed stdout, pipes, the environment, the installed scripts) start real ones."""
+    return run_main("tilemma", cli.main, args, stdin)
 
 
 def opt(*args, stdin=None):
-    return subprocess.run(
-        [sys.executable, "-m", "tilemma.compiler.driver.opt", *args],
-        input=stdin, capture_output=True, text=True,
-    )
+    return run_main("tilemma-opt", opt_main.main, args, stdin)
 
 
 def no_traceback(proc):

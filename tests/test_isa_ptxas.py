@@ -1,14 +1,24 @@
-"""The mma table agrees with ptxas on every target it accepts (compiler/isa_ptxas_check.py).
+"""The mma table agrees with ptxas on every target it accepts (tools/isa_ptxas_check.py).
 
-Slow-ish (about 1.5 minutes on 2 cores): it assembles ~170k candidate lines per target. The
-only differences allowed are the ones `isa.EXCEPTIONS` documents, and each of those must still
-be needed (a stale exception means ptxas changed and the table should be revisited)."""
+The audit compares ~170k candidate lines per target. The only differences allowed are the ones
+`isa.EXCEPTIONS` documents, and each of those must still be needed (a stale exception means
+ptxas changed and the table should be revisited).
+
+Live, the audit is about 5 CPU-minutes of ptxas, so it runs against ptxas' recorded verdicts
+for the installed version (tests/data/ptxas_verdicts/, `python -m tools.isa_ptxas_check
+--record`; lines the recording lacks are assembled live), and `test_recording_is_ptxas` proves
+per target, live, that the recording is still what this ptxas says: every boundary line and a
+fixed sample of the rest. Without a recording for this ptxas the whole audit runs live."""
 
 from __future__ import annotations
 
+import fcntl
+import pickle
+
 import pytest
 from tilemma.compiler.core import isa
-from tools.isa_ptxas_check import instruction, module, run_check
+from tools import ptxas_verdicts
+from tools.isa_ptxas_check import assemble_lines, instruction, module, run_check
 from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
 from tilemma.compiler.core.targets import ALL_TARGETS, PtxVersion, parse_sm
 
@@ -19,8 +29,36 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def report():
-    return run_check()
+def recording():
+    return ptxas_verdicts.load()  # None: no recording for this ptxas, the audit runs live
+
+
+@pytest.fixture(scope="module")
+def report(recording, tmp_path_factory, worker_id):
+    """One audit per run: under xdist the first worker to ask computes it and the others read
+    it (the tests reading it may be spread over workers)."""
+    if worker_id == "master":
+        return run_check(assemble=recording or assemble_lines)
+    shared = tmp_path_factory.getbasetemp().parent
+    saved = shared / "ptxas-audit-report.pickle"
+    with open(shared / "ptxas-audit-report.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if saved.exists():
+            return pickle.loads(saved.read_bytes())
+        result = run_check(assemble=recording or assemble_lines)
+        saved.write_bytes(pickle.dumps(result))
+        return result
+
+
+@pytest.mark.parametrize("sm", [t.name for t in ALL_TARGETS])
+def test_recording_is_ptxas(recording, sm):
+    """Every recorded line at a boundary (accepted, or refused only for operand shapes) and one
+    in `SAMPLE_EVERY` of the rest get the same verdict from this ptxas now."""
+    if recording is None:
+        pytest.skip(f"no recording for ptxas {ptxas_verdicts.ptxas_version()}: the audit ran live")
+    checked, wrong = recording.spot_check(parse_sm(sm))
+    assert checked > 1000
+    assert not wrong, f"{len(wrong)} recorded verdicts are not this ptxas' (re-record):\n" + "\n".join(wrong[:20])
 
 
 def test_every_target_checked(report):

@@ -29,7 +29,8 @@ measured minimum. Variants needing PTX 9.1 cannot be assembled by ptxas 13.0 (ma
 are listed as unverifiable, and the cross product checks that ptxas refuses them at 9.0.
 
 `python -m tools.isa_ptxas_check [--sm 90 ...]` prints a per-target summary and
-exits 1 on any disagreement. About 1.5 minutes on 2 cores for all 23 targets.
+exits 1 on any disagreement. About 5 CPU-minutes for all 23 targets. `--record` also writes
+ptxas' verdicts for `tools.ptxas_verdicts`, which the test suite compares the table against.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import re
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -177,7 +179,7 @@ def _operand_text(op: Operand) -> str:
 def instruction(v: MmaVariant, operands: tuple[Operand, ...] | None = None) -> str:
     """One PTX line for `v` with registers sized by the table (or by `operands`)."""
     ops = operands if operands is not None else v.operands
-    return f"{v.opcode} {', '.join(_operand_text(o) for o in ops)};"
+    return f"{v.opcode} {', '.join(map(_operand_text, ops))};"
 
 
 def module(target: SmTarget, ptx: PtxVersion, body: list[str]) -> tuple[str, int]:
@@ -201,7 +203,7 @@ _SHAPE_ERRORS = (
 _TYPE_ERROR = "Arguments mismatch"
 
 
-def _is_shape_error(msg: str) -> bool:
+def is_shape_error(msg: str) -> bool:
     return msg.startswith(_SHAPE_ERRORS)
 
 
@@ -245,6 +247,10 @@ def assemble_lines(target: SmTarget, ptx: PtxVersion, lines: list[str]) -> list[
             errs[pending[j]] = msgs
         pending = [i for j, i in enumerate(pending) if j not in named]
     return errs
+
+
+#: What answers for ptxas: (target, PTX version, lines) -> each line's messages ([] = accepted).
+Assembler = Callable[[SmTarget, PtxVersion, list[str]], list[list[str]]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,6 +366,13 @@ def _generic(v: MmaVariant, counts: tuple[int, ...]) -> tuple[Operand, ...]:
     return ops + v.operands[4:]
 
 
+@functools.cache
+def _generic_line(v: MmaVariant, counts: tuple[int, ...]) -> str:
+    """`instruction` with `_generic` operands; cached: the sweep asks for the same lines on
+    every target."""
+    return instruction(v, _generic(v, counts))
+
+
 def _coordinate_counts(v: MmaVariant) -> list[tuple[int, ...]]:
     """The table's counts (clamped to a vector size), then d, a, b, c each moved alone through
     every vector size ptxas allows.
@@ -373,7 +386,8 @@ def _coordinate_counts(v: MmaVariant) -> list[tuple[int, ...]]:
     return out
 
 
-def _assemble_many(work: dict, ptx: PtxVersion, batch: int, workers: int) -> dict:
+def _assemble_many(work: dict, ptx: PtxVersion, batch: int, workers: int,
+                   assemble: Assembler = assemble_lines) -> dict:
     """Assemble the lines of every key (key[0] is the target) in shared per-target batches;
     returns the per-line messages for each key."""
     by_target: dict[SmTarget, list[tuple[object, int, str]]] = defaultdict(list)
@@ -382,7 +396,7 @@ def _assemble_many(work: dict, ptx: PtxVersion, batch: int, workers: int) -> dic
             by_target[key[0]].append((key, i, ln))
     jobs = [(t, chunk) for t, items in by_target.items() for chunk in _chunks(items, batch)]
     with ThreadPoolExecutor(workers) as pool, Progress("ptxas audit: operand sweep", len(jobs), "batches") as p:
-        results = list(pool.map(_counted(p, lambda j: assemble_lines(j[0], ptx, [x[2] for x in j[1]])), jobs))
+        results = list(pool.map(_counted(p, lambda j: assemble(j[0], ptx, [x[2] for x in j[1]])), jobs))
     out: dict = {key: [None] * len(ls) for key, ls in work.items()}
     for (_, chunk), res in zip(jobs, results):
         for (key, i, _), e in zip(chunk, res):
@@ -394,7 +408,8 @@ AUDIT_EVERY = 200  # one ambiguous candidate in this many also gets the full 4^4
 
 
 def _sweep(
-    keys: list[tuple[SmTarget, MmaVariant]], ptx: PtxVersion, batch: int, workers: int
+    keys: list[tuple[SmTarget, MmaVariant]], ptx: PtxVersion, batch: int, workers: int,
+    assemble: Assembler = assemble_lines,
 ) -> tuple[dict[tuple[SmTarget, MmaVariant], str | None], list[str]]:
     """For each (target, variant) that ptxas refused only for operand shapes: a line with
     some register arrangement that ptxas accepts, or None when none does.
@@ -415,8 +430,12 @@ def _sweep(
     arrangements, and one that assembles although the model ruled it out is reported as a
     disagreement."""
     uniform = [(n, n, n, n) for n in VECTOR_SIZES]
-    lines0 = {k: [instruction(k[1], _generic(k[1], c)) for c in uniform] for k in keys}
-    res0 = _assemble_many(lines0, ptx, batch, workers)
+    per_variant0: dict[MmaVariant, list[str]] = {}
+    for _, v in keys:
+        if v not in per_variant0:
+            per_variant0[v] = [_generic_line(v, c) for c in uniform]
+    lines0 = {k: per_variant0[k[1]] for k in keys}
+    res0 = _assemble_many(lines0, ptx, batch, workers, assemble)
     found: dict[tuple[SmTarget, MmaVariant], str | None] = {k: None for k in keys}
     undecided = []
     for key in keys:
@@ -424,7 +443,7 @@ def _sweep(
         ok = [ln for ln, e in zip(lines0[key], errs) if not e]
         if ok:
             found[key] = ok[0]
-        elif any(not _is_shape_error(m) for e in errs for m in e):
+        elif any(not is_shape_error(m) for e in errs for m in e):
             undecided.append(key)  # a reason beyond operands showed up: look closer
         elif all(any(m.startswith(_TYPE_ERROR) for m in e) for e in errs):
             continue  # a register-type mismatch that no d/a/b/c count changes
@@ -435,9 +454,9 @@ def _sweep(
     for _, v in undecided:
         if v not in per_variant:
             counts = _coordinate_counts(v)
-            per_variant[v] = (counts, [instruction(v, _generic(v, c)) for c in counts])
+            per_variant[v] = (counts, [_generic_line(v, c) for c in counts])
     lines1 = {key: per_variant[key[1]][1] for key in undecided}
-    res1 = _assemble_many(lines1, ptx, batch, workers)
+    res1 = _assemble_many(lines1, ptx, batch, workers, assemble)
     stage2: dict[tuple[SmTarget, MmaVariant], list[str]] = {}
     for key in undecided:
         tried, errs = per_variant[key[1]][0], res1[key]
@@ -446,7 +465,7 @@ def _sweep(
             found[key] = ok[0]
             continue
         base = tried[0]
-        score = {c: sum(map(_is_shape_error, e)) for c, e in zip(tried, errs)}
+        score = {c: sum(map(is_shape_error, e)) for c, e in zip(tried, errs)}
         best, reachable = [], score[base]
         for i in range(4):
             alone = {c[i]: n for c, n in score.items()
@@ -456,14 +475,14 @@ def _sweep(
             best.append(sorted(n for n, s in alone.items() if s == low))
         if reachable <= 0:
             combos = [c for c in itertools.product(*best) if c not in score][:64]
-            stage2[key] = [instruction(key[1], _generic(key[1], c)) for c in combos]
+            stage2[key] = [_generic_line(key[1], c) for c in combos]
 
     audit = {
-        (k[0], k[1], "audit"): [instruction(k[1], _generic(k[1], c))
+        (k[0], k[1], "audit"): [_generic_line(k[1], c)
                                 for c in itertools.product(VECTOR_SIZES, repeat=4)]
         for k in keys[::AUDIT_EVERY] if found[k] is None and k not in stage2
     }  # fmt: skip
-    res2 = _assemble_many({**stage2, **audit}, ptx, batch, workers)
+    res2 = _assemble_many({**stage2, **audit}, ptx, batch, workers, assemble)
     for key, tried2 in stage2.items():
         ok = [ln for ln, e in zip(tried2, res2[key]) if not e]
         if ok:
@@ -483,8 +502,10 @@ def run_check(
     batch: int = 20000,
     workers: int | None = None,
     ptx_checks: bool = True,
+    assemble: Assembler = assemble_lines,
 ) -> Report:
-    """Run the whole comparison; ptxas calls go out in parallel batches."""
+    """Run the whole comparison; ptxas calls go out in parallel batches. `assemble` answers
+    for ptxas: live by default, or a recording of its verdicts (`tools.ptxas_verdicts`)."""
     if find_ptxas() is None:
         raise FileNotFoundError("ptxas not found")
     start = time.time()
@@ -503,7 +524,7 @@ def run_check(
     # 1. every candidate on every target, with the table's register counts
     jobs = [(t, lo) for t in targets for lo in range(0, len(lines), batch)]
     with ThreadPoolExecutor(workers) as pool, Progress("ptxas audit: candidates", len(jobs), "batches") as p:
-        parts = list(pool.map(_counted(p, lambda j: assemble_lines(j[0], top, lines[j[1]:j[1] + batch])), jobs))
+        parts = list(pool.map(_counted(p, lambda j: assemble(j[0], top, lines[j[1]:j[1] + batch])), jobs))
     main: dict[SmTarget, list[list[str]]] = defaultdict(list)
     for (t, _), part in zip(jobs, parts):
         main[t].extend(part)
@@ -519,12 +540,12 @@ def run_check(
         reports[t].table_legal = len(legal)
         expected[t] = legal | {i for i in quirky if isa.ptxas_also_accepts(cands[i], t, top)}
         for i, errs in enumerate(main[t]):
-            if errs and i not in legal and all(map(_is_shape_error, errs)):
+            if errs and i not in legal and all(map(is_shape_error, errs)):
                 ambiguous.append((t, cands[i]))
                 ambiguous_index[(t, cands[i])] = i
 
     # 3. refused only for operand shapes: is there a register arrangement ptxas accepts?
-    found, model_broken = _sweep(ambiguous, top, batch, workers)
+    found, model_broken = _sweep(ambiguous, top, batch, workers, assemble)
     accepted_late: dict[SmTarget, dict[int, str]] = defaultdict(dict)
     for key in ambiguous:
         reports[key[0]].swept += 1
@@ -557,7 +578,7 @@ def run_check(
     # 5. PTX versions: at min_ptx_on(target) it assembles, one released version below it fails
     unverifiable = sorted(v.opcode for v in isa.all_variants() if v.min_ptx > PTXAS_MAX_PTX)
     if ptx_checks:
-        _check_min_ptx(targets, reports, batch, workers)
+        _check_min_ptx(targets, reports, batch, workers, assemble)
     other = (check_target_versions(targets) if ptx_checks else []) + model_broken
     stale = _stale_exceptions(reports)
     return Report([reports[t] for t in targets], unverifiable, other, stale,
@@ -565,7 +586,8 @@ def run_check(
 
 
 def _check_min_ptx(
-    targets: list[SmTarget], reports: dict[SmTarget, TargetReport], batch: int, workers: int
+    targets: list[SmTarget], reports: dict[SmTarget, TargetReport], batch: int, workers: int,
+    assemble: Assembler = assemble_lines,
 ) -> None:
     """Each variant legal on a target must assemble at `min_ptx_on(target)` and be refused
     (for a reason other than operand shapes) one released version below, when the target
@@ -582,7 +604,7 @@ def _check_min_ptx(
     keys = list(groups)
 
     def job(k):
-        return assemble_lines(k[0], k[1], [instruction(v) for v, _ in groups[k]])
+        return assemble(k[0], k[1], [instruction(v) for v, _ in groups[k]])
 
     with ThreadPoolExecutor(workers) as pool, Progress("ptxas audit: minimum PTX", len(keys), "groups") as p:
         results = list(pool.map(_counted(p, job), keys))
@@ -590,7 +612,7 @@ def _check_min_ptx(
         rep = reports[t]
         for (v, should_pass), errs in zip(groups[(t, ver)], per_line):
             rep.ptx_checked += 1
-            refused_for_a_reason = bool(errs) and not all(map(_is_shape_error, errs))
+            refused_for_a_reason = bool(errs) and not all(map(is_shape_error, errs))
             if (not errs) if should_pass else refused_for_a_reason:
                 rep.ptx_agree += 1
             elif should_pass:
@@ -643,7 +665,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--sm", action="append", help="only these targets (repeatable)")
     ap.add_argument("--no-ptx-versions", action="store_true", help="skip min-PTX checks")
+    ap.add_argument("--record", action="store_true",
+                    help="also write ptxas' verdicts to tests/data/ptxas_verdicts/ for this "
+                         "ptxas version (what the test suite replays)")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.record and (args.sm or args.no_ptx_versions):
+        print("isa_ptxas_check: error: --record records the whole audit (no --sm, no "
+              "--no-ptx-versions)", file=sys.stderr)  # fmt: skip
+        return 1
     if find_ptxas() is None:
         print("ptxas not found: put it on PATH, set $PTXAS, or pip install nvidia-cuda-nvcc",
               file=sys.stderr)  # fmt: skip
@@ -653,7 +682,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"isa_ptxas_check: error: {e}", file=sys.stderr)
         return 1
-    report = run_check(targets, ptx_checks=not args.no_ptx_versions)
+    if args.record:
+        from tools import ptxas_verdicts
+
+        recorder = ptxas_verdicts.Recorder()
+        report = run_check(assemble=recorder)
+        if not report.disagreements:
+            print(f"recorded: {recorder.save(ptxas_verdicts.ptxas_version())}")
+    else:
+        report = run_check(targets, ptx_checks=not args.no_ptx_versions)
     print(report.summary())
     return 1 if report.disagreements else 0
 

@@ -1,0 +1,179 @@
+"""ptxas' verdicts for the ISA audit, recorded per ptxas version (tests/data/ptxas_verdicts/).
+
+Why: the live audit (`tools.isa_ptxas_check`) assembles ~170k candidate lines on each of 23
+targets, about 5 CPU-minutes of ptxas; CI has 2 cores. ptxas' answers only change with ptxas,
+so they are recorded once per version (`python -m tools.isa_ptxas_check --record`) and the
+audit's whole comparison runs against the recording (`Replay`). Any line the recording lacks
+(the table changed the candidates or their registers) is assembled live, so the comparison is
+never partial. That the recording is still ptxas' own is proven by `spot_check`: every line
+at a boundary (accepted, or refused only for operand shapes) and a fixed sample of the rest are
+re-assembled live and must get the same verdict. Without a recording for the installed ptxas,
+`load` returns None and the audit runs live.
+
+Format (JSON, xz): `lines` (each once, newline-separated), `verdicts` (each distinct list of
+messages once; [] = accepted) and per "target@ptx" group, the line ids (ascending, delta-coded,
+space-separated) with the verdict id of each.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import lzma
+import re
+import subprocess
+import threading
+import zlib
+
+import numpy as np
+from collections import defaultdict
+from pathlib import Path
+
+from tilemma.compiler.core.targets import PtxVersion, SmTarget, parse_sm
+from tilemma.compiler.runtime.ptxas import find_ptxas
+from tools.isa_ptxas_check import assemble_lines, is_shape_error
+
+FOLDER = Path(__file__).resolve().parent.parent / "tests" / "data" / "ptxas_verdicts"
+#: `spot_check` re-assembles every accepted line, one in SAMPLE_SHAPE_EVERY of those refused only
+#: for operand shapes and one in SAMPLE_EVERY of the others.
+SAMPLE_SHAPE_EVERY = 16
+SAMPLE_EVERY = 64
+
+
+@functools.cache
+def ptxas_version() -> str | None:
+    """The installed ptxas' full version ("13.0.88"), None without ptxas."""
+    exe = find_ptxas()
+    if exe is None:
+        return None
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"\bV(\d+\.\d+\.\d+)", out)
+    return m.group(1) if m else None
+
+
+def path_for(version: str) -> Path:
+    return FOLDER / f"ptxas-{version}.json.xz"
+
+
+def _key(target: SmTarget, ptx: PtxVersion) -> str:
+    return f"{target.name}@{ptx}"
+
+
+def shape_only(errs: list[str]) -> bool:
+    """Refused only for operand counts/types: the sweep's boundary."""
+    return bool(errs) and all(map(is_shape_error, errs))
+
+
+class Recorder:
+    """Live assembly (`assemble_lines`) that keeps every line's messages, for `save`."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict[str, list[str]]] = defaultdict(dict)
+        self._lock = threading.Lock()
+
+    def __call__(self, target: SmTarget, ptx: PtxVersion, lines: list[str]) -> list[list[str]]:
+        errs = assemble_lines(target, ptx, lines)
+        with self._lock:
+            group = self.groups[_key(target, ptx)]
+            for line, e in zip(lines, errs):
+                group.setdefault(line, e)
+        return errs
+
+    def save(self, version: str) -> Path:
+        line_ids: dict[str, int] = {}
+        verdict_ids: dict[tuple[str, ...], int] = {(): 0}
+        groups = {}
+        for key in sorted(self.groups):
+            group = self.groups[key]
+            for line in group:
+                line_ids.setdefault(line, len(line_ids))
+            pairs = sorted((line_ids[ln], verdict_ids.setdefault(tuple(e), len(verdict_ids)))
+                           for ln, e in group.items())  # fmt: skip
+            ids = [p[0] for p in pairs]
+            groups[key] = {"lines": " ".join(str(b - a) for a, b in zip([-1] + ids, ids)),
+                           "verdicts": " ".join(str(p[1]) for p in pairs)}  # fmt: skip
+        assert not any("\n" in ln for ln in line_ids)
+        data = {"ptxas": version, "lines": "\n".join(line_ids),
+                "verdicts": [list(v) for v in verdict_ids], "groups": groups}  # fmt: skip
+        path = path_for(version)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with lzma.open(path, "wt", preset=6) as f:
+            json.dump(data, f, separators=(",", ":"))
+        return path
+
+
+class Replay:
+    """Answers for ptxas from a recording; lines it lacks are assembled live (`live_lines`)."""
+
+    def __init__(self, data: dict) -> None:
+        self.version: str = data["ptxas"]
+        self.lines: list[str] = data["lines"].split("\n")
+        self.index = {ln: i for i, ln in enumerate(self.lines)}
+        self.verdicts: list[list[str]] = [list(v) for v in data["verdicts"]]
+        self.groups: dict[str, tuple[np.ndarray, np.ndarray]] = {
+            key: (np.cumsum(_ints(g["lines"])) - 1, _ints(g["verdicts"]))
+            for key, g in data["groups"].items()
+        }  # per group: ascending line ids, the verdict id of each
+        self.live_lines = 0
+        self._lock = threading.Lock()
+
+    def lookup(self, key: str, lines: list[str]) -> list[list[str] | None]:
+        """Recorded messages of each line in group `key` (None where not recorded)."""
+        ids, verdicts = self.groups.get(key, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
+        q = np.array([self.index.get(ln, -1) for ln in lines], dtype=np.int64)
+        pos = np.minimum(np.searchsorted(ids, q), max(len(ids) - 1, 0))
+        hit = (q >= 0) & (ids[pos] == q) if len(ids) else np.zeros(len(q), bool)
+        return [self.verdicts[v] if h else None for h, v in zip(hit.tolist(), verdicts[pos].tolist() if len(ids) else [0] * len(q))]
+
+    def __call__(self, target: SmTarget, ptx: PtxVersion, lines: list[str]) -> list[list[str]]:
+        out = self.lookup(_key(target, ptx), lines)
+        missing = [i for i, e in enumerate(out) if e is None]
+        if missing:
+            for i, e in zip(missing, assemble_lines(target, ptx, [lines[i] for i in missing])):
+                out[i] = e
+            with self._lock:
+                self.live_lines += len(missing)
+        return out  # type: ignore[return-value]
+
+    def sample(self, target: SmTarget) -> dict[str, list[str]]:
+        """Per "target@ptx" group of `target`: the lines `spot_check` re-assembles. Every
+        accepted line; one refused only for operand shapes in `SAMPLE_SHAPE_EVERY` (these are
+        the sweep's: one flipping to accepted could change a verdict); one other in
+        `SAMPLE_EVERY`; chosen by a hash of the line's text, so the same on every run."""
+        kind = [0 if not v else 1 if shape_only(v) else 2 for v in self.verdicts]
+        every = (1, SAMPLE_SHAPE_EVERY, SAMPLE_EVERY)
+        out = {}
+        for key, (ids, verdicts) in self.groups.items():
+            if key.split("@")[0] != target.name:
+                continue
+            out[key] = [self.lines[i] for i, v in zip(ids.tolist(), verdicts.tolist())
+                        if self._hash(i) % every[kind[v]] == 0]  # fmt: skip
+        return out
+
+    def _hash(self, i: int) -> int:
+        return zlib.crc32(self.lines[i].encode())
+
+    def spot_check(self, target: SmTarget) -> tuple[int, list[str]]:
+        """Re-assemble `sample(target)` live: (lines checked, those whose verdict differs)."""
+        checked, wrong = 0, []
+        for key, lines in self.sample(target).items():
+            name, ptx = key.split("@")
+            live = assemble_lines(parse_sm(name), PtxVersion.parse(ptx), lines)
+            for ln, want, got in zip(lines, self.lookup(key, lines), live):
+                checked += 1
+                if (not got, shape_only(got)) != (not want, shape_only(want)):
+                    wrong.append(f"{key}: {ln}\n  recorded: {want or 'accepted'}\n  ptxas now: {got or 'accepted'}")
+        return checked, wrong
+
+
+def _ints(text: str) -> np.ndarray:
+    return np.array(text.split(), dtype=np.int64) if text else np.zeros(0, np.int64)
+
+
+def load(version: str | None = None) -> Replay | None:
+    """The recording for `version` (default: the installed ptxas), None when there is none."""
+    version = version or ptxas_version()
+    if version is None or not path_for(version).exists():
+        return None
+    with lzma.open(path_for(version), "rt") as f:
+        return Replay(json.load(f))
