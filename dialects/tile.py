@@ -675,6 +675,23 @@ def stride_multiple(kernel: Operation) -> int:
     return attr.value.data if isinstance(attr, IntegerAttr) and attr.value.data > 0 else 1
 
 
+#: The kernel attribute that promises every `?` size (M, N, K) is a multiple of this many
+#: elements, so that tiles of a size dividing it need no edge predicates; the launch checks it.
+#: Absent: 1.
+SIZE_MULTIPLE = "tile.size_multiple"
+
+
+def size_multiple(kernel: Operation) -> int:
+    attr = kernel.attributes.get(SIZE_MULTIPLE)
+    return attr.value.data if isinstance(attr, IntegerAttr) and attr.value.data > 0 else 1
+
+
+def tiles_exactly(size: int, step: int, multiple: int) -> bool:
+    """Whether tiles of `step` cover `size` without a ragged edge: a static size by division, a
+    `?` one (DYNAMIC) by what the kernel promises of it (`tile.size_multiple`)."""
+    return (multiple if size == DYNAMIC else size) % step == 0
+
+
 # The ops that multiply into an accumulator (what tile-select-mma leaves behind).
 MMA_OPS = (MmaOp, ScaledMmaOp)
 

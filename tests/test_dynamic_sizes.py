@@ -64,6 +64,24 @@ def test_the_stride_classes_pick_their_variants():
     assert again.compiled._compiled is aligned.compiled._compiled  # the same variant: no recompile
 
 
+def test_sizes_that_are_multiples_of_128_drop_the_edge_predicates():
+    """The third class: M, N, K multiples of 128 run a variant without edge predicates (the
+    CTA tile and stage K divide them), and still every element is exact."""
+    kernel = compile_dynamic("s8", "s8", "s32", b_layout="col")
+    m, n, k = 128, 256, 256
+    bound = kernel.bind([(m, k), (k, n), (m, n), (m, n)], [(k, 1), (1, k), (n, 1), (n, 1)])
+    variant = bound.compiled._compiled.abi
+    assert (variant.stride_multiple, variant.size_multiple) == (16, 128)
+    ragged = kernel.bind([(m + 1, k), (k, n), (m + 1, n), (m + 1, n)], [(k, 1), (1, k), (n, 1), (n, 1)])
+    assert ragged.compiled._compiled.abi.size_multiple == 1
+    assert bound.ptx.count("setp") < ragged.ptx.count("setp") // 10
+    rng = np.random.default_rng(3)
+    a, b, c = operands("si8", "si8", "si32", m, n, k, rng)
+    d = np.zeros((m, n), np.int32)
+    kernel.emulate(a, b, c, d, max_macs=1 << 24)
+    np.testing.assert_array_equal(d, (a.astype(np.int64) @ b.astype(np.int64) + c).astype(np.int32))
+
+
 def test_abi_names_the_size_parameters():
     kernel = compile_dynamic()
     abi = kernel.abi.to_dict()

@@ -40,6 +40,9 @@ ALIGNMENT = 16
 #: What a kernel with `?` sizes may be specialised on (`stride_multiple`): its `?` strides and
 #: contiguous `?` sizes a multiple of so many elements.
 STRIDE_MULTIPLES = (1, 2, 4, 8, 16, 32, 64)
+#: ... and on its `?` sizes M, N, K being multiples of this (no ragged edge for tiles dividing it).
+SIZE_MULTIPLES = (1, 16, 32, 64, 128, 256)
+TILE_CLASS = 128  # the size class the dispatcher tries: model sizes (4096, 11008, ...) fall in it
 
 
 class CompileError(ValueError):
@@ -103,6 +106,7 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "swizzle": (bool, "True or False"),
     "tune_cache": (str, "the path of a tuning cache, as a str or os.PathLike ('' for none)"),
     "stride_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? stride is"),
+    "size_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? size is"),
 }
 
 
@@ -135,9 +139,10 @@ def _checked_options(sm: Any, filename: Any, cache: Any, options: dict[str, Any]
             checked[name] = value = int(value)  # a NumPy integer too
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             raise TypeError(f"compile(): option {name} must be {what}, got {kind(value)}")
-    if checked.get("stride_multiple", 0) not in STRIDE_MULTIPLES + (0,):
-        raise ValueError(f"compile(): stride_multiple must be 0 or one of {', '.join(map(str, STRIDE_MULTIPLES))}, "
-                         f"got {checked['stride_multiple']!r}")
+    for name, allowed in (("stride_multiple", STRIDE_MULTIPLES), ("size_multiple", SIZE_MULTIPLES)):
+        if checked.get(name, 0) not in allowed + (0,):
+            raise ValueError(f"compile(): {name} must be 0 or one of {', '.join(map(str, allowed))}, "
+                             f"got {checked[name]!r}")
     try:
         if "tune_cache" in checked:
             tune_cache_path(checked["tune_cache"], "compile(): tune_cache")
@@ -252,7 +257,7 @@ class Kernel:
         self._source = source  # (text, sm, filename, cache, options): to compile a specialised variant
         self.scalars = scalars  # a bound kernel's size parameters (the values of `abi.symbols`)
         self._bound: dict[tuple, Kernel] = {}
-        self._variants: dict[int, Kernel] = {}
+        self._variants: dict[tuple[int, int], Kernel] = {}
 
     dynamic = property(lambda self: self.abi.dynamic, doc="whether sizes are parameters, known at launch")
 
@@ -283,24 +288,28 @@ class Kernel:
         keep (this kernel where that is what it assumes already)."""
         import dataclasses
 
-        have = self.abi.stride_multiple
+        have, have_size = self.abi.stride_multiple, self.abi.size_multiple
         widest = 16 * 8 // max(8, min((p.bits for p in self.abi.params if {"a", "b"} & set(p.roles)), default=8))
-        for m in (x for x in STRIDE_MULTIPLES[::-1] if have < x <= widest):
-            try:
-                dataclasses.replace(self.abi, stride_multiple=m).bind(shapes, strides)
-            except ValueError:
-                continue
-            return self._specialised(m)
+        for m in (x for x in STRIDE_MULTIPLES[::-1] if have <= x <= widest):
+            for size in (TILE_CLASS, have_size):
+                if (m, size) == (have, have_size) or size < have_size:
+                    continue
+                try:
+                    dataclasses.replace(self.abi, stride_multiple=m, size_multiple=size).bind(shapes, strides)
+                except ValueError:
+                    continue
+                return self._specialised(m, size)
         return self
 
-    def _specialised(self, multiple: int) -> Kernel:
-        if multiple not in self._variants:
+    def _specialised(self, multiple: int, size: int) -> Kernel:
+        if (multiple, size) not in self._variants:
             if self._source is None:
                 return self
             text, sm, filename, cache, options = self._source
-            kernels = compile(text, sm, filename=filename, cache=cache, **{**options, "stride_multiple": multiple})
-            self._variants[multiple] = next(k for k in kernels if k.name == self.name)
-        return self._variants[multiple]
+            kernels = compile(text, sm, filename=filename, cache=cache,
+                              **{**options, "stride_multiple": multiple, "size_multiple": size})
+            self._variants[(multiple, size)] = next(k for k in kernels if k.name == self.name)
+        return self._variants[(multiple, size)]
 
     name = property(lambda self: self.compiled.name)
     ptx = property(lambda self: self.compiled.ptx, doc="the PTX module holding this kernel")
@@ -361,8 +370,12 @@ class Kernel:
         ints are checked in O(1) each against what was worked out once per kernel (a few
         microseconds); other kinds of buffers take the general reading, as do tensors that differ
         from the ABI (for the message). Launches may be captured in a CUDA graph."""
-        if self.dynamic:
-            return self._bind_buffers(args, stream).launch(*args, stream=stream)
+        if self.dynamic:  # the kernel bound to these sizes: by the tensors' shapes and strides if seen
+            try:
+                bound = self._bound.get((tuple(a.shape for a in args), tuple(a.stride() for a in args)))
+            except (AttributeError, TypeError):
+                bound = None
+            return (bound or self._bind_buffers(args, stream)).launch(*args, stream=stream)
         prepared = self.__dict__.get("_launch") or self._launch
         handle = 0 if stream is None else stream_handle(stream)
         with prepared.lock:

@@ -53,6 +53,7 @@ class CompileOptions:
     tune_cache: str = field(default_factory=configs.default_cache)
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
     stride_multiple: int = 0
+    size_multiple: int = 0  # ... and of its `?` sizes (`tile.size_multiple`)
 
     def passes(self) -> list[ModulePass]:
         return [
@@ -157,9 +158,10 @@ def compile_module(module: ModuleOp, locations: dict, name: str, options: Compil
         if k.is_declaration:
             raise LocatedVerifyError(locations.get(origin(k)), f"func.func @{k.sym_name.data} has no body: a kernel "
                                      "is compiled from its body (a declaration is not a kernel)")
-    if options.stride_multiple:  # the dispatcher's specialisation, as the attribute the passes read
-        for k in kernels:
-            k.attributes[tile.STRIDE_MULTIPLE] = IntegerAttr(options.stride_multiple, 64)
+    for name, value in ((tile.STRIDE_MULTIPLE, options.stride_multiple), (tile.SIZE_MULTIPLE, options.size_multiple)):
+        if value:  # the dispatcher's specialisation, as the attribute the passes read
+            for k in kernels:
+                k.attributes[name] = IntegerAttr(value, 64)
     described = {}
     for k in kernels:  # what each kernel computes (after selection's casts), for the reference
         try:
