@@ -686,6 +686,18 @@ def size_multiple(kernel: Operation) -> int:
     return attr.value.data if isinstance(attr, IntegerAttr) and attr.value.data > 0 else 1
 
 
+#: The kernel attribute that says which sizes to plan a kernel with `?` sizes for (M, N, K: its
+#: configuration only; any size runs). Absent: a large problem's.
+PLAN_SIZES = "tile.plan_sizes"
+
+
+def plan_sizes(kernel: Operation) -> tuple[int, int, int] | None:
+    attr = kernel.attributes.get(PLAN_SIZES)
+    if isinstance(attr, DenseArrayBase) and len(attr.get_values()) == 3 and min(attr.get_values()) > 0:
+        return tuple(attr.get_values())  # type: ignore[return-value]
+    return None
+
+
 def tiles_exactly(size: int, step: int, multiple: int) -> bool:
     """Whether tiles of `step` cover `size` without a ragged edge: a static size by division, a
     `?` one (DYNAMIC) by what the kernel promises of it (`tile.size_multiple`)."""

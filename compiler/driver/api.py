@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -107,6 +108,7 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "tune_cache": (str, "the path of a tuning cache, as a str or os.PathLike ('' for none)"),
     "stride_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? stride is"),
     "size_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? size is"),
+    "plan_sizes": (str, "'MxNxK' ('' for a large problem's configuration): what ? sizes are configured for"),
 }
 
 
@@ -139,6 +141,9 @@ def _checked_options(sm: Any, filename: Any, cache: Any, options: dict[str, Any]
             checked[name] = value = int(value)  # a NumPy integer too
         if not isinstance(value, want) or (want is int and isinstance(value, bool)):
             raise TypeError(f"compile(): option {name} must be {what}, got {kind(value)}")
+    plan = checked.get("plan_sizes", "")
+    if plan and not re.fullmatch(r"[1-9]\d{0,9}x[1-9]\d{0,9}x[1-9]\d{0,9}", plan):
+        raise ValueError(f"compile(): plan_sizes must be 'MxNxK' with positive sizes, got {plan!r}")
     for name, allowed in (("stride_multiple", STRIDE_MULTIPLES), ("size_multiple", SIZE_MULTIPLES)):
         if checked.get(name, 0) not in allowed + (0,):
             raise ValueError(f"compile(): {name} must be 0 or one of {', '.join(map(str, allowed))}, "
@@ -257,7 +262,7 @@ class Kernel:
         self._source = source  # (text, sm, filename, cache, options): to compile a specialised variant
         self.scalars = scalars  # a bound kernel's size parameters (the values of `abi.symbols`)
         self._bound: dict[tuple, Kernel] = {}
-        self._variants: dict[tuple[int, int], Kernel] = {}
+        self._variants: dict[tuple[int, int, str], Kernel] = {}
 
     dynamic = property(lambda self: self.abi.dynamic, doc="whether sizes are parameters, known at launch")
 
@@ -295,21 +300,22 @@ class Kernel:
                 if (m, size) == (have, have_size) or size < have_size:
                     continue
                 try:
-                    dataclasses.replace(self.abi, stride_multiple=m, size_multiple=size).bind(shapes, strides)
+                    _, values = dataclasses.replace(self.abi, stride_multiple=m, size_multiple=size).bind(shapes, strides)
                 except ValueError:
                     continue
-                return self._specialised(m, size)
+                return self._specialised(m, size, _bucket(dict(zip(self.abi.symbols, values))))
         return self
 
-    def _specialised(self, multiple: int, size: int) -> Kernel:
-        if (multiple, size) not in self._variants:
+    def _specialised(self, multiple: int, size: int, plan: str) -> Kernel:
+        key = (multiple, size, plan)
+        if key not in self._variants:
             if self._source is None:
                 return self
             text, sm, filename, cache, options = self._source
             kernels = compile(text, sm, filename=filename, cache=cache,
-                              **{**options, "stride_multiple": multiple, "size_multiple": size})
-            self._variants[(multiple, size)] = next(k for k in kernels if k.name == self.name)
-        return self._variants[(multiple, size)]
+                              **{**options, "stride_multiple": multiple, "size_multiple": size, "plan_sizes": plan})
+            self._variants[key] = next(k for k in kernels if k.name == self.name)
+        return self._variants[key]
 
     name = property(lambda self: self.compiled.name)
     ptx = property(lambda self: self.compiled.ptx, doc="the PTX module holding this kernel")
@@ -612,6 +618,16 @@ class _Prepared:
                                              k.shared_bytes, device)
             self._launchers[device] = launcher
         return launcher
+
+
+def _bucket(values: dict[str, int]) -> str:
+    """The sizes a variant is configured for (`plan_sizes`): each of M, N, K rounded up to a power
+    of two between 16 and 4096, so that one variant serves a bucket of sizes (4096 and more: the
+    large problem's configuration)."""
+    def up(v: int) -> int:
+        return min(4096, max(16, 1 << max(0, v - 1).bit_length()))
+
+    return "x".join(str(up(values.get(s, 4096))) for s in ("M", "N", "K"))
 
 
 class _Bound:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
@@ -54,6 +54,7 @@ class CompileOptions:
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
     stride_multiple: int = 0
     size_multiple: int = 0  # ... and of its `?` sizes (`tile.size_multiple`)
+    plan_sizes: str = ""  # "MxNxK": the sizes to configure a kernel with `?` sizes for (`tile.plan_sizes`)
 
     def passes(self) -> list[ModulePass]:
         return [
@@ -158,6 +159,10 @@ def compile_module(module: ModuleOp, locations: dict, name: str, options: Compil
         if k.is_declaration:
             raise LocatedVerifyError(locations.get(origin(k)), f"func.func @{k.sym_name.data} has no body: a kernel "
                                      "is compiled from its body (a declaration is not a kernel)")
+    if options.plan_sizes:
+        sizes = [int(x) for x in options.plan_sizes.lower().split("x")]
+        for k in kernels:
+            k.attributes[tile.PLAN_SIZES] = DenseArrayBase.from_list(i64, sizes)
     for name, value in ((tile.STRIDE_MULTIPLE, options.stride_multiple), (tile.SIZE_MULTIPLE, options.size_multiple)):
         if value:  # the dispatcher's specialisation, as the attribute the passes read
             for k in kernels:

@@ -443,14 +443,17 @@ def _check_dynamic(mma: Operation, batch: int, lhs, rhs) -> None:
 PLANNING_SIZE = 4096
 
 
-def planning_view(g: GemmKernel, multiple: int) -> GemmKernel:
-    """The GEMM as planning sees it: a `?` size as PLANNING_SIZE, a `?` stride as `multiple`
-    (the alignment of a stride that is some multiple of it is that of `multiple` itself)."""
+def planning_view(g: GemmKernel, multiple: int, plan_for: tuple[int, int, int] | None = None) -> GemmKernel:
+    """The GEMM as planning sees it: a `?` size as `plan_for`'s (M, N, K; the kernel's
+    `tile.plan_sizes`, which the dispatcher sets per size bucket), else PLANNING_SIZE, and a `?`
+    stride as `multiple` (the alignment of a stride that is some multiple of it is that of
+    `multiple` itself)."""
     if not g.dynamic:
         return g
+    hints = dict(zip("mnk", plan_for or (PLANNING_SIZE,) * 3))
 
-    def size(v: int) -> int:
-        return PLANNING_SIZE if v == DYNAMIC else v
+    def size(v: int, which: str = "m") -> int:
+        return hints[which] if v == DYNAMIC else v
 
     def mem(x):
         if not isinstance(x, MemOperand):
@@ -458,6 +461,6 @@ def planning_view(g: GemmKernel, multiple: int) -> GemmKernel:
         return dataclasses.replace(x, **{f: multiple for f in ("batch_stride", "row_stride", "col_stride")
                                          if getattr(x, f) == DYNAMIC})
 
-    return dataclasses.replace(g, m=size(g.m), n=size(g.n), k=size(g.k), a=mem(g.a), b=mem(g.b), c=mem(g.c),
+    return dataclasses.replace(g, m=size(g.m, "m"), n=size(g.n, "n"), k=size(g.k, "k"), a=mem(g.a), b=mem(g.b), c=mem(g.c),
                                d=mem(g.d), inputs=tuple((op, mem(x)) for op, x in g.inputs),
                                outputs=tuple((op, mem(x)) for op, x in g.outputs))

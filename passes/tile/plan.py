@@ -223,7 +223,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     mma = g.mma
     variant = mma.variant.variant  # type: ignore[union-attr]
     target = kernel_target(kernel)
-    g = planning_view(g, tile.stride_multiple(kernel))
+    g = planning_view(g, tile.stride_multiple(kernel), tile.plan_sizes(kernel))
     if g.a_meta is not None:
         if variant.shape != sparse_format.SHAPE or variant.atype not in tile.PRE_COMPRESSED:
             raise LoweringError(
@@ -349,7 +349,8 @@ class TilePlan(ModulePass):
         shape = mma.acc.type.get_shape()
         batch = shape[0] if len(shape) == 3 else 1
         k = mma.lhs.type.get_shape()[-1]
-        m, n, k = (PLANNING_SIZE if d == DYNAMIC else d for d in (shape[-2], shape[-1], k))
+        hint = tile.plan_sizes(kernel) or (PLANNING_SIZE,) * 3
+        m, n, k = (h if d == DYNAMIC else d for d, h in zip((shape[-2], shape[-1], k), hint))
         key = configs.cache_key(target.sm.data if target else "", v.atype, v.btype, v.ctype,
                                 configs.size_class(m, n, k, batch))
         return cache.get(key)
