@@ -20,6 +20,8 @@ The launch goes on torch's current stream. torch is imported by this module, not
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any
 
 import torch
@@ -58,18 +60,38 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
     dtypes = {p.name: _torch_dtype(p) for p in outputs}  # what an output is made of
     accepted = {p.name: _accepted(p) for p in inputs}  # what an input may be (as `Kernel.launch` takes)
 
-    def check(tensors: tuple) -> None:
+    def check(tensors: tuple) -> dict[str, Any]:
+        """The inputs checked against the ABI; for a kernel with `?` sizes, their values (the
+        launch checks that the inputs agree on them)."""
         if len(tensors) != len(inputs):
             raise LaunchError(f"{name} takes {len(inputs)} tensors ({', '.join(arg_names)}), got {len(tensors)}")
+        sizes: dict[str, Any] = {}
         for t, p, arg in zip(tensors, inputs, arg_names):
             want_shape = (p.nbytes,) if p.packing == "bits" else p.shape
-            if tuple(t.shape) != want_shape or t.dtype not in accepted[p.name]:
+            symbols = p.sizes or ("",) * len(p.shape)
+            if (len(t.shape) != len(want_shape) or t.dtype not in accepted[p.name]
+                    or any(not s and n != w for s, n, w in zip(symbols, t.shape, want_shape))):
                 raise LaunchError(f"{name}: {arg} is {t.dtype} {tuple(t.shape)}, expected "
-                                  f"{' or '.join(map(str, accepted[p.name]))} {want_shape} ({p.element} elements)")
+                                  f"{' or '.join(map(str, accepted[p.name]))} "
+                                  f"{tuple(s or w for s, w in zip(symbols, want_shape))} ({p.element} elements)")
+            for s, n in zip(symbols, t.shape):
+                if s:
+                    sizes.setdefault(s, n)
+        return sizes
 
-    def allocate(device: torch.device) -> list[torch.Tensor]:
+    def concrete(p, sizes: dict[str, Any]):
+        """A parameter with `?` sizes at these sizes, its `?` strides packed."""
+        if not p.dynamic:
+            return p
+        shape = tuple(sizes[s] if s else n for s, n in zip(p.sizes or ("",) * len(p.shape), p.shape))
+        if any(s and s not in sizes for s in p.sizes):
+            raise LaunchError(f"{name}: no input says the size {', '.join(s for s in p.sizes if s not in sizes)} "
+                              f"of the output {p.name}")
+        return dataclasses.replace(p, shape=shape, strides=_packed_strides(p, shape), sizes=(), stride_symbols=())
+
+    def allocate(device: torch.device, sizes: dict[str, Any]) -> list[torch.Tensor]:
         made = []
-        for p in outputs:
+        for p in map(lambda q: concrete(q, sizes), outputs):
             if "sparsity_error" in p.roles:
                 word = p.init if p.init is not None else 0
                 made.append(torch.full(p.shape, word - (1 << 32) if word >= 1 << 31 else word, dtype=torch.int32,
@@ -84,19 +106,20 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
         return _empty(p, t.dtype, t.device).copy_(t)
 
     def run(*tensors: torch.Tensor):
-        check(tensors)
+        sizes = check(tensors)
         device = tensors[0].device if tensors else torch.device("cuda", torch.cuda.current_device())
-        made = allocate(device)
-        given = iter(laid_out(t, p) for t, p in zip(tensors, inputs))
+        made = allocate(device, sizes)
+        given = iter(laid_out(t, concrete(p, {**sizes, **dict(zip(p.sizes, t.shape))})) for t, p in zip(tensors, inputs))
         out = iter(made)
         kernel.launch(*[next(out) if p in outputs else next(given) for p in params],
                       stream=torch.cuda.current_stream(device))
         return made[0] if len(made) == 1 else tuple(made)
 
     def fake(*tensors: torch.Tensor):
-        check(tensors)
+        sizes = check(tensors)
         device = tensors[0].device if tensors else torch.device("cuda")
-        made = [_empty(p, torch.int32 if "sparsity_error" in p.roles else dtypes[p.name], device) for p in outputs]
+        made = [_empty(concrete(p, sizes), torch.int32 if "sparsity_error" in p.roles else dtypes[p.name], device)
+                for p in outputs]
         return made[0] if len(made) == 1 else tuple(made)
 
     # torch.library's low-level registration (define, a CUDA kernel, a fake kernel) rather than
@@ -117,6 +140,12 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
 
 #: name -> (the op, its kernel, the torch.library.Library that keeps the registration alive)
 _registered: dict[str, tuple[Any, Kernel, Any]] = {}
+
+
+def _packed_strides(p, shape):
+    from tilemma.compiler.driver.api import _packed_strides as packed
+
+    return packed(p, shape)
 
 
 def _torch_dtype(p) -> torch.dtype:

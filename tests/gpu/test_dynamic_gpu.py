@@ -64,3 +64,22 @@ def test_launch_refuses_buffers_that_disagree(family):
     c = torch.zeros(32, 16, device="cuda", dtype=ct)
     with pytest.raises(tilemma.LaunchError, match="K"):
         kernel.launch(a, b, c, torch.zeros_like(c))
+
+
+def test_custom_op_of_a_dynamic_kernel_under_torch_compile():
+    """`tilemma.torch.custom_op` on a kernel with ? sizes: D's shape comes from the inputs', in
+    eager calls and under torch.compile(fullgraph=True, dynamic=True), at several sizes."""
+    import tilemma.torch
+
+    [kernel] = tilemma.compile(str(gemm_module(GemmSpec(1, 1, 1, "f16", "f16", "f32", c=False, dynamic="mnk"))),
+                               sm="90")
+    op = tilemma.torch.custom_op(kernel, "dynamic_test::gemm")
+    compiled = torch.compile(lambda a, b: op(a, b) * 2, fullgraph=True, dynamic=True)
+    for m, n, k in ((37, 91, 53), (128, 256, 64), (5, 40, 72)):
+        a = torch.randn(m, k, device="cuda").half()
+        b = torch.randn(k, n, device="cuda").half()
+        want = a.float() @ b.float()
+        d = op(a, b)
+        assert d.shape == (m, n) and d.dtype == torch.float32
+        torch.testing.assert_close(d, want, rtol=2e-3, atol=2e-3)
+        torch.testing.assert_close(compiled(a, b), 2 * want, rtol=2e-3, atol=4e-3)
