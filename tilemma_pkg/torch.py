@@ -160,6 +160,9 @@ def _torch_dtype(p) -> torch.dtype:
 def _accepted(p) -> tuple[torch.dtype, ...]:
     from tilemma.compiler.driver.api import _expected
 
+    if p.dynamic:  # the dtypes do not depend on the sizes: those of a one-element stand-in
+        p = dataclasses.replace(p, shape=(1,) * len(p.shape), strides=(1,) * len(p.shape), sizes=(),
+                                stride_symbols=())
     found = (getattr(torch, n, None) for n in _expected(p).dtypes)
     return tuple(t for t in found if isinstance(t, torch.dtype))
 
