@@ -92,7 +92,7 @@ class EntryOp(IRDLOperation):
     # multiple the kernel assumes of its `?` strides (`tile.stride_multiple`)
     grid_sizes = opt_prop_def(ArrayAttr)
     stride_multiple = opt_prop_def(IntegerAttr)
-    size_multiple = opt_prop_def(IntegerAttr)
+    size_multiple = opt_prop_def(DenseArrayBase)  # of M, N, K
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
     irdl_options = (ParsePropInAttrDict(),)

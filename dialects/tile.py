@@ -675,15 +675,17 @@ def stride_multiple(kernel: Operation) -> int:
     return attr.value.data if isinstance(attr, IntegerAttr) and attr.value.data > 0 else 1
 
 
-#: The kernel attribute that promises every `?` size (M, N, K) is a multiple of this many
-#: elements, so that tiles of a size dividing it need no edge predicates; the launch checks it.
-#: Absent: 1.
+#: The kernel attribute that promises its `?` sizes M, N, K are multiples of these (one each), so
+#: that tiles of a size dividing one need no edge predicates; the launch checks it. Absent: 1s.
 SIZE_MULTIPLE = "tile.size_multiple"
 
 
-def size_multiple(kernel: Operation) -> int:
+def size_multiple(kernel: Operation) -> tuple[int, int, int]:
+    """(M, N, K) multiples the kernel's `?` sizes are promised to be."""
     attr = kernel.attributes.get(SIZE_MULTIPLE)
-    return attr.value.data if isinstance(attr, IntegerAttr) and attr.value.data > 0 else 1
+    if isinstance(attr, DenseArrayBase) and len(attr.get_values()) == 3 and min(attr.get_values()) > 0:
+        return tuple(attr.get_values())  # type: ignore[return-value]
+    return (1, 1, 1)
 
 
 #: The kernel attribute that says which sizes to plan a kernel with `?` sizes for (M, N, K: its

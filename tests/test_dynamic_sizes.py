@@ -55,13 +55,14 @@ def test_one_s8_kernel_every_size_exactly(m, n, k):
 
 def test_the_stride_classes_pick_their_variants():
     kernel = compile_dynamic()
-    aligned = kernel.bind([(64, 64), (64, 128), (64, 128), (64, 128)], [(64, 1), (128, 1), (128, 1), (128, 1)])
+    aligned = kernel.bind([(512, 64), (64, 128), (512, 128), (512, 128)], [(64, 1), (128, 1), (128, 1), (128, 1)])
     ragged = kernel.bind([(64, 63), (63, 128), (64, 128), (64, 128)], [(63, 1), (128, 1), (128, 1), (128, 1)])
     assert "stages=0" not in aligned.abi.config and "cp.async" in aligned.ptx  # 16-byte rows: staged
     assert "stages=0" in ragged.abi.config  # K = 63 f16: rows not 4-byte aligned
-    assert aligned.abi.grid == (1, 1, 1) and aligned.scalars[:3] == (64, 64, 128)
-    # another size of the same class and size bucket (M up to 64, N up to 128): the same variant
-    again = kernel.bind([(48, 64), (64, 120), (48, 120), (48, 120)], [(64, 1), (120, 1), (120, 1), (120, 1)])
+    assert aligned.abi.grid[1:] == (1, 1) and aligned.abi.grid[0] > 1 and aligned.scalars[:3] == (512, 64, 128)
+    # another size of the same classes (M a multiple of 128, N, K of 64) and size bucket (M in
+    # 257..512): the same variant, not a new compile
+    again = kernel.bind([(384, 64), (64, 128), (384, 128), (384, 128)], [(64, 1), (128, 1), (128, 1), (128, 1)])
     assert again.compiled._compiled is aligned.compiled._compiled
 
 
@@ -72,10 +73,10 @@ def test_sizes_that_are_multiples_of_128_drop_the_edge_predicates():
     m, n, k = 128, 256, 256
     bound = kernel.bind([(m, k), (k, n), (m, n), (m, n)], [(k, 1), (1, k), (n, 1), (n, 1)])
     variant = bound.compiled._compiled.abi
-    assert (variant.stride_multiple, variant.size_multiple) == (16, 128)
+    assert (variant.stride_multiple, variant.size_multiple) == (16, (128, 128, 128))
     ragged = kernel.bind([(m + 1, k), (k, n), (m + 1, n), (m + 1, n)], [(k, 1), (1, k), (n, 1), (n, 1)])
-    assert ragged.compiled._compiled.abi.size_multiple == 1
-    assert bound.ptx.count("setp") < ragged.ptx.count("setp") // 10
+    assert ragged.compiled._compiled.abi.size_multiple == (1, 128, 128)
+    assert bound.ptx.count("setp") < ragged.ptx.count("setp")
     rng = np.random.default_rng(3)
     a, b, c = operands("si8", "si8", "si32", m, n, k, rng)
     d = np.zeros((m, n), np.int32)

@@ -42,8 +42,9 @@ ALIGNMENT = 16
 #: contiguous `?` sizes a multiple of so many elements.
 STRIDE_MULTIPLES = (1, 2, 4, 8, 16, 32, 64)
 #: ... and on its `?` sizes M, N, K being multiples of this (no ragged edge for tiles dividing it).
-SIZE_MULTIPLES = (1, 16, 32, 64, 128, 256)
-TILE_CLASS = 128  # the size class the dispatcher tries: model sizes (4096, 11008, ...) fall in it
+#: ... and on each `?` size M, N, K being a multiple of a power of two up to this (the largest
+#: that divides it): no ragged edge for the tiles that divide it.
+SIZE_MULTIPLE_CAP = 128
 
 
 class CompileError(ValueError):
@@ -107,7 +108,7 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "swizzle": (bool, "True or False"),
     "tune_cache": (str, "the path of a tuning cache, as a str or os.PathLike ('' for none)"),
     "stride_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? stride is"),
-    "size_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? size is"),
+    "size_multiple": (str, "'MxNxK' ('' for what the IR says): the multiples the ? sizes M, N, K are"),
     "plan_sizes": (str, "'MxNxK' ('' for a large problem's configuration): what ? sizes are configured for"),
 }
 
@@ -144,10 +145,12 @@ def _checked_options(sm: Any, filename: Any, cache: Any, options: dict[str, Any]
     plan = checked.get("plan_sizes", "")
     if plan and not re.fullmatch(r"[1-9]\d{0,9}x[1-9]\d{0,9}x[1-9]\d{0,9}", plan):
         raise ValueError(f"compile(): plan_sizes must be 'MxNxK' with positive sizes, got {plan!r}")
-    for name, allowed in (("stride_multiple", STRIDE_MULTIPLES), ("size_multiple", SIZE_MULTIPLES)):
-        if checked.get(name, 0) not in allowed + (0,):
-            raise ValueError(f"compile(): {name} must be 0 or one of {', '.join(map(str, allowed))}, "
-                             f"got {checked[name]!r}")
+    sizes = checked.get("size_multiple", "")
+    if sizes and not re.fullmatch(r"[1-9]\d{0,9}x[1-9]\d{0,9}x[1-9]\d{0,9}", sizes):
+        raise ValueError(f"compile(): size_multiple must be 'MxNxK' with positive multiples, got {sizes!r}")
+    if checked.get("stride_multiple", 0) not in STRIDE_MULTIPLES + (0,):
+        raise ValueError(f"compile(): stride_multiple must be 0 or one of {', '.join(map(str, STRIDE_MULTIPLES))}, "
+                         f"got {checked['stride_multiple']!r}")
     try:
         if "tune_cache" in checked:
             tune_cache_path(checked["tune_cache"], "compile(): tune_cache")
@@ -262,7 +265,7 @@ class Kernel:
         self._source = source  # (text, sm, filename, cache, options): to compile a specialised variant
         self.scalars = scalars  # a bound kernel's size parameters (the values of `abi.symbols`)
         self._bound: dict[tuple, Kernel] = {}
-        self._variants: dict[tuple[int, int, str], Kernel] = {}
+        self._variants: dict[tuple[int, str, str], Kernel] = {}
 
     dynamic = property(lambda self: self.abi.dynamic, doc="whether sizes are parameters, known at launch")
 
@@ -295,18 +298,23 @@ class Kernel:
 
         have, have_size = self.abi.stride_multiple, self.abi.size_multiple
         widest = 16 * 8 // max(8, min((p.bits for p in self.abi.params if {"a", "b"} & set(p.roles)), default=8))
+        try:
+            _, values = self.abi.bind(shapes, strides)
+        except ValueError:
+            return self  # bind says why, on this kernel
+        by_symbol = dict(zip(self.abi.symbols, values))
+        sizes = tuple(_power_of_two_dividing(by_symbol.get(s, 0)) for s in "MNK")
+        if any(s % h for s, h in zip(sizes, have_size)):  # what this kernel assumes is more
+            return self
         for m in (x for x in STRIDE_MULTIPLES[::-1] if have <= x <= widest):
-            for size in (TILE_CLASS, have_size):
-                if (m, size) == (have, have_size) or size < have_size:
-                    continue
-                try:
-                    _, values = dataclasses.replace(self.abi, stride_multiple=m, size_multiple=size).bind(shapes, strides)
-                except ValueError:
-                    continue
-                return self._specialised(m, size, _bucket(dict(zip(self.abi.symbols, values))))
+            try:
+                dataclasses.replace(self.abi, stride_multiple=m, size_multiple=sizes).bind(shapes, strides)
+            except ValueError:
+                continue
+            return self._specialised(m, "x".join(map(str, sizes)), _bucket(by_symbol))
         return self
 
-    def _specialised(self, multiple: int, size: int, plan: str) -> Kernel:
+    def _specialised(self, multiple: int, size: str, plan: str) -> Kernel:
         key = (multiple, size, plan)
         if key not in self._variants:
             if self._source is None:
@@ -618,6 +626,11 @@ class _Prepared:
                                              k.shared_bytes, device)
             self._launchers[device] = launcher
         return launcher
+
+
+def _power_of_two_dividing(v: int) -> int:
+    """The largest power of two up to SIZE_MULTIPLE_CAP that divides v (the cap for 0)."""
+    return min(SIZE_MULTIPLE_CAP, v & -v) if v else SIZE_MULTIPLE_CAP
 
 
 def _bucket(values: dict[str, int]) -> str:

@@ -53,7 +53,7 @@ class CompileOptions:
     tune_cache: str = field(default_factory=configs.default_cache)
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
     stride_multiple: int = 0
-    size_multiple: int = 0  # ... and of its `?` sizes (`tile.size_multiple`)
+    size_multiple: str = ""  # "MxNxK": ... and of its `?` sizes (`tile.size_multiple`)
     plan_sizes: str = ""  # "MxNxK": the sizes to configure a kernel with `?` sizes for (`tile.plan_sizes`)
 
     def passes(self) -> list[ModulePass]:
@@ -163,10 +163,12 @@ def compile_module(module: ModuleOp, locations: dict, name: str, options: Compil
         sizes = [int(x) for x in options.plan_sizes.lower().split("x")]
         for k in kernels:
             k.attributes[tile.PLAN_SIZES] = DenseArrayBase.from_list(i64, sizes)
-    for name, value in ((tile.STRIDE_MULTIPLE, options.stride_multiple), (tile.SIZE_MULTIPLE, options.size_multiple)):
-        if value:  # the dispatcher's specialisation, as the attribute the passes read
-            for k in kernels:
-                k.attributes[name] = IntegerAttr(value, 64)
+    for k in kernels:  # the dispatcher's specialisation, as the attributes the passes read
+        if options.stride_multiple:
+            k.attributes[tile.STRIDE_MULTIPLE] = IntegerAttr(options.stride_multiple, 64)
+        if options.size_multiple:
+            k.attributes[tile.SIZE_MULTIPLE] = DenseArrayBase.from_list(
+                i64, [int(x) for x in options.size_multiple.lower().split("x")])
     described = {}
     for k in kernels:  # what each kernel computes (after selection's casts), for the reference
         try:

@@ -145,7 +145,7 @@ class KernelABI:
     symbols: tuple[str, ...] = ()
     grid_sizes: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = ()
     stride_multiple: int = 1
-    size_multiple: int = 1  # ... and of its `?` sizes M, N, K
+    size_multiple: tuple[int, int, int] = (1, 1, 1)  # ... and of its `?` sizes M, N, K
 
     @property
     def dynamic(self) -> bool:
@@ -203,9 +203,9 @@ class KernelABI:
         for sym, (v, at) in values.items():
             if not 0 <= v < 2**31:
                 raise ValueError(f"{sym} = {v} ({at}): sizes and strides known at launch are below 2^31")
-            if sym in SIZE_SYMBOLS and v % self.size_multiple:
-                raise ValueError(f"{sym} = {v} ({at}) is not a multiple of {self.size_multiple}, which this kernel "
-                                 f"assumes of its sizes")
+            need = dict(zip("MNK", self.size_multiple)).get(sym, 1)
+            if v % need:
+                raise ValueError(f"{sym} = {v} ({at}) is not a multiple of {need}, which this kernel assumes")
         grid = tuple(count * _prod(-(-values[sym][0] // tile_size) for sym, tile_size in factors) if factors else g
                      for g, (count, factors) in zip(self.grid, self.grid_sizes or [(g, ()) for g in self.grid]))
         bound_abi = KernelABI(self.name, grid, self.block, tuple(params), self.shared_bytes,  # type: ignore[arg-type]
@@ -229,7 +229,7 @@ class KernelABI:
         if self.dynamic:
             d |= {"size_params": [{"name": s, "ptx": size_param(s), "type": "u32"} for s in self.symbols],
                   "grid_sizes": [[count, [[sym, t] for sym, t in factors]] for count, factors in self.grid_sizes],
-                  "stride_multiple": self.stride_multiple, "size_multiple": self.size_multiple}
+                  "stride_multiple": self.stride_multiple, "size_multiple": list(self.size_multiple)}
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -276,9 +276,7 @@ class KernelABI:
         multiple = d.get("stride_multiple", 1)
         if type(multiple) is not int:
             raise TypeError(f"stride_multiple: expected an integer, got {multiple!r}")
-        sizes_multiple = d.get("size_multiple", 1)
-        if type(sizes_multiple) is not int:
-            raise TypeError(f"size_multiple: expected an integer, got {sizes_multiple!r}")
+        sizes_multiple = ints(d.get("size_multiple", [1, 1, 1]), 3)
         return KernelABI(text(d["name"]), ints(d["grid"], 3), ints(d["block"], 3),  # type: ignore[arg-type]
                          tuple(params), shared, ints(list(tiling)), text(d["sm"]), text(d["ptx_version"]),
                          text(d["instruction"]), symbols, grid_sizes, multiple, sizes_multiple)
@@ -339,7 +337,7 @@ class KernelABI:
             tuple(symbol_order(sizes, strides)),
             grid_sizes,
             entry.stride_multiple.value.data if entry.stride_multiple is not None else 1,
-            entry.size_multiple.value.data if entry.size_multiple is not None else 1,
+            tuple(entry.size_multiple.get_values()) if entry.size_multiple is not None else (1, 1, 1),
         )
 
     def index(self, role: str) -> int | None:

@@ -103,10 +103,10 @@ class _Kernel(IndexBuilder):
             self.variant_attr, self.variant = warp.VariantAttr(native), native
         bm, bn = self.t.cta_tile
         g = self.g
-        multiple = tile.size_multiple(kernel)
-        self.m_exact, self.n_exact = tile.tiles_exactly(g.m, bm, multiple), tile.tiles_exactly(g.n, bn, multiple)
+        mm, mn, mk = tile.size_multiple(kernel)
+        self.m_exact, self.n_exact = tile.tiles_exactly(g.m, bm, mm), tile.tiles_exactly(g.n, bn, mn)
         self.ki = instruction_layouts(self.variant).warp_shape[2]  # K of one loop iteration
-        self.k_exact = tile.tiles_exactly(g.k, self.ki, multiple)
+        self.k_exact = tile.tiles_exactly(g.k, self.ki, mk)
         self.sizes: dict[str, SSAValue] = {}  # symbol -> its `memref.dim` in the new body
         self.new_args: list[SSAValue] = []
 

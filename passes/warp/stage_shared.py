@@ -173,15 +173,15 @@ class _Stage(IndexBuilder):
     def copy(self, k: SSAValue, stage: SSAValue) -> None:
         """The CTA's copies of A and B at K `k` into `stage`."""
         a0, b0 = self.a_loads[0], self.b_loads[0]
-        multiple = tile.size_multiple(self.kernel)
-        k_exact = tile.tiles_exactly(self.k, self.s.stage_k, multiple)
+        mm, mn, mk = tile.size_multiple(self.kernel)
+        k_exact = tile.tiles_exactly(self.k, self.s.stage_k, mk)
         if self.pre:
             a_k = self.add(arith.DivUIOp(k, self.const(2))).results[0]
             a_exact = sparse_format.padded_k(self.k) % self.s.stage_k == 0
         else:
             a_k, a_exact = k, k_exact
-        m_exact = tile.tiles_exactly(self.m, self.bm, multiple)
-        n_exact = tile.tiles_exactly(self.n, self.bn, multiple)
+        m_exact = tile.tiles_exactly(self.m, self.bm, mm)
+        n_exact = tile.tiles_exactly(self.n, self.bn, mn)
         self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
                                            a0.extent_values(), self.threads, copy_vector(self.a)), m_exact, a_exact)
         self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),

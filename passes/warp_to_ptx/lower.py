@@ -215,7 +215,7 @@ class WarpToPtx(ModulePass):
             entry.grid_sizes = grid_sizes
         if any(any(row) for rows in _symbols(kernel) for row in rows):
             entry.stride_multiple = IntegerAttr(tile.stride_multiple(kernel), 64)
-            entry.size_multiple = IntegerAttr(tile.size_multiple(kernel), 64)
+            entry.size_multiple = DenseArrayBase.from_list(i64, list(tile.size_multiple(kernel)))
         entry.tiling = DenseArrayBase.from_list(i64, [v for part in _tiling(kernel) for v in (
             part if isinstance(part, tuple) else (part,))])
         return entry
