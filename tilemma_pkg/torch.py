@@ -87,7 +87,7 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
         if any(s and s not in sizes for s in p.sizes):
             raise LaunchError(f"{name}: no input says the size {', '.join(s for s in p.sizes if s not in sizes)} "
                               f"of the output {p.name}")
-        return dataclasses.replace(p, shape=shape, strides=_packed_strides(p, shape), sizes=(), stride_symbols=())
+        return dataclasses.replace(p, shape=shape, strides=p.packed_strides(shape), sizes=(), stride_symbols=())
 
     def allocate(device: torch.device, sizes: dict[str, Any]) -> list[torch.Tensor]:
         made = []
@@ -140,12 +140,6 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
 
 #: name -> (the op, its kernel, the torch.library.Library that keeps the registration alive)
 _registered: dict[str, tuple[Any, Kernel, Any]] = {}
-
-
-def _packed_strides(p, shape):
-    from tilemma.compiler.driver.api import _packed_strides as packed
-
-    return packed(p, shape)
 
 
 def _torch_dtype(p) -> torch.dtype:

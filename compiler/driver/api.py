@@ -439,7 +439,7 @@ class Kernel:
                     raise LaunchError(f"{_where(i, p)}: {type(x).__name__} is not a NumPy array (emulate takes "
                                       "NumPy arrays; launch takes device buffers)")
             # each array is copied into its memref's layout, its `?` strides packed
-            strides = [_packed_strides(p, x.shape) for x, p in zip(arrays, params)]
+            strides = [p.packed_strides(x.shape) for x, p in zip(arrays, params)]
             return self.bind([x.shape for x in arrays], strides).emulate(*arrays, arch=arch, max_macs=max_macs)
         wants = self._wants
         for i, (x, p, want) in enumerate(zip(arrays, params, wants)):
@@ -808,17 +808,6 @@ def _check(b: _Buffer | int, i: int, p: Param, want: _Expected | None = None, *,
         raise LaunchError(f"{where}: its buffer starts at {base:#x}, not on a {ALIGNMENT}-byte boundary "
                           "as the kernel assumes (allocators give 256)")
     return base
-
-
-def _packed_strides(p: Param, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Strides for a buffer of `shape` in `p`'s layout: its static strides, and each `?` one (in
-    order, innermost first) just past what the others span (row-major for the identity layout)."""
-    if p.identity:
-        return _row_major(shape)
-    strides = list(p.strides)
-    for d in sorted((d for d, s in enumerate(strides) if s == -1), reverse=True):
-        strides[d] = max([1] + [s * n for s, n in zip(strides, shape) if s > 0])
-    return tuple(strides)
 
 
 def _whole(p: Param, want: _Expected) -> bool:

@@ -277,7 +277,7 @@ def bind_sizes(kernel: CompiledKernel, inputs: dict[str, np.ndarray], sizes: lis
             raise ValueError(f"{kernel.name}: {', '.join(missing)} known only at launch: give --size "
                              f"{missing[0]}=... (or an --input array for {p.name.removeprefix('p_')})")
         shapes.append(tuple(given[s] if s else n for s, n in zip(p.sizes or ("",) * len(p.shape), p.shape)))
-    strides = [_packed(p, shape) for p, shape in zip(abi.params, shapes)]
+    strides = [p.packed_strides(shape) for p, shape in zip(abi.params, shapes)]
     bound, values = abi.bind(shapes, strides)
     g = kernel.gemm
     by_symbol = dict(zip(abi.symbols, values))
@@ -296,18 +296,6 @@ def bind_sizes(kernel: CompiledKernel, inputs: dict[str, np.ndarray], sizes: lis
         a=mem(g.a), b=mem(g.b), c=mem(g.c), d=mem(g.d), inputs=tuple((op, mem(x)) for op, x in g.inputs),
         outputs=tuple((op, mem(x)) for op, x in g.outputs), sizes=(), strides=())
     return dataclasses.replace(kernel, abi=bound, gemm=sized, scalars=values)
-
-
-def _packed(p, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Strides for `shape` in `p`'s layout, each `?` one just past what the others span."""
-    from tilemma.compiler.core.memref_layout import row_major
-
-    if p.identity:
-        return row_major(shape)
-    strides = list(p.strides)
-    for d in sorted((d for d, s in enumerate(strides) if s == -1), reverse=True):
-        strides[d] = max([1] + [s * n for s, n in zip(strides, shape) if s > 0])
-    return tuple(strides)
 
 
 def run_compiled(

@@ -5,6 +5,7 @@ CLI use instead of the lowering's internals."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,17 @@ class Param:
     def dynamic(self) -> bool:
         """Whether a size or stride is known only at launch (`KernelABI.bind` makes it static)."""
         return any(self.sizes) or any(self.stride_symbols)
+
+    def packed_strides(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Strides of a buffer of `shape` in this parameter's layout, where ours are `?`: row-major
+        for the identity layout, else the static strides with each `?` one (innermost first) just
+        past what the others span."""
+        if self.identity:
+            return tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
+        strides = list(self.strides)
+        for d in sorted((d for d, s in enumerate(strides) if s == -1), reverse=True):
+            strides[d] = max([1] + [s * n for s, n in zip(strides, shape) if s > 0])
+        return tuple(strides)
 
     @property
     def span(self) -> int:

@@ -176,7 +176,7 @@ class WarpToPtx(ModulePass):
         e.emit("mov.u32", state.lane, "%laneid")
         first = block.first_op
         assert first is not None
-        grid, threads = kernel.attributes["warp.grid"], kernel.attributes["warp.block"]
+        threads = kernel.attributes["warp.block"]
         (wm, wn), (rm, rn), stages, stage_k = _tiling(kernel)
         variant = next(o for o in kernel.walk() if isinstance(o, warp.MmaOp)).c.type.variant  # type: ignore[union-attr]
         gx, gy, gz = _grid_text(kernel)
