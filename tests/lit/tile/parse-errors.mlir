@@ -31,7 +31,7 @@ func.func @not_a_tile_element(%a: !tile.tile<16x16xi32>) {
 func.func @zero_dim(%a: !tile.tile<0x16xf16>) {
   func.return
 }
-// CHECK: tile dimensions must be positive, got 0x16
+// CHECK: tile dimensions must be positive or ? (a size known at launch), got 0x16
 
 // -----
 func.func @missing_type(%a: !tile.tile<16x16xf16>, %b: !tile.tile<16x8xf16>) {
