@@ -23,10 +23,6 @@ WORD_ROLES = ("sparsity_error", "a_meta")
 OUTPUT_ROLES = ("d", "sparsity_error")
 
 
-#: The symbols of the GEMM's sizes (the others are strides).
-SIZE_SYMBOLS = ("M", "N", "K", "batch")
-
-
 def symbol_order(sizes: list[tuple[str, ...]], strides: list[tuple[str, ...]]) -> list[str]:
     """The kernel's size parameters in the order they follow the pointers: each `?` size's symbol
     (M, N, K) and each `?` stride's, by first appearance over the arguments' sizes, then their
