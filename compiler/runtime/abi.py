@@ -5,7 +5,6 @@ CLI use instead of the lowering's internals."""
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,8 +64,10 @@ class Param:
         """Strides of a buffer of `shape` in this parameter's layout, where ours are `?`: row-major
         for the identity layout, else the static strides with each `?` one (innermost first) just
         past what the others span."""
+        from tilemma.compiler.core.memref_layout import row_major
+
         if self.identity:
-            return tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
+            return row_major(tuple(shape))
         strides = list(self.strides)
         for d in sorted((d for d, s in enumerate(strides) if s == -1), reverse=True):
             strides[d] = max([1] + [s * n for s, n in zip(strides, shape) if s > 0])
