@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Union, get_args, get_origin
 
 from xdsl.ir import Operation
+from xdsl.traits import MemoryEffect
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
@@ -34,23 +35,29 @@ def declared_types(pattern: RewritePattern) -> tuple[type, ...] | None:
 class TypedPatternApplier(RewritePattern):
     patterns: list[RewritePattern]
     _declared: list[tuple[RewritePattern, tuple[type, ...] | None]] = field(init=False, repr=False)
-    _by_class: dict[type, list[RewritePattern]] = field(init=False, repr=False, default_factory=dict)
+    _by_class: dict[type, tuple[list[RewritePattern], bool]] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self._declared = [(p, declared_types(p)) for p in self.patterns]
 
-    def _for(self, cls: type) -> list[RewritePattern]:
+    def _for(self, op: Operation) -> tuple[list[RewritePattern], bool]:
+        """The patterns for `op`'s class, and whether an op of the class can be dead code at all:
+        one without a memory-effect trait has unknown effects, which DCE keeps (`get_effects` is
+        None), so the walker's thousands of visits to `ptx.inst` skip the dead-code check."""
+        cls = type(op)
         found = self._by_class.get(cls)
         if found is None:
-            found = [p for p, types in self._declared if types is None or issubclass(cls, types)]
+            patterns = [p for p, types in self._declared if types is None or issubclass(cls, types)]
+            found = (patterns, bool(op.get_traits_of_type(MemoryEffect)))
             self._by_class[cls] = found
         return found
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if is_trivially_dead(op):
+        patterns, may_be_dead = self._for(op)
+        if may_be_dead and is_trivially_dead(op):
             rewriter.erase(op)
             return
-        for pattern in self._for(type(op)):
+        for pattern in patterns:
             pattern.match_and_rewrite(op, rewriter)
             if rewriter.has_done_action:
                 return

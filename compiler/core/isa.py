@@ -35,6 +35,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, replace
+import functools
 from functools import cached_property
 
 from tilemma.compiler.core.elements import BY_PTX
@@ -347,19 +348,24 @@ def _build(deviations: tuple[Deviation, ...]) -> dict[MmaVariant, _Requirements]
 
 
 _TABLE: dict[MmaVariant, _Requirements] = _build(EXCEPTIONS)
-# The ISA text alone, before EXCEPTIONS: the ptxas check uses it to show what each exception
-# changes and to notice an exception that ptxas no longer needs.
-_ISA_TEXT_TABLE: dict[MmaVariant, _Requirements] = _build(())
+
+
+@functools.cache
+def _isa_text_table() -> dict[MmaVariant, _Requirements]:
+    """The ISA text alone, before EXCEPTIONS: the ptxas check uses it to show what each exception
+    changes and to notice an exception that ptxas no longer needs (built on first use: a
+    compile never asks)."""
+    return _build(())
 
 
 def isa_text_defines(v: MmaVariant) -> bool:
     """Whether the excerpts' text alone (no EXCEPTIONS) defines `v`."""
-    return v in _ISA_TEXT_TABLE
+    return v in _isa_text_table()
 
 
 def isa_text_allows(v: MmaVariant, target: SmTarget | str, ptx: PtxVersion | str) -> bool:
     """Whether the excerpts' text alone (no EXCEPTIONS) allows `v` on (target, ptx)."""
-    req = _ISA_TEXT_TABLE.get(v)
+    req = _isa_text_table().get(v)
     if req is None:
         return False
     t, p = parse_sm(target), parse_ptx_version(ptx)

@@ -20,6 +20,9 @@ from typing import BinaryIO
 #: The largest input `tilemma` and `tilemma-opt` read, and `tilemma.compile` takes as text: a
 #: kernel's tile IR is a few KiB, so far past this the input can only exhaust the memory.
 MAX_INPUT_BYTES = 64 << 20
+#: Said of an empty standard input: in a pipe, the command before usually failed (its own error
+#: is above).
+EMPTY_STDIN = " (if it comes through a pipe: did the command before it fail?)"
 
 
 def too_large(name: str) -> ValueError:

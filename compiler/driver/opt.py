@@ -24,10 +24,9 @@ from tilemma.compiler.driver.diagnostics import (
     run_reporting,
     verify_located,
 )
-from tilemma.compiler.driver.pipeline import _EMPTY_STDIN
 from tilemma.passes.errors import LoweringError, origin
 from tilemma.compiler.universe import PASSES, TARGETS, make_context
-from tilemma.compiler.driver.files import PendingText, decode_input, read_bounded, write_atomically
+from tilemma.compiler.driver.files import EMPTY_STDIN, PendingText, decode_input, read_bounded, write_atomically
 
 
 class TilemmaOptMain(xDSLOptMain):
@@ -72,7 +71,7 @@ class TilemmaOptMain(xDSLOptMain):
         text = decode_input(chunk.read(), self.get_input_name())
         if not text.strip() and not self.args.split_input_file:
             raise ValueError(f"{self.get_input_name()}: empty input: expected MLIR operations"
-                             + (_EMPTY_STDIN if self.args.input_file is None else ""))
+                             + (EMPTY_STDIN if self.args.input_file is None else ""))
         check_input(text, self.get_input_name(), start_offset)
         parser = LocatedParser(
             self.ctx, text, self.get_input_name(), line_offset=start_offset

@@ -18,6 +18,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from tilemma.compiler.core import configs
 from tilemma.compiler.runtime.abi import KernelABI
 from tilemma.compiler.core.isa import MmaVariant
+from tilemma.compiler.driver.files import EMPTY_STDIN
 from tilemma.compiler.driver.diagnostics import LocatedParser, LocatedVerifyError, check_input, verify_located
 from tilemma.compiler.driver.instrument import PassInstrument
 from tilemma.compiler import universe
@@ -96,15 +97,10 @@ class CompiledKernel:
         return tuple(p.span for p in self.abi.params if "sparsity_error" not in p.roles)
 
 
-#: Said of an empty standard input: in a pipe, the command before usually failed (its own error
-#: is above).
-_EMPTY_STDIN = " (if it comes through a pipe: did the command before it fail?)"
-
-
 def parse(text: str, name: str) -> tuple[ModuleOp, dict]:
     """Parse and verify tile IR, keeping each operation's source position."""
     if not text.strip():
-        raise ValueError(f"{name}: empty input: expected MLIR operations{_EMPTY_STDIN if name == '<stdin>' else ''}")
+        raise ValueError(f"{name}: empty input: expected MLIR operations{EMPTY_STDIN if name == '<stdin>' else ''}")
     check_input(text, name)
     parser = LocatedParser(make_context(), text, name)
     module = parser.parse_module()

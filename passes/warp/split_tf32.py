@@ -47,6 +47,6 @@ class SplitTf32(ModulePass):
     name = "warp-split-tf32"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(SplitTf32Mma(), apply_recursively=False).rewrite_module(op)
-        # one split per fragment, however many mmas use it
-        CommonSubexpressionElimination().apply(ctx, op)
+        if PatternRewriteWalker(SplitTf32Mma(), apply_recursively=False).rewrite_module(op):
+            # one split per fragment, however many mmas use it
+            CommonSubexpressionElimination().apply(ctx, op)

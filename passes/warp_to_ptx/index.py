@@ -65,8 +65,10 @@ class LowerArith(RewritePattern):
 
     state: LoweringState
 
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if type(op) not in _ARITH or in_map_body(op):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: arith.AddiOp | arith.SubiOp | arith.MuliOp | arith.DivUIOp | arith.RemUIOp
+                          | arith.MinUIOp, rewriter: PatternRewriter) -> None:
+        if in_map_body(op):  # (the annotation lists _ARITH's keys)
             return
         lhs, rhs = reg(op.operands[0]), reg(op.operands[1])
         if lhs is None or rhs is None:
@@ -121,9 +123,8 @@ class LowerId(RewritePattern):
 
     state: LoweringState
 
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, (gpu.ThreadIdOp, gpu.BlockIdOp)):
-            return
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: gpu.ThreadIdOp | gpu.BlockIdOp, rewriter: PatternRewriter) -> None:
         e = fio.Emitter(self.state.kernel(op).regs)
         d = e.reg("b32")
         e.emit("mov.u32", d, f"{_SPECIAL[type(op)]}.{op.dimension.data.value.lower()}")

@@ -11,7 +11,7 @@ from math import prod
 
 from xdsl.dialects import gpu, memref
 from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tilemma.compiler.layouts import fragments
@@ -246,7 +246,9 @@ class LowerCopyAsync(RewritePattern):
 class LowerAsyncGroups(RewritePattern):
     """`warp.async_commit` / `warp.async_wait` as cp.async group instructions."""
 
-    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.AsyncCommitOp | warp.AsyncWaitOp | gpu.BarrierOp,
+                          rewriter: PatternRewriter) -> None:
         if isinstance(op, warp.AsyncCommitOp):
             rewriter.replace(op, ptx.InstOp("cp.async.commit_group"), [])
         elif isinstance(op, warp.AsyncWaitOp):  # its token has no registers
