@@ -33,8 +33,9 @@ the rows, answers queries on it, explains undefined combinations and parses opco
 from __future__ import annotations
 
 import itertools
+import operator
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 
 from tilemma.compiler.core.elements import BY_PTX
@@ -118,6 +119,22 @@ class MmaVariant:
     satfinite: bool = False
     bitop: str | None = None  # "xor" / "and"; printed as .xor.popc
     rounding: str | None = None  # f64 only: rn / rz / rm / rp
+
+    # ---- hashing -------------------------------------------------------------------------
+    # Variants key every table, and the ptxas audit hashes millions: the dataclass hash would
+    # rebuild a 17-field tuple each time, so it is computed once per object. str hashes differ
+    # between processes, so the cached value never goes into a pickle (`__getstate__`).
+    @cached_property
+    def _hash(self) -> int:
+        return hash(_field_values(self))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
 
     # ---- spelling ------------------------------------------------------------------------
     @property
@@ -278,6 +295,10 @@ class MmaVariant:
     def notes(self) -> tuple[str, ...]:
         """The ISA sentences (and exceptions) that set this variant's requirements."""
         return self._req().notes
+
+
+# The fields `__eq__` compares, as one tuple (what `MmaVariant._hash` hashes).
+_field_values = operator.attrgetter(*(f.name for f in fields(MmaVariant)))
 
 
 # --------------------------------------------------------------------------------------------
