@@ -36,7 +36,7 @@ import itertools
 import operator
 import re
 from dataclasses import dataclass, fields, replace
-from functools import cached_property
+from functools import cache, cached_property
 
 from tilemma.compiler.core.elements import BY_PTX
 from tilemma.compiler.core.isa_notes import (
@@ -180,44 +180,14 @@ class MmaVariant:
         return self.atype
 
     # ---- registers -----------------------------------------------------------------------
-    def _elem_bits(self, t: str) -> int:
-        if t == "e2m1" and self.kind in ("mxf4", "mxf4nvf4"):  # packed, no container
-            return 4
-        return BY_PTX[t].register_bits  # f6/f4 in 8-bit containers
-
-    def _regs(self, t: str, elems: int) -> int:
-        bits = self._elem_bits(t)
-        return max(1, elems if bits == 64 else -(-elems * bits // 32))
-
-    @staticmethod
-    def _reg_type(t: str) -> str:
-        return _REG_TYPE.get(t, ".b32")
-
     @cached_property
     def operands(self) -> tuple[Operand, ...]:
         """d, a, b, c (+ e, f for sparse; + scale-a-data, {byte-id-a, thread-id-a},
         scale-b-data, {byte-id-b, thread-id-b} for .block_scale), in instruction order."""
-        per_warp = 4 if (self.shape == "m8n8k4" and self.atype != "f64") else 1  # quad-pairs
-        a_elems = self.m * self.k * per_warp // 32 // (2 if self.sparse else 1)
-        b_elems = self.k * self.n * per_warp // 32
-        cd_elems = self.m * self.n * per_warp // 32
-        ops = [
-            Operand("d", self._regs(self.dtype, cd_elems), self._reg_type(self.dtype)),
-            Operand("a", self._regs(self.atype, a_elems), self._reg_type(self.atype)),
-            Operand("b", self._regs(self.btype, b_elems), self._reg_type(self.btype)),
-            Operand("c", self._regs(self.ctype, cd_elems), self._reg_type(self.ctype)),
-        ]
-        if self.sparse:
-            ops.append(Operand("e", 1, ".b32", vector=False))
-            ops.append(Operand("f", 1, None, vector=False, immediate=True))
-        if self.block_scale:
-            ops += [
-                Operand("scale_a", 1, ".b32", vector=False),
-                Operand("selector_a", 2, ".u16"),
-                Operand("scale_b", 1, ".b32", vector=False),
-                Operand("selector_b", 2, ".u16"),
-            ]
-        return tuple(ops)
+        return _operands(
+            self.m, self.n, self.k, self.dtype, self.atype, self.btype, self.ctype,
+            bool(self.sparse), self.kind in ("mxf4", "mxf4nvf4"), bool(self.block_scale),
+        )  # fmt: skip
 
     def operand(self, name: str) -> Operand:
         for op in self.operands:
@@ -295,6 +265,46 @@ class MmaVariant:
     def notes(self) -> tuple[str, ...]:
         """The ISA sentences (and exceptions) that set this variant's requirements."""
         return self._req().notes
+
+
+@cache
+def _operands(
+    m: int, n: int, k: int, dtype: str, atype: str, btype: str, ctype: str,
+    sparse: bool, packed_e2m1: bool, block_scale: bool,
+) -> tuple[Operand, ...]:  # fmt: skip
+    """`MmaVariant.operands` from the qualifiers that size registers (layouts, rounding,
+    .satfinite, ... do not): cached, since the ptxas audit sizes ~170k candidate variants that
+    have ~21k distinct operand lists."""
+
+    def regs(t: str, elems: int) -> int:
+        # e2m1 is packed under .kind::mxf4*, else f6/f4 sit in 8-bit containers
+        bits = 4 if t == "e2m1" and packed_e2m1 else BY_PTX[t].register_bits
+        return max(1, elems if bits == 64 else -(-elems * bits // 32))
+
+    def reg_type(t: str) -> str:
+        return _REG_TYPE.get(t, ".b32")
+
+    per_warp = 4 if ((m, n, k) == (8, 8, 4) and atype != "f64") else 1  # quad-pairs
+    a_elems = m * k * per_warp // 32 // (2 if sparse else 1)
+    b_elems = k * n * per_warp // 32
+    cd_elems = m * n * per_warp // 32
+    ops = [
+        Operand("d", regs(dtype, cd_elems), reg_type(dtype)),
+        Operand("a", regs(atype, a_elems), reg_type(atype)),
+        Operand("b", regs(btype, b_elems), reg_type(btype)),
+        Operand("c", regs(ctype, cd_elems), reg_type(ctype)),
+    ]
+    if sparse:
+        ops.append(Operand("e", 1, ".b32", vector=False))
+        ops.append(Operand("f", 1, None, vector=False, immediate=True))
+    if block_scale:
+        ops += [
+            Operand("scale_a", 1, ".b32", vector=False),
+            Operand("selector_a", 2, ".u16"),
+            Operand("scale_b", 1, ".b32", vector=False),
+            Operand("selector_b", 2, ".u16"),
+        ]
+    return tuple(ops)
 
 
 # The fields `__eq__` compares, as one tuple (what `MmaVariant._hash` hashes).
