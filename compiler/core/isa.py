@@ -245,6 +245,20 @@ class MmaVariant:
                 )
         return reasons
 
+    def legal_on(self, target: SmTarget | str, ptx: PtxVersion | str | None = None) -> bool:
+        """`not self.legal(target, ptx)` without wording any reason (explaining an undefined
+        variant searches the whole table, naming targets walks them all; the ptxas audit asks
+        this of every candidate on every target). `_reasons` is empty exactly when every gate
+        holds and `ptx` reaches the table's, the path's and the target's PTX version."""
+        req = _TABLE.get(self)
+        if req is None:
+            return False
+        t = parse_sm(target)
+        p = parse_ptx_version(ptx) if ptx is not None else DEFAULT_PTX
+        return all(g.holds(t) for g in req.gates) and p >= max(
+            req.min_ptx, self._path_ptx(t), t.min_ptx
+        )
+
     def _reasons(self, t: SmTarget, p: PtxVersion) -> list[str]:
         if not self.is_defined:
             return [explain_undefined(self)]
@@ -408,7 +422,7 @@ def ptxas_also_accepts(
     the table refuses it there, if any."""
     t = parse_sm(target)
     p = parse_ptx_version(ptx) if ptx is not None else DEFAULT_PTX
-    if _legal_on(v, t, p):
+    if v.legal_on(t, p):
         return None
     for d in EXCEPTIONS:
         if d.accepted_like and _matches(v, d.match):
@@ -416,15 +430,9 @@ def ptxas_also_accepts(
                 r.holds(t) and p >= r.min_ptx for r in d.accepted_gate.rules
             ):
                 continue
-            if _legal_on(replace(v, **d.accepted_like), t, p):
+            if replace(v, **d.accepted_like).legal_on(t, p):
                 return d
     return None
-
-
-def _legal_on(v: MmaVariant, t: SmTarget, p: PtxVersion) -> bool:
-    """`not v._reasons(t, p)` without wording why an undefined variant is undefined (a search of
-    the whole table that the ptxas audit would otherwise run for every candidate)."""
-    return v.is_defined and not v._reasons(t, p)
 
 
 def exceptions_matching(v: MmaVariant) -> list[Deviation]:
