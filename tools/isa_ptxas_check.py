@@ -103,8 +103,11 @@ SCALE_COMBOS = [(False, None, None)] + [
 ]
 
 
+_MNK = {shape: tuple(int(x) for x in re.findall(r"\d+", shape)) for shape in SHAPES}
+
+
 def _variant(form, shape, at, bt, dt, ct, **kw) -> MmaVariant:
-    m, n, k = (int(x) for x in re.findall(r"\d+", shape))
+    m, n, k = _MNK[shape]
     return MmaVariant(m, n, k, dt, at, bt, ct, sparse=form, **kw)
 
 
@@ -166,14 +169,20 @@ _POOL = {".f32": "%f", ".f16x2": "%h", ".b32": "%r", ".s32": "%s", ".f64": "%fd"
 _POOL_SIZE = 128  # the largest operand of any candidate: f64 A at m16n8k256, 128 registers
 
 
-@functools.cache
 def _operand_text(op: Operand) -> str:
-    if op.immediate:
+    return _registers(op.count, op.reg_type, op.vector, op.immediate)
+
+
+@functools.cache
+def _registers(count: int, reg_type: str | None, vector: bool, immediate: bool) -> str:
+    """An operand's text, cached by its fields (hashing the `Operand` itself would cost a
+    Python call per operand of ~170k lines)."""
+    if immediate:
         return "0"
-    assert op.count <= _POOL_SIZE, op
-    prefix = _POOL[op.reg_type or ".b32"]
-    names = [f"{prefix}{i}" for i in range(op.count)]
-    return "{" + ", ".join(names) + "}" if op.vector else names[0]
+    assert count <= _POOL_SIZE, (count, reg_type)
+    prefix = _POOL[reg_type or ".b32"]
+    names = [f"{prefix}{i}" for i in range(count)]
+    return "{" + ", ".join(names) + "}" if vector else names[0]
 
 
 def instruction(v: MmaVariant, operands: tuple[Operand, ...] | None = None) -> str:
@@ -347,30 +356,21 @@ def _counted(progress: Progress, job):
     return run
 
 
-def _chunks(seq: list, size: int):
-    for i in range(0, len(seq), size):
-        yield seq[i : i + size]
-
-
 VECTOR_SIZES = (1, 2, 4, 8)  # ptxas: "Illegal vector size: 16"
+_ALL_COUNTS = list(itertools.product(VECTOR_SIZES, repeat=4))  # every d, a, b, c arrangement
 
 
-def _generic(v: MmaVariant, counts: tuple[int, ...]) -> tuple[Operand, ...]:
-    """d, a, b, c with the given counts in untyped registers (.b64 for f64 data, .b32 else:
-    ptxas takes .b32 for every 32-bit operand type), the other operands as in the table."""
-    types = (v.dtype, v.atype, v.btype, v.ctype)
-    ops = tuple(
-        Operand(name, n, ".b64" if t == "f64" else ".b32")
-        for name, n, t in zip("dabc", counts, types)
-    )
-    return ops + v.operands[4:]
-
-
-@functools.cache
-def _generic_line(v: MmaVariant, counts: tuple[int, ...]) -> str:
-    """`instruction` with `_generic` operands; cached: the sweep asks for the same lines on
-    every target."""
-    return instruction(v, _generic(v, counts))
+def _generic_lines(v: MmaVariant, counts: list[tuple[int, ...]]) -> list[str]:
+    """`instruction(v, ops)` for each count combination: d, a, b, c with those counts in
+    untyped registers (.b64 for f64 data, .b32 else: ptxas takes .b32 for every 32-bit operand
+    type), the other operands as in the table. Joined from cached operand text, not built as
+    `Operand`s: the sweep writes ~300k such lines."""
+    types = [".b64" if t == "f64" else ".b32" for t in (v.dtype, v.atype, v.btype, v.ctype)]
+    tail = "".join(", " + _operand_text(op) for op in v.operands[4:])
+    return [
+        f"{v.opcode} {', '.join(_registers(n, r, True, False) for n, r in zip(c, types))}{tail};"
+        for c in counts
+    ]
 
 
 def _coordinate_counts(v: MmaVariant) -> list[tuple[int, ...]]:
@@ -389,19 +389,22 @@ def _coordinate_counts(v: MmaVariant) -> list[tuple[int, ...]]:
 def _assemble_many(work: dict, ptx: PtxVersion, batch: int, workers: int,
                    assemble: Assembler = assemble_lines) -> dict:
     """Assemble the lines of every key (key[0] is the target) in shared per-target batches;
-    returns the per-line messages for each key."""
-    by_target: dict[SmTarget, list[tuple[object, int, str]]] = defaultdict(list)
+    returns the per-line messages for each key. Each target's lines are one concatenation
+    (keys in order), cut into batches and the answers sliced back per key."""
+    by_target: dict[SmTarget, list[str]] = {}
+    spans: dict = {}
     for key, ls in work.items():
-        for i, ln in enumerate(ls):
-            by_target[key[0]].append((key, i, ln))
-    jobs = [(t, chunk) for t, items in by_target.items() for chunk in _chunks(items, batch)]
+        lines = by_target.setdefault(key[0], [])
+        spans[key] = (len(lines), len(lines) + len(ls))
+        lines.extend(ls)
+    jobs = [(t, lines[lo:lo + batch]) for t, lines in by_target.items()
+            for lo in range(0, len(lines), batch)]  # fmt: skip
     with ThreadPoolExecutor(workers) as pool, Progress("ptxas audit: operand sweep", len(jobs), "batches") as p:
-        results = list(pool.map(_counted(p, lambda j: assemble(j[0], ptx, [x[2] for x in j[1]])), jobs))
-    out: dict = {key: [None] * len(ls) for key, ls in work.items()}
-    for (_, chunk), res in zip(jobs, results):
-        for (key, i, _), e in zip(chunk, res):
-            out[key][i] = e
-    return out
+        results = list(pool.map(_counted(p, lambda j: assemble(j[0], ptx, j[1])), jobs))
+    errs: dict[SmTarget, list[list[str]]] = {t: [] for t in by_target}
+    for (t, _), res in zip(jobs, results):
+        errs[t].extend(res)
+    return {key: errs[key[0]][lo:hi] for key, (lo, hi) in spans.items()}
 
 
 AUDIT_EVERY = 200  # one ambiguous candidate in this many also gets the full 4^4 grid
@@ -433,7 +436,7 @@ def _sweep(
     per_variant0: dict[MmaVariant, list[str]] = {}
     for _, v in keys:
         if v not in per_variant0:
-            per_variant0[v] = [_generic_line(v, c) for c in uniform]
+            per_variant0[v] = _generic_lines(v, uniform)
     lines0 = {k: per_variant0[k[1]] for k in keys}
     res0 = _assemble_many(lines0, ptx, batch, workers, assemble)
     found: dict[tuple[SmTarget, MmaVariant], str | None] = {k: None for k in keys}
@@ -454,7 +457,7 @@ def _sweep(
     for _, v in undecided:
         if v not in per_variant:
             counts = _coordinate_counts(v)
-            per_variant[v] = (counts, [_generic_line(v, c) for c in counts])
+            per_variant[v] = (counts, _generic_lines(v, counts))
     lines1 = {key: per_variant[key[1]][1] for key in undecided}
     res1 = _assemble_many(lines1, ptx, batch, workers, assemble)
     stage2: dict[tuple[SmTarget, MmaVariant], list[str]] = {}
@@ -475,11 +478,10 @@ def _sweep(
             best.append(sorted(n for n, s in alone.items() if s == low))
         if reachable <= 0:
             combos = [c for c in itertools.product(*best) if c not in score][:64]
-            stage2[key] = [_generic_line(key[1], c) for c in combos]
+            stage2[key] = _generic_lines(key[1], combos)
 
     audit = {
-        (k[0], k[1], "audit"): [_generic_line(k[1], c)
-                                for c in itertools.product(VECTOR_SIZES, repeat=4)]
+        (k[0], k[1], "audit"): _generic_lines(k[1], _ALL_COUNTS)
         for k in keys[::AUDIT_EVERY] if found[k] is None and k not in stage2
     }  # fmt: skip
     res2 = _assemble_many({**stage2, **audit}, ptx, batch, workers, assemble)
@@ -536,7 +538,7 @@ def run_check(
     ambiguous: list[tuple[SmTarget, MmaVariant]] = []
     ambiguous_index: dict[tuple[SmTarget, MmaVariant], int] = {}
     for t in targets:
-        legal = {i for i in defined if not cands[i].legal(t, top)}
+        legal = {i for i in defined if cands[i].legal_on(t, top)}
         reports[t].table_legal = len(legal)
         expected[t] = legal | {i for i in quirky if isa.ptxas_also_accepts(cands[i], t, top)}
         for i, errs in enumerate(main[t]):
