@@ -47,6 +47,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tilemma.compiler.core import isa
 from tilemma.compiler.core.isa import (
     ACC_TYPES,
@@ -214,6 +216,24 @@ _TYPE_ERROR = "Arguments mismatch"
 
 def is_shape_error(msg: str) -> bool:
     return msg.startswith(_SHAPE_ERRORS)
+
+
+_ACCEPTED, _SHAPES_ONLY, _REFUSED = 0, 1, 2  # a line's verdict: `_verdict_kinds`
+
+
+def _verdict_kinds(per_line: list[list[str]]) -> np.ndarray:
+    """Per line: _ACCEPTED, _SHAPES_ONLY (refused only for operand shapes) or _REFUSED.
+
+    Each distinct message list is classified once, found by object identity in numpy: a
+    recording answers a target's ~170k lines with a few hundred shared lists, and a Python
+    loop over every line of every target would cost seconds."""
+    ids = np.fromiter(map(id, per_line), np.uintp, len(per_line))
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    kinds = [
+        _ACCEPTED if not e else _SHAPES_ONLY if all(map(is_shape_error, e)) else _REFUSED
+        for e in map(per_line.__getitem__, first.tolist())
+    ]
+    return np.array(kinds, np.int8)[inverse.reshape(-1)]
 
 
 def _run_once(target: SmTarget, ptx: PtxVersion, lines: list[str]) -> tuple[bool, dict[int, list[str]]]:
@@ -407,6 +427,26 @@ def _assemble_many(work: dict, ptx: PtxVersion, batch: int, workers: int,
     return {key: errs[key[0]][lo:hi] for key, (lo, hi) in spans.items()}
 
 
+_RULED_OUT, _LOOK_CLOSER = "ruled out", "look closer"
+
+
+@functools.cache
+def _uniform_verdict(errs: tuple[tuple[str, ...], ...]) -> int | str:
+    """Stage 0 of `_sweep` from the messages of the 4 uniform arrangements: the index of the
+    first that assembled, else `_LOOK_CLOSER` or `_RULED_OUT`. Cached: ~220k candidates share
+    a few hundred distinct answers."""
+    ok = [i for i, e in enumerate(errs) if not e]
+    if ok:
+        return ok[0]
+    if any(not is_shape_error(m) for e in errs for m in e):
+        return _LOOK_CLOSER  # a reason beyond operands showed up
+    if all(any(m.startswith(_TYPE_ERROR) for m in e) for e in errs):
+        return _RULED_OUT  # a register-type mismatch that no d/a/b/c count changes
+    if sum(1 for e in errs for m in e if not m.startswith(_TYPE_ERROR)) <= 12:
+        return _LOOK_CLOSER
+    return _RULED_OUT
+
+
 AUDIT_EVERY = 200  # one ambiguous candidate in this many also gets the full 4^4 grid
 
 
@@ -442,16 +482,11 @@ def _sweep(
     found: dict[tuple[SmTarget, MmaVariant], str | None] = {k: None for k in keys}
     undecided = []
     for key in keys:
-        errs = res0[key]
-        ok = [ln for ln, e in zip(lines0[key], errs) if not e]
-        if ok:
-            found[key] = ok[0]
-        elif any(not is_shape_error(m) for e in errs for m in e):
-            undecided.append(key)  # a reason beyond operands showed up: look closer
-        elif all(any(m.startswith(_TYPE_ERROR) for m in e) for e in errs):
-            continue  # a register-type mismatch that no d/a/b/c count changes
-        elif sum(1 for e in errs for m in e if not m.startswith(_TYPE_ERROR)) <= 12:
+        verdict = _uniform_verdict(tuple(map(tuple, res0[key])))
+        if verdict == _LOOK_CLOSER:
             undecided.append(key)
+        elif verdict != _RULED_OUT:
+            found[key] = lines0[key][verdict]
 
     per_variant: dict[MmaVariant, tuple[list[tuple[int, ...]], list[str]]] = {}
     for _, v in undecided:
@@ -535,14 +570,15 @@ def run_check(
     #    spellings an accepted_like exception records
     reports = {t: TargetReport(t, candidates=len(cands)) for t in targets}
     expected: dict[SmTarget, set[int]] = {}
+    kinds = {t: _verdict_kinds(main[t]) for t in targets}
     ambiguous: list[tuple[SmTarget, MmaVariant]] = []
     ambiguous_index: dict[tuple[SmTarget, MmaVariant], int] = {}
     for t in targets:
         legal = {i for i in defined if cands[i].legal_on(t, top)}
         reports[t].table_legal = len(legal)
         expected[t] = legal | {i for i in quirky if isa.ptxas_also_accepts(cands[i], t, top)}
-        for i, errs in enumerate(main[t]):
-            if errs and i not in legal and all(map(is_shape_error, errs)):
+        for i in np.flatnonzero(kinds[t] == _SHAPES_ONLY).tolist():
+            if i not in legal:
                 ambiguous.append((t, cands[i]))
                 ambiguous_index[(t, cands[i])] = i
 
@@ -555,18 +591,20 @@ def run_check(
             accepted_late[key[0]][ambiguous_index[key]] = found[key]
 
     # 4. compare, and count the verdicts where the ISA text alone would have been wrong
+    #    (as sets of candidate indices: ~170k per target, nearly all refused by both)
     for t in targets:
         rep, want, late = reports[t], expected[t], accepted_late[t]
         isa_ok = {i for i in in_isa_text if isa.isa_text_allows(cands[i], t, top)}
-        for i, errs in enumerate(main[t]):
-            got = not errs or i in late
-            if got == (i in want):
-                rep.agree += 1
-                if (i in want) != (i in isa_ok):
-                    for d in isa.exceptions_matching(cands[i]) or [None]:
-                        k = d.name if d else "(no exception: table wrong?)"
-                        rep.by_exception[k] = rep.by_exception.get(k, 0) + 1
-            elif i in want:
+        got = set(np.flatnonzero(kinds[t] == _ACCEPTED).tolist()) | late.keys()
+        wrong = got ^ want
+        rep.agree = len(main[t]) - len(wrong)
+        for i in sorted((want ^ isa_ok) - wrong):
+            for d in isa.exceptions_matching(cands[i]) or [None]:
+                k = d.name if d else "(no exception: table wrong?)"
+                rep.by_exception[k] = rep.by_exception.get(k, 0) + 1
+        for i in sorted(wrong):
+            errs = main[t][i]
+            if i in want:
                 rep.disagree.append(
                     f"table allows, ptxas refuses: {cands[i].opcode}: {errs[0]}"
                 )
