@@ -424,15 +424,25 @@ def ptxas_also_accepts(
     p = parse_ptx_version(ptx) if ptx is not None else DEFAULT_PTX
     if v.legal_on(t, p):
         return None
-    for d in EXCEPTIONS:
-        if d.accepted_like and _matches(v, d.match):
-            if d.accepted_gate and not any(
-                r.holds(t) and p >= r.min_ptx for r in d.accepted_gate.rules
-            ):
-                continue
-            if replace(v, **d.accepted_like).legal_on(t, p):
-                return d
+    for d, like in _accepted_like(v):
+        if d.accepted_gate and not any(
+            r.holds(t) and p >= r.min_ptx for r in d.accepted_gate.rules
+        ):
+            continue
+        if like.legal_on(t, p):
+            return d
     return None
+
+
+@cache
+def _accepted_like(v: MmaVariant) -> tuple[tuple[Deviation, MmaVariant], ...]:
+    """The `accepted_like` exceptions matching `v`, each with the variant it is accepted as.
+    Target-independent, and the ptxas audit asks `ptxas_also_accepts` on every target."""
+    return tuple(
+        (d, replace(v, **d.accepted_like))
+        for d in EXCEPTIONS
+        if d.accepted_like and _matches(v, d.match)
+    )
 
 
 def exceptions_matching(v: MmaVariant) -> list[Deviation]:
