@@ -406,16 +406,16 @@ def _coordinate_counts(v: MmaVariant) -> list[tuple[int, ...]]:
     return out
 
 
-def _assemble_many(work: dict, ptx: PtxVersion, batch: int, workers: int,
-                   assemble: Assembler = assemble_lines) -> dict:
-    """Assemble the lines of every key (key[0] is the target) in shared per-target batches;
-    returns the per-line messages for each key. Each target's lines are one concatenation
-    (keys in order), cut into batches and the answers sliced back per key."""
+def _assemble_many(work: list[tuple[SmTarget, list[str]]], ptx: PtxVersion, batch: int,
+                   workers: int, assemble: Assembler = assemble_lines) -> list[list[list[str]]]:
+    """Assemble the lines of every (target, lines) item in shared per-target batches; returns
+    each item's per-line messages, in order. Each target's lines are one concatenation (items
+    in order), cut into batches and the answers sliced back per item."""
     by_target: dict[SmTarget, list[str]] = {}
-    spans: dict = {}
-    for key, ls in work.items():
-        lines = by_target.setdefault(key[0], [])
-        spans[key] = (len(lines), len(lines) + len(ls))
+    spans = []
+    for t, ls in work:
+        lines = by_target.setdefault(t, [])
+        spans.append((t, len(lines), len(lines) + len(ls)))
         lines.extend(ls)
     jobs = [(t, lines[lo:lo + batch]) for t, lines in by_target.items()
             for lo in range(0, len(lines), batch)]  # fmt: skip
@@ -424,7 +424,7 @@ def _assemble_many(work: dict, ptx: PtxVersion, batch: int, workers: int,
     errs: dict[SmTarget, list[list[str]]] = {t: [] for t in by_target}
     for (t, _), res in zip(jobs, results):
         errs[t].extend(res)
-    return {key: errs[key[0]][lo:hi] for key, (lo, hi) in spans.items()}
+    return [errs[t][lo:hi] for t, lo, hi in spans]
 
 
 _RULED_OUT, _LOOK_CLOSER = "ruled out", "look closer"
@@ -453,9 +453,10 @@ AUDIT_EVERY = 200  # one ambiguous candidate in this many also gets the full 4^4
 def _sweep(
     keys: list[tuple[SmTarget, MmaVariant]], ptx: PtxVersion, batch: int, workers: int,
     assemble: Assembler = assemble_lines,
-) -> tuple[dict[tuple[SmTarget, MmaVariant], str | None], list[str]]:
+) -> tuple[list[str | None], list[str]]:
     """For each (target, variant) that ptxas refused only for operand shapes: a line with
-    some register arrangement that ptxas accepts, or None when none does.
+    some register arrangement that ptxas accepts, or None when none does (a list in the order
+    of `keys`; the stages below refer to candidates by position in `keys`).
 
     ptxas gives one "Argument vector size mismatch" per operand whose register count it does
     not take, one "Arguments mismatch" per operand whose register type it does not take, and
@@ -477,30 +478,32 @@ def _sweep(
     for _, v in keys:
         if v not in per_variant0:
             per_variant0[v] = _generic_lines(v, uniform)
-    lines0 = {k: per_variant0[k[1]] for k in keys}
-    res0 = _assemble_many(lines0, ptx, batch, workers, assemble)
-    found: dict[tuple[SmTarget, MmaVariant], str | None] = {k: None for k in keys}
-    undecided = []
-    for key in keys:
-        verdict = _uniform_verdict(tuple(map(tuple, res0[key])))
+    lines0 = [per_variant0[v] for _, v in keys]
+    res0 = _assemble_many([(t, ls) for (t, _), ls in zip(keys, lines0)], ptx, batch, workers,
+                          assemble)  # fmt: skip
+    found: list[str | None] = [None] * len(keys)
+    undecided: list[int] = []
+    for n, errs in enumerate(res0):
+        verdict = _uniform_verdict(tuple(map(tuple, errs)))
         if verdict == _LOOK_CLOSER:
-            undecided.append(key)
+            undecided.append(n)
         elif verdict != _RULED_OUT:
-            found[key] = lines0[key][verdict]
+            found[n] = lines0[n][verdict]
 
     per_variant: dict[MmaVariant, tuple[list[tuple[int, ...]], list[str]]] = {}
-    for _, v in undecided:
+    for n in undecided:
+        v = keys[n][1]
         if v not in per_variant:
             counts = _coordinate_counts(v)
             per_variant[v] = (counts, _generic_lines(v, counts))
-    lines1 = {key: per_variant[key[1]][1] for key in undecided}
-    res1 = _assemble_many(lines1, ptx, batch, workers, assemble)
-    stage2: dict[tuple[SmTarget, MmaVariant], list[str]] = {}
-    for key in undecided:
-        tried, errs = per_variant[key[1]][0], res1[key]
-        ok = [ln for ln, e in zip(lines1[key], errs) if not e]
+    res1 = _assemble_many([(keys[n][0], per_variant[keys[n][1]][1]) for n in undecided], ptx,
+                          batch, workers, assemble)  # fmt: skip
+    stage2: dict[int, list[str]] = {}
+    for n, errs in zip(undecided, res1):
+        tried, lines1 = per_variant[keys[n][1]]
+        ok = [ln for ln, e in zip(lines1, errs) if not e]
         if ok:
-            found[key] = ok[0]
+            found[n] = ok[0]
             continue
         base = tried[0]
         score = {c: sum(map(is_shape_error, e)) for c, e in zip(tried, errs)}
@@ -513,23 +516,25 @@ def _sweep(
             best.append(sorted(n for n, s in alone.items() if s == low))
         if reachable <= 0:
             combos = [c for c in itertools.product(*best) if c not in score][:64]
-            stage2[key] = _generic_lines(key[1], combos)
+            stage2[n] = _generic_lines(keys[n][1], combos)
 
     audit = {
-        (k[0], k[1], "audit"): _generic_lines(k[1], _ALL_COUNTS)
-        for k in keys[::AUDIT_EVERY] if found[k] is None and k not in stage2
+        n: _generic_lines(keys[n][1], _ALL_COUNTS)
+        for n in range(0, len(keys), AUDIT_EVERY) if found[n] is None and n not in stage2
     }  # fmt: skip
-    res2 = _assemble_many({**stage2, **audit}, ptx, batch, workers, assemble)
-    for key, tried2 in stage2.items():
-        ok = [ln for ln, e in zip(tried2, res2[key]) if not e]
+    work2 = [*stage2.items(), *audit.items()]  # assembled together
+    res2 = _assemble_many([(keys[n][0], tried) for n, tried in work2], ptx, batch, workers,
+                          assemble)  # fmt: skip
+    for (n, tried), errs in zip(stage2.items(), res2[: len(stage2)]):
+        ok = [ln for ln, e in zip(tried, errs) if not e]
         if ok:
-            found[key] = ok[0]
+            found[n] = ok[0]
     broken = []
-    for key, tried in audit.items():
-        ok = [ln for ln, e in zip(tried, res2[key]) if not e]
+    for (n, tried), errs in zip(audit.items(), res2[len(stage2) :]):
+        ok = [ln for ln, e in zip(tried, errs) if not e]
         if ok:
             broken.append(
-                f"{key[0].name}: operand-shape model wrong (ruled out, yet assembles): {ok[0]}"
+                f"{keys[n][0].name}: operand-shape model wrong (ruled out, yet assembles): {ok[0]}"
             )
     return found, broken
 
@@ -572,23 +577,24 @@ def run_check(
     expected: dict[SmTarget, set[int]] = {}
     kinds = {t: _verdict_kinds(main[t]) for t in targets}
     ambiguous: list[tuple[SmTarget, MmaVariant]] = []
-    ambiguous_index: dict[tuple[SmTarget, MmaVariant], int] = {}
+    ambiguous_index: list[int] = []  # each one's candidate index
     for t in targets:
+        rep = reports[t]
         legal = {i for i in defined if cands[i].legal_on(t, top)}
-        reports[t].table_legal = len(legal)
+        rep.table_legal = len(legal)
         expected[t] = legal | {i for i in quirky if isa.ptxas_also_accepts(cands[i], t, top)}
         for i in np.flatnonzero(kinds[t] == _SHAPES_ONLY).tolist():
             if i not in legal:
                 ambiguous.append((t, cands[i]))
-                ambiguous_index[(t, cands[i])] = i
+                ambiguous_index.append(i)
+                rep.swept += 1
 
     # 3. refused only for operand shapes: is there a register arrangement ptxas accepts?
     found, model_broken = _sweep(ambiguous, top, batch, workers, assemble)
     accepted_late: dict[SmTarget, dict[int, str]] = defaultdict(dict)
-    for key in ambiguous:
-        reports[key[0]].swept += 1
-        if found[key] is not None:
-            accepted_late[key[0]][ambiguous_index[key]] = found[key]
+    for (t, _), i, line in zip(ambiguous, ambiguous_index, found):
+        if line is not None:
+            accepted_late[t][i] = line
 
     # 4. compare, and count the verdicts where the ISA text alone would have been wrong
     #    (as sets of candidate indices: ~170k per target, nearly all refused by both)
