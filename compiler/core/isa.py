@@ -33,10 +33,10 @@ the rows, answers queries on it, explains undefined combinations and parses opco
 from __future__ import annotations
 
 import itertools
+import operator
 import re
-from dataclasses import dataclass, replace
-import functools
-from functools import cached_property
+from dataclasses import dataclass, fields, replace
+from functools import cache, cached_property
 
 from tilemma.compiler.core.elements import BY_PTX
 from tilemma.compiler.core.isa_notes import (
@@ -120,6 +120,22 @@ class MmaVariant:
     bitop: str | None = None  # "xor" / "and"; printed as .xor.popc
     rounding: str | None = None  # f64 only: rn / rz / rm / rp
 
+    # ---- hashing -------------------------------------------------------------------------
+    # Variants key every table, and the ptxas audit hashes millions: the dataclass hash would
+    # rebuild a 17-field tuple each time, so it is computed once per object. str hashes differ
+    # between processes, so the cached value never goes into a pickle (`__getstate__`).
+    @cached_property
+    def _hash(self) -> int:
+        return hash(_field_values(self))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
     # ---- spelling ------------------------------------------------------------------------
     @property
     def shape(self) -> str:
@@ -164,44 +180,14 @@ class MmaVariant:
         return self.atype
 
     # ---- registers -----------------------------------------------------------------------
-    def _elem_bits(self, t: str) -> int:
-        if t == "e2m1" and self.kind in ("mxf4", "mxf4nvf4"):  # packed, no container
-            return 4
-        return BY_PTX[t].register_bits  # f6/f4 in 8-bit containers
-
-    def _regs(self, t: str, elems: int) -> int:
-        bits = self._elem_bits(t)
-        return max(1, elems if bits == 64 else -(-elems * bits // 32))
-
-    @staticmethod
-    def _reg_type(t: str) -> str:
-        return _REG_TYPE.get(t, ".b32")
-
     @cached_property
     def operands(self) -> tuple[Operand, ...]:
         """d, a, b, c (+ e, f for sparse; + scale-a-data, {byte-id-a, thread-id-a},
         scale-b-data, {byte-id-b, thread-id-b} for .block_scale), in instruction order."""
-        per_warp = 4 if (self.shape == "m8n8k4" and self.atype != "f64") else 1  # quad-pairs
-        a_elems = self.m * self.k * per_warp // 32 // (2 if self.sparse else 1)
-        b_elems = self.k * self.n * per_warp // 32
-        cd_elems = self.m * self.n * per_warp // 32
-        ops = [
-            Operand("d", self._regs(self.dtype, cd_elems), self._reg_type(self.dtype)),
-            Operand("a", self._regs(self.atype, a_elems), self._reg_type(self.atype)),
-            Operand("b", self._regs(self.btype, b_elems), self._reg_type(self.btype)),
-            Operand("c", self._regs(self.ctype, cd_elems), self._reg_type(self.ctype)),
-        ]
-        if self.sparse:
-            ops.append(Operand("e", 1, ".b32", vector=False))
-            ops.append(Operand("f", 1, None, vector=False, immediate=True))
-        if self.block_scale:
-            ops += [
-                Operand("scale_a", 1, ".b32", vector=False),
-                Operand("selector_a", 2, ".u16"),
-                Operand("scale_b", 1, ".b32", vector=False),
-                Operand("selector_b", 2, ".u16"),
-            ]
-        return tuple(ops)
+        return _operands(
+            self.m, self.n, self.k, self.dtype, self.atype, self.btype, self.ctype,
+            bool(self.sparse), self.kind in ("mxf4", "mxf4nvf4"), bool(self.block_scale),
+        )  # fmt: skip
 
     def operand(self, name: str) -> Operand:
         for op in self.operands:
@@ -259,6 +245,20 @@ class MmaVariant:
                 )
         return reasons
 
+    def legal_on(self, target: SmTarget | str, ptx: PtxVersion | str | None = None) -> bool:
+        """`not self.legal(target, ptx)` without wording any reason (explaining an undefined
+        variant searches the whole table, naming targets walks them all; the ptxas audit asks
+        this of every candidate on every target). `_reasons` is empty exactly when every gate
+        holds and `ptx` reaches the table's, the path's and the target's PTX version."""
+        req = _TABLE.get(self)
+        if req is None:
+            return False
+        t = parse_sm(target)
+        p = parse_ptx_version(ptx) if ptx is not None else DEFAULT_PTX
+        return all(g.holds(t) for g in req.gates) and p >= max(
+            req.min_ptx, self._path_ptx(t), t.min_ptx
+        )
+
     def _reasons(self, t: SmTarget, p: PtxVersion) -> list[str]:
         if not self.is_defined:
             return [explain_undefined(self)]
@@ -279,6 +279,50 @@ class MmaVariant:
     def notes(self) -> tuple[str, ...]:
         """The ISA sentences (and exceptions) that set this variant's requirements."""
         return self._req().notes
+
+
+@cache
+def _operands(
+    m: int, n: int, k: int, dtype: str, atype: str, btype: str, ctype: str,
+    sparse: bool, packed_e2m1: bool, block_scale: bool,
+) -> tuple[Operand, ...]:  # fmt: skip
+    """`MmaVariant.operands` from the qualifiers that size registers (layouts, rounding,
+    .satfinite, ... do not): cached, since the ptxas audit sizes ~170k candidate variants that
+    have ~21k distinct operand lists."""
+
+    def regs(t: str, elems: int) -> int:
+        # e2m1 is packed under .kind::mxf4*, else f6/f4 sit in 8-bit containers
+        bits = 4 if t == "e2m1" and packed_e2m1 else BY_PTX[t].register_bits
+        return max(1, elems if bits == 64 else -(-elems * bits // 32))
+
+    def reg_type(t: str) -> str:
+        return _REG_TYPE.get(t, ".b32")
+
+    per_warp = 4 if ((m, n, k) == (8, 8, 4) and atype != "f64") else 1  # quad-pairs
+    a_elems = m * k * per_warp // 32 // (2 if sparse else 1)
+    b_elems = k * n * per_warp // 32
+    cd_elems = m * n * per_warp // 32
+    ops = [
+        Operand("d", regs(dtype, cd_elems), reg_type(dtype)),
+        Operand("a", regs(atype, a_elems), reg_type(atype)),
+        Operand("b", regs(btype, b_elems), reg_type(btype)),
+        Operand("c", regs(ctype, cd_elems), reg_type(ctype)),
+    ]
+    if sparse:
+        ops.append(Operand("e", 1, ".b32", vector=False))
+        ops.append(Operand("f", 1, None, vector=False, immediate=True))
+    if block_scale:
+        ops += [
+            Operand("scale_a", 1, ".b32", vector=False),
+            Operand("selector_a", 2, ".u16"),
+            Operand("scale_b", 1, ".b32", vector=False),
+            Operand("selector_b", 2, ".u16"),
+        ]
+    return tuple(ops)
+
+
+# The fields `__eq__` compares, as one tuple (what `MmaVariant._hash` hashes).
+_field_values = operator.attrgetter(*(f.name for f in fields(MmaVariant)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,7 +394,7 @@ def _build(deviations: tuple[Deviation, ...]) -> dict[MmaVariant, _Requirements]
 _TABLE: dict[MmaVariant, _Requirements] = _build(EXCEPTIONS)
 
 
-@functools.cache
+@cache
 def _isa_text_table() -> dict[MmaVariant, _Requirements]:
     """The ISA text alone, before EXCEPTIONS: the ptxas check uses it to show what each exception
     changes and to notice an exception that ptxas no longer needs (built on first use: a
@@ -383,23 +427,27 @@ def ptxas_also_accepts(
     the table refuses it there, if any."""
     t = parse_sm(target)
     p = parse_ptx_version(ptx) if ptx is not None else DEFAULT_PTX
-    if _legal_on(v, t, p):
+    if v.legal_on(t, p):
         return None
-    for d in EXCEPTIONS:
-        if d.accepted_like and _matches(v, d.match):
-            if d.accepted_gate and not any(
-                r.holds(t) and p >= r.min_ptx for r in d.accepted_gate.rules
-            ):
-                continue
-            if _legal_on(replace(v, **d.accepted_like), t, p):
-                return d
+    for d, like in _accepted_like(v):
+        if d.accepted_gate and not any(
+            r.holds(t) and p >= r.min_ptx for r in d.accepted_gate.rules
+        ):
+            continue
+        if like.legal_on(t, p):
+            return d
     return None
 
 
-def _legal_on(v: MmaVariant, t: SmTarget, p: PtxVersion) -> bool:
-    """`not v._reasons(t, p)` without wording why an undefined variant is undefined (a search of
-    the whole table that the ptxas audit would otherwise run for every candidate)."""
-    return v.is_defined and not v._reasons(t, p)
+@cache
+def _accepted_like(v: MmaVariant) -> tuple[tuple[Deviation, MmaVariant], ...]:
+    """The `accepted_like` exceptions matching `v`, each with the variant it is accepted as.
+    Target-independent, and the ptxas audit asks `ptxas_also_accepts` on every target."""
+    return tuple(
+        (d, replace(v, **d.accepted_like))
+        for d in EXCEPTIONS
+        if d.accepted_like and _matches(v, d.match)
+    )
 
 
 def exceptions_matching(v: MmaVariant) -> list[Deviation]:
