@@ -14,47 +14,34 @@ buffer: contiguous uint8 of `Param.nbytes` bytes. Nothing is copied and nothing 
 
 from __future__ import annotations
 
-import ctypes
 import math
 import re
-import sys
-import threading
-from dataclasses import dataclass
-from functools import cache, cached_property
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
+
+from tilemma.compiler.driver.launch_args import (Buffer, Expected, LaunchError, Prepared, check, count_message,
+                                                 expected, host_buffer, positions, read, row_major, stream_handle,
+                                                 where, whole)
+from tilemma.compiler.driver.variants import STRIDE_MULTIPLES, Bound, Variant, variant_for
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
 
     from tilemma.compiler.driver.pipeline import CompiledKernel
-    from tilemma.compiler.runtime.abi import KernelABI, Param
+    from tilemma.compiler.runtime.abi import KernelABI
 
 # Imported when first needed, not here: a compile served from the cache (compile_cache) needs
 # neither xDSL nor the passes, and a fresh process should not pay for them.
 
 __all__ = ["CompileError", "LaunchError", "Kernel", "compile"]
 
-#: Buffers must start on this boundary (allocators give 256): the kernels' vector and cp.async
-#: accesses are aligned relative to their buffer's start.
-ALIGNMENT = 16
-
-#: What a kernel with `?` sizes may be specialised on (`stride_multiple`): its `?` strides and
-#: contiguous `?` sizes a multiple of so many elements.
-STRIDE_MULTIPLES = (1, 2, 4, 8, 16, 32, 64)
-#: ... and on its `?` sizes M, N, K being multiples of this (no ragged edge for tiles dividing it).
-#: ... and on each `?` size M, N, K being a multiple of a power of two up to this (the largest
-#: that divides it): no ragged edge for the tiles that divide it.
-SIZE_MULTIPLE_CAP = 128
+# Under the names tests and tilemma.torch use from here.
+_check, _expected, _read = check, expected, read
 
 
 class CompileError(ValueError):
     """The input or an option is wrong; the message is the located diagnostic (`file:line:col`,
     the source line and a caret where the input was text)."""
-
-
-class LaunchError(ValueError):
-    """An argument does not match the kernel's ABI; the message names the parameter and what
-    was expected. `Kernel.emulate` also raises it for a problem too large to emulate quickly."""
 
 
 def compile(module_or_text: str | ModuleOp, sm: str = "90", *, filename: str | None = None,
@@ -239,17 +226,6 @@ def _verify(module: ModuleOp, filename: str) -> None:
             raise CompileError(f"{filename}: in {what}: {str(e).strip()}") from None
 
 
-@dataclass(frozen=True)
-class _Buffer:
-    """What a launch needs to know of one argument, read without touching the GPU."""
-
-    address: int  # of the view's first element
-    shape: tuple[int, ...]
-    strides: tuple[int, ...] | None  # in elements; None: C-contiguous
-    dtype: str  # NumPy / ml_dtypes / torch name: float16, bfloat16, int8, ...
-    device: int | None  # CUDA ordinal, None when only the driver can tell
-    what: str  # how the caller passed it, for messages
-
 
 class Kernel:
     """One compiled kernel: its PTX, launch shape and ABI, and a launcher.
@@ -265,7 +241,7 @@ class Kernel:
         self._source = source  # (text, sm, filename, cache, options): to compile a specialised variant
         self.scalars = scalars  # a bound kernel's size parameters (the values of `abi.symbols`)
         self._bound: dict[tuple, Kernel] = {}
-        self._variants: dict[tuple[int, str, str], Kernel] = {}
+        self._variants: dict[Variant, Kernel] = {}
 
     dynamic = property(lambda self: self.abi.dynamic, doc="whether sizes are parameters, known at launch")
 
@@ -284,46 +260,25 @@ class Kernel:
                 abi, values = variant.abi.bind(*key)
             except ValueError as e:
                 raise LaunchError(f"{self.name}: {e}") from None
-            bound = Kernel(_Bound(variant.compiled, abi), scalars=values)
+            bound = Kernel(Bound(variant.compiled, abi), scalars=values)
             if len(self._bound) > 256:  # a bounded memo: shapes of one model, not every size ever seen
                 self._bound.clear()
             self._bound[key] = bound
         return bound
 
     def _variant(self, shapes, strides) -> Kernel:
-        """The variant for buffers of these shapes and strides: the widest multiple of
-        `STRIDE_MULTIPLES` up to 16 bytes of the operands' narrowest element that they all
-        keep (this kernel where that is what it assumes already)."""
-        import dataclasses
-
-        have, have_size = self.abi.stride_multiple, self.abi.size_multiple
-        widest = 16 * 8 // max(8, min((p.bits for p in self.abi.params if {"a", "b"} & set(p.roles)), default=8))
-        try:
-            _, values = self.abi.bind(shapes, strides)
-        except ValueError:
-            return self  # bind says why, on this kernel
-        by_symbol = dict(zip(self.abi.symbols, values))
-        sizes = tuple(_power_of_two_dividing(by_symbol.get(s, 0)) for s in "MNK")
-        if any(s % h for s, h in zip(sizes, have_size)):  # what this kernel assumes is more
+        """The variant for buffers of these shapes and strides (`variants.variant_for`), compiled
+        at its first use; this kernel where it serves them already."""
+        variant = variant_for(self.abi, shapes, strides)
+        if variant is None:
             return self
-        for m in (x for x in STRIDE_MULTIPLES[::-1] if have <= x <= widest):
-            try:
-                dataclasses.replace(self.abi, stride_multiple=m, size_multiple=sizes).bind(shapes, strides)
-            except ValueError:
-                continue
-            return self._specialised(m, "x".join(map(str, sizes)), _bucket(by_symbol))
-        return self
-
-    def _specialised(self, multiple: int, size: str, plan: str) -> Kernel:
-        key = (multiple, size, plan)
-        if key not in self._variants:
+        if variant not in self._variants:
             if self._source is None:
                 return self
             text, sm, filename, cache, options = self._source
-            kernels = compile(text, sm, filename=filename, cache=cache,
-                              **{**options, "stride_multiple": multiple, "size_multiple": size, "plan_sizes": plan})
-            self._variants[key] = next(k for k in kernels if k.name == self.name)
-        return self._variants[key]
+            kernels = compile(text, sm, filename=filename, cache=cache, **{**options, **variant._asdict()})
+            self._variants[variant] = next(k for k in kernels if k.name == self.name)
+        return self._variants[variant]
 
     name = property(lambda self: self.compiled.name)
     ptx = property(lambda self: self.compiled.ptx, doc="the PTX module holding this kernel")
@@ -338,8 +293,8 @@ class Kernel:
         return f"<Kernel {self.name}: {self.instruction}, grid {self.grid}, block {self.block}>"
 
     @cached_property
-    def _wants(self) -> list[_Expected]:
-        return [_expected(p) for p in self.abi.params]
+    def _wants(self) -> list[Expected]:
+        return [expected(p) for p in self.abi.params]
 
     @cached_property
     def _cubin(self) -> bytes:
@@ -363,8 +318,8 @@ class Kernel:
         return sparsity_error(int(word), self.compiled.gemm, self.abi.params[at].init)  # type: ignore[arg-type]
 
     @cached_property
-    def _launch(self) -> _Prepared:
-        return _Prepared(self)
+    def _launch(self) -> Prepared:
+        return Prepared(self)
 
     def launch(self, *args: Any, stream: Any = None) -> None:
         """Queue the kernel on the caller's buffers, one per `abi.params` entry, in order: torch
@@ -432,11 +387,11 @@ class Kernel:
 
         params = self.abi.params
         if len(arrays) != len(params):
-            raise LaunchError(_count_message(self, len(arrays)))
+            raise LaunchError(count_message(self, len(arrays)))
         if self.dynamic:
             for i, (x, p) in enumerate(zip(arrays, params)):
                 if not isinstance(x, np.ndarray):
-                    raise LaunchError(f"{_where(i, p)}: {type(x).__name__} is not a NumPy array (emulate takes "
+                    raise LaunchError(f"{where(i, p)}: {type(x).__name__} is not a NumPy array (emulate takes "
                                       "NumPy arrays; launch takes device buffers)")
             # each array is copied into its memref's layout, its `?` strides packed
             strides = [p.packed_strides(x.shape) for x, p in zip(arrays, params)]
@@ -444,11 +399,11 @@ class Kernel:
         wants = self._wants
         for i, (x, p, want) in enumerate(zip(arrays, params, wants)):
             if not isinstance(x, np.ndarray):
-                raise LaunchError(f"{_where(i, p)}: {type(x).__name__} is not a NumPy array (emulate takes "
+                raise LaunchError(f"{where(i, p)}: {type(x).__name__} is not a NumPy array (emulate takes "
                                   "NumPy arrays; launch takes device buffers)")
-            _check(_Buffer(0, x.shape, None, x.dtype.name, None, "NumPy array"), i, p, want, host=True)
+            check(Buffer(0, x.shape, None, x.dtype.name, None, "NumPy array"), i, p, want, host=True)
             if p.is_output and not x.flags.writeable:
-                raise LaunchError(f"{_where(i, p)}, a NumPy array: read-only, but the kernel writes it "
+                raise LaunchError(f"{where(i, p)}, a NumPy array: read-only, but the kernel writes it "
                                   "(its results are left in the array)")
         limit = emulator.QUICK_MACS if max_macs is None else max_macs
         macs = self._macs_over(limit)
@@ -457,26 +412,26 @@ class Kernel:
                               f"emulator runs quickly (max_macs={limit}); pass a larger max_macs to emulate "
                               "it anyway")
         program = self._program(arch or self._emulator_arch())
-        buffers = [_host_buffer(x, p, want) for x, p, want in zip(arrays, params, wants)]
+        buffers = [host_buffer(x, p, want) for x, p, want in zip(arrays, params, wants)]
         scalars = [np.uint32(v) for v in self.scalars]
         outs = program.run(self.grid, self.block, [*buffers, *scalars], shared_bytes=self.shared_bytes)
         for x, p, want, out in zip(arrays, params, wants, outs):
             if p.is_output:
-                x[...] = out.reshape(x.shape) if _whole(p, want) else out[_positions(p)]
+                x[...] = out.reshape(x.shape) if whole(p, want) else out[positions(p)]
 
     def _bind_buffers(self, args: tuple, stream: Any) -> Kernel:
         """`bind` to device buffers: their shapes and strides, read as `launch` reads them."""
         if len(args) != len(self.abi.params):
-            raise LaunchError(_count_message(self, len(args)))
+            raise LaunchError(count_message(self, len(args)))
         handle = 0 if stream is None else stream_handle(stream)
         shapes, strides = [], []
         for i, (arg, p) in enumerate(zip(args, self.abi.params)):
-            b = _read(arg, i, p, handle)
+            b = read(arg, i, p, handle)
             if isinstance(b, int):
-                raise LaunchError(f"{_where(i, p)}: an address does not say its size; a kernel with ? sizes takes "
+                raise LaunchError(f"{where(i, p)}: an address does not say its size; a kernel with ? sizes takes "
                                   "buffers (torch tensors, CuPy arrays, ...), or bind() first and launch the result")
             shapes.append(b.shape)
-            strides.append(b.strides if b.strides is not None else _row_major(b.shape))
+            strides.append(b.strides if b.strides is not None else row_major(b.shape))
         return self.bind(shapes, strides)
 
     def _emulator_arch(self) -> str:
@@ -534,324 +489,9 @@ class Kernel:
         is a fault on the device, not an error here."""
         prepared = self.__dict__.get("_launch") or self._launch
         if len(addresses) != prepared.n:
-            raise LaunchError(_count_message(self, len(addresses)))
+            raise LaunchError(count_message(self, len(addresses)))
         with prepared.lock:
             slots = prepared.slots
             for i, address in enumerate(addresses):
                 slots[i] = address
             prepared.launcher(device).launch(stream)
-
-
-class _Prepared:
-    """What a kernel's launches share, worked out at its first launch: the expected buffers, the
-    parameter buffer the driver reads (one 64-bit slot per parameter, with the array of pointers
-    to the slots that cuLaunchKernel takes, both built once and rewritten in place), per-parameter
-    tuples for the O(1) torch check, and the loaded function per device. `lock` guards the slots
-    between writing them and the launch (the driver copies them at the launch)."""
-
-    def __init__(self, kernel: Kernel):
-        self.kernel = kernel
-        self.params = kernel.abi.params
-        self.n = len(self.params)
-        self.wants = kernel._wants
-        self.slots = (ctypes.c_uint64 * max(1, self.n + len(kernel.scalars)))()
-        for i, v in enumerate(kernel.scalars):  # size parameters (.u32: the slot's low word)
-            self.slots[self.n + i] = v
-        self.lock = threading.Lock()
-        self.device = 0
-        self._launchers: dict[int, Any] = {}
-        self.torch: tuple | None = None  # (torch.Tensor, per-parameter (dtypes, shape, strides, offset bytes))
-        if "torch" in sys.modules:
-            self._with_torch(sys.modules["torch"])
-
-    def _with_torch(self, torch: Any) -> None:
-        rows = []
-        for want in self.wants:
-            dtypes = frozenset(t for t in (getattr(torch, name, None) for name in want.dtypes)
-                               if isinstance(t, torch.dtype))
-            if want.packed:
-                rows.append((dtypes, (want.nbytes,), (1,), 0))
-            else:
-                rows.append((dtypes, want.shape, want.strides, want.offset_bytes))
-        self.torch = (torch.Tensor, tuple(rows))
-
-    def fast(self, args: tuple) -> bool:
-        """Write the slots for arguments that are all exactly what the ABI says (torch tensors on
-        one device, ints): True; False at the first that needs `checked` (nothing launched)."""
-        if len(args) != self.n:
-            return False
-        tensor, rows = self.torch or (None, ())
-        slots, device = self.slots, -1
-        for i, a in enumerate(args):
-            kind = type(a)
-            if kind is int:
-                if not 0 <= a < 18446744073709551616:
-                    return False
-                slots[i] = a
-                continue
-            if kind is not tensor:
-                return False
-            dtypes, shape, strides, offset = rows[i]
-            if a.dtype not in dtypes or a.shape != shape or a.stride() != strides:
-                return False
-            on = a.get_device()
-            address = a.data_ptr() - offset
-            if on < 0 or address & (ALIGNMENT - 1) or (device >= 0 and on != device):
-                return False
-            device = on
-            slots[i] = address
-        self.device = device if device >= 0 else 0
-        return True
-
-    def checked(self, args: tuple, handle: int) -> None:
-        """Every argument read and checked as the message needs (LaunchError on a mismatch),
-        then the slots written."""
-        if len(args) != self.n:
-            raise LaunchError(_count_message(self.kernel, len(args)))
-        buffers = [_read(arg, i, p, handle) for i, (arg, p) in enumerate(zip(args, self.params))]
-        addresses = [_check(b, i, p, want) for i, (b, p, want) in enumerate(zip(buffers, self.params, self.wants))]
-        self.device = _device(self.kernel.name, buffers, self.params)
-        if self.torch is None and "torch" in sys.modules:
-            self._with_torch(sys.modules["torch"])
-        for i, address in enumerate(addresses):
-            self.slots[i] = address
-
-    def launcher(self, device: int) -> Any:
-        launcher = self._launchers.get(device)
-        if launcher is None:
-            from tilemma.compiler.runtime import cuda_runtime
-
-            k = self.kernel
-            launcher = cuda_runtime.Launcher(k.ptx, k.name, k.grid, k.block, self.slots, self.n + len(k.scalars),
-                                             k.shared_bytes, device)
-            self._launchers[device] = launcher
-        return launcher
-
-
-def _power_of_two_dividing(v: int) -> int:
-    """The largest power of two up to SIZE_MULTIPLE_CAP that divides v (the cap for 0)."""
-    return min(SIZE_MULTIPLE_CAP, v & -v) if v else SIZE_MULTIPLE_CAP
-
-
-def _bucket(values: dict[str, int]) -> str:
-    """The sizes a variant is configured for (`plan_sizes`): each of M, N, K rounded up to a power
-    of two between 16 and 4096, so that one variant serves a bucket of sizes (4096 and more: the
-    large problem's configuration)."""
-    def up(v: int) -> int:
-        return min(4096, max(16, 1 << max(0, v - 1).bit_length()))
-
-    return "x".join(str(up(values.get(s, 4096))) for s in ("M", "N", "K"))
-
-
-class _Bound:
-    """A kernel with `?` sizes bound to one launch's: the variant's PTX with a static ABI."""
-
-    def __init__(self, compiled: CompiledKernel, abi: KernelABI):
-        self._compiled, self.abi = compiled, abi
-        self.name, self.ptx = compiled.name, compiled.ptx
-
-    @property
-    def gemm(self):
-        return self._compiled.gemm
-
-
-def _count_message(kernel: Kernel, got: int) -> str:
-    params = kernel.abi.params
-    return f"{kernel.name} takes {len(params)} arguments ({', '.join(p.name for p in params)}), got {got}"
-
-
-def stream_handle(stream: Any) -> int:
-    """The CUstream handle, as an int, of what a caller may pass as a stream."""
-    if stream is None:
-        return 0
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
-        if isinstance(getattr(stream, attribute, None), int):
-            return getattr(stream, attribute)
-    if hasattr(stream, "getPtr"):  # an older cuda.bindings CUstream: int() is its handle
-        return int(stream)
-    raise TypeError(f"stream: {type(stream).__name__} is not a CUDA stream (a torch or CuPy stream, "
-                    "a CUstream, or an int handle)")
-
-
-def _where(i: int, p: Param) -> str:
-    return f"argument {i} ({p.name.removeprefix('p_')})"
-
-
-def _read(arg: Any, i: int, p: Param, stream: int) -> _Buffer | int:
-    """The buffer an argument describes (an int stays an address)."""
-    import numpy as np
-
-    if isinstance(arg, (int, np.integer)) and not isinstance(arg, (bool, np.bool_)):
-        if not 0 <= int(arg) < 1 << 64:
-            raise LaunchError(f"{_where(i, p)}: address {arg} is not a 64-bit device address")
-        return int(arg)
-    if type(arg).__module__.startswith("torch") and hasattr(arg, "data_ptr"):
-        if arg.device.type != "cuda":
-            raise LaunchError(f"{_where(i, p)}: a torch tensor on {arg.device}; the kernel needs "
-                              "CUDA device memory (move it with .cuda())")
-        return _Buffer(arg.data_ptr(), tuple(arg.shape), tuple(arg.stride()), str(arg.dtype).removeprefix("torch."),
-                       arg.device.index, "torch tensor")
-    if hasattr(arg, "__cuda_array_interface__"):
-        return _from_cai(arg.__cuda_array_interface__, i, p)
-    if hasattr(arg, "__dlpack__"):
-        return _from_dlpack(arg, i, p, stream)
-    raise LaunchError(f"{_where(i, p)}: {type(arg).__name__} is not a device buffer; pass a torch tensor, "
-                      "a CuPy array, an object with __cuda_array_interface__ or __dlpack__, or an int address")
-
-
-def _from_cai(cai: dict, i: int, p: Param) -> _Buffer:
-    import numpy as np
-
-    try:
-        dtype = np.dtype(cai["typestr"])
-    except TypeError:
-        raise LaunchError(f"{_where(i, p)}: unknown __cuda_array_interface__ typestr {cai['typestr']!r}") from None
-    strides = cai.get("strides")
-    if strides is not None:
-        if any(s % dtype.itemsize for s in strides):
-            raise LaunchError(f"{_where(i, p)}: strides {tuple(strides)} bytes are not whole {dtype.name} elements")
-        strides = tuple(s // dtype.itemsize for s in strides)
-    return _Buffer(int(cai["data"][0]), tuple(cai["shape"]), strides, dtype.name, None, "__cuda_array_interface__")
-
-
-# DLPack's DLTensor and DLManagedTensor (dlpack.h); codes 0 int, 1 uint, 2 float, 4 bfloat.
-class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
-                ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
-                ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
-
-
-_DL_CPU, _DL_CUDA, _DL_CUDA_MANAGED = 1, 2, 13
-_DL_TYPES = {0: "int", 1: "uint", 2: "float", 4: "bfloat"}
-
-
-def _from_dlpack(arg: Any, i: int, p: Param, stream: int) -> _Buffer:
-    device_type, device_id = arg.__dlpack_device__()
-    if device_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
-        hint = " (Kernel.emulate runs the kernel on NumPy arrays, in the CPU emulator)" if device_type == _DL_CPU else ""
-        raise LaunchError(f"{_where(i, p)}: DLPack device type {device_type} is not CUDA memory{hint}")
-    # The producer orders its pending work before our stream (1: DLPack's legacy default stream).
-    capsule = arg.__dlpack__(stream=stream or 1)
-    get = ctypes.pythonapi.PyCapsule_GetPointer
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    t = _DLTensor.from_address(get(capsule, b"dltensor"))  # the capsule's destructor frees it
-    shape = tuple(t.shape[d] for d in range(t.ndim))
-    strides = tuple(t.strides[d] for d in range(t.ndim)) if t.strides else None
-    kind = _DL_TYPES.get(t.code)
-    if kind is None or t.lanes != 1:
-        raise LaunchError(f"{_where(i, p)}: DLPack type code {t.code} ({t.bits} bits, {t.lanes} lanes) "
-                          f"is not {p.dtype.name}; pass it as a torch tensor or a uint8 view")
-    return _Buffer((t.data or 0) + t.byte_offset, shape, strides, f"{kind}{t.bits}", device_id, "DLPack tensor")
-
-
-@dataclass(frozen=True)
-class _Expected:
-    """What a buffer for one parameter must look like (worked out once per parameter)."""
-
-    dtypes: tuple[str, ...]  # its dtype, or raw bytes / words of the same size
-    packed: bool  # sub-byte elements: a contiguous uint8 buffer of `nbytes`
-    nbytes: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    offset_bytes: int
-    layout: str  # how to name `strides` in a message
-
-
-@cache
-def _expected(p: Param) -> _Expected:
-    if p.is_words:
-        dtypes: tuple[str, ...] = ("uint32", "int32")
-    elif p.dtype.itemsize == 1 and p.dtype.kind not in "iu":
-        dtypes = (p.dtype.name, "uint8")
-    else:
-        dtypes = (p.dtype.name,)
-    layout = "row-major (contiguous)" if p.strides == _row_major(p.shape) else "the memref's layout"
-    return _Expected(dtypes, p.packing == "bits", p.nbytes, p.shape, p.strides, p.offset * p.dtype.itemsize, layout)
-
-
-def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(math.prod(shape[d + 1:]) for d in range(len(shape)))
-
-
-def _check(b: _Buffer | int, i: int, p: Param, want: _Expected | None = None, *, host: bool = False) -> int:
-    """The address the kernel gets for this argument, after checking it against `p`. `host`: a
-    host array `Kernel.emulate` copies into the kernel's layout: dtype and shape only (no
-    strides, contiguity or alignment to check; returns 0)."""
-    if isinstance(b, int):
-        return b
-    want = want or _expected(p)
-    where = f"{_where(i, p)}, a {b.what}"
-    if b.dtype not in want.dtypes:
-        raise LaunchError(f"{where}: dtype {b.dtype}, expected {' or '.join(want.dtypes)} ({p.element} elements)")
-    strides = b.strides if b.strides is not None else _row_major(b.shape)
-    if want.packed:
-        contiguous = host or all(s == r for s, r, n in zip(strides, _row_major(b.shape), b.shape) if n > 1)
-        if math.prod(b.shape) != want.nbytes or not contiguous:
-            raise LaunchError(f"{where}: expected a contiguous uint8 buffer of {want.nbytes} bytes ({p.span} "
-                              f"{p.element} elements packed, least significant bits first), got shape "
-                              f"{b.shape}{'' if contiguous else ' not contiguous'}")
-        base = b.address
-    else:
-        if b.shape != want.shape:
-            raise LaunchError(f"{where}: shape {b.shape}, expected {want.shape}")
-        if not host and any(s != w for s, w, n in zip(strides, want.strides, want.shape) if n > 1):
-            raise LaunchError(f"{where}: strides {strides} elements, expected {want.strides}: {want.layout}")
-        base = b.address - want.offset_bytes
-    if host:
-        return 0
-    if base % ALIGNMENT:
-        raise LaunchError(f"{where}: its buffer starts at {base:#x}, not on a {ALIGNMENT}-byte boundary "
-                          "as the kernel assumes (allocators give 256)")
-    return base
-
-
-def _whole(p: Param, want: _Expected) -> bool:
-    """Whether a host array's elements, in C order, are the kernel's buffer as it is (packed
-    bytes, or a row-major memref at offset 0)."""
-    return want.packed or (p.offset == 0 and p.strides == _row_major(p.shape))
-
-
-def _positions(p: Param) -> Any:
-    """The buffer position of each element of `p`'s memref, in its shape."""
-    from tilemma.compiler.core.memref_layout import StridedLayout
-
-    return StridedLayout(p.shape, p.strides, p.offset).positions()
-
-
-def _host_buffer(x: Any, p: Param, want: _Expected) -> Any:
-    """The buffer the emulator gets for a host array: its values at their places in the memref's
-    layout (`Param.span` elements; gaps zero), in native byte order. The emulator copies it."""
-    import numpy as np
-
-    dtype = x.dtype.newbyteorder("=")
-    if _whole(p, want):
-        return np.ascontiguousarray(x, dtype=dtype).reshape(-1)
-    buffer = np.zeros(p.span, dtype)
-    buffer[_positions(p)] = x
-    return buffer
-
-
-def _device(kernel: str, buffers: list, params: tuple[Param, ...]) -> int:
-    """The one CUDA device every buffer lives on (0 when only addresses were given)."""
-    from tilemma.compiler.runtime import cuda_runtime
-
-    found: dict[int, str] = {}
-    for i, (b, p) in enumerate(zip(buffers, params)):
-        if isinstance(b, int):
-            continue
-        device = b.device
-        if device is None:
-            try:
-                device = cuda_runtime.pointer_device(b.address)
-            except ValueError as e:
-                raise LaunchError(f"{_where(i, p)}: {e}") from None
-        found.setdefault(device, _where(i, p))
-    if len(found) > 1:
-        raise LaunchError(f"{kernel}: buffers on several devices: "
-                          + ", ".join(f"{w} on cuda:{d}" for d, w in found.items()))
-    return next(iter(found), 0)
