@@ -1,11 +1,12 @@
 // tile-plan writes each kernel's schedule once, as #warp.schedule on the func.func; the IR is
 // otherwise left as it was. Input: tile IR after tile-select-mma.
-// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90}' | %tilemma-opt --split-input-file -p tile-plan | filecheck %s
-// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90}' | not %tilemma-opt --split-input-file -p 'tile-plan{warps=2x1 warp-tile=2x2 stages=4 stage-k=32}' 2>&1 | filecheck %s --check-prefix=FORCED
-// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90}' | not %tilemma-opt --split-input-file -p 'tile-plan{stages=3}' 2>&1 | filecheck %s --check-prefix=ROW
-// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90}' | %tilemma-opt --split-input-file -p 'tile-plan{stages=0}' | filecheck %s --check-prefix=SIMPLE
-// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90}' | not %tilemma-opt --split-input-file -p 'tile-plan{warps=2x4 warp-tile=4x8 stages=5 stage-k=256}' 2>&1 | filecheck %s --check-prefix=SHARED
-// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90}' | not %tilemma-opt --split-input-file -p 'tile-plan{stage-k=16}' 2>&1 | filecheck %s --check-prefix=STAGEK
+// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90}' -o %t.selected.mlir
+// RUN: %tilemma-opt %t.selected.mlir --split-input-file -p tile-plan | filecheck %s
+// RUN: not %tilemma-opt %t.selected.mlir --split-input-file -p 'tile-plan{warps=2x1 warp-tile=2x2 stages=4 stage-k=32}' 2>&1 | filecheck %s --check-prefix=FORCED
+// RUN: not %tilemma-opt %t.selected.mlir --split-input-file -p 'tile-plan{stages=3}' 2>&1 | filecheck %s --check-prefix=ROW
+// RUN: %tilemma-opt %t.selected.mlir --split-input-file -p 'tile-plan{stages=0}' | filecheck %s --check-prefix=SIMPLE
+// RUN: not %tilemma-opt %t.selected.mlir --split-input-file -p 'tile-plan{warps=2x4 warp-tile=4x8 stages=5 stage-k=256}' 2>&1 | filecheck %s --check-prefix=SHARED
+// RUN: not %tilemma-opt %t.selected.mlir --split-input-file -p 'tile-plan{stage-k=16}' 2>&1 | filecheck %s --check-prefix=STAGEK
 // RUN: not %tilemma-opt %s --split-input-file -p 'tile-plan' 2>&1 | filecheck %s --check-prefix=ORDER
 
 // f16 with the defaults: staged, interleaved reads, CTAs in groups of 8 tile rows; the

@@ -1,8 +1,9 @@
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' | filecheck %s --check-prefix=IR
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -o %t.ir.mlir
+// RUN: filecheck %s --check-prefix=IR --input-file %t.ir.mlir
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -t ptx > %t.ptx
+// RUN: filecheck %s --input-file %t.ptx
 // RUN: %if ptxas %{ ptxas -arch=sm_90 %t.ptx -o %t.cubin %}
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' | %tilemma-opt -t ptx | diff - %t.ptx
+// RUN: %tilemma-opt %t.ir.mlir -t ptx | diff - %t.ptx
 // The warp level prints and parses back: lowering the printed warp IR gives the same PTX.
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp' | %tilemma-opt -p 'warp-split-tf32,cse,warp-to-ptx' -t ptx | diff - %t.ptx
 

@@ -1,7 +1,7 @@
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90}' | filecheck %s --check-prefix=SEL
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90 sparse-form=sp}' | filecheck %s --check-prefix=SP
-// RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-to-warp,warp-split-tf32,cse,warp-to-ptx' -t ptx > %t.ptx
+// RUN: filecheck %s --input-file %t.ptx
 // RUN: %if ptxas %{ ptxas -arch=sm_90 %t.ptx -o %t.cubin %}
 // RUN: not %tilemma-opt %s -p 'tile-select-mma{sm=75}' 2>&1 | filecheck %s --check-prefix=SM75
 
