@@ -10,7 +10,7 @@ from tilemma.compiler.verify.emulator.machine import (
     _FLOAT_TYPES, _IEEE_ARITH, _INT_TYPES, _OFFSET_MASK, _SHARED_SPACE, _SIGNED, _SPACE_SHIFT, _TYPES, _UNSIGNED,
     EmulationError,
 )
-from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _Reg, _one, _reader, _writer
+from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _imm_scalar, _Reg, _one, _reader, _writer
 
 
 def _dec_mov(d, op, mods, args, where) -> Fn:
@@ -147,6 +147,12 @@ def _dec_shift(d, op, mods, args, where) -> Fn:
         dt = _TYPES[t]
     ra, rb, write = _reader(d, a, t, where), _reader(d, b, "u32", where), _writer(dst, where)
     arithmetic = dt.kind == "i"
+    if isinstance(b, _Imm):  # the common case: the count known when decoding
+        count = int(_imm_scalar(b, "u32", where))
+        shift, f = dt.type(min(count, bits - 1)), np.left_shift if head == "shl" else np.right_shift
+        if count >= bits and (head == "shl" or not arithmetic):
+            return lambda m, mask: write(m, np.zeros_like(f(ra(m), shift)), mask)
+        return lambda m, mask: write(m, f(ra(m), shift), mask)
 
     def run(m, mask):
         x, s = ra(m), np.asarray(rb(m))
@@ -182,6 +188,20 @@ def _dec_bfe(d, op, mods, args, where) -> Fn:
     ra = _reader(d, a, "u" + t[1:], where)
     rb, rc, write = _reader(d, b, "u32", where), _reader(d, c, "u32", where), _writer(dst, where)
     u64 = np.uint64
+    if isinstance(b, _Imm) and isinstance(c, _Imm):  # the common case: position and length known when decoding
+        pos, ln = int(_imm_scalar(b, "u32", where)) & 0xFF, int(_imm_scalar(c, "u32", where)) & 0xFF
+        n = max(0, min(ln, bits - pos))
+        ut = _UNSIGNED[dt.itemsize].type
+        shift, field = ut(min(pos, bits - 1)), ut((1 << n) - 1)
+        top, ext = ut(max(min(pos + ln - 1, bits - 1), 0)), ut(((1 << bits) - 1) & ~((1 << n) - 1))
+        if not signed or ln == 0:
+            return lambda m, mask: write(m, (ra(m) >> shift) & field, mask)
+
+        def run_signed(m, mask):
+            x = ra(m)
+            write(m, ((x >> shift) & field) | np.where((x >> top) & ut(1), ext, ut(0)), mask)
+
+        return run_signed
 
     def run(m, mask):
         x = np.asarray(ra(m)).astype(u64)
