@@ -8,7 +8,7 @@ import numpy as np
 from tilemma.compiler.verify import mma_arith
 from tilemma.compiler.verify.emulator.machine import (
     _FLOAT_TYPES, _IEEE_ARITH, _INT_TYPES, _OFFSET_MASK, _SHARED_SPACE, _SIGNED, _SPACE_SHIFT, _TYPES, _UNSIGNED,
-    EmulationError,
+    EmulationError, _per_thread,
 )
 from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _imm_scalar, _Reg, _one, _reader, _writer
 
@@ -115,8 +115,8 @@ def _dec_div_rem(d, op, mods, args, where) -> Fn:
     wide = np.dtype(np.int64) if dt.kind == "i" else np.dtype(np.uint64)
 
     def run(m, mask):
-        x = np.broadcast_to(np.asarray(ra(m)).astype(wide), (m.T,))
-        y = np.broadcast_to(np.asarray(rb(m)).astype(wide), (m.T,))
+        x = _per_thread(np.asarray(ra(m)).astype(wide), m.T)
+        y = _per_thread(np.asarray(rb(m)).astype(wide), m.T)
         zero = (y == 0) if mask is None else ((y == 0) & mask)
         if zero.any():
             raise EmulationError(f"{where}: division by zero in {m.thread(int(np.flatnonzero(zero)[0]))} "
@@ -272,7 +272,7 @@ def _dec_popc(d, op, mods, args, where) -> Fn:
     if not isinstance(dst, _Reg) or dst.storage.itemsize != 4 or dst.storage.kind == "b":
         raise EmulationError(f"{where}: popc writes a .u32 register")
     ra, write = _reader(d, a, mods[0], where), _writer(dst, where)
-    return lambda m, mask: write(m, np.broadcast_to(_popcount(ra(m)), (m.T,)), mask)
+    return lambda m, mask: write(m, _per_thread(_popcount(ra(m)), m.T), mask)
 
 
 def _dec_abs_neg(d, op, mods, args, where) -> Fn:
@@ -289,7 +289,7 @@ def _dec_abs_neg(d, op, mods, args, where) -> Fn:
     def run(m, mask):
         x = np.asarray(ra(m))
         neg = (u.type(0) - x.view(u)).view(_TYPES[t])  # modular
-        write(m, np.broadcast_to(neg if head == "neg" else np.where(x < 0, neg, x), (m.T,)), mask)
+        write(m, _per_thread(neg if head == "neg" else np.where(x < 0, neg, x), m.T), mask)
 
     return run
 
@@ -315,7 +315,7 @@ def _dec_setp(d, op, mods, args, where) -> Fn:
             x, y = ra(m), rb(m)
             write(m, (x != y) & ~np.isnan(x) & ~np.isnan(y), mask)
         return run_ne
-    return lambda m, mask: write(m, np.broadcast_to(f(ra(m), rb(m)), (m.T,)), mask)
+    return lambda m, mask: write(m, _per_thread(f(ra(m), rb(m)), m.T), mask)
 
 
 def _dec_selp(d, op, mods, args, where) -> Fn:
@@ -370,7 +370,7 @@ def _dec_cvta(d, op, mods, args, where) -> Fn:
         return lambda m, mask: write(m, np.asarray(ra(m)) | window, mask)
     if mods == ["to", "shared", "u64"]:
         def run(m, mask):
-            x = np.broadcast_to(np.asarray(ra(m)), (m.T,))
+            x = _per_thread(np.asarray(ra(m)), m.T)
             bad = (x >> np.uint64(_SPACE_SHIFT)) != np.uint64(_SHARED_SPACE + 1)
             bad = bad if mask is None else bad & mask
             if bad.any():

@@ -58,6 +58,14 @@ _SHARED_SPACE = 0xFE  # cvta.shared puts shared address x at generic (0xFF << 40
 _SHARED_BASE = 1024  # the first shared byte's address; kernels must not assume 0
 
 
+def _per_thread(value, threads: int) -> np.ndarray:
+    """`value` (a row, or a scalar from an immediate) as one value per thread: the row itself when
+    it is one already, which nearly every value is (np.broadcast_to costs more than most
+    instructions' arithmetic). Read only, as the registers it may be."""
+    v = np.asarray(value)
+    return v if v.shape == (threads,) else np.broadcast_to(v, (threads,))
+
+
 def _as_storage(value, storage: np.dtype):
     """`value` (array or NumPy scalar of an instruction type) as register bits of `storage`:
     same width is a reinterpretation, a narrower integer is zero/sign-extended by its own
