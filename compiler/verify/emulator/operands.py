@@ -57,6 +57,28 @@ _REG_RE = re.compile(r"^(%[A-Za-z_$][A-Za-z_$]*?)(\d+)$")
 _ADDR_RE = re.compile(r"^\[([%A-Za-z_$][\w$]*)(?:\+(-?\d+)|-(\d+))?\]$")
 
 
+class _Where:
+    """Where an instruction is, for error messages: `source:line: `its text``. Written out only
+    when a message uses it (in an f-string, as a str): decoding thousands of instructions, each
+    keeping its own for the errors it may raise, uses almost none."""
+
+    __slots__ = ("_decode", "_op", "_text")
+
+    def __init__(self, decode: _Decode, op):
+        self._decode, self._op, self._text = decode, op, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            d, op = self._decode, self._op
+            line = d.lines.get(op)
+            at = f"{d.source}:{line}" if line else d.source
+            self._text = f"{at}: `{op.text() if hasattr(op, 'text') else op.name}`"
+        return self._text
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+
 class _Decode:
     """Per-entry decoding context: registers, labels, parameters; operand parsing.
 
@@ -84,11 +106,8 @@ class _Decode:
                 raise EmulationError(f"{source}: kernel {entry.sym_name.data}: cannot read parameter {p.data!r}")
             self.params.append((parts[0][1:], parts[1]))
 
-    def where(self, op) -> str:
-        line = self.lines.get(op)
-        at = f"{self.source}:{line}" if line else self.source
-        text = op.text() if hasattr(op, "text") else op.name
-        return f"{at}: `{text}`"
+    def where(self, op) -> _Where:
+        return _Where(self, op)
 
     def reg(self, text: str, op) -> _Reg:
         r = self._regs.get(text)
