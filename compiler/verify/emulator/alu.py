@@ -215,6 +215,18 @@ def _dec_bfe(d, op, mods, args, where) -> Fn:
             field = field | (np.where(sbit == 1, ~_field_mask(n), u64(0)) & _field_mask(np.int64(bits)))
         write(m, field.astype(_UNSIGNED[dt.itemsize]), mask)
 
+    if isinstance(c, _Imm) and not signed and 0 < int(_imm_scalar(c, "u32", where)) & 0xFF:
+        ln = int(_imm_scalar(c, "u32", where)) & 0xFF  # a field of known length at a position read per thread
+        ut = _UNSIGNED[dt.itemsize].type
+        field = ut((1 << ln) - 1) if ln < bits else ut((1 << bits) - 1)
+
+        def run_at(m, mask):
+            pos = np.asarray(rb(m)) & np.uint32(0xFF)
+            if (pos > bits - ln).any():  # some field reaches past the top bit
+                return run(m, mask)
+            write(m, (ra(m) >> pos.astype(ut)) & field, mask)
+
+        return run_at
     return run
 
 
