@@ -103,6 +103,13 @@ class _Memory:
         """Split addresses into (argument, index of `unit`-byte elements (default `size`), positions)
         groups, after checking that every `size`-byte access lies inside its argument and is
         aligned; `fail(position, what, why)` raises."""
+        if addr.size:  # the usual access: one argument, in bounds, aligned (checked in few passes)
+            lo, hi = int(addr.min()), int(addr.max())
+            s = (lo >> _SPACE_SHIFT) - 1
+            if s == (hi >> _SPACE_SHIFT) - 1 and s in self.bufs and (hi & _OFFSET_MASK) + size <= self.sizes[s]:
+                offset = (addr & np.uint64(_OFFSET_MASK)).astype(np.int64)
+                if size == 1 or not (offset % size).any():
+                    return [(s, offset // (unit or size), None)]
         space = (addr >> np.uint64(_SPACE_SHIFT)).astype(np.int64) - 1
         offset = (addr & np.uint64(_OFFSET_MASK)).astype(np.int64)
         first = int(space[0]) if space.size else 0
