@@ -195,6 +195,7 @@ def fused_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, model: Model, atype: 
     if model.as_type:  # fp8 -> f16 is exact: only the exponent range (emin) changes
         atype = btype = model.as_type
     k = a.shape[-1]
+    dense = kept is None
     if kept is None:
         kept = np.ones(a.shape, bool)
     sa, ea = _sig_exp(np.where(np.isfinite(a), a, 0.0), _emin(atype))
@@ -212,15 +213,24 @@ def fused_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, model: Model, atype: 
         av, bvt = a * scale_a, np.swapaxes(b * scale_b, -1, -2)[..., None, :, :]
     acc = c.astype(np.float64)
     out_type = _CANONICAL_NAN[dtype][1]
+    # The float64 shadow sum is D only where it is not finite. With finite inputs whose products
+    # summed are far inside float64's range it is finite everywhere, so it is not computed.
+    products = float(np.abs(av).max(initial=0.0)) * float(np.abs(bvt).max(initial=0.0)) * span
+    finite_inputs = bool(np.isfinite(av).all() and np.isfinite(bvt).all())
     for g0 in range(0, k, span):
         ks = slice(g0, min(k, g0 + span))
         live = kept[..., :, None, ks]
-        p_sig = np.where(live, sa[..., :, None, ks] * sbt[..., ks], 0.0)
-        p_exp = np.where(live, ea[..., :, None, ks] + ebt[..., ks], -(1 << 20))
+        if dense:  # every product takes part (the where of the sparse case would keep them all)
+            p_sig, p_exp = sa[..., :, None, ks] * sbt[..., ks], ea[..., :, None, ks] + ebt[..., ks]
+        else:
+            p_sig = np.where(live, sa[..., :, None, ks] * sbt[..., ks], 0.0)
+            p_exp = np.where(live, ea[..., :, None, ks] + ebt[..., ks], -(1 << 20))
         if model.sub_block:  # mxf4: exact sums of sub-blocks, each aligned at its scale exponent
             p_sig, p_exp = _sub_blocks(a[..., :, None, ks] * bt[..., ks], scale_a, scale_b, ks, stype,
                                        model.sub_block)
-        shadow = np.where(live, av[..., :, None, ks] * bvt[..., ks], 0.0).sum(-1) + acc
+        shadow = None
+        if not (finite_inputs and np.isfinite(acc).all() and products + float(np.abs(acc).max(initial=0.0)) < 2.0**1000):
+            shadow = np.where(live, av[..., :, None, ks] * bvt[..., ks], 0.0).sum(-1) + acc
         c_sig, c_exp = _sig_exp(np.where(np.isfinite(acc), acc, 0.0), _emin(dtype))
         eta = np.maximum(p_exp.max(-1), c_exp)
         f = model.frac_bits
@@ -232,7 +242,7 @@ def fused_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray, model: Model, atype: 
         else:
             rounded = value.astype(np.float16).astype(np.float64)
         rounded = rounded + 0.0  # a zero sum, or one rounded away to zero, is +0
-        acc = np.where(np.isfinite(shadow), rounded, shadow)
+        acc = rounded if shadow is None else np.where(np.isfinite(shadow), rounded, shadow)
     out = acc.astype(out_type)
     nan_word, _ = _CANONICAL_NAN[dtype]
     out.view(nan_word.dtype)[np.isnan(acc)] = nan_word

@@ -78,6 +78,7 @@ _LABEL = re.compile(r"^([A-Za-z_$][\w$]*):$")
 _GUARD = re.compile(r"^@(!?%[A-Za-z_$][\w$]*)\s+")
 _OPCODE = re.compile(r"^[a-z][\w.:]*$")
 _ARG = re.compile(r"^[^\s,;{}]+$")
+_PLAIN_ARGS = re.compile(r"(?:[^\s,;{}]+(?:\s*,\s*[^\s,;{}]+)*)?")  # operands, no vectors: most lines
 
 
 def _split_top(text: str) -> list[str]:
@@ -173,7 +174,7 @@ class _Reader:
         module = ptx.ModuleOp_(values["version"], values["target"], entries)
         module.properties["address_size"] = StringAttr(values["address_size"])
         self.op_lines[module] = (start or 0) + 1
-        return module
+        return self.verified(module)
 
     def shared(self, line: str, dynamic: bool) -> ptx.SharedOp:
         m = _SHARED.match(line.strip())
@@ -228,10 +229,21 @@ class _Reader:
                 break
             op = self.body_op(line)
             self.op_lines[op] = self.pos
-            ops.append(op)
+            ops.append(op if isinstance(op, ptx.InstOp) else self.verified(op))
         entry = ptx.EntryOp(name, params, Region(Block(ops)), max_threads)
         self.op_lines[entry] = start
-        return entry
+        return self.verified(entry)
+
+    def verified(self, op: Operation) -> Operation:
+        """`op` checked against its definition as it is built, an error naming its line. Not
+        `ptx.inst`: the constructor makes it from the line's strings, exactly the properties its
+        definition asks for, and it has no verifier of its own, so checking thousands of them
+        again (the generic IRDL verifier) would cost more than reading the text did."""
+        try:
+            op.verify(verify_nested_ops=False)
+        except VerifyException as e:
+            raise PtxSyntaxError(self.source, self.op_lines.get(op, 1), "", str(e)) from None
+        return op
 
     # -- body -----------------------------------------------------------------------------
 
@@ -269,6 +281,8 @@ class _Reader:
         opcode, _, rest = s.partition(" ")
         if not _OPCODE.match(opcode):
             raise self.error(f"malformed opcode {opcode!r}")
+        if _PLAIN_ARGS.fullmatch(rest) and not opcode.startswith("mma."):  # well-formed, nothing to split
+            return ptx.InstOp(opcode, [a.strip() for a in rest.split(",")] if rest else [], guard)
         try:
             args = _split_top(rest) if rest.strip() else []
         except ValueError as e:
@@ -317,14 +331,7 @@ class _Reader:
 def parse_ptx_modules(text: str, source: str = "<ptx>") -> ParsedPtx:
     """Parse every module in `text` (as `-t ptx` prints them, one after another)."""
     reader = _Reader(text, source)
-    modules = reader.modules()
-    for m in modules:
-        try:
-            m.verify()
-        except VerifyException as e:
-            line = next((reader.op_lines.get(op) for op in m.walk() if op.name in str(e)), None)
-            raise PtxSyntaxError(source, line or 1, "", str(e)) from None
-    return ParsedPtx(modules, reader.op_lines, source)
+    return ParsedPtx(reader.modules(), reader.op_lines, source)  # every op verified as it was read
 
 
 def parse_ptx(text: str, source: str = "<ptx>") -> ptx.ModuleOp_:

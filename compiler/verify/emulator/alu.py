@@ -8,9 +8,9 @@ import numpy as np
 from tilemma.compiler.verify import mma_arith
 from tilemma.compiler.verify.emulator.machine import (
     _FLOAT_TYPES, _IEEE_ARITH, _INT_TYPES, _OFFSET_MASK, _SHARED_SPACE, _SIGNED, _SPACE_SHIFT, _TYPES, _UNSIGNED,
-    EmulationError,
+    EmulationError, _per_thread,
 )
-from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _Reg, _one, _reader, _writer
+from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _imm_scalar, _Reg, _one, _reader, _writer
 
 
 def _dec_mov(d, op, mods, args, where) -> Fn:
@@ -115,8 +115,8 @@ def _dec_div_rem(d, op, mods, args, where) -> Fn:
     wide = np.dtype(np.int64) if dt.kind == "i" else np.dtype(np.uint64)
 
     def run(m, mask):
-        x = np.broadcast_to(np.asarray(ra(m)).astype(wide), (m.T,))
-        y = np.broadcast_to(np.asarray(rb(m)).astype(wide), (m.T,))
+        x = _per_thread(np.asarray(ra(m)).astype(wide), m.T)
+        y = _per_thread(np.asarray(rb(m)).astype(wide), m.T)
         zero = (y == 0) if mask is None else ((y == 0) & mask)
         if zero.any():
             raise EmulationError(f"{where}: division by zero in {m.thread(int(np.flatnonzero(zero)[0]))} "
@@ -147,6 +147,12 @@ def _dec_shift(d, op, mods, args, where) -> Fn:
         dt = _TYPES[t]
     ra, rb, write = _reader(d, a, t, where), _reader(d, b, "u32", where), _writer(dst, where)
     arithmetic = dt.kind == "i"
+    if isinstance(b, _Imm):  # the common case: the count known when decoding
+        count = int(_imm_scalar(b, "u32", where))
+        shift, f = dt.type(min(count, bits - 1)), np.left_shift if head == "shl" else np.right_shift
+        if count >= bits and (head == "shl" or not arithmetic):
+            return lambda m, mask: write(m, np.zeros_like(f(ra(m), shift)), mask)
+        return lambda m, mask: write(m, f(ra(m), shift), mask)
 
     def run(m, mask):
         x, s = ra(m), np.asarray(rb(m))
@@ -182,6 +188,20 @@ def _dec_bfe(d, op, mods, args, where) -> Fn:
     ra = _reader(d, a, "u" + t[1:], where)
     rb, rc, write = _reader(d, b, "u32", where), _reader(d, c, "u32", where), _writer(dst, where)
     u64 = np.uint64
+    if isinstance(b, _Imm) and isinstance(c, _Imm):  # the common case: position and length known when decoding
+        pos, ln = int(_imm_scalar(b, "u32", where)) & 0xFF, int(_imm_scalar(c, "u32", where)) & 0xFF
+        n = max(0, min(ln, bits - pos))
+        ut = _UNSIGNED[dt.itemsize].type
+        shift, field = ut(min(pos, bits - 1)), ut((1 << n) - 1)
+        top, ext = ut(max(min(pos + ln - 1, bits - 1), 0)), ut(((1 << bits) - 1) & ~((1 << n) - 1))
+        if not signed or ln == 0:
+            return lambda m, mask: write(m, (ra(m) >> shift) & field, mask)
+
+        def run_signed(m, mask):
+            x = ra(m)
+            write(m, ((x >> shift) & field) | np.where((x >> top) & ut(1), ext, ut(0)), mask)
+
+        return run_signed
 
     def run(m, mask):
         x = np.asarray(ra(m)).astype(u64)
@@ -195,6 +215,18 @@ def _dec_bfe(d, op, mods, args, where) -> Fn:
             field = field | (np.where(sbit == 1, ~_field_mask(n), u64(0)) & _field_mask(np.int64(bits)))
         write(m, field.astype(_UNSIGNED[dt.itemsize]), mask)
 
+    if isinstance(c, _Imm) and not signed and 0 < int(_imm_scalar(c, "u32", where)) & 0xFF:
+        ln = int(_imm_scalar(c, "u32", where)) & 0xFF  # a field of known length at a position read per thread
+        ut = _UNSIGNED[dt.itemsize].type
+        field = ut((1 << ln) - 1) if ln < bits else ut((1 << bits) - 1)
+
+        def run_at(m, mask):
+            pos = np.asarray(rb(m)) & np.uint32(0xFF)
+            if (pos > bits - ln).any():  # some field reaches past the top bit
+                return run(m, mask)
+            write(m, (ra(m) >> pos.astype(ut)) & field, mask)
+
+        return run_at
     return run
 
 
@@ -252,7 +284,7 @@ def _dec_popc(d, op, mods, args, where) -> Fn:
     if not isinstance(dst, _Reg) or dst.storage.itemsize != 4 or dst.storage.kind == "b":
         raise EmulationError(f"{where}: popc writes a .u32 register")
     ra, write = _reader(d, a, mods[0], where), _writer(dst, where)
-    return lambda m, mask: write(m, np.broadcast_to(_popcount(ra(m)), (m.T,)), mask)
+    return lambda m, mask: write(m, _per_thread(_popcount(ra(m)), m.T), mask)
 
 
 def _dec_abs_neg(d, op, mods, args, where) -> Fn:
@@ -269,7 +301,7 @@ def _dec_abs_neg(d, op, mods, args, where) -> Fn:
     def run(m, mask):
         x = np.asarray(ra(m))
         neg = (u.type(0) - x.view(u)).view(_TYPES[t])  # modular
-        write(m, np.broadcast_to(neg if head == "neg" else np.where(x < 0, neg, x), (m.T,)), mask)
+        write(m, _per_thread(neg if head == "neg" else np.where(x < 0, neg, x), m.T), mask)
 
     return run
 
@@ -295,7 +327,7 @@ def _dec_setp(d, op, mods, args, where) -> Fn:
             x, y = ra(m), rb(m)
             write(m, (x != y) & ~np.isnan(x) & ~np.isnan(y), mask)
         return run_ne
-    return lambda m, mask: write(m, np.broadcast_to(f(ra(m), rb(m)), (m.T,)), mask)
+    return lambda m, mask: write(m, _per_thread(f(ra(m), rb(m)), m.T), mask)
 
 
 def _dec_selp(d, op, mods, args, where) -> Fn:
@@ -350,7 +382,7 @@ def _dec_cvta(d, op, mods, args, where) -> Fn:
         return lambda m, mask: write(m, np.asarray(ra(m)) | window, mask)
     if mods == ["to", "shared", "u64"]:
         def run(m, mask):
-            x = np.broadcast_to(np.asarray(ra(m)), (m.T,))
+            x = _per_thread(np.asarray(ra(m)), m.T)
             bad = (x >> np.uint64(_SPACE_SHIFT)) != np.uint64(_SHARED_SPACE + 1)
             bad = bad if mask is None else bad & mask
             if bad.any():

@@ -50,7 +50,7 @@ import ml_dtypes
 import numpy as np
 from tilemma.compiler.verify import mma_arith
 from tilemma.compiler.verify.emulator import alu
-from tilemma.compiler.verify.emulator.machine import _TYPES, _UNSIGNED, EmulationError
+from tilemma.compiler.verify.emulator.machine import _TYPES, _UNSIGNED, EmulationError, _per_thread
 from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _Reg, _Vec, _one, _reader, _writer
 
 FLOATS = ("f32", "f64")
@@ -310,7 +310,7 @@ def dec_fma(d, op, mods, args, where) -> Fn:
 
     def run(m, mask):
         x, y, z = np.broadcast_arrays(*(np.asarray(r(m)) for r in (ra, rb, rc)))
-        write(m, np.broadcast_to(f(x, y, z), (m.T,)), mask)
+        write(m, _per_thread(f(x, y, z), m.T), mask)
 
     return run
 
@@ -345,7 +345,7 @@ def dec_abs_neg(d, op, mods, args, where) -> Fn:
         raise _refuse(where, head, mods, f"{head}.f32 and {head}.f64")
     dst, a = _one(d, op, args, 2, where)
     ra, write, f = _reader(d, a, t, where), _writer(dst, where), _sign_op(head, t)
-    return lambda m, mask: write(m, np.broadcast_to(f(np.asarray(ra(m))), (m.T,)), mask)
+    return lambda m, mask: write(m, _per_thread(f(np.asarray(ra(m))), m.T), mask)
 
 
 def dec_copysign(d, op, mods, args, where) -> Fn:
@@ -355,7 +355,7 @@ def dec_copysign(d, op, mods, args, where) -> Fn:
     t = mods[0]
     dst, a, b = _one(d, op, args, 3, where)
     ra, rb, write, f = _reader(d, a, t, where), _reader(d, b, t, where), _writer(dst, where), _sign_op("copysign", t)
-    return lambda m, mask: write(m, np.broadcast_to(f(np.asarray(ra(m)), np.asarray(rb(m))), (m.T,)), mask)
+    return lambda m, mask: write(m, _per_thread(f(np.asarray(ra(m)), np.asarray(rb(m))), m.T), mask)
 
 
 def minmax(head: str, a, b, nan_mode: bool, t: str) -> np.ndarray:
@@ -391,7 +391,7 @@ def dec_min_max(d, op, mods, args, where) -> Fn:
     dst, a, b = _one(d, op, args, 3, where)
     ra, rb, write = _reader(d, a, t, where), _reader(d, b, t, where), _writer(dst, where)
     nan_mode = bool(quals)
-    return lambda m, mask: write(m, np.broadcast_to(minmax(head, ra(m), rb(m), nan_mode, t), (m.T,)), mask)
+    return lambda m, mask: write(m, _per_thread(minmax(head, ra(m), rb(m), nan_mode, t), m.T), mask)
 
 
 _ORDERED = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
@@ -425,7 +425,7 @@ def dec_setp(d, op, mods, args, where) -> Fn:
     cmp = mods[0]
     dst, a, b = _one(d, op, args, 3, where)
     ra, rb, write = _reader(d, a, t, where), _reader(d, b, t, where), _writer(dst, where)
-    return lambda m, mask: write(m, np.broadcast_to(compare(cmp, ra(m), rb(m)), (m.T,)), mask)
+    return lambda m, mask: write(m, _per_thread(compare(cmp, ra(m), rb(m)), m.T), mask)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -471,7 +471,7 @@ def dec_mov(d, op, mods, args, where) -> Fn:
     mask_w = wide.type((1 << w) - 1)
 
     def unpack(m, mask):
-        x = np.broadcast_to(np.asarray(read(m)), (m.T,))
+        x = _per_thread(np.asarray(read(m)), m.T)
         for i, wr in enumerate(writes):
             wr(m, ((x >> wide.type(w * i)) & mask_w).astype(part), mask)
 
@@ -551,8 +551,8 @@ def dec_cvt(d, op, mods, args, where) -> Fn:
             conv = lambda x: f32_to_bf16_bits(x, rnd, sat)  # noqa: E731
 
         def pack16(m, mask):
-            hi = conv(np.broadcast_to(np.asarray(ra(m)), (m.T,))).astype(np.uint32)
-            lo = conv(np.broadcast_to(np.asarray(rb(m)), (m.T,))).astype(np.uint32)
+            hi = conv(_per_thread(np.asarray(ra(m)), m.T)).astype(np.uint32)
+            lo = conv(_per_thread(np.asarray(rb(m)), m.T)).astype(np.uint32)
             write(m, (hi << np.uint32(16)) | lo, mask)
 
         return pack16
@@ -562,8 +562,8 @@ def dec_cvt(d, op, mods, args, where) -> Fn:
         ra, rb = _reader(d, ops[1], "f32", where), _reader(d, ops[2], "f32", where)
 
         def pack8(m, mask):
-            hi = f32_to_f8_bits(np.broadcast_to(np.asarray(ra(m)), (m.T,)), dst_t).astype(np.uint16)
-            lo = f32_to_f8_bits(np.broadcast_to(np.asarray(rb(m)), (m.T,)), dst_t).astype(np.uint16)
+            hi = f32_to_f8_bits(_per_thread(np.asarray(ra(m)), m.T), dst_t).astype(np.uint16)
+            lo = f32_to_f8_bits(_per_thread(np.asarray(rb(m)), m.T), dst_t).astype(np.uint16)
             write(m, (hi << np.uint16(8)) | lo, mask)
 
         return pack8
@@ -615,7 +615,7 @@ def dec_special(d, op, mods, args, where) -> Fn:
             f = _lift(lambda x: canonical32(np.float32(1.0) / x) if t == "f32" else _nan64(1.0 / x, x))
         else:
             f = _lift(lambda x: canonical32(np.sqrt(x)) if t == "f32" else _nan64(np.sqrt(x), x))
-        return lambda m, mask: write(m, np.broadcast_to(f(np.asarray(ra(m))), (m.T,)), mask)
+        return lambda m, mask: write(m, _per_thread(f(np.asarray(ra(m))), m.T), mask)
     ftz = "ftz" in mods
     rest = [x for x in mods if x != "ftz"]
     allowed_ftz = head != "tanh"
@@ -625,7 +625,7 @@ def dec_special(d, op, mods, args, where) -> Fn:
         raise _refuse(where, head, mods, forms)
     ra = _reader(d, a, "f32", where)
     d.approximate.add(f"{head}.approx{'.ftz' if ftz else ''}.f32")
-    return lambda m, mask: write(m, np.broadcast_to(approx32(head, ra(m), ftz), (m.T,)), mask)
+    return lambda m, mask: write(m, _per_thread(approx32(head, ra(m), ftz), m.T), mask)
 
 
 # Registered in program._DECODERS (they fall back on alu's decoders for integer types).

@@ -58,6 +58,14 @@ _SHARED_SPACE = 0xFE  # cvta.shared puts shared address x at generic (0xFF << 40
 _SHARED_BASE = 1024  # the first shared byte's address; kernels must not assume 0
 
 
+def _per_thread(value, threads: int) -> np.ndarray:
+    """`value` (a row, or a scalar from an immediate) as one value per thread: the row itself when
+    it is one already, which nearly every value is (np.broadcast_to costs more than most
+    instructions' arithmetic). Read only, as the registers it may be."""
+    v = np.asarray(value)
+    return v if v.shape == (threads,) else np.broadcast_to(v, (threads,))
+
+
 def _as_storage(value, storage: np.dtype):
     """`value` (array or NumPy scalar of an instruction type) as register bits of `storage`:
     same width is a reinterpretation, a narrower integer is zero/sign-extended by its own
@@ -95,6 +103,13 @@ class _Memory:
         """Split addresses into (argument, index of `unit`-byte elements (default `size`), positions)
         groups, after checking that every `size`-byte access lies inside its argument and is
         aligned; `fail(position, what, why)` raises."""
+        if addr.size:  # the usual access: one argument, in bounds, aligned (checked in few passes)
+            lo, hi = int(addr.min()), int(addr.max())
+            s = (lo >> _SPACE_SHIFT) - 1
+            if s == (hi >> _SPACE_SHIFT) - 1 and s in self.bufs and (hi & _OFFSET_MASK) + size <= self.sizes[s]:
+                offset = (addr & np.uint64(_OFFSET_MASK)).astype(np.int64)
+                if size == 1 or not (offset % size).any():
+                    return [(s, offset // (unit or size), None)]
         space = (addr >> np.uint64(_SPACE_SHIFT)).astype(np.int64) - 1
         offset = (addr & np.uint64(_OFFSET_MASK)).astype(np.int64)
         first = int(space[0]) if space.size else 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from tilemma.compiler.verify.emulator.machine import _TYPES, _UNSIGNED, EmulationError, _Machine, _Shared
+from tilemma.compiler.verify.emulator.machine import _TYPES, _UNSIGNED, EmulationError, _Machine, _per_thread, _Shared
 from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Reg, _Vec, _one, _reader, _writer
 
 
@@ -36,7 +36,7 @@ def _addresses(d, addr: _Addr, where: str) -> Callable[[_Machine], np.ndarray]:
         raise EmulationError(f"{where}: a global address needs a register base")
     base = _reader(d, addr.base, "u64", where)
     off = np.uint64(addr.offset & 0xFFFFFFFFFFFFFFFF)
-    return lambda m: np.broadcast_to(np.asarray(base(m)) + off, (m.T,))
+    return lambda m: _per_thread(np.asarray(base(m)) + off, m.T)
 
 
 def _vector(d, operand, n: int, where: str, what: str) -> list:
@@ -142,7 +142,7 @@ def _dec_st(d, op, mods, args, where) -> Fn:
             reads.append(_reader(d, s, t, where))
 
     def values(m, mask) -> np.ndarray:  # [threads executing, n] as unsigned
-        cols = [np.broadcast_to(np.asarray(r(m)), (m.T,)).view(unsigned) for r in reads]
+        cols = [_per_thread(np.asarray(r(m)), m.T).view(unsigned) for r in reads]
         v = cols[0][:, None] if n == 1 else np.stack(cols, 1)
         return v if mask is None else v[mask]
 
@@ -195,7 +195,7 @@ def _shared_addresses(d, addr: _Addr, where: str) -> Callable[[_Machine], np.nda
     if addr.base.storage.itemsize not in (4, 8) or addr.base.storage.kind == "b":
         raise EmulationError(f"{where}: a shared address is a 32- or 64-bit register, not {addr.base.name}")
     base = _reader(d, addr.base, "u32" if addr.base.storage.itemsize == 4 else "u64", where)
-    return lambda m: np.broadcast_to(np.asarray(base(m)).astype(np.int64) + off, (m.T,))
+    return lambda m: _per_thread(np.asarray(base(m)).astype(np.int64) + off, m.T)
 
 
 def _dec_atom(d, op, mods, args, where) -> Fn:
@@ -226,7 +226,7 @@ def _dec_atom(d, op, mods, args, where) -> Fn:
 
     def run(m, mask):
         a = addresses(m)
-        v = np.broadcast_to(np.asarray(read(m)), (m.T,))
+        v = _per_thread(np.asarray(read(m)), m.T)
         if mask is not None:
             a, v = a[mask], v[mask]
         old = np.empty(a.size, dtype=dt)

@@ -57,8 +57,35 @@ _REG_RE = re.compile(r"^(%[A-Za-z_$][A-Za-z_$]*?)(\d+)$")
 _ADDR_RE = re.compile(r"^\[([%A-Za-z_$][\w$]*)(?:\+(-?\d+)|-(\d+))?\]$")
 
 
+class _Where:
+    """Where an instruction is, for error messages: `source:line: `its text``. Written out only
+    when a message uses it (in an f-string, as a str): decoding thousands of instructions, each
+    keeping its own for the errors it may raise, uses almost none."""
+
+    __slots__ = ("_decode", "_op", "_text")
+
+    def __init__(self, decode: _Decode, op):
+        self._decode, self._op, self._text = decode, op, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            d, op = self._decode, self._op
+            line = d.lines.get(op)
+            at = f"{d.source}:{line}" if line else d.source
+            self._text = f"{at}: `{op.text() if hasattr(op, 'text') else op.name}`"
+        return self._text
+
+    def __repr__(self) -> str:
+        return repr(str(self))
+
+
 class _Decode:
-    """Per-entry decoding context: registers, labels, parameters; operand parsing."""
+    """Per-entry decoding context: registers, labels, parameters; operand parsing.
+
+    Operands, registers and readers are memoised by their text (and type): a kernel names a few
+    hundred registers thousands of times, and what a text means is fixed once the registers and
+    shared buffers are declared (decoding starts after that). Only what decodes is kept, so a bad
+    operand raises, naming its own instruction, wherever it appears."""
 
     def __init__(self, entry: ptx.EntryOp, lines: dict, source: str, arch: str):
         self.entry, self.lines, self.source, self.arch = entry, lines, source, arch
@@ -70,19 +97,25 @@ class _Decode:
         self.params: list[tuple[str, str]] = []
         self.shared: dict[str, int] = {}  # shared buffer -> its shared address (set by Program)
         self.approximate: set[str] = set()  # `.approx` instructions decoded (modelled within the ISA's bound)
+        self._regs: dict[str, _Reg] = {}
+        self._operands: dict[str, object] = {}
+        self.readers: dict[tuple, Callable] = {}  # (operand, type) -> its reader (see `_reader`)
         for p in entry.params.data:
             parts = p.data.split()
             if len(parts) != 2 or not parts[0].startswith(".") or parts[0][1:] not in _TYPES:
                 raise EmulationError(f"{source}: kernel {entry.sym_name.data}: cannot read parameter {p.data!r}")
             self.params.append((parts[0][1:], parts[1]))
 
-    def where(self, op) -> str:
-        line = self.lines.get(op)
-        at = f"{self.source}:{line}" if line else self.source
-        text = op.text() if hasattr(op, "text") else op.name
-        return f"{at}: `{text}`"
+    def where(self, op) -> _Where:
+        return _Where(self, op)
 
     def reg(self, text: str, op) -> _Reg:
+        r = self._regs.get(text)
+        if r is None:
+            r = self._regs[text] = self._reg(text, op)
+        return r
+
+    def _reg(self, text: str, op) -> _Reg:
         m = _REG_RE.match(text)
         if not m or m.group(1) not in self.banks:
             raise EmulationError(f"{self.where(op)}: {text!r} is not a declared register")
@@ -93,6 +126,12 @@ class _Decode:
         return _Reg(text, m.group(1), index, rtype)
 
     def operand(self, text: str, op):
+        known = self._operands.get(text)
+        if known is None:
+            known = self._operands[text] = self._operand(text, op)
+        return known
+
+    def _operand(self, text: str, op):
         if text.startswith("{") and text.endswith("}"):
             return _Vec(tuple(self.operand(x.strip(), op) for x in text[1:-1].split(",")))
         if text in self.shared:
@@ -151,7 +190,16 @@ def _imm_scalar(imm: _Imm, t: str, where: str):
 
 
 def _reader(d: _Decode, operand, t: str, where: str) -> Callable[[_Machine], object]:
-    """A function giving the operand's value as the instruction's type `t` (array or scalar)."""
+    """A function giving the operand's value as the instruction's type `t` (array or scalar);
+    one per distinct (operand, type) of the kernel."""
+    key = (operand, t)
+    read = d.readers.get(key)
+    if read is None:
+        read = d.readers[key] = _new_reader(operand, t, where)
+    return read
+
+
+def _new_reader(operand, t: str, where: str) -> Callable[[_Machine], object]:
     dt = _TYPES[t]
     if isinstance(operand, _Imm):
         value = _imm_scalar(operand, t, where)

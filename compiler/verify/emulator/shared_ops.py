@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from tilemma.compiler.verify.emulator.machine import EmulationError, _Machine
+from tilemma.compiler.verify.emulator.machine import EmulationError, _Machine, _per_thread
 from tilemma.compiler.verify.emulator.memory_ops import _addresses, _shared_addresses, _shared_of, _threads
 from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _Reg, _Vec, _one, _reader
 
@@ -69,7 +69,7 @@ def _dec_cp(d, op, mods, args, where) -> Fn:
     def run(m, mask):
         sh, threads = _shared_of(m, where), _threads(m, mask)
         sa, ga = saddr(m), gaddr(m)
-        n = np.broadcast_to(np.asarray(src_size(m)).astype(np.int64), (m.T,))
+        n = _per_thread(np.asarray(src_size(m)).astype(np.int64), m.T)
         if mask is not None:
             sa, ga, n = sa[mask], ga[mask], n[mask]
         idx = sh.bytes(m, where, "cp.async destination", sa, threads, size)
