@@ -20,7 +20,6 @@ import sys
 import traceback
 from dataclasses import dataclass, replace
 
-from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, FloatAttr, Float80Type, Float128Type
 from xdsl.ir import Attribute, Operation
 from xdsl.parser import Parser
@@ -229,7 +228,11 @@ def verify_one(op: Operation) -> None:
     """`op.verify(verify_nested_ops=False)`, where what is wrong with an upstream op's operands or
     attributes is a VerifyException even where xDSL's verifier itself fails on it (an IndexError
     for a linalg op without operands)."""
-    if isinstance(op, LinalgStructuredOperation) and not op.outputs:  # xDSL's verifiers read operand 0
+    # xDSL's linalg verifiers read operand 0. The dialect is read from sys.modules: the context
+    # imports it when a module holds a linalg op, and importing it here would cost every tool
+    # run on tile or warp IR a tenth of a second.
+    linalg = sys.modules.get("xdsl.dialects.linalg.abstract_ops")
+    if linalg is not None and isinstance(op, linalg.LinalgStructuredOperation) and not op.outputs:
         raise VerifyException(f"{op.name}: no outs(...) operand: a linalg op writes its result into an output buffer")
     try:
         op.verify(verify_nested_ops=False)
