@@ -236,9 +236,9 @@ class _Reader:
 
     def verified(self, op: Operation) -> Operation:
         """`op` checked against its definition as it is built, an error naming its line. Not
-        `ptx.inst`: the constructor makes it from the line's strings, exactly the properties its
-        definition asks for, and it has no verifier of its own, so checking thousands of them
-        again (the generic IRDL verifier) would cost more than reading the text did."""
+        `ptx.inst`: its constructor makes it from the line's strings, exactly the properties its
+        definition asks for (what `InstOp._verify_fields` would check again), and a kernel has
+        thousands."""
         try:
             op.verify(verify_nested_ops=False)
         except VerifyException as e:

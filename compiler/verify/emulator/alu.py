@@ -215,8 +215,8 @@ def _dec_bfe(d, op, mods, args, where) -> Fn:
             field = field | (np.where(sbit == 1, ~_field_mask(n), u64(0)) & _field_mask(np.int64(bits)))
         write(m, field.astype(_UNSIGNED[dt.itemsize]), mask)
 
-    if isinstance(c, _Imm) and not signed and 0 < int(_imm_scalar(c, "u32", where)) & 0xFF:
-        ln = int(_imm_scalar(c, "u32", where)) & 0xFF  # a field of known length at a position read per thread
+    ln = int(_imm_scalar(c, "u32", where)) & 0xFF if isinstance(c, _Imm) else 0
+    if ln and not signed:  # a field of known length at a position read per thread
         ut = _UNSIGNED[dt.itemsize].type
         field = ut((1 << ln) - 1) if ln < bits else ut((1 << bits) - 1)
 
