@@ -577,7 +577,8 @@ class CopyAsyncOp(_WindowOp):
     """`warp.copy_async`: the whole CTA copies a rows x cols tile of a global window into one
     stage of a shared buffer, `vector` bytes per `cp.async`; elements outside the window's extent
     are zero-filled (nothing is read there). With `transpose` the stage holds the tile's
-    transpose (cols x rows), for a window whose columns are contiguous in memory (a K-major B):
+    transpose (cols x rows), for a window whose columns are contiguous in memory (an M-major A, a
+    K-major B):
     each shared row is then one contiguous run of the window. A `#warp.swizzled` destination
     stores each shared row's 16-byte granules XORed with the row (see `swizzle_granule`)."""
 
@@ -691,9 +692,10 @@ class _StageReadOp(IRDLOperation):
 class LdMatrixOp(_StageReadOp):
     """`warp.ldmatrix`: fragments of a dense mma with 16-byte K rows (32-bit m16n8k8, 16-bit
     m16n8k16, 8-bit m16n8k32) read from stage `indices[0]` of a shared buffer at (row, col) = indices[1:] +
-    `offsets` (static): one A fragment from an M x K buffer (`ldmatrix .x4`), or one or two B
-    fragments (n and n + 8): from an N x K buffer (`.x2`/`.x4`), or with `trans` from a K x N one
-    (`.x2.trans`/`.x4.trans`: 16-bit elements only, since .trans moves 16-bit elements).
+    `offsets` (static): one A fragment from an M x K buffer (`ldmatrix .x4`) or with `trans` from
+    a K x M one (`.x4.trans`), or one or two B fragments (n and n + 8): from an N x K buffer
+    (`.x2`/`.x4`), or with `trans` from a K x N one (`.x2.trans`/`.x4.trans`). `trans` reads
+    16-bit elements only, since .trans moves 16-bit elements.
     Static offsets become immediates where the swizzle allows; `rounding` reads an f32 buffer
     as tf32 fragments (converted in registers)."""
 
@@ -727,10 +729,11 @@ class LdMatrixOp(_StageReadOp):
             raise VerifyException(f"warp.ldmatrix: {v.m}x{v.n}x{v.k} fragments need {LDMATRIX_SHAPES[(v.m, v.n, v.k)]}-bit elements, not {bits}-bit")
         if frag.role not in (Operand.A, Operand.B):
             raise VerifyException("warp.ldmatrix: loads A or B fragments")
-        if frag.role == Operand.A and (len(self.fragments) != 1 or self.trans is not None):
-            raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4, from an M x K buffer (no trans)")
+        if frag.role == Operand.A and len(self.fragments) != 1:
+            raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4")
         if self.trans is not None and bits != 16:
-            raise VerifyException("warp.ldmatrix: trans moves 16-bit elements; 8- and 32-bit B need an N x K buffer")
+            raise VerifyException("warp.ldmatrix: trans moves 16-bit elements; 8- and 32-bit operands need "
+                                  "a buffer of K rows (A: M x K, B: N x K)")
 
 
 @irdl_op_definition
@@ -740,7 +743,8 @@ class LoadSharedOp(_StageReadOp):
     `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), each value
     where the fragment table puts it: where ldmatrix does not apply (its unit is a 16-byte row of
     the fragment, which f64 and a K x N tf32 B do not have). The buffer holds the operand as the
-    mma sees it (A: M x K, B: K x N) or, with `transposed`, its transpose (B: N x K, a K-major B).
+    mma sees it (A: M x K, B: K x N) or, with `transposed`, its transpose (A: K x M, an M-major A;
+    B: N x K, a K-major B).
     `rounding` reads an f32 buffer as tf32 fragments."""
 
     name = "warp.load_shared"

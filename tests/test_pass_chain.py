@@ -21,8 +21,9 @@ from tilemma.compiler.driver.runner import run_compiled
 from tilemma.passes.warp.pipeline import WarpPipeline
 from tilemma.passes.warp.prefetch import WarpPrefetchFragments
 
-# (spec, sm, forced configuration): each family the staged schedule takes, sizes with a ragged
-# edge, one-stage and many-stage K
+# (spec, sm, forced configuration): each family the staged schedule takes, each operand order
+# (an M-major A: ldmatrix .trans or warp.load_shared transposed), sizes with a ragged edge,
+# one-stage and many-stage K
 CASES = {
     "f16-interleaved": (GemmSpec(130, 70, 200, "f16", "f16", "f32"), "90", dict(warps="2x2", warp_tile="2x4", stages=3, stage_k=32)),
     "bf16-kmajor-b": (GemmSpec(96, 48, 160, "bf16", "bf16", "f32", b_layout="col"), "90", dict(warps="2x1", warp_tile="1x3", stages=4, stage_k=32)),
@@ -32,6 +33,10 @@ CASES = {
     "f64": (GemmSpec(40, 24, 96, "f64", "f64", "f64"), "90", dict(warps="1x1", warp_tile="2x2", stages=3, stage_k=16)),
     "s4-widened": (GemmSpec(64, 40, 384, "s4", "s4", "s32", b_layout="col"), "90", dict(warps="1x1", warp_tile="2x2", stages=3, stage_k=128)),
     "b1": (GemmSpec(32, 24, 768, "b1", "b1", "s32", b_layout="col", popc="xor"), "80", dict(warps="1x1", warp_tile="2x3", stages=2, stage_k=256)),
+    "f16-acol": (GemmSpec(130, 70, 200, "f16", "f16", "f32", a_layout="col"), "90", dict(warps="2x2", warp_tile="2x2", stages=3, stage_k=32)),
+    "bf16-acol-bcol": (GemmSpec(96, 48, 160, "bf16", "bf16", "f32", a_layout="col", b_layout="col"), "80", dict(warps="2x1", warp_tile="1x3", stages=2, stage_k=64)),
+    "tf32-acol-bcol": (GemmSpec(50, 40, 72, "tf32", "tf32", "f32", a_layout="col", b_layout="col"), "90", dict(warps="1x2", warp_tile="2x2", stages=3, stage_k=16)),
+    "f64-acol": (GemmSpec(40, 24, 96, "f64", "f64", "f64", a_layout="col"), "90", dict(warps="1x1", warp_tile="2x2", stages=3, stage_k=16)),
     "pre-compressed": (GemmSpec(70, 40, 200, "f16", "f16", "f32", pre_compressed=True), "90", dict(warps="1x1", warp_tile="2x2", stages=3, stage_k=64)),
 }
 

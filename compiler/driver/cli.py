@@ -129,7 +129,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
             args.sparse_a if args.sparse_a == "4:8" else None, args.b_layout,
             pre_compressed=args.sparse_a == "compressed", c=not args.no_c, rounding=args.rounding,
             bias=args.bias, act=args.act, vector_scales=vector_scales, alpha=args.alpha, out=args.out,
-            aux=args.aux, dynamic=args.dynamic or "",
+            aux=args.aux, dynamic=args.dynamic or "", a_layout=args.a_layout,
         )
     )
     if args.sm is not None:
@@ -387,6 +387,9 @@ def build_parser() -> argparse.ArgumentParser:
         "A arrives 2:4-compressed as values and metadata (tile.sparse_from; f16/bf16)",
     )
     g.add_argument("--prune", action="store_true", help="with --sparse-a: keep the largest two")
+    g.add_argument("--a-layout", choices=("row", "col"), default="row",
+                   help="A's memory layout: row-major M x K (default) or column-major (M-major, "
+                   "strided<[1, M]>)")
     g.add_argument("--b-layout", choices=("row", "col"), default="row",
                    help="B's memory layout: row-major K x N (default) or column-major (K-major, "
                    "strided<[1, K]>; what 8-bit operands need for the staged schedule)")

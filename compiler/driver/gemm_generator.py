@@ -69,6 +69,7 @@ class GemmSpec:
     out: str | None = None  # the stored type (default: the accumulator's, f32 after an integer GEMM)
     aux: bool = False  # also store the pre-activation (second output `pre`)
     dynamic: str = ""  # which of m, n, k are `?` (known at launch): their values are ignored
+    a_layout: str = "row"  # "col": A is stored M-major (column-major, strided<[1, M]>)
 
     @property
     def has_epilogue(self) -> bool:
@@ -102,7 +103,7 @@ class GemmSpec:
             sparse = "_precompressed"
         if self.scale:
             sparse += f"_scaled{self.scale_block}"
-        layout = "_bcol" if self.b_layout == "col" else ""
+        layout = ("_acol" if self.a_layout == "col" else "") + ("_bcol" if self.b_layout == "col" else "")
         forms = ("" if self.c else "_noc") + ("" if self.rounding == "rna" else f"_{self.rounding}")
         m, n, k = ("MNK"[i] if "mnk"[i] in self.dynamic else v for i, v in enumerate((self.m, self.n, self.k)))
         return (
@@ -183,14 +184,18 @@ def gemm_module(spec: GemmSpec) -> ModuleOp:
     if spec.rounding != "rna" and "tf32" not in (a_name, b_name):
         raise ValueError(f"--rounding {spec.rounding} rounds f32 operands to tf32; this GEMM has none "
                          f"({a_name} x {b_name})")
-    if spec.b_layout not in ("row", "col"):
-        raise ValueError(f"--b-layout must be 'row' or 'col', got {spec.b_layout!r}")
+    for which, layout in (("a", spec.a_layout), ("b", spec.b_layout)):
+        if layout not in ("row", "col"):
+            raise ValueError(f"--{which}-layout must be 'row' or 'col', got {layout!r}")
+    if spec.a_layout == "col" and (spec.sparse_a or spec.pre_compressed):
+        raise ValueError("--a-layout col: a sparse A is compressed along its K rows, which must be contiguous")
 
     def memref(which: str) -> MemRefType:
         stored = ELEMENTS[types[which]].stored_as
-        if which == "b" and spec.b_layout == "col":  # each column of the K x N matrix contiguous
-            k = None if spec.k == tile.DYNAMIC else spec.k  # a `?` K: a `?` column stride
-            strides = [1, k] if spec.batch is None else [spec.k * spec.n, 1, spec.k]
+        if (which, "col") in (("a", spec.a_layout), ("b", spec.b_layout)):  # each column contiguous
+            rows, cols = shapes[which][-2:]
+            col_stride = None if rows == tile.DYNAMIC else rows  # `?` rows: a `?` column stride
+            strides = [1, col_stride] if spec.batch is None else [rows * cols, 1, rows]
             return MemRefType(tile.element_type(stored), shapes[which], StridedLayoutAttr(strides, 0))
         return MemRefType(tile.element_type(stored), shapes[which])
 

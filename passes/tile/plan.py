@@ -123,10 +123,11 @@ def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
     return t
 
 
-def copy_vector(mem, k_major: bool = False) -> int:
+def copy_vector(mem, by_column: bool = False) -> int:
     """Bytes per cp.async for an operand: the widest of 16/8/4 that keeps every contiguous run
-    of the window (its rows; its columns for a K-major B) aligned (0 when even 4 does not)."""
-    stride = mem.col_stride if k_major else mem.row_stride
+    of the window (its rows; its columns for a K-major B or an M-major A) aligned (0 when even 4
+    does not)."""
+    stride = mem.col_stride if by_column else mem.row_stride
     g = gcd(stride * mem.bits, mem.base * mem.bits, 128) // 8  # in bits: sub-byte elements are packed
     return g if g >= 4 else 0
 
@@ -136,13 +137,20 @@ def b_k_major(mem) -> bool:
     return mem.row_stride == 1 and mem.col_stride != 1
 
 
+def a_m_major(mem) -> bool:
+    """Whether A is stored M-major (column-major M x K: each column contiguous)."""
+    return mem.row_stride == 1 and mem.col_stride != 1
+
+
 def stageable(g, variant) -> str | None:
     """Why a kernel cannot take the staged schedule (None if it can): a dense mma whose K rows
     are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32, 4-bit m16n8k64, 1-bit
     m16n8k256), operands read as stored (tf32: f32 rounded), and f64 m16n8k16 (128-byte K rows,
-    read with `warp.load_shared`); A with contiguous K rows; B with contiguous N rows (16-bit:
-    ldmatrix .trans; tf32 and f64: `warp.load_shared`) or K-major; every run aligned for
-    cp.async, and sub-byte K rows ending on a byte. A pre-compressed sparse A:
+    read with `warp.load_shared`); A with contiguous K rows (or M columns), B with contiguous K
+    columns (or N rows) - an operand stored the other way round is read with ldmatrix .trans
+    (16-bit) or `warp.load_shared` (tf32, f64; 8-bit and narrower need a transposing fill, not
+    built); every run aligned for cp.async, and sub-byte K rows ending on a byte. A
+    pre-compressed sparse A:
     `pre_compressed_stageable`."""
     if g.a_meta is not None:
         return pre_compressed_stageable(g, variant)
@@ -162,8 +170,12 @@ def stageable(g, variant) -> str | None:
             return f"{what} must be read as stored (or as f32 rounded to tf32, or 4-bit integers widened to 8)"
     if widened[0] != widened[1]:
         return "A and B must both be 4-bit integers widened to 8-bit, or neither"
-    if g.a.col_stride != 1:
-        return "A must have contiguous rows (K-major)"
+    m_major = a_m_major(g.a)
+    if not m_major and g.a.col_stride != 1:
+        return "A must have contiguous rows or columns"
+    if bits <= 8 and m_major:
+        return (f"{bits}-bit A must be K-major (a row-major M x K memref): ldmatrix transposes only "
+                f"16-bit elements, and {bits}-bit fragments pack {32 // bits} elements a register")
     k_major = b_k_major(g.b)
     if not k_major and g.b.col_stride != 1:
         return "B must have contiguous rows or columns"
@@ -173,10 +185,10 @@ def stageable(g, variant) -> str | None:
     if g.a.bits < 8 and g.k * g.a.bits % 8:
         return (f"K = {g.k} {g.a.bits}-bit elements end inside a byte: cp.async copies whole bytes, and "
                 f"the byte's other bits would enter the product")
-    for what, mem, km in (("A", g.a, False), ("B", g.b, k_major)):
-        if not copy_vector(mem, km):
-            return (f"{what}'s {'columns' if km else 'rows'} are not 4-byte aligned (stride "
-                    f"{mem.col_stride if km else mem.row_stride}, offset {mem.base} elements)")
+    for what, mem, by_col in (("A", g.a, m_major), ("B", g.b, k_major)):
+        if not copy_vector(mem, by_col):
+            return (f"{what}'s {'columns' if by_col else 'rows'} are not 4-byte aligned (stride "
+                    f"{mem.col_stride if by_col else mem.row_stride}, offset {mem.base} elements)")
     if getattr(g.mma, "split_tf32", None) is not None:
         return "3xTF32 is not staged"
     return None
@@ -209,7 +221,8 @@ def default_schedule(g, variant) -> str:
     if g.a.bits == 64:
         return "64bit"
     if g.a.bits == 32:
-        return "32bit" if b_k_major(g.b) else "32bit-row-b"
+        # an M-major A or a row-major B is read with warp.load_shared, as f64
+        return "32bit" if b_k_major(g.b) and not a_m_major(g.a) else "32bit-row-b"
     if g.a.bits == 8:
         return "fp8" if BY_PTX[variant.atype].name in FP8 else "8bit"
     if widens(g, variant):

@@ -2,12 +2,12 @@
 
 Where `#warp.schedule` has `stages` S > 0, the simple K loop of `tile-distribute` (fragments
 loaded from global memory one instruction's K at a time) becomes a loop over stages of
-`stage_k` elements of K: the CTA copies its A (BM x BK) and B (BK x BN, or N x K for a K-major
-B) tiles into stage `kt % S` of two shared buffers (`memref<S x R x C, 3>`) with
+`stage_k` elements of K: the CTA copies its A (BM x BK, or BK x BM for an M-major A) and B
+(BK x BN, or BN x BK for a K-major B) tiles into stage `kt % S` of two shared buffers (`memref<S x R x C, 3>`) with
 `warp.copy_async` (skipped past K by an `scf.if`; zero-filled at a ragged edge), commits the
 group, waits for it (`warp.async_wait`, whose token every read of the stage takes) and meets at
 a barrier; then each warp reads its fragments from the stage (`warp.ldmatrix`, or
-`warp.load_shared` where a register holds one element: f64, a row-major tf32 B) and multiplies
+`warp.load_shared` where a register holds one element: f64, tf32 stored across its K rows) and multiplies
 them, one K step after another (a pre-compressed A's metadata: one vector load per instruction
 row and stage). The ring is ready for `warp-pipeline`, which issues the copies S - 1 stages
 ahead; on its own the loop is correct and waits for each stage right after copying it.
@@ -31,7 +31,7 @@ from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.distribute import IndexBuilder
-from tilemma.passes.tile.plan import SHARED_LOAD_SHAPES, ceil_div, b_k_major, copy_vector
+from tilemma.passes.tile.plan import SHARED_LOAD_SHAPES, a_m_major, b_k_major, ceil_div, copy_vector
 
 
 @dataclass(frozen=True)
@@ -103,11 +103,13 @@ class _Stage(IndexBuilder):
         self.a = MemView.of(a0.ref.type, a0.window_values(), multiple)
         self.b = MemView.of(b0.ref.type, b0.window_values(), multiple)
         self.a_ref, self.b_ref = a0.ref, b0.ref
-        self.b_k_major = b_k_major(self.b)
+        self.a_m_major, self.b_k_major = a_m_major(self.a), b_k_major(self.b)
         v = self.mmas[0].a.type.variant
         self.variant = v
-        self.a_shared = (v.m, v.n, v.k, v.atype) in SHARED_LOAD_SHAPES
-        self.b_shared = self.a_shared or (self.b.bits == 32 and not self.b_k_major)
+        # one element per register (f64; tf32 stored across its fragments' K rows): warp.load_shared
+        shared_load = (v.m, v.n, v.k, v.atype) in SHARED_LOAD_SHAPES
+        self.a_shared = shared_load or (self.a.bits == 32 and self.a_m_major)
+        self.b_shared = shared_load or (self.b.bits == 32 and not self.b_k_major)
         self.threads = s.threads
         wm, wn = s.warps
         self.bm, self.bn = wm * rm * v.m, wn * rn * v.n
@@ -126,7 +128,8 @@ class _Stage(IndexBuilder):
         bm, bn = self.bm, self.bn
         space = IntegerAttr(warp.SHARED, i64)
         a_elem, b_elem = self.a_loads[0].ref.type.element_type, self.b_loads[0].ref.type.element_type
-        shared = [MemRefType(a_elem, [S, bm, bk // 2 if self.pre else bk], memory_space=space),
+        shared = [MemRefType(a_elem, [S, bk, bm] if self.a_m_major else [S, bm, bk // 2 if self.pre else bk],
+                             memory_space=space),
                   MemRefType(b_elem, [S, bn, bk] if self.b_k_major else [S, bk, bn], memory_space=space)]
         self.s_a, self.s_b = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0] for ty in shared)
         k_size = self.size(self.b_ref, 1, self.k)
@@ -183,7 +186,8 @@ class _Stage(IndexBuilder):
         m_exact = tile.tiles_exactly(self.m, self.bm, mm)
         n_exact = tile.tiles_exactly(self.n, self.bn, mn)
         self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
-                                           a0.extent_values(), self.threads, copy_vector(self.a)), m_exact, a_exact)
+                                           a0.extent_values(), self.threads, copy_vector(self.a, self.a_m_major),
+                                           transpose=self.a_m_major), m_exact, a_exact)
         self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
                                            b0.extent_values(), self.threads, copy_vector(self.b, self.b_k_major),
                                            transpose=self.b_k_major), k_exact, n_exact)
@@ -218,7 +222,8 @@ class _Stage(IndexBuilder):
         return accs
 
     def stage_reads(self, stage: SSAValue, token: SSAValue, kk: int):
-        """Readers of K step `kk` of a stage: i -> instruction row i's A fragment (ldmatrix .x4),
+        """Readers of K step `kk` of a stage: i -> instruction row i's A fragment (ldmatrix .x4 from
+        an M x K buffer, or .trans from a K x M one),
         and j -> the B fragments of instruction columns j.. (`b_group` of them: ldmatrix .x4 of
         two columns from an N x K buffer, or .trans from a K x N one). `warp.load_shared` per
         fragment for the shapes ldmatrix cannot read (`SHARED_LOAD_SHAPES`) and a row-major tf32
@@ -235,8 +240,14 @@ class _Stage(IndexBuilder):
         a_col = self.const(kk // 2) if pre else at  # a pre-compressed stage holds K/2 value columns
 
         def read_a(i: int) -> SSAValue:
-            return self.add(a_read(self.s_a, [stage, self.warp_row, a_col], token, (i * 16, 0), a_type,
-                                   rounding=a_round)).results[0]
+            if not self.a_m_major:
+                op = a_read(self.s_a, [stage, self.warp_row, a_col], token, (i * 16, 0), a_type, rounding=a_round)
+            elif self.a_shared:  # a K x M buffer
+                op = warp.LoadSharedOp(self.s_a, [stage, at, self.warp_row], token, (0, i * 16), a_type,
+                                       transposed=True, rounding=a_round)
+            else:
+                op = warp.LdMatrixOp(self.s_a, [stage, zero, self.warp_row], token, (kk, i * 16), a_type, trans=True)
+            return self.add(op).results[0]
 
         def read_b(j: int) -> list[SSAValue]:
             if self.b_shared:  # one element per register

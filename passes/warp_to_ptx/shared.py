@@ -262,7 +262,8 @@ class LowerAsyncGroups(RewritePattern):
 @dataclass
 class LowerLdMatrix(RewritePattern):
     """`warp.ldmatrix`: lanes 8q..8q+7 give the rows of 8x8 (16-byte) matrix q, in fragment
-    register order. A (x4, M x K buffer): rows +0/+8, then the K row's second 16 bytes; B from an
+    register order. A (x4, M x K buffer): rows +0/+8, then the K row's second 16 bytes; A `trans`
+    (K x M buffer, 16-bit): m +0/+8, then k rows +8; B from an
     N x K buffer: the second 16 bytes, then n +8 for a second fragment (x4); B `trans` (K x N
     buffer, 16-bit): k rows +0/+8, then n +8. A static row offset that keeps the swizzle phase
     is an immediate."""
@@ -290,7 +291,9 @@ class LowerLdMatrix(RewritePattern):
         wide = is_a or len(op.fragments) == 2 or sparse_b
         half_row = 128 // bits  # elements in 16 bytes: the second half of a K row
         # (lane bit, step) of the row and of the column of a lane's matrix row
-        if is_a:
+        if is_a and trans:  # K x M buffer: matrices 1 and 3 are m + 8, 2 and 3 are k + 8
+            row_part, col_part = (4, 8), (3, 8)
+        elif is_a:
             row_part, col_part = (3, 8), (4, half_row)
         elif sparse_b:  # lane bit 4 moves to K + 16 (added below)
             row_part, col_part = ((3, 8), None) if trans else (None, (3, half_row))

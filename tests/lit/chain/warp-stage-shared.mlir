@@ -26,11 +26,32 @@
 // CHECK-NEXT:    scf.yield
 // CHECK-NOT:   warp.load %a
 
+// An M-major A (columns contiguous) is staged as its transpose, K x BM (a transposing copy:
+// each shared row one contiguous run of A), and read with ldmatrix .trans; so is its row-major B.
+// CHECK-LABEL: func.func @acol
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x64xf16, 3 : i64>
+// CHECK:       scf.if
+// CHECK:         warp.copy_async %a[%{{.*}}], %[[SA]][%{{.*}}] {window = array<i64: 0, 0>, extent = array<i64: 1, 64, 96>, threads = 64 : i64, vector = 16 : i64, transpose, in_bounds = array<i64: 1, 1>}
+// CHECK:       %[[TOK:.*]] = warp.async_wait
+// CHECK:       warp.ldmatrix %[[SA]][%{{.*}}, %{{.*}}, %{{.*}}] after %[[TOK]] {offsets = array<i64: 0, 0>, trans}
+// CHECK:       warp.ldmatrix %[[SA]][%{{.*}}, %{{.*}}, %{{.*}}] after %[[TOK]] {offsets = array<i64: 0, 16>, trans}
+// CHECK:       warp.ldmatrix %{{.*}} {offsets = array<i64: 0, 0>, trans}
+// CHECK-COUNT-4: warp.mma
+// CHECK:       warp.ldmatrix %[[SA]][%{{.*}}, %{{.*}}, %{{.*}}] after %[[TOK]] {offsets = array<i64: 16, 0>, trans}
+
 // A kernel the plan did not stage is left as it is.
 // SIMPLE-NOT:  memref.alloc
 // SIMPLE:      warp.load %a
 func.func @g(%a: memref<64x96xf16>, %b: memref<96x32xf16>, %d: memref<64x32xf16>) {
   %ta = tile.load %a[0, 0] : memref<64x96xf16> -> !tile.tile<64x96xf16>
+  %tb = tile.load %b[0, 0] : memref<96x32xf16> -> !tile.tile<96x32xf16>
+  %td = tile.matmul %ta, %tb : !tile.tile<64x96xf16>, !tile.tile<96x32xf16> -> !tile.tile<64x32xf16>
+  tile.store %td, %d[0, 0] : !tile.tile<64x32xf16>, memref<64x32xf16>
+  func.return
+}
+
+func.func @acol(%a: memref<64x96xf16, strided<[1, 64]>>, %b: memref<96x32xf16>, %d: memref<64x32xf16>) {
+  %ta = tile.load %a[0, 0] : memref<64x96xf16, strided<[1, 64]>> -> !tile.tile<64x96xf16>
   %tb = tile.load %b[0, 0] : memref<96x32xf16> -> !tile.tile<96x32xf16>
   %td = tile.matmul %ta, %tb : !tile.tile<64x96xf16>, !tile.tile<96x32xf16> -> !tile.tile<64x32xf16>
   tile.store %td, %d[0, 0] : !tile.tile<64x32xf16>, memref<64x32xf16>
