@@ -41,7 +41,8 @@ class Family:
     a: str  # tilemma element type of A and B (their memrefs hold the storage type: f32 for tf32)
     acc: str  # tilemma type of C and D
     sparse: bool = False  # A is 2:4 sparse (tilemma's tile.compress, checked)
-    b_col: bool = False  # tilemma's B is column-major (K-major): what staging needs for 8/32-bit
+    b_col: bool = False  # B is stored column-major (K-major): what staging needs for 8-bit
+    a_col: bool = False  # A is stored column-major (M-major)
     triton_precision: str | None = None  # tl.dot input_precision (None: Triton's default)
     rounding: str = "rna"  # tf32: how tilemma rounds the f32 operands (`tilemma gemm --rounding`)
     pre_compressed: bool = False  # with sparse: A arrives compressed (tile.sparse_from, sparse_format)
@@ -78,6 +79,14 @@ FAMILIES: dict[str, Family] = {
         Family("f64", "f64", "f64", triton_precision="ieee"),
         Family("sparse-f16", "f16", "f32", sparse=True),
         Family("sparse-f16-pre", "f16", "f32", sparse=True, pre_compressed=True),
+        # the operand orders (every implementation reads the same stored layout)
+        Family("f16-acol", "f16", "f32", a_col=True),
+        Family("f16-acol-bcol", "f16", "f32", a_col=True, b_col=True),
+        Family("f16-bcol", "f16", "f32", b_col=True),
+        Family("bf16-acol", "bf16", "f32", a_col=True),
+        Family("tf32-brow", "tf32", "f32", triton_precision="tf32"),
+        Family("tf32-acol", "tf32", "f32", triton_precision="tf32", a_col=True, b_col=True),
+        Family("f64-acol", "f64", "f64", triton_precision="ieee", a_col=True),
     )
 }
 SIZES = (1024, 2048, 4096, 8192)
@@ -149,7 +158,8 @@ def tilemma_ir(fam: Family, n: int) -> tuple[str, str]:
 
     # D = A x B, no C: what the peers compute (cuBLAS with beta = 0, Triton's kernel)
     spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse and not fam.pre_compressed,
-                    b_layout="col" if fam.b_col else "row", pre_compressed=fam.pre_compressed,
+                    b_layout="col" if fam.b_col else "row", a_layout="col" if fam.a_col else "row",
+                    pre_compressed=fam.pre_compressed,
                     c=False, rounding=fam.rounding)
     return str(gemm_module(spec)), spec.name
 
@@ -245,7 +255,10 @@ def make_inputs(fam: Family, n: int, torch, seed: int = 0) -> dict:
     av, bv = av.double(), bv.double()
     ab = av @ bv  # exact for s8 (|sums| < 2^53); far inside the bound for the float families
     s = None if fam.exact else av.abs() @ bv.abs()
-    return {"a": a, "b": b, "ab": ab, "s": s}
+    # the matrices as every implementation reads them: column-major where the family says so
+    a_op = a.t().contiguous().t() if fam.a_col else a
+    b_op = b.t().contiguous().t() if fam.b_col else b
+    return {"a": a, "b": b, "a_op": a_op, "b_op": b_op, "ab": ab, "s": s}
 
 
 def output(fam: Family, n: int, torch):
@@ -356,16 +369,16 @@ def peer_check(row: Row, got, inp: dict, fam: Family, torch) -> None:
 
 
 def cublas_rows(fam: Family, n: int, inp: dict, torch, deadline: float) -> list[Row]:
-    a, b = inp["a"], inp["b"]
+    a, b = inp["a_op"], inp["b_op"]
 
     def dense(row: Row) -> Row:
-        if fam.exact:  # column-major B: torch._int_mm's fast cuBLASLt path
-            bt = b.t().contiguous().t()
-            fn = lambda: torch._int_mm(a, bt)  # noqa: E731
+        if fam.exact:  # torch._int_mm: cuBLASLt (fast with a column-major B)
+            fn = lambda: torch._int_mm(a, b)  # noqa: E731
         else:
             fn = lambda: a @ b  # noqa: E731
         peer_check(row, fn(), inp, fam, torch)
-        row.config = "torch._int_mm, B column-major" if fam.exact else f"torch.matmul {fam.torch_in}"
+        row.config = (("torch._int_mm" if fam.exact else f"torch.matmul {fam.torch_in}")
+                      + "".join(f", {x} column-major" for x, col in (("A", fam.a_col), ("B", fam.b_col)) if col))
         return measured(row, fn, torch)
 
     def semi_structured(row: Row) -> Row:
@@ -393,11 +406,9 @@ def parse_config(text: str) -> dict[str, Any]:
 
 def tilemma_arguments(fam: Family, inp: dict, d, torch) -> tuple[list[int], Any]:
     """The kernel's argument pointers for inputs `inp` and output `d`, and its sparsity error word
-    (None where it has none): B K-major where the family stores it so, a pre-compressed A as
-    values and metadata (compressed on the host once per size, not timed)."""
-    if fam.b_col and "b_col" not in inp:  # the same matrix stored K-major, kept with the inputs
-        inp["b_col"] = inp["b"].t().contiguous()
-    pointers = [inp["a"].data_ptr(), inp["b_col" if fam.b_col else "b"].data_ptr(), d.data_ptr()]
+    (None where it has none): A and B as the family stores them (`make_inputs`' a_op, b_op), a
+    pre-compressed A as values and metadata (compressed on the host once per size, not timed)."""
+    pointers = [inp["a_op"].data_ptr(), inp["b_op"].data_ptr(), d.data_ptr()]
     word = None
     if fam.pre_compressed:
         from tilemma.compiler.layouts import sparse_format
@@ -438,7 +449,7 @@ def triton_rows(impl: str, fam: Family, n: int, inp: dict, torch, deadline: floa
     """The best of `triton_gemm.CONFIGS` for this family (worker side)."""
     from benchmarks import triton_gemm
 
-    a, b = inp["a"], inp["b"]
+    a, b = inp["a_op"], inp["b_op"]
     d = output(fam, n, torch)
     best: Row | None = None
     failures = []
