@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|bench-epilogue|profile
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|bench-epilogue|profile
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|bench-epilogue|profile}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|bench-epilogue|profile}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -94,6 +94,21 @@ bench)  # tilemma, cuBLAS, Triton (wgmma and mma.sync) in one run, clocks logged
     kill $smi
     sed -n '/^family/,$p' "$OUT/bench.txt" | head -60
     echo "SM clock (MHz) under load: $(awk -F', ' 'NR>1 && $3+0 > 300 {print $2+0}' "$OUT/clocks.csv" | sort -n | uniq -c | sort -rn | head -3 | tr '\n' ' ')"
+    ;;
+layouts)  # the operand orders: their GPU chain tests, sanitizers, then one benchmark run at 4096
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_pass_chain_gpu.py > "$OUT/chain.txt" 2>&1
+    echo "pass chain on the GPU: $(tail -1 "$OUT/chain.txt")"; grep -E "^FAILED" "$OUT/chain.txt" | head -5
+    for k in "--a f16 --b f16 --acc f32 --a-layout col" "--a bf16 --b bf16 --acc f32 --a-layout col --b-layout col" \
+             "--a tf32 --b tf32 --acc f32 --a-layout col" "--a f64 --b f64 --acc f64 --a-layout col --b-layout col"; do
+        tilemma gemm --m 130 --n 70 --k 200 --batch 2 $k > /tmp/l.mlir || continue
+        for tool in memcheck racecheck; do
+            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/l.mlir --on gpu > /tmp/l.$tool.txt 2>&1
+            printf '%-58s %-9s exit %s  %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' /tmp/l.$tool.txt | head -1)" "$(grep -Eo 'PASS|FAIL' /tmp/l.$tool.txt | head -1)"
+        done
+    done
+    timeout 420 python3 -m benchmarks.gemm_bench --sizes 4096 --budget 400 --csv "$OUT/layouts.csv" \
+        --families ${FAMILIES:-f16 f16-acol f16-acol-bcol f16-bcol bf16-acol tf32 tf32-brow tf32-acol f64-acol} > "$OUT/layouts.txt" 2>&1
+    sed -n '/^family/,$p' "$OUT/layouts.txt" | head -40
     ;;
 bench-epilogue)  # epilogue_bench.py: tilemma plain and fused, cuBLASLt, unfused torch, Triton (both modes), one run
     # CASES narrows the cases, SIZES the sizes (default 4096; e.g. SIZES="2048 4096 8192x4096x4096")
