@@ -51,7 +51,7 @@ func.func @ldmatrix_trans_8bit(%s: memref<2x64x64xsi8, 3>, %i: index) {
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
-// CHECK: warp.ldmatrix: trans moves 16-bit elements; 8- and 32-bit B need an N x K buffer
+// CHECK: warp.ldmatrix: trans moves 16-bit elements; 8- and 32-bit operands need a buffer of K rows (A: M x K, B: N x K)
 
 // -----
 func.func @ldmatrix_wrong_buffer(%s: memref<2x64x64xf16, 3>, %i: index) {
