@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union, get_args, get_origin
 
-from xdsl.ir import Operation
+from xdsl.ir import Block, Operation, Region
 from xdsl.traits import MemoryEffect
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.pattern_rewriter import PatternRewriter, PatternRewriteWalker, RewritePattern
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 
@@ -61,3 +61,30 @@ class TypedPatternApplier(RewritePattern):
             pattern.match_and_rewrite(op, rewriter)
             if rewriter.has_done_action:
                 return
+
+    def visits(self, op: Operation) -> bool:
+        """Whether offering `op` to this applier can do anything: it has patterns, or it may be
+        dead code. An op of neither kind (a `ptx.inst`) is a no-op to visit."""
+        patterns, may_be_dead = self._for(op)
+        return bool(patterns) or may_be_dead
+
+
+@dataclass
+class TypedPatternWalker(PatternRewriteWalker):
+    """xDSL's greedy walker over a `TypedPatternApplier` that never queues an op the applier
+    would do nothing with: the thousands of instructions warp-to-ptx inserts were each queued,
+    offered the applier and found no pattern, and all of them again on the walker's final sweep
+    (about a third of the pass). Which rewrites happen, and in what order, is unchanged: the ops
+    left out would have been no-ops, and the queue keeps the others' order."""
+
+    pattern: TypedPatternApplier
+
+    def _handle_operation_insertion(self, op: Operation) -> None:
+        if self.apply_recursively and self.pattern.visits(op):
+            self._worklist.push(op)
+
+    def _populate_worklist(self, op: Operation | Region | Block) -> None:
+        visits = self.pattern.visits
+        for sub_op in op.walk(reverse=not self.walk_reverse, region_first=not self.walk_regions_first):
+            if visits(sub_op):
+                self._worklist.push(sub_op)

@@ -3,14 +3,14 @@ compiled kernel (its PTX text and its `ptx.entry`)."""
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, lower, parse
 from tilemma.dialects import ptx
+from tests.inprocess import run_main
+from tilemma.compiler.driver import cli
 
 CASES = {
     "f16": GemmSpec(37, 91, 64, "f16", "f16", "f32"),
@@ -22,8 +22,7 @@ CASES = {
 
 
 def tilemma(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "tilemma.compiler.driver.cli", *args], input=stdin,
-                          capture_output=True, text=True)
+    return run_main("tilemma", cli.main, args, stdin)  # in this process (tests.inprocess)
 
 
 def entries(text: str) -> dict:

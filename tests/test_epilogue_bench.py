@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
-import subprocess
-import sys
 import types
 
 import ml_dtypes
@@ -20,6 +18,8 @@ import pytest
 import tilemma
 from benchmarks import epilogue_bench as eb
 from benchmarks import gemm_bench as gb
+from tests.inprocess import run_main
+from tilemma.compiler.driver import opt as opt_main
 
 SHAPE = (96, 80, 160)  # M, N, K: more than one block, not powers of two
 NP_LIB = types.SimpleNamespace(erf=np.vectorize(math.erf), tanh=np.tanh)
@@ -38,8 +38,7 @@ def test_every_case_verifies_with_tilemma_opt(tmp_path):
     text = "\n".join(eb.epilogue_ir(c, SHAPE)[0] for c in eb.CASES.values())
     path = tmp_path / "cases.mlir"
     path.write_text(text)
-    opt = subprocess.run([sys.executable, "-m", "tilemma.compiler.driver.opt", str(path)],
-                         capture_output=True, text=True)  # tilemma-opt
+    opt = run_main("tilemma-opt", opt_main.main, [str(path)])  # in this process (tests.inprocess)
     assert opt.returncode == 0, opt.stderr
     for c in eb.CASES.values():
         assert f"func.func @{eb.kernel_name(c, SHAPE)}(" in opt.stdout

@@ -14,12 +14,13 @@ Three layers:
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from tests.inprocess import run_main
+from tilemma.compiler.driver import cli
+from tilemma.compiler.driver import opt as opt_main
 from tilemma.compiler.core.memref_layout import strided_layout
 from tilemma.compiler.driver import runner
 from tilemma.compiler.driver.gemm_generator import ACTIVATIONS, GemmSpec, gemm_module
@@ -33,13 +34,12 @@ from tilemma.passes.tile.select_mma import SelectMma
 
 
 def tilemma(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "tilemma.compiler.driver.cli", *args],
-                          input=stdin, capture_output=True, text=True)
+    """`tilemma ARGS`, run in this process (tests.inprocess: a subprocess costs a second of start-up)."""
+    return run_main("tilemma", cli.main, args, stdin)
 
 
 def opt(*args, stdin=None):
-    return subprocess.run([sys.executable, "-m", "tilemma.compiler.driver.opt", *args],
-                          input=stdin, capture_output=True, text=True)
+    return run_main("tilemma-opt", opt_main.main, args, stdin)
 
 
 # --- the generator --------------------------------------------------------------------------

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
+from tests.inprocess import run_main
 from tilemma.compiler.core import isa
+from tilemma.compiler.driver import isa_commands
 from tilemma.compiler.core.targets import (
     ALL_TARGETS,
     DEFAULT_PTX,
@@ -372,13 +373,7 @@ def test_ptxas_only_spellings_are_refused_with_a_note():
 # The `isa` command
 # ------------------------------------------------------------------------------------------
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tilemma.compiler.driver.isa_commands", "isa", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_main("tilemma", isa_commands.main, ["isa", *args])  # in this process (tests.inprocess)
 
 
 def test_cli_list():

@@ -15,6 +15,8 @@ from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, parse
 from tilemma.compiler.driver.runner import run_compiled
 from tilemma.dialects import tile
 from tilemma.passes.tile.linalg_to_tile import LinalgToTile
+from tests.inprocess import run_main
+from tilemma.compiler.driver import cli
 
 CASES = {
     # name: (M, N, K, A/B element, C element, C layout)
@@ -359,8 +361,7 @@ def test_frontend_input_runs_exactly_in_the_emulator(name):
 
 @pytest.mark.parametrize("name", list(FRONTEND_CASES))
 def test_tilemma_run_takes_frontend_input(name):
-    proc = subprocess.run([str(BIN / "tilemma"), "run", str(FRONTENDS / f"{name}.mlir"), "--sm", "90", "--on", "emulator"],
-                          capture_output=True, text=True, timeout=600)
+    proc = run_main("tilemma", cli.main, ["run", str(FRONTENDS / f"{name}.mlir"), "--sm", "90", "--on", "emulator"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "PASS" in proc.stdout and "Traceback" not in proc.stderr
 

@@ -7,8 +7,6 @@ the logical matrices; the runner's own checks come on top.
 """
 
 import dataclasses
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,6 +17,8 @@ from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.core.memref_layout import StridedLayout, strided_layout
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, parse
 from tilemma.compiler.driver.runner import pack_memory, run_compiled
+from tests.inprocess import run_main
+from tilemma.compiler.driver import cli
 
 
 def _memref_type(text: str) -> MemRefType:
@@ -243,8 +243,7 @@ def test_runner_catches_a_kernel_that_ignores_the_strides():
 
 
 def _compile_cli(text: str):
-    return subprocess.run([sys.executable, "-m", "tilemma.compiler.driver.cli", "compile", "-", "--sm", "80"],
-                          input=text, capture_output=True, text=True)
+    return run_main("tilemma", cli.main, ["compile", "-", "--sm", "80"], text)  # in process (tests.inprocess)
 
 
 @pytest.mark.parametrize(

@@ -34,3 +34,27 @@ def test_a_well_formed_instruction_verifies():
 def test_a_malformed_instruction_is_refused(text, message):
     with pytest.raises(VerifyException, match=message):
         _verify(text)
+
+
+@pytest.mark.parametrize("guard", [None, "!%p1"])
+def test_the_instruction_constructor_builds_what_the_generic_one_does(guard):
+    """`InstOp.__init__` sets only what `Operation.__init__` would set for an op with no
+    operands, results, successors or regions; the two ops agree in every field, behave alike
+    in a block, and print alike."""
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import Block, Operation
+
+    from tilemma.dialects import ptx
+
+    fast = ptx.InstOp("add.s32", ["%r1", "%r2", "1"], guard)
+    generic = ptx.InstOp.__new__(ptx.InstOp)
+    Operation.__init__(generic, properties=dict(fast.properties))
+    fields = ("_operands", "_operand_uses", "results", "_successors", "_successor_uses", "properties",
+              "attributes", "location", "regions", "parent", "_next_op", "_prev_op")
+    assert {f: getattr(fast, f) for f in fields} == {f: getattr(generic, f) for f in fields}
+    block = Block([fast, generic])
+    assert fast.next_op is generic and generic.prev_op is fast and fast.parent is block
+    module = ModuleOp([])
+    module.body.block.add_op(fast.clone())
+    module.verify()
+    assert str(fast) == str(generic) and fast.text() == generic.text()

@@ -1,8 +1,6 @@
 """Front-half checks that stop silently wrong code: constants must fit their element type, and a
 tile.cast must be one the lowering can do (`tile.CAST_RULES`), refused where it is written."""
 
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -13,12 +11,12 @@ from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 from tilemma.compiler.driver.runner import run_compiled
 from tilemma.dialects import tile
 from tilemma.dialects.attributes import element_range
+from tests.inprocess import run_main
+from tilemma.compiler.driver import cli
 
 
 def tilemma(*args, stdin=None):
-    return subprocess.run(
-        [sys.executable, "-m", "tilemma.compiler.driver.cli", *args], input=stdin, capture_output=True, text=True
-    )
+    return run_main("tilemma", cli.main, args, stdin)  # in this process (tests.inprocess)
 
 
 @pytest.mark.parametrize(

@@ -26,14 +26,13 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import PatternRewriteWalker
 
 from tilemma.compiler.runtime.abi import size_param, symbol_order
 from tilemma.dialects import ptx, tile, warp
 from tilemma.dialects.ptx_builder import RegisterFile
 from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.passes.errors import LoweringError
-from tilemma.passes.rewriting import TypedPatternApplier
+from tilemma.passes.rewriting import TypedPatternApplier, TypedPatternWalker
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.elementwise import LowerCast, LowerMap
 from tilemma.passes.warp_to_ptx.fragment_ops import (
@@ -128,7 +127,7 @@ class WarpToPtx(ModulePass):
         abis = {k: _abi(k) for k in kernels}
         for k in kernels:
             state.kernels[k] = self._preamble(k)
-        PatternRewriteWalker(
+        TypedPatternWalker(
             TypedPatternApplier([
                 LowerConstant(), LowerArith(state), LowerCmpi(state), LowerDim(state), LowerId(state), LowerFor(state), LowerIf(state),
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
