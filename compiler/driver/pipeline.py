@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
-from tilemma.compiler.core import configs
+from tilemma.compiler.core import collector, configs
 from tilemma.compiler.runtime.abi import KernelABI
 from tilemma.compiler.core.isa import MmaVariant
 from tilemma.compiler.driver.files import EMPTY_STDIN
@@ -137,8 +137,9 @@ def lower(module: ModuleOp, locations: dict, options: CompileOptions, warp_level
 
 def compile_text(text: str, name: str, options: CompileOptions,
                  instrument: PassInstrument | None = None) -> list[CompiledKernel]:
-    module, locations = parse(text, name)
-    return compile_module(module, locations, name, options, instrument)
+    with collector.paused():  # a compile allocates much and frees little until it ends
+        module, locations = parse(text, name)
+        return compile_module(module, locations, name, options, instrument)
 
 
 def compile_module(module: ModuleOp, locations: dict, name: str, options: CompileOptions,

@@ -4,13 +4,12 @@ memory budget, and the public entry points `compile_entry` and `emulate`."""
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
+from tilemma.compiler.core import collector
 from tilemma.compiler.core.progress import Progress
 from tilemma.compiler.core.targets import max_shared_per_cta
 from tilemma.compiler.verify import mma_arith
@@ -287,26 +286,11 @@ def _parsed(source) -> ParsedPtx:
     raise TypeError(f"expected PTX text or a ptx.module, got {type(source).__name__}")
 
 
-@contextmanager
-def _collector_paused():
-    """Python's cyclic garbage collector off while a kernel is read and decoded: that makes tens of
-    thousands of objects (ops, operands, closures) and frees none, so the collector's passes,
-    which also walk everything else the process holds (a lot in a test run), find nothing and
-    cost about a fifth of the time. What the kernel leaves behind is collected afterwards."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def compile_entry(ptx_text_or_module, entry: str | None = None, arch: str = mma_arith.DEFAULT_ARCH) -> Program:
     """Decode kernel `entry` (the only one when None) of PTX text or a ptx.module, for a GPU
     `arch` (whose tensor-core arithmetic mma follows). Modules are printed and read back, so
     error messages point at lines of the PTX the GPU would get."""
-    with _collector_paused():
+    with collector.paused():  # decoding makes tens of thousands of objects and frees none
         parsed = _parsed(ptx_text_or_module)
         try:
             e = parsed.entry(entry)
