@@ -15,11 +15,22 @@ from tilemma.compiler.driver.runner import run_compiled
 NARROW = ("e4m3", "e5m2", "e3m2", "e2m3", "e2m1")
 # Unscaled pairs that need .kind::f8f6f4 (two fp8 operands use the plain fp8 instruction).
 F8F6F4 = [(a, b) for a, b in itertools.product(NARROW, NARROW) if not {a, b} <= {"e4m3", "e5m2"}]
+# Sparse block-scaled kernels (in-kernel 2:4 compression of A, three times a dense kernel's PTX)
+# run two diagonals of the 5 x 5 type square: every type as A and as B twice, so every per-operand
+# path of the lowering (A's compression and packing, B's packing, each scale) runs; the dense form
+# runs all 25 pairs, and test_emulator_block_scaled runs every sparse variant's arithmetic.
+SPARSE_SCALED_PAIRS = [(a, NARROW[(i + d) % 5]) for d in (0, 1) for i, a in enumerate(NARROW)]
 SCALED = (
     [(a, b, "ue8m0", 32, False) for a, b in itertools.product(NARROW, NARROW)]  # mxf8f6f4 / mxf4
     + [("e2m1", "e2m1", "ue4m3", 16, False)]  # mxf4nvf4 4X
-    + [(a, b, "ue8m0", 64, True) for a, b in itertools.product(NARROW, NARROW)]  # sparse mxf8f6f4
+    + [(a, b, "ue8m0", 64, True) for a, b in SPARSE_SCALED_PAIRS]  # sparse mxf8f6f4 / mxf4
 )
+
+
+def test_the_sparse_scaled_cases_cover_every_type_as_a_and_as_b():
+    for side in (0, 1):
+        assert sorted(p[side] for p in SPARSE_SCALED_PAIRS) == sorted(NARROW * 2)
+    assert len(set(SPARSE_SCALED_PAIRS)) == 10 and ("e2m1", "e2m1") in SPARSE_SCALED_PAIRS
 # Pair-wise 4:8 sparse e2m1: the sparse mxf4 (2X, ue8m0) and mxf4nvf4 (4X, ue4m3) kinds.
 SPARSE_MXF4 = [("ue8m0", 64, "mxf4"), ("ue4m3", 32, "mxf4nvf4")]
 
@@ -38,7 +49,7 @@ def _check(spec: GemmSpec, expect_kind: str):
 # Each unscaled pair once, in one of the four (sparse, accumulator) forms, chosen so that each form
 # runs every type as A and as B: a form takes whole diagonals of the 5 x 5 type square (b's index
 # minus a's; a diagonal holds each type once as A and once as B), the two fp8-only pairs a diagonal
-# lacks made up by four pairs run a second time. The block-scaled tests below run every pair again.
+# lacks made up by four pairs run a second time. The block-scaled tests below run every pair again (dense).
 def _diagonal(d: int) -> list[tuple[str, str]]:
     return [(a, NARROW[(i + d) % 5]) for i, a in enumerate(NARROW) if (a, NARROW[(i + d) % 5]) in F8F6F4]
 
