@@ -36,3 +36,24 @@ def pytest_unconfigure(config):
     if folder:
         shutil.rmtree(folder, ignore_errors=True)
         os.environ.pop("TILEMMA_TEST_CACHE_DIR", None)
+
+
+# The longest tests (10 to 50 s each, measured on a 2-core machine) run first: xdist hands out
+# tests in collection order, and one of these dealt last keeps a worker busy while the other
+# has nothing left (longest first is the classic fix for that tail).
+LONGEST_FIRST = (
+    "tests/test_readme.py::test_every_readme_line_runs",
+    "tests/test_emulator_epilogue.py::test_probe_runs_every_kernel_in_the_emulator",
+    "tests/test_isa_ptxas.py::test_every_target_checked",
+    "tests/test_fuzz_ir.py::",
+    "tests/test_scalar_math.py::test_erf_sweep",
+    "tests/test_compile_targets.py::",
+    "tests/test_staged_f64.py::test_every_64bit_candidate",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def rank(item) -> int:
+        return next((i for i, p in enumerate(LONGEST_FIRST) if item.nodeid.startswith(p)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order

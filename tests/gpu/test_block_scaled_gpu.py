@@ -4,7 +4,7 @@ the emulator by tests/test_block_scaled_e2e.py."""
 
 import pytest
 
-from tests.test_block_scaled_e2e import F8F6F4, SCALED, SPARSE_MXF4
+from tests.test_block_scaled_e2e import EVERY_SCALED, F8F6F4, SPARSE_MXF4
 from tilemma.compiler.runtime import cuda_runtime
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
@@ -37,7 +37,7 @@ def test_kind_f8f6f4_gpu(a, b, sparse):
     _run(GemmSpec(37, 91, 150, a, b, "f32", sparse_a=sparse, prune=sparse))
 
 
-@pytest.mark.parametrize("a, b, scale, block, sparse", SCALED)
+@pytest.mark.parametrize("a, b, scale, block, sparse", EVERY_SCALED)
 def test_block_scaled_gpu(a, b, scale, block, sparse):
     _run(GemmSpec(37, 91, 150, a, b, "f32", batch=2, bcast="b", sparse_a=sparse, prune=sparse,
                   scale=scale, scale_block=block))
