@@ -142,6 +142,7 @@ def compile_text(text: str, name: str, options: CompileOptions,
         return compile_module(module, locations, name, options, instrument)
 
 
+@collector.paused()  # a compile allocates much and frees little until it ends
 def compile_module(module: ModuleOp, locations: dict, name: str, options: CompileOptions,
                    instrument: PassInstrument | None = None) -> list[CompiledKernel]:
     """Lower a verified module in place (`locations`: where its ops were written, possibly empty)."""
