@@ -229,7 +229,7 @@ class MmaVariant:
     def supported_on(self, target: SmTarget | str) -> bool:
         """Whether some PTX version makes this variant legal on `target`."""
         t = parse_sm(target)
-        return self.is_defined and all(g.holds(t) for g in self._req().gates)
+        return self.is_defined and self._req().holds_on(t)
 
     def legal(self, target: SmTarget | str, ptx: PtxVersion | str | None = None) -> list[str]:
         """Reasons the variant cannot be used on (target, ptx); empty when it can."""
@@ -248,24 +248,28 @@ class MmaVariant:
     def legal_on(self, target: SmTarget | str, ptx: PtxVersion | str | None = None) -> bool:
         """`not self.legal(target, ptx)` without wording any reason (explaining an undefined
         variant searches the whole table, naming targets walks them all; the ptxas audit asks
-        this of every candidate on every target). `_reasons` is empty exactly when every gate
-        holds and `ptx` reaches the table's, the path's and the target's PTX version."""
+        this of every candidate on every target); `_reasons` decides by the same two tests."""
         req = _TABLE.get(self)
         if req is None:
             return False
         t = parse_sm(target)
         p = parse_ptx_version(ptx) if ptx is not None else DEFAULT_PTX
-        return all(g.holds(t) for g in req.gates) and p >= max(
-            req.min_ptx, self._path_ptx(t), t.min_ptx
-        )
+        return req.holds_on(t) and p >= self._needed_ptx(req, t)
+
+    def _needed_ptx(self, req: _Requirements, t: SmTarget) -> PtxVersion:
+        """The PTX version the variant needs on `t` (its gates holding): the table's, its path's
+        and the target's."""
+        return max(req.min_ptx, self._path_ptx(t), t.min_ptx)
 
     def _reasons(self, t: SmTarget, p: PtxVersion) -> list[str]:
         if not self.is_defined:
             return [explain_undefined(self)]
         req = self._req()
-        if not all(g.holds(t) for g in req.gates):
+        if not req.holds_on(t):
             return ["needs " + describe_targets(req.gates)]
-        reasons: list[str] = []
+        if p >= self._needed_ptx(req, t):
+            return []
+        reasons: list[str] = []  # at least one of these holds: p is below the needed version
         if p < req.min_ptx:
             reasons.append(f"needs PTX ISA {req.min_ptx} or newer")
         path = self._path_ptx(t)
@@ -355,6 +359,10 @@ class _Requirements:
     gates: tuple[Gate, ...]
     notes: tuple[str, ...]
 
+    def holds_on(self, t: SmTarget) -> bool:
+        """Whether every gate holds on `t` (some PTX version makes the variant legal there)."""
+        return all(g.holds(t) for g in self.gates)
+
 
 def _variants(row):
     """The variants of one syntax line (an `isa_rows.Row`): the product of its qualifier sets."""
@@ -413,7 +421,7 @@ def isa_text_allows(v: MmaVariant, target: SmTarget | str, ptx: PtxVersion | str
     if req is None:
         return False
     t, p = parse_sm(target), parse_ptx_version(ptx)
-    if not all(g.holds(t) for g in req.gates) or p < max(req.min_ptx, t.min_ptx):
+    if not req.holds_on(t) or p < max(req.min_ptx, t.min_ptx):
         return False
     return all(
         p >= min(r.min_ptx for r in g.rules if r.holds(t)) for g in req.gates

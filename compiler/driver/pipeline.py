@@ -135,11 +135,11 @@ def lower(module: ModuleOp, locations: dict, options: CompileOptions, warp_level
     _apply(passes[:-1] if warp_level else passes, module, locations, instrument)
 
 
+@collector.paused()  # a compile allocates much and frees little until it ends
 def compile_text(text: str, name: str, options: CompileOptions,
                  instrument: PassInstrument | None = None) -> list[CompiledKernel]:
-    with collector.paused():  # a compile allocates much and frees little until it ends
-        module, locations = parse(text, name)
-        return compile_module(module, locations, name, options, instrument)
+    module, locations = parse(text, name)
+    return compile_module(module, locations, name, options, instrument)
 
 
 @collector.paused()  # a compile allocates much and frees little until it ends

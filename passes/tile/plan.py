@@ -132,13 +132,9 @@ def copy_vector(mem, by_column: bool = False) -> int:
     return g if g >= 4 else 0
 
 
-def b_k_major(mem) -> bool:
-    """Whether B is stored K-major (column-major K x N: each column contiguous)."""
-    return mem.row_stride == 1 and mem.col_stride != 1
-
-
-def a_m_major(mem) -> bool:
-    """Whether A is stored M-major (column-major M x K: each column contiguous)."""
+def column_major(mem) -> bool:
+    """Whether an operand's window is stored column by column (each column contiguous): an
+    M-major A (M x K), a K-major B (K x N)."""
     return mem.row_stride == 1 and mem.col_stride != 1
 
 
@@ -150,8 +146,7 @@ def stageable(g, variant) -> str | None:
     columns (or N rows) - an operand stored the other way round is read with ldmatrix .trans
     (16-bit) or `warp.load_shared` (tf32, f64; 8-bit and narrower need a transposing fill, not
     built); every run aligned for cp.async, and sub-byte K rows ending on a byte. A
-    pre-compressed sparse A:
-    `pre_compressed_stageable`."""
+    pre-compressed sparse A: `pre_compressed_stageable`."""
     if g.a_meta is not None:
         return pre_compressed_stageable(g, variant)
     if variant.atype == "f64" and variant.shape != "m16n8k16":
@@ -170,13 +165,13 @@ def stageable(g, variant) -> str | None:
             return f"{what} must be read as stored (or as f32 rounded to tf32, or 4-bit integers widened to 8)"
     if widened[0] != widened[1]:
         return "A and B must both be 4-bit integers widened to 8-bit, or neither"
-    m_major = a_m_major(g.a)
+    m_major = column_major(g.a)
     if not m_major and g.a.col_stride != 1:
         return "A must have contiguous rows or columns"
     if bits <= 8 and m_major:
         return (f"{bits}-bit A must be K-major (a row-major M x K memref): ldmatrix transposes only "
                 f"16-bit elements, and {bits}-bit fragments pack {32 // bits} elements a register")
-    k_major = b_k_major(g.b)
+    k_major = column_major(g.b)
     if not k_major and g.b.col_stride != 1:
         return "B must have contiguous rows or columns"
     if bits <= 8 and not k_major:
@@ -200,7 +195,7 @@ def pre_compressed_stageable(g, variant) -> str | None:
     dense 16-bit B, read as stored (rows contiguous: ldmatrix .trans, or K-major), 4-byte aligned."""
     if g.b.casts or g.b.stored not in ("f16", "bf16"):
         return f"B must be f16 or bf16 read as stored, not {g.b.stored}"
-    k_major = b_k_major(g.b)
+    k_major = column_major(g.b)
     if not k_major and g.b.col_stride != 1:
         return "B must have contiguous rows or columns"
     if not copy_vector(g.b, k_major):
@@ -222,7 +217,7 @@ def default_schedule(g, variant) -> str:
         return "64bit"
     if g.a.bits == 32:
         # an M-major A or a row-major B is read with warp.load_shared, as f64
-        return "32bit" if b_k_major(g.b) and not a_m_major(g.a) else "32bit-row-b"
+        return "32bit" if column_major(g.b) and not column_major(g.a) else "32bit-row-b"
     if g.a.bits == 8:
         return "fp8" if BY_PTX[variant.atype].name in FP8 else "8bit"
     if widens(g, variant):

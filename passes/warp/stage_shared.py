@@ -3,12 +3,12 @@
 Where `#warp.schedule` has `stages` S > 0, the simple K loop of `tile-distribute` (fragments
 loaded from global memory one instruction's K at a time) becomes a loop over stages of
 `stage_k` elements of K: the CTA copies its A (BM x BK, or BK x BM for an M-major A) and B
-(BK x BN, or BN x BK for a K-major B) tiles into stage `kt % S` of two shared buffers (`memref<S x R x C, 3>`) with
-`warp.copy_async` (skipped past K by an `scf.if`; zero-filled at a ragged edge), commits the
-group, waits for it (`warp.async_wait`, whose token every read of the stage takes) and meets at
-a barrier; then each warp reads its fragments from the stage (`warp.ldmatrix`, or
-`warp.load_shared` where a register holds one element: f64, tf32 stored across its K rows) and multiplies
-them, one K step after another (a pre-compressed A's metadata: one vector load per instruction
+(BK x BN, or BN x BK for a K-major B) tiles into stage `kt % S` of two shared buffers
+(`memref<S x R x C, 3>`) with `warp.copy_async` (skipped past K by an `scf.if`; zero-filled at a
+ragged edge), commits the group, waits for it (`warp.async_wait`, whose token every read of the
+stage takes) and meets at a barrier; then each warp reads its fragments from the stage
+(`warp.ldmatrix`, or `warp.load_shared` where a register holds one element: f64, tf32 stored
+across its K rows) and multiplies them, one K step after another (a pre-compressed A's metadata: one vector load per instruction
 row and stage). The ring is ready for `warp-pipeline`, which issues the copies S - 1 stages
 ahead; on its own the loop is correct and waits for each stage right after copying it.
 """
@@ -31,7 +31,7 @@ from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.distribute import IndexBuilder
-from tilemma.passes.tile.plan import SHARED_LOAD_SHAPES, a_m_major, b_k_major, ceil_div, copy_vector
+from tilemma.passes.tile.plan import SHARED_LOAD_SHAPES, ceil_div, column_major, copy_vector
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class _Stage(IndexBuilder):
         self.a = MemView.of(a0.ref.type, a0.window_values(), multiple)
         self.b = MemView.of(b0.ref.type, b0.window_values(), multiple)
         self.a_ref, self.b_ref = a0.ref, b0.ref
-        self.a_m_major, self.b_k_major = a_m_major(self.a), b_k_major(self.b)
+        self.a_m_major, self.b_k_major = column_major(self.a), column_major(self.b)
         v = self.mmas[0].a.type.variant
         self.variant = v
         # one element per register (f64; tf32 stored across its fragments' K rows): warp.load_shared
@@ -223,12 +223,12 @@ class _Stage(IndexBuilder):
 
     def stage_reads(self, stage: SSAValue, token: SSAValue, kk: int):
         """Readers of K step `kk` of a stage: i -> instruction row i's A fragment (ldmatrix .x4 from
-        an M x K buffer, or .trans from a K x M one),
-        and j -> the B fragments of instruction columns j.. (`b_group` of them: ldmatrix .x4 of
-        two columns from an N x K buffer, or .trans from a K x N one). `warp.load_shared` per
-        fragment for the shapes ldmatrix cannot read (`SHARED_LOAD_SHAPES`) and a row-major tf32
-        B. A pre-compressed A's stage holds its values (column kk / 2), and each k32 B fragment
-        is one .x4 of its own."""
+        an M x K buffer, or .trans from a K x M one), and j -> the B fragments of instruction
+        columns j.. (`b_group` of them: ldmatrix .x4 of two columns from an N x K buffer, or .trans
+        from a K x N one). `warp.load_shared` per fragment for the shapes ldmatrix cannot read
+        (`SHARED_LOAD_SHAPES`) and a tf32 operand stored across its K rows (an M-major A, a
+        row-major B). A pre-compressed A's stage holds its values (column kk / 2), and each k32 B
+        fragment is one .x4 of its own."""
         rn = self.s.warp_tile[1]
         pre = self.pre
         a_load, b_load = self.a_loads[0], self.b_loads[0]

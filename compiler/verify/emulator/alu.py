@@ -382,7 +382,7 @@ def _dec_cvta(d, op, mods, args, where) -> Fn:
         return lambda m, mask: write(m, np.asarray(ra(m)) | window, mask)
     if mods == ["to", "shared", "u64"]:
         def run(m, mask):
-            x = _per_thread(np.asarray(ra(m)), m.T)
+            x = _per_thread(ra(m), m.T)
             bad = (x >> np.uint64(_SPACE_SHIFT)) != np.uint64(_SHARED_SPACE + 1)
             bad = bad if mask is None else bad & mask
             if bad.any():

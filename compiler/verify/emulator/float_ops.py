@@ -471,7 +471,7 @@ def dec_mov(d, op, mods, args, where) -> Fn:
     mask_w = wide.type((1 << w) - 1)
 
     def unpack(m, mask):
-        x = _per_thread(np.asarray(read(m)), m.T)
+        x = _per_thread(read(m), m.T)
         for i, wr in enumerate(writes):
             wr(m, ((x >> wide.type(w * i)) & mask_w).astype(part), mask)
 
@@ -551,8 +551,8 @@ def dec_cvt(d, op, mods, args, where) -> Fn:
             conv = lambda x: f32_to_bf16_bits(x, rnd, sat)  # noqa: E731
 
         def pack16(m, mask):
-            hi = conv(_per_thread(np.asarray(ra(m)), m.T)).astype(np.uint32)
-            lo = conv(_per_thread(np.asarray(rb(m)), m.T)).astype(np.uint32)
+            hi = conv(_per_thread(ra(m), m.T)).astype(np.uint32)
+            lo = conv(_per_thread(rb(m), m.T)).astype(np.uint32)
             write(m, (hi << np.uint32(16)) | lo, mask)
 
         return pack16
@@ -562,8 +562,8 @@ def dec_cvt(d, op, mods, args, where) -> Fn:
         ra, rb = _reader(d, ops[1], "f32", where), _reader(d, ops[2], "f32", where)
 
         def pack8(m, mask):
-            hi = f32_to_f8_bits(_per_thread(np.asarray(ra(m)), m.T), dst_t).astype(np.uint16)
-            lo = f32_to_f8_bits(_per_thread(np.asarray(rb(m)), m.T), dst_t).astype(np.uint16)
+            hi = f32_to_f8_bits(_per_thread(ra(m), m.T), dst_t).astype(np.uint16)
+            lo = f32_to_f8_bits(_per_thread(rb(m), m.T), dst_t).astype(np.uint16)
             write(m, (hi << np.uint16(8)) | lo, mask)
 
         return pack8

@@ -142,7 +142,7 @@ def _dec_st(d, op, mods, args, where) -> Fn:
             reads.append(_reader(d, s, t, where))
 
     def values(m, mask) -> np.ndarray:  # [threads executing, n] as unsigned
-        cols = [_per_thread(np.asarray(r(m)), m.T).view(unsigned) for r in reads]
+        cols = [_per_thread(r(m), m.T).view(unsigned) for r in reads]
         v = cols[0][:, None] if n == 1 else np.stack(cols, 1)
         return v if mask is None else v[mask]
 
@@ -226,7 +226,7 @@ def _dec_atom(d, op, mods, args, where) -> Fn:
 
     def run(m, mask):
         a = addresses(m)
-        v = _per_thread(np.asarray(read(m)), m.T)
+        v = _per_thread(read(m), m.T)
         if mask is not None:
             a, v = a[mask], v[mask]
         old = np.empty(a.size, dtype=dt)
