@@ -218,21 +218,24 @@ def is_shape_error(msg: str) -> bool:
     return msg.startswith(_SHAPE_ERRORS)
 
 
-_ACCEPTED, _SHAPES_ONLY, _REFUSED = 0, 1, 2  # a line's verdict: `_verdict_kinds`
+ACCEPTED, SHAPES_ONLY, REFUSED = 0, 1, 2  # a line's verdict: `verdict_kind`
+
+
+def verdict_kind(errs: list[str]) -> int:
+    """ACCEPTED (no message), SHAPES_ONLY (refused only for operand counts/types: the sweep's
+    boundary) or REFUSED."""
+    return ACCEPTED if not errs else SHAPES_ONLY if all(map(is_shape_error, errs)) else REFUSED
 
 
 def _verdict_kinds(per_line: list[list[str]]) -> np.ndarray:
-    """Per line: _ACCEPTED, _SHAPES_ONLY (refused only for operand shapes) or _REFUSED.
+    """`verdict_kind` of every line.
 
     Each distinct message list is classified once, found by object identity in numpy: a
     recording answers a target's ~170k lines with a few hundred shared lists, and a Python
     loop over every line of every target would cost seconds."""
     ids = np.fromiter(map(id, per_line), np.uintp, len(per_line))
     _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
-    kinds = [
-        _ACCEPTED if not e else _SHAPES_ONLY if all(map(is_shape_error, e)) else _REFUSED
-        for e in map(per_line.__getitem__, first.tolist())
-    ]
+    kinds = [verdict_kind(e) for e in map(per_line.__getitem__, first.tolist())]
     return np.array(kinds, np.int8)[inverse.reshape(-1)]
 
 
@@ -583,7 +586,7 @@ def run_check(
         legal = {i for i in defined if cands[i].legal_on(t, top)}
         rep.table_legal = len(legal)
         expected[t] = legal | {i for i in quirky if isa.ptxas_also_accepts(cands[i], t, top)}
-        for i in np.flatnonzero(kinds[t] == _SHAPES_ONLY).tolist():
+        for i in np.flatnonzero(kinds[t] == SHAPES_ONLY).tolist():
             if i not in legal:
                 ambiguous.append((t, cands[i]))
                 ambiguous_index.append(i)
@@ -601,7 +604,7 @@ def run_check(
     for t in targets:
         rep, want, late = reports[t], expected[t], accepted_late[t]
         isa_ok = {i for i in in_isa_text if isa.isa_text_allows(cands[i], t, top)}
-        got = set(np.flatnonzero(kinds[t] == _ACCEPTED).tolist()) | late.keys()
+        got = set(np.flatnonzero(kinds[t] == ACCEPTED).tolist()) | late.keys()
         wrong = got ^ want
         rep.agree = len(main[t]) - len(wrong)
         for i in sorted((want ^ isa_ok) - wrong):

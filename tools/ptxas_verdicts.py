@@ -32,7 +32,7 @@ from pathlib import Path
 
 from tilemma.compiler.core.targets import PtxVersion, SmTarget, parse_sm
 from tilemma.compiler.runtime.ptxas import find_ptxas
-from tools.isa_ptxas_check import assemble_lines, is_shape_error
+from tools.isa_ptxas_check import SHAPES_ONLY, assemble_lines, verdict_kind
 
 FOLDER = Path(__file__).resolve().parent.parent / "tests" / "data" / "ptxas_verdicts"
 #: `spot_check` re-assembles every accepted line, one in SAMPLE_SHAPE_EVERY of those refused only
@@ -64,7 +64,7 @@ def _key(target: SmTarget, ptx: PtxVersion) -> str:
 
 def shape_only(errs: list[str]) -> bool:
     """Refused only for operand counts/types: the sweep's boundary."""
-    return bool(errs) and all(map(is_shape_error, errs))
+    return verdict_kind(errs) == SHAPES_ONLY
 
 
 class Recorder:
@@ -150,8 +150,8 @@ class Replay:
         accepted line; one refused only for operand shapes in `SAMPLE_SHAPE_EVERY` (these are
         the sweep's: one flipping to accepted could change a verdict); one other in
         `SAMPLE_EVERY`; chosen by a hash of the line's text, so the same on every run."""
-        kind = [0 if not v else 1 if shape_only(v) else 2 for v in self.verdicts]
-        every = (1, SAMPLE_SHAPE_EVERY, SAMPLE_EVERY)
+        kind = [verdict_kind(v) for v in self.verdicts]
+        every = (1, SAMPLE_SHAPE_EVERY, SAMPLE_EVERY)  # by verdict kind: accepted, shapes only, refused
         out = {}
         for key, (ids, verdicts) in self.groups.items():
             if key.split("@")[0] != target.name:
