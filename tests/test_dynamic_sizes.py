@@ -152,3 +152,25 @@ def test_sub_byte_and_static_against_dynamic_are_refused_at_their_op():
 }"""
     with pytest.raises(tilemma.CompileError, match=r"<input>:4:\d+: .*K is \? in one operand and 64"):
         tilemma.compile(mixed, sm="90", cache=False)
+
+
+@pytest.mark.parametrize("size, staged", [("M=128,N=64,K=64", True), ("M=37,N=91,K=53", False)])
+def test_tilemma_run_runs_the_variant_a_launch_runs(tmp_path, size, staged):
+    """`tilemma run` on a kernel with `?` sizes dispatches as `Kernel.bind` does: the variant of
+    the run's size class (staged for 16-byte rows), with the same PTX, checked against the
+    reference."""
+    from tests.inprocess import run_main
+    from tilemma.compiler.driver import cli
+    from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+
+    text = str(gemm_module(GemmSpec(64, 64, 64, "f16", "f16", "f32", dynamic="mnk")))
+    [generic] = compile_text(text, "dyn.mlir", CompileOptions(sm="90", tune_cache=""))
+    ran = cli._dispatched(generic, text, "dyn.mlir", CompileOptions(sm="90", tune_cache=""), {}, [size])
+    m, n, k = (int(p.split("=")[1]) for p in size.split(","))
+    shapes = [(m, k), (k, n), (m, n), (m, n)]
+    api = compile_dynamic().bind(shapes, [(s[1], 1) for s in shapes])
+    assert ("stages=0" not in ran.abi.config) == staged and ran.abi.config == api.abi.config
+    assert ran.ptx == api.ptx and ran.scalars == api.scalars
+    (tmp_path / "dyn.mlir").write_text(text)
+    proc = run_main("tilemma", cli.main, ["run", str(tmp_path / "dyn.mlir"), "--on", "emulator", "--size", size])
+    assert proc.returncode == 0 and f"{m}x{n}x{k}" in proc.stdout and "PASS" in proc.stdout, proc.stdout + proc.stderr

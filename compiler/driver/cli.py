@@ -242,7 +242,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from tilemma.compiler.runtime import cuda_runtime
     from tilemma.compiler.driver.pipeline import compile_text
-    from tilemma.compiler.driver.runner import bind_sizes, check_size, run_compiled
+    from tilemma.compiler.driver.runner import check_size, run_compiled
 
     text, name = read_input(args.file)
     on = args.on
@@ -263,7 +263,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         kernels = compile_text(text, name, options, observe)
     finally:
         observe.report()
-    kernels = [bind_sizes(k, inputs, args.size) if k.abi.dynamic else k for k in kernels]
+    kernels = [_dispatched(k, text, name, options, inputs, args.size) if k.abi.dynamic else k for k in kernels]
     for kernel in kernels:  # every kernel before the first runs
         check_size(kernel, on, args.allow_long)
     failed = 0
@@ -274,6 +274,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.save:
             _save_outputs(args.save, kernel.name, result.outputs)
     return 1 if failed else 0
+
+
+def _dispatched(kernel, text: str, name: str, options, inputs: dict, sizes: list[str] | None):
+    """A kernel with `?` sizes as a launch runs it (`Kernel.bind`): the variant of the run's
+    size class (`variants.variant_for`), compiled for it, bound to the run's sizes."""
+    import dataclasses
+
+    from tilemma.compiler.driver.pipeline import compile_text
+    from tilemma.compiler.driver.runner import bind_sizes, launch_shapes
+    from tilemma.compiler.driver.variants import variant_for
+
+    shapes, strides = launch_shapes(kernel, inputs, sizes)
+    variant = variant_for(kernel.abi, shapes, strides)
+    if variant is not None:
+        specialised = compile_text(text, name, dataclasses.replace(options, **variant._asdict()))
+        kernel = next(k for k in specialised if k.name == kernel.name)
+    return bind_sizes(kernel, shapes, strides)
 
 
 def _load_inputs(specs: list[str]) -> dict:

@@ -244,14 +244,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def bind_sizes(kernel: CompiledKernel, inputs: dict[str, np.ndarray], sizes: list[str] | None) -> CompiledKernel:
-    """A kernel with `?` sizes bound to one run's: each size from an `--input` array of the
-    argument it sizes, else from `sizes` (`NAME=VALUE`, comma-separated or repeated); a
-    ValueError naming what is missing or disagrees."""
-    import dataclasses
-
-    from tilemma.compiler.core.memref_layout import DYNAMIC
-
+def launch_shapes(kernel: CompiledKernel, inputs: dict[str, np.ndarray],
+                  sizes: list[str] | None) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+    """The shapes and (packed) element strides of one run's buffers, one per parameter, for a
+    kernel with `?` sizes: each size from an `--input` array of the argument it sizes, else from
+    `sizes` (`NAME=VALUE`, comma-separated or repeated); a ValueError naming what is missing."""
     given: dict[str, int] = {}
     for spec in sizes or []:
         for part in filter(None, spec.split(",")):
@@ -277,7 +274,19 @@ def bind_sizes(kernel: CompiledKernel, inputs: dict[str, np.ndarray], sizes: lis
             raise ValueError(f"{kernel.name}: {', '.join(missing)} known only at launch: give --size "
                              f"{missing[0]}=... (or an --input array for {p.name.removeprefix('p_')})")
         shapes.append(tuple(given[s] if s else n for s, n in zip(p.sizes or ("",) * len(p.shape), p.shape)))
-    strides = [p.packed_strides(shape) for p, shape in zip(abi.params, shapes)]
+    return shapes, [p.packed_strides(shape) for p, shape in zip(abi.params, shapes)]
+
+
+def bind_sizes(kernel: CompiledKernel, shapes: list[tuple[int, ...]],
+               strides: list[tuple[int, ...]]) -> CompiledKernel:
+    """A kernel with `?` sizes bound to buffers of these shapes and strides (`launch_shapes`):
+    its ABI static, its GEMM's sizes and strides the run's; a ValueError where they disagree
+    with the kernel (`KernelABI.bind`)."""
+    import dataclasses
+
+    from tilemma.compiler.core.memref_layout import DYNAMIC
+
+    abi = kernel.abi
     bound, values = abi.bind(shapes, strides)
     g = kernel.gemm
     by_symbol = dict(zip(abi.symbols, values))
