@@ -49,6 +49,16 @@ def triton_copy():
     return copy
 
 
+def raw_launch(kernel, pointers: list[int], stream: int):
+    """The driver's cuLaunchKernel through ctypes with the kernel's prepared parameters and nothing
+    else (no context switch, no argument writes): the floor under `launch_unchecked`."""
+    kernel.launch_unchecked(*pointers, stream=stream)
+    launcher = kernel._launch.launcher(0)
+    call, *fixed = launcher._call
+    fixed[-1:-1] = [stream or None]  # cuLaunchKernel(f, grid, block, shared, stream, params, extra)
+    return lambda: call(*fixed, None)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--launches", type=int, default=20000)
@@ -80,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         ("tilemma.torch custom op (allocates D)", lambda: gemm(a, b, c)),
         ("cuda_runtime.launch (addresses)", lambda: cuda_runtime.launch(k.ptx, k.name, k.grid, k.block, pointers,
                                                                         k.shared_bytes, handle)),
+        ("cuLaunchKernel alone (ctypes, the floor)", raw_launch(k, pointers, handle)),
         ("torch.mm (f16, allocates)", lambda: torch.mm(a, b)),
         ("torch.mm out= (f16)", lambda: torch.mm(a, b, out=dh)),
         ("torch add_ (f32)", lambda: c.add_(0.0)),

@@ -174,3 +174,11 @@ def test_tilemma_run_runs_the_variant_a_launch_runs(tmp_path, size, staged):
     (tmp_path / "dyn.mlir").write_text(text)
     proc = run_main("tilemma", cli.main, ["run", str(tmp_path / "dyn.mlir"), "--on", "emulator", "--size", size])
     assert proc.returncode == 0 and f"{m}x{n}x{k}" in proc.stdout and "PASS" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_launch_unchecked_of_a_kernel_with_unbound_sizes_is_refused():
+    """Its grid and size parameters are a bound kernel's: nothing is launched (no GPU needed to
+    refuse it, the check comes before the driver)."""
+    kernel = compile_dynamic()
+    with pytest.raises(tilemma.LaunchError, match="bind"):
+        kernel.launch_unchecked(0, 0, 0, 0)

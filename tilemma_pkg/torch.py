@@ -60,15 +60,20 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
     dtypes = {p.name: _torch_dtype(p) for p in outputs}  # what an output is made of
     accepted = {p.name: _accepted(p) for p in inputs}  # what an input may be (as `Kernel.launch` takes)
 
+    # What the checks read per parameter, worked out once (Param's properties compute): the shape
+    # a tensor must have (`?` sizes as symbols; packed sub-byte operands as bytes), and whether
+    # it is packed (then its strides are not compared).
+    wants = [((p.nbytes,) if p.packing == "bits" else p.shape, p.sizes or ("",) * len(p.shape), p.packing == "bits")
+             for p in inputs]
+    stream_of = _stream_getter()
+
     def check(tensors: tuple) -> dict[str, Any]:
         """The inputs checked against the ABI; for a kernel with `?` sizes, their values (the
         launch checks that the inputs agree on them)."""
         if len(tensors) != len(inputs):
             raise LaunchError(f"{name} takes {len(inputs)} tensors ({', '.join(arg_names)}), got {len(tensors)}")
         sizes: dict[str, Any] = {}
-        for t, p, arg in zip(tensors, inputs, arg_names):
-            want_shape = (p.nbytes,) if p.packing == "bits" else p.shape
-            symbols = p.sizes or ("",) * len(p.shape)
+        for t, p, arg, (want_shape, symbols, _) in zip(tensors, inputs, arg_names, wants):
             if (len(t.shape) != len(want_shape) or t.dtype not in accepted[p.name]
                     or any(not s and n != w for s, n, w in zip(symbols, t.shape, want_shape))):
                 raise LaunchError(f"{name}: {arg} is {t.dtype} {tuple(t.shape)}, expected "
@@ -100,8 +105,8 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
                 made.append(_empty(p, dtypes[p.name], device))
         return made
 
-    def laid_out(t: torch.Tensor, p) -> torch.Tensor:
-        if p.packing == "bits" or all(s == w for s, w, n in zip(t.stride(), p.strides, p.shape) if n > 1):
+    def laid_out(t: torch.Tensor, p, packed: bool) -> torch.Tensor:
+        if packed or all(s == w for s, w, n in zip(t.stride(), p.strides, p.shape) if n > 1):
             return t
         return _empty(p, t.dtype, t.device).copy_(t)
 
@@ -109,10 +114,10 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
         sizes = check(tensors)
         device = tensors[0].device if tensors else torch.device("cuda", torch.cuda.current_device())
         made = allocate(device, sizes)
-        given = iter(laid_out(t, concrete(p, {**sizes, **dict(zip(p.sizes, t.shape))})) for t, p in zip(tensors, inputs))
+        given = iter(laid_out(t, concrete(p, {**sizes, **dict(zip(p.sizes, t.shape))}) if sizes else p, want[2])
+                     for t, p, want in zip(tensors, inputs, wants))
         out = iter(made)
-        kernel.launch(*[next(out) if p in outputs else next(given) for p in params],
-                      stream=torch.cuda.current_stream(device))
+        kernel.launch(*[next(out) if p in outputs else next(given) for p in params], stream=stream_of(device))
         return made[0] if len(made) == 1 else tuple(made)
 
     def fake(*tensors: torch.Tensor):
@@ -140,6 +145,15 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
 
 #: name -> (the op, its kernel, the torch.library.Library that keeps the registration alive)
 _registered: dict[str, tuple[Any, Kernel, Any]] = {}
+
+
+def _stream_getter():
+    """device -> the handle of torch's current stream on it: torch's own C accessor where it has
+    one (what Triton's launcher reads; a Python `current_stream` costs about 20 us a call)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is None:
+        return lambda device: torch.cuda.current_stream(device)
+    return lambda device: raw(device.index if device.index is not None else torch.cuda.current_device())
 
 
 def _torch_dtype(p) -> torch.dtype:

@@ -319,6 +319,9 @@ class Kernel:
 
     @cached_property
     def _launch(self) -> Prepared:
+        if self.dynamic:  # its grid and size parameters are a bound kernel's (`bind`)
+            raise LaunchError(f"{self.name} has sizes known only at launch: launch_unchecked takes the kernel "
+                              "that `bind(shapes, strides)` returns for the buffers' sizes")
         return Prepared(self)
 
     def launch(self, *args: Any, stream: Any = None) -> None:
@@ -339,13 +342,15 @@ class Kernel:
         ints are checked in O(1) each against what was worked out once per kernel (a few
         microseconds); other kinds of buffers take the general reading, as do tensors that differ
         from the ABI (for the message). Launches may be captured in a CUDA graph."""
-        if self.dynamic:  # the kernel bound to these sizes: by the tensors' shapes and strides if seen
-            try:
-                bound = self._bound.get((tuple(a.shape for a in args), tuple(a.stride() for a in args)))
-            except (AttributeError, TypeError):
-                bound = None
-            return (bound or self._bind_buffers(args, stream)).launch(*args, stream=stream)
-        prepared = self.__dict__.get("_launch") or self._launch
+        prepared = self.__dict__.get("_launch")  # made at a static kernel's first launch
+        if prepared is None:
+            if self.dynamic:  # the kernel bound to these sizes: by the tensors' shapes and strides if seen
+                try:
+                    bound = self._bound.get((tuple(a.shape for a in args), tuple(a.stride() for a in args)))
+                except (AttributeError, TypeError):
+                    bound = None
+                return (bound or self._bind_buffers(args, stream)).launch(*args, stream=stream)
+            prepared = self._launch
         handle = 0 if stream is None else stream_handle(stream)
         with prepared.lock:
             if not prepared.fast(args):
