@@ -13,6 +13,10 @@ whole next K step before a step's mmas; `interleaved`: as registers free up). `g
 run in groups of that many tile rows (0: the grid's own order). `meta_ahead`: stages a
 pre-compressed A's metadata is loaded ahead of its mmas. `widen`: 4-bit operands staged as
 stored, their m16n8k64 fragments widened to this 8-bit instruction's (`warp-widen-int4`).
+`split_k`, `split_chunk` (printed only when split_k > 1): K split across `split_k` CTAs per
+output tile (grid z; the batch is 1), each multiplying `split_chunk` elements of K (the last the
+rest); the partial sums meet in a workspace and the last CTA to arrive adds them in split order
+(`warp.split_k_reduce`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class Schedule:
     group_m: int = 0
     meta_ahead: int = 0
     widen: MmaVariant | None = None
+    split_k: int = 1
+    split_chunk: int = 0
 
     @property
     def threads(self) -> int:
@@ -65,6 +71,8 @@ class ScheduleAttr(ParametrizedAttribute):
     group_m: IntegerAttr
     meta_ahead: IntegerAttr
     widen: Attribute  # VariantAttr, or NoneAttr
+    split_k: IntegerAttr
+    split_chunk: IntegerAttr
 
     def __init__(self, s: Schedule):
         super().__init__(
@@ -76,6 +84,8 @@ class ScheduleAttr(ParametrizedAttribute):
             IntegerAttr(s.group_m, i64),
             IntegerAttr(s.meta_ahead, i64),
             VariantAttr(s.widen) if s.widen is not None else NoneAttr(),
+            IntegerAttr(s.split_k, i64),
+            IntegerAttr(s.split_chunk, i64),
         )
 
     @property
@@ -89,6 +99,8 @@ class ScheduleAttr(ParametrizedAttribute):
             self.group_m.value.data,
             self.meta_ahead.value.data,
             self.widen.variant if isinstance(self.widen, VariantAttr) else None,
+            self.split_k.value.data,
+            self.split_chunk.value.data,
         )
 
     def verify(self) -> None:
@@ -101,6 +113,8 @@ class ScheduleAttr(ParametrizedAttribute):
             raise VerifyException(f"#warp.schedule: reads must be one of {', '.join(READS)}, got {s.reads!r}")
         if s.group_m < 0 or s.meta_ahead < 0:
             raise VerifyException("#warp.schedule: group_m and meta_ahead are not negative")
+        if s.split_k < 1 or (s.split_k > 1 and s.split_chunk < 1):
+            raise VerifyException("#warp.schedule: split_k is 1 or more, with a positive split_chunk when above 1")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 
@@ -112,6 +126,8 @@ class ScheduleAttr(ParametrizedAttribute):
             parts += [f"stage_k = {s.stage_k}", f"reads = {s.reads}", f"group_m = {s.group_m}"]
             if s.meta_ahead:
                 parts.append(f"meta_ahead = {s.meta_ahead}")
+        if s.split_k > 1:
+            parts += [f"split_k = {s.split_k}", f"split_chunk = {s.split_chunk}"]
         printer.print_string("<" + ", ".join(parts))
         if isinstance(self.widen, VariantAttr):
             printer.print_string(", widen = ")
@@ -129,7 +145,7 @@ class ScheduleAttr(ParametrizedAttribute):
                 parser.parse_punctuation("=")
                 if key in ("warps", "warp_tile"):
                     fields[key] = _parse_pair(parser)
-                elif key in ("stages", "stage_k", "group_m", "meta_ahead"):
+                elif key in ("stages", "stage_k", "group_m", "meta_ahead", "split_k", "split_chunk"):
                     fields[key] = parser.parse_integer()
                 elif key == "reads":
                     fields[key] = parser.parse_identifier()

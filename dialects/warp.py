@@ -781,12 +781,12 @@ def _element_bits(t: Attribute) -> int:
     return element_bits(element_name(t))
 
 
-from tilemma.dialects.warp_epilogue import CastOp, DistributedOp, MapOp, MapYieldOp  # noqa: E402  (one dialect)
+from tilemma.dialects.warp_epilogue import CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402  (one dialect)
 
 Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp,
-     DistributedOp, MapOp, MapYieldOp, CastOp],
+     DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp],
     [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr],
 )

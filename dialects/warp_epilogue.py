@@ -8,14 +8,15 @@ on every fragment: `warp.map` (the `tile.map` body, applied to each value a lane
 `warp.cast` and the loads and stores, so the epilogue runs in registers and D is stored once, in
 its final type. An accumulator-shaped fragment of another element type (f16 after a cast, a
 bias loaded in the accumulator's layout) is `!warp.frag<acc, f16, ...>`: the instruction's C
-layout, its values packed by their width.
+layout, its values packed by their width. Where `#warp.schedule` splits K across CTAs,
+`warp.split_k_reduce` first makes the partial accumulators of an output tile's CTAs one sum.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, i64
+from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, MemRefType, i64
 from xdsl.ir import Attribute, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -98,6 +99,62 @@ class DistributedOp(IRDLOperation):
                                   f"the tile {res.element}")
         if len(self.in_bounds.get_values()) != 2:
             raise VerifyException("warp.distributed: in_bounds has two flags (rows, cols)")
+
+
+@irdl_op_definition
+class SplitKReduceOp(IRDLOperation):
+    """`warp.split_k_reduce`: the `splits` CTAs that share output tile `tile` (each multiplied
+    its own part of K, `split` of them) meet here. Each stores its partial accumulators into
+    `workspace` (per tile, split, register and thread: one word or double each) and counts
+    itself in the tile's word of `counters` (atomically, after a fence); every CTA but the last
+    to arrive then leaves the kernel, and the last one loads the partials and returns
+    `((init + p_0) + p_1) + ... + p_{splits-1}` in split order whichever CTA it is, so the sum
+    does not depend on the order CTAs finish, and sets the counter back to 0 for the next launch.
+    `init` is C (or its constant): the splits multiply from zero."""
+
+    name = "warp.split_k_reduce"
+    partials = var_operand_def(FragType)
+    init = var_operand_def(FragType)
+    split = operand_def(IndexType)
+    tile = operand_def(IndexType)
+    workspace = operand_def(MemRefType)
+    counters = operand_def(MemRefType)
+    splits = prop_def(IntegerAttr)
+    results_ = var_result_def(FragType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+
+    assembly_format = ("`(` $partials `)` `+` `(` $init `)` `split` $split `of` $splits `tile` $tile `in` $workspace "
+                       "`,` $counters attr-dict `:` type($workspace) `,` type($counters) `,` `(` type($partials) `)` "
+                       "`+` `(` type($init) `)` `->` type($results_)")
+
+    def __init__(self, partials: Sequence[SSAValue], init: Sequence[SSAValue], split: SSAValue, tile: SSAValue,
+                 workspace: SSAValue, counters: SSAValue, splits: int):
+        super().__init__(operands=[list(partials), list(init), split, tile, workspace, counters],
+                         result_types=[[p.type for p in partials]],
+                         properties={"splits": IntegerAttr(splits, i64)})
+
+    def verify_(self) -> None:
+        parts = _acc_frags(self.partials, "warp.split_k_reduce partials")
+        inits = _acc_frags(self.init, "warp.split_k_reduce init")
+        if [p for p in parts] != [i for i in inits] or [r.type for r in self.results_] != parts:
+            raise VerifyException("warp.split_k_reduce: init and the results have the partials' types, one each")
+        if parts and element_name(parts[0].element) not in SPLIT_ELEMENTS:
+            raise VerifyException(f"warp.split_k_reduce: partial sums of {element_name(parts[0].element)} "
+                                  f"are not added up (only {', '.join(SPLIT_ELEMENTS)})")
+        if self.splits.value.data < 2:
+            raise VerifyException("warp.split_k_reduce: splits is 2 or more")
+        for what, ref, want in (("workspace", self.workspace, None), ("counters", self.counters, "ui32")):
+            t = ref.type
+            assert isinstance(t, MemRefType)
+            if len(t.get_shape()) != 1 or (want and element_name(t.element_type) != want):
+                raise VerifyException(f"warp.split_k_reduce: {what} is a one-dimensional memref"
+                                      f"{' of ' + want if want else ''}")
+        if parts and element_name(self.workspace.type.element_type) != element_name(parts[0].element):
+            raise VerifyException("warp.split_k_reduce: the workspace holds the partials' element type")
+
+
+#: Accumulator elements whose partial sums split-K adds (wrapping or rounding, never saturating).
+SPLIT_ELEMENTS = ("f32", "si32", "f64")
 
 
 @irdl_op_definition

@@ -31,7 +31,7 @@ def chain(plan: TilePlan) -> list[ModulePass]:
 
 @dataclass(frozen=True)
 class TileToWarp(ModulePass):
-    """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`)."""
+    """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`, `split-k`)."""
 
     name = "tile-to-warp"
 
@@ -40,7 +40,8 @@ class TileToWarp(ModulePass):
     stages: int = -1
     stage_k: int = 0
     tune_cache: str = ""
+    split_k: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache)):
+        for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k)):
             p.apply(ctx, op)

@@ -623,6 +623,72 @@ def test_atom_min_max_is_a_sequential_loop(how, t):
     assert len(set(old)) > 10 and mem != [int(m) for m in mem0]  # the atomics did something
 
 
+def test_atom_add_is_a_sequential_loop():
+    """atom.global.add.u32 (split-K's counters): threads (some guarded off, CTAs not whole warps)
+    add to a few words; the old values and the memory are those of a loop over threads in order
+    (wrapping at 2^32), whether the grid runs at once or one CTA at a time."""
+    lines = [
+        ".reg .b32 %r<10>;", ".reg .b64 %rd<10>;", ".reg .pred %p<2>;",
+        "mov.u32 %r0, %tid.x;", "mov.u32 %r1, %ctaid.x;", "mov.u32 %r2, %ntid.x;", "mad.lo.u32 %r3, %r1, %r2, %r0;",
+        "ld.param.u64 %rd0, [p_mem];", "ld.param.u64 %rd1, [p_val];", "ld.param.u64 %rd2, [p_at];",
+        "ld.param.u64 %rd3, [p_old];",
+        "mul.wide.u32 %rd4, %r3, 4;", "add.s64 %rd1, %rd1, %rd4;", "add.s64 %rd2, %rd2, %rd4;", "add.s64 %rd3, %rd3, %rd4;",
+        "ld.global.b32 %r4, [%rd1+0];", "ld.global.b32 %r5, [%rd2+0];",
+        "mul.wide.u32 %rd5, %r5, 4;", "add.s64 %rd6, %rd0, %rd5;",
+        "and.b32 %r6, %r4, 7;", "setp.ne.u32 %p0, %r6, 0;",  # threads with value % 8 == 0 sit out
+        "mov.u32 %r7, 0xDEADBEEF;",
+        "@%p0 atom.global.add.u32 %r7, [%rd6+4], %r4;",
+        "st.global.b32 [%rd3+0], %r7;",
+        "ret;",
+    ]  # fmt: skip
+    grid, block = 3, 80
+    n = grid * block
+    rng = np.random.default_rng(11)
+    val = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    at = rng.integers(0, 4, n).astype(np.uint32)
+    mem0 = rng.integers(0, 2**32, 6, dtype=np.uint64).astype(np.uint32)
+    mem, old = [int(m) for m in mem0], []
+    for i in range(n):
+        if int(val[i]) % 8 == 0:
+            old.append(0xDEADBEEF)
+            continue
+        a = int(at[i]) + 1
+        old.append(mem[a])
+        mem[a] = (mem[a] + int(val[i])) % 2**32
+    prog = emulator.compile_entry(_kernel(lines, ("p_mem", "p_val", "p_at", "p_old")), "k")
+    for budget in ({}, {"memory_budget": 1}):
+        got_mem, _, _, got_old = prog.run(grid, block, [mem0, val, at, np.zeros(n, np.uint32)], **budget)
+        assert got_old.tolist() == old
+        assert got_mem.tolist() == mem
+    assert len(set(old)) > 10
+
+
+def test_bar_red_or_and_loops_whose_trip_count_is_the_ctas():
+    """bar.red.or.pred gives every thread of a CTA the OR over its threads (a lone thread's
+    predicate, as split-K hands its count around); a loop whose trip count differs between CTAs
+    (split-K's last split) runs each CTA's iterations, the CTAs meeting after it; a branch that
+    parts the threads of one CTA still raises; fence and membar are accepted."""
+    lines = [
+        ".reg .b32 %r<10>;", ".reg .b64 %rd<10>;", ".reg .pred %p<4>;",
+        "mov.u32 %r0, %tid.x;", "mov.u32 %r1, %ctaid.x;", "mov.u32 %r2, %ntid.x;", "mad.lo.u32 %r3, %r1, %r2, %r0;",
+        "ld.param.u64 %rd0, [p_out];", "mul.wide.u32 %rd4, %r3, 4;", "add.s64 %rd5, %rd0, %rd4;",
+        "setp.eq.u32 %p0, %r0, 5;", "setp.eq.u32 %p1, %r1, 1;", "and.pred %p0, %p0, %p1;",  # thread 5 of CTA 1
+        "bar.red.or.pred %p2, 0, %p0;", "selp.u32 %r4, 100, 0, %p2;",
+        "fence.acq_rel.gpu;", "membar.gl;",
+        "add.u32 %r5, %r1, 1;", "mov.u32 %r6, 0;",  # CTA c loops c + 1 times
+        "$loop:", "add.u32 %r4, %r4, 1;", "add.u32 %r6, %r6, 1;", "setp.lt.u32 %p3, %r6, %r5;",
+        "@%p3 bra.uni $loop;",
+        "st.global.u32 [%rd5+0], %r4;", "ret;",
+    ]  # fmt: skip
+    text = _kernel(lines, ("p_out",))
+    [out] = emulate(text, "k", 3, 64, [np.zeros(3 * 64, np.uint32)])
+    want = np.concatenate([np.full(64, 1), np.full(64, 102), np.full(64, 3)])
+    np.testing.assert_array_equal(out, want)
+    parted = [ln.replace("setp.lt.u32 %p3, %r6, %r5;", "setp.lt.u32 %p3, %r6, %r0;") for ln in lines]
+    with pytest.raises(EmulationError, match="non-uniform branch"):
+        emulate(_kernel(parted, ("p_out",)), "k", 3, 64, [np.zeros(3 * 64, np.uint32)])
+
+
 def test_atom_out_of_bounds_raises():
     lines = [
         ".reg .b32 %r<4>;", ".reg .b64 %rd<4>;", "mov.u32 %r0, %tid.x;", "ld.param.u64 %rd0, [p_mem];",
@@ -633,7 +699,7 @@ def test_atom_out_of_bounds_raises():
                                              r"thread \(31, 0, 0\)"):
         emulate(_kernel(lines, ("p_mem",)), "k", 1, 32, [mem])
     with pytest.raises(EmulationError, match="expected atom"):
-        emulator.compile_entry(_kernel([l.replace("min.u32", "add.u32") for l in lines], ("p_mem",)))
+        emulator.compile_entry(_kernel([l.replace("min.u32", "add.f32") for l in lines], ("p_mem",)))
 
 
 # ---------------------------------------------------------------------------------------------

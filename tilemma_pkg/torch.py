@@ -11,7 +11,8 @@ capture.
 The op's inputs are the kernel's read operands (A, B, C, scale factors, a pre-compressed A's
 metadata), in ABI order; its outputs are the operands it writes (D, and a checked sparse kernel's
 error word, an int32 holding `init` before the launch: decode it with `kernel.sparsity_error`),
-allocated inside with the ABI's shape, dtype and strides on the inputs' device. The fake (meta)
+allocated inside with the ABI's shape, dtype and strides on the inputs' device (as is a split-K
+kernel's scratch, zeroed counters included, which the op does not return). The fake (meta)
 implementation makes the same tensors from the ABI, and checks the inputs' shapes and dtypes as
 the launch would, so a mismatch is an error when the graph is traced. An input whose strides
 differ from the ABI's is copied into its layout first (as a contiguous() would), never refused.
@@ -27,7 +28,7 @@ from typing import Any
 import torch
 
 from tilemma.compiler.driver.api import Kernel, LaunchError
-from tilemma.compiler.runtime.abi import OUTPUT_ROLES
+from tilemma.compiler.runtime.abi import OUTPUT_ROLES, SCRATCH_ROLES
 
 __all__ = ["custom_op", "ABI_OUTPUT_ROLES"]
 
@@ -51,7 +52,8 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
                          "give this one another name")
     params = kernel.abi.params
     outputs = [p for p in params if any(r in ABI_OUTPUT_ROLES for r in p.roles)]
-    inputs = [p for p in params if p not in outputs]
+    scratch = [p for p in params if set(SCRATCH_ROLES) & set(p.roles)]  # made for each call, not the op's
+    inputs = [p for p in params if p not in outputs and p not in scratch]
     if not outputs:
         raise ValueError(f"{kernel.name} writes no operand: nothing for a custom op to return")
     arg_names = [p.name.removeprefix("p_") for p in inputs]
@@ -117,7 +119,10 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
         given = iter(laid_out(t, concrete(p, {**sizes, **dict(zip(p.sizes, t.shape))}) if sizes else p, want[2])
                      for t, p, want in zip(tensors, inputs, wants))
         out = iter(made)
-        kernel.launch(*[next(out) if p in outputs else next(given) for p in params], stream=stream_of(device))
+        extra = iter(torch.zeros(p.shape, dtype=torch.int32, device=device) if p.init is not None
+                     else torch.empty(p.shape, dtype=_torch_dtype(p), device=device) for p in scratch)
+        kernel.launch(*[next(out) if p in outputs else next(extra) if p in scratch else next(given) for p in params],
+                      stream=stream_of(device))
         return made[0] if len(made) == 1 else tuple(made)
 
     def fake(*tensors: torch.Tensor):

@@ -92,6 +92,7 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "sparse_form": (str, "'ordered' or 'sp'"),
     "stages": (int, "an int: -1 (automatic), 0 or 2..5"),
     "stage_k": (int, "an int: 0 (automatic) or 16, 32, ..., 1024"),
+    "split_k": (int, "an int: 0 (automatic), 1 (none) or up to 16, the CTAs sharing a tile's K"),
     "swizzle": (bool, "True or False"),
     "tune_cache": (str, "the path of a tuning cache, as a str or os.PathLike ('' for none)"),
     "stride_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? stride is"),
@@ -355,6 +356,8 @@ class Kernel:
         with prepared.lock:
             if not prepared.fast(args):
                 prepared.checked(args, handle)
+            if len(args) < prepared.n:  # a split-K kernel's scratch: the launcher's own
+                prepared.own_scratch(handle)
             prepared.launcher(prepared.device).launch(handle)
 
     def emulate(self, *arrays: Any, arch: str | None = None, max_macs: int | None = None) -> None:
@@ -391,6 +394,9 @@ class Kernel:
         from tilemma.compiler.verify import emulator
 
         params = self.abi.params
+        scratch = self.abi.scratch_buffers()
+        if scratch and len(arrays) == len(params) - len(scratch):  # a split-K kernel's: provided here
+            arrays = (*arrays, *(b for _, b in scratch))
         if len(arrays) != len(params):
             raise LaunchError(count_message(self, len(arrays)))
         if self.dynamic:

@@ -267,7 +267,9 @@ class CachedKernel:
 
     @property
     def arg_sizes(self) -> tuple[int, ...]:
-        return tuple(p.span for p in self.abi.params if "sparsity_error" not in p.roles)
+        from tilemma.compiler.runtime.abi import SCRATCH_ROLES  # (the cached path imports little)
+
+        return tuple(p.span for p in self.abi.params if not {"sparsity_error", *SCRATCH_ROLES} & set(p.roles))
 
     def __repr__(self) -> str:
         return f"<CachedKernel {self.name}>"

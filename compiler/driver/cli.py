@@ -35,6 +35,7 @@ def _option_values(args: argparse.Namespace) -> dict:
         sparse_form=args.sparse_form,
         stages=args.stages,
         stage_k=args.stage_k or 0,
+        split_k=args.split_k,
         swizzle=not args.no_swizzle,
         tune_cache=_tune_cache(args.tune_cache),
     )
@@ -51,7 +52,7 @@ def _compile_options(args: argparse.Namespace):
 #: and `tilemma.compile(text)` share an entry. (Were one to differ from CompileOptions' default,
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
-                      sparse_form="ordered", stages=-1, stage_k=0, swizzle=True)
+                      sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True)
 
 
 def _compile(text: str, name: str, values: dict, observe: instrument.PassInstrument) -> list:
@@ -108,6 +109,9 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stage-k", type=int,
                    help="K of one shared-memory stage (16, 32, ..., 1024 elements; default per type family, "
                    "e.g. 64 16-bit or 128 8-bit elements)")
+    p.add_argument("--split-k", type=int, default=0, metavar="N",
+                   help="CTAs sharing each output tile's K (partial sums added in order by the last): "
+                   "0 (default) where the tiles leave SMs idle and K >= 1024, 1 never, N at most N")
     p.add_argument("--tune-cache", help="tuning cache written by `tilemma tune` (default $TILEMMA_TUNE_CACHE)")
     p.add_argument("--no-swizzle", action="store_true",
                    help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")

@@ -87,7 +87,8 @@ def _host_function(abi: KernelABI, binary: str) -> list[str]:
     for n, t, p in zip(names, types, abi.params):
         if p.init is None:
             continue
-        # A word the kernel reports into (the sparsity check) must hold its initial value.
+        # A word the kernel reports into (the sparsity check) or counts in (split-K) must hold its
+        # initial value.
         assert p.element in ("ui32", "si32", "i32"), p
         value = p.init - (1 << 32) if p.init >= 1 << 31 else p.init
         body.append(f"%{n}_init = arith.constant {value} : i32")

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from tilemma.compiler.runtime.abi import SCRATCH_ROLES
+
 if TYPE_CHECKING:
     from tilemma.compiler.driver.api import Kernel
     from tilemma.compiler.runtime.abi import Param
@@ -63,7 +65,9 @@ def where(i: int, p: Param) -> str:
 
 def count_message(kernel: Kernel, got: int) -> str:
     params = kernel.abi.params
-    return f"{kernel.name} takes {len(params)} arguments ({', '.join(p.name for p in params)}), got {got}"
+    scratch = [p.name for p in params if set(SCRATCH_ROLES) & set(p.roles)]
+    also = f" (or {len(params) - len(scratch)}, without the scratch {', '.join(scratch)})" if scratch else ""
+    return f"{kernel.name} takes {len(params)} arguments{also} ({', '.join(p.name for p in params)}), got {got}"
 
 
 def read(arg: Any, i: int, p: Param, stream: int) -> Buffer | int:
@@ -253,6 +257,11 @@ class Prepared:
         self.kernel = kernel
         self.params = kernel.abi.params
         self.n = len(self.params)
+        # a split-K kernel's scratch (the last parameters): given by the caller, or this launcher's
+        # own per device and stream (`cuda_runtime.Scratch`) when the caller gives only the others
+        self.scratch = [i for i, p in enumerate(self.params) if set(SCRATCH_ROLES) & set(p.roles)]
+        self.user_n = self.n - len(self.scratch)
+        self._scratch: dict[tuple[int, int], Any] = {}
         self.wants = [expected(p) for p in self.params]
         self.slots = (ctypes.c_uint64 * max(1, self.n + len(kernel.scalars)))()
         for i, v in enumerate(kernel.scalars):  # size parameters (.u32: the slot's low word)
@@ -275,10 +284,23 @@ class Prepared:
                 rows.append((dtypes, want.shape, want.strides, want.offset_bytes))
         self.torch = (torch.Tensor, tuple(rows))
 
+    def own_scratch(self, handle: int) -> None:
+        """The scratch slots pointed at this launcher's scratch for the device and stream."""
+        key = (self.device, handle)
+        scratch = self._scratch.get(key)
+        if scratch is None:
+            from tilemma.compiler.runtime import cuda_runtime
+
+            ps = [self.params[i] for i in self.scratch]
+            scratch = cuda_runtime.Scratch([p.nbytes for p in ps], [p.init is not None for p in ps], self.device)
+            self._scratch[key] = scratch
+        for i, address in zip(self.scratch, scratch.addresses):
+            self.slots[i] = address
+
     def fast(self, args: tuple) -> bool:
         """Write the slots for arguments that are all exactly what the ABI says (torch tensors on
         one device, ints): True; False at the first that needs `checked` (nothing launched)."""
-        if len(args) != self.n:
+        if len(args) != self.n and (len(args) != self.user_n or not self.scratch):
             return False
         tensor, rows = self.torch or (None, ())
         slots, device = self.slots, -1
@@ -306,11 +328,11 @@ class Prepared:
     def checked(self, args: tuple, handle: int) -> None:
         """Every argument read and checked as the message needs (LaunchError on a mismatch),
         then the slots written."""
-        if len(args) != self.n:
+        if len(args) != self.n and (len(args) != self.user_n or not self.scratch):
             raise LaunchError(count_message(self.kernel, len(args)))
         buffers = [read(arg, i, p, handle) for i, (arg, p) in enumerate(zip(args, self.params))]
         addresses = [check(b, i, p, want) for i, (b, p, want) in enumerate(zip(buffers, self.params, self.wants))]
-        self.device = _device(self.kernel.name, buffers, self.params)
+        self.device = _device(self.kernel.name, buffers, self.params[:len(buffers)])
         if self.torch is None and "torch" in sys.modules:
             self._with_torch(sys.modules["torch"])
         for i, address in enumerate(addresses):

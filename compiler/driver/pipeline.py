@@ -16,7 +16,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 
 from tilemma.compiler.core import collector, configs
-from tilemma.compiler.runtime.abi import KernelABI
+from tilemma.compiler.runtime.abi import SCRATCH_ROLES, KernelABI
 from tilemma.compiler.core.isa import MmaVariant
 from tilemma.compiler.driver.files import EMPTY_STDIN
 from tilemma.compiler.driver.diagnostics import LocatedParser, LocatedVerifyError, check_input, verify_located
@@ -50,6 +50,7 @@ class CompileOptions:
     sparse_form: str = "ordered"
     stages: int = -1
     stage_k: int = 0
+    split_k: int = 0  # CTAs sharing an output tile's K: 0 automatic, 1 none, N at most N (`tile-plan`)
     swizzle: bool = True
     tune_cache: str = field(default_factory=configs.default_cache)
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
@@ -61,7 +62,7 @@ class CompileOptions:
         return [
             LinalgToTile(),  # linalg.matmul input; a no-op on tile IR
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
-            *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache)),
+            *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k)),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
             CommonSubexpressionElimination(),
@@ -94,7 +95,7 @@ class CompiledKernel:
     @property
     def arg_sizes(self) -> tuple[int, ...]:
         """Elements of each memref argument, in order (without the sparsity error word)."""
-        return tuple(p.span for p in self.abi.params if "sparsity_error" not in p.roles)
+        return tuple(p.span for p in self.abi.params if not {"sparsity_error", *SCRATCH_ROLES} & set(p.roles))
 
 
 def parse(text: str, name: str) -> tuple[ModuleOp, dict]:

@@ -402,6 +402,9 @@ def run_compiled(
     if error_at is not None:
         init = kernel.abi.params[error_at].init
         args.insert(error_at, np.full(1, init, np.uint32))
+    scratch = kernel.abi.scratch_buffers()
+    for at, buffer in scratch:
+        args.insert(at, buffer)
     if on == "gpu":
         from tilemma.compiler.runtime import cuda_runtime
 
@@ -417,6 +420,10 @@ def run_compiled(
     broken = (sparsity_error(int(outs[error_at][0]), g, kernel.abi.params[error_at].init)  # type: ignore[arg-type]
               if error_at is not None else None)
     differs = _gpu_twin_differs(kernel, args, outs) if on == "gpu" else None
+    for at, _ in scratch:
+        p = kernel.abi.params[at]
+        if p.init is not None and np.any(outs[at].view(np.uint32) != p.init):
+            differs = (differs + "; " if differs else "") + f"the split-K counters were not set back to {p.init}"
     size = f"{g.batch}x" if g.batch > 1 else ""
     k = a_vals.shape[-1]
     a_full = np.broadcast_to(a_vals, (g.batch, g.m, k))

@@ -16,7 +16,11 @@ if TYPE_CHECKING:
 
 # Roles of uint32 word buffers (outside the tile element types): the sparsity error word and the
 # metadata words of a pre-compressed A (`tile.sparse_from`, whose values have the role a_values).
-WORD_ROLES = ("sparsity_error", "a_meta")
+WORD_ROLES = ("sparsity_error", "a_meta", "split_counters")
+# Roles of the scratch a split-K kernel needs (`warp.split_k_reduce`): the partial sums' workspace
+# and a counter word per output tile, which must hold 0 before a launch (and does after one).
+# `Kernel.launch` and the runner provide them when the caller does not.
+SCRATCH_ROLES = ("split_workspace", "split_counters")
 # Roles of the parameters a kernel writes (every output of its epilogue is a `d`); the others it
 # only reads.
 OUTPUT_ROLES = ("d", "sparsity_error")
@@ -144,7 +148,7 @@ class KernelABI:
     block: tuple[int, int, int]
     params: tuple[Param, ...]
     shared_bytes: int = 0  # dynamic shared memory per CTA
-    tiling: tuple[int, ...] = ()  # warps (2), warp tile in instructions (2), stages, stage K
+    tiling: tuple[int, ...] = ()  # warps (2), warp tile in instructions (2), stages, stage K[, split-K CTAs]
     sm: str = ""  # the PTX module's .target, e.g. sm_90
     ptx_version: str = ""  # its .version, e.g. 9.0
     instruction: str = ""  # the mma opcode the kernel runs
@@ -221,13 +225,28 @@ class KernelABI:
                               self.tiling, self.sm, self.ptx_version, self.instruction)
         return bound_abi, tuple(values[s][0] for s in self.symbols)
 
+    def scratch_buffers(self) -> list:
+        """(parameter index, host buffer) for each scratch parameter (`SCRATCH_ROLES`), in order,
+        for a run that provides them: the workspace full of NaN (0x7FFFFFFF words for integers),
+        so that a partial read before it is written shows, and the counters at their `init` (0)."""
+        import numpy as np
+
+        out = []
+        for i, p in enumerate(self.params):
+            if "split_workspace" in p.roles:
+                out.append((i, np.full(p.span, np.nan if p.element in ("f32", "f64") else 0x7FFFFFFF, p.dtype)))
+            elif "split_counters" in p.roles:
+                out.append((i, np.full(p.span, p.init or 0, np.uint32)))
+        return out
+
     @property
     def config(self) -> str:
         """The configuration the kernel was built with, in the options' spelling."""
-        if len(self.tiling) != 6:
+        if len(self.tiling) not in (6, 7):
             return ""
-        wm, wn, rm, rn, stages, stage_k = self.tiling
-        return f"warps={wm}x{wn} warp-tile={rm}x{rn} stages={stages}" + (f" stage-k={stage_k}" if stages else "")
+        wm, wn, rm, rn, stages, stage_k = self.tiling[:6]
+        return (f"warps={wm}x{wn} warp-tile={rm}x{rn} stages={stages}" + (f" stage-k={stage_k}" if stages else "")
+                + (f" split-k={self.tiling[6]}" if len(self.tiling) == 7 else ""))
 
     def to_dict(self) -> dict:
         """The ABI as plain data (what `tilemma compile --emit json` writes per kernel)."""

@@ -511,6 +511,23 @@ def _libcuda_calls() -> tuple[Any, Any]:
     return _libcuda
 
 
+class Scratch:
+    """Device memory a kernel needs besides its operands (a split-K kernel's workspace and counters),
+    kept for the process on device `ordinal`: `sizes` bytes each, those in `zeroed` set to 0 once
+    (the kernel leaves its counters at 0 again). One per (kernel, device, stream): launches on one
+    stream run in order, so they may share it."""
+
+    def __init__(self, sizes: Sequence[int], zeroed: Sequence[bool], ordinal: int = 0):
+        _ensure_context(ordinal)
+        self.addresses: list[int] = []
+        with _lock:
+            for size, zero in zip(sizes, zeroed):
+                ptr = _call("cuMemAlloc", max(int(size), 4))
+                if zero:
+                    _call("cuMemsetD8", ptr, 0, max(int(size), 4))
+                self.addresses.append(int(ptr))
+
+
 class Launcher:
     """One kernel of a PTX module prepared for repeated launches on device `ordinal`: the module
     loaded (once per device and text), the function opted into its dynamic shared memory, and

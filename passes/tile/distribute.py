@@ -184,6 +184,10 @@ class _Kernel(IndexBuilder):
         tid = self.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X))).results[0]
         bx, by, bz = (self.add(gpu.BlockIdOp(gpu.DimensionAttr(d))).results[0]
                       for d in (gpu.DimensionEnum.X, gpu.DimensionEnum.Y, gpu.DimensionEnum.Z))
+        self.split = None
+        if self.s.split_k > 1:  # grid z is the split of K (the batch is 1); the tile's number counts its CTAs
+            self.split, bz = bz, self.const(0)
+            self.tile_id = self.add(arith.AddiOp(self.affine(by, t.grid[0], None), bx)).results[0]
         wid = self.add(arith.DivUIOp(tid, self.const(32))).results[0]
         warp_m = self.add(arith.RemUIOp(wid, self.const(wm))).results[0]
         warp_n = self.add(arith.DivUIOp(wid, self.const(wm))).results[0]
@@ -199,22 +203,29 @@ class _Kernel(IndexBuilder):
 
         acc_type = mma.acc.type.element_type  # type: ignore[union-attr]
         acc_frag = self.frag(warp.Operand.ACC, acc_type)
-        if isinstance(mma.acc.owner, tile.ConstantOp):
-            value = g.c
-            attr = (IntegerAttr(int(value), i64) if isinstance(acc_type, IntegerType)
-                    else FloatAttr(float(value), f64))
-            splat = self.add(warp.ConstantOp(attr, acc_frag)).results[0]
-            accs = [splat] * (rm * rn)
-        else:
+
+        def initial(value) -> list[SSAValue]:
+            """C's fragments: the splat of its constant `value`, or its loads."""
+            if value is not None:
+                attr = (IntegerAttr(int(value), i64) if isinstance(acc_type, IntegerType)
+                        else FloatAttr(float(value), f64))
+                return [self.add(warp.ConstantOp(attr, acc_frag)).results[0]] * (rm * rn)
             load, _ = self.source(mma.acc)
             roles[load.source].append("c")
             window, extent = self.window(load)
-            accs = [
+            return [
                 self.aligned(self.bounded(warp.LoadOp(arg_of[load.source], [bz, rows[i], cols[j]], window, extent,
                                                       acc_frag), self.m_exact, self.n_exact)).results[0]
                 for i in range(rm) for j in range(rn)
             ]
-        results = list(self.simple_loop(arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero).results)
+
+        c_value = g.c if isinstance(mma.acc.owner, tile.ConstantOp) else None
+        if self.split is None:
+            accs = initial(c_value)
+            results = list(self.simple_loop(arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero).results)
+        else:  # each split multiplies from zero; C joins the sum of the partials
+            partials = list(self.simple_loop(arg_of, roles, bz, rows, cols, initial(0), acc_frag, error, zero).results)
+            results = self.split_reduce(new_body, partials, initial(c_value), acc_type)
         self.finish_body(kernel, new_body, args, roles, arg_of, bz, rows, cols, results, check)
 
     def simple_loop(self, arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero):
@@ -225,9 +236,17 @@ class _Kernel(IndexBuilder):
         ki = self.ki
         k_end = self.tiles("K", g.k, ki)  # steps, times the step below
         k_end = self.add(arith.MuliOp(k_end, self.const(ki))).results[0] if g.k == DYNAMIC else self.const(ceil_div(g.k, ki) * ki)
+        k_base = None
+        if self.split is not None:  # this split's part of K: split_chunk from its start (the last: the rest)
+            chunk = self.s.split_chunk
+            k_base = self.affine(self.split, chunk, None)
+            left = self.add(arith.SubiOp(k_end, k_base)).results[0]
+            k_end = self.add(arith.MinUIOp(left, self.const(chunk))).results[0]
         body = Block(arg_types=[IndexType()] + [acc_frag] * len(accs))
         k, iters = body.args[0], list(body.args[1:])
         outer, self.ops = self.ops, []
+        if k_base is not None:  # loads at base + k (`warp-stage-shared` reads the base from this form)
+            k = self.add(arith.AddiOp(k_base, k)).results[0]
         a_frags, metas = self.lhs_fragments(arg_of, roles, bz, rows, k, error)
         b_frags = self.rhs_fragments(arg_of, roles, bz, cols, k)
         scales = self.scale_fragments(arg_of, roles, bz, rows, cols, k) if g.scales else None
@@ -245,6 +264,23 @@ class _Kernel(IndexBuilder):
         body.add_ops(self.ops)
         self.ops = outer
         return self.add(scf.ForOp(zero, k_end, self.const(ki), accs, body))
+
+    def split_reduce(self, new_body: Block, partials: list[SSAValue], init: list[SSAValue], acc_type) -> list[SSAValue]:
+        """The tile's sum over its splits (`warp.split_k_reduce`), with the two arguments it needs
+        appended to the kernel: the workspace (one word, or double, per split, accumulator
+        register and thread of every tile) and a counter word per tile (0 before a launch, and
+        after it)."""
+        t, s = self.t, self.s
+        tiles = t.grid[0] * t.grid[1]
+        regs = len(partials) * instruction_layouts(self.variant).c.regs
+        workspace = new_body.insert_arg(MemRefType(acc_type, [tiles * s.split_k * regs * t.threads]),
+                                        len(new_body.args))
+        workspace.name_hint = "split_workspace"
+        counters = new_body.insert_arg(MemRefType(IntegerType(32, Signedness.UNSIGNED), [tiles]), len(new_body.args))
+        counters.name_hint = "split_counters"
+        self.split_args = (workspace, counters)
+        return list(self.add(warp.SplitKReduceOp(partials, init, self.split, self.tile_id, workspace, counters,
+                                                 s.split_k)).results)
 
     def rasterize(self, pid, tiles_m: SSAValue, tiles_n: SSAValue):
         """(tile row, tile col) of CTA `pid` when CTAs run in groups of `group_m` tile rows."""
@@ -298,8 +334,14 @@ class _Kernel(IndexBuilder):
                 "warp.role": ArrayAttr([StringAttr("sparsity_error")]),
                 "warp.init": IntegerAttr(NO_ERROR, IntegerType(64)),
             }))
+        if self.split is not None:
+            arg_attrs += [DictionaryAttr({"warp.role": ArrayAttr([StringAttr("split_workspace")])}),
+                          DictionaryAttr({"warp.role": ArrayAttr([StringAttr("split_counters")]),
+                                          "warp.init": IntegerAttr(0, IntegerType(64))})]
         kernel.arg_attrs = ArrayAttr(arg_attrs)
         grid, grid_sizes = launch_grid(g, self.s, t)
+        if self.split is not None:
+            grid = (grid[0], grid[1], self.s.split_k)
         kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, list(grid))
         if grid_sizes is not None:
             kernel.attributes["warp.grid_sizes"] = grid_sizes

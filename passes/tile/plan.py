@@ -34,6 +34,11 @@ INDEX_LIMIT = 2**31  # coordinates are computed in 32 bits
 # one step left the load's latency exposed (ncu: long-scoreboard stalls, 1.6 a issued instruction)
 META_AHEAD_STEPS = 2
 GROUP_M = 8  # CTA rows of tiles per group of the rasterized order (Triton's GROUP_SIZE_M)
+# Split-K where the output tiles leave SMs idle: at most this many CTAs share a tile's K, each at
+# least SPLIT_MIN_STEPS steps of it (a stage, or an instruction's K on the simple schedule).
+SPLIT_MAX = 16
+SPLIT_MIN_STEPS = 4
+SPLIT_MIN_K = 1024  # automatic split-K only for a K this long: shorter ones gain too little
 # Dense shapes staged with `warp.load_shared` (one element per register, which ldmatrix cannot
 # read): (m, n, k, A type) -> element bits. Their B may be row-major (K x N) or K-major.
 SHARED_LOAD_SHAPES = {(16, 8, 16, "f64"): 64}
@@ -225,7 +230,55 @@ def default_schedule(g, variant) -> str:
     return f"{g.a.bits}bit"
 
 
-def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0) -> Schedule:
+def splittable(g, variant) -> str | None:
+    """Why a kernel's K cannot be split across CTAs (None if it can): the partial sums travel in
+    the accumulator's type and are added in split order, which reproduces the unsplit sum's
+    meaning only for a 32- or 64-bit accumulator that wraps or rounds (not a saturating one), and
+    the workspace is laid out per output tile of one static problem."""
+    if g.dynamic:
+        return "its sizes are known only at launch"
+    if g.batch != 1:
+        return "it is batched (the grid's third axis is the batch)"
+    if variant.sparse or variant.block_scale or g.a_meta is not None:
+        return "split-K covers dense mma, not sparse or block-scaled ones"
+    if variant.satfinite:
+        return "a saturating (.satfinite) accumulator does not add up in parts"
+    if variant.dtype not in ("f32", "s32", "f64"):
+        return f"partial sums of a {variant.dtype} accumulator would round to {variant.dtype}; split-K needs f32, s32 or f64"
+    return None
+
+
+def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target: targets.SmTarget,
+          mma) -> tuple[int, int]:
+    """(splits, K elements per split) for a kernel: `forced` splits at most (>= 2; 1: none), or
+    where 0 as many as bring the CTAs up to about one wave of the target's SMs when the output
+    tiles alone leave half of them idle and K is at least SPLIT_MIN_K, each split at least
+    SPLIT_MIN_STEPS steps long. Splits
+    cover whole steps (stages, or instruction K on the simple schedule), none empty."""
+    if forced == 1:
+        return 1, 0
+    why = splittable(g, variant)
+    step = stage_k if stages else t.instr[2]
+    total = ceil_div(g.k, step)
+    if forced:
+        if why:
+            raise LoweringError(mma, f"split-k={forced}: {why}")
+        if total < 2:
+            raise LoweringError(mma, f"split-k={forced}: K = {g.k} is one step of {step}; there is nothing to split")
+        want = min(forced, total)
+    else:
+        tiles = t.grid[0] * t.grid[1]
+        if why or g.k < SPLIT_MIN_K or 2 * tiles > target.limits.one_wave:
+            return 1, 0
+        want = min(target.limits.one_wave // tiles, total // SPLIT_MIN_STEPS, SPLIT_MAX)
+        if want < 2:
+            return 1, 0
+    chunk = ceil_div(total, want)
+    return ceil_div(total, chunk), chunk * step
+
+
+def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
+         split_k: int = 0) -> Schedule:
     """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
     not forced), or a LoweringError at its mma saying which limit a configuration breaks."""
     mma = g.mma
@@ -284,7 +337,8 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         warp_tile = (rm, rn)
     t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target)
     if not stages:
-        return Schedule(t.warps, t.warp_tile)
+        splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
+        return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
     if t.grid[0] * t.grid[1] > GRID_LIMITS[0]:
         raise LoweringError(mma, f"{t.grid[0] * t.grid[1]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
     bm, bn = t.cta_tile
@@ -301,8 +355,9 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         )
     interleave = schedule in configs.INTERLEAVED_READS and not widen
     meta_ahead = ceil_div(META_AHEAD_STEPS, stage_k // t.instr[2]) if g.a_meta is not None else 0
+    splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "interleaved" if interleave else "ahead", GROUP_M,
-                    meta_ahead, variant if widen else None)
+                    meta_ahead, variant if widen else None, splits, chunk)
 
 
 @dataclass(frozen=True)
@@ -311,7 +366,8 @@ class TilePlan(ModulePass):
     instructions per warp; default up to 2 x (32 / instruction N), or 4x8 when staged) and
     `stages` (the ring of shared-memory stages of the staged schedule, 2..5; 0: fragments straight
     from global memory; -1, the default: staged where it applies, see `stageable`) and `stage-k`
-    (K of one stage; 0, the default: 128 bytes of K). When none of warps, warp-tile and stages is given, a
+    (K of one stage; 0, the default: 128 bytes of K) and `split-k` (CTAs sharing an output tile's K,
+    at most: 1 none, 0 (default) automatic where the tiles leave SMs idle, see `split`). When none of warps, warp-tile and stages is given, a
     configuration in the tuning cache `tune-cache` (JSON, `compiler/core/configs.py`) wins. Defaults are
     the kernel's target's (`configs.default`), their stages and stage K cut to fit its shared memory."""
 
@@ -322,11 +378,14 @@ class TilePlan(ModulePass):
     stages: int = -1
     stage_k: int = 0
     tune_cache: str = ""
+    split_k: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = parse_pair(self.warps, "warps"), parse_pair(self.warp_tile, "warp-tile")
         if why := configs.stages_error(self.stages) or configs.stage_k_error(self.stage_k):
             raise ValueError(f"tile-plan: {why}")
+        if not isinstance(self.split_k, int) or isinstance(self.split_k, bool) or not 0 <= self.split_k <= SPLIT_MAX:
+            raise ValueError(f"tile-plan: split-k must be 0 (automatic), 1 (none) or up to {SPLIT_MAX}, got {self.split_k!r}")
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             mmas = [o for o in kernel.walk() if isinstance(o, (*tile.MMA_OPS, tile.MatmulOp))]
             if not mmas:
@@ -341,11 +400,11 @@ class TilePlan(ModulePass):
             if tuned is not None:
                 try:
                     schedule = plan(kernel, g, parse_pair(tuned.warps, "warps"), parse_pair(tuned.warp_tile, "warp-tile"),
-                                    tuned.stages, tuned.stage_k)
+                                    tuned.stages, tuned.stage_k, self.split_k)
                 except LoweringError as e:  # measured on another kernel of its class: not an error here
                     print(f"tilemma: note: {self.tune_cache}: the tuned configuration {tuned} does not apply to "
                           f"@{kernel.sym_name.data} ({e.message}); using the defaults", file=sys.stderr)
-            kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk))
+            kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk, self.split_k))
 
     def tuned(self, kernel: func.FuncOp, mma):
         """The tuning cache's configuration for this kernel, if it has one."""

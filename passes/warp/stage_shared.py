@@ -133,7 +133,10 @@ class _Stage(IndexBuilder):
                   MemRefType(b_elem, [S, bn, bk] if self.b_k_major else [S, bk, bn], memory_space=space)]
         self.s_a, self.s_b = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0] for ty in shared)
         k_size = self.size(self.b_ref, 1, self.k)
-        if self.k == DYNAMIC:  # ceil(K / bk) stages, known at launch
+        base = self.k_base()
+        if base is not None:  # a split of K (`split_k`): its part, from `base`, is the loop's range
+            steps = self.add(arith.DivUIOp(self.plus(loop.ub, bk - 1), self.const(bk))).results[0]
+        elif self.k == DYNAMIC:  # ceil(K / bk) stages, known at launch
             steps = self.add(arith.DivUIOp(self.plus(k_size, bk - 1), self.const(bk))).results[0]
         else:
             steps = self.const(ceil_div(self.k, bk))
@@ -143,7 +146,7 @@ class _Stage(IndexBuilder):
         body = Block(arg_types=[IndexType()] + acc_types)
         kt, carried = body.args[0], list(body.args[1:])
         outer, self.ops = self.ops, []
-        k = self.add(arith.MuliOp(kt, self.const(bk))).results[0]
+        k = self.affine(kt, bk, base)
         more = self.add(arith.CmpiOp(k, k_size, "ult")).results[0]
         stage = self.add(arith.RemUIOp(kt, self.const(S))).results[0]
         fill, self.ops = self.ops, []
@@ -164,6 +167,19 @@ class _Stage(IndexBuilder):
         for old, new in zip(loop.results, staged.results):
             old.replace_all_uses_with(new)
         Rewriter.erase_op(loop, safe_erase=False)
+
+    def k_base(self) -> SSAValue | None:
+        """Where the loop's K starts when it is one split's part (`tile-distribute` then loads
+        at `base + k`), else None (the loop covers K from 0)."""
+        index = self.b_loads[0].indices[1]
+        iv = self.loop.body.block.args[0]
+        if index is iv:
+            return None
+        add = index.owner
+        if not (isinstance(add, arith.AddiOp) and add.rhs is iv):
+            raise LoweringError(self.b_loads[0], "warp-stage-shared: expected B's K index as the loop's, or a split's "
+                                "base + it (the forms tile-distribute writes)")
+        return add.lhs
 
     def size(self, ref: SSAValue, tile_dim: int, static: int) -> SSAValue:
         """A size of the GEMM as an index value: the constant, or for `?` the `memref.dim` of the

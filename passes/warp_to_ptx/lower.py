@@ -61,6 +61,7 @@ from tilemma.passes.warp_to_ptx.shared import (
     LowerLoadShared,
     LowerSharedAlloc,
 )
+from tilemma.passes.warp_to_ptx.split_k import LowerSplitKReduce
 from tilemma.passes.warp_to_ptx.sparse_a import LowerLoadMeta, LowerSparseA
 from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringState, _Kernel
 
@@ -134,6 +135,7 @@ class WarpToPtx(ModulePass):
                 LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
                 LowerLoadMeta(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
+                LowerSplitKReduce(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}
@@ -215,8 +217,9 @@ class WarpToPtx(ModulePass):
         if any(any(row) for rows in _symbols(kernel) for row in rows):
             entry.stride_multiple = IntegerAttr(tile.stride_multiple(kernel), 64)
             entry.size_multiple = DenseArrayBase.from_list(i64, list(tile.size_multiple(kernel)))
+        splits = kernel.attributes["warp.schedule"].schedule.split_k  # type: ignore[union-attr]
         entry.tiling = DenseArrayBase.from_list(i64, [v for part in _tiling(kernel) for v in (
-            part if isinstance(part, tuple) else (part,))])
+            part if isinstance(part, tuple) else (part,))] + ([splits] if splits > 1 else []))
         return entry
 
 

@@ -13,9 +13,12 @@ How it runs, and why:
   each PTX instruction is a handful of NumPy operations, not a Python loop over threads. Each
   instruction is decoded once into a closure (operand readers, result writer, precomputed
   immediates); running the kernel is a loop over those closures.
-* One program counter. The emitted kernels branch uniformly (the K loop's `bra.uni`), so all
-  threads run in lockstep; a branch that some live threads take and others do not raises
-  `EmulationError` instead of being executed wrongly. Guards (`@%p` / `@!%p`) become masks.
+* One program counter. The emitted kernels branch uniformly per CTA (the K loop's `bra.uni`), so
+  the threads of a CTA run in lockstep; where whole CTAs part (a split-K kernel's last split runs
+  fewer K steps), the side behind runs first and the others wait where both meet again (a
+  forward branch's target, the instruction after a backward one). A branch that parts the threads
+  of one CTA raises `EmulationError` instead of being executed wrongly. Guards (`@%p` / `@!%p`)
+  become masks.
 * Memory is the argument arrays, addressed through fake 64-bit pointers (argument i lives at
   (i + 1) << 40). Every load and store of a thread whose guard holds is checked against its
   buffer: an out-of-bounds or misaligned access raises, naming the instruction, its line, the
@@ -59,9 +62,11 @@ How it runs, and why:
   fp4/fp6 in 8-bit containers under .kind::mxf8f6f4 / f8f6f4 (e2m1 bits 2..5, e3m2/e2m3 bits
   0..5, padding ignored), packed e2m1 under .kind::mxf4 / mxf4nvf4. Selectors outside Table 37
   raise. No GPU we can reach runs these instructions, so this is our reading of the ISA only.
-* `atom.global.min/max` applies threads one after another in thread order (the GPU's order is
-  unspecified; the final memory is the same for every order, the returned old values are those
-  of this order).
+* `atom.global.min/max` and `atom.global.add.u32` apply threads one after another in thread order
+  (the GPU's order is unspecified; the final memory is the same for every order, the returned old
+  values are those of this order: split-K's last CTA to arrive is the one of the highest split
+  here, any on the GPU, which is why its sum does not depend on it). `bar.red.or.pred` ORs a
+  predicate over a CTA; `fence` and `membar` do nothing (every store is seen by later loads).
 
 The package has a module per concern, each importing at run time only those listed before it:
 `machine` (types, registers, global and shared memory), `operands` (operand reading and writing),

@@ -198,7 +198,69 @@ def _shared_addresses(d, addr: _Addr, where: str) -> Callable[[_Machine], np.nda
     return lambda m: _per_thread(np.asarray(base(m)).astype(np.int64) + off, m.T)
 
 
+def _dec_fence(d, op, mods, args, where) -> Fn:
+    """fence.{acq_rel,sc}.{cta,gpu,sys} and membar.{cta,gl,sys}: nothing to do here. Threads run
+    in lockstep and CTAs (in chunks) in order, so every store is seen by every later load; what a
+    missing fence would break on the GPU is not modelled (the split-K reduction's ordering is a
+    GPU test's: it compares the GPU's D with this emulator's, word for word)."""
+    head = op.opcode.data.split(".")[0]
+    ok = (mods[:1] in (["acq_rel"], ["sc"]) and mods[1:] in (["cta"], ["gpu"], ["sys"])) if head == "fence" \
+        else mods in (["cta"], ["gl"], ["sys"])
+    if not ok or args:
+        raise EmulationError(f"{where}: expected fence.acq_rel/.sc.cta/.gpu/.sys or membar.cta/.gl/.sys")
+    return lambda m, mask: None
+
+
 def _dec_atom(d, op, mods, args, where) -> Fn:
+    """atom[.global].add.u32 d, [a], b: d gets the old word, memory old + b (wrapping); threads of
+    a chunk (and chunks, in CTA order) apply one after another in thread order, so each thread's
+    old word is what the earlier ones left (a segmented prefix sum). Else `_dec_atom_min_max`."""
+    rest = mods[1:] if mods[:1] == ["global"] else mods
+    if rest[:1] != ["add"]:
+        return _dec_atom_min_max(d, op, mods, args, where)
+    if rest != ["add", "u32"]:
+        raise EmulationError(f"{where}: expected atom[.global].add.u32 (other additions are not supported)")
+    dst, addr, src = _one(d, op, args, 3, where)
+    if not isinstance(addr, _Addr):
+        raise EmulationError(f"{where}: atom needs an address in brackets")
+    read, write, addresses = _reader(d, src, "u32", where), _writer(dst, where), _addresses(d, addr, where)
+
+    def run(m, mask):
+        a = addresses(m)
+        v = _per_thread(read(m), m.T).astype(np.int64)
+        if mask is not None:
+            a, v = a[mask], v[mask]
+        old = np.empty(a.size, dtype=np.uint32)
+        for s, idx, pos in m.memory.locate(a, 4, lambda p, what, why: _fail(m, where, "atomic", mask, p, what, why)):
+            mine = v if pos is None else v[pos]
+            buf = m.memory.bufs[s].view(np.uint32)
+            order = np.argsort(idx, kind="stable")  # same address together, thread order kept
+            at, offered = idx[order], mine[order]
+            first = np.ones(at.size, bool)
+            first[1:] = at[1:] != at[:-1]
+            upto = np.cumsum(offered)
+            before = upto - offered - np.maximum.accumulate(np.where(first, upto - offered, 0))  # within the address
+            seen = (buf[at].astype(np.int64) + before) & 0xFFFFFFFF
+            last = np.ones(at.size, bool)
+            last[:-1] = first[1:]
+            buf[at[last]] = ((seen[last] + offered[last]) & 0xFFFFFFFF).astype(np.uint32)
+            got = np.empty(at.size, dtype=np.uint32)
+            got[order] = seen.astype(np.uint32)
+            if pos is None:
+                old = got
+            else:
+                old[pos] = got
+        if mask is None:
+            write(m, old, None)
+        else:
+            full = np.zeros(m.T, dtype=np.uint32)
+            full[mask] = old
+            write(m, full, mask)
+
+    return run
+
+
+def _dec_atom_min_max(d, op, mods, args, where) -> Fn:
     """atom[.global].{min,max}.{u32,s32} d, [a], b: d gets the old word, memory min/max(old, b).
 
     Threads of a chunk (and chunks, in CTA order) apply one after another in thread order, so the
@@ -207,7 +269,8 @@ def _dec_atom(d, op, mods, args, where) -> Fn:
     order is unspecified; the final memory is the same for any order, the old values are not."""
     rest = mods[1:] if mods[:1] == ["global"] else mods  # generic addresses are global ones here
     if len(rest) != 2 or rest[0] not in ("min", "max") or rest[1] not in ("u32", "s32"):
-        raise EmulationError(f"{where}: expected atom[.global].min/.max.u32/.s32 (other atomics are not supported)")
+        raise EmulationError(f"{where}: expected atom[.global].add.u32 or .min/.max.u32/.s32 (other atomics are not "
+                             "supported)")
     how, t = rest
     dst, addr, src = _one(d, op, args, 3, where)
     if not isinstance(addr, _Addr):

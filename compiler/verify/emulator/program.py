@@ -1,5 +1,5 @@
 """A kernel decoded for emulation and run for a grid: the table of instruction decoders, the
-program-counter loop (guards as masks, uniform branches, ret/exit), CTAs run in chunks under a
+program-counter loop (guards as masks, branches uniform per CTA, ret/exit), CTAs run in chunks under a
 memory budget, and the public entry points `compile_entry` and `emulate`."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tilemma.compiler.verify.emulator.float_ops import DECODERS as _FLOAT_DECODE
 from tilemma.compiler.verify.emulator.machine import (
     _SHARED_BASE, _STORAGE, _TYPES, EmulationError, RunStats, _Machine, _Memory,
 )
-from tilemma.compiler.verify.emulator.memory_ops import _dec_atom, _dec_ld, _dec_st
+from tilemma.compiler.verify.emulator.memory_ops import _dec_atom, _dec_fence, _dec_ld, _dec_st
 from tilemma.compiler.verify.emulator.mma_instruction import _dec_mma
 from tilemma.compiler.verify.emulator.operands import Fn, _Decode
 from tilemma.compiler.verify.emulator.shared_ops import _dec_bar, _dec_cp, _dec_ldmatrix
@@ -38,6 +38,7 @@ _DECODERS = {
     "selp": _dec_selp, "cvt": _dec_cvt, "cvta": _dec_cvta, "ld": _dec_ld, "st": _dec_st,
     "popc": _dec_popc, "abs": _dec_abs_neg, "neg": _dec_abs_neg, "atom": _dec_atom,
     "cp": _dec_cp, "ldmatrix": _dec_ldmatrix, "bar": _dec_bar, "barrier": _dec_bar,
+    "fence": _dec_fence, "membar": _dec_fence,
     **_FLOAT_DECODERS,  # float forms of add/sub/mul/div/min/max/neg/abs/setp/cvt/mov, fma, ex2, ...
 }  # fmt: skip
 
@@ -227,7 +228,18 @@ class Program:
 
     def _execute(self, m: _Machine, max_steps: int) -> int:
         steps, n, pc, count = self.steps, len(self.steps), 0, 0
-        while pc < n and not m.done:
+        # CTAs that branch apart (a K loop whose trip count is the CTA's, as a split-K kernel's
+        # last split): (pc where they meet again, the threads waiting there), innermost last
+        waiting: list[tuple[int, np.ndarray]] = []
+        while pc < n:
+            while waiting and pc == waiting[-1][0]:
+                m.active = m.active | waiting.pop()[1]
+            if m.done:
+                if not waiting:
+                    break
+                pc, m.active = waiting.pop()
+                m.done = False
+                continue
             step = steps[pc]
             count += 1
             if count > max_steps:
@@ -249,15 +261,30 @@ class Program:
             elif step.kind == "bra":
                 if mask is not None and (m.active is None or not np.array_equal(mask, m.active)):
                     live = m.active if m.active is not None else np.ones(m.T, bool)
-                    off = np.flatnonzero(live & ~mask)
-                    raise EmulationError(
-                        f"{step.where}: non-uniform branch: {int(mask.sum())} live threads take it, "
-                        f"{off.size} do not (first: {m.thread(int(off[0]))}); the emulator runs "
-                        "all threads in lockstep")
+                    by_cta = (mask | ~live).reshape(m.nctas, -1).all(1) | ~mask.reshape(m.nctas, -1).any(1)
+                    if not by_cta.all():  # threads of one CTA part: SIMT divergence, not modelled
+                        off = np.flatnonzero(live & ~mask)
+                        raise EmulationError(
+                            f"{step.where}: non-uniform branch: {int(mask.sum())} live threads take it, "
+                            f"{off.size} do not (first: {m.thread(int(off[0]))}); the emulator runs "
+                            "the threads of a CTA in lockstep")
+                    # whole CTAs part: the ones behind run first, the others wait where both meet
+                    # (a forward branch's target; after a backward one)
+                    taken = mask.copy()  # (a guard without negation is the register's own row)
+                    if step.target > pc:
+                        waiting.append((step.target, taken))
+                        m.active = live & ~taken
+                        pc += 1
+                    else:
+                        waiting.append((pc + 1, live & ~taken))
+                        m.active = taken
+                        pc = step.target
+                    continue
                 pc = step.target
             else:  # ret / exit
                 if mask is None:
                     m.done = True
+                    m.active = np.zeros(m.T, bool)
                 else:
                     m.active = (m.active if m.active is not None else np.ones(m.T, bool)) & ~mask
                     m.done = not m.active.any()

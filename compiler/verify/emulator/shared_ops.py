@@ -9,7 +9,7 @@ import re
 import numpy as np
 from tilemma.compiler.verify.emulator.machine import EmulationError, _Machine, _per_thread
 from tilemma.compiler.verify.emulator.memory_ops import _addresses, _shared_addresses, _shared_of, _threads
-from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _Reg, _Vec, _one, _reader
+from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _Reg, _Vec, _one, _reader, _writer
 
 
 def _whole_warps(m: _Machine, mask, where: str, what: str) -> np.ndarray | None:
@@ -143,10 +143,32 @@ def _dec_ldmatrix(d, op, mods, args, where) -> Fn:
     return run
 
 
+def _dec_bar_red_or(d, op, args, where) -> Fn:
+    """bar.red.or.pred p, 0, q: a barrier (as bar.sync 0) that gives every thread of the CTA the OR
+    of q over its threads."""
+    dst, barrier, src = _one(d, op, args, 3, where)
+    if not isinstance(barrier, _Imm) or barrier.value != 0:
+        raise EmulationError(f"{where}: only barrier 0 is supported")
+    sync = _dec_bar(d, op, ["sync"], [args[1]], where)
+    read, write = _reader(d, src, "pred", where), _writer(dst, where)
+
+    def run(m, mask):
+        sync(m, mask)
+        q = _per_thread(read(m), m.T).astype(bool)
+        live = np.ones(m.T, bool) if m.active is None else m.active
+        there = live if mask is None else mask
+        anyone = (q & there).reshape(m.nctas, -1).any(1)
+        write(m, np.repeat(anyone, m.per_cta), mask)
+
+    return run
+
+
 def _dec_bar(d, op, mods, args, where) -> Fn:
     """bar.sync 0 / barrier.sync[.aligned] 0 [, N]: all warps run in lockstep, so the barrier's
     work here is to end the race-detection window (and to refuse a barrier in divergent code)."""
     head = op.opcode.data.split(".")[0]
+    if head == "bar" and mods == ["red", "or", "pred"]:
+        return _dec_bar_red_or(d, op, args, where)
     if mods not in (["sync"], ["sync", "aligned"]) or (head == "bar" and mods != ["sync"]):
         raise EmulationError(f"{where}: expected bar.sync 0 or barrier.sync[.aligned] 0 (optionally ', N')")
     ops = [d.operand(a, op) for a in args]

@@ -1,0 +1,97 @@
+"""`warp.split_k_reduce` in PTX: the CTAs that share an output tile's K meet in a workspace.
+
+Every thread stores its accumulator registers into the tile's and split's slab of the workspace
+(register r of thread t at word r * T + t, so a warp's stores are coalesced), fences them
+(`fence.acq_rel.gpu`) and meets the CTA at a barrier; thread 0 then counts the CTA in the tile's
+counter (`atom.global.add.u32`), and `bar.red.or.pred` hands every thread whether this CTA was the
+last of the tile's `splits` to arrive. The others leave (`ret`). The last one sets the counter back
+to 0, fences again, and adds the slabs to C in split order, reading them at L2 (`ld.global.cg`: the
+other CTAs wrote them from other SMs), so that the sum is the same whichever CTA finishes last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+
+from tilemma.dialects import warp
+from tilemma.passes.warp_to_ptx import fragment_io as fio
+from tilemma.passes.warp_to_ptx.state import LoweringState, _bank_of, _finish, _ptx_type, all_regs, reg
+
+# Per accumulator element: the add that rounds (f32, f64) or wraps (s32), and the load/store type.
+_ADD = {"f32": "add.rn.f32", "f64": "add.rn.f64", "s32": "add.s32"}
+_MEM = {"f32": "f32", "f64": "f64", "s32": "b32"}
+
+
+@dataclass
+class LowerSplitKReduce(RewritePattern):
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.SplitKReduceOp, rewriter: PatternRewriter) -> None:
+        partials, init = all_regs(op.partials), all_regs(op.init)
+        split, tile, workspace, counters = (reg(v) for v in (op.split, op.tile, op.workspace, op.counters))
+        if partials is None or init is None or None in (split, tile, workspace, counters):
+            return
+        kernel = self.state.kernel(op)
+        frag = op.partials[0].type
+        assert isinstance(frag, warp.FragType)
+        t, bank = _ptx_type(frag), _bank_of(frag)
+        size = 8 if t == "f64" else 4
+        splits = op.splits.value.data
+        threads = kernel_threads(op)
+        regs_per_thread = sum(len(r) for r in partials)
+        slab = regs_per_thread * threads * size  # one split's bytes of one tile
+        e = fio.Emitter(kernel.regs)
+        e.comment(f"split-K: {splits} CTAs meet in the workspace; the last adds the partials in split order")
+        tid, first, at, words = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b64")
+        e.emit("mov.u32", tid, "%tid.x")
+        e.emit("mul.lo.u32", first, e.in_register(tile), splits)  # the tile's first slab
+        e.emit("add.u32", at, first, e.in_register(split))
+        e.emit("mul.lo.u32", at, at, regs_per_thread * threads)
+        e.emit("add.u32", at, at, tid)
+        mine = e.reg("b64")
+        e.emit("mul.wide.u32", words, at, size)
+        e.emit("add.s64", mine, workspace, words)
+        flat = [r for frag_regs in partials for r in frag_regs]
+        for i, r in enumerate(flat):
+            e.emit(f"st.global.{_MEM[t]}", f"[{mine}+{i * threads * size}]", r)
+        e.emit("fence.acq_rel.gpu")
+        e.emit("bar.sync", 0)
+        leader, last = e.reg("pred"), e.reg("pred")
+        counter, arrived, word = e.reg("b64"), e.reg("b32"), e.reg("b64")
+        e.emit("setp.eq.u32", leader, tid, 0)
+        e.emit("mul.wide.u32", word, e.in_register(tile), 4)
+        e.emit("add.s64", counter, counters, word)
+        e.emit("mov.u32", arrived, 0)
+        e.emit("atom.global.add.u32", arrived, f"[{counter}]", 1, guard=leader)
+        e.emit("setp.eq.u32", last, arrived, splits - 1)
+        e.emit("and.pred", last, last, leader)
+        e.emit("bar.red.or.pred", last, 0, last)
+        e.emit("ret", guard=f"!{last}")
+        e.emit("st.global.u32", f"[{counter}]", 0, guard=leader)  # ready for the next launch
+        e.emit("fence.acq_rel.gpu")
+        base = e.reg("b64")
+        e.emit("mul.lo.u32", first, first, regs_per_thread * threads)
+        e.emit("add.u32", first, first, tid)
+        e.emit("mul.wide.u32", words, first, size)
+        e.emit("add.s64", base, workspace, words)
+        out = [[e.reg(bank) for _ in frag_regs] for frag_regs in partials]
+        part = e.reg(bank)
+        flat_init = [r for frag_regs in init for r in frag_regs]
+        for i, (r, c) in enumerate(zip((r for o in out for r in o), flat_init)):
+            e.emit(f"mov.{bank}", r, c)
+            for s in range(splits):
+                e.emit(f"ld.global.cg.{_MEM[t]}", part, f"[{base}+{s * slab + i * threads * size}]")
+                e.emit(_ADD[t], r, r, part)
+        _finish(op, rewriter, e, out)
+
+
+def kernel_threads(op) -> int:
+    """Threads of the op's CTA (`warp.block` of its kernel, one-dimensional)."""
+    parent = op.parent_op()
+    while not isinstance(parent, func.FuncOp):
+        parent = parent.parent_op()
+    return parent.attributes["warp.block"].get_values()[0]
