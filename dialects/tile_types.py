@@ -307,7 +307,7 @@ def check_mma(lhs: TileType, rhs: TileType, acc: TileType) -> None:
     _, n, _, m = batch_dims(ls, rs, "tile.mma")
     if tuple(cs[-2:]) != (n, m):
         raise VerifyException(
-            f"tile.mma: accumulator shape {shape_str(cs)} does not match N x M = {n}x{m} of "
+            f"tile.mma: accumulator shape {shape_str(cs)} does not match N x M = {shape_str((n, m))} of "
             f"{shape_str(ls)} times {shape_str(rs)} (rule 4: N x K, K x M, N x M)"
         )
     if len(cs) == 3:

@@ -2,6 +2,7 @@
 element checked against NumPy: linalg.matmul on kernel memrefs (C updated in place: C += A x B),
 then what frontends emit (tests/data/frontends), and plain xdsl-opt with the plugin."""
 
+import json
 import math
 import subprocess
 import sys
@@ -11,8 +12,9 @@ import numpy as np
 import pytest
 
 from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, parse
-from tilemma.compiler.driver.runner import run_compiled
+from tilemma.compiler.driver.runner import bind_sizes, launch_shapes, run_compiled
 from tilemma.dialects import tile
 from tilemma.passes.tile.linalg_to_tile import LinalgToTile
 from tests.inprocess import run_main
@@ -106,8 +108,6 @@ def test_linalg_and_tile_ir_compile_to_the_same_ptx():
 @pytest.mark.parametrize(
     "text, message",
     [
-        (linalg_kernel("k", 16, 8, 16, "f16", "f16").replace("memref<16x16xf16>", "memref<?x16xf16>"),
-         "operand A (memref<?x16xf16>) has a dynamic shape"),
         (linalg_kernel("k", 16, 8, 16, "f32", "f32"), "f32 x f32 has no exact tensor-core instruction"),
         (linalg_kernel("k", 16, 8, 16, "f16", "f64"), "tile.mma"),
     ],
@@ -488,3 +488,281 @@ def test_views_run_exactly(name):
     want = a64 @ b64 + c
     bound = (a.shape[-1] + 1) * 2.0**-23 * (np.abs(a64) @ np.abs(b64) + np.abs(c))
     assert np.all(np.abs(result.outputs[out] - want) <= bound)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sizes known at launch: what torch.compile(dynamic=True) hands over through torch-mlir
+# (`memref<?x?xf16>`, or `?x64` where only M varies), bufferized: temporaries sized by
+# memref.dim (`memref.alloc(%m, %n)`), the result copied into the out parameter. It converts to
+# the tile IR `tilemma gemm --dynamic` writes (the same PTX), compiles once and runs at several
+# sizes in the emulator, every element checked against the runner's reference and a NumPy model
+# of the program; what `?` sizes cannot be is refused at the op, with the tile level's reason.
+# ---------------------------------------------------------------------------------------------
+
+
+def torch_matmul(name, m, n, k, weight=False):
+    """torch.mm(a, b) (`weight`: a Linear's a @ w.t(), w stored N x K and transposed by
+    linalg.transpose into a temporary) as torch-mlir lowers it under strict symbolic shapes, f16
+    operands accumulated in f32, bufferized with its result the out parameter %d; m, n, k a
+    size or "?" (only the `?` ones size the temporaries, from memref.dim)."""
+    def ref(rows, cols, e):
+        return f"memref<{rows}x{cols}x{e}>"
+
+    def alloc(value, rows, cols, e):
+        sizes = ", ".join(v for v, s in ((f"%{rows}", size_of[rows]), (f"%{cols}", size_of[cols])) if s == "?")
+        return f"  %{value} = memref.alloc({sizes}) {{alignment = 64 : i64}} : {ref(size_of[rows], size_of[cols], e)}"
+
+    size_of = {"m": m, "n": n, "k": k}
+    a_t, b_t, d_t = ref(m, k, "f16"), ref(n, k, "f16") if weight else ref(k, n, "f16"), ref(m, n, "f32")
+    lines = [f"func.func @{name}(%a: {a_t}, %b: {b_t}, %d: {d_t}) attributes {{torch.assume_strict_symbolic_shapes}} {{",
+             "  %c0 = arith.constant 0 : index",
+             "  %c1 = arith.constant 1 : index",
+             "  %cst = arith.constant 0.000000e+00 : f32",
+             f"  %m = memref.dim %a, %c0 : {a_t}",
+             f"  %k = memref.dim %a, %c1 : {a_t}",
+             f"  %n = memref.dim %b, {'%c0' if weight else '%c1'} : {b_t}"]
+    b, kn_t = "%b", ref(k, n, "f16")
+    if weight:
+        lines += [alloc("bt", "k", "n", "f16"),
+                  f"  linalg.transpose ins(%b : {b_t}) outs(%bt : {kn_t}) permutation = [1, 0]"]
+        b = "%bt"
+    lines += [alloc("acc", "m", "n", "f32"),
+              f"  linalg.fill ins(%cst : f32) outs(%acc : {d_t})",
+              f"  linalg.matmul ins(%a, {b} : {a_t}, {kn_t}) outs(%acc : {d_t})",
+              f"  memref.copy %acc, %d : {d_t} to {d_t}",
+              "  return", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("dynamic, weight", [("mnk", False), ("m", False), ("mnk", True)])
+def test_dynamic_linalg_compiles_to_the_kernel_of_tilemma_gemm_dynamic(dynamic, weight):
+    """torch's form with `?` sizes is the GEMM `tilemma gemm --dynamic ... --no-c` writes (a
+    weight read transposed: `--b-layout col`, its `strided<[1, ?]>` view): the same PTX."""
+    spec = GemmSpec(64, 64, 64, "f16", "f16", "f32", dynamic=dynamic, c=False, b_layout="col" if weight else "row")
+    m, n, k = ("?" if d in dynamic else 64 for d in "mnk")
+    options = CompileOptions(sm="90", tune_cache="")
+    [from_linalg] = compile_text(torch_matmul(spec.name, m, n, k, weight), "<linalg>", options)
+    [from_gemm] = compile_text(str(gemm_module(spec)), "<gemm>", options)
+    assert from_linalg.abi.symbols == from_gemm.abi.symbols and from_linalg.abi.dynamic
+    assert from_linalg.ptx == from_gemm.ptx
+
+
+_RELU_LINEAR = """#id = affine_map<(d0, d1) -> (d0, d1)>
+#col = affine_map<(d0, d1) -> (d1)>
+func.func @linear_relu(%x: memref<MxKxf16>, %w: memref<NxKxf16>, %bias: memref<Nxf16>, %y: memref<MxNxf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %cst = arith.constant 0.000000e+00 : f32
+  %cst_0 = arith.constant 0.000000e+00 : f16
+  %m = memref.dim %x, %c0 : memref<MxKxf16>
+  %k = memref.dim %x, %c1 : memref<MxKxf16>
+  %n = memref.dim %w, %c0 : memref<NxKxf16>
+  %wt = memref.alloc(SIZES_KN) {alignment = 64 : i64} : memref<KxNxf16>
+  linalg.transpose ins(%w : memref<NxKxf16>) outs(%wt : memref<KxNxf16>) permutation = [1, 0]
+  %acc = memref.alloc(SIZES_MN) {alignment = 64 : i64} : memref<MxNxf32>
+  linalg.fill ins(%cst : f32) outs(%acc : memref<MxNxf32>)
+  linalg.matmul ins(%x, %wt : memref<MxKxf16>, memref<KxNxf16>) outs(%acc : memref<MxNxf32>)
+  %out = memref.alloc(SIZES_MN) {alignment = 64 : i64} : memref<MxNxf16>
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]} ins(%acc, %bias : memref<MxNxf32>, memref<Nxf16>) outs(%out : memref<MxNxf16>) {
+  ^bb0(%in: f32, %b: f16, %o: f16):
+    %0 = arith.truncf %in : f32 to f16
+    %1 = arith.addf %0, %b : f16
+    %2 = arith.cmpf ugt, %1, %cst_0 : f16
+    %3 = arith.select %2, %1, %cst_0 : f16
+    linalg.yield %3 : f16
+  }
+  memref.copy %out, %y : memref<MxNxf16> to memref<MxNxf16>
+  return
+}
+"""
+
+_BMM = """#id = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @bmm(%a: memref<3x?x?xf16>, %b: memref<3x?x?xf16>, %d: memref<3x?x?xf16>) {
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %cst = arith.constant 0.000000e+00 : f32
+  %m = memref.dim %a, %c1 : memref<3x?x?xf16>
+  %n = memref.dim %b, %c2 : memref<3x?x?xf16>
+  %acc = memref.alloc(%m, %n) {alignment = 64 : i64} : memref<3x?x?xf32>
+  linalg.fill ins(%cst : f32) outs(%acc : memref<3x?x?xf32>)
+  linalg.batch_matmul ins(%a, %b : memref<3x?x?xf16>, memref<3x?x?xf16>) outs(%acc : memref<3x?x?xf32>)
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%acc : memref<3x?x?xf32>) outs(%d : memref<3x?x?xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %0 = arith.truncf %in : f32 to f16
+    linalg.yield %0 : f16
+  }
+  return
+}
+"""
+
+
+def _relu_linear(m, n, k):
+    """_RELU_LINEAR with each of M, N, K a size or ?: only the `?` ones size the temporaries."""
+    sizes = {"M": m, "N": n, "K": k}
+    text = _RELU_LINEAR
+    for pair in ("KN", "MN"):
+        text = text.replace(f"SIZES_{pair}", ", ".join(f"%{d.lower()}" for d in pair if sizes[d] == "?"))
+    for d, v in sizes.items():
+        text = text.replace(f"<{d}x", f"<{v}x").replace(f"x{d}x", f"x{v}x")
+    return text
+
+
+def _in_place(m, n, k):
+    """linalg.matmul on kernel memrefs, C += A x B in place (f16 -> f32)."""
+    a_t, b_t, c_t = f"memref<{m}x{k}xf16>", f"memref<{k}x{n}xf16>", f"memref<{m}x{n}xf32>"
+    return (f"func.func @mm(%a: {a_t}, %b: {b_t}, %c: {c_t}) {{\n"
+            f"  linalg.matmul ins(%a, %b : {a_t}, {b_t}) outs(%c : {c_t})\n  return\n}}\n")
+
+
+def _mm_inputs(rng, m, n, k):
+    a, b = _f16(rng, m, k), _f16(rng, k, n)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    return {"a": a, "b": b, "c": c}, (a, b, c)
+
+
+def _mm_model(a, b, c):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    # f32 accumulation of K f16 products: each step rounds to f32
+    return a64 @ b64 + c, (a.shape[1] + 1) * 2.0**-23 * (np.abs(a64) @ np.abs(b64) + np.abs(c))
+
+
+def _torch_mm_inputs(rng, m, n, k):
+    a, b = _f16(rng, m, k), _f16(rng, k, n)
+    return {"a": a, "b": b}, (a, b, np.zeros((m, n)))
+
+
+def _relu_inputs(rng, m, n, k):
+    x, w, bias = _f16(rng, m, k), _f16(rng, n, k, scale=0.5), _f16(rng, n)
+    return {"x": x, "w": w.T, "bias": bias}, (x, w, bias)  # the kernel reads w.t(): pass that view
+
+
+def _bmm_dyn_inputs(rng, m, n, k):
+    a, b = _f16(rng, 3, m, k), _f16(rng, 3, k, n)
+    return {"a": a, "b": b}, (a, b)
+
+
+def _bmm_dyn_model(a, b):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = a64 @ b64
+    return want, 2.0**-10 * np.abs(want) + (a.shape[-1] + 1) * 2.0**-23 * (np.abs(a64) @ np.abs(b64))
+
+
+# name: (kernel text, output, inputs(rng, m, n, k) -> (named arrays, model arguments), model,
+#        the sizes run: M x N x K, the static ones as the text has them)
+DYNAMIC_CASES = {
+    "in_place_mnk": (_in_place("?", "?", "?"), "c", _mm_inputs, _mm_model, [(37, 91, 53), (130, 72, 256)]),
+    "torch_mm_mnk": (torch_matmul("mm", "?", "?", "?"), "d", _torch_mm_inputs, _mm_model, [(37, 91, 53), (130, 72, 256)]),
+    "torch_mm_m": (torch_matmul("mm", "?", 91, 53), "d", _torch_mm_inputs, _mm_model, [(37, 91, 53), (130, 91, 53), (1, 91, 53)]),
+    "linear_relu_mnk": (_relu_linear("?", "?", "?"), "y", _relu_inputs, _linear(lambda h: np.maximum(h, 0)),
+                        [(37, 91, 53), (130, 72, 256)]),
+    "linear_relu_m": (_relu_linear("?", 91, 64), "y", _relu_inputs, _linear(lambda h: np.maximum(h, 0)),
+                      [(37, 91, 64), (130, 91, 64)]),
+    "bmm_mnk": (_BMM, "d", _bmm_dyn_inputs, _bmm_dyn_model, [(37, 29, 45), (19, 72, 64)]),
+}
+
+_DYNAMIC_COMPILED: dict = {}
+
+
+def _dynamic_kernel(name):
+    """The case's kernel, compiled once for every size."""
+    if name not in _DYNAMIC_COMPILED:
+        [_DYNAMIC_COMPILED[name]] = compile_text(DYNAMIC_CASES[name][0], f"{name}.mlir", CompileOptions(sm="90"))
+    return _DYNAMIC_COMPILED[name]
+
+
+def test_dynamic_linalg_converts_to_tile_ir_with_question_marks():
+    module, _ = parse(DYNAMIC_CASES["linear_relu_m"][0], "linear_relu_m.mlir")
+    LinalgToTile().apply(None, module)  # type: ignore[arg-type]
+    module.verify()
+    text = str(module)
+    assert "%x: memref<?x64xf16>, %w: memref<64x91xf16, strided<[1, 64]>>, %bias: memref<91xf16>, %y: memref<?x91xf16>" in text
+    assert "tile.mma %ta, %tb, %zero : !tile.tile<?x64xf16>, !tile.tile<64x91xf16>, !tile.tile<?x91xf32>" in text
+    assert "memref.dim" not in text and "memref.alloc" not in text
+
+
+@pytest.mark.parametrize("name, size", [(name, size) for name, case in DYNAMIC_CASES.items() for size in case[4]])
+def test_dynamic_linalg_runs_exactly_at_every_size(name, size):
+    text, out, make_inputs, model, _ = DYNAMIC_CASES[name]
+    kernel = _dynamic_kernel(name)
+    assert kernel.abi.dynamic
+    inputs, arrays = make_inputs(np.random.default_rng(sum(size)), *size)
+    bound = bind_sizes(kernel, *launch_shapes(kernel, inputs, None))  # the sizes from the arrays
+    g = bound.gemm
+    assert (g.m, g.n, g.k) == size
+    # The runner's reference of the tile IR, every element...
+    result = run_compiled(bound, 1, "emulator", inputs=inputs)
+    assert result.ok, result.detail
+    # ...and the linalg program's NumPy model.
+    got = result.outputs[out].astype(np.float64)
+    want, bound_err = model(*arrays)
+    assert got.shape == want.shape
+    err = np.abs(got - want)
+    assert np.all(err <= bound_err), (float(np.max(err / bound_err)), np.unravel_index(np.argmax(err / bound_err), err.shape))
+
+
+def test_tilemma_compile_and_run_take_dynamic_linalg(tmp_path):
+    """`tilemma compile` of the torch form says the sizes in its ABI; `tilemma run` runs it at
+    the sizes of --size, or of the --input arrays, against the reference."""
+    src = tmp_path / "linear.mlir"
+    src.write_text(DYNAMIC_CASES["linear_relu_mnk"][0])
+    proc = run_main("tilemma", cli.main, ["compile", str(src), "--sm", "90", "--emit", "json"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    params = {p["name"]: p for p in json.loads(proc.stdout)["kernels"][0]["params"]}
+    assert params["p_x"]["sizes"] == ["M", "K"] and params["p_w"]["sizes"] == ["K", "N"]
+    assert params["p_w"]["strides"] == [1, -1]  # w.t(): K-major, its row stride known at launch
+    proc = run_main("tilemma", cli.main, ["run", str(src), "--on", "emulator", "--sm", "90", "--size", "M=37,N=91,K=53"])
+    assert proc.returncode == 0 and "37x91x53" in proc.stdout and "PASS" in proc.stdout, proc.stdout + proc.stderr
+    rng = np.random.default_rng(3)
+    files = []
+    for arg, array in (("x", _f16(rng, 130, 40)), ("w", _f16(rng, 72, 40).T), ("bias", _f16(rng, 72))):
+        np.save(tmp_path / f"{arg}.npy", array)
+        files += ["--input", f"{arg}={tmp_path / arg}.npy"]
+    proc = run_main("tilemma", cli.main, ["run", str(src), "--on", "emulator", "--sm", "90", *files])
+    assert proc.returncode == 0 and "130x72x40" in proc.stdout and "PASS" in proc.stdout, proc.stdout + proc.stderr
+
+
+_MM_DYN = "func.func @k(%a: {a}, %b: {b}, %c: {c}) {{\n  linalg.matmul ins(%a, %b : {a}, {b}) outs(%c : {c})\n  func.return\n}}\n"
+
+
+@pytest.mark.parametrize("text, message", [
+    (_BMM.replace("3x?x?", "?x?x?").replace("memref.alloc(%m, %n)", "memref.alloc(%m, %m, %n)"),
+     "linalg.batch_matmul: the batch size must be static; M, N, K and strides may be ?"),
+    (_MM_DYN.format(a="memref<?x64xi4>", b="memref<64x16xi4>", c="memref<?x16xi32>"),
+     "linalg.matmul: si4 operands are packed below a byte: their sizes must be static"),
+    (_MM_DYN.format(a="memref<?x?xf16, strided<[?, 1], offset: ?>>", b="memref<?x?xf16>", c="memref<?x?xf32>"),
+     "linalg.matmul: operand A (memref<?x?xf16, strided<[?, 1], offset: ?>>): memref<?x?xf16, strided<[?, 1], "
+     "offset: ?>> has a dynamic offset; a view starts where its buffer does"),
+    (_MM_DYN.format(a="memref<?x64xf16>", b="memref<?x16xf16>", c="memref<?x16xf32>"),
+     "linalg.matmul: tile.mma: the contraction dimension K is ? in one operand and 64 in the other (?x64 and ?x16); "
+     "make both ? or both static"),
+    (_MM_DYN.format(a="memref<?x16xf16>", b="memref<16x8xf16>", c="memref<16x8xf16>"),
+     "linalg.matmul: tile.mma: accumulator shape 16x8 does not match N x M = ?x8 of ?x16 times 16x8"),
+    (_MM_DYN.format(a="memref<?x16xf16>", b="memref<16x8xf16>", c="memref<?x8xf32, strided<[0, 1]>>"),
+     "linalg.matmul: operand C (memref<?x8xf32, strided<[0, 1]>>) has a stride-0 (broadcast) dimension"),
+    # A bias row picked by a constant: at 1 along a ? stride; or out of a ? dimension.
+    ("""func.func @k(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %bias: memref<2x?xf32>, %c: memref<?x?xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x?xf16>, memref<?x?xf16>) outs(%c : memref<?x?xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (1, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%bias : memref<2x?xf32>) outs(%c : memref<?x?xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %0 = arith.addf %x, %o : f32
+    linalg.yield %0 : f32
+  }
+  func.return
+}""", "linalg.generic: input #0 (memref<2x?xf32>): the window starts at offset 1 of dimension 0, whose stride is ?: "
+        "a window along a ? stride starts at 0"),
+    ("""func.func @k(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %bias: memref<?x?xf32>, %c: memref<?x?xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x?xf16>, memref<?x?xf16>) outs(%c : memref<?x?xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%bias : memref<?x?xf32>) outs(%c : memref<?x?xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %0 = arith.addf %x, %o : f32
+    linalg.yield %0 : f32
+  }
+  func.return
+}""", "linalg.generic: input #0 (memref<?x?xf32>): dimension 0 is ? and read at index 0: a ? dimension is read whole"),
+])
+def test_what_dynamic_linalg_cannot_be_is_refused_at_the_op(text, message):
+    """Each refusal comes from linalg-to-tile (the message names the linalg op), located at it,
+    with the reason the tile level gives for the same kernel written in tile IR."""
+    with pytest.raises(LocatedVerifyError) as e:
+        compile_text(text, "in.mlir", CompileOptions(sm="90"))
+    assert message in str(e.value) and "in.mlir:" in str(e.value), str(e.value)

@@ -145,7 +145,7 @@ def _extended_gcd(a: int, b: int) -> tuple[int, int, int]:
     return a, u0, v0
 
 
-def _row_major_symbolic(shape: tuple[int, ...]) -> tuple[int, ...]:
+def symbolic_row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
     """The identity layout's strides, `?` wherever a `?` size lies further in."""
     strides = [1] * len(shape)
     for i in range(len(shape) - 2, -1, -1):
@@ -171,18 +171,25 @@ def strided_layout(ref: MemRefType) -> StridedLayout:
     return layout
 
 
-def symbolic_layout(ref: MemRefType) -> StridedLayout:
-    """The layout of a memref type whose sizes and strides may be `?` (DYNAMIC in `shape` and
-    `strides`; the identity layout's strides are `?` from the innermost `?` size outwards), or a
-    ValueError saying why tilemma cannot address it. A dynamic offset is refused: a view's start
-    is the buffer's address. The launch binds the `?`s (`StridedLayout.bind`) and checks there
-    what cannot be checked here."""
+def is_identity(ref: MemRefType) -> bool:
+    """Whether the memref has the identity layout: row-major and contiguous, whatever its sizes
+    (a launch checks that a buffer for one with `?` sizes is contiguous; `strided<[?, 1]>` takes
+    any row stride)."""
+    layout = ref.layout
+    return isinstance(layout, NoneAttr) or (
+        isinstance(layout, AffineMapAttr) and layout.data == AffineMap.identity(len(ref.get_shape())))
+
+
+def layout_values(ref: MemRefType) -> tuple[tuple[int, ...], int]:
+    """(strides, offset) as the memref type writes them, `?` strides DYNAMIC (the identity
+    layout's from `symbolic_row_major`), nothing else checked; a ValueError where tilemma cannot
+    address the layout at all: an affine map that is not the identity, a rank mismatch, a dynamic
+    offset (a view's start is the buffer's address). `symbolic_layout` checks the values too;
+    a reader of stride-0 (broadcast) views takes them from here."""
     shape = tuple(DYNAMIC if d < 0 else d for d in ref.get_shape())
     layout = ref.layout
-    if isinstance(layout, NoneAttr) or (
-        isinstance(layout, AffineMapAttr) and layout.data == AffineMap.identity(len(shape))
-    ):
-        return StridedLayout(shape, _row_major_symbolic(shape), 0)
+    if is_identity(ref):
+        return symbolic_row_major(shape), 0
     if not isinstance(layout, StridedLayoutAttr):
         raise ValueError(
             f"{ref}: layout {layout} is not supported; use the identity layout or "
@@ -194,10 +201,33 @@ def symbolic_layout(ref: MemRefType) -> StridedLayout:
     if offset is None:
         raise ValueError(f"{ref} has a dynamic offset; a view starts where its buffer does (pass the "
                          f"view's own address)")
-    strides = tuple(DYNAMIC if s is None else s for s in strides)
+    return tuple(DYNAMIC if s is None else s for s in strides), offset
+
+
+def window_start(strides: tuple[int, ...], offset: int, starts) -> int:
+    """Element offset of the first element of a window at index `starts` of a layout with these
+    `strides` and `offset`; a ValueError where it would depend on a stride known only at launch
+    (a window at a nonzero offset along a `?` stride)."""
+    for d, (o, s) in enumerate(zip(starts, strides)):
+        if o and s == DYNAMIC:
+            raise ValueError(f"the window starts at offset {o} of dimension {d}, whose stride is ?: "
+                             f"a window along a ? stride starts at 0 (pass the view that starts there)")
+    return offset + sum(o * s for o, s in zip(starts, strides) if o)
+
+
+def symbolic_layout(ref: MemRefType) -> StridedLayout:
+    """The layout of a memref type whose sizes and strides may be `?` (DYNAMIC in `shape` and
+    `strides`; the identity layout's strides are `?` from the innermost `?` size outwards), or a
+    ValueError saying why tilemma cannot address it (`layout_values`; zero or negative strides, a
+    negative offset, elements that share a place). The launch binds the `?`s
+    (`StridedLayout.bind`) and checks there what cannot be checked here."""
+    shape = tuple(DYNAMIC if d < 0 else d for d in ref.get_shape())
+    strides, offset = layout_values(ref)
+    if is_identity(ref):
+        return StridedLayout(shape, strides, 0)
     if any(s <= 0 and s != DYNAMIC for s in strides) or offset < 0:
         raise ValueError(f"{ref}: strides must be positive and the offset not negative")
-    result = StridedLayout(shape, strides, offset)  # type: ignore[arg-type]
+    result = StridedLayout(shape, strides, offset)
     if not result.dynamic and result.overlaps():  # a dynamic layout's is checked when bound
         raise ValueError(f"{ref}: strides {list(strides)} make elements share a place")
     return result

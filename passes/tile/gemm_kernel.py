@@ -12,6 +12,7 @@ is supported.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.dialects import func
@@ -19,7 +20,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from tilemma.compiler.core.elements import ELEMENTS
-from tilemma.compiler.core.memref_layout import DYNAMIC, StridedLayout, strided_layout, symbolic_layout
+from tilemma.compiler.core.memref_layout import DYNAMIC, StridedLayout, strided_layout, symbolic_layout, window_start
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError
 
@@ -99,13 +100,12 @@ def _layout(ref: MemRefType, at: Operation, sparse: str | None = None) -> Stride
 
 
 def _base(layout: StridedLayout, offsets, at: Operation) -> int:
-    """Element offset of a window's first element; a LoweringError where it would depend on a
-    stride known only at launch (a window at a nonzero offset along a `?` stride)."""
-    for d, (o, s) in enumerate(zip(offsets, layout.strides)):
-        if o and s == DYNAMIC:
-            raise LoweringError(at, f"the window starts at offset {o} of dimension {d}, whose stride is ?: "
-                                    f"a window along a ? stride starts at 0 (pass the view that starts there)")
-    return layout.offset + sum(o * s for o, s in zip(offsets, layout.strides) if o)
+    """Element offset of a window's first element (`window_start`); a LoweringError at `at`
+    where it would depend on a stride known only at launch."""
+    try:
+        return window_start(layout.strides, layout.offset, offsets)
+    except ValueError as e:
+        raise LoweringError(at, str(e)) from None
 
 
 def _operand(
@@ -336,12 +336,10 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
     epilogue, inputs = _epilogue(mma, stores, params, batched)
     sizes, strides = _symbols(kernel, mma, stores, epilogue, names)
     if any(any(row) for row in sizes + strides):
-        _check_dynamic(mma, batch, lhs, rhs)
-        for value, what in ((mma.lhs, "left"), (mma.rhs, "right")):
-            stored = _operand(value, params, batched, what, mma).stored
-            if ELEMENTS[stored].storage_bits < 8:
-                raise LoweringError(mma, f"{stored} operands are packed below a byte: their sizes must be static "
-                                         f"(a ? K would not say where a row ends within a byte)")
+        problem = dynamic_problem(mma, (_operand(value, params, batched, what, mma).stored
+                                        for value, what in ((mma.lhs, "left"), (mma.rhs, "right"))))
+        if problem:
+            raise LoweringError(mma, problem)
     return GemmKernel(
         sizes=sizes,
         strides=strides,
@@ -427,15 +425,22 @@ def _symbols(kernel: func.FuncOp, mma: Operation, stores, epilogue, names) -> tu
     return tuple(tuple(r) for r in sizes), tuple(strides)
 
 
-def _check_dynamic(mma: Operation, batch: int, lhs, rhs) -> None:
-    """What sizes known only at launch do not cover yet, refused with the reason."""
+def dynamic_problem(mma: Operation, stored: Iterable[str]) -> str | None:
+    """Why a GEMM with sizes or strides known at launch cannot be lowered (what `?` does not
+    cover yet), or None. `stored`: the element types of A and B in memory, read only once the
+    kind of mma has passed (linalg-to-tile asks the same of the kernels it makes)."""
+    lhs, acc = mma.lhs.type, mma.acc.type  # type: ignore[attr-defined]
     if isinstance(mma, tile.ScaledMmaOp) or isinstance(lhs, tile.SparseTileType):
-        raise LoweringError(mma, "sizes known at launch (?) are supported for dense tile.mma; block-scaled and "
-                                 "sparse kernels need static shapes (their scale and metadata layouts are "
-                                 "computed from the sizes when the kernel is compiled)")
-    if batch == DYNAMIC:
-        raise LoweringError(mma, "the batch size must be static; M, N, K and strides may be ?")
-
+        return ("sizes known at launch (?) are supported for dense tile.mma; block-scaled and "
+                "sparse kernels need static shapes (their scale and metadata layouts are "
+                "computed from the sizes when the kernel is compiled)")
+    if len(acc.get_shape()) == 3 and acc.get_shape()[0] == DYNAMIC:
+        return "the batch size must be static; M, N, K and strides may be ?"
+    for element in stored:
+        if ELEMENTS[element].storage_bits < 8:
+            return (f"{element} operands are packed below a byte: their sizes must be static "
+                    f"(a ? K would not say where a row ends within a byte)")
+    return None
 
 
 #: The size a `?` M, N or K is planned for: the configuration of a large problem (smaller ones

@@ -1,8 +1,8 @@
 """`linalg-to-tile`: a bufferized linalg kernel (what torch-mlir or IREE emit, after one-shot
 bufferization) becomes tile IR.
 
-A kernel is a `func.func` whose arguments are memrefs (static shapes, strided layouts). Its body
-is read in order, as values flow, not as memory:
+A kernel is a `func.func` whose arguments are memrefs (strided layouts; sizes and strides static
+or `?`). Its body is read in order, as values flow, not as memory:
 
 - `memref.alloc` buffers are temporaries: what a linalg op writes into one becomes an SSA tile
   value (`linalg.fill` a `tile.constant`, a matmul a `tile.mma`, an elementwise op a `tile.map`),
@@ -21,6 +21,12 @@ is read in order, as values flow, not as memory:
 - linalg's integers are signless and its contractions extend them as signed (`cast_signed`,
   `arith.extsi`; `arith.extui` in a generic's body reads them unsigned), so the arguments are
   retyped si8/si32 (ui8): the tile types that say so.
+- A `?` size (what `torch.compile(dynamic=True)` hands over: `memref<?x?xf16>`, or `?x4096`)
+  stays `?` in the tiles, as `tilemma gemm --dynamic` writes them: the kernel takes the size at
+  launch, which checks that the buffers agree. So the `memref.dim`s that size the temporaries
+  (`memref.alloc(%m, %n)`) are not needed and go. What the tile level does not lower with `?`
+  sizes is refused here with its reason (`gemm_kernel.dynamic_problem`: a `?` batch, sub-byte
+  operands; and the view rules of `linalg_views`).
 
 Anything else is a located error saying what converts. Kernels are top-level `func.func`s:
 tilemma makes the entry, grid and block itself; a `gpu.func` holding linalg or tile ops is
@@ -43,6 +49,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     ShapedType,
     Signedness,
+    StridedLayoutAttr,
     TensorType,
 )
 from xdsl.dialects.linalg import ops as linalg
@@ -55,15 +62,16 @@ from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError, origin, replaced
+from tilemma.passes.tile.gemm_kernel import dynamic_problem
 from tilemma.passes.tile.upstream_dialects import BatchMatmulOp
 from tilemma.passes.tile.linalg_epilogue import body_is_copy, build_map, drop_dead, fuse_maps
-from tilemma.passes.tile.linalg_views import identity_exprs, static_strides, tile_element, view
+from tilemma.passes.tile.linalg_views import identity_exprs, tile_element, view, view_strides
 
 _ALLOCS = (memref.AllocOp, memref.AllocaOp)
 _WHAT_CONVERTS = (
     "linalg-to-tile converts linalg.fill, linalg.matmul, linalg.batch_matmul, linalg.transpose, "
     "elementwise linalg.generic / linalg.add ... / linalg.copy / linalg.broadcast, memref.alloc, "
-    "memref.copy, memref.dealloc and arith.constant")
+    "memref.dim, memref.copy, memref.dealloc and arith.constant")
 
 
 # What to write instead, for ops frontends emit that do not convert.
@@ -72,7 +80,7 @@ _HINTS = {
     "memref.subview": " (a window of an argument is an argument whose memref type says where it is, strided<[...], offset: ...>)",
     "memref.expand_shape": " (pass the argument with the shape the kernel reads)",
     "memref.collapse_shape": " (pass the argument with the shape the kernel reads)",
-    "memref.cast": " (pass arguments with static shapes)",
+    "memref.cast": " (pass each argument with the type the kernel reads it as; ? sizes are fine)",
     "linalg.reduce": " (the one reduction tile IR has is the matmul's)",
     "linalg.quantized_matmul": " (subtract the zero points before the matmul, or write the GEMM with linalg.matmul and fold the zero points into the epilogue)",
     "bufferization.to_tensor": " (bufferize the whole kernel: mlir-opt --one-shot-bufferize=\"bufferize-function-boundaries\")",
@@ -88,6 +96,13 @@ def _operand_name(op: Operation, v: SSAValue) -> str:
     if isinstance(op, linalg.MatmulOp | BatchMatmulOp) and i < 3:
         return f"operand {'ABC'[i]}"
     return f"operand #{i}"
+
+
+def _has_dynamic(ref: MemRefType) -> bool:
+    """Whether a size or a stride of the memref type is `?`."""
+    layout = ref.layout
+    return not ref.has_static_shape() or (
+        isinstance(layout, StridedLayoutAttr) and None in layout.get_strides())
 
 
 def _signed_as(held: SSAValue, signedness: Signedness) -> bool:
@@ -123,6 +138,9 @@ class _Kernel:
         self.writers: dict[int, Operation] = {}  # argument -> the op that last wrote it
         self.transposed: dict[SSAValue, tuple[SSAValue, tuple[int, ...]]] = {}  # buffer -> (source, inverse permutation)
         self.ops: list[Operation] = []
+        # Whether a size or stride is `?`: the kernel is then one `read_kernel` takes with sizes
+        # known at launch, and the mma must be one it lowers so (`dynamic_problem`).
+        self.dynamic = any(isinstance(t, MemRefType) and _has_dynamic(t) for t in self.original)
 
     # -- buffers ---------------------------------------------------------------------------
 
@@ -132,8 +150,6 @@ class _Kernel:
                                 "first, e.g. mlir-opt --one-shot-bufferize)")
         if not isinstance(value.type, MemRefType):
             raise LoweringError(at, f"{what} is a {value.type}, not a memref")
-        if not value.type.has_static_shape():
-            raise LoweringError(at, f"{what} ({value.type}) has a dynamic shape; tilemma needs static shapes")
         if isinstance(value, BlockArgument) and value.block is self.block:
             return _Memory(value.index, None)
         if isinstance(value.owner, _ALLOCS):
@@ -240,10 +256,10 @@ class _Kernel:
             assert isinstance(ref, MemRefType)
             element = result.type.element_type  # type: ignore[union-attr]
             try:
-                strides, _ = static_strides(ref)
+                strides, _ = view_strides(ref)
             except ValueError as e:
                 raise LoweringError(at, f"{what}: {e}") from None
-            if any(s == 0 for s, d in zip(strides, ref.get_shape()) if d > 1):
+            if any(s == 0 for s, d in zip(strides, ref.get_shape()) if d != 1):
                 raise LoweringError(at, f"{what} ({ref}) has a stride-0 (broadcast) dimension: elements share a place, "
                                     "so it cannot be written")
             self.retype(mem.arg, MemRefType(element, ref.get_shape(), ref.layout, ref.memory_space), at)
@@ -268,12 +284,8 @@ class _Kernel:
             if isinstance(v.type, TensorType):
                 raise LoweringError(op, f"{_operand_name(op, v)} is a {v.type}: only memrefs are supported (bufferize "
                                     "tensors first, e.g. mlir-opt --one-shot-bufferize)")
-        if isinstance(op, arith.ConstantOp | memref.DeallocOp):
-            return
-        if isinstance(op, _ALLOCS):
-            if not op.memref.type.has_static_shape():  # type: ignore[union-attr]
-                raise LoweringError(op, f"{op.memref.type} has a dynamic shape; tilemma needs static shapes")
-            return
+        if isinstance(op, (arith.ConstantOp, memref.DeallocOp, memref.DimOp, *_ALLOCS)):
+            return  # a buffer's `?` sizes are its tiles': the memref.dims that size it go with it
         if isinstance(op, memref.CopyOp):
             return self.copy(op, op.source, op.destination)
         if isinstance(op, linalg.FillOp):
@@ -448,21 +460,32 @@ class _Kernel:
             if loops(i) != want or len(maps[i].results) != len(want):
                 raise LoweringError(op, f"operand {'AB'[i]} is indexed by {maps[i]}: the matmul's {role} is indexed by "
                                     f"its batch, {'m and k' if role == 'A' else 'k and n'} loops, in any order")
-        shapes = op.get_static_loop_ranges()
-        size = {d: shapes[d] for d in range(len(kinds))}
+
+        def size(i: int, tile_loops: tuple[int, ...]) -> list[int]:
+            """Operand i's tile shape: each loop's size as that operand's memref says it. linalg
+            checks static sizes against each other; a static size against a `?` is left to the
+            tile verifier, which refuses it as it does in tile IR."""
+            shape = op.operands[i].type.get_shape()  # type: ignore[union-attr]
+            at = {e.position: j for j, e in enumerate(maps[i].results) if isinstance(e, AffineDimExpr)}
+            return [shape[at[d]] for d in tile_loops]
+
         a_dims = {d: i for i, d in enumerate((*batch, m, k))}
         b_dims = {d: i for i, d in enumerate((*batch, k, n))}
         c_dims_map = {d: i for i, d in enumerate((*batch, m, n))}
-        ta = self.read(op.inputs[a], maps[a].results, a_dims, [size[d] for d in (*batch, m, k)], op,
+        ta = self.read(op.inputs[a], maps[a].results, a_dims, size(a, (*batch, m, k)), op,
                        f"operand {'AB'[a]}", signs[a], whole=True)
-        tb = self.read(op.inputs[b], maps[b].results, b_dims, [size[d] for d in (*batch, k, n)], op,
+        tb = self.read(op.inputs[b], maps[b].results, b_dims, size(b, (*batch, k, n)), op,
                        f"operand {'AB'[b]}", signs[b], whole=True)
         ta.name_hint, tb.name_hint = "ta", "tb"
-        tc = self.read(op.outputs[0], maps[2].results, c_dims_map, [size[d] for d in (*batch, m, n)], op, "operand C")
+        tc = self.read(op.outputs[0], maps[2].results, c_dims_map, size(2, (*batch, m, n)), op, "operand C")
         if isinstance(tc.owner, tile.LoadOp):
             tc.name_hint = "tc"
         result = self.emit(op, tile.MmaOp(ta, tb, tc), "td")
         assert result is not None
+        if self.dynamic:
+            problem = dynamic_problem(result.owner, (ta.type.element, tb.type.element))  # type: ignore[arg-type, attr-defined]
+            if problem:
+                raise LoweringError(op, problem)
         self.write(op.outputs[0], result, op, "operand C")
 
     def _contraction_signs(self, op: LinalgStructuredOperation) -> tuple[Signedness, Signedness]:

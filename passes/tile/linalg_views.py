@@ -12,6 +12,10 @@ others (`tile.broadcast ... dims [...]`).
 The caller then retypes the argument to the view: the buffer and every element's place in it
 are the same, only the memref type says them differently (the caller passes `w.t()` for a
 weight `w` that the kernel reads transposed, `b` for a bias it was handed as `b.expand(M, N)`).
+
+Sizes and strides may be `?` (known at launch), as at the tile level: a view keeps them, so the
+transposed read of a `memref<?x?xf16>` weight is `memref<?x?xf16, strided<[1, ?]>>`, whose `?`
+stride the launch reads off the buffer it is given.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
-    AffineMapAttr,
     IntegerType,
     MemRefType,
     NoneAttr,
@@ -28,9 +31,9 @@ from xdsl.dialects.builtin import (
     StridedLayoutAttr,
 )
 from xdsl.ir import Attribute
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineExpr
 
-from tilemma.compiler.core.memref_layout import row_major
+from tilemma.compiler.core.memref_layout import DYNAMIC, is_identity, layout_values, symbolic_row_major, window_start
 
 
 @dataclass(frozen=True)
@@ -42,33 +45,25 @@ class View:
     dims: tuple[int, ...]
 
 
-def static_strides(ref: MemRefType) -> tuple[tuple[int, ...], int]:
-    """(strides, offset) of a memref type, zero strides allowed; ValueError where they are not
-    static or not strided."""
-    shape = tuple(ref.get_shape())
-    if any(d < 0 for d in shape):
-        raise ValueError(f"{ref} has a dynamic shape; tilemma needs static shapes")
-    layout = ref.layout
-    if isinstance(layout, NoneAttr) or (
-        isinstance(layout, AffineMapAttr) and layout.data == AffineMap.identity(len(shape))
-    ):
-        return row_major(shape), 0
-    if not isinstance(layout, StridedLayoutAttr):
-        raise ValueError(f"{ref}: layout {layout} is not supported; use the identity layout or strided<[...]>")
-    strides, offset = tuple(layout.get_strides()), layout.get_offset()
-    if None in strides or offset is None:
-        raise ValueError(f"{ref} has a dynamic stride or offset; tilemma needs static ones")
-    if any(s < 0 for s in strides) or offset < 0:  # type: ignore[operator]
+def view_strides(ref: MemRefType) -> tuple[tuple[int, ...], int]:
+    """(strides, offset) of a memref type, a `?` stride DYNAMIC, zero strides allowed (a
+    broadcast view); ValueError where tilemma cannot address it (`layout_values`: a dynamic
+    offset, a layout that is not strided) or a stride or the offset is negative."""
+    strides, offset = layout_values(ref)
+    if any(s < 0 and s != DYNAMIC for s in strides) or offset < 0:
         raise ValueError(f"{ref}: strides and offset must not be negative")
-    return strides, offset  # type: ignore[return-value]
+    return strides, offset
 
 
 def memref_type(element: Attribute, shape: Sequence[int], strides: Sequence[int], offset: int,
                 memory_space: Attribute) -> MemRefType:
-    """The memref type of a view, with the identity layout where the strides are row-major."""
-    if tuple(strides) == row_major(tuple(shape)) and offset == 0:
+    """The memref type of a view, with the identity layout where the strides are the row-major
+    ones, all static (a `?` stride takes any value at launch, the identity's only the contiguous
+    one)."""
+    if DYNAMIC not in strides and tuple(strides) == symbolic_row_major(tuple(shape)) and offset == 0:
         return MemRefType(element, list(shape), NoneAttr(), memory_space)
-    return MemRefType(element, list(shape), StridedLayoutAttr(list(strides), offset), memory_space)
+    return MemRefType(element, list(shape), StridedLayoutAttr(
+        [None if s == DYNAMIC else s for s in strides], offset), memory_space)
 
 
 def tile_element(t: Attribute, signedness: Signedness = Signedness.SIGNED) -> Attribute:
@@ -81,30 +76,44 @@ def tile_element(t: Attribute, signedness: Signedness = Signedness.SIGNED) -> At
 
 def view(ref: MemRefType, exprs: Sequence[AffineExpr], tile_dim: dict[int, int], element: Attribute) -> View:
     """The view through which a read reaches `ref`: `exprs` index its dimensions, loop d being
-    tile dimension `tile_dim[d]`. ValueError (a sentence) where no view can say it."""
+    tile dimension `tile_dim[d]`. ValueError (a sentence) where no view can say it.
+
+    A `?` size is read whole along a loop (as a tile covers a `?` dimension from 0): a constant
+    index into it, which nothing could check, is refused, and so is one that would start the
+    view at a nonzero index along a `?` stride (`window_start`). Trailing dimensions of an
+    identity layout, read in order from 0, stay the identity: a launch checks that its buffer is
+    contiguous, while `?` strides of another view take any."""
     shape = tuple(ref.get_shape())
-    strides, offset = static_strides(ref)
-    kept: list[tuple[int, int, int]] = []  # (tile dimension, size, stride)
+    strides, offset = view_strides(ref)
+    kept: list[tuple[int, int, int, int]] = []  # (tile dimension, memref dimension, size, stride)
+    starts = [0] * len(shape)
     for i, (e, size, stride) in enumerate(zip(exprs, shape, strides)):
         if isinstance(e, AffineConstantExpr):
+            if size == DYNAMIC:
+                raise ValueError(f"dimension {i} is ? and read at index {e.value}: a ? dimension is read "
+                                 f"whole, by a loop of the tile (its size is known only at launch)")
             if not 0 <= e.value < size:
                 raise ValueError(f"dimension {i} is read at {e.value}, outside its size {size}")
-            offset += e.value * stride
+            starts[i] = e.value
         elif isinstance(e, AffineDimExpr) and e.position in tile_dim:
             if stride != 0 or size == 1:
-                kept.append((tile_dim[e.position], size, stride))
+                kept.append((tile_dim[e.position], i, size, stride))
         else:
             raise ValueError(
                 f"dimension {i} is indexed by {e}: a loop of the tile or a constant can index "
                 f"a dimension, not an expression")
+    offset = window_start(strides, offset, starts)
     kept.sort()
-    if len({t for t, _, _ in kept}) != len(kept):
+    if len({t for t, _, _, _ in kept}) != len(kept):
         raise ValueError("two dimensions are indexed by one loop (a diagonal), which no strided view reads")
     if kept:
-        new = memref_type(element, [s for _, s, _ in kept], [s for _, _, s in kept], offset, ref.memory_space)
-        return View(new, tuple(t for t, _, _ in kept))
+        sizes, dims = [s for _, _, s, _ in kept], tuple(t for t, _, _, _ in kept)
+        trailing = [i for _, i, _, _ in kept] == list(range(len(shape) - len(kept), len(shape)))
+        if is_identity(ref) and offset == 0 and trailing:
+            return View(MemRefType(element, sizes, NoneAttr(), ref.memory_space), dims)
+        return View(memref_type(element, sizes, [s for _, _, _, s in kept], offset, ref.memory_space), dims)
     # One element (every dimension repeats or is read at a constant): a scalar.
-    if all(d == 1 for d in shape) and offset == static_strides(ref)[1]:
+    if all(d == 1 for d in shape) and offset == view_strides(ref)[1]:
         return View(MemRefType(element, list(shape), ref.layout, ref.memory_space), ())
     return View(memref_type(element, [1], [1], offset, ref.memory_space), ())
 

@@ -1,12 +1,65 @@
 // RUN: tilemma-opt %s --split-input-file --verify-diagnostics -p linalg-to-tile | filecheck %s
 // What linalg-to-tile refuses, each at the op with what would work.
 
-func.func @dynamic(%a: memref<?x16xf16>, %b: memref<16x8xf16>, %c: memref<?x8xf32>) {
-  linalg.matmul ins(%a, %b : memref<?x16xf16>, memref<16x8xf16>) outs(%c : memref<?x8xf32>)
+// Sizes known at launch convert (linalg-to-tile-dynamic.mlir) where the tile level lowers them;
+// elsewhere its reason, at the linalg op: a ? batch, sub-byte operands, a ? against a static size.
+func.func @dynamic_batch(%a: memref<?x?x?xf16>, %b: memref<?x?x?xf16>, %c: memref<?x?x?xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<?x?x?xf16>, memref<?x?x?xf16>) outs(%c : memref<?x?x?xf32>)
   func.return
 }
 // CHECK: linalg-to-tile-errors.mlir:[[# @LINE - 3]]:3
-// CHECK: linalg.matmul: operand A (memref<?x16xf16>) has a dynamic shape; tilemma needs static shapes
+// CHECK: linalg.batch_matmul: the batch size must be static; M, N, K and strides may be ?
+
+// -----
+func.func @dynamic_sub_byte(%a: memref<?x64xi4>, %b: memref<64x16xi4>, %c: memref<?x16xi32>) {
+  linalg.matmul ins(%a, %b : memref<?x64xi4>, memref<64x16xi4>) outs(%c : memref<?x16xi32>)
+  func.return
+}
+// CHECK: linalg-to-tile-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: linalg.matmul: si4 operands are packed below a byte: their sizes must be static (a ? K would not say where a row ends within a byte)
+
+// -----
+func.func @dynamic_against_static(%a: memref<?x64xf16>, %b: memref<?x16xf16>, %c: memref<?x16xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x64xf16>, memref<?x16xf16>) outs(%c : memref<?x16xf32>)
+  func.return
+}
+// CHECK: linalg-to-tile-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: linalg.matmul: tile.mma: the contraction dimension K is ? in one operand and 64 in the other (?x64 and ?x16); make both ? or both static
+
+// -----
+func.func @dynamic_offset(%a: memref<?x?xf16, strided<[?, 1], offset: ?>>, %b: memref<?x?xf16>, %c: memref<?x?xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x?xf16, strided<[?, 1], offset: ?>>, memref<?x?xf16>) outs(%c : memref<?x?xf32>)
+  func.return
+}
+// CHECK: linalg-to-tile-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: linalg.matmul: operand A (memref<?x?xf16, strided<[?, 1], offset: ?>>): memref<?x?xf16, strided<[?, 1], offset: ?>> has a dynamic offset; a view starts where its buffer does (pass the view's own address)
+
+// -----
+// A row of a bias read at a constant index: along a ? stride, or of a ? dimension.
+func.func @row_along_dynamic_stride(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %bias: memref<2x?xf32>, %c: memref<?x?xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x?xf16>, memref<?x?xf16>) outs(%c : memref<?x?xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (1, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%bias : memref<2x?xf32>) outs(%c : memref<?x?xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %0 = arith.addf %x, %o : f32
+    linalg.yield %0 : f32
+  }
+  func.return
+}
+// CHECK: linalg-to-tile-errors.mlir:[[# @LINE - 7]]:3
+// CHECK: linalg.generic: input #0 (memref<2x?xf32>): the window starts at offset 1 of dimension 0, whose stride is ?: a window along a ? stride starts at 0 (pass the view that starts there)
+
+// -----
+func.func @row_of_dynamic_dimension(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %bias: memref<?x?xf32>, %c: memref<?x?xf32>) {
+  linalg.matmul ins(%a, %b : memref<?x?xf16>, memref<?x?xf16>) outs(%c : memref<?x?xf32>)
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%bias : memref<?x?xf32>) outs(%c : memref<?x?xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %0 = arith.addf %x, %o : f32
+    linalg.yield %0 : f32
+  }
+  func.return
+}
+// CHECK: linalg-to-tile-errors.mlir:[[# @LINE - 7]]:3
+// CHECK: linalg.generic: input #0 (memref<?x?xf32>): dimension 0 is ? and read at index 0: a ? dimension is read whole, by a loop of the tile (its size is known only at launch)
 
 // -----
 func.func @tensors(%a: tensor<16x16xf16>, %b: tensor<16x8xf16>, %c: tensor<16x8xf32>) -> tensor<16x8xf32> {
