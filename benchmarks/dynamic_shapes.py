@@ -2,7 +2,9 @@
 compiled once for `memref<?x?xf16>` (D = A x B, f16 operands, f32 D) launched eagerly at every
 shape, the static kernel compiled for each shape, Triton's plain matmul (`DISABLE_MMA_V3=1`: its
 mma.sync path, and its default: wgmma on sm_90, each in its own subprocess) and cuBLAS
-(`torch.mm`, f16 D), as TFLOP/s and ratios.
+(`torch.mm`, f16 D), as TFLOP/s and ratios. The static kernel runs twice: without split-K
+(`split_k=1`) and as compiled by default (split-K where its tiles leave SMs idle; its output is
+checked too).
 
     python -m benchmarks.dynamic_shapes [--out results.csv] [--quick]
 
@@ -101,25 +103,33 @@ def main(argv: list[str] | None = None) -> int:
         err = ((d - want).abs() / (want.abs() + 1)).max().item()
         variant = dyn.bind([a.shape, b.shape, d.shape], [a.stride(), b.stride(), d.stride()]).abi.config
         t_dyn = eager_tflops(lambda: dyn.launch(a, b, d), flops, torch)
-        [static] = tilemma.compile(str(gemm_module(GemmSpec(m, n, k, **spec))), sm="90")
+        [static] = tilemma.compile(str(gemm_module(GemmSpec(m, n, k, **spec))), sm="90", split_k=1)
         t_static = eager_tflops(lambda: static.launch(a, b, d), flops, torch)
+        [split] = tilemma.compile(str(gemm_module(GemmSpec(m, n, k, **spec))), sm="90")
+        t_split, splits = t_static, 1
+        if split.grid[2] > 1:
+            d.zero_()
+            split.launch(a, b, d)
+            torch.cuda.synchronize()
+            err = max(err, ((d - want).abs() / (want.abs() + 1)).max().item())
+            t_split, splits = eager_tflops(lambda: split.launch(a, b, d), flops, torch), split.grid[2]
         t_cublas = eager_tflops(lambda: torch.mm(a, b), flops, torch)
         key = f"{m}x{n}x{k}"
         t_ms, kind_ms = triton["triton-mma.sync"].get(key, (0.0, ""))
         t_tr, kind_tr = triton["triton"].get(key, (0.0, ""))
-        rows.append((key, t_dyn, t_static, t_ms, kind_ms, t_tr, kind_tr, t_cublas, err, variant))
-    header = ("shape", "dynamic", "static", "triton_mma_sync", "path", "triton_default", "path", "cublas",
-              "max_rel_err", "dynamic_config")
+        rows.append((key, t_dyn, t_static, t_split, splits, t_ms, kind_ms, t_tr, kind_tr, t_cublas, err, variant))
+    header = ("shape", "dynamic", "static", "static_split_k", "splits", "triton_mma_sync", "path", "triton_default",
+              "path", "cublas", "max_rel_err", "dynamic_config")
     if args.out:
         with open(args.out, "w") as f:
             f.write(",".join(header) + "\n")
             for r in rows:
                 f.write(",".join(f"{x:.2f}" if isinstance(x, float) and x > 1e-3 else str(x) for x in r) + "\n")
-    print(f"{'shape':>18} {'dyn':>7} {'static':>7} {'dyn/st':>6} {'tr.ms':>7} {'dyn/ms':>6} {'triton':>7} "
-          f"{'cublas':>7}  err      config")
-    for key, t_dyn, t_static, t_ms, _, t_tr, kind_tr, t_cublas, err, variant in rows:
-        print(f"{key:>18} {t_dyn:7.1f} {t_static:7.1f} {t_dyn / t_static:6.3f} {t_ms:7.1f} "
-              f"{t_dyn / t_ms if t_ms else 0:6.3f} {t_tr:7.1f} {t_cublas:7.1f}  {err:.1e}  {variant}")
+    print(f"{'shape':>18} {'dyn':>7} {'static':>7} {'dyn/st':>6} {'split':>7} {'S':>2} {'tr.ms':>7} {'spl/ms':>7} "
+          f"{'triton':>7} {'cublas':>7}  err      config")
+    for key, t_dyn, t_static, t_split, splits, t_ms, _, t_tr, kind_tr, t_cublas, err, variant in rows:
+        print(f"{key:>18} {t_dyn:7.1f} {t_static:7.1f} {t_dyn / t_static:6.3f} {t_split:7.1f} {splits:>2} {t_ms:7.1f} "
+              f"{t_split / t_ms if t_ms else 0:7.3f} {t_tr:7.1f} {t_cublas:7.1f}  {err:.1e}  {variant}")
     return 0
 
 
