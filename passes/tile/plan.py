@@ -251,9 +251,8 @@ def splittable(g, variant) -> str | None:
 def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target: targets.SmTarget,
           mma) -> tuple[int, int]:
     """(splits, K elements per split) for a kernel: `forced` splits at most (>= 2; 1: none), or
-    where 0 as many as bring the CTAs up to about one wave of the target's SMs when the output
-    tiles alone leave half of them idle and K is at least SPLIT_MIN_K, each split at least
-    SPLIT_MIN_STEPS steps long. Splits
+    where 0 (K at least SPLIT_MIN_K) as many as make one CTA per SM of the target, or two where the
+    tiles leave a quarter of the SMs idle, each split at least SPLIT_MIN_STEPS steps long. Splits
     cover whole steps (stages, or instruction K on the simple schedule), none empty."""
     if forced == 1:
         return 1, 0
@@ -267,10 +266,12 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
             raise LoweringError(mma, f"split-k={forced}: K = {g.k} is one step of {step}; there is nothing to split")
         want = min(forced, total)
     else:
-        tiles = t.grid[0] * t.grid[1]
-        if why or g.k < SPLIT_MIN_K or 2 * tiles > target.limits.one_wave:
+        tiles, sms = t.grid[0] * t.grid[1], target.limits.sm_count or 132
+        if why or g.k < SPLIT_MIN_K:
             return 1, 0
-        want = min(target.limits.one_wave // tiles, total // SPLIT_MIN_STEPS, SPLIT_MAX)
+        # as many CTAs as SMs; two splits where the tiles leave a quarter of them idle
+        # (benchmarks/split_k_sweep.py on an H100: 32 tiles best at 4-6 splits, 64 at 2-4, 86 at 2, 128 at 1)
+        want = min(max(sms // tiles, 2 if 4 * tiles < 3 * sms else 1), total // SPLIT_MIN_STEPS, SPLIT_MAX)
         if want < 2:
             return 1, 0
     chunk = ceil_div(total, want)
