@@ -15,7 +15,8 @@ from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
 from tilemma.compiler.core.targets import parse_sm
 from tilemma.compiler.core.elements import ELEMENTS
 
-TARGETS = ("75", "80", "86", "89", "90", "100a", "120a")
+# sm_86 is left out: its instructions are sm_80's and its limits (99 KiB a CTA) sm_89's, both here
+TARGETS = ("75", "80", "89", "90", "100a", "120a")
 
 pytestmark = pytest.mark.ptxas
 
