@@ -1,6 +1,7 @@
 """The README runs as written: the main job of "Two commands" (without the pip install) and every
-line of "Using it", in order, in one fresh directory; and the Python API's examples that need no
-GPU, each in a fresh interpreter.
+line of "Using it", in order, in one fresh directory (their tilemma commands in this process, as
+lit runs its RUN lines; `run_line`); and the Python API's examples that need no GPU, each in a
+fresh interpreter.
 
 Lines marked `GPU only` run only where there is a GPU; the rest pick the emulator by themselves
 there is none (as `tilemma run` does). The test-suite command is left out: it is what runs this.
@@ -10,6 +11,7 @@ tests/gpu/test_launch_torch_gpu.py).
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +45,40 @@ def readme_commands() -> list[str]:
     return [main_job, *using]
 
 
+def run_line(line: str, cwd, env: dict) -> tuple[int, str]:
+    """A README line as bash runs it: (exit status, stderr). Its `tilemma` and `tilemma-opt`
+    commands run in this process through their console scripts' entry points, with lit's shell
+    for the pipes and redirections (tests/lit_inprocess.py, as the lit suite runs them: a
+    process of their own costs ~0.6 s of imports each), other commands as processes; a line
+    that shell does not model (an assignment before a command) runs in bash."""
+    import lit.ShellEnvironment
+    import lit.ShUtil
+
+    from tests import lit_inprocess
+
+    command = line.split("  # ")[0].strip()  # the line's comment (none has '  # ' inside quotes)
+    cmd = lit.ShUtil.ShParser(command, win32Escapes=False, pipefail=True).parse()
+    words = [w for p in _pipelines(cmd) for c in p.commands for w in c.args[:1]]
+    tools = {os.path.realpath(path): name for name in ("tilemma", "tilemma-opt")
+             if (path := shutil.which(name, path=env["PATH"]))}
+    if any("=" in w for w in words) or not lit_inprocess._modelled(cmd):
+        proc = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=600)
+        return proc.returncode, proc.stderr
+    results: list = []
+    shell = lit_inprocess._Shell(tools, lit.ShellEnvironment.ShellEnvironment(str(cwd), dict(env)), results)
+    status = shell.run(cmd)
+    return status, "".join(r.stderr for r in results)
+
+
+def _pipelines(cmd):
+    import lit.ShCommands
+
+    if isinstance(cmd, lit.ShCommands.Seq):
+        return [*_pipelines(cmd.lhs), *_pipelines(cmd.rhs)]
+    return [cmd]
+
+
 def test_readme_lists_what_this_test_runs():
     commands = readme_commands()
     assert commands[0].startswith("tilemma gemm ") and "pip" not in commands[0]
@@ -60,10 +96,9 @@ def test_every_readme_line_runs(tmp_path):
     for line in readme_commands():
         if "GPU only" in line and not gpu:
             continue
-        proc = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, f"README line failed ({proc.returncode}):\n{line}\n{proc.stderr[-3000:]}"
-        assert "Traceback" not in proc.stderr, line
+        status, stderr = run_line(line, tmp_path, env)
+        assert status == 0, f"README line failed ({status}):\n{line}\n{stderr[-3000:]}"
+        assert "Traceback" not in stderr, line
         ran += 1
     assert ran >= 15
     # The files the lines say they write are there and are what they claim.
