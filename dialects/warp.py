@@ -781,7 +781,7 @@ def _element_bits(t: Attribute) -> int:
     return element_bits(element_name(t))
 
 
-from tilemma.dialects.warp_epilogue import CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402  (one dialect)
+from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
 
 Warp = Dialect(
     "warp",

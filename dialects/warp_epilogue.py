@@ -136,7 +136,7 @@ class SplitKReduceOp(IRDLOperation):
     def verify_(self) -> None:
         parts = _acc_frags(self.partials, "warp.split_k_reduce partials")
         inits = _acc_frags(self.init, "warp.split_k_reduce init")
-        if [p for p in parts] != [i for i in inits] or [r.type for r in self.results_] != parts:
+        if inits != parts or [r.type for r in self.results_] != parts:
             raise VerifyException("warp.split_k_reduce: init and the results have the partials' types, one each")
         if parts and element_name(parts[0].element) not in SPLIT_ELEMENTS:
             raise VerifyException(f"warp.split_k_reduce: partial sums of {element_name(parts[0].element)} "

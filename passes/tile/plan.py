@@ -243,8 +243,9 @@ def splittable(g, variant) -> str | None:
         return "split-K covers dense mma, not sparse or block-scaled ones"
     if variant.satfinite:
         return "a saturating (.satfinite) accumulator does not add up in parts"
-    if variant.dtype not in ("f32", "s32", "f64"):
-        return f"partial sums of a {variant.dtype} accumulator would round to {variant.dtype}; split-K needs f32, s32 or f64"
+    if BY_PTX[variant.dtype].name not in warp.SPLIT_ELEMENTS:
+        return (f"partial sums of a {variant.dtype} accumulator would round to {variant.dtype}; split-K adds "
+                f"{', '.join(warp.SPLIT_ELEMENTS)} ones")
     return None
 
 
@@ -275,7 +276,15 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
         if want < 2:
             return 1, 0
     chunk = ceil_div(total, want)
-    return ceil_div(total, chunk), chunk * step
+    splits = ceil_div(total, chunk)
+    # the workspace holds every accumulator register of every thread, split and tile, indexed in 32 bits
+    words = t.grid[0] * t.grid[1] * splits * t.threads * t.warp_tile[0] * t.warp_tile[1] * instruction_layouts(variant).c.regs
+    if words >= INDEX_LIMIT:
+        if forced:
+            raise LoweringError(mma, f"split-k={forced}: the workspace would hold {words} partial sums; 2^31 or more "
+                                "are not supported (its offsets are 32-bit): split less, or not at all")
+        return 1, 0
+    return splits, chunk * step
 
 
 def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
