@@ -285,14 +285,25 @@ class Prepared:
         self.torch = (torch.Tensor, tuple(rows))
 
     def own_scratch(self, handle: int) -> None:
-        """The scratch slots pointed at this launcher's scratch for the device and stream."""
+        """The scratch slots pointed at this launcher's scratch for the device and stream: made at
+        the first launch on them, outside a CUDA graph capture (allocating and zeroing are not
+        stream work). A capture on a stream without one takes the device's from another stream
+        (the graph's replays then share it with that stream's launches: do not run both at once)."""
         key = (self.device, handle)
         scratch = self._scratch.get(key)
         if scratch is None:
             from tilemma.compiler.runtime import cuda_runtime
 
-            ps = [self.params[i] for i in self.scratch]
-            scratch = cuda_runtime.Scratch([p.nbytes for p in ps], [p.init is not None for p in ps], self.device)
+            if cuda_runtime.stream_capturing(handle):
+                scratch = next((s for (device, _), s in self._scratch.items() if device == self.device), None)
+                if scratch is None:
+                    raise LaunchError(
+                        f"{self.kernel.name}: a split-K kernel's first launch on a device cannot be captured in a "
+                        "CUDA graph (its workspace is allocated then): launch it once before capturing, or pass "
+                        "split_workspace and split_counters (counters zeroed) yourself")
+            else:
+                ps = [self.params[i] for i in self.scratch]
+                scratch = cuda_runtime.Scratch([p.nbytes for p in ps], [p.init is not None for p in ps], self.device)
             self._scratch[key] = scratch
         for i, address in zip(self.scratch, scratch.addresses):
             self.slots[i] = address

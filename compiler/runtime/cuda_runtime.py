@@ -660,6 +660,14 @@ def time_kernel(
     return elapsed / iters
 
 
+def stream_capturing(stream: int) -> bool:
+    """Whether the CUstream handle `stream` (0: the legacy default stream) is being captured into
+    a CUDA graph (cuStreamIsCapturing)."""
+    driver = _driver()
+    status = _call("cuStreamIsCapturing", driver.CUstream(stream) if stream else driver.CUstream(0))
+    return int(status) != int(driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE)
+
+
 def pointer_device(address: int) -> int:
     """The ordinal of the device whose memory `address` points into (device or managed memory);
     ValueError for host memory or an address the driver does not know."""
