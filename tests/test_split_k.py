@@ -28,6 +28,10 @@ CASES = {
     "s8-exact": (GemmSpec(70, 40, 512, "s8", "s8", "s32", b_layout="col", c=False), 4, True),
     # f64: the sum of the splits in order, each an fma chain
     "f64": (GemmSpec(40, 24, 200, "f64", "f64", "f64"), 2, True),
+    # 4-bit widened to the 8-bit mma in registers, 1-bit XOR popc, tf32 with a row-major B (load_shared)
+    "s4-widened": (GemmSpec(40, 24, 512, "s4", "s4", "s32", b_layout="col"), 2, True),
+    "b1-xor": (GemmSpec(40, 24, 2048, "b1", "b1", "s32", b_layout="col", popc="xor"), 2, True),
+    "tf32": (GemmSpec(40, 24, 256, "tf32", "tf32", "f32"), 3, True),
     # the epilogue (bias, GELU, f16 D) runs once, on the sum
     "epilogue": (GemmSpec(64, 48, 512, "bf16", "bf16", "f32", bias="col", act="gelu", out="f16"), 3, True),
 }
