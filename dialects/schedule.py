@@ -14,7 +14,7 @@ run in groups of that many tile rows (0: the grid's own order). `meta_ahead`: st
 pre-compressed A's metadata is loaded ahead of its mmas. `widen`: 4-bit operands staged as
 stored, their m16n8k64 fragments widened to this 8-bit instruction's (`warp-widen-int4`).
 `split_k`, `split_chunk` (printed only when split_k > 1): K split across `split_k` CTAs per
-output tile (grid z; the batch is 1), each multiplying `split_chunk` elements of K (the last the
+output tile (grid z is batch x split), each multiplying `split_chunk` elements of K (the last the
 rest); the partial sums meet in a workspace and the last CTA to arrive adds them in split order
 (`warp.split_k_reduce`).
 """

@@ -32,6 +32,9 @@ CASES = {
     "s4-widened": (GemmSpec(40, 24, 512, "s4", "s4", "s32", b_layout="col"), 2, True),
     "b1-xor": (GemmSpec(40, 24, 2048, "b1", "b1", "s32", b_layout="col", popc="xor"), 2, True),
     "tf32": (GemmSpec(40, 24, 256, "tf32", "tf32", "f32"), 3, True),
+    # batched, B broadcast: grid z is batch x split, a workspace slab and a counter per batch's tile
+    "batched": (GemmSpec(37, 45, 300, "f16", "f16", "f32", batch=3, bcast="b"), 2, False),
+    "batched-staged": (GemmSpec(64, 64, 512, "bf16", "bf16", "f32", batch=2), 2, True),
     # the epilogue (bias, GELU, f16 D) runs once, on the sum
     "epilogue": (GemmSpec(64, 48, 512, "bf16", "bf16", "f32", bias="col", act="gelu", out="f16"), 3, True),
 }
@@ -41,7 +44,7 @@ CASES = {
 def test_split_k_matches_the_reference(name):
     spec, splits, staged = CASES[name]
     kernel = compiled(spec, split_k=splits)
-    assert kernel.grid[2] == splits and f"split-k={splits}" in kernel.abi.config
+    assert kernel.grid[2] == splits * (spec.batch or 1) and f"split-k={splits}" in kernel.abi.config
     assert ("cp.async" in kernel.ptx) == staged
     assert "atom.global.add.u32" in kernel.ptx and "bar.red.or.pred" in kernel.ptx
     result = run_compiled(kernel, seed=3, on="emulator")  # also: the counters back at 0
@@ -86,7 +89,6 @@ def test_automatic_split_where_tiles_leave_sms_idle():
 
 
 @pytest.mark.parametrize("spec, why", [
-    (GemmSpec(64, 64, 256, "f16", "f16", "f32", batch=2), "batched"),
     (GemmSpec(64, 64, 256, "f16", "f16", "f16"), "f16 accumulator would round"),
     (GemmSpec(16384, 16384, 4096, "f16", "f16", "f32"), "workspace would hold"),
     (GemmSpec(64, 64, 256, "s8", "s8", "s32", b_layout="col", satfinite=True), "satfinite"),

@@ -185,9 +185,13 @@ class _Kernel(IndexBuilder):
         bx, by, bz = (self.add(gpu.BlockIdOp(gpu.DimensionAttr(d))).results[0]
                       for d in (gpu.DimensionEnum.X, gpu.DimensionEnum.Y, gpu.DimensionEnum.Z))
         self.split = None
-        if self.s.split_k > 1:  # grid z is the split of K (the batch is 1); the tile's number counts its CTAs
-            self.split, bz = bz, self.const(0)
-            self.tile_id = self.add(arith.AddiOp(self.affine(by, t.grid[0], None), bx)).results[0]
+        if self.s.split_k > 1:  # grid z is batch x split of K; the tile's number (batch, row, column) counts its CTAs
+            splits = self.const(self.s.split_k)
+            z = bz
+            self.split = self.add(arith.RemUIOp(z, splits)).results[0]
+            bz = self.add(arith.DivUIOp(z, splits)).results[0]
+            row = self.affine(bz, t.grid[1], by)
+            self.tile_id = self.add(arith.AddiOp(self.affine(row, t.grid[0], None), bx)).results[0]
         wid = self.add(arith.DivUIOp(tid, self.const(32))).results[0]
         warp_m = self.add(arith.RemUIOp(wid, self.const(wm))).results[0]
         warp_n = self.add(arith.DivUIOp(wid, self.const(wm))).results[0]
@@ -271,7 +275,7 @@ class _Kernel(IndexBuilder):
         register and thread of every tile) and a counter word per tile (0 before a launch, and
         after it)."""
         t, s = self.t, self.s
-        tiles = t.grid[0] * t.grid[1]
+        tiles = t.grid[0] * t.grid[1] * t.grid[2]  # z: the batch
         regs = len(partials) * instruction_layouts(self.variant).c.regs
         workspace = new_body.insert_arg(MemRefType(acc_type, [tiles * s.split_k * regs * t.threads]),
                                         len(new_body.args))
@@ -341,7 +345,7 @@ class _Kernel(IndexBuilder):
         kernel.arg_attrs = ArrayAttr(arg_attrs)
         grid, grid_sizes = launch_grid(g, self.s, t)
         if self.split is not None:
-            grid = (grid[0], grid[1], self.s.split_k)
+            grid = (grid[0], grid[1], grid[2] * self.s.split_k)
         kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, list(grid))
         if grid_sizes is not None:
             kernel.attributes["warp.grid_sizes"] = grid_sizes

@@ -234,11 +234,9 @@ def splittable(g, variant) -> str | None:
     """Why a kernel's K cannot be split across CTAs (None if it can): the partial sums travel in
     the accumulator's type and are added in split order, which reproduces the unsplit sum's
     meaning only for a 32- or 64-bit accumulator that wraps or rounds (not a saturating one), and
-    the workspace is laid out per output tile of one static problem."""
+    the workspace is laid out per output tile of a static problem."""
     if g.dynamic:
         return "its sizes are known only at launch"
-    if g.batch != 1:
-        return "it is batched (the grid's third axis is the batch)"
     if variant.sparse or variant.block_scale or g.a_meta is not None:
         return "split-K covers dense mma, not sparse or block-scaled ones"
     if variant.satfinite:
@@ -267,7 +265,7 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
             raise LoweringError(mma, f"split-k={forced}: K = {g.k} is one step of {step}; there is nothing to split")
         want = min(forced, total)
     else:
-        tiles, sms = t.grid[0] * t.grid[1], target.limits.sm_count or 132
+        tiles, sms = t.grid[0] * t.grid[1] * t.grid[2], target.limits.sm_count or 132  # z: the batch
         if why or g.k < SPLIT_MIN_K:
             return 1, 0
         # as many CTAs as SMs; two splits where the tiles leave a quarter of them idle
@@ -278,7 +276,13 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
     chunk = ceil_div(total, want)
     splits = ceil_div(total, chunk)
     # the workspace holds every accumulator register of every thread, split and tile, indexed in 32 bits
-    words = t.grid[0] * t.grid[1] * splits * t.threads * t.warp_tile[0] * t.warp_tile[1] * instruction_layouts(variant).c.regs
+    words = (t.grid[0] * t.grid[1] * t.grid[2] * splits * t.threads * t.warp_tile[0] * t.warp_tile[1]
+             * instruction_layouts(variant).c.regs)
+    if t.grid[2] * splits > GRID_LIMITS[2]:
+        if forced:
+            raise LoweringError(mma, f"split-k={forced}: {t.grid[2]} batches x {splits} splits exceed the CUDA limit "
+                                f"of {GRID_LIMITS[2]} CTAs in z")
+        return 1, 0
     if words >= INDEX_LIMIT:
         if forced:
             raise LoweringError(mma, f"split-k={forced}: the workspace would hold {words} partial sums; 2^31 or more "

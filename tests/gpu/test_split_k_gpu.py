@@ -28,6 +28,8 @@ CASES = [  # (spec, split-k): staged and simple, 16-bit, 8-bit (K-major B), f64,
     (GemmSpec(70, 40, 1024, "s8", "s8", "s32", b_layout="col"), 4),
     (GemmSpec(40, 24, 200, "f64", "f64", "f64"), 2),
     (GemmSpec(64, 48, 512, "bf16", "bf16", "f32", bias="col", act="gelu", out="f16"), 3),
+    (GemmSpec(64, 64, 512, "bf16", "bf16", "f32", batch=2), 2),  # batched: grid z is batch x split
+    (GemmSpec(37, 45, 300, "f16", "f16", "f32", batch=3, bcast="b"), 2),
 ]
 
 

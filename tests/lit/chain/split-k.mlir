@@ -25,7 +25,8 @@ func.func @g(%a: memref<64x1000xf16>, %b: memref<1000x32xf16>, %c: memref<64x32x
 // DIST-LABEL:  func.func @g(
 // DIST-SAME:   %split_workspace: memref<{{[0-9]+}}xf32> {warp.role = ["split_workspace"]}, %split_counters: memref<1xui32> {warp.role = ["split_counters"], warp.init = 0 : i64}
 // DIST-SAME:   warp.grid = array<i64: 1, 1, 3>
-// DIST:        %[[SPLIT:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
+// DIST:        %[[Z:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
+// DIST:        %[[SPLIT:.*]] = arith.remui %[[Z]], %{{.*}} : index
 // DIST:        %[[ZERO:.*]] = warp.constant 0.000000e+00
 // DIST:        %[[BASE:.*]] = arith.muli %[[SPLIT]], %{{.*}}
 // DIST:        %[[LEN:.*]] = arith.minui
@@ -37,7 +38,8 @@ func.func @g(%a: memref<64x1000xf16>, %b: memref<1000x32xf16>, %c: memref<64x32x
 // DIST:        warp.split_k_reduce({{.*}}) + ({{.*}}) split %[[SPLIT]] of 3 : i64 tile %{{.*}} in %split_workspace, %split_counters
 // DIST:        warp.distributed
 
-// STAGE:       %[[SPLIT:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
+// STAGE:       %[[Z:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
+// STAGE:       %[[SPLIT:.*]] = arith.remui %[[Z]], %{{.*}} : index
 // STAGE:       %[[BASE:.*]] = arith.muli %[[SPLIT]], %{{.*}} : index
 // STAGE:       scf.for %[[KT:.*]] = %{{.*}} to %{{.*}}
 // STAGE:       %[[SCALED:.*]] = arith.muli %[[KT]], %{{.*}} : index
