@@ -7,9 +7,12 @@ each warp's origin (`arith` on `index`; CTAs in groups of `group_m` tile rows wh
 asks), the accumulator fragments (`warp.load` of C or `warp.constant`), an `scf.for` over K, one
 instruction's K an iteration, carrying them, whose body loads the A and B fragments from global
 memory (`warp.load`, `warp.load_sparse_a`, `warp.load_meta`, `warp.load_scale`) and multiplies
-(`warp.mma`), and the stores of D (`warp.store`). Where the schedule widens 4-bit operands, the
-loop multiplies their stored m16n8k64 fragments (`warp-widen-int4` turns each of those mmas
-into the selected 8-bit ones). Staging through shared memory is `warp-stage-shared`'s.
+(`warp.mma`), and the stores of D (`warp.store`). Where the schedule splits K, grid z is batch x
+split: the loop covers the split's part of K from zero, and `warp.split_k_reduce` adds the splits'
+partials and C (appending the workspace and counter arguments it needs). Where the schedule
+widens 4-bit operands, the loop multiplies their stored m16n8k64 fragments (`warp-widen-int4`
+turns each of those mmas into the selected 8-bit ones). Staging through shared memory is
+`warp-stage-shared`'s.
 
 The launch shape and each argument's role are recorded on the `func.func` (`warp.grid`,
 `warp.block`, `warp.role` argument attributes); a checked sparse A gets an extra argument, the
@@ -187,9 +190,8 @@ class _Kernel(IndexBuilder):
         self.split = None
         if self.s.split_k > 1:  # grid z is batch x split of K; the tile's number (batch, row, column) counts its CTAs
             splits = self.const(self.s.split_k)
-            z = bz
-            self.split = self.add(arith.RemUIOp(z, splits)).results[0]
-            bz = self.add(arith.DivUIOp(z, splits)).results[0]
+            self.split = self.add(arith.RemUIOp(bz, splits)).results[0]
+            bz = self.add(arith.DivUIOp(bz, splits)).results[0]
             row = self.affine(bz, t.grid[1], by)
             self.tile_id = self.add(arith.AddiOp(self.affine(row, t.grid[0], None), bx)).results[0]
         wid = self.add(arith.DivUIOp(tid, self.const(32))).results[0]
@@ -282,7 +284,6 @@ class _Kernel(IndexBuilder):
         workspace.name_hint = "split_workspace"
         counters = new_body.insert_arg(MemRefType(IntegerType(32, Signedness.UNSIGNED), [tiles]), len(new_body.args))
         counters.name_hint = "split_counters"
-        self.split_args = (workspace, counters)
         return list(self.add(warp.SplitKReduceOp(partials, init, self.split, self.tile_id, workspace, counters,
                                                  s.split_k)).results)
 
