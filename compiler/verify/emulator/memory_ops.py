@@ -212,71 +212,34 @@ def _dec_fence(d, op, mods, args, where) -> Fn:
 
 
 def _dec_atom(d, op, mods, args, where) -> Fn:
-    """atom[.global].add.u32 d, [a], b: d gets the old word, memory old + b (wrapping); threads of
-    a chunk (and chunks, in CTA order) apply one after another in thread order, so each thread's
-    old word is what the earlier ones left (a segmented prefix sum). Else `_dec_atom_min_max`."""
-    rest = mods[1:] if mods[:1] == ["global"] else mods
-    if rest[:1] != ["add"]:
-        return _dec_atom_min_max(d, op, mods, args, where)
-    if rest != ["add", "u32"]:
-        raise EmulationError(f"{where}: expected atom[.global].add.u32 (other additions are not supported)")
-    dst, addr, src = _one(d, op, args, 3, where)
-    if not isinstance(addr, _Addr):
-        raise EmulationError(f"{where}: atom needs an address in brackets")
-    read, write, addresses = _reader(d, src, "u32", where), _writer(dst, where), _addresses(d, addr, where)
-
-    def run(m, mask):
-        a = addresses(m)
-        v = _per_thread(read(m), m.T).astype(np.int64)
-        if mask is not None:
-            a, v = a[mask], v[mask]
-        old = np.empty(a.size, dtype=np.uint32)
-        for s, idx, pos in m.memory.locate(a, 4, lambda p, what, why: _fail(m, where, "atomic", mask, p, what, why)):
-            mine = v if pos is None else v[pos]
-            buf = m.memory.bufs[s].view(np.uint32)
-            order = np.argsort(idx, kind="stable")  # same address together, thread order kept
-            at, offered = idx[order], mine[order]
-            first = np.ones(at.size, bool)
-            first[1:] = at[1:] != at[:-1]
-            upto = np.cumsum(offered)
-            before = upto - offered - np.maximum.accumulate(np.where(first, upto - offered, 0))  # within the address
-            seen = (buf[at].astype(np.int64) + before) & 0xFFFFFFFF
-            last = np.ones(at.size, bool)
-            last[:-1] = first[1:]
-            buf[at[last]] = ((seen[last] + offered[last]) & 0xFFFFFFFF).astype(np.uint32)
-            got = np.empty(at.size, dtype=np.uint32)
-            got[order] = seen.astype(np.uint32)
-            if pos is None:
-                old = got
-            else:
-                old[pos] = got
-        if mask is None:
-            write(m, old, None)
-        else:
-            full = np.zeros(m.T, dtype=np.uint32)
-            full[mask] = old
-            write(m, full, mask)
-
-    return run
-
-
-def _dec_atom_min_max(d, op, mods, args, where) -> Fn:
-    """atom[.global].{min,max}.{u32,s32} d, [a], b: d gets the old word, memory min/max(old, b).
+    """atom[.global].add.u32 and atom[.global].{min,max}.{u32,s32} d, [a], b: d gets the old word.
 
     Threads of a chunk (and chunks, in CTA order) apply one after another in thread order, so the
-    result is that of a sequential loop: every thread's old value is the running min/max, up to it,
-    of the words earlier threads offered at the same address (a segmented scan). On the GPU the
-    order is unspecified; the final memory is the same for any order, the old values are not."""
+    result is that of a sequential loop: every thread's old word is what the earlier threads at
+    the same address left (a segmented scan: a prefix sum, or a running min/max). On the GPU the
+    order is unspecified; the final memory is the same for any order, the old words are not."""
     rest = mods[1:] if mods[:1] == ["global"] else mods  # generic addresses are global ones here
+    if rest == ["add", "u32"]:
+        return _atomic(d, op, args, where, "u32", _add_scan)
     if len(rest) != 2 or rest[0] not in ("min", "max") or rest[1] not in ("u32", "s32"):
         raise EmulationError(f"{where}: expected atom[.global].add.u32 or .min/.max.u32/.s32 (other atomics are not "
                              "supported)")
-    how, t = rest
-    dst, addr, src = _one(d, op, args, 3, where)
-    if not isinstance(addr, _Addr):
-        raise EmulationError(f"{where}: atom needs an address in brackets")
-    dt, size = _TYPES[t], 4
-    read, write, addresses = _reader(d, src, t, where), _writer(dst, where), _addresses(d, addr, where)
+    return _atomic(d, op, args, where, rest[1], _min_max_scan(*rest))
+
+
+def _add_scan(start: np.ndarray, offered: np.ndarray, first: np.ndarray, last: np.ndarray):
+    """Per thread (sorted by address, thread order kept) the word it finds, and per address the
+    word left: `start` plus the earlier offers at that address, wrapping at 2^32."""
+    offered = offered.astype(np.int64)
+    upto = np.cumsum(offered)
+    before = upto - offered - np.maximum.accumulate(np.where(first, upto - offered, 0))  # within the address
+    seen = (start.astype(np.int64) + before) & 0xFFFFFFFF
+    return seen.astype(np.uint32), ((seen[last] + offered[last]) & 0xFFFFFFFF).astype(np.uint32)
+
+
+def _min_max_scan(how: str, t: str):
+    """`_add_scan`'s counterpart for min or max of u32 or s32 words: a running min of keys."""
+    dt = _TYPES[t]
     bias = 2**31 if t == "s32" else 0  # order-preserving map of both types onto 0 .. 2**32 - 1
 
     def key(x: np.ndarray) -> np.ndarray:
@@ -287,29 +250,45 @@ def _dec_atom_min_max(d, op, mods, args, where) -> Fn:
         k = k if how == "min" else (2**32 - 1) - k
         return (k - bias).astype(dt)
 
+    def scan(start: np.ndarray, offered: np.ndarray, first: np.ndarray, last: np.ndarray):
+        offered, start = key(offered), key(start)
+        seg = np.cumsum(first) - 1
+        lift = (seg[-1] - seg) << 32  # earlier segments above every later key: one scan for all
+        upto = np.minimum.accumulate(offered + lift) - lift  # inclusive running min per address
+        before = np.where(first, np.int64(2**32), np.roll(upto, 1))
+        return unkey(np.minimum(start, before)), unkey(np.minimum(start[last], upto[last]))
+
+    return scan
+
+
+def _atomic(d, op, args, where, t: str, scan) -> Fn:
+    """An atom of 32-bit words of type `t` whose effect `scan` gives: (words sorted by address, in
+    thread order; the offers; the first and last of each address) -> (the word each thread finds,
+    the word left at each address)."""
+    dst, addr, src = _one(d, op, args, 3, where)
+    if not isinstance(addr, _Addr):
+        raise EmulationError(f"{where}: atom needs an address in brackets")
+    dt = _TYPES[t]
+    read, write, addresses = _reader(d, src, t, where), _writer(dst, where), _addresses(d, addr, where)
+
     def run(m, mask):
         a = addresses(m)
         v = _per_thread(read(m), m.T)
         if mask is not None:
             a, v = a[mask], v[mask]
         old = np.empty(a.size, dtype=dt)
-        for s, idx, pos in m.memory.locate(a, size, lambda p, what, why: _fail(m, where, "atomic", mask, p, what, why)):
+        for s, idx, pos in m.memory.locate(a, 4, lambda p, what, why: _fail(m, where, "atomic", mask, p, what, why)):
             mine = v if pos is None else v[pos]
             buf = m.memory.bufs[s].view(dt)
             order = np.argsort(idx, kind="stable")  # same address together, thread order kept
-            at, offered = idx[order], key(mine[order])
+            at = idx[order]
             first = np.ones(at.size, bool)
             first[1:] = at[1:] != at[:-1]
-            seg = np.cumsum(first) - 1
-            lift = (seg[-1] - seg) << 32  # earlier segments above every later key: one scan for all
-            upto = np.minimum.accumulate(offered + lift) - lift  # inclusive running min per address
-            before = np.where(first, np.int64(2**32), np.roll(upto, 1))
-            start = key(buf[at])
-            seen = unkey(np.minimum(start, before))
             last = np.ones(at.size, bool)
             last[:-1] = first[1:]
-            buf[at[last]] = unkey(np.minimum(start[last], upto[last]))
-            got = np.empty_like(seen)
+            seen, left = scan(buf[at], mine[order], first, last)
+            buf[at[last]] = left
+            got = np.empty(at.size, dtype=dt)
             got[order] = seen
             if pos is None:
                 old = got
