@@ -576,12 +576,12 @@ def test_sparse_lowering_scalar_instructions():
                 assert got == want, f"thread {t}: `{inst}` on {[hex(a) for a in v]}: got {got:#x}, want {want:#x}"
 
 
-@pytest.mark.parametrize("how", ["min", "max"])
-@pytest.mark.parametrize("t", ["u32", "s32"])
-def test_atom_min_max_is_a_sequential_loop(how, t):
-    """atom.global: many threads (some guarded off, blocks not a whole number of warps) on a few
-    addresses; the old values and the memory are those of a loop over threads in order, whether
-    the grid runs at once or one CTA at a time."""
+@pytest.mark.parametrize("how, t", [("min", "u32"), ("min", "s32"), ("max", "u32"), ("max", "s32"), ("add", "u32")])
+def test_atom_is_a_sequential_loop(how, t):
+    """atom.global (min/max; add.u32, split-K's counters): many threads (some guarded off, blocks
+    not a whole number of warps) on a few addresses; the old values and the memory are those of a
+    loop over threads in order (an addition wrapping at 2^32), whether the grid runs at once or one
+    CTA at a time."""
     lines = [
         ".reg .b32 %r<10>;", ".reg .b64 %rd<10>;", ".reg .pred %p<2>;",
         "mov.u32 %r0, %tid.x;", "mov.u32 %r1, %ctaid.x;", "mov.u32 %r2, %ntid.x;", "mad.lo.u32 %r3, %r1, %r2, %r0;",
@@ -605,7 +605,7 @@ def test_atom_min_max_is_a_sequential_loop(how, t):
     mem0 = rng.integers(0, 2**32, 6, dtype=np.uint64).astype(np.uint32).view(dt)
     text = _kernel(lines, ("p_mem", "p_val", "p_at", "p_old"))
     args = [mem0, val, at, np.zeros(n, dt)]
-    pick = min if how == "min" else max
+    pick = {"min": min, "max": max, "add": lambda x, y: (x + y) % 2**32}[how]
     mem, old = [int(m) for m in mem0], []
     for i in range(n):
         if int(val[i]) % 8 == 0:
@@ -621,46 +621,6 @@ def test_atom_min_max_is_a_sequential_loop(how, t):
         assert got_mem.tolist() == mem
     assert prog.stats.chunks == grid  # the second run went one CTA at a time
     assert len(set(old)) > 10 and mem != [int(m) for m in mem0]  # the atomics did something
-
-
-def test_atom_add_is_a_sequential_loop():
-    """atom.global.add.u32 (split-K's counters): threads (some guarded off, CTAs not whole warps)
-    add to a few words; the old values and the memory are those of a loop over threads in order
-    (wrapping at 2^32), whether the grid runs at once or one CTA at a time."""
-    lines = [
-        ".reg .b32 %r<10>;", ".reg .b64 %rd<10>;", ".reg .pred %p<2>;",
-        "mov.u32 %r0, %tid.x;", "mov.u32 %r1, %ctaid.x;", "mov.u32 %r2, %ntid.x;", "mad.lo.u32 %r3, %r1, %r2, %r0;",
-        "ld.param.u64 %rd0, [p_mem];", "ld.param.u64 %rd1, [p_val];", "ld.param.u64 %rd2, [p_at];",
-        "ld.param.u64 %rd3, [p_old];",
-        "mul.wide.u32 %rd4, %r3, 4;", "add.s64 %rd1, %rd1, %rd4;", "add.s64 %rd2, %rd2, %rd4;", "add.s64 %rd3, %rd3, %rd4;",
-        "ld.global.b32 %r4, [%rd1+0];", "ld.global.b32 %r5, [%rd2+0];",
-        "mul.wide.u32 %rd5, %r5, 4;", "add.s64 %rd6, %rd0, %rd5;",
-        "and.b32 %r6, %r4, 7;", "setp.ne.u32 %p0, %r6, 0;",  # threads with value % 8 == 0 sit out
-        "mov.u32 %r7, 0xDEADBEEF;",
-        "@%p0 atom.global.add.u32 %r7, [%rd6+4], %r4;",
-        "st.global.b32 [%rd3+0], %r7;",
-        "ret;",
-    ]  # fmt: skip
-    grid, block = 3, 80
-    n = grid * block
-    rng = np.random.default_rng(11)
-    val = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
-    at = rng.integers(0, 4, n).astype(np.uint32)
-    mem0 = rng.integers(0, 2**32, 6, dtype=np.uint64).astype(np.uint32)
-    mem, old = [int(m) for m in mem0], []
-    for i in range(n):
-        if int(val[i]) % 8 == 0:
-            old.append(0xDEADBEEF)
-            continue
-        a = int(at[i]) + 1
-        old.append(mem[a])
-        mem[a] = (mem[a] + int(val[i])) % 2**32
-    prog = emulator.compile_entry(_kernel(lines, ("p_mem", "p_val", "p_at", "p_old")), "k")
-    for budget in ({}, {"memory_budget": 1}):
-        got_mem, _, _, got_old = prog.run(grid, block, [mem0, val, at, np.zeros(n, np.uint32)], **budget)
-        assert got_old.tolist() == old
-        assert got_mem.tolist() == mem
-    assert len(set(old)) > 10
 
 
 def test_bar_red_or_and_loops_whose_trip_count_is_the_ctas():
