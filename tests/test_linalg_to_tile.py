@@ -350,6 +350,12 @@ def test_frontend_input_runs_exactly_in_the_emulator(name):
     assert first.ok, first.detail
     # ...and the frontend's program on inputs made here, against NumPy.
     inputs, arrays = make_inputs(np.random.default_rng(11))
+    _runs_as_modelled(kernel, inputs, arrays, out, model)
+
+
+def _runs_as_modelled(kernel, inputs, arrays, out, model):
+    """`kernel` on `inputs` in the emulator: right by the runner's reference of the tile IR, every
+    element, and within `model`'s bound of the program's NumPy model on the same `arrays`."""
     result = run_compiled(kernel, 1, "emulator", inputs=inputs)
     assert result.ok, result.detail
     got = result.outputs[out].astype(np.float64)
@@ -689,15 +695,7 @@ def test_dynamic_linalg_runs_exactly_at_every_size(name, size):
     bound = bind_sizes(kernel, *launch_shapes(kernel, inputs, None))  # the sizes from the arrays
     g = bound.gemm
     assert (g.m, g.n, g.k) == size
-    # The runner's reference of the tile IR, every element...
-    result = run_compiled(bound, 1, "emulator", inputs=inputs)
-    assert result.ok, result.detail
-    # ...and the linalg program's NumPy model.
-    got = result.outputs[out].astype(np.float64)
-    want, bound_err = model(*arrays)
-    assert got.shape == want.shape
-    err = np.abs(got - want)
-    assert np.all(err <= bound_err), (float(np.max(err / bound_err)), np.unravel_index(np.argmax(err / bound_err), err.shape))
+    _runs_as_modelled(bound, inputs, arrays, out, model)
 
 
 def test_tilemma_compile_and_run_take_dynamic_linalg(tmp_path):
