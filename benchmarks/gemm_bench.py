@@ -87,6 +87,10 @@ FAMILIES: dict[str, Family] = {
         Family("tf32-brow", "tf32", "f32", triton_precision="tf32"),
         Family("tf32-acol", "tf32", "f32", triton_precision="tf32", a_col=True, b_col=True),
         Family("f64-acol", "f64", "f64", triton_precision="ieee", a_col=True),
+        # 8-bit in the orders ldmatrix cannot transpose: tilemma's transposing fill
+        Family("s8-brow", "si8", "si32"),
+        Family("s8-acol", "si8", "si32", a_col=True, b_col=True),
+        Family("s8-acol-brow", "si8", "si32", a_col=True),
     )
 }
 SIZES = (1024, 2048, 4096, 8192)

@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|bench-epilogue|profile
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|bench-epilogue|profile
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|bench-epilogue|profile}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|bench-epilogue|profile}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -109,6 +109,20 @@ layouts)  # the operand orders: their GPU chain tests, sanitizers, then one benc
     timeout 420 python3 -m benchmarks.gemm_bench --sizes 4096 --budget 400 --csv "$OUT/layouts.csv" \
         --families ${FAMILIES:-f16 f16-acol f16-acol-bcol f16-bcol bf16-acol tf32 tf32-brow tf32-acol f64-acol} > "$OUT/layouts.txt" 2>&1
     sed -n '/^family/,$p' "$OUT/layouts.txt" | head -40
+    ;;
+fill)  # the transposing fill (8-bit M-/N-major operands): GPU tests, sanitizers, the s8 orders at 4096
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_fill_gpu.py > "$OUT/fill.txt" 2>&1
+    echo "fill on the GPU: $(tail -1 "$OUT/fill.txt")"; grep -E "^FAILED|^E  " "$OUT/fill.txt" | head -8
+    for k in "--a s8 --b s8 --acc s32" "--a u8 --b s8 --acc s32 --a-layout col"; do
+        tilemma gemm --m 132 --n 72 --k 300 --batch 2 $k > /tmp/l.mlir || continue
+        for tool in memcheck racecheck; do
+            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/l.mlir --on gpu > /tmp/l.$tool.txt 2>&1
+            printf '%-58s %-9s exit %s  %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' /tmp/l.$tool.txt | head -1)" "$(grep -Eo 'PASS|FAIL' /tmp/l.$tool.txt | head -1)"
+        done
+    done
+    timeout ${BENCH_S:-400} python3 -m benchmarks.gemm_bench --sizes ${SIZES:-4096} --budget $(( ${BENCH_S:-400} - 20 )) --csv "$OUT/fill.csv" \
+        --families ${FAMILIES:-s8 s8-brow s8-acol s8-acol-brow} ${CONFIGS:+--tilemma-configs $CONFIGS} > "$OUT/fill-bench.txt" 2>&1
+    sed -n '/^family/,$p' "$OUT/fill-bench.txt" | head -60
     ;;
 bench-epilogue)  # epilogue_bench.py: tilemma plain and fused, cuBLASLt, unfused torch, Triton (both modes), one run
     # CASES narrows the cases, SIZES the sizes (default 4096; e.g. SIZES="2048 4096 8192x4096x4096")

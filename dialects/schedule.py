@@ -16,7 +16,10 @@ stored, their m16n8k64 fragments widened to this 8-bit instruction's (`warp-wide
 `split_k`, `split_chunk` (printed only when split_k > 1): K split across `split_k` CTAs per
 output tile (grid z is batch x split), each multiplying `split_chunk` elements of K (the last the
 rest); the partial sums meet in a workspace and the last CTA to arrive adds them in split order
-(`warp.split_k_reduce`).
+(`warp.split_k_reduce`). `fill` (printed when set): the operands (`a`, `b`, `ab`) staged by a
+transposing fill through registers (`warp.fill_load` / `warp.fill_store`) instead of `cp.async`:
+8-bit operands stored with M or N contiguous, whose K-major stage neither `cp.async` nor `ldmatrix`
+produces.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from tilemma.compiler.core.isa import MmaVariant
 from tilemma.dialects.attributes import VariantAttr
 
 READS = ("ahead", "interleaved")
+FILLS = ("", "a", "b", "ab")
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class Schedule:
     widen: MmaVariant | None = None
     split_k: int = 1
     split_chunk: int = 0
+    fill: str = ""
 
     @property
     def threads(self) -> int:
@@ -73,6 +78,7 @@ class ScheduleAttr(ParametrizedAttribute):
     widen: Attribute  # VariantAttr, or NoneAttr
     split_k: IntegerAttr
     split_chunk: IntegerAttr
+    fill: StringAttr
 
     def __init__(self, s: Schedule):
         super().__init__(
@@ -86,6 +92,7 @@ class ScheduleAttr(ParametrizedAttribute):
             VariantAttr(s.widen) if s.widen is not None else NoneAttr(),
             IntegerAttr(s.split_k, i64),
             IntegerAttr(s.split_chunk, i64),
+            StringAttr(s.fill),
         )
 
     @property
@@ -101,6 +108,7 @@ class ScheduleAttr(ParametrizedAttribute):
             self.widen.variant if isinstance(self.widen, VariantAttr) else None,
             self.split_k.value.data,
             self.split_chunk.value.data,
+            self.fill.data,
         )
 
     def verify(self) -> None:
@@ -115,6 +123,9 @@ class ScheduleAttr(ParametrizedAttribute):
             raise VerifyException("#warp.schedule: group_m and meta_ahead are not negative")
         if s.split_k < 1 or (s.split_k > 1 and s.split_chunk < 1):
             raise VerifyException("#warp.schedule: split_k is 1 or more, with a positive split_chunk when above 1")
+        if s.fill not in FILLS or (s.fill and not s.stages):
+            raise VerifyException(f"#warp.schedule: fill names the staged operands filled through registers "
+                                  f"({', '.join(f for f in FILLS if f)}), not {s.fill!r}")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 
@@ -126,6 +137,8 @@ class ScheduleAttr(ParametrizedAttribute):
             parts += [f"stage_k = {s.stage_k}", f"reads = {s.reads}", f"group_m = {s.group_m}"]
             if s.meta_ahead:
                 parts.append(f"meta_ahead = {s.meta_ahead}")
+            if s.fill:
+                parts.append(f"fill = {s.fill}")
         if s.split_k > 1:
             parts += [f"split_k = {s.split_k}", f"split_chunk = {s.split_chunk}"]
         printer.print_string("<" + ", ".join(parts))
@@ -147,7 +160,7 @@ class ScheduleAttr(ParametrizedAttribute):
                     fields[key] = _parse_pair(parser)
                 elif key in ("stages", "stage_k", "group_m", "meta_ahead", "split_k", "split_chunk"):
                     fields[key] = parser.parse_integer()
-                elif key == "reads":
+                elif key in ("reads", "fill"):
                     fields[key] = parser.parse_identifier()
                 elif key == "widen":
                     v = parser.parse_attribute()

@@ -623,6 +623,41 @@ def test_atom_is_a_sequential_loop(how, t):
     assert len(set(old)) > 10 and mem != [int(m) for m in mem0]  # the atomics did something
 
 
+def _prmt_model(a: int, b: int, c: int) -> int:
+    """The ISA's default prmt: byte i of d from nibble i of c, whose low 3 bits pick one of the
+    8 bytes {b, a} (a's are 0-3) and whose top bit replicates that byte's sign instead."""
+    x, out = a | (b << 32), 0
+    for i in range(4):
+        nib = (c >> (4 * i)) & 0xF
+        byte = (x >> (8 * (nib & 7))) & 0xFF
+        out |= (0xFF if byte & 0x80 else 0) << (8 * i) if nib & 8 else byte << (8 * i)
+    return out
+
+
+def test_prmt_against_the_isa_model():
+    """prmt.b32 (the transposing fill's byte shuffle) with selectors from registers: random words
+    and selectors, every nibble value (sign replication included), per thread; and its modes refused."""
+    lines = [
+        ".reg .b32 %r<8>;", ".reg .b64 %rd<8>;",
+        "mov.u32 %r0, %tid.x;", "mul.wide.u32 %rd4, %r0, 4;",
+        "ld.param.u64 %rd0, [p_x];", "add.s64 %rd5, %rd0, %rd4;", "ld.global.b32 %r1, [%rd5];",
+        "ld.param.u64 %rd0, [p_y];", "add.s64 %rd5, %rd0, %rd4;", "ld.global.b32 %r2, [%rd5];",
+        "ld.param.u64 %rd0, [p_z];", "add.s64 %rd5, %rd0, %rd4;", "ld.global.b32 %r3, [%rd5];",
+        "prmt.b32 %r4, %r1, %r2, %r3;", "prmt.b32 %r5, %r1, %r2, 29538;",  # 0x7362
+        "add.u32 %r4, %r4, %r5;",
+        "ld.param.u64 %rd0, [p_out];", "add.s64 %rd5, %rd0, %rd4;", "st.global.b32 [%rd5], %r4;", "ret;",
+    ]  # fmt: skip
+    rng = np.random.default_rng(6)
+    a, b, c = (rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32) for _ in range(3))
+    [_, _, _, out] = emulate(_kernel(lines), "k", 1, 64, [a, b, c, np.zeros(64, np.uint32)])
+    want = [(_prmt_model(int(x), int(y), int(z)) + _prmt_model(int(x), int(y), 0x7362)) % 2**32
+            for x, y, z in zip(a, b, c)]
+    assert out.tolist() == want
+    with pytest.raises(EmulationError, match="prmt.b32"):
+        emulate(_kernel([ln.replace("prmt.b32 %r5", "prmt.b32.f4e %r5") for ln in lines]), "k", 1, 64,
+                [a, b, c, np.zeros(64, np.uint32)])
+
+
 def test_bar_red_or_and_loops_whose_trip_count_is_the_ctas():
     """bar.red.or.pred gives every thread of a CTA the OR over its threads (a lone thread's
     predicate, as split-K hands its count around); a loop whose trip count differs between CTAs

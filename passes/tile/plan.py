@@ -143,15 +143,16 @@ def column_major(mem) -> bool:
     return mem.row_stride == 1 and mem.col_stride != 1
 
 
-def stageable(g, variant) -> str | None:
+def stageable(g, variant, fill: str = "") -> str | None:
     """Why a kernel cannot take the staged schedule (None if it can): a dense mma whose K rows
     are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32, 4-bit m16n8k64, 1-bit
     m16n8k256), operands read as stored (tf32: f32 rounded), and f64 m16n8k16 (128-byte K rows,
     read with `warp.load_shared`); A with contiguous K rows (or M columns), B with contiguous K
     columns (or N rows) - an operand stored the other way round is read with ldmatrix .trans
-    (16-bit) or `warp.load_shared` (tf32, f64; 8-bit and narrower need a transposing fill, not
-    built); every run aligned for cp.async, and sub-byte K rows ending on a byte. A
-    pre-compressed sparse A: `pre_compressed_stageable`."""
+    (16-bit), `warp.load_shared` (tf32, f64) or, for the 8-bit operands `fill` names
+    (`fillable`), written K-major by a transposing fill; every run aligned for cp.async (or the
+    fill's 32-bit loads), and sub-byte K rows ending on a byte. A pre-compressed sparse A:
+    `pre_compressed_stageable`."""
     if g.a_meta is not None:
         return pre_compressed_stageable(g, variant)
     if variant.atype == "f64" and variant.shape != "m16n8k16":
@@ -173,13 +174,13 @@ def stageable(g, variant) -> str | None:
     m_major = column_major(g.a)
     if not m_major and g.a.col_stride != 1:
         return "A must have contiguous rows or columns"
-    if bits <= 8 and m_major:
+    if bits <= 8 and m_major and "a" not in fill:
         return (f"{bits}-bit A must be K-major (a row-major M x K memref): ldmatrix transposes only "
                 f"16-bit elements, and {bits}-bit fragments pack {32 // bits} elements a register")
     k_major = column_major(g.b)
     if not k_major and g.b.col_stride != 1:
         return "B must have contiguous rows or columns"
-    if bits <= 8 and not k_major:
+    if bits <= 8 and not k_major and "b" not in fill:
         return (f"{bits}-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
                 f"transposes only 16-bit elements, and {bits}-bit fragments pack {32 // bits} elements a register")
     if g.a.bits < 8 and g.k * g.a.bits % 8:
@@ -192,6 +193,21 @@ def stageable(g, variant) -> str | None:
     if getattr(g.mma, "split_tf32", None) is not None:
         return "3xTF32 is not staged"
     return None
+
+
+def fillable(g, variant, kernel: func.FuncOp) -> str:
+    """The operands (`a`, `b`) a transposing fill can stage (`warp.fill_load`): 8-bit, read as
+    stored, stored with M (A) or N (B) contiguous, that extent a multiple of 4 (so a 32-bit word
+    lies wholly inside it or outside; a `?` one by `tile.size_multiple`). Whether the CTA's tile
+    splits evenly over its threads is `FillLayout`'s to say once the tile is chosen."""
+    mm, mn, _ = tile.size_multiple(kernel)
+    out = ""
+    for what, mem, size, multiple, wrong in (("a", g.a, g.m, mm, column_major(g.a)),
+                                             ("b", g.b, g.n, mn, not column_major(g.b) and g.b.col_stride == 1)):
+        if mem.bits == 8 and not mem.casts and wrong and tile.tiles_exactly(size, 4, multiple) \
+                and BY_PTX[variant.atype].bits == 8:
+            out += what
+    return out
 
 
 def pre_compressed_stageable(g, variant) -> str | None:
@@ -214,7 +230,7 @@ def widens(g, variant) -> bool:
     return g.a.bits == 4 and variant.k == 32
 
 
-def default_schedule(g, variant) -> str:
+def default_schedule(g, variant, fill: str = "") -> str:
     """The key of a staged kernel's default configuration in `configs.DEFAULTS`."""
     if g.a_meta is not None:
         return "sparse-16bit"
@@ -224,7 +240,7 @@ def default_schedule(g, variant) -> str:
         # an M-major A or a row-major B is read with warp.load_shared, as f64
         return "32bit" if column_major(g.b) and not column_major(g.a) else "32bit-row-b"
     if g.a.bits == 8:
-        return "fp8" if BY_PTX[variant.atype].name in FP8 else "8bit"
+        return "fp8" if BY_PTX[variant.atype].name in FP8 else "8bit-fill" if fill else "8bit"
     if widens(g, variant):
         return "4bit-widened"
     return f"{g.a.bits}bit"
@@ -298,6 +314,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     mma = g.mma
     variant = mma.variant.variant  # type: ignore[union-attr]
     target = kernel_target(kernel)
+    fill = fillable(g, variant, kernel)  # before the view: a `?` size's multiple, not its hint
     g = planning_view(g, tile.stride_multiple(kernel), tile.plan_sizes(kernel))
     if g.a_meta is not None:
         if variant.shape != sparse_format.SHAPE or variant.atype not in tile.PRE_COMPRESSED:
@@ -317,10 +334,11 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                 mma, f"{what} = {size}: tiles of 2^31 or more elements along a dimension "
                 f"are not supported (coordinates are 32-bit)",
             )
-    why_not = stageable(g, variant)
+    why_not = stageable(g, variant, fill)
+    forced_stages = max(stages, 0)
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
-    schedule = default_schedule(g, variant)
+    schedule = default_schedule(g, variant, fill)
     default = configs.default(target, schedule)
     fit = dict(cut_stages=stages < 0, cut_k=not stage_k)  # defaults, cut to fit the target below
     size_class = configs.size_class(g.m, g.n, g.k, g.batch)
@@ -367,11 +385,20 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
             f"{need} bytes of shared memory; a CTA has at most {limit} on {target} "
             f"({limit // 1024} KiB): use fewer stages or a smaller stage-k",
         )
+    for what in fill:  # the fill's chunks must cover the stage evenly (`FillLayout`)
+        lines = bm if what == "a" else bn
+        if warp.FillLayout.of(lines, stage_k, 8, t.threads) is None:
+            if forced_stages:
+                raise LoweringError(mma, f"stages={forced_stages}: the transposing fill of {what.upper()} cannot split a "
+                                    f"{lines} x {stage_k} stage evenly over {t.threads} threads; choose other warps, "
+                                    f"warp-tile or stage-k")
+            splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
+            return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
     interleave = schedule in configs.INTERLEAVED_READS and not widen
     meta_ahead = ceil_div(META_AHEAD_STEPS, stage_k // t.instr[2]) if g.a_meta is not None else 0
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "interleaved" if interleave else "ahead", GROUP_M,
-                    meta_ahead, variant if widen else None, splits, chunk)
+                    meta_ahead, variant if widen else None, splits, chunk, fill)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 A loop body splits in two stages (as in MLIR's `scf::pipelineForLoop` and Triton's schedule +
 expander): stage 0 fills the ring (the `warp.copy_async`s, in the `scf.if` that skips them past
-K, the `warp.async_commit`, and the index arithmetic only they use); stage 1 is everything else
+K, a transposing fill's `warp.fill_load` and `warp.fill_store`, the `warp.async_commit`, and the
+index arithmetic only they use); stage 1 is everything else
 (wait, barrier, reads, mmas). With a distance D = S - 1 (the ring's stages, `#warp.schedule`)
 the loop becomes:
 
@@ -41,7 +42,7 @@ from tilemma.passes.warp.stage_shared import k_loop
 def fill_ops(body: Block) -> list[Operation]:
     """Stage 0 of a staged loop body: the commits, the ops that copy (or hold copies), and the
     ops only they use."""
-    seeds = [o for o in body.ops if isinstance(o, warp.AsyncCommitOp | warp.CopyAsyncOp)
+    seeds = [o for o in body.ops if isinstance(o, warp.AsyncCommitOp | warp.CopyAsyncOp | warp.FillLoadOp | warp.FillStoreOp)
              or (isinstance(o, scf.IfOp) and any(isinstance(x, warp.CopyAsyncOp) for x in o.walk()))]
     stage0 = set(seeds)
     for op in reversed(list(body.ops)):
@@ -156,6 +157,6 @@ class WarpPipeline(ModulePass):
             if not (isinstance(attr, ScheduleAttr) and attr.schedule.stages and "warp.grid" in kernel.attributes):
                 continue
             loop = k_loop(kernel)
-            if not any(isinstance(o, warp.CopyAsyncOp) for o in loop.walk()):
+            if not any(isinstance(o, warp.CopyAsyncOp | warp.FillLoadOp) for o in loop.walk()):
                 raise LoweringError(loop, "run warp-stage-shared before warp-pipeline (the K loop has no copies)")
             pipeline(loop, attr.schedule.stages - 1)

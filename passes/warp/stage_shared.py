@@ -103,7 +103,11 @@ class _Stage(IndexBuilder):
         self.a = MemView.of(a0.ref.type, a0.window_values(), multiple)
         self.b = MemView.of(b0.ref.type, b0.window_values(), multiple)
         self.a_ref, self.b_ref = a0.ref, b0.ref
-        self.a_m_major, self.b_k_major = column_major(self.a), column_major(self.b)
+        # operands staged by the transposing fill (`#warp.schedule` fill): their stage is K-major
+        # whatever their memory order, as a K-major A's or B's
+        self.fill_a, self.fill_b = "a" in s.fill, "b" in s.fill
+        self.a_m_major = column_major(self.a) and not self.fill_a
+        self.b_k_major = column_major(self.b) or self.fill_b
         v = self.mmas[0].a.type.variant
         self.variant = v
         # one element per register (f64; tf32 stored across its fragments' K rows): warp.load_shared
@@ -147,13 +151,16 @@ class _Stage(IndexBuilder):
         kt, carried = body.args[0], list(body.args[1:])
         outer, self.ops = self.ops, []
         k = self.affine(kt, bk, base)
-        more = self.add(arith.CmpiOp(k, k_size, "ult")).results[0]
+        more = None if self.fill_a and self.fill_b else self.add(arith.CmpiOp(k, k_size, "ult")).results[0]
         stage = self.add(arith.RemUIOp(kt, self.const(S))).results[0]
-        fill, self.ops = self.ops, []
-        self.copy(k, self.add(arith.RemUIOp(kt, self.const(S))).results[0])
-        self.add(scf.YieldOp())
-        then, self.ops = self.ops, fill
-        self.add(scf.IfOp(more, [], then))
+        if not (self.fill_a and self.fill_b):
+            outside, self.ops = self.ops, []
+            self.copy(k, self.add(arith.RemUIOp(kt, self.const(S))).results[0])
+            self.add(scf.YieldOp())
+            then, self.ops = self.ops, outside
+            self.add(scf.IfOp(more, [], then))
+        if self.fill_a or self.fill_b:  # its own stage index, as the copies': the fill is stage 0's alone
+            self.fill(k, self.add(arith.RemUIOp(kt, self.const(S))).results[0])
         self.add(warp.AsyncCommitOp())
         token = self.add(warp.AsyncWaitOp(0)).results[0]
         self.add(gpu.BarrierOp())
@@ -190,7 +197,7 @@ class _Stage(IndexBuilder):
         return self.add(memref.DimOp(ref, self.const(tile_dim - 3 + rank))).results[0]
 
     def copy(self, k: SSAValue, stage: SSAValue) -> None:
-        """The CTA's copies of A and B at K `k` into `stage`."""
+        """The CTA's copies of A and B at K `k` into `stage` (of those not filled: `fill`)."""
         a0, b0 = self.a_loads[0], self.b_loads[0]
         mm, mn, mk = tile.size_multiple(self.kernel)
         k_exact = tile.tiles_exactly(self.k, self.s.stage_k, mk)
@@ -201,12 +208,32 @@ class _Stage(IndexBuilder):
             a_k, a_exact = k, k_exact
         m_exact = tile.tiles_exactly(self.m, self.bm, mm)
         n_exact = tile.tiles_exactly(self.n, self.bn, mn)
-        self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
-                                           a0.extent_values(), self.threads, copy_vector(self.a, self.a_m_major),
-                                           transpose=self.a_m_major), m_exact, a_exact)
-        self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
-                                           b0.extent_values(), self.threads, copy_vector(self.b, self.b_k_major),
-                                           transpose=self.b_k_major), k_exact, n_exact)
+        if not self.fill_a:
+            self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
+                                          a0.extent_values(), self.threads, copy_vector(self.a, self.a_m_major),
+                                          transpose=self.a_m_major), m_exact, a_exact)
+        if not self.fill_b:
+            self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
+                                          b0.extent_values(), self.threads, copy_vector(self.b, self.b_k_major),
+                                          transpose=self.b_k_major), k_exact, n_exact)
+
+    def fill(self, k: SSAValue, stage: SSAValue) -> None:
+        """The transposing fills of A and B at K `k` into `stage` (those `fill` names): loads and
+        stores, not guarded by K (rows past K load nothing), so that `warp-defer-fill-stores`
+        can move the stores away from the loads; the K dimension is never marked in bounds."""
+        mm, mn, _ = tile.size_multiple(self.kernel)
+        bk = self.s.stage_k
+        a0, b0 = self.a_loads[0], self.b_loads[0]
+        if self.fill_a:  # an M-major A: lines along M, K-major stage
+            load = self.bounded(warp.FillLoadOp(a0.ref, [self.bz, self.cta_row, k], a0.window_values(),
+                                                a0.extent_values(), (self.bm, bk), self.threads),
+                                tile.tiles_exactly(self.m, self.bm, mm), False)
+            self.add(warp.FillStoreOp(load.result, self.s_a, stage, self.threads))
+        if self.fill_b:  # an N-major B: lines along N, its transpose staged
+            load = self.bounded(warp.FillLoadOp(b0.ref, [self.bz, k, self.cta_col], b0.window_values(),
+                                                b0.extent_values(), (self.bn, bk), self.threads, transpose=True),
+                                False, tile.tiles_exactly(self.n, self.bn, mn))
+            self.add(warp.FillStoreOp(load.result, self.s_b, stage, self.threads))
 
     def stage_meta(self, kt: SSAValue) -> list[SSAValue]:
         """A pre-compressed A's metadata for the stage: per instruction row of the warp tile,

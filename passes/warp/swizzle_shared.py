@@ -86,7 +86,7 @@ class SwizzleShared(ModulePass):
             if not isinstance(ref.layout, NoneAttr):
                 continue  # a layout given already is kept
             users = [use.operation for use in alloc.memref.uses]
-            if not all(isinstance(u, (warp.CopyAsyncOp, warp.LdMatrixOp, warp.LoadSharedOp)) for u in users):
+            if not all(isinstance(u, (warp.CopyAsyncOp, warp.FillStoreOp, warp.LdMatrixOp, warp.LoadSharedOp)) for u in users):
                 continue  # an access that does not know the swizzle: keep the plain layout
             readers = [u for u in users if isinstance(u, warp.LoadSharedOp)]
             mult = min(MULTIPLIERS, key=lambda m: sum(read_wavefronts(u, m) for u in readers))

@@ -11,7 +11,8 @@ that keeps the launch shape and the argument ABI; all kernels of a target share 
 This module is the pass: the kernel's preamble (parameters, lane id), the patterns in the order
 they are tried, and the entry with its ABI. The patterns live by concern: `state` (what they
 share), `index` (arith, ids, scf), `fragment_ops` (fragments in registers and global memory),
-`sparse_a` (sparse A and its metadata), `shared` (shared memory), with the PTX emission helpers
+`sparse_a` (sparse A and its metadata), `shared` (shared memory), `fill` (the transposing
+fill), with the PTX emission helpers
 in `fragment_io`.
 """
 
@@ -35,6 +36,7 @@ from tilemma.passes.errors import LoweringError
 from tilemma.passes.rewriting import TypedPatternApplier, TypedPatternWalker
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.elementwise import LowerCast, LowerMap
+from tilemma.passes.warp_to_ptx.fill import LowerFillLoad, LowerFillStore
 from tilemma.passes.warp_to_ptx.fragment_ops import (
     LowerFragConstant,
     LowerLoad,
@@ -135,7 +137,7 @@ class WarpToPtx(ModulePass):
                 LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
                 LowerLoadMeta(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
-                LowerSplitKReduce(state),
+                LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}
@@ -179,7 +181,11 @@ class WarpToPtx(ModulePass):
         assert first is not None
         threads = kernel.attributes["warp.block"]
         (wm, wn), (rm, rn), stages, stage_k = _tiling(kernel)
-        variant = next(o for o in kernel.walk() if isinstance(o, warp.MmaOp)).c.type.variant  # type: ignore[union-attr]
+        mma = next((o for o in kernel.walk() if isinstance(o, warp.MmaOp)), None)
+        if mma is None:
+            raise LoweringError(kernel, "warp-to-ptx: a kernel has no warp.mma (its instruction names the kernel's "
+                                "configuration and ABI); nothing to lower a GEMM kernel from")
+        variant = mma.c.type.variant  # type: ignore[union-attr]
         gx, gy, gz = _grid_text(kernel)
         e.ops.insert(0, ptx.CommentOp(
             f"{variant.opcode}: grid ({gx}, {gy}, {gz}), block ({threads.get_values()[0]}, 1, 1); "  # type: ignore[union-attr]

@@ -265,6 +265,30 @@ def _dec_bfi(d, op, mods, args, where) -> Fn:
     return run
 
 
+def _dec_prmt(d, op, mods, args, where) -> Fn:
+    """prmt.b32 d, a, b, c (the default mode): byte i of d is byte (c >> 4i) & 7 of the 8 bytes
+    {b, a} (a's bytes 0-3, b's 4-7), or that byte's sign bit copied through the byte where bit 3
+    of the selector nibble is set. The modes (.f4e, .b4e, .rc8, .ecl, .ecr, .rc16) are refused."""
+    if mods != ["b32"]:
+        raise EmulationError(f"{where}: expected prmt.b32 (the default mode; {'.'.join(mods)} is not supported)")
+    dst, a, b, c = _one(d, op, args, 4, where)
+    ra, rb, rc, write = _reader(d, a, "b32", where), _reader(d, b, "b32", where), _reader(d, c, "b32", where), _writer(dst, where)
+    u64 = np.uint64
+
+    def run(m, mask):
+        x = np.asarray(ra(m)).astype(u64) | (np.asarray(rb(m)).astype(u64) << u64(32))
+        sel = np.asarray(rc(m)).astype(u64)
+        out = np.zeros(np.broadcast(x, sel).shape, dtype=u64)
+        for i in range(4):
+            nib = (sel >> u64(4 * i)) & u64(0xF)
+            byte = (x >> ((nib & u64(7)) * u64(8))) & u64(0xFF)
+            byte = np.where(nib & u64(8), np.where(byte & u64(0x80), u64(0xFF), u64(0)), byte)
+            out |= byte << u64(8 * i)
+        write(m, _per_thread(out.astype(np.uint32), m.T), mask)
+
+    return run
+
+
 def _popcount(x: np.ndarray) -> np.ndarray:
     """Set bits of each unsigned integer, as uint32 (NumPy >= 2 has it built in)."""
     x = np.asarray(x)

@@ -14,7 +14,7 @@ from tilemma.compiler.core.progress import Progress
 from tilemma.compiler.core.targets import max_shared_per_cta
 from tilemma.compiler.verify import mma_arith
 from tilemma.compiler.verify.emulator.alu import (
-    _dec_abs_neg, _dec_bfe, _dec_bfi, _dec_binary, _dec_cvt, _dec_cvta, _dec_div_rem, _dec_mov, _dec_mul_mad,
+    _dec_abs_neg, _dec_bfe, _dec_bfi, _dec_binary, _dec_prmt, _dec_cvt, _dec_cvta, _dec_div_rem, _dec_mov, _dec_mul_mad,
     _dec_not, _dec_popc, _dec_selp, _dec_setp, _dec_shift,
 )
 from tilemma.compiler.verify.emulator.float_ops import DECODERS as _FLOAT_DECODERS
@@ -34,7 +34,7 @@ _DECODERS = {
     "mov": _dec_mov, "add": _dec_binary, "sub": _dec_binary, "min": _dec_binary, "max": _dec_binary,
     "and": _dec_binary, "or": _dec_binary, "xor": _dec_binary, "not": _dec_not,
     "mul": _dec_mul_mad, "mad": _dec_mul_mad, "div": _dec_div_rem, "rem": _dec_div_rem,
-    "shl": _dec_shift, "shr": _dec_shift, "bfe": _dec_bfe, "bfi": _dec_bfi, "setp": _dec_setp,
+    "shl": _dec_shift, "shr": _dec_shift, "bfe": _dec_bfe, "bfi": _dec_bfi, "prmt": _dec_prmt, "setp": _dec_setp,
     "selp": _dec_selp, "cvt": _dec_cvt, "cvta": _dec_cvta, "ld": _dec_ld, "st": _dec_st,
     "popc": _dec_popc, "abs": _dec_abs_neg, "neg": _dec_abs_neg, "atom": _dec_atom,
     "cp": _dec_cp, "ldmatrix": _dec_ldmatrix, "bar": _dec_bar, "barrier": _dec_bar,

@@ -1,7 +1,7 @@
 // 8-bit operands take the staged schedule when B is K-major (column-major): its copies transpose
 // the K x N tile into an N x K stage (each shared row one contiguous run of a column of B), and
-// both operands' fragments are plain ldmatrix .x4 (ldmatrix's .trans moves 16-bit elements, so
-// a row-major 8-bit B cannot be staged: it is refused when stages are forced). stage-k is
+// both operands' fragments are plain ldmatrix .x4 (ldmatrix's .trans moves 16-bit elements: a
+// row-major 8-bit B takes the transposing fill, below). stage-k is
 // automatic: 128 bytes of K per shared row. Stages that do not fit in shared memory are refused.
 // RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp' | filecheck %s
 // RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{stages=3}' 2>&1 | filecheck %s --check-prefix=ROW
@@ -26,17 +26,44 @@ func.func @s8_kmajor(%a: memref<2048x2048xsi8>, %b: memref<2048x2048xsi8, stride
 }
 
 // -----
+// A row-major 8-bit B (N contiguous) is staged by the transposing fill (fill = b): its stage is
+// K-major, as a K-major B's, and read with the same ldmatrix; each stage's warp.fill_load is
+// issued S - 1 stages ahead, right after a barrier, and its warp.fill_store waits for the
+// stage's mmas, just before the next barrier (warp-defer-fill-stores). A keeps its cp.async.
 // CHECK-LABEL: func.func @s8_rowmajor
+// CHECK-SAME:  fill = b
+// CHECK:       memref.alloc() {alignment = 128 : i64} : memref<3x128x128xsi8, 3 : i64>
+// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x128x128xsi8, 3 : i64>
+// CHECK:       scf.for
+// CHECK:         warp.copy_async %a
+// CHECK:         %[[W:.*]] = warp.fill_load %b[{{.*}}] {{{.*}}shape = array<i64: 128, 128>, threads = 256 : i64, transpose, in_bounds = array<i64: 0, 1>} : memref<1024x1024xsi8> -> !warp.staged<16>
+// CHECK:         warp.mma
+// CHECK:         warp.fill_store %[[W]], %[[SB]][%{{.*}}] {threads = 256 : i64} : !warp.staged<16>, memref<3x128x128xsi8, 3 : i64>
+// CHECK-NEXT:    "gpu.barrier"() : () -> ()
+// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<3x128x128xsi8, 3 : i64> -> !warp.frag<b, si8,
+func.func @s8_rowmajor(%a: memref<1024x1024xsi8>, %b: memref<1024x1024xsi8>, %d: memref<1024x1024xsi32>) {
+  %ta = tile.load %a[0, 0] : memref<1024x1024xsi8> -> !tile.tile<1024x1024xsi8>
+  %tb = tile.load %b[0, 0] : memref<1024x1024xsi8> -> !tile.tile<1024x1024xsi8>
+  %z = tile.constant 0 : !tile.tile<1024x1024xsi32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<1024x1024xsi8>, !tile.tile<1024x1024xsi8>, !tile.tile<1024x1024xsi32> -> !tile.tile<1024x1024xsi32>
+  tile.store %td, %d[0, 0] : !tile.tile<1024x1024xsi32>, memref<1024x1024xsi32>
+  func.return
+}
+
+// -----
+// ... unless N is not a multiple of 4 (a word of a row would straddle the tile's edge): the
+// simple schedule, and forcing stages is refused with the reason.
+// CHECK-LABEL: func.func @s8_rowmajor_ragged
 // CHECK-NOT:   memref.alloc
 // CHECK:       warp.load %b
 // ROW:         staged-8bit.mlir:[[# @LINE + 6]]:3
 // ROW:         stages=3: this kernel cannot be staged through shared memory: 8-bit B must be K-major
-func.func @s8_rowmajor(%a: memref<64x64xsi8>, %b: memref<64x64xsi8>, %d: memref<64x64xsi32>) {
+func.func @s8_rowmajor_ragged(%a: memref<64x64xsi8>, %b: memref<64x62xsi8, strided<[64, 1]>>, %d: memref<64x62xsi32>) {
   %ta = tile.load %a[0, 0] : memref<64x64xsi8> -> !tile.tile<64x64xsi8>
-  %tb = tile.load %b[0, 0] : memref<64x64xsi8> -> !tile.tile<64x64xsi8>
-  %z = tile.constant 0 : !tile.tile<64x64xsi32>
-  %td = tile.mma %ta, %tb, %z : !tile.tile<64x64xsi8>, !tile.tile<64x64xsi8>, !tile.tile<64x64xsi32> -> !tile.tile<64x64xsi32>
-  tile.store %td, %d[0, 0] : !tile.tile<64x64xsi32>, memref<64x64xsi32>
+  %tb = tile.load %b[0, 0] : memref<64x62xsi8, strided<[64, 1]>> -> !tile.tile<64x62xsi8>
+  %z = tile.constant 0 : !tile.tile<64x62xsi32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<64x64xsi8>, !tile.tile<64x62xsi8>, !tile.tile<64x62xsi32> -> !tile.tile<64x62xsi32>
+  tile.store %td, %d[0, 0] : !tile.tile<64x62xsi32>, memref<64x62xsi32>
   func.return
 }
 

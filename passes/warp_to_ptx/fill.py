@@ -1,0 +1,213 @@
+"""`warp-to-ptx` patterns of the transposing fill (`dialects/warp_fill.py`).
+
+`warp.fill_load`: for each chunk of the thread (`FillLayout`), 4 `ld.global.b32`, one for each
+of its 4 elements across, each word holding that element of the chunk's 4 lines; zero (nothing
+read) past the extent. `warp.fill_store`: a chunk's 4 words transposed by 8 `prmt` (word q then
+holds the 4 elements across of line q) and stored with one `st.shared.b32` each into the lines of
+the K-major stage.
+
+A thread rotates which transposed word it stores first by the low two bits of its word index r:
+store j writes line `4 * word + (j ^ r)`. Lines 4 apart of a 128-byte stage row share a bank
+group every 8 lines, so without the rotation a store's 8 neighbouring words would meet in 2
+bank groups (4-way conflicts); with it in 4 (2-way). The rotation costs nothing: it is in the
+`prmt` selectors, registers computed once per thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import MemRefType
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+
+from tilemma.dialects import warp
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.warp_to_ptx import fragment_io as fio
+from tilemma.passes.warp_to_ptx.fragment_io import window_of
+from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _swizzle
+from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, all_reg, reg, regs
+
+# prmt selectors: the low and high byte pairs of two words interleaved (level 1), and the low
+# and high halves of two words joined (level 2); adding SWAP turns each into its other one.
+_PAIRS_LOW, _HALVES_LOW, _SWAP = 0x5140, 0x5410, 0x2222
+
+
+def _thread_parts(e: fio.Emitter, layout: warp.FillLayout) -> tuple[str, str]:
+    """(word, first block) of this thread's chunks, from %tid.x (`FillLayout.word/block`)."""
+    tid, warp_id, lane = e.reg("b32"), e.reg("b32"), e.reg("b32")
+    e.emit("mov.u32", tid, "%tid.x")
+    e.emit("shr.u32", warp_id, tid, 5)
+    e.emit("and.b32", lane, tid, 31)
+    groups = layout.words // layout.lanes
+    word, block, t = e.reg("b32"), e.reg("b32"), e.reg("b32")
+    e.emit("rem.u32", word, warp_id, groups)
+    e.emit("mul.lo.u32", word, word, layout.lanes)
+    e.emit("rem.u32", t, lane, layout.lanes)
+    e.emit("add.u32", word, word, t)
+    e.emit("div.u32", block, warp_id, groups)
+    e.emit("mul.lo.u32", block, block, 32 // layout.lanes)
+    e.emit("div.u32", t, lane, layout.lanes)
+    e.emit("add.u32", block, block, t)
+    return word, block
+
+
+@dataclass
+class LowerFillLoad(RewritePattern):
+    """`warp.fill_load`: the thread's words, `ld.global.b32` each, predicated at the extent."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.FillLoadOp, rewriter: PatternRewriter) -> None:
+        ptr, idx = reg(op.ref), all_reg(op.indices)
+        if ptr is None or idx is None:
+            return
+        batch, row0, col0 = idx
+        kernel = self.state.kernel(op)
+        layout = op.layout()
+        window = window_of(op, kernel.memrefs.get(ptr))
+        lines_dim, across_dim = (2, 1) if op.transpose is not None else (1, 2)
+        if window.strides[lines_dim] != 1 or window.bits != 8:
+            raise LoweringError(op, "warp.fill_load reads 8-bit lines contiguous in memory: the window's "
+                                f"{'columns' if lines_dim == 2 else 'rows'} must have stride 1")
+        per = layout.per_word
+        step = layout.block_step * per  # elements across between a thread's chunks
+        stride = window.strides[across_dim]  # bytes (8-bit): a register where `?`
+
+        def parts(e: fio.Emitter) -> tuple[str, str, str, str]:
+            """(line, first element across, byte offset of the first word, rotation) of the thread."""
+            word, block = kernel.thread_invariant(("fill-thread", layout), lambda e2: _thread_parts(e2, layout))
+            line, across = e.reg("b32"), e.reg("b32")
+            e.emit("mul.lo.u32", line, word, per)
+            e.emit("mul.lo.u32", across, block, per)
+            offset, line64 = e.reg("b64"), e.reg("b64")
+            fio._mul_wide(e, offset, across, stride)
+            e.emit("cvt.u64.u32", line64, line)
+            e.emit("add.s64", offset, offset, line64)
+            return line, across, offset, word
+
+        line, across, offset, _ = kernel.thread_invariant(("fill-load", layout, stride), parts)
+        e = fio.Emitter(kernel.regs)
+        origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
+        base = e.reg("b64")
+        e.emit("add.s64", base, origin.ptr, offset)
+        line0, across0 = (col0, row0) if lines_dim == 2 else (row0, col0)
+        ext_lines, ext_across = window.extent[lines_dim], window.extent[across_dim]
+        in_lines, in_across = window.in_bounds[lines_dim - 1], window.in_bounds[across_dim - 1]
+        line_ok = None
+        if not in_lines:  # the word's first line inside: all 4 are (the extent is a multiple of 4)
+            at, line_ok = e.reg("b32"), e.reg("pred")
+            e.emit("add.u32", at, line, e.in_register(line0))  # type: ignore[arg-type]
+            e.emit("setp.lt.u32", line_ok, at, ext_lines)
+        first = None
+        if not in_across:
+            first = e.reg("b32")
+            e.emit("add.u32", first, across, e.in_register(across0))  # type: ignore[arg-type]
+        words = []
+        for i in range(layout.chunks_per_thread):
+            for j in range(per):
+                k = i * step + j  # elements across past the thread's first
+                w = e.reg("b32")
+                words.append(w)
+                guard = line_ok
+                if first is not None:
+                    at, ok = e.reg("b32"), e.reg("pred")
+                    e.emit("add.u32", at, first, k)
+                    e.emit("setp.lt.u32", ok, at, ext_across)
+                    if line_ok is not None:
+                        e.emit("and.pred", ok, ok, line_ok)
+                    guard = ok
+                if isinstance(stride, int) or not k:
+                    address = f"[{base}+{k * stride}]" if k else f"[{base}]"
+                else:
+                    addr, off = e.reg("b64"), e.reg("b64")
+                    fio._mul_wide(e, off, e.in_register(str(k)), stride)
+                    e.emit("add.s64", addr, base, off)
+                    address = f"[{addr}]"
+                if guard is not None:
+                    e.emit("mov.b32", w, 0)
+                e.emit("ld.global.b32", w, address, guard=guard)
+        _finish(op, rewriter, e, [words])
+
+
+@dataclass
+class LowerFillStore(RewritePattern):
+    """`warp.fill_store`: each chunk's 4 words transposed by `prmt` (with the thread's rotation,
+    see the module docstring) and stored to its 4 lines, swizzled as the buffer's type says."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.FillStoreOp, rewriter: PatternRewriter) -> None:
+        words, dst, stage = regs(op.value), reg(op.dest), reg(op.stage)
+        if words is None or dst is None or stage is None:
+            return
+        kernel = self.state.kernel(op)
+        layout = op.layout()
+        ref = op.dest.type
+        assert isinstance(ref, MemRefType)
+        _, row_bytes, stage_bytes = _shared_geometry(ref)
+        swizzle, mult = _swizzle(ref)
+        per = layout.per_word
+        step_bytes = layout.block_step * per * layout.bits // 8  # bytes across between chunks
+
+        def parts(e: fio.Emitter) -> tuple[list[str], list[str], str, list[str]]:
+            """Per store j: the line's byte offset and its swizzle phase (as a granule XOR); the
+            byte column of the first chunk; the four prmt selectors of the rotation."""
+            word, block = kernel.thread_invariant(("fill-thread", layout), lambda e2: _thread_parts(e2, layout))
+            r, r0, r1 = e.reg("b32"), e.reg("b32"), e.reg("b32")
+            e.emit("and.b32", r, word, 3)
+            e.emit("and.b32", r0, word, 1)
+            e.emit("shr.u32", r1, r, 1)
+            sels = []
+            for bit, low, sign in ((r1, _PAIRS_LOW, 1), (r1, _PAIRS_LOW + _SWAP, -1),
+                                   (r0, _HALVES_LOW, 1), (r0, _HALVES_LOW + _SWAP, -1)):
+                s = e.reg("b32")
+                e.emit("mad.lo.s32", s, bit, sign * _SWAP, low)
+                sels.append(s)
+            rows, phases = [], []
+            per_line, period = warp.swizzle_phases(row_bytes)
+            for j in range(per):
+                line, off = e.reg("b32"), e.reg("b32")
+                e.emit("xor.b32", line, r, j)
+                e.emit("mad.lo.u32", line, word, per, line)
+                e.emit("mul.lo.u32", off, line, row_bytes)
+                rows.append(off)
+                if swizzle:
+                    ph = e.reg("b32")
+                    e.emit("shr.u32", ph, line, per_line.bit_length() - 1)
+                    if mult != 1:
+                        e.emit("mul.lo.u32", ph, ph, mult)
+                    e.emit("and.b32", ph, ph, period - 1)
+                    e.emit("shl.b32", ph, ph, 4)
+                    phases.append(ph)
+            col = e.reg("b32")
+            e.emit("mul.lo.u32", col, block, per * layout.bits // 8)
+            return rows, phases, col, sels
+
+        rows, phases, col, (pair_a, pair_b, half_even, half_odd) = kernel.thread_invariant(
+            ("fill-store", layout, row_bytes, swizzle, mult), parts)
+        e = fio.Emitter(kernel.regs)
+        stage_base = e.reg("b32")
+        e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
+        for i in range(layout.chunks_per_thread):
+            w0, w1, w2, w3 = words[i * per:(i + 1) * per]
+            xa, xb, ya, yb = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
+            e.emit("prmt.b32", xa, w0, w1, pair_a)
+            e.emit("prmt.b32", xb, w0, w1, pair_b)
+            e.emit("prmt.b32", ya, w2, w3, pair_a)
+            e.emit("prmt.b32", yb, w2, w3, pair_b)
+            c = e.reg("b32")
+            e.emit("add.u32", c, col, i * step_bytes)
+            for j, (x, y, sel) in enumerate(((xa, ya, half_even), (xa, ya, half_odd), (xb, yb, half_even),
+                                             (xb, yb, half_odd))):
+                out, addr = e.reg("b32"), e.reg("b32")
+                e.emit("prmt.b32", out, x, y, sel)
+                if swizzle:
+                    e.emit("xor.b32", addr, c, phases[j])
+                    e.emit("add.u32", addr, addr, rows[j])
+                else:
+                    e.emit("add.u32", addr, c, rows[j])
+                e.emit("add.u32", addr, addr, stage_base)
+                e.emit("st.shared.b32", f"[{addr}]", out)
+        _finish(op, rewriter, e)

@@ -1,0 +1,37 @@
+"""The transposing fill on the GPU: 8-bit operands stored M- or N-contiguous, staged through
+registers (`warp.fill_load` / `warp.fill_store`), give D bit for bit as the emulator computes it
+(the runner's twin check), at odd sizes, with split-K, batched, and for fp8."""
+
+import re
+
+import pytest
+
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
+from tilemma.compiler.runtime import cuda_runtime
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not cuda_runtime.gpu_available(), reason=f"no GPU: {cuda_runtime.gpu_unavailable_reason()}"),
+]
+
+CASES = [  # (spec, the operands filled)
+    (GemmSpec(130, 72, 200, "s8", "s8", "s32"), "b"),
+    (GemmSpec(132, 96, 300, "s8", "s8", "s32", a_layout="col", b_layout="col"), "a"),
+    (GemmSpec(132, 100, 260, "s8", "u8", "s32", a_layout="col"), "ab"),
+    (GemmSpec(100, 68, 96, "e4m3", "e5m2", "f32"), "b"),
+    (GemmSpec(16, 4096, 4096, "s8", "s8", "s32"), "b"),  # split-K (the automatic choice)
+    (GemmSpec(100, 64, 96, "s8", "s8", "s32", batch=3), "b"),
+    (GemmSpec(1024, 1024, 1024, "u8", "u8", "s32", a_layout="col"), "ab"),
+]
+
+
+@pytest.mark.parametrize("spec, fill", CASES, ids=lambda c: getattr(c, "name", str(c)))
+def test_fill_on_the_gpu_is_the_emulators_bits(spec, fill):
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
+    # the fill's transposes are its prmts; staged (no fragment loads from global memory)
+    assert kernel.ptx.count("prmt.b32") and "stages=0" not in kernel.abi.config, kernel.abi.config
+    assert kernel.ptx.count("ld.global.b32") and bool(re.search(r"cp\.async\.c[ag]\.shared", kernel.ptx)) == (fill != "ab")
+    result = run_compiled(kernel, seed=5, on="gpu")
+    assert result.ok, result.line()

@@ -1,0 +1,123 @@
+"""The transposing fill: an 8-bit operand stored M- or N-contiguous staged through registers
+(`warp.fill_load` / `warp.fill_store`) into the K-major stage ldmatrix reads. In the emulator
+against the project's reference (every element, integers exactly) at odd sizes; what `tile-plan`
+chooses and refuses; the chunk layout covering a stage exactly once. (The emulator's `prmt`:
+tests/test_emulator.py; on the GPU: tests/gpu/test_fill_gpu.py.)"""
+
+import numpy as np
+import re
+
+import pytest
+from xdsl.utils.exceptions import VerifyException
+
+import tilemma
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
+from tilemma.dialects import warp
+
+
+def compiled(spec: GemmSpec, **options):
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", tune_cache="", **options))
+    return kernel
+
+
+CASES = {  # (spec, the operands filled)
+    "b-row": (GemmSpec(130, 72, 200, "s8", "s8", "s32"), "b"),
+    "a-col": (GemmSpec(132, 96, 300, "u8", "s8", "s32", a_layout="col", b_layout="col"), "a"),
+    "both": (GemmSpec(132, 100, 260, "s8", "u8", "s32", a_layout="col"), "ab"),
+    "fp8": (GemmSpec(100, 68, 96, "e4m3", "e5m2", "f32"), "b"),
+    "batched": (GemmSpec(68, 64, 160, "s8", "s8", "s32", batch=3, bcast="b"), "b"),
+    "epilogue": (GemmSpec(64, 96, 128, "s8", "s8", "s32", a_layout="col", vector_scales="rows,cols", out="f16"), "ab"),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_fill_matches_the_reference(name):
+    spec, fill = CASES[name]
+    kernel = compiled(spec)
+    assert "stages=0" not in kernel.abi.config and "prmt.b32" in kernel.ptx, kernel.abi.config
+    assert bool(re.search(r"cp\.async\.c[ag]\.shared", kernel.ptx)) == (fill != "ab")
+    result = run_compiled(kernel, seed=11, on="emulator")
+    assert result.ok, result.line()
+
+
+def test_fill_with_split_k():
+    kernel = compiled(GemmSpec(16, 256, 2048, "s8", "s8", "s32"), split_k=4)
+    assert "split-k=4" in kernel.abi.config and "prmt.b32" in kernel.ptx
+    result = run_compiled(kernel, seed=2, on="emulator")
+    assert result.ok, result.line()
+
+
+def test_fill_with_sizes_known_at_launch():
+    """One `?`-size kernel: the variant for N a multiple of 4 fills B; the one for N = 70 cannot
+    (a word would straddle the edge) and takes the simple schedule; both compute D exactly."""
+    spec = GemmSpec(0, 0, 0, "s8", "s8", "s32", dynamic="mnk")
+    [kernel] = tilemma.compile(str(gemm_module(spec)), sm="90", cache=False)
+    rng = np.random.default_rng(8)
+    for m, n, k, filled in ((100, 68, 96, True), (37, 70, 64, False)):
+        a = rng.integers(-128, 128, (m, k), dtype=np.int8)
+        b = rng.integers(-128, 128, (k, n), dtype=np.int8)
+        c = rng.integers(-2**20, 2**20, (m, n), dtype=np.int32)
+        d = np.zeros((m, n), np.int32)
+        arrays = (a, b, c, d)
+        bound = kernel.bind([x.shape for x in arrays], [tuple(s // x.itemsize for s in x.strides) for x in arrays])
+        assert ("prmt.b32" in bound.ptx) == filled
+        kernel.emulate(a, b, c, d)
+        want = (a.astype(np.int64) @ b.astype(np.int64) + c).astype(np.int32)
+        np.testing.assert_array_equal(d, want)
+
+
+@pytest.mark.parametrize("spec, fill", [
+    (GemmSpec(256, 256, 256, "s8", "s8", "s32"), "b"),
+    (GemmSpec(256, 256, 256, "s8", "s8", "s32", a_layout="col", b_layout="col"), "a"),
+    (GemmSpec(256, 256, 256, "s8", "s8", "s32", a_layout="col"), "ab"),
+    (GemmSpec(256, 256, 256, "s8", "s8", "s32", b_layout="col"), ""),
+])
+def test_plan_fills_the_operands_ldmatrix_cannot_read(spec, fill):
+    kernel = compiled(spec)
+    assert ("prmt.b32" in kernel.ptx) == bool(fill) and "stages=3" in kernel.abi.config
+
+
+def test_a_ragged_word_leaves_the_simple_schedule_and_forcing_is_refused():
+    spec = GemmSpec(64, 62, 64, "s8", "s8", "s32")  # N = 62: a row's last word straddles the edge
+    assert "stages=0" in compiled(spec).abi.config
+    with pytest.raises(LocatedVerifyError, match="8-bit B must be K-major"):
+        compiled(spec, stages=3)
+
+
+def test_a_stage_the_fill_cannot_split_evenly_is_refused_when_forced():
+    spec = GemmSpec(256, 256, 256, "s8", "s8", "s32")
+    with pytest.raises(LocatedVerifyError, match="transposing fill of B cannot split a 16 x 32 stage evenly "
+                       "over 128 threads"):
+        compiled(spec, warps="2x2", warp_tile="1x1", stages=3, stage_k=32)
+
+
+@pytest.mark.parametrize("lines, across, threads", [(128, 128, 128), (128, 128, 256), (64, 128, 256),
+                                                    (256, 64, 512), (32, 128, 32), (128, 32, 64)])
+def test_fill_layout_covers_every_chunk_once(lines, across, threads):
+    layout = warp.FillLayout.of(lines, across, 8, threads)
+    assert layout is not None
+    seen = [(layout.word(t), layout.block(t) + i * layout.block_step)
+            for t in range(threads) for i in range(layout.chunks_per_thread)]
+    assert sorted(seen) == [(w, b) for w in range(lines // 4) for b in range(across // 4)]
+
+
+def test_fill_layout_refuses_what_does_not_split():
+    assert warp.FillLayout.of(32, 32, 8, 128) is None  # 64 chunks over 128 threads
+    assert warp.FillLayout.of(130, 128, 8, 128) is None  # lines not a multiple of 4
+    assert warp.FillLayout.of(128, 128, 16, 128) is None  # 16-bit: ldmatrix .trans reads it
+
+
+def test_staged_type_and_fill_store_verifier():
+    from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, Signedness, i64
+    from xdsl.ir import Block
+
+    assert str(warp.StagedType(16)) == "!warp.staged<16>"
+    stage = MemRefType(IntegerType(8, Signedness.SIGNED), [3, 128, 128], memory_space=IntegerAttr(warp.SHARED, i64))
+    block = Block(arg_types=[warp.StagedType(8), stage, IndexType()])
+    op = warp.FillStoreOp(block.args[0], block.args[1], block.args[2], 128)
+    block.add_op(op)
+    with pytest.raises(VerifyException, match="each thread stores 32 words of this stage, not 8"):
+        op.verify()
