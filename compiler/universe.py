@@ -72,12 +72,6 @@ def _prefetch():
     return WarpPrefetchFragments
 
 
-def _defer_fill_stores():
-    from tilemma.passes.warp.defer_fill_stores import WarpDeferFillStores
-
-    return WarpDeferFillStores
-
-
 def _tile_to_warp():
     from tilemma.passes.tile_to_warp import TileToWarp
 
@@ -150,7 +144,6 @@ PASSES = {
     "warp-stage-shared": _stage_shared,
     "warp-pipeline": _pipeline,
     "warp-prefetch-fragments": _prefetch,
-    "warp-defer-fill-stores": _defer_fill_stores,
     "warp-widen-int4": _widen_int4,
     "tile-to-warp": _tile_to_warp,
     "warp-swizzle-shared": _swizzle_shared,

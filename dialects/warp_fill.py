@@ -5,12 +5,12 @@
 A with M contiguous) cannot reach the K-major stage that the 8-bit `ldmatrix` reads by either. The
 fill does it in two halves, so that the global latency hides behind a stage of mmas:
 
-- `warp.fill_load` (at the top of a K iteration): each thread loads, for each of its chunks, the
-  32-bit words of `32 / bits` consecutive lines across the window's contiguous dimension, into a
-  `!warp.staged<N>` value (N words, zero past the window's extent);
-- `warp.fill_store` (where `warp-defer-fill-stores` puts it, before the next barrier): the thread
-  transposes each chunk's words in registers (`prmt`: word q of the result holds element q of
-  every loaded line) and stores them into the K-major stage, one 32-bit `st.shared` each.
+- `warp.fill_load`: each thread loads, for each of its chunks, the 32-bit words of `32 / bits`
+  consecutive lines across the window's contiguous dimension, into a `!warp.staged<N>` value (N
+  words, zero past the window's extent);
+- `warp.fill_store`: the thread transposes each chunk's words in registers (`prmt`: word q of the
+  result holds element q of every loaded line) and stores them into the K-major stage, one 32-bit
+  `st.shared` each. `warp-pipeline` runs it an iteration after its load, the words carried.
 
 Which thread holds which chunk is `FillLayout`, the meaning of a `!warp.staged` value; both ops'
 lowerings read it, and `tile-plan` asks it whether a tile can be filled at all.

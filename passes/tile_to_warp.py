@@ -1,8 +1,7 @@
 """`tile-to-warp`: the whole tile -> warp chain as one pass, for command lines and tests.
 
 It runs, in order, `tile-plan` (with this pass's options), `tile-distribute`,
-`tile-distribute-epilogue`, `warp-stage-shared`, `warp-pipeline`, `warp-prefetch-fragments`,
-`warp-defer-fill-stores` and `warp-widen-int4`: each
+`tile-distribute-epilogue`, `warp-stage-shared`, `warp-pipeline`, `warp-prefetch-fragments` and `warp-widen-int4`: each
 does one thing and has its own lit tests; this is only their composition, as MLIR registers
 pass pipelines. `tilemma compile` runs the same passes one by one (`--print-ir-after-all`
 shows each level).
@@ -19,7 +18,6 @@ from xdsl.passes import ModulePass
 from tilemma.passes.tile.distribute import TileDistribute
 from tilemma.passes.tile.distribute_epilogue import TileDistributeEpilogue
 from tilemma.passes.tile.plan import TilePlan
-from tilemma.passes.warp.defer_fill_stores import WarpDeferFillStores
 from tilemma.passes.warp.pipeline import WarpPipeline
 from tilemma.passes.warp.prefetch import WarpPrefetchFragments
 from tilemma.passes.warp.stage_shared import WarpStageShared
@@ -28,8 +26,7 @@ from tilemma.passes.warp.widen_int4 import WarpWidenInt4
 
 def chain(plan: TilePlan) -> list[ModulePass]:
     """The passes from tile IR to the finished warp-level kernel."""
-    return [plan, TileDistribute(), TileDistributeEpilogue(), WarpStageShared(), WarpPipeline(), WarpPrefetchFragments(),
-            WarpDeferFillStores(), WarpWidenInt4()]
+    return [plan, TileDistribute(), TileDistributeEpilogue(), WarpStageShared(), WarpPipeline(), WarpPrefetchFragments(), WarpWidenInt4()]
 
 
 @dataclass(frozen=True)

@@ -129,9 +129,13 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
 _H100: dict[str, Config] = {
     "16bit": Config("2x2", "4x8", 3, 64),
     "8bit": Config("2x2", "4x8", 3, 128),
-    # an M-major A or N-major B through the transposing fill (4x8 spills): H200, 4096^3, B row-major
-    # 397 TOP/s (2x4 of 2x8: 314, 2x4 of 4x4 with 4 stages of K 64: 281); an M-major A 403 (2x4 of 2x8: 501)
-    "8bit-fill": Config("4x2", "2x8", 3, 128),
+    # through the transposing fill (plan.default_schedule: the operands filled), H200 at 4096^3 with
+    # the stores an iteration behind the loads: an N-major B 479 TOP/s (2x4 of 4x4 479, 2x2 of
+    # 4x8 426: 172 bytes spilled); an M-major A 623 (4x2 of 2x8 472; 44 bytes spilled, 2x4 of 2x8
+    # 535); both 369 (2x4 of 4x8 186); Triton's mma.sync path 479, 429, 324 in the same run
+    "8bit-fill-b": Config("4x2", "2x8", 3, 128),
+    "8bit-fill-a": Config("2x4", "4x8", 3, 128),
+    "8bit-fill-ab": Config("4x2", "2x8", 3, 128),
     "fp8": Config("2x2", "2x8", 3, 128),  # two f16 HMMAs on converted registers: 4x8 spills
     "32bit": Config("2x2", "4x8", 3, 32),
     "32bit-row-b": Config("2x2", "2x8", 3, 32),  # B through warp.load_shared: 4x8 spills
@@ -163,7 +167,7 @@ def default(target: str | targets.SmTarget, schedule: str) -> Config:
 
 
 # The candidate family whose shortest stage K bounds how far `fit_shared` cuts a schedule's.
-SCHEDULE_FAMILY = {"fp8": "8bit", "8bit-fill": "8bit", "32bit-row-b": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit"}
+SCHEDULE_FAMILY = {"fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "32bit-row-b": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit"}
 
 
 def fit_shared(stages: int, stage_k: int, bits_per_k: int, limit: int, schedule: str, *,

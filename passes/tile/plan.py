@@ -240,7 +240,7 @@ def default_schedule(g, variant, fill: str = "") -> str:
         # an M-major A or a row-major B is read with warp.load_shared, as f64
         return "32bit" if column_major(g.b) and not column_major(g.a) else "32bit-row-b"
     if g.a.bits == 8:
-        return "fp8" if BY_PTX[variant.atype].name in FP8 else "8bit-fill" if fill else "8bit"
+        return "fp8" if BY_PTX[variant.atype].name in FP8 else f"8bit-fill-{fill}" if fill else "8bit"
     if widens(g, variant):
         return "4bit-widened"
     return f"{g.a.bits}bit"

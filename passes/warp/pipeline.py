@@ -13,6 +13,13 @@ the loop becomes:
   stage 1 of iteration kt, in the body's order, except that the copies and the commit go right
   after stage 1's barrier: they refill the slot iteration kt - 1 read, which every thread has
   left once it passes that barrier;
+- a transposing fill's stores (`warp.fill_store`) one iteration behind its loads where the ring
+  has the room (D >= 2): iteration kt stores, right after its barrier, the words iteration kt - 1
+  loaded (stage kt + D - 1, a loop-carried `!warp.staged` value), so no thread waits for its
+  loads before its mmas, and the shared stores run under them; the last prologue iteration's
+  words are the first carried value. (That stage's slot was last read in iteration kt - 2, its
+  readers wait at the barrier of iteration kt + D - 2 >= kt. With D = 1 the stores stay with
+  their loads.)
 - the last iteration peeled, its stage 1 only (its stage 0 would fill stages past K);
 - `warp.async_wait {pending = 0}` after it: nothing in flight when the CTA ends.
 
@@ -75,6 +82,17 @@ def _set_pending(ops, pending: int) -> None:
             op.pending = IntegerAttr(pending, i64)
 
 
+def _operand_chain(ops: list[Operation], within: list[Operation]) -> list[Operation]:
+    """The ops of `within` (in their order) that compute the operands of `ops`."""
+    need, work = set(), [v.owner for o in ops for v in o.operands]
+    while work:
+        o = work.pop()
+        if isinstance(o, Operation) and o in within and o not in need:
+            need.add(o)
+            work.extend(v.owner for v in o.operands)
+    return [o for o in within if o in need]
+
+
 def pipeline(loop: scf.ForOp, distance: int) -> None:
     """Pipeline `loop` (lower bound 0, step 1, at least one iteration: a constant trip count, or
     one known at launch, which the launch guarantees is at least 1) at `distance` iterations."""
@@ -85,6 +103,9 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
     body = loop.body.block
     kt = body.args[0]
     fill = fill_ops(body)
+    # a fill's stores, one iteration behind its loads (the module docstring), and what they need
+    late = [o for o in fill if isinstance(o, warp.FillStoreOp)] if distance >= 2 else []
+    late_chain = _operand_chain(late, [o for o in fill if is_pure(o)])
     consume = [o for o in body.ops if o not in fill and not isinstance(o, scf.YieldOp)]
     yield_op = body.last_op
     assert isinstance(yield_op, scf.YieldOp)
@@ -92,17 +113,19 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
     prologue = Cloner()
     for p in range(distance):
         prologue.map[kt] = prologue.const(p)
-        prologue.clone_all(fill)
+        prologue.clone_all([o for o in fill if o not in late] if p == distance - 1 else fill)
     insert_before(loop, prologue.ops)
+    carried_in = [prologue.value(s.value) for s in late]
 
     results = list(loop.iter_args)
     last_kt = None if ub is not None else arith.SubiOp(loop.ub, const_before(loop, 1))
     if last_kt is not None:
         insert_before(loop, [last_kt])
     if ub is None or ub > 1:
-        new_body = Block(arg_types=[a.type for a in body.args])
+        new_body = Block(arg_types=[a.type for a in body.args] + [s.value.type for s in late])
         inner = Cloner(dict(zip(body.args, new_body.args)))
         nkt = new_body.args[0]
+        carried = new_body.args[len(body.args):]
         shift = arith.AddiOp(nkt, const_before(loop, distance))  # the iteration stage 0 fills
         deferred: list[Operation] = []  # the copies and commit: after the iteration's barrier
 
@@ -113,14 +136,29 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
             inner.clone(op)
             inner.map[kt] = nkt
 
+        def store_late() -> None:
+            """The stores of the words iteration nkt - 1 loaded: stage nkt + distance - 1."""
+            behind = arith.AddiOp(nkt, const_before(loop, distance - 1))
+            inner.ops.append(behind)
+            stores = Cloner({**inner.map, kt: behind.result, **{s.value: c for s, c in zip(late, carried)}})
+            stores.clone_all(late_chain + late)
+            inner.ops.extend(stores.ops)
+
         for op in body.ops:
+            if op in late:
+                continue
             if op in fill and not is_pure(op):
                 deferred.append(op)
             elif op in fill:
                 fill_with(op)
+            elif isinstance(op, scf.YieldOp):
+                inner.ops.append(scf.YieldOp(*(inner.value(v) for v in op.operands),
+                                             *(inner.value(s.value) for s in late)))
             else:
                 inner.clone(op)
                 if isinstance(op, gpu.BarrierOp) and deferred:
+                    if late:
+                        store_late()
                     for d in deferred:
                         fill_with(d)
                     deferred = []
@@ -129,9 +167,9 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
         _set_pending(inner.ops, distance - 1)
         new_body.add_ops(inner.ops)
         end = const_before(loop, ub - 1) if last_kt is None else last_kt.result
-        kernel_loop = scf.ForOp(loop.lb, end, loop.step, loop.iter_args, new_body)
+        kernel_loop = scf.ForOp(loop.lb, end, loop.step, [*loop.iter_args, *carried_in], new_body)
         Rewriter.insert_op(kernel_loop, InsertPoint.before(loop))
-        results = list(kernel_loop.results)
+        results = list(kernel_loop.results)[:len(loop.iter_args)]
 
     last = Cloner(dict(zip(body.args[1:], results)))
     last.map[kt] = last.const(ub - 1) if last_kt is None else last_kt.result
@@ -142,7 +180,6 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
     for old, new in zip(loop.results, yield_op.operands):
         old.replace_all_uses_with(last.value(new))
     Rewriter.erase_op(loop, safe_erase=False)
-
 
 
 @dataclass(frozen=True)

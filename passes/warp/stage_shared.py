@@ -219,8 +219,8 @@ class _Stage(IndexBuilder):
 
     def fill(self, k: SSAValue, stage: SSAValue) -> None:
         """The transposing fills of A and B at K `k` into `stage` (those `fill` names): loads and
-        stores, not guarded by K (rows past K load nothing), so that `warp-defer-fill-stores`
-        can move the stores away from the loads; the K dimension is never marked in bounds."""
+        stores, not guarded by K (rows past K load nothing), so that `warp-pipeline` can run the
+        stores an iteration after the loads; the K dimension is never marked in bounds."""
         mm, mn, _ = tile.size_multiple(self.kernel)
         bk = self.s.stage_k
         a0, b0 = self.a_loads[0], self.b_loads[0]

@@ -156,8 +156,9 @@ class LowerFor(RewritePattern):
                 if not init:  # no registers (an async token)
                     loop.carried.append([])
                     continue
-                assert isinstance(arg.type, warp.FragType)  # the accumulators
-                bank = _bank_of(arg.type)
+                # the accumulators (and prefetched fragments), or a fill's words (`!warp.staged`)
+                assert isinstance(arg.type, warp.FragType | warp.StagedType)
+                bank = _bank_of(arg.type) if isinstance(arg.type, warp.FragType) else "b32"
                 loop.carried.append([kernel.regs.reg(bank) for _ in init])
             self.state.loops[op] = loop
             first = body.first_op

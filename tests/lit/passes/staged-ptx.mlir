@@ -79,13 +79,17 @@ func.func @odd_columns(%a: memref<64x64xf16>, %b: memref<64x71xf16>, %d: memref<
 }
 
 // -----
-// A row-major 8-bit B through the transposing fill: in the K loop, after the A copies' branch,
-// each thread's 16 words are 32-bit loads at the tile origin plus immediates (4 rows a chunk,
-// 128 bytes apart; chunks 32 rows apart), each predicated by K; the stage's mmas; then 8 prmts a
-// chunk (selectors in registers: the thread's rotation) and 4 shared stores, right before the
-// barrier that the next stage's reads wait at.
+// A row-major 8-bit B through the transposing fill: each K iteration first stores the words the
+// iteration before loaded (8 prmts a chunk, the selectors in registers: the thread's rotation;
+// 4 shared stores), then, after the A copies' branch, loads the next stage's 16 words: 32-bit
+// loads at the tile origin plus immediates (4 rows a chunk, 128 bytes apart; chunks 32 rows
+// apart), each predicated by K, in flight under the stage's mmas.
 // CHECK-LABEL: .entry fill(
 // CHECK:       $k_loop_{{[0-9]+}}:
+// CHECK-NOT:   mma.sync
+// CHECK:       prmt.b32 {{%r[0-9]+}}, {{%r[0-9]+}}, {{%r[0-9]+}}, [[SEL:%r[0-9]+]];
+// CHECK:       st.shared.b32 [{{%r[0-9]+}}], {{%r[0-9]+}};
+// CHECK-NOT:   mma.sync
 // CHECK:       $skip_{{[0-9]+}}:
 // CHECK:       @[[P:%p[0-9]+]] ld.global.b32 [[W0:%r[0-9]+]], [[[BASE:%rd[0-9]+]]];
 // CHECK:       ld.global.b32 [[W1:%r[0-9]+]], [[[BASE]]+128];
@@ -93,12 +97,8 @@ func.func @odd_columns(%a: memref<64x64xf16>, %b: memref<64x71xf16>, %d: memref<
 // CHECK:       ld.global.b32 {{%r[0-9]+}}, [[[BASE]]+12672];
 // CHECK-NOT:   st.shared
 // CHECK:       mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
-// CHECK:       cp.async.wait_group 1;
-// CHECK:       prmt.b32 [[X:%r[0-9]+]], [[W0]], [[W1]], [[SEL:%r[0-9]+]];
-// CHECK-NOT:   mma.sync
-// CHECK:       st.shared.b32 [{{%r[0-9]+}}], {{%r[0-9]+}};
-// CHECK-NOT:   mma.sync
-// CHECK:       bar.sync 0;
+// CHECK-NOT:   st.shared
+// CHECK:       bra.uni $k_loop_
 func.func @fill(%a: memref<128x256xsi8>, %b: memref<256x128xsi8>, %d: memref<128x128xsi32>) {
   %ta = tile.load %a[0, 0] : memref<128x256xsi8> -> !tile.tile<128x256xsi8>
   %tb = tile.load %b[0, 0] : memref<256x128xsi8> -> !tile.tile<256x128xsi8>
