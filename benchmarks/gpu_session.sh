@@ -9,6 +9,18 @@ step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
+# memcheck and racecheck of `tilemma run` on kernels of these sizes ($1) and types/layouts ($2...)
+sanitized() {
+    local sizes=$1 k tool; shift
+    for k in "$@"; do
+        tilemma gemm $sizes $k > /tmp/l.mlir || continue
+        for tool in memcheck racecheck; do
+            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/l.mlir --on gpu > /tmp/l.$tool.txt 2>&1
+            printf '%-58s %-9s exit %s  %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' /tmp/l.$tool.txt | head -1)" "$(grep -Eo 'PASS|FAIL' /tmp/l.$tool.txt | head -1)"
+        done
+    done
+}
+
 case $step in
 tests)  # every GPU test (pytest -m gpu) in three shards at once, and what was skipped and why
     shards=("tests/gpu/test_dense_gpu.py" "tests/gpu --ignore=tests/gpu/test_dense_gpu.py" "tests --ignore=tests/gpu")
@@ -98,14 +110,9 @@ bench)  # tilemma, cuBLAS, Triton (wgmma and mma.sync) in one run, clocks logged
 layouts)  # the operand orders: their GPU chain tests, sanitizers, then one benchmark run at 4096
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_pass_chain_gpu.py > "$OUT/chain.txt" 2>&1
     echo "pass chain on the GPU: $(tail -1 "$OUT/chain.txt")"; grep -E "^FAILED" "$OUT/chain.txt" | head -5
-    for k in "--a f16 --b f16 --acc f32 --a-layout col" "--a bf16 --b bf16 --acc f32 --a-layout col --b-layout col" \
-             "--a tf32 --b tf32 --acc f32 --a-layout col" "--a f64 --b f64 --acc f64 --a-layout col --b-layout col"; do
-        tilemma gemm --m 130 --n 70 --k 200 --batch 2 $k > /tmp/l.mlir || continue
-        for tool in memcheck racecheck; do
-            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/l.mlir --on gpu > /tmp/l.$tool.txt 2>&1
-            printf '%-58s %-9s exit %s  %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' /tmp/l.$tool.txt | head -1)" "$(grep -Eo 'PASS|FAIL' /tmp/l.$tool.txt | head -1)"
-        done
-    done
+    sanitized "--m 130 --n 70 --k 200 --batch 2" "--a f16 --b f16 --acc f32 --a-layout col" \
+        "--a bf16 --b bf16 --acc f32 --a-layout col --b-layout col" "--a tf32 --b tf32 --acc f32 --a-layout col" \
+        "--a f64 --b f64 --acc f64 --a-layout col --b-layout col"
     timeout 420 python3 -m benchmarks.gemm_bench --sizes 4096 --budget 400 --csv "$OUT/layouts.csv" \
         --families ${FAMILIES:-f16 f16-acol f16-acol-bcol f16-bcol bf16-acol tf32 tf32-brow tf32-acol f64-acol} > "$OUT/layouts.txt" 2>&1
     sed -n '/^family/,$p' "$OUT/layouts.txt" | head -40
@@ -113,13 +120,7 @@ layouts)  # the operand orders: their GPU chain tests, sanitizers, then one benc
 fill)  # the transposing fill (8-bit M-/N-major operands): GPU tests, sanitizers, the s8 orders at 4096
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_fill_gpu.py > "$OUT/fill.txt" 2>&1
     echo "fill on the GPU: $(tail -1 "$OUT/fill.txt")"; grep -E "^FAILED|^E  " "$OUT/fill.txt" | head -8
-    for k in "--a s8 --b s8 --acc s32" "--a u8 --b s8 --acc s32 --a-layout col"; do
-        tilemma gemm --m 132 --n 72 --k 300 --batch 2 $k > /tmp/l.mlir || continue
-        for tool in memcheck racecheck; do
-            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/l.mlir --on gpu > /tmp/l.$tool.txt 2>&1
-            printf '%-58s %-9s exit %s  %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' /tmp/l.$tool.txt | head -1)" "$(grep -Eo 'PASS|FAIL' /tmp/l.$tool.txt | head -1)"
-        done
-    done
+    sanitized "--m 132 --n 72 --k 300 --batch 2" "--a s8 --b s8 --acc s32" "--a u8 --b s8 --acc s32 --a-layout col"
     timeout ${BENCH_S:-400} python3 -m benchmarks.gemm_bench --sizes ${SIZES:-4096} --budget $(( ${BENCH_S:-400} - 20 )) --csv "$OUT/fill.csv" \
         --families ${FAMILIES:-s8 s8-brow s8-acol s8-acol-brow} ${CONFIGS:+--tilemma-configs $CONFIGS} > "$OUT/fill-bench.txt" 2>&1
     sed -n '/^family/,$p' "$OUT/fill-bench.txt" | head -60

@@ -5,12 +5,14 @@ loaded from global memory one instruction's K at a time) becomes a loop over sta
 `stage_k` elements of K: the CTA copies its A (BM x BK, or BK x BM for an M-major A) and B
 (BK x BN, or BN x BK for a K-major B) tiles into stage `kt % S` of two shared buffers
 (`memref<S x R x C, 3>`) with `warp.copy_async` (skipped past K by an `scf.if`; zero-filled at a
-ragged edge), commits the group, waits for it (`warp.async_wait`, whose token every read of the
-stage takes) and meets at a barrier; then each warp reads its fragments from the stage
-(`warp.ldmatrix`, or `warp.load_shared` where a register holds one element: f64, tf32 stored
-across its K rows) and multiplies them, one K step after another (a pre-compressed A's metadata: one vector load per instruction
-row and stage). The ring is ready for `warp-pipeline`, which issues the copies S - 1 stages
-ahead; on its own the loop is correct and waits for each stage right after copying it.
+ragged edge) - or, for an operand `#warp.schedule` fills (an 8-bit M-major A or N-major B), with
+`warp.fill_load` + `warp.fill_store` into a K-major stage -, commits the group, waits for it
+(`warp.async_wait`, whose token every read of the stage takes) and meets at a barrier; then each
+warp reads its fragments from the stage (`warp.ldmatrix`, or `warp.load_shared` where a register
+holds one element: f64, tf32 stored across its K rows) and multiplies them, one K step after
+another (a pre-compressed A's metadata: one vector load per instruction row and stage). The
+ring is ready for `warp-pipeline`, which issues the copies S - 1 stages ahead; on its own the loop
+is correct and waits for each stage right after copying it.
 """
 
 from __future__ import annotations
