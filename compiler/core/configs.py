@@ -129,13 +129,14 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
 _H100: dict[str, Config] = {
     "16bit": Config("2x2", "4x8", 3, 64),
     "8bit": Config("2x2", "4x8", 3, 128),
-    # through the transposing fill (plan.default_schedule: the operands filled), H200 at 4096^3 with
-    # the stores an iteration behind the loads: an N-major B 479 TOP/s (2x4 of 4x4 479, 2x2 of
-    # 4x8 426: 172 bytes spilled); an M-major A 623 (4x2 of 2x8 472; 44 bytes spilled, 2x4 of 2x8
-    # 535); both 369 (2x4 of 4x8 186); Triton's mma.sync path 479, 429, 324 in the same run
-    "8bit-fill-b": Config("4x2", "2x8", 3, 128),
-    "8bit-fill-a": Config("2x4", "4x8", 3, 128),
-    "8bit-fill-ab": Config("4x2", "2x8", 3, 128),
+    # through the transposing fill (plan.default_schedule: the operands filled), H200 at 4096^3,
+    # TOP/s (benchmarks/results/h200-2026-11-27-fill-configs.csv): K 64 stages leave the registers
+    # for a 4x8 warp tile (K 128 ones spill there). An N-major B 619 (4x2 of 2x8, K 128: 483);
+    # an M-major A 632 (4x2 of 4x8: 547); both 439 (4x2 of 2x8, K 128: 368). Triton's mma.sync
+    # path in the same run: 483, 429, 324; the K-major s8 default 851.
+    "8bit-fill-b": Config("4x2", "4x8", 4, 64),
+    "8bit-fill-a": Config("2x4", "4x8", 4, 64),
+    "8bit-fill-ab": Config("4x2", "4x8", 4, 64),
     "fp8": Config("2x2", "2x8", 3, 128),  # two f16 HMMAs on converted registers: 4x8 spills
     "32bit": Config("2x2", "4x8", 3, 32),
     "32bit-row-b": Config("2x2", "2x8", 3, 32),  # B through warp.load_shared: 4x8 spills

@@ -82,7 +82,7 @@ func.func @odd_columns(%a: memref<64x64xf16>, %b: memref<64x71xf16>, %d: memref<
 // A row-major 8-bit B through the transposing fill: each K iteration first stores the words the
 // iteration before loaded (8 prmts a chunk, the selectors in registers: the thread's rotation;
 // 4 shared stores), then, after the A copies' branch, loads the next stage's 16 words: 32-bit
-// loads at the tile origin plus immediates (4 rows a chunk, 128 bytes apart; chunks 32 rows
+// loads at the tile origin plus immediates (4 rows a chunk, 128 bytes apart; chunks 16 rows
 // apart), each predicated by K, in flight under the stage's mmas.
 // CHECK-LABEL: .entry fill(
 // CHECK:       $k_loop_{{[0-9]+}}:
@@ -93,8 +93,8 @@ func.func @odd_columns(%a: memref<64x64xf16>, %b: memref<64x71xf16>, %d: memref<
 // CHECK:       $skip_{{[0-9]+}}:
 // CHECK:       @[[P:%p[0-9]+]] ld.global.b32 [[W0:%r[0-9]+]], [[[BASE:%rd[0-9]+]]];
 // CHECK:       ld.global.b32 [[W1:%r[0-9]+]], [[[BASE]]+128];
-// CHECK:       ld.global.b32 {{%r[0-9]+}}, [[[BASE]]+4096];
-// CHECK:       ld.global.b32 {{%r[0-9]+}}, [[[BASE]]+12672];
+// CHECK:       ld.global.b32 {{%r[0-9]+}}, [[[BASE]]+2048];
+// CHECK:       ld.global.b32 {{%r[0-9]+}}, [[[BASE]]+6528];
 // CHECK-NOT:   st.shared
 // CHECK:       mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
 // CHECK-NOT:   st.shared
