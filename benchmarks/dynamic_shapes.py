@@ -6,7 +6,7 @@ mma.sync path, and its default: wgmma on sm_90, each in its own subprocess) and 
 (`split_k=1`) and as compiled by default (split-K where its tiles leave SMs idle; its output is
 checked too).
 
-    python -m benchmarks.dynamic_shapes [--out results.csv] [--quick]
+    python -m benchmarks.dynamic_shapes [--out results.csv] [--quick] [--shapes 4096x4095x4096 ...]
 
 Eager throughput: the GPU time between two events around `ITERS` back-to-back launches from
 Python, divided by them; where the host cannot keep up (small shapes), host time is what this
@@ -73,9 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", help="write the table as CSV here")
     p.add_argument("--quick", action="store_true", help="four shapes only")
+    p.add_argument("--shapes", nargs="+", metavar="MxNxK", help="these shapes instead (e.g. odd ones: 4096x4095x4096)")
     p.add_argument("--triton-worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     shapes = SHAPES[::6] if args.quick else SHAPES
+    if args.shapes:
+        try:
+            shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes]
+        except ValueError:
+            p.error("--shapes: each shape is MxNxK, e.g. 4096x4095x4096")
+        if any(len(s) != 3 or min(s) < 1 for s in shapes):
+            p.error("--shapes: each shape is MxNxK of positive sizes")
     if args.triton_worker:
         print(json.dumps(triton_worker(shapes)))
         return 0
@@ -88,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     [dyn] = tilemma.compile(str(gemm_module(GemmSpec(1, 1, 1, dynamic="mnk", **spec))), sm="90")
     triton = {}
     for name, env in (("triton-mma.sync", {"DISABLE_MMA_V3": "1"}), ("triton", {})):
-        argv_ = [sys.executable, "-m", "benchmarks.dynamic_shapes", "--triton-worker", "1"] + (["--quick"] if args.quick else [])
+        argv_ = ([sys.executable, "-m", "benchmarks.dynamic_shapes", "--triton-worker", "1"] + (["--quick"] if args.quick else [])
+                 + (["--shapes", *args.shapes] if args.shapes else []))
         proc = subprocess.run(argv_, env={**os.environ, **env}, capture_output=True, text=True, timeout=400)
         triton[name] = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
         if proc.returncode:

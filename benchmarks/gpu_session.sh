@@ -117,10 +117,11 @@ layouts)  # the operand orders: their GPU chain tests, sanitizers, then one benc
         --families ${FAMILIES:-f16 f16-acol f16-acol-bcol f16-bcol bf16-acol tf32 tf32-brow tf32-acol f64-acol} > "$OUT/layouts.txt" 2>&1
     sed -n '/^family/,$p' "$OUT/layouts.txt" | head -40
     ;;
-fill)  # the transposing fill (8-bit M-/N-major operands): GPU tests, sanitizers, the s8 orders at 4096
+fill)  # the transposing fill (8-bit M-/N-major operands) and the gather (odd rows): GPU tests, sanitizers, the s8 orders at 4096
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_fill_gpu.py > "$OUT/fill.txt" 2>&1
     echo "fill on the GPU: $(tail -1 "$OUT/fill.txt")"; grep -E "^FAILED|^E  " "$OUT/fill.txt" | head -8
     sanitized "--m 132 --n 72 --k 300 --batch 2" "--a s8 --b s8 --acc s32" "--a u8 --b s8 --acc s32 --a-layout col"
+    sanitized "--m 130 --n 71 --k 201 --batch 2" "--a f16 --b f16 --acc f32" "--a bf16 --b bf16 --acc f32 --a-layout col"
     timeout ${BENCH_S:-400} python3 -m benchmarks.gemm_bench --sizes ${SIZES:-4096} --budget $(( ${BENCH_S:-400} - 20 )) --csv "$OUT/fill.csv" \
         --families ${FAMILIES:-s8 s8-brow s8-acol s8-acol-brow} ${CONFIGS:+--tilemma-configs $CONFIGS} > "$OUT/fill-bench.txt" 2>&1
     sed -n '/^family/,$p' "$OUT/fill-bench.txt" | head -60

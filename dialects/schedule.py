@@ -19,7 +19,8 @@ rest); the partial sums meet in a workspace and the last CTA to arrive adds them
 (`warp.split_k_reduce`). `fill` (printed when set): the operands (`a`, `b`, `ab`) staged by a
 transposing fill through registers (`warp.fill_load` / `warp.fill_store`) instead of `cp.async`:
 8-bit operands stored with M or N contiguous, whose K-major stage neither `cp.async` nor `ldmatrix`
-produces.
+produces. `gather` (printed when set): the operands (8- or 16-bit) whose rows are not 4-byte aligned
+for `cp.async`, copied as stored element by element through registers (the same ops, `gather`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class Schedule:
     split_k: int = 1
     split_chunk: int = 0
     fill: str = ""
+    gather: str = ""
 
     @property
     def threads(self) -> int:
@@ -79,6 +81,7 @@ class ScheduleAttr(ParametrizedAttribute):
     split_k: IntegerAttr
     split_chunk: IntegerAttr
     fill: StringAttr
+    gather: StringAttr
 
     def __init__(self, s: Schedule):
         super().__init__(
@@ -93,6 +96,7 @@ class ScheduleAttr(ParametrizedAttribute):
             IntegerAttr(s.split_k, i64),
             IntegerAttr(s.split_chunk, i64),
             StringAttr(s.fill),
+            StringAttr(s.gather),
         )
 
     @property
@@ -109,6 +113,7 @@ class ScheduleAttr(ParametrizedAttribute):
             self.split_k.value.data,
             self.split_chunk.value.data,
             self.fill.data,
+            self.gather.data,
         )
 
     def verify(self) -> None:
@@ -123,9 +128,12 @@ class ScheduleAttr(ParametrizedAttribute):
             raise VerifyException("#warp.schedule: group_m and meta_ahead are not negative")
         if s.split_k < 1 or (s.split_k > 1 and s.split_chunk < 1):
             raise VerifyException("#warp.schedule: split_k is 1 or more, with a positive split_chunk when above 1")
-        if s.fill not in FILLS or (s.fill and not s.stages):
-            raise VerifyException(f"#warp.schedule: fill names the staged operands filled through registers "
-                                  f"({', '.join(f for f in FILLS if f)}), not {s.fill!r}")
+        for what, value in (("fill", s.fill), ("gather", s.gather)):
+            if value not in FILLS or (value and not s.stages):
+                raise VerifyException(f"#warp.schedule: {what} names staged operands ({', '.join(f for f in FILLS if f)}), "
+                                      f"not {value!r}")
+        if set(s.fill) & set(s.gather):
+            raise VerifyException("#warp.schedule: an operand is filled or gathered, not both")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 
@@ -139,6 +147,8 @@ class ScheduleAttr(ParametrizedAttribute):
                 parts.append(f"meta_ahead = {s.meta_ahead}")
             if s.fill:
                 parts.append(f"fill = {s.fill}")
+            if s.gather:
+                parts.append(f"gather = {s.gather}")
         if s.split_k > 1:
             parts += [f"split_k = {s.split_k}", f"split_chunk = {s.split_chunk}"]
         printer.print_string("<" + ", ".join(parts))
@@ -160,7 +170,7 @@ class ScheduleAttr(ParametrizedAttribute):
                     fields[key] = _parse_pair(parser)
                 elif key in ("stages", "stage_k", "group_m", "meta_ahead", "split_k", "split_chunk"):
                     fields[key] = parser.parse_integer()
-                elif key in ("reads", "fill"):
+                elif key in ("reads", "fill", "gather"):
                     fields[key] = parser.parse_identifier()
                 elif key == "widen":
                     v = parser.parse_attribute()

@@ -782,7 +782,7 @@ def _element_bits(t: Attribute) -> int:
 
 
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
-from tilemma.dialects.warp_fill import FillLayout, FillLoadOp, FillStoreOp, StagedType  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_fill import FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)
 
 Warp = Dialect(
     "warp",

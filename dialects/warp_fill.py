@@ -45,6 +45,7 @@ from tilemma.dialects.warp import _ints, _shared_stage, _WindowOp
 # others reading the next blocks of lines; tried in this order.
 LANES_ALONG = (8, 16, 32, 4, 2, 1)
 FILL_BITS = (8,)  # element widths the fill transposes (4 per word, with prmt)
+GATHER_BITS = (8, 16)  # element widths a gather loads one by one (rows not 4-byte aligned)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,10 @@ class FillLayout:
     @property
     def chunks_per_thread(self) -> int:
         return self.words * (self.across // self.per_word) // self.threads
+
+    @property
+    def words_per_thread(self) -> int:
+        return self.chunks_per_thread * self.per_word
 
     @property
     def block_step(self) -> int:
@@ -109,6 +114,59 @@ class FillLayout:
         return None
 
 
+@dataclass(frozen=True)
+class GatherLayout:
+    """Chunks of a gather (a fill that copies the tile as stored, `gather`): a chunk is one 32-bit
+    word of a stage row (`32 / bits` elements), loaded element by element, for rows whose
+    alignment rules out cp.async. Chunk c goes to thread c % threads; its word is c % words (the
+    stage's words a row), so neighbouring lanes read neighbouring elements and store neighbouring
+    words, and a thread's chunks lie `row_step` rows apart in one column of words."""
+
+    rows: int
+    cols: int
+    bits: int
+    threads: int
+
+    @property
+    def per_word(self) -> int:
+        return 32 // self.bits
+
+    @property
+    def words(self) -> int:
+        """Words a stage row holds."""
+        return self.cols // self.per_word
+
+    @property
+    def row_step(self) -> int:
+        return self.threads // self.words
+
+    @property
+    def chunks_per_thread(self) -> int:
+        return self.rows * self.words // self.threads
+
+    @property
+    def words_per_thread(self) -> int:
+        return self.chunks_per_thread
+
+    def word(self, thread: int) -> int:
+        return thread % self.words
+
+    def row(self, thread: int) -> int:
+        """The row of a thread's first chunk."""
+        return thread // self.words
+
+    @classmethod
+    def of(cls, rows: int, cols: int, bits: int, threads: int) -> GatherLayout | None:
+        """The layout of a stage, None where its words do not split evenly over the threads, a
+        thread's chunks in one column of words."""
+        if bits not in GATHER_BITS or cols % (32 // bits):
+            return None
+        words = cols // (32 // bits)
+        if threads % words or (rows * words) % threads:
+            return None
+        return cls(rows, cols, bits, threads)
+
+
 @irdl_attr_definition
 class StagedType(ParametrizedAttribute, TypeAttribute):
     """`!warp.staged<N>`: the N 32-bit words a thread holds between a fill's loads and its stores."""
@@ -133,22 +191,25 @@ class StagedType(ParametrizedAttribute, TypeAttribute):
             raise VerifyException("!warp.staged holds at least one word")
 
 
-def _layout_of(dest: MemRefType, threads: int) -> FillLayout:
-    _, lines, across = dest.get_shape()
-    layout = FillLayout.of(lines, across, element_bits(element_name(dest.element_type)), threads)
+def layout_of(rows: int, cols: int, element: Attribute, threads: int, gather: bool) -> FillLayout | GatherLayout:
+    """The chunk layout of a fill (or a gather) of a rows x cols stage, or a VerifyException."""
+    bits = element_bits(element_name(element))
+    layout = (GatherLayout if gather else FillLayout).of(rows, cols, bits, threads)
     if layout is None:
-        raise VerifyException(f"warp.fill: a {lines} x {across} stage of {dest.element_type} does not split "
-                              f"into {FILL_BITS}-bit chunks evenly over {threads} threads")
+        raise VerifyException(f"warp.fill: a {rows} x {cols} stage of {element} does not split into "
+                              f"{'gathered' if gather else 'transposed'} chunks evenly over {threads} threads")
     return layout
 
 
 @irdl_op_definition
 class FillLoadOp(_WindowOp):
-    """`warp.fill_load`: the CTA's loads of a transposing fill of one stage of `dest`'s shape
-    (lines x across): the window tile at `indices` (rows x cols; with `transpose` the stage holds
-    its transpose, so the window's columns are its lines) is read a 32-bit word at a time, the
-    lines contiguous in memory; each thread's words as `FillLayout` places them; zero past the
-    extent (a word lies wholly inside or outside it: `tile-plan` asks for lines a multiple of 4)."""
+    """`warp.fill_load`: the CTA's loads of a fill of one stage of `shape` (lines x across): the
+    window tile at `indices` (rows x cols; with `transpose` the stage holds its transpose, so the
+    window's columns are its lines). A transposing fill reads it a 32-bit word at a time, the lines
+    contiguous in memory, each thread's words as `FillLayout` places them; zero past the extent (a
+    word lies wholly inside or outside it: `tile-plan` asks for lines a multiple of 4). With
+    `gather`, the stage holds the tile as stored (as `warp.copy_async` would), its words loaded
+    element by element (`GatherLayout`), each element zero past the extent."""
 
     name = "warp.fill_load"
     ref = operand_def(MemRefType)
@@ -159,75 +220,79 @@ class FillLoadOp(_WindowOp):
     shape = prop_def(DenseArrayBase)  # (lines, across) of the destination stage
     threads = prop_def(IntegerAttr)
     transpose = opt_prop_def(UnitAttr)
+    gather = opt_prop_def(UnitAttr)
     result = result_def(StagedType)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($result)"
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], window: Sequence[int], extent: Sequence[int],
-                 shape: Sequence[int], threads: int, transpose: bool = False):
+                 shape: Sequence[int], threads: int, transpose: bool = False, gather: bool = False):
         props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent), "shape": _ints(shape),
                                        "threads": IntegerAttr(threads, i64)}
         if transpose:
             props["transpose"] = UnitAttr()
-        layout = self.layout_for(ref.type, shape, threads)  # type: ignore[arg-type]
-        words = layout.chunks_per_thread * layout.per_word if layout else 1
+        if gather:
+            props["gather"] = UnitAttr()
+        try:
+            words = layout_of(*shape, ref.type.element_type, threads, gather).words_per_thread  # type: ignore[attr-defined]
+        except VerifyException:
+            words = 1  # the verifier says why
         super().__init__(operands=[ref, indices], properties=props, result_types=[StagedType(words)])
 
-    @staticmethod
-    def layout_for(ref: Attribute, shape: Sequence[int], threads: int) -> FillLayout | None:
-        if not isinstance(ref, MemRefType) or len(shape) != 2:
-            return None
-        return FillLayout.of(shape[0], shape[1], element_bits(element_name(ref.element_type)), threads)
-
-    def layout(self) -> FillLayout:
-        shape = self.shape.get_values()  # type: ignore[attr-defined]
-        layout = self.layout_for(self.ref.type, shape, self.threads.value.data)
-        if layout is None:
-            raise VerifyException(f"warp.fill_load: a {shape[0]} x {shape[1]} tile of {self.ref.type.element_type} "  # type: ignore[union-attr]
-                                  f"does not split into {FILL_BITS}-bit chunks evenly over {self.threads.value.data} threads")
-        return layout
+    def layout(self) -> FillLayout | GatherLayout:
+        rows, cols = self.shape.get_values()  # type: ignore[attr-defined]
+        return layout_of(rows, cols, self.ref.type.element_type, self.threads.value.data,  # type: ignore[attr-defined]
+                         self.gather is not None)
 
     def verify_(self) -> None:
         self.verify_window(self.ref.type, self.indices)
-        layout = self.layout()
-        if self.result.type.words.data != layout.chunks_per_thread * layout.per_word:  # type: ignore[attr-defined]
-            raise VerifyException(f"warp.fill_load: each thread holds {layout.chunks_per_thread * layout.per_word} "
-                                  f"words of this tile, not {self.result.type.words.data}")  # type: ignore[attr-defined]
+        if len(self.shape.get_values()) != 2:  # type: ignore[attr-defined]
+            raise VerifyException("warp.fill_load: shape is the stage's (rows, cols)")
+        words = self.layout().words_per_thread
+        if self.result.type.words.data != words:  # type: ignore[attr-defined]
+            raise VerifyException(f"warp.fill_load: each thread holds {words} words of this tile, "
+                                  f"not {self.result.type.words.data}")  # type: ignore[attr-defined]
 
 
 @irdl_op_definition
 class FillStoreOp(IRDLOperation):
-    """`warp.fill_store`: a fill's words, transposed in registers, into stage `stage` of `dest`
-    (K-major: each 32-bit word of a line holds `32 / bits` consecutive elements across), swizzled
-    as its type says. Its readers wait at the barrier after it."""
+    """`warp.fill_store`: a fill's words into stage `stage` of `dest`, swizzled as its type says:
+    transposed in registers (K-major: each 32-bit word of a line holds `32 / bits` consecutive
+    elements across), or with `gather` as they are (each word its stage row's, as loaded). Its
+    readers wait at the barrier after it."""
 
     name = "warp.fill_store"
     value = operand_def(StagedType)
     dest = operand_def(MemRefType)
     stage = operand_def(IndexType)
     threads = prop_def(IntegerAttr)
+    gather = opt_prop_def(UnitAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$value `,` $dest `[` $stage `]` attr-dict `:` type($value) `,` type($dest)"
 
-    def __init__(self, value: SSAValue, dest: SSAValue, stage: SSAValue, threads: int):
-        super().__init__(operands=[value, dest, stage], properties={"threads": IntegerAttr(threads, i64)})
+    def __init__(self, value: SSAValue, dest: SSAValue, stage: SSAValue, threads: int, gather: bool = False):
+        props: dict[str, Attribute] = {"threads": IntegerAttr(threads, i64)}
+        if gather:
+            props["gather"] = UnitAttr()
+        super().__init__(operands=[value, dest, stage], properties=props)
 
-    def layout(self) -> FillLayout:
-        return _layout_of(_shared_stage(self.dest.type, "warp.fill_store destination"), self.threads.value.data)
+    def layout(self) -> FillLayout | GatherLayout:
+        dest = _shared_stage(self.dest.type, "warp.fill_store destination")
+        _, rows, cols = dest.get_shape()
+        return layout_of(rows, cols, dest.element_type, self.threads.value.data, self.gather is not None)
 
     def verify_(self) -> None:
-        layout = self.layout()
-        words = self.value.type.words.data  # type: ignore[attr-defined]
-        if words != layout.chunks_per_thread * layout.per_word:
-            raise VerifyException(f"warp.fill_store: each thread stores {layout.chunks_per_thread * layout.per_word} "
-                                  f"words of this stage, not {words}")
+        words = self.layout().words_per_thread
+        if self.value.type.words.data != words:  # type: ignore[attr-defined]
+            raise VerifyException(f"warp.fill_store: each thread stores {words} words of this stage, "
+                                  f"not {self.value.type.words.data}")  # type: ignore[attr-defined]
         load = self.value.owner
         if isinstance(load, FillLoadOp):
             if tuple(load.shape.get_values()) != tuple(self.dest.type.get_shape()[1:]):  # type: ignore[attr-defined]
                 raise VerifyException("warp.fill_store: the stage's shape is not the one its fill_load read")
-            if load.threads != self.threads:
-                raise VerifyException("warp.fill_store: stored by other threads than its fill_load loaded")
+            if load.threads != self.threads or (load.gather is None) != (self.gather is None):
+                raise VerifyException("warp.fill_store: stored by other threads, or otherwise, than its fill_load loaded")
             if load.ref.type.element_type != self.dest.type.element_type:  # type: ignore[attr-defined]
                 raise VerifyException("warp.fill_store: source and destination element types differ")

@@ -107,13 +107,14 @@ def test_deeply_nested_cache_is_an_error(tmp_path):
 
 
 def test_cache_entry_that_does_not_apply_falls_back(tmp_path, capfd):
-    """An entry measured on stageable kernels of a class, met by one that cannot be staged (K = 53
-    f16 elements: rows not 4-byte aligned): the defaults, with a note, not an error."""
+    """An entry measured on other kernels of a class, met by one it cannot serve (K = 53 f16
+    elements: rows not 4-byte aligned, gathered element by element, which one warp cannot do for a
+    16 x 128 stage): the defaults, with a note, not an error."""
     path = str(tmp_path / "tune.json")
-    chosen = configs.Config("2x2", "2x4", 3, 32)
+    chosen = configs.Config("1x1", "1x1", 3, 128)
     configs.save(path, {"sm_90/f16xf16->f32/small": chosen}, {})
     kernel = _compile(GemmSpec(37, 91, 53, "f16", "f16", "f32"), tune_cache=path)
-    assert "stages=0" in kernel.abi.config and "cp.async" not in kernel.ptx
+    assert "warps=1x1" not in kernel.abi.config and "stages=0" not in kernel.abi.config  # the defaults
     assert "does not apply to @gemm_37x91x53_f16_f16_f32" in capfd.readouterr().err
 
 

@@ -58,7 +58,8 @@ def test_the_stride_classes_pick_their_variants():
     aligned = kernel.bind([(512, 64), (64, 128), (512, 128), (512, 128)], [(64, 1), (128, 1), (128, 1), (128, 1)])
     ragged = kernel.bind([(64, 63), (63, 128), (64, 128), (64, 128)], [(63, 1), (128, 1), (128, 1), (128, 1)])
     assert "stages=0" not in aligned.abi.config and "cp.async" in aligned.ptx  # 16-byte rows: staged
-    assert "stages=0" in ragged.abi.config  # K = 63 f16: rows not 4-byte aligned
+    # K = 63 f16: rows not 4-byte aligned, A gathered element by element (B's rows still cp.async)
+    assert "stages=0" not in ragged.abi.config and "ld.global.u16" in ragged.ptx and "ld.global.u16" not in aligned.ptx
     assert aligned.abi.grid[1:] == (1, 1) and aligned.abi.grid[0] > 1 and aligned.scalars[:3] == (512, 64, 128)
     # another size of the same classes (M a multiple of 128, N, K of 64) and size bucket (M in
     # 257..512): the same variant, not a new compile
@@ -154,11 +155,11 @@ def test_sub_byte_and_static_against_dynamic_are_refused_at_their_op():
         tilemma.compile(mixed, sm="90", cache=False)
 
 
-@pytest.mark.parametrize("size, staged", [("M=128,N=64,K=64", True), ("M=37,N=91,K=53", False)])
-def test_tilemma_run_runs_the_variant_a_launch_runs(tmp_path, size, staged):
+@pytest.mark.parametrize("size, gathered", [("M=128,N=64,K=64", False), ("M=37,N=91,K=53", True)])
+def test_tilemma_run_runs_the_variant_a_launch_runs(tmp_path, size, gathered):
     """`tilemma run` on a kernel with `?` sizes dispatches as `Kernel.bind` does: the variant of
-    the run's size class (staged for 16-byte rows), with the same PTX, checked against the
-    reference."""
+    the run's size class (cp.async for 16-byte rows, a gather for rows not 4-byte aligned), with
+    the same PTX, checked against the reference."""
     from tests.inprocess import run_main
     from tilemma.compiler.driver import cli
     from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
@@ -169,7 +170,8 @@ def test_tilemma_run_runs_the_variant_a_launch_runs(tmp_path, size, staged):
     m, n, k = (int(p.split("=")[1]) for p in size.split(","))
     shapes = [(m, k), (k, n), (m, n), (m, n)]
     api = compile_dynamic().bind(shapes, [(s[1], 1) for s in shapes])
-    assert ("stages=0" not in ran.abi.config) == staged and ran.abi.config == api.abi.config
+    assert "stages=0" not in ran.abi.config and ("ld.global.u16" in ran.ptx) == gathered
+    assert ran.abi.config == api.abi.config
     assert ran.ptx == api.ptx and ran.scalars == api.scalars
     (tmp_path / "dyn.mlir").write_text(text)
     proc = run_main("tilemma", cli.main, ["run", str(tmp_path / "dyn.mlir"), "--on", "emulator", "--size", size])

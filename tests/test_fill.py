@@ -1,5 +1,6 @@
-"""The transposing fill: an 8-bit operand stored M- or N-contiguous staged through registers
-(`warp.fill_load` / `warp.fill_store`) into the K-major stage ldmatrix reads. In the emulator
+"""The transposing fill - an 8-bit operand stored M- or N-contiguous staged through registers
+(`warp.fill_load` / `warp.fill_store`) into the K-major stage ldmatrix reads - and the gather
+(the same ops with `gather`: rows not 4-byte aligned, copied as stored element by element). In the emulator
 against the project's reference (every element, integers exactly) at odd sizes; what `tile-plan`
 chooses and refuses; the chunk layout covering a stage exactly once. (The emulator's `prmt`:
 tests/test_emulator.py; on the GPU: tests/gpu/test_fill_gpu.py.)"""
@@ -121,3 +122,50 @@ def test_staged_type_and_fill_store_verifier():
     block.add_op(op)
     with pytest.raises(VerifyException, match="each thread stores 32 words of this stage, not 8"):
         op.verify()
+
+
+GATHER = {  # (spec, the operands gathered): rows whose alignment rules out cp.async
+    "f16-odd-n": (GemmSpec(130, 71, 200, "f16", "f16", "f32"), "b"),  # B's rows: 142 bytes
+    "bf16-odd-k": (GemmSpec(64, 64, 99, "bf16", "bf16", "f32"), "a"),  # A's rows: 198 bytes
+    "f16-m-major-odd-m": (GemmSpec(65, 72, 96, "f16", "f16", "f32", a_layout="col"), "a"),
+    "f16-k-major-odd-k": (GemmSpec(64, 40, 97, "f16", "f16", "f32", b_layout="col"), "ab"),
+    "s8-odd-k": (GemmSpec(64, 40, 99, "s8", "s8", "s32", b_layout="col"), "ab"),
+    "f16-odd-n-batched-bias": (GemmSpec(37, 61, 64, "f16", "f16", "f32", batch=2, bias="col", out="f16"), "b"),
+}
+
+
+@pytest.mark.parametrize("name", GATHER)
+def test_gather_matches_the_reference(name):
+    """Rows that are not 4-byte aligned are staged, copied element by element through
+    registers (`gather`); past the extent every element is zero (K's tail adds nothing)."""
+    spec, gather = GATHER[name]
+    kernel = compiled(spec)
+    assert "stages=0" not in kernel.abi.config, kernel.abi.config
+    loads = "ld.global.u8" if spec.a == "s8" else "ld.global.u16"
+    assert kernel.ptx.count(loads) and "prmt.b32" in kernel.ptx
+    assert bool(re.search(r"cp\.async\.c[ag]\.shared", kernel.ptx)) == (gather != "ab")
+    result = run_compiled(kernel, seed=13, on="emulator")
+    assert result.ok, result.line()
+
+
+def test_gather_with_split_k():
+    kernel = compiled(GemmSpec(16, 71, 2048, "f16", "f16", "f32"), split_k=4)
+    assert "split-k=4" in kernel.abi.config and "ld.global.u16" in kernel.ptx
+    result = run_compiled(kernel, seed=4, on="emulator")
+    assert result.ok, result.line()
+
+
+def test_what_neither_fills_nor_gathers_keeps_the_simple_schedule():
+    """An 8-bit B row-major with an odd N: its words straddle the edge (no fill) and ldmatrix
+    cannot read it as stored (no gather); a 4-bit A whose rows end inside a byte."""
+    assert "stages=0" in compiled(GemmSpec(64, 91, 64, "s8", "s8", "s32")).abi.config
+    assert "stages=0" in compiled(GemmSpec(37, 45, 202, "s4", "s4", "s32", b_layout="col")).abi.config
+
+
+@pytest.mark.parametrize("rows, cols, bits, threads", [(128, 64, 16, 128), (64, 128, 16, 256), (32, 128, 8, 128)])
+def test_gather_layout_covers_every_word_once(rows, cols, bits, threads):
+    layout = warp.GatherLayout.of(rows, cols, bits, threads)
+    assert layout is not None
+    seen = [(layout.row(t) + i * layout.row_step, layout.word(t))
+            for t in range(threads) for i in range(layout.chunks_per_thread)]
+    assert sorted(seen) == [(r, w) for r in range(rows) for w in range(cols * bits // 32)]

@@ -180,7 +180,8 @@ def test_runner_demands_the_emulators_bits_where_proven(monkeypatch):
     rng = np.random.default_rng(3)
     args = [runner.pack_memory(np.asarray(rng.normal(0, 8, n)).astype(ml_dtypes.bfloat16 if i < 2 else np.float32),
                                "bf16" if i < 2 else "f32") for i, n in enumerate(kernel.arg_sizes)]
-    outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args)
+    outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args,
+                            shared_bytes=kernel.abi.shared_bytes)
     monkeypatch.setattr(cuda_runtime, "device_arch", lambda: "sm_90")
     assert runner._gpu_twin_differs(kernel, args, outs) is None
     d = kernel.gemm.d.param

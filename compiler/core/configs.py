@@ -137,6 +137,10 @@ _H100: dict[str, Config] = {
     "8bit-fill-b": Config("4x2", "4x8", 4, 64),
     "8bit-fill-a": Config("2x4", "4x8", 4, 64),
     "8bit-fill-ab": Config("4x2", "4x8", 4, 64),
+    # rows not 4-byte aligned, gathered element by element (plan.gatherable): stages of half the
+    # K keep the 4x8 warp tile's registers (3 stages of K 64 spill 88-160 bytes); not yet timed
+    "16bit-gather": Config("2x2", "4x8", 4, 32),
+    "8bit-gather": Config("2x2", "4x8", 4, 64),
     "fp8": Config("2x2", "2x8", 3, 128),  # two f16 HMMAs on converted registers: 4x8 spills
     "32bit": Config("2x2", "4x8", 3, 32),
     "32bit-row-b": Config("2x2", "2x8", 3, 32),  # B through warp.load_shared: 4x8 spills
@@ -168,7 +172,7 @@ def default(target: str | targets.SmTarget, schedule: str) -> Config:
 
 
 # The candidate family whose shortest stage K bounds how far `fit_shared` cuts a schedule's.
-SCHEDULE_FAMILY = {"fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "32bit-row-b": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit"}
+SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "32bit-row-b": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit"}
 
 
 def fit_shared(stages: int, stage_k: int, bits_per_k: int, limit: int, schedule: str, *,

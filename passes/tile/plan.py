@@ -143,7 +143,7 @@ def column_major(mem) -> bool:
     return mem.row_stride == 1 and mem.col_stride != 1
 
 
-def stageable(g, variant, fill: str = "") -> str | None:
+def stageable(g, variant, fill: str = "", gather: str = "") -> str | None:
     """Why a kernel cannot take the staged schedule (None if it can): a dense mma whose K rows
     are 16 bytes (tf32 m16n8k8, 16-bit m16n8k16, 8-bit m16n8k32, 4-bit m16n8k64, 1-bit
     m16n8k256), operands read as stored (tf32: f32 rounded), and f64 m16n8k16 (128-byte K rows,
@@ -151,7 +151,8 @@ def stageable(g, variant, fill: str = "") -> str | None:
     columns (or N rows) - an operand stored the other way round is read with ldmatrix .trans
     (16-bit), `warp.load_shared` (tf32, f64) or, for the 8-bit operands `fill` names
     (`fillable`), written K-major by a transposing fill; every run aligned for cp.async (or the
-    fill's 32-bit loads), and sub-byte K rows ending on a byte. A pre-compressed sparse A:
+    fill's 32-bit loads) - or, for the operands `gather` names (`gatherable`), copied element by
+    element -, and sub-byte K rows ending on a byte. A pre-compressed sparse A:
     `pre_compressed_stageable`."""
     if g.a_meta is not None:
         return pre_compressed_stageable(g, variant)
@@ -187,7 +188,7 @@ def stageable(g, variant, fill: str = "") -> str | None:
         return (f"K = {g.k} {g.a.bits}-bit elements end inside a byte: cp.async copies whole bytes, and "
                 f"the byte's other bits would enter the product")
     for what, mem, by_col in (("A", g.a, m_major), ("B", g.b, k_major)):
-        if not copy_vector(mem, by_col):
+        if not copy_vector(mem, by_col) and what.lower() not in gather:
             return (f"{what}'s {'columns' if by_col else 'rows'} are not 4-byte aligned (stride "
                     f"{mem.col_stride if by_col else mem.row_stride}, offset {mem.base} elements)")
     if getattr(g.mma, "split_tf32", None) is not None:
@@ -206,6 +207,20 @@ def fillable(g, variant, kernel: func.FuncOp) -> str:
                                              ("b", g.b, g.n, mn, not column_major(g.b) and g.b.col_stride == 1)):
         if mem.bits == 8 and not mem.casts and wrong and tile.tiles_exactly(size, 4, multiple) \
                 and BY_PTX[variant.atype].bits == 8:
+            out += what
+    return out
+
+
+def gatherable(g, variant, fill: str) -> str:
+    """The operands (`a`, `b`) a gather can stage (`warp.fill_load` with `gather`): 8- or 16-bit,
+    read as stored, whose runs are not 4-byte aligned for cp.async (an odd K, N or M of 16-bit
+    elements, a stride or offset not a multiple of 4 bytes), in an order ldmatrix reads from a
+    stage that holds them as stored (16-bit either way; 8-bit A K-major, B K-major)."""
+    out = ""
+    for what, mem, by_col, readable in (("a", g.a, column_major(g.a), not column_major(g.a)),
+                                        ("b", g.b, column_major(g.b), column_major(g.b))):
+        if (mem.bits == 16 or (mem.bits == 8 and readable)) and not mem.casts and what not in fill \
+                and BY_PTX[variant.atype].bits == mem.bits and not copy_vector(mem, by_col):
             out += what
     return out
 
@@ -230,10 +245,12 @@ def widens(g, variant) -> bool:
     return g.a.bits == 4 and variant.k == 32
 
 
-def default_schedule(g, variant, fill: str = "") -> str:
+def default_schedule(g, variant, fill: str = "", gather: str = "") -> str:
     """The key of a staged kernel's default configuration in `configs.DEFAULTS`."""
     if g.a_meta is not None:
         return "sparse-16bit"
+    if gather and g.a.bits in (8, 16) and BY_PTX[variant.atype].name not in FP8:
+        return f"{g.a.bits}bit-gather"
     if g.a.bits == 64:
         return "64bit"
     if g.a.bits == 32:
@@ -334,11 +351,12 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                 mma, f"{what} = {size}: tiles of 2^31 or more elements along a dimension "
                 f"are not supported (coordinates are 32-bit)",
             )
-    why_not = stageable(g, variant, fill)
+    gather = gatherable(g, variant, fill)
+    why_not = stageable(g, variant, fill, gather)
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
-    schedule = default_schedule(g, variant, fill)
+    schedule = default_schedule(g, variant, fill, gather)
     default = configs.default(target, schedule)
     fit = dict(cut_stages=stages < 0, cut_k=not stage_k)  # defaults, cut to fit the target below
     size_class = configs.size_class(g.m, g.n, g.k, g.batch)
@@ -394,11 +412,23 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                                     f"warp-tile or stage-k")
             splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
             return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
+    for what in gather:  # the gather's words must cover the stage evenly (`GatherLayout`)
+        mem = g.a if what == "a" else g.b
+        # the stage as stored: rows along the window's strided dimension
+        rows, cols = ((stage_k, bm) if column_major(g.a) else (bm, stage_k)) if what == "a" else \
+            ((bn, stage_k) if column_major(g.b) else (stage_k, bn))
+        if warp.GatherLayout.of(rows, cols, mem.bits, t.threads) is None:
+            if forced_stages:
+                raise LoweringError(mma, f"stages={forced_stages}: the gather of {what.upper()} cannot split a "
+                                    f"{rows} x {cols} stage evenly over {t.threads} threads; choose other warps, "
+                                    f"warp-tile or stage-k")
+            splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
+            return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
     interleave = schedule in configs.INTERLEAVED_READS and not widen
     meta_ahead = ceil_div(META_AHEAD_STEPS, stage_k // t.instr[2]) if g.a_meta is not None else 0
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "interleaved" if interleave else "ahead", GROUP_M,
-                    meta_ahead, variant if widen else None, splits, chunk, fill)
+                    meta_ahead, variant if widen else None, splits, chunk, fill, gather)
 
 
 @dataclass(frozen=True)

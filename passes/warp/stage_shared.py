@@ -108,6 +108,9 @@ class _Stage(IndexBuilder):
         # operands staged by the transposing fill (`#warp.schedule` fill): their stage is K-major
         # whatever their memory order, as a K-major A's or B's
         self.fill_a, self.fill_b = "a" in s.fill, "b" in s.fill
+        # operands gathered element by element (`#warp.schedule` gather): staged as stored
+        self.gather_a, self.gather_b = "a" in s.gather, "b" in s.gather
+        self.through_a, self.through_b = self.fill_a or self.gather_a, self.fill_b or self.gather_b
         self.a_m_major = column_major(self.a) and not self.fill_a
         self.b_k_major = column_major(self.b) or self.fill_b
         v = self.mmas[0].a.type.variant
@@ -153,15 +156,15 @@ class _Stage(IndexBuilder):
         kt, carried = body.args[0], list(body.args[1:])
         outer, self.ops = self.ops, []
         k = self.affine(kt, bk, base)
-        more = None if self.fill_a and self.fill_b else self.add(arith.CmpiOp(k, k_size, "ult")).results[0]
+        more = None if self.through_a and self.through_b else self.add(arith.CmpiOp(k, k_size, "ult")).results[0]
         stage = self.add(arith.RemUIOp(kt, self.const(S))).results[0]
-        if not (self.fill_a and self.fill_b):
+        if not (self.through_a and self.through_b):
             outside, self.ops = self.ops, []
             self.copy(k, self.add(arith.RemUIOp(kt, self.const(S))).results[0])
             self.add(scf.YieldOp())
             then, self.ops = self.ops, outside
             self.add(scf.IfOp(more, [], then))
-        if self.fill_a or self.fill_b:  # its own stage index, as the copies': the fill is stage 0's alone
+        if self.through_a or self.through_b:  # its own stage index, as the copies': stage 0's alone
             self.fill(k, self.add(arith.RemUIOp(kt, self.const(S))).results[0])
         self.add(warp.AsyncCommitOp())
         token = self.add(warp.AsyncWaitOp(0)).results[0]
@@ -210,11 +213,11 @@ class _Stage(IndexBuilder):
             a_k, a_exact = k, k_exact
         m_exact = tile.tiles_exactly(self.m, self.bm, mm)
         n_exact = tile.tiles_exactly(self.n, self.bn, mn)
-        if not self.fill_a:
+        if not self.through_a:
             self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
                                           a0.extent_values(), self.threads, copy_vector(self.a, self.a_m_major),
                                           transpose=self.a_m_major), m_exact, a_exact)
-        if not self.fill_b:
+        if not self.through_b:
             self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
                                           b0.extent_values(), self.threads, copy_vector(self.b, self.b_k_major),
                                           transpose=self.b_k_major), k_exact, n_exact)
@@ -236,6 +239,21 @@ class _Stage(IndexBuilder):
                                                 b0.extent_values(), (self.bn, bk), self.threads, transpose=True),
                                 False, tile.tiles_exactly(self.n, self.bn, mn))
             self.add(warp.FillStoreOp(load.result, self.s_b, stage, self.threads))
+        # gathers: the stage as copy() would write it (an M-major A's, a K-major B's transposed)
+        if self.gather_a:
+            rows, cols = (bk, self.bm) if self.a_m_major else (self.bm, bk)
+            load = self.bounded(warp.FillLoadOp(a0.ref, [self.bz, self.cta_row, k], a0.window_values(),
+                                                a0.extent_values(), (rows, cols), self.threads,
+                                                transpose=self.a_m_major, gather=True),
+                                tile.tiles_exactly(self.m, self.bm, mm), False)
+            self.add(warp.FillStoreOp(load.result, self.s_a, stage, self.threads, gather=True))
+        if self.gather_b:
+            rows, cols = (self.bn, bk) if self.b_k_major else (bk, self.bn)
+            load = self.bounded(warp.FillLoadOp(b0.ref, [self.bz, k, self.cta_col], b0.window_values(),
+                                                b0.extent_values(), (rows, cols), self.threads,
+                                                transpose=self.b_k_major, gather=True),
+                                False, tile.tiles_exactly(self.n, self.bn, mn))
+            self.add(warp.FillStoreOp(load.result, self.s_b, stage, self.threads, gather=True))
 
     def stage_meta(self, kt: SSAValue) -> list[SSAValue]:
         """A pre-compressed A's metadata for the stage: per instruction row of the warp tile,

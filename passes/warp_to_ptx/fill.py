@@ -24,7 +24,7 @@ from tilemma.dialects import warp
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.fragment_io import window_of
-from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _swizzle
+from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _shared_offset, _swizzle
 from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, all_reg, reg, regs
 
 # prmt selectors: the low and high byte pairs of two words interleaved (level 1), and the low
@@ -66,6 +66,9 @@ class LowerFillLoad(RewritePattern):
         kernel = self.state.kernel(op)
         layout = op.layout()
         window = window_of(op, kernel.memrefs.get(ptr))
+        if isinstance(layout, warp.GatherLayout):
+            _finish(op, rewriter, *_gather_loads(op, kernel, layout, window, ptr, batch, row0, col0))
+            return
         lines_dim, across_dim = (2, 1) if op.transpose is not None else (1, 2)
         if window.strides[lines_dim] != 1 or window.bits != 8:
             raise LoweringError(op, "warp.fill_load reads 8-bit lines contiguous in memory: the window's "
@@ -148,6 +151,9 @@ class LowerFillStore(RewritePattern):
         assert isinstance(ref, MemRefType)
         _, row_bytes, stage_bytes = _shared_geometry(ref)
         swizzle, mult = _swizzle(ref)
+        if isinstance(layout, warp.GatherLayout):
+            _finish(op, rewriter, _gather_stores(kernel, layout, words, dst, stage, row_bytes, stage_bytes, swizzle, mult))
+            return
         per = layout.per_word
         step_bytes = layout.block_step * per * layout.bits // 8  # bytes across between chunks
 
@@ -211,3 +217,130 @@ class LowerFillStore(RewritePattern):
                 e.emit("add.u32", addr, addr, stage_base)
                 e.emit("st.shared.b32", f"[{addr}]", out)
         _finish(op, rewriter, e)
+
+
+# ---------------------------------------------------------------------------------------------
+# The gather: a stage copied as stored, element by element (rows not 4-byte aligned).
+# ---------------------------------------------------------------------------------------------
+
+
+def _gather_loads(op: warp.FillLoadOp, kernel, layout: warp.GatherLayout, window, ptr: str, batch: str,
+                  row0: str, col0: str) -> tuple[fio.Emitter, list[list[str]]]:
+    """Per chunk, its word's `32 / bits` elements: `ld.global.u16`/`.u8` each, predicated at the
+    extent (zero outside: K past its end must add nothing), packed by `prmt`."""
+    outer, inner = (2, 1) if op.transpose is not None else (1, 2)  # the stage's rows, columns
+    per, bytes_ = layout.per_word, layout.bits // 8
+    suffix = fio.MEM_SUFFIX[layout.bits]
+
+    def parts(e: fio.Emitter) -> tuple[str, str, str]:
+        """(row, first element of the word, byte offset) of the thread's first chunk."""
+        tid, row, col = e.reg("b32"), e.reg("b32"), e.reg("b32")
+        e.emit("mov.u32", tid, "%tid.x")
+        e.emit("div.u32", row, tid, layout.words)
+        e.emit("rem.u32", col, tid, layout.words)
+        e.emit("mul.lo.u32", col, col, per)
+        offset, t = e.reg("b64"), e.reg("b64")
+        fio._mul_wide(e, offset, row, window.strides[outer])
+        fio._mul_wide(e, t, col, window.strides[inner])
+        e.emit("add.s64", offset, offset, t)
+        if bytes_ > 1:
+            e.emit("shl.b64", offset, offset, bytes_.bit_length() - 1)
+        return row, col, offset
+
+    row, col, offset = kernel.thread_invariant(("gather", layout, window.strides[outer], window.strides[inner]), parts)
+    e = fio.Emitter(kernel.regs)
+    origin = fio.open_access(e, window, ptr, batch, row0, col0)
+    base = e.reg("b64")
+    e.emit("add.s64", base, origin.ptr, offset)
+    o0, i0 = (col0, row0) if op.transpose is not None else (row0, col0)
+    in_outer, in_inner = window.in_bounds[outer - 1], window.in_bounds[inner - 1]
+    cols_ok: list[str | None] = [None] * per
+    if not in_inner:
+        first = e.reg("b32")
+        e.emit("add.u32", first, col, e.in_register(i0))
+        for j in range(per):
+            at, ok = e.reg("b32"), e.reg("pred")
+            e.emit("add.u32", at, first, j)
+            e.emit("setp.lt.u32", ok, at, window.extent[inner])
+            cols_ok[j] = ok
+    top = None
+    if not in_outer:
+        top = e.reg("b32")
+        e.emit("add.u32", top, row, e.in_register(o0))
+
+    def step(count: int, dim: int) -> str | None:
+        """The byte offset of `count` steps along `dim` (an immediate, or a register for `?`)."""
+        stride = window.strides[dim]
+        if isinstance(stride, int):
+            return None if not count else str(count * stride * bytes_)
+        r = e.reg("b64")
+        fio._mul_wide(e, r, e.in_register(str(count)), stride)
+        if bytes_ > 1:
+            e.emit("shl.b64", r, r, bytes_.bit_length() - 1)
+        return r
+
+    words = []
+    for i in range(layout.chunks_per_thread):
+        row_ok = None
+        if top is not None:
+            at, row_ok = e.reg("b32"), e.reg("pred")
+            e.emit("add.u32", at, top, i * layout.row_step)
+            e.emit("setp.lt.u32", row_ok, at, window.extent[outer])
+        elems = []
+        for j in range(per):
+            guard = row_ok
+            if cols_ok[j] is not None:
+                guard = cols_ok[j]
+                if row_ok is not None:
+                    guard = e.reg("pred")
+                    e.emit("and.pred", guard, cols_ok[j], row_ok)
+            off = [x for x in (step(i * layout.row_step, outer), step(j, inner)) if x is not None]
+            address = f"[{base}]"
+            if off and all(not x.startswith("%") for x in off):
+                address = f"[{base}+{sum(int(x) for x in off)}]"
+            elif off:
+                addr = e.reg("b64")
+                e.emit("mov.b64", addr, base)
+                for x in off:
+                    e.emit("add.s64", addr, addr, x)
+                address = f"[{addr}]"
+            v = e.reg("b32")
+            if guard is not None:
+                e.emit("mov.b32", v, 0)
+            e.emit(f"ld.global.{suffix}", v, address, guard=guard)
+            elems.append(v)
+        w = e.reg("b32")
+        if per == 2:
+            e.emit("prmt.b32", w, elems[0], elems[1], _HALVES_LOW)
+        else:  # four bytes: pairs, then the pairs' low halves
+            lo, hi = e.reg("b32"), e.reg("b32")
+            e.emit("prmt.b32", lo, elems[0], elems[1], 0x40)
+            e.emit("prmt.b32", hi, elems[2], elems[3], 0x40)
+            e.emit("prmt.b32", w, lo, hi, _HALVES_LOW)
+        words.append(w)
+    return e, [words]
+
+
+def _gather_stores(kernel, layout: warp.GatherLayout, words: list[str], dst: str, stage: str, row_bytes: int,
+                   stage_bytes: int, swizzle: bool, mult: int) -> fio.Emitter:
+    """Each word into its stage row, `st.shared.b32`, swizzled."""
+
+    def parts(e: fio.Emitter) -> tuple[str, str]:
+        tid, row, col = e.reg("b32"), e.reg("b32"), e.reg("b32")
+        e.emit("mov.u32", tid, "%tid.x")
+        e.emit("div.u32", row, tid, layout.words)
+        e.emit("rem.u32", col, tid, layout.words)
+        e.emit("shl.b32", col, col, 2)
+        return row, col
+
+    row, col = kernel.thread_invariant(("gather-store", layout), parts)
+    e = fio.Emitter(kernel.regs)
+    stage_base = e.reg("b32")
+    e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
+    for i, w in enumerate(words):
+        r = e.reg("b32")
+        e.emit("add.u32", r, row, i * layout.row_step)
+        addr = _shared_offset(e, r, row_bytes, col, swizzle, mult)
+        e.emit("add.u32", addr, addr, stage_base)
+        e.emit("st.shared.b32", f"[{addr}]", w)
+    return e

@@ -1,6 +1,7 @@
-"""The transposing fill on the GPU: 8-bit operands stored M- or N-contiguous, staged through
-registers (`warp.fill_load` / `warp.fill_store`), give D bit for bit as the emulator computes it
-(the runner's twin check), at odd sizes, with split-K, batched, and for fp8."""
+"""The transposing fill and the gather on the GPU: 8-bit operands stored M- or N-contiguous, and
+8- or 16-bit rows not 4-byte aligned, staged through registers (`warp.fill_load` /
+`warp.fill_store`), give D bit for bit as the emulator computes it (the runner's twin check), at
+odd sizes, with split-K, batched, and for fp8."""
 
 import re
 
@@ -34,4 +35,23 @@ def test_fill_on_the_gpu_is_the_emulators_bits(spec, fill):
     assert kernel.ptx.count("prmt.b32") and "stages=0" not in kernel.abi.config, kernel.abi.config
     assert kernel.ptx.count("ld.global.b32") and bool(re.search(r"cp\.async\.c[ag]\.shared", kernel.ptx)) == (fill != "ab")
     result = run_compiled(kernel, seed=5, on="gpu")
+    assert result.ok, result.line()
+
+
+GATHER = [  # (spec, the element loads): rows that are not 4-byte aligned, gathered
+    GemmSpec(130, 71, 200, "f16", "f16", "f32"),
+    GemmSpec(64, 64, 99, "bf16", "bf16", "f32"),
+    GemmSpec(65, 72, 96, "f16", "f16", "f32", a_layout="col"),
+    GemmSpec(64, 40, 97, "f16", "f16", "f32", b_layout="col"),
+    GemmSpec(64, 40, 99, "s8", "s8", "s32", b_layout="col"),
+    GemmSpec(257, 129, 4096, "f16", "f16", "f32"),  # split-K too
+    GemmSpec(1000, 1001, 999, "bf16", "bf16", "f32"),
+]
+
+
+@pytest.mark.parametrize("spec", GATHER, ids=lambda s: s.name)
+def test_gather_on_the_gpu_is_the_emulators_bits(spec):
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
+    assert "stages=0" not in kernel.abi.config and "prmt.b32" in kernel.ptx, kernel.abi.config
+    result = run_compiled(kernel, seed=6, on="gpu")
     assert result.ok, result.line()

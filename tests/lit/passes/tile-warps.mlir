@@ -3,27 +3,32 @@
 // RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{warps=64x64}' 2>&1 | filecheck %s --check-prefix=BIG
 // RUN: not %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{warp-tile=100x100}' 2>&1 | filecheck %s --check-prefix=REGS
 // RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp,warp-swizzle-shared' | filecheck %s --check-prefix=SWZ
+// RUN: %tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{stages=0}' | filecheck %s --check-prefix=SIMPLE
 
-// 37x91x53 with m16n8k16: warp tile 2x4 instructions (32x32), 2x2 warps (CTA 64x64), grid 2x1.
-// The kernel at warp level: ids, each warp's origin, C fragments, the K loop carrying the
-// accumulators, A and B fragments loaded and multiplied in it, D stored.
+// 37x91x53 with m16n8k16: rows that are not 4-byte aligned (K = 53, N = 91 f16 elements) are
+// gathered into shared memory by default; on the simple schedule (forced, SIMPLE): warp tile 2x4
+// instructions (32x32), 2x2 warps (CTA 64x64), grid 2x1. The kernel at warp level: ids, each
+// warp's origin, C fragments, the K loop carrying the accumulators, A and B fragments loaded and
+// multiplied in it, D stored.
 // CHECK-LABEL: func.func @odd
-// CHECK-SAME:  %a: memref<37x53xf16> {warp.role = ["a"]}
-// CHECK-SAME:  %d: memref<37x91xf32> {warp.role = ["d"]}
-// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 2x4, stages = 0>
-// CHECK-SAME:  warp.grid = array<i64: 2, 1, 1>, warp.block = array<i64: 128, 1, 1>
-// CHECK:       %[[TID:.*]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}>
-// CHECK:       %[[BZ:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
-// CHECK:       %[[C0:.*]] = warp.load %c[%[[BZ]], %[[ROW:.*]], %[[COL:.*]]] {window = array<i64: 0, 0>, extent = array<i64: 1, 37, 91>, col_align = 8 : i64} : memref<37x91xf32> -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
-// CHECK:       scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[C0]],
-// CHECK:         %[[A:.*]] = warp.load %a[%[[BZ]], %[[ROW]], %[[K]]] {{.*}}extent = array<i64: 1, 37, 53>{{.*}} -> !warp.frag<a, f16,
-// CHECK:         %[[B:.*]] = warp.load %b[%[[BZ]], %[[K]], %[[COL]]] {{.*}} -> !warp.frag<b, f16,
-// CHECK:         warp.mma %[[A]], %[[B]], %[[ACC]] :
-// CHECK:         scf.yield
-// CHECK-COUNT-8: warp.store
-// CHECK:       func.return
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 1x8, stages = 4, stage_k = 32, reads = ahead, group_m = 8, gather = ab>
+// SIMPLE-LABEL: func.func @odd
+// SIMPLE-SAME:  %a: memref<37x53xf16> {warp.role = ["a"]}
+// SIMPLE-SAME:  %d: memref<37x91xf32> {warp.role = ["d"]}
+// SIMPLE-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 2x4, stages = 0>
+// SIMPLE-SAME:  warp.grid = array<i64: 2, 1, 1>, warp.block = array<i64: 128, 1, 1>
+// SIMPLE:       %[[TID:.*]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}>
+// SIMPLE:       %[[BZ:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
+// SIMPLE:       %[[C0:.*]] = warp.load %c[%[[BZ]], %[[ROW:.*]], %[[COL:.*]]] {window = array<i64: 0, 0>, extent = array<i64: 1, 37, 91>, col_align = 8 : i64} : memref<37x91xf32> -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+// SIMPLE:       scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ACC:.*]] = %[[C0]],
+// SIMPLE:         %[[A:.*]] = warp.load %a[%[[BZ]], %[[ROW]], %[[K]]] {{.*}}extent = array<i64: 1, 37, 53>{{.*}} -> !warp.frag<a, f16,
+// SIMPLE:         %[[B:.*]] = warp.load %b[%[[BZ]], %[[K]], %[[COL]]] {{.*}} -> !warp.frag<b, f16,
+// SIMPLE:         warp.mma %[[A]], %[[B]], %[[ACC]] :
+// SIMPLE:         scf.yield
+// SIMPLE-COUNT-8: warp.store
+// SIMPLE:       func.return
 // OPT-LABEL:   func.func @odd
-// OPT-SAME:  warp.schedule = #warp.schedule<warps = 4x1, warp_tile = 1x2, stages = 0>
+// OPT-SAME:  warp.schedule = #warp.schedule<warps = 4x1, warp_tile = 1x2, stages = 4, stage_k = 32, reads = ahead, group_m = 8, gather = ab>
 // OPT-SAME:    warp.grid = array<i64: 6, 1, 1>, warp.block = array<i64: 128, 1, 1>
 // BIG:         tile-warps.mlir:[[# @LINE + 8]]:3
 // BIG:         warps 64x64 make a CTA of 131072 threads; a CTA holds at most 1024 (32 warps)
