@@ -555,10 +555,17 @@ HEADER = ("| instruction | kind | inputs | bit-identical GPU vs emulator | max u
           "max error vs exact / bound | verdict |\n| --- | --- | --- | --- | --- | --- | --- |")
 
 
-def prepare(p: Probe, seed: int = 0) -> tuple[str, list[np.ndarray], int, int]:
-    """(PTX, kernel arguments, element count, grid) of a probe; inputs padded to whole blocks."""
+#: Inputs `--thin` leaves whole (the specials and random words come first; the sweeps after).
+THIN_KEEP = 1 << 17
+
+
+def prepare(p: Probe, seed: int = 0, thin: int = 1) -> tuple[str, list[np.ndarray], int, int]:
+    """(PTX, kernel arguments, element count, grid) of a probe; inputs padded to whole blocks;
+    `thin` keeps every thin-th input past the first THIN_KEEP (the sweeps), alike in every operand."""
     rng = np.random.default_rng(seed)
     ins = [np.ascontiguousarray(x.astype(_IO[t][2])) for x, t in zip(p.inputs(rng), p.ins)]
+    if thin > 1:
+        ins = [np.concatenate([x[:THIN_KEEP], x[THIN_KEEP::thin]]) for x in ins]
     n = ins[0].size
     total = -(-n // BLOCK) * BLOCK
     ins = [np.concatenate([x, np.resize(x, total - n)]) if total > n else x for x in ins]
@@ -608,8 +615,8 @@ def evaluate(p: Probe, emu: np.ndarray, gpu: np.ndarray | None, args: list[np.nd
                   examples=examples)
 
 
-def run_probe(p: Probe, gpu: bool, seed: int = 0) -> Result:
-    text, args, n, grid = prepare(p, seed)
+def run_probe(p: Probe, gpu: bool, seed: int = 0, thin: int = 1) -> Result:
+    text, args, n, grid = prepare(p, seed, thin)
     try:
         emu = emulate(text, ENTRY, (grid, 1, 1), (BLOCK, 1, 1), [a.copy() for a in args])[-1]
     except Exception as err:  # noqa: BLE001 - reported as the row's verdict
@@ -631,7 +638,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="only probes whose name contains this (repeatable)")
     ap.add_argument("--emulator-only", action="store_true", help="no GPU: check the harness in the emulator")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--thin", type=int, default=1, metavar="N",
+                    help=f"every N-th input past the first {THIN_KEEP} (the sweeps): a quicker check of the harness")
     args = ap.parse_args(argv)
+    if args.thin < 1:
+        ap.error("--thin must be 1 or more")
     gpu = not args.emulator_only
     if gpu:
         from tilemma.compiler.runtime import cuda_runtime
@@ -644,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     print(HEADER)
     for p in probes:
-        r = run_probe(p, gpu, args.seed)
+        r = run_probe(p, gpu, args.seed, args.thin)
         results.append(r)
         print(r.row(), flush=True)
         for ex in r.examples if not r.ok else []:
