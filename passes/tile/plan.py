@@ -403,23 +403,18 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
             f"{need} bytes of shared memory; a CTA has at most {limit} on {target} "
             f"({limit // 1024} KiB): use fewer stages or a smaller stage-k",
         )
-    for what in fill:  # the fill's chunks must cover the stage evenly (`FillLayout`)
-        lines = bm if what == "a" else bn
-        if warp.FillLayout.of(lines, stage_k, 8, t.threads) is None:
+    # the fill's and the gather's chunks must cover their stages evenly (`FillLayout`, `GatherLayout`):
+    # a filled stage is K-major (lines x K), a gathered one as stored (rows along the strided dimension)
+    through = [("transposing fill", what, warp.FillLayout, (bm if what == "a" else bn, stage_k), 8) for what in fill]
+    for what in gather:
+        cols = bm if what == "a" else bn
+        k_rows = column_major(g.a) if what == "a" else not column_major(g.b)  # the stage's rows are K's
+        through.append(("gather", what, warp.GatherLayout, (stage_k, cols) if k_rows else (cols, stage_k),
+                        (g.a if what == "a" else g.b).bits))
+    for kind, what, layout, (rows, cols), bits in through:
+        if layout.of(rows, cols, bits, t.threads) is None:
             if forced_stages:
-                raise LoweringError(mma, f"stages={forced_stages}: the transposing fill of {what.upper()} cannot split a "
-                                    f"{lines} x {stage_k} stage evenly over {t.threads} threads; choose other warps, "
-                                    f"warp-tile or stage-k")
-            splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
-            return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
-    for what in gather:  # the gather's words must cover the stage evenly (`GatherLayout`)
-        mem = g.a if what == "a" else g.b
-        # the stage as stored: rows along the window's strided dimension
-        rows, cols = ((stage_k, bm) if column_major(g.a) else (bm, stage_k)) if what == "a" else \
-            ((bn, stage_k) if column_major(g.b) else (stage_k, bn))
-        if warp.GatherLayout.of(rows, cols, mem.bits, t.threads) is None:
-            if forced_stages:
-                raise LoweringError(mma, f"stages={forced_stages}: the gather of {what.upper()} cannot split a "
+                raise LoweringError(mma, f"stages={forced_stages}: the {kind} of {what.upper()} cannot split a "
                                     f"{rows} x {cols} stage evenly over {t.threads} threads; choose other warps, "
                                     f"warp-tile or stage-k")
             splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
