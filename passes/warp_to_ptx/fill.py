@@ -1,4 +1,4 @@
-"""`warp-to-ptx` patterns of the transposing fill (`dialects/warp_fill.py`).
+"""`warp-to-ptx` patterns of the transposing fill and the gather (`dialects/warp_fill.py`).
 
 `warp.fill_load`: for each chunk of the thread (`FillLayout`), 4 `ld.global.b32`, one for each
 of its 4 elements across, each word holding that element of the chunk's 4 lines; zero (nothing
@@ -11,6 +11,10 @@ store j writes line `4 * word + (j ^ r)`. Lines 4 apart of a 128-byte stage row 
 group every 8 lines, so without the rotation a store's 8 neighbouring words would meet in 2
 bank groups (4-way conflicts); with it in 4 (2-way). The rotation costs nothing: it is in the
 `prmt` selectors, registers computed once per thread.
+
+With `gather` (rows not 4-byte aligned), the same ops copy the tile as stored: each word's
+elements loaded one by one (`ld.global.u16`/`.u8`, predicated), packed by `prmt`, and stored to
+its stage row (`GatherLayout`; the end of this module).
 """
 
 from __future__ import annotations
