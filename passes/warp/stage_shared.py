@@ -108,9 +108,9 @@ class _Stage(IndexBuilder):
         # operands staged by the transposing fill (`#warp.schedule` fill): their stage is K-major
         # whatever their memory order, as a K-major A's or B's
         self.fill_a, self.fill_b = "a" in s.fill, "b" in s.fill
-        # operands gathered element by element (`#warp.schedule` gather): staged as stored
-        self.gather_a, self.gather_b = "a" in s.gather, "b" in s.gather
-        self.through_a, self.through_b = self.fill_a or self.gather_a, self.fill_b or self.gather_b
+        # ... and those gathered element by element (`#warp.schedule` gather): staged as stored;
+        # either way not copied by cp.async
+        self.through_a, self.through_b = self.fill_a or "a" in s.gather, self.fill_b or "b" in s.gather
         self.a_m_major = column_major(self.a) and not self.fill_a
         self.b_k_major = column_major(self.b) or self.fill_b
         v = self.mmas[0].a.type.variant
@@ -223,37 +223,26 @@ class _Stage(IndexBuilder):
                                           transpose=self.b_k_major), k_exact, n_exact)
 
     def fill(self, k: SSAValue, stage: SSAValue) -> None:
-        """The transposing fills of A and B at K `k` into `stage` (those `fill` names): loads and
-        stores, not guarded by K (rows past K load nothing), so that `warp-pipeline` can run the
-        stores an iteration after the loads; the K dimension is never marked in bounds."""
+        """The transposing fills of A and B at K `k` into `stage` (those `fill` names), then the
+        gathers (those `gather` names): loads and stores, not guarded by K (rows past K load
+        nothing), so that `warp-pipeline` can run the stores an iteration after the loads; the K
+        dimension is never marked in bounds. Each writes its operand's stage whole (its shape the
+        buffer's): a filled one K-major, a gathered one as copy() would; the window's transpose
+        is the stage's (an M-major A's stage is K x M, a K-major or filled B's N x K)."""
         mm, mn, _ = tile.size_multiple(self.kernel)
-        bk = self.s.stage_k
         a0, b0 = self.a_loads[0], self.b_loads[0]
-        if self.fill_a:  # an M-major A: lines along M, K-major stage
-            load = self.bounded(warp.FillLoadOp(a0.ref, [self.bz, self.cta_row, k], a0.window_values(),
-                                                a0.extent_values(), (self.bm, bk), self.threads),
-                                tile.tiles_exactly(self.m, self.bm, mm), False)
-            self.add(warp.FillStoreOp(load.result, self.s_a, stage, self.threads))
-        if self.fill_b:  # an N-major B: lines along N, its transpose staged
-            load = self.bounded(warp.FillLoadOp(b0.ref, [self.bz, k, self.cta_col], b0.window_values(),
-                                                b0.extent_values(), (self.bn, bk), self.threads, transpose=True),
-                                False, tile.tiles_exactly(self.n, self.bn, mn))
-            self.add(warp.FillStoreOp(load.result, self.s_b, stage, self.threads))
-        # gathers: the stage as copy() would write it (an M-major A's, a K-major B's transposed)
-        if self.gather_a:
-            rows, cols = (bk, self.bm) if self.a_m_major else (self.bm, bk)
-            load = self.bounded(warp.FillLoadOp(a0.ref, [self.bz, self.cta_row, k], a0.window_values(),
-                                                a0.extent_values(), (rows, cols), self.threads,
-                                                transpose=self.a_m_major, gather=True),
-                                tile.tiles_exactly(self.m, self.bm, mm), False)
-            self.add(warp.FillStoreOp(load.result, self.s_a, stage, self.threads, gather=True))
-        if self.gather_b:
-            rows, cols = (self.bn, bk) if self.b_k_major else (bk, self.bn)
-            load = self.bounded(warp.FillLoadOp(b0.ref, [self.bz, k, self.cta_col], b0.window_values(),
-                                                b0.extent_values(), (rows, cols), self.threads,
-                                                transpose=self.b_k_major, gather=True),
-                                False, tile.tiles_exactly(self.n, self.bn, mn))
-            self.add(warp.FillStoreOp(load.result, self.s_b, stage, self.threads, gather=True))
+        operands = {"a": (a0, [self.bz, self.cta_row, k], self.s_a, self.a_m_major,
+                          (tile.tiles_exactly(self.m, self.bm, mm), False)),
+                    "b": (b0, [self.bz, k, self.cta_col], self.s_b, self.b_k_major,
+                          (False, tile.tiles_exactly(self.n, self.bn, mn)))}
+        for gather, which in ((False, self.s.fill), (True, self.s.gather)):
+            for what in which:
+                load0, indices, dest, transpose, (rows_in, cols_in) = operands[what]
+                shape = dest.type.get_shape()[1:]  # type: ignore[union-attr]
+                load = self.bounded(warp.FillLoadOp(load0.ref, indices, load0.window_values(), load0.extent_values(),
+                                                    shape, self.threads, transpose=transpose, gather=gather),
+                                    rows_in, cols_in)
+                self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gather))
 
     def stage_meta(self, kt: SSAValue) -> list[SSAValue]:
         """A pre-compressed A's metadata for the stage: per instruction row of the warp tile,

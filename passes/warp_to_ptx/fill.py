@@ -28,7 +28,7 @@ from tilemma.dialects import warp
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.fragment_io import window_of
-from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _shared_offset, _swizzle
+from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _shared_offset, _swizzle, _swizzle_phase
 from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, all_reg, reg, regs
 
 # prmt selectors: the low and high byte pairs of two words interleaved (level 1), and the low
@@ -81,8 +81,8 @@ class LowerFillLoad(RewritePattern):
         step = layout.block_step * per  # elements across between a thread's chunks
         stride = window.strides[across_dim]  # bytes (8-bit): a register where `?`
 
-        def parts(e: fio.Emitter) -> tuple[str, str, str, str]:
-            """(line, first element across, byte offset of the first word, rotation) of the thread."""
+        def parts(e: fio.Emitter) -> tuple[str, str, str]:
+            """(line, first element across, byte offset of the first word) of the thread."""
             word, block = kernel.thread_invariant(("fill-thread", layout), lambda e2: _thread_parts(e2, layout))
             line, across = e.reg("b32"), e.reg("b32")
             e.emit("mul.lo.u32", line, word, per)
@@ -91,9 +91,9 @@ class LowerFillLoad(RewritePattern):
             fio._mul_wide(e, offset, across, stride)
             e.emit("cvt.u64.u32", line64, line)
             e.emit("add.s64", offset, offset, line64)
-            return line, across, offset, word
+            return line, across, offset
 
-        line, across, offset, _ = kernel.thread_invariant(("fill-load", layout, stride), parts)
+        line, across, offset = kernel.thread_invariant(("fill-load", layout, stride), parts)
         e = fio.Emitter(kernel.regs)
         origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
         base = e.reg("b64")
@@ -176,7 +176,6 @@ class LowerFillStore(RewritePattern):
                 e.emit("mad.lo.s32", s, bit, sign * _SWAP, low)
                 sels.append(s)
             rows, phases = [], []
-            per_line, period = warp.swizzle_phases(row_bytes)
             for j in range(per):
                 line, off = e.reg("b32"), e.reg("b32")
                 e.emit("xor.b32", line, r, j)
@@ -184,13 +183,7 @@ class LowerFillStore(RewritePattern):
                 e.emit("mul.lo.u32", off, line, row_bytes)
                 rows.append(off)
                 if swizzle:
-                    ph = e.reg("b32")
-                    e.emit("shr.u32", ph, line, per_line.bit_length() - 1)
-                    if mult != 1:
-                        e.emit("mul.lo.u32", ph, ph, mult)
-                    e.emit("and.b32", ph, ph, period - 1)
-                    e.emit("shl.b32", ph, ph, 4)
-                    phases.append(ph)
+                    phases.append(_swizzle_phase(e, line, row_bytes, mult))
             col = e.reg("b32")
             e.emit("mul.lo.u32", col, block, per * layout.bits // 8)
             return rows, phases, col, sels
@@ -228,6 +221,16 @@ class LowerFillStore(RewritePattern):
 # ---------------------------------------------------------------------------------------------
 
 
+def _gather_thread(e: fio.Emitter, layout: warp.GatherLayout) -> tuple[str, str]:
+    """(row of the first chunk, word) of this thread, from %tid.x (`GatherLayout.row/word`): one
+    computation for a gather's loads and stores."""
+    tid, row, word = e.reg("b32"), e.reg("b32"), e.reg("b32")
+    e.emit("mov.u32", tid, "%tid.x")
+    e.emit("div.u32", row, tid, layout.words)
+    e.emit("rem.u32", word, tid, layout.words)
+    return row, word
+
+
 def _gather_loads(op: warp.FillLoadOp, kernel, layout: warp.GatherLayout, window, ptr: str, batch: str,
                   row0: str, col0: str) -> tuple[fio.Emitter, list[list[str]]]:
     """Per chunk, its word's `32 / bits` elements: `ld.global.u16`/`.u8` each, predicated at the
@@ -238,11 +241,9 @@ def _gather_loads(op: warp.FillLoadOp, kernel, layout: warp.GatherLayout, window
 
     def parts(e: fio.Emitter) -> tuple[str, str, str]:
         """(row, first element of the word, byte offset) of the thread's first chunk."""
-        tid, row, col = e.reg("b32"), e.reg("b32"), e.reg("b32")
-        e.emit("mov.u32", tid, "%tid.x")
-        e.emit("div.u32", row, tid, layout.words)
-        e.emit("rem.u32", col, tid, layout.words)
-        e.emit("mul.lo.u32", col, col, per)
+        row, word = kernel.thread_invariant(("gather-thread", layout), lambda e2: _gather_thread(e2, layout))
+        col = e.reg("b32")
+        e.emit("mul.lo.u32", col, word, per)
         offset, t = e.reg("b64"), e.reg("b64")
         fio._mul_wide(e, offset, row, window.strides[outer])
         fio._mul_wide(e, t, col, window.strides[inner])
@@ -329,15 +330,15 @@ def _gather_stores(kernel, layout: warp.GatherLayout, words: list[str], dst: str
                    stage_bytes: int, swizzle: bool, mult: int) -> fio.Emitter:
     """Each word into its stage row, `st.shared.b32`, swizzled."""
 
-    def parts(e: fio.Emitter) -> tuple[str, str]:
-        tid, row, col = e.reg("b32"), e.reg("b32"), e.reg("b32")
-        e.emit("mov.u32", tid, "%tid.x")
-        e.emit("div.u32", row, tid, layout.words)
-        e.emit("rem.u32", col, tid, layout.words)
-        e.emit("shl.b32", col, col, 2)
-        return row, col
+    def parts(e: fio.Emitter) -> str:
+        """The byte column of the thread's word."""
+        _, word = kernel.thread_invariant(("gather-thread", layout), lambda e2: _gather_thread(e2, layout))
+        col = e.reg("b32")
+        e.emit("shl.b32", col, word, 2)
+        return col
 
-    row, col = kernel.thread_invariant(("gather-store", layout), parts)
+    row, _ = kernel.thread_invariant(("gather-thread", layout), lambda e2: _gather_thread(e2, layout))
+    col = kernel.thread_invariant(("gather-store", layout), parts)
     e = fio.Emitter(kernel.regs)
     stage_base = e.reg("b32")
     e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)

@@ -116,19 +116,27 @@ def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row
     return addr
 
 
+def _swizzle_phase(e: fio.Emitter, row: str, row_bytes: int, mult: int = 1) -> str:
+    """A register holding the swizzle phase of `row` in bytes (the granule XOR of
+    `warp.swizzle_granule`, times 16), for a buffer of `row_bytes` rows and phase multiplier `mult`."""
+    phase = e.reg("b32")
+    per_line, period = warp.swizzle_phases(row_bytes)
+    e.emit("shr.u32", phase, row, per_line.bit_length() - 1)
+    if mult != 1:
+        e.emit("mul.lo.u32", phase, phase, mult)
+    e.emit("and.b32", phase, phase, period - 1)
+    e.emit("shl.b32", phase, phase, 4)
+    return phase
+
+
 def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swizzle: bool, mult: int = 1) -> str:
     """Byte offset of (row, byte column) within a stage, swizzled if asked (phase multiplier
     `mult` of the buffer's `#warp.swizzled`)."""
-    offset = e.reg("b32")
     if swizzle:  # the emitted form of warp.swizzle_granule
-        per_line, period = warp.swizzle_phases(row_bytes)
-        e.emit("shr.u32", offset, row, per_line.bit_length() - 1)
-        if mult != 1:
-            e.emit("mul.lo.u32", offset, offset, mult)
-        e.emit("and.b32", offset, offset, period - 1)
-        e.emit("shl.b32", offset, offset, 4)
+        offset = _swizzle_phase(e, row, row_bytes, mult)
         e.emit("xor.b32", offset, offset, col_bytes)  # granule ^ phase, offset within it kept
     else:
+        offset = e.reg("b32")
         e.emit("mov.u32", offset, col_bytes)
     e.emit("mad.lo.u32", offset, row, row_bytes, offset)
     return offset
