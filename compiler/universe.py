@@ -42,6 +42,12 @@ def _plan():
     return TilePlan
 
 
+def _attention():
+    from tilemma.passes.tile.attention import TileAttention
+
+    return TileAttention
+
+
 def _distribute():
     from tilemma.passes.tile.distribute import TileDistribute
 
@@ -138,6 +144,7 @@ REPLACED_DIALECTS = {"linalg": _linalg, "memref": _memref}
 PASSES = {
     "linalg-to-tile": _linalg_to_tile,
     "tile-select-mma": _select_mma,
+    "tile-attention": _attention,
     "tile-plan": _plan,
     "tile-distribute": _distribute,
     "tile-distribute-epilogue": _distribute_epilogue,

@@ -72,6 +72,7 @@ from tilemma.dialects.tile_types import (
 )
 
 from tilemma.dialects.tile_epilogue import BroadcastOp, MapOp, YieldOp  # noqa: E402  (tile ops, one dialect)
+from tilemma.dialects.tile_softmax import SoftmaxOp  # noqa: E402  (tile ops, one dialect)
 
 # Defined with the element vocabulary, read by callers as tile.X too.
 from tilemma.dialects.attributes import canonical_element, element_bits, element_type  # noqa: F401
@@ -712,6 +713,6 @@ MMA_OPS = (MmaOp, ScaledMmaOp)
 Tile = Dialect(
     "tile",
     [MatmulOp, MmaOp, ScaledMmaOp, LoadOp, StoreOp, CastOp, ConstantOp, CompressOp, SparseFromOp,
-     MapOp, YieldOp, BroadcastOp],
+     MapOp, YieldOp, BroadcastOp, SoftmaxOp],
     [TileType, SparseTileType, UE4M3Type, PopcAttr, RoundingAttr],
 )

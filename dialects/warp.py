@@ -106,6 +106,22 @@ class FragType(ParametrizedAttribute, TypeAttribute):
     def variant(self) -> MmaVariant:
         return self.variant_attr.variant
 
+    def layout(self):
+        """The fragment's layout (`compiler/layouts`); an accumulator-shaped fragment of another
+        element than the instruction's (the epilogue's) is the C layout repacked by the
+        element's width."""
+        from tilemma.compiler.core.elements import ELEMENTS
+        from tilemma.compiler.layouts import fragments
+        from tilemma.compiler.layouts.mma_layouts import instruction_layouts
+
+        lays = instruction_layouts(self.variant)
+        lay = {Operand.A: lays.a, Operand.B: lays.b, Operand.ACC: lays.c}[self.role]
+        if self.role == Operand.ACC:
+            element = ELEMENTS[element_name(self.element)]
+            if element.ptx != lay.elem_type:
+                return fragments.repacked(lay, element.ptx, element.storage_bits)
+        return lay
+
     def verify(self) -> None:
         if self.operand.data not in {o.value for o in Operand}:
             raise VerifyException(
@@ -783,11 +799,13 @@ def _element_bits(t: Attribute) -> int:
 
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_fill import FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  # noqa: E402,F401  (one dialect)
 
 Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp,
-     DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp],
-    [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr, StagedType],
+     DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp,
+     RowReduceOp, MaskOp, ToLhsOp],
+    [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr, StagedType, RowsType],
 )

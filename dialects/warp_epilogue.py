@@ -174,48 +174,72 @@ class MapYieldOp(IRDLOperation):
 @irdl_op_definition
 class MapOp(IRDLOperation):
     """`tile.map`'s body applied to every value a lane holds of accumulator-shaped fragments of
-    one instruction (value v of every input is the same tile element)."""
+    one instruction (value v of every input is the same tile element). An input may be
+    `!warp.rows` of the instruction: value v then sees the value of v's row. A map whose inputs
+    are all rows (or that has none) computes rows."""
 
     name = "warp.map"
-    inputs = var_operand_def(FragType)
-    outputs = var_result_def(FragType)
+    inputs = var_operand_def()
+    outputs = var_result_def()
     body = region_def("single_block")
     traits = traits_def(Pure())
 
-    def __init__(self, inputs: Sequence[SSAValue], result_types: Sequence[FragType], body: Region):
+    def __init__(self, inputs: Sequence[SSAValue], result_types: Sequence[Attribute], body: Region):
         super().__init__(operands=[list(inputs)], result_types=[list(result_types)], regions=[body])
 
+    def rows_only(self) -> bool:
+        """Whether the map computes rows (no fragment input)."""
+        from tilemma.dialects.warp_rows import RowsType
+
+        return all(isinstance(v.type, RowsType) for v in self.inputs)
+
     def verify_(self) -> None:
-        ins = _acc_frags(self.inputs, "warp.map inputs")
-        outs = _acc_frags(self.outputs, "warp.map results")
-        if ins and outs and ins[0].variant_attr != outs[0].variant_attr:
-            raise VerifyException("warp.map: results belong to the inputs' instruction")
+        from tilemma.dialects.warp_rows import RowsType
+
+        if not self.outputs:
+            raise VerifyException("warp.map needs at least one result")
+        rows_only = self.rows_only()
+        frags = [v for v in self.inputs if not isinstance(v.type, RowsType)]
+        _acc_frags(frags, "warp.map inputs")
+        if rows_only:
+            for r in self.outputs:
+                if not isinstance(r.type, RowsType):
+                    raise VerifyException(f"warp.map: a map of rows computes rows (!warp.rows), got {r.type}")
+        else:
+            _acc_frags(self.outputs, "warp.map results")
+        variants = {v.type.variant_attr for v in [*self.inputs, *self.outputs]}  # type: ignore[union-attr]
+        if len(variants) != 1:
+            raise VerifyException("warp.map: the inputs and results belong to one instruction")
         block = self.body.block
-        want = [scalar_type(element_name(f.element)) for f in ins]
+        want = [scalar_type(element_name(v.type.element)) for v in self.inputs]  # type: ignore[union-attr]
         if [a.type for a in block.args] != want:
             raise VerifyException("warp.map: the body's arguments must be the inputs' elements")
         term = block.last_op
         if not isinstance(term, MapYieldOp) or [v.type for v in term.values] != [
-                scalar_type(element_name(f.element)) for f in outs]:
+                scalar_type(element_name(r.type.element)) for r in self.outputs]:  # type: ignore[union-attr]
             raise VerifyException("warp.map: the body must end with warp.yield of the results' elements")
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_list(self.inputs, printer.print_operand)
+        if self.inputs:
+            printer.print_string(" ")
+            printer.print_list(self.inputs, printer.print_operand)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_list((v.type for v in self.inputs), printer.print_attribute)
-        printer.print_string(" -> ")
+        printer.print_string(" -> " if self.inputs else "-> ")
         printer.print_list((r.type for r in self.outputs), printer.print_attribute)
         printer.print_string(" ")
         printer.print_region(self.body, print_entry_block_args=True)
 
     @classmethod
     def parse(cls, parser: Parser) -> MapOp:
-        names = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
+        first = parser.parse_optional_unresolved_operand()
+        names = [] if first is None else [first]
+        while first is not None and parser.parse_optional_punctuation(","):
+            names.append(parser.parse_unresolved_operand())
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
-        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        types = [] if not names else parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
         parser.parse_punctuation("->")
         results = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
         body = parser.parse_region()

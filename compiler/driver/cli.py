@@ -142,6 +142,16 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_attention(args: argparse.Namespace) -> int:
+    from tilemma.compiler.driver.attention_generator import AttentionSpec, attention_text
+
+    spec = AttentionSpec(args.b, args.h, args.s, args.d, args.causal, args.dtype, args.scale)
+    if why := spec.problem():
+        raise ValueError(why)
+    print(attention_text(spec), end="")
+    return 0
+
+
 def _check_selectable(module, sm: str) -> None:
     """`gemm --sm`: the IR is target independent, so check that the target has an instruction
     for it (on a copy; any f32 precision, slow paths allowed) and say why not."""
@@ -449,6 +459,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sm", help="check that this target has an instruction for the kernel (the IR "
                    "itself is target independent)")
     g.set_defaults(func=cmd_gemm)
+
+    at = sub.add_parser("attention", help="write the tile IR of attention O = softmax(scale Q K^T) V "
+                                          "(b x h heads, s rows, head dim d)")
+    at.add_argument("--b", type=int, required=True, help="batch")
+    at.add_argument("--h", type=int, required=True, help="heads")
+    at.add_argument("--s", type=int, required=True, help="sequence length (queries and keys)")
+    at.add_argument("--d", type=int, required=True, help="head dim (the schedule takes 64 or 128)")
+    at.add_argument("--causal", action="store_true", help="mask keys after the query (PyTorch's is_causal)")
+    at.add_argument("--dtype", default="f16", choices=("f16", "bf16"), help="Q, K, V and O element type")
+    at.add_argument("--scale", type=float, help="softmax scale (default 1/sqrt(d))")
+    at.set_defaults(func=cmd_attention)
 
     c = sub.add_parser("compile", help="tile IR -> PTX (or cubin, or lowered IR)")
     c.add_argument("file", help="input file ('-' for stdin)")

@@ -25,6 +25,8 @@ from tilemma.compiler import universe
 from tilemma.dialects import ptx, tile
 from tilemma.passes.errors import LoweringError, origin
 from tilemma.passes.tile.gemm_kernel import GemmKernel, read_kernel
+from tilemma.passes.tile.attention import TileAttention
+from tilemma.passes.tile.attention_kernel import AttentionKernel, is_attention, read_attention
 from tilemma.passes.tile.linalg_to_tile import LinalgToTile
 from tilemma.passes.tile.select_mma import SelectMma
 from tilemma.passes.warp.split_tf32 import SplitTf32
@@ -62,6 +64,7 @@ class CompileOptions:
         return [
             LinalgToTile(),  # linalg.matmul input; a no-op on tile IR
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
+            TileAttention(),  # attention kernels (tile.softmax); a no-op on the others
             *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k)),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
@@ -76,13 +79,14 @@ class CompiledKernel:
     ptx: str  # a complete PTX module holding this kernel (and the others of the same input)
     variant: str
     abi: KernelABI
-    gemm: GemmKernel  # what the kernel computes, read from the tile IR before lowering
+    gemm: GemmKernel | AttentionKernel  # what the kernel computes, read from the tile IR before lowering
     scalars: tuple[int, ...] = ()  # bound from `?` sizes (`runner.bind_sizes`): the size parameters
 
     @property
     def instruction(self) -> MmaVariant:
         """The selected mma variant (from the tile op's typed attribute)."""
-        return self.gemm.mma.variant.variant  # type: ignore[union-attr]
+        mma = self.gemm.mma_s if isinstance(self.gemm, AttentionKernel) else self.gemm.mma
+        return mma.variant.variant  # type: ignore[union-attr]
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -171,7 +175,7 @@ def compile_module(module: ModuleOp, locations: dict, name: str, options: Compil
     described = {}
     for k in kernels:  # what each kernel computes (after selection's casts), for the reference
         try:
-            described[k.sym_name.data] = read_kernel(k)
+            described[k.sym_name.data] = read_attention(k) if is_attention(k) else read_kernel(k)
         except LoweringError as e:
             raise LocatedVerifyError(locations.get(origin(e.op)), e.message) from None
     _apply(rest, module, locations, instrument)

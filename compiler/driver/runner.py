@@ -36,6 +36,7 @@ from tilemma.compiler.layouts import sparse_format, sparse_fragments
 from tilemma.compiler.core.memref_layout import StridedLayout
 from tilemma.compiler.driver.pipeline import CompiledKernel
 from tilemma.dialects import tile
+from tilemma.passes.tile.attention_kernel import AttentionKernel
 from tilemma.passes.tile.gemm_kernel import GemmKernel, MemOperand
 
 
@@ -192,8 +193,12 @@ def estimate(kernel: CompiledKernel, on: str) -> Estimate:
 
     g = kernel.gemm
     elements = sum(kernel.arg_sizes)
-    tiles = g.batch * (g.m * g.k + g.k * g.n + 2 * g.m * g.n)
-    macs = g.batch * g.m * g.n * g.k
+    if isinstance(g, AttentionKernel):  # two products; the reference's L x S matrices (S, P, bound terms)
+        macs = g.batch * g.l * g.s * (g.d + g.dv)
+        tiles = g.batch * (g.l * g.d + g.s * (g.d + g.dv) + 2 * g.l * g.dv + 4 * g.l * g.s)
+    else:
+        tiles = g.batch * (g.m * g.k + g.k * g.n + 2 * g.m * g.n)
+        macs = g.batch * g.m * g.n * g.k
     seconds = macs / emulator.MACS_PER_SECOND if on == "emulator" else None
     return Estimate(macs, 32 * elements + 48 * tiles, seconds)
 
@@ -208,7 +213,8 @@ def check_size(kernel: CompiledKernel, on: str, allow_long: bool = False) -> Non
     e = estimate(kernel, on)
     g = kernel.gemm
     size = f"{g.batch}x" if g.batch > 1 else ""
-    what = f"{kernel.name}: {size}{g.m}x{g.n}x{g.k} is {_count(e.macs)} multiply-adds"
+    shape = f"{g.l}x{g.s}x{g.d}" if isinstance(g, AttentionKernel) else f"{g.m}x{g.n}x{g.k}"
+    what = f"{kernel.name}: {size}{shape} is {_count(e.macs)} multiply-adds"
     memory = _physical_memory()
     if memory and e.bytes > memory:
         raise ValueError(f"{what}; checking it needs about {_bytes(e.bytes)} of host memory (inputs and the NumPy "
@@ -322,6 +328,10 @@ def run_compiled(
     placed through its layout; a checked sparse A is then taken as given; an epilogue input is
     then used as given too). The result's `outputs` holds every output (D, and the epilogue's
     other stores), each shaped like its memref."""
+    if isinstance(kernel.gemm, AttentionKernel):
+        from tilemma.compiler.driver.attention_run import run_attention
+
+        return run_attention(kernel, seed, on, inputs)
     g = kernel.gemm
     scalars = [np.uint32(v) for v in kernel.scalars]
     rng = np.random.default_rng(seed)

@@ -308,6 +308,10 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
                                 f"argument {arg.index} is a {arg.type}, which the kernel does not use, of {element}, "
                                 f"not an element type of a kernel argument ({', '.join(ELEMENTS)}): remove the "
                                 "argument or give it one of them")
+    softmax = next((o for o in kernel.walk() if isinstance(o, tile.SoftmaxOp)), None)
+    if softmax is not None:
+        raise LoweringError(softmax, "an attention kernel (tile.softmax) is lowered by tile-attention, "
+                                     "after tile-select-mma")
     stores = [op for op in kernel.walk() if isinstance(op, tile.StoreOp)]
     mmas = [op for op in kernel.walk() if isinstance(op, (tile.MatmulOp, *tile.MMA_OPS))]
     if not stores:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, f32
 from xdsl.ir import Block, Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
@@ -257,14 +257,20 @@ class LowerMap(RewritePattern):
         if any(r is None for r in inputs):
             return
         e = fio.Emitter(self.state.kernel(op).regs)
-        values = [unpack(e, r, v.type) for r, v in zip(inputs, op.inputs)]  # type: ignore[arg-type]
+        rows_only = op.rows_only()
+        slots = (op.inputs[0] if op.inputs else op.outputs[0]).type.variant_attr  # type: ignore[union-attr]
+        slot = warp.RowsType(f32, slots).slots().slot
+        # a rows input: each value sees its row's register (in a map of rows, the rows themselves)
+        values = [list(r) if rows_only else [r[slot[i]] for i in range(len(slot))]
+                  if isinstance(v.type, warp.RowsType) else unpack(e, r, v.type)  # type: ignore[arg-type]
+                  for r, v in zip(inputs, op.inputs)]
         body = _Body(e, op.body.block)
-        nvals = len(values[0])
+        nvals = len(values[0]) if values else warp.RowsType(f32, slots).slots().count
         results: list[list[str]] = [[] for _ in op.outputs]
         for v in range(nvals):
             for out, r in zip(results, body.run([vals[v] for vals in values])):
                 out.append(r)
-        packed = [pack(e, out, res.type) for out, res in zip(results, op.outputs)]  # type: ignore[arg-type]
+        packed = [out if rows_only else pack(e, out, res.type) for out, res in zip(results, op.outputs)]  # type: ignore[arg-type]
         _finish(op, rewriter, e, packed)
 
 

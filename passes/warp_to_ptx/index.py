@@ -157,8 +157,10 @@ class LowerFor(RewritePattern):
                     loop.carried.append([])
                     continue
                 # the accumulators (and prefetched fragments), or a fill's words (`!warp.staged`)
-                assert isinstance(arg.type, warp.FragType | warp.StagedType)
-                bank = _bank_of(arg.type) if isinstance(arg.type, warp.FragType) else "b32"
+                # and a softmax's running rows (`!warp.rows`, f32)
+                assert isinstance(arg.type, warp.FragType | warp.StagedType | warp.RowsType)
+                bank = (_bank_of(arg.type) if isinstance(arg.type, warp.FragType)
+                        else "f32" if isinstance(arg.type, warp.RowsType) else "b32")
                 loop.carried.append([kernel.regs.reg(bank) for _ in init])
             self.state.loops[op] = loop
             first = body.first_op

@@ -12,7 +12,7 @@ This module is the pass: the kernel's preamble (parameters, lane id), the patter
 they are tried, and the entry with its ABI. The patterns live by concern: `state` (what they
 share), `index` (arith, ids, scf), `fragment_ops` (fragments in registers and global memory),
 `sparse_a` (sparse A and its metadata), `shared` (shared memory), `fill` (the transposing
-fill), with the PTX emission helpers
+fill), `rows` (an accumulator read by rows or as the next A), with the PTX emission helpers
 in `fragment_io`.
 """
 
@@ -63,6 +63,7 @@ from tilemma.passes.warp_to_ptx.shared import (
     LowerLoadShared,
     LowerSharedAlloc,
 )
+from tilemma.passes.warp_to_ptx.rows import LowerMask, LowerRowReduce, LowerToLhs
 from tilemma.passes.warp_to_ptx.split_k import LowerSplitKReduce
 from tilemma.passes.warp_to_ptx.sparse_a import LowerLoadMeta, LowerSparseA
 from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringState, _Kernel
@@ -138,6 +139,7 @@ class WarpToPtx(ModulePass):
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
                 LowerLoadMeta(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
                 LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),
+                LowerRowReduce(state), LowerMask(state), LowerToLhs(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}
@@ -180,18 +182,21 @@ class WarpToPtx(ModulePass):
         first = block.first_op
         assert first is not None
         threads = kernel.attributes["warp.block"]
-        (wm, wn), (rm, rn), stages, stage_k = _tiling(kernel)
+        tiling = _tiling(kernel)
         mma = next((o for o in kernel.walk() if isinstance(o, warp.MmaOp)), None)
         if mma is None:
             raise LoweringError(kernel, "warp-to-ptx: a kernel has no warp.mma (its instruction names the kernel's "
                                 "configuration and ABI); nothing to lower a GEMM kernel from")
         variant = mma.c.type.variant  # type: ignore[union-attr]
         gx, gy, gz = _grid_text(kernel)
+        config = ""
+        if tiling is not None:
+            (wm, wn), (rm, rn), stages, stage_k = tiling
+            config = (f"; warps {wm}x{wn}, warp tile {rm}x{rn} instructions"
+                      + (f", {stages} shared-memory stages of K {stage_k}" if stages else ""))
         e.ops.insert(0, ptx.CommentOp(
-            f"{variant.opcode}: grid ({gx}, {gy}, {gz}), block ({threads.get_values()[0]}, 1, 1); "  # type: ignore[union-attr]
-            f"warps {wm}x{wn}, warp tile {rm}x{rn} instructions"
-            + (f", {stages} shared-memory stages of K {stage_k}" if stages else "")
-        ))
+            f"{variant.opcode}: grid ({gx}, {gy}, {gz}), block ({threads.get_values()[0]}, 1, 1)"  # type: ignore[union-attr]
+            + config))
         for new in [*e.ops, *bound]:
             block.insert_op_before(new, first)
         state.entry = e.ops[-1]
@@ -223,9 +228,11 @@ class WarpToPtx(ModulePass):
         if any(any(row) for rows in _symbols(kernel) for row in rows):
             entry.stride_multiple = IntegerAttr(tile.stride_multiple(kernel), 64)
             entry.size_multiple = DenseArrayBase.from_list(i64, list(tile.size_multiple(kernel)))
-        splits = kernel.attributes["warp.schedule"].schedule.split_k  # type: ignore[union-attr]
-        entry.tiling = DenseArrayBase.from_list(i64, [v for part in _tiling(kernel) for v in (
-            part if isinstance(part, tuple) else (part,))] + ([splits] if splits > 1 else []))
+        tiling = _tiling(kernel)
+        if tiling is not None:
+            splits = kernel.attributes["warp.schedule"].schedule.split_k  # type: ignore[union-attr]
+            entry.tiling = DenseArrayBase.from_list(i64, [v for part in tiling for v in (
+                part if isinstance(part, tuple) else (part,))] + ([splits] if splits > 1 else []))
         return entry
 
 
@@ -258,10 +265,11 @@ def _symbols(kernel: func.FuncOp) -> tuple[list[tuple[str, ...]], list[tuple[str
     return sizes, strides
 
 
-def _tiling(kernel: func.FuncOp) -> tuple[tuple[int, int], tuple[int, int], int, int]:
-    """Warps, warp tile, stages and stage K of a kernel's `#warp.schedule`."""
+def _tiling(kernel: func.FuncOp) -> tuple[tuple[int, int], tuple[int, int], int, int] | None:
+    """Warps, warp tile, stages and stage K of a GEMM kernel's `#warp.schedule` (None for a
+    kernel without one: attention, whose schedule `tile-attention` fixes)."""
     attr = kernel.attributes.get("warp.schedule")
     if not isinstance(attr, ScheduleAttr):
-        raise LoweringError(kernel, "warp-to-ptx: the kernel has no #warp.schedule (run tile-plan and tile-distribute)")
+        return None
     s = attr.schedule
     return s.warps, s.warp_tile, s.stages, s.stage_k if s.stages else 0

@@ -21,7 +21,6 @@ from xdsl.rewriter import InsertPoint
 
 from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.layouts import fragments
-from tilemma.compiler.layouts.mma_layouts import instruction_layouts
 from tilemma.dialects import ptx, warp
 from tilemma.dialects.ptx_builder import RegisterFile
 from tilemma.dialects.tile import element_name
@@ -132,15 +131,8 @@ def _finish(op: Operation, rewriter: PatternRewriter, e: fio.Emitter, results: l
 
 
 def _layout(frag: warp.FragType) -> fragments.FragmentLayout:
-    """The fragment's layout; an accumulator-shaped fragment of another element than the
-    instruction's (the epilogue's) is the C layout repacked by the element's width."""
-    lays = instruction_layouts(frag.variant)
-    lay = {warp.Operand.A: lays.a, warp.Operand.B: lays.b, warp.Operand.ACC: lays.c}[frag.role]
-    if frag.role == warp.Operand.ACC:
-        element = ELEMENTS[element_name(frag.element)]
-        if element.ptx != lay.elem_type:
-            return fragments.repacked(lay, element.ptx, element.storage_bits)
-    return lay
+    """The fragment's layout (`FragType.layout`)."""
+    return frag.layout()
 
 
 def _ptx_type(frag: warp.FragType) -> str:

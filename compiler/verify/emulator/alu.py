@@ -415,3 +415,25 @@ def _dec_cvta(d, op, mods, args, where) -> Fn:
             write(m, x & np.uint64(_OFFSET_MASK), mask)
         return run
     raise EmulationError(f"{where}: expected cvta[.to].global.u64 or cvta[.to].shared.u64")
+
+
+def _dec_shfl(d, op, mods, args, where) -> Fn:
+    """shfl.sync.bfly.b32 d, a, b, c, membermask: lane i gets a of lane i ^ b, the whole warp taking
+    part. What the lowering emits, and nothing else: the butterfly mode, c = 0x1f (no segments,
+    every source lane in range), a full member mask, and both lanes of every exchange running it."""
+    if mods != ["sync", "bfly", "b32"]:
+        raise EmulationError(f"{where}: expected shfl.sync.bfly.b32 (the other modes are not emulated)")
+    dst, a, b, c, members = _one(d, op, args, 5, where)
+    if not (isinstance(c, _Imm) and isinstance(members, _Imm) and c.value == 0x1F
+            and int(members.value) & 0xFFFFFFFF == 0xFFFFFFFF):
+        raise EmulationError(f"{where}: shfl.sync.bfly is emulated with c = 0x1f and a full member mask only")
+    ra, rb, write = _reader(d, a, "b32", where), _reader(d, b, "u32", where), _writer(dst, where)
+
+    def run(m, mask):
+        lane_mask = np.asarray(rb(m)).astype(np.int64) & 31
+        src = np.arange(m.T, dtype=np.int64) ^ lane_mask
+        if mask is not None and not np.array_equal(mask, mask[src]):
+            raise EmulationError(f"{where}: a shfl.sync exchange with a lane that does not run it")
+        write(m, _per_thread(np.asarray(ra(m)), m.T)[src], mask)
+
+    return run

@@ -15,7 +15,7 @@ from tilemma.compiler.core.targets import max_shared_per_cta
 from tilemma.compiler.verify import mma_arith
 from tilemma.compiler.verify.emulator.alu import (
     _dec_abs_neg, _dec_bfe, _dec_bfi, _dec_binary, _dec_prmt, _dec_cvt, _dec_cvta, _dec_div_rem, _dec_mov, _dec_mul_mad,
-    _dec_not, _dec_popc, _dec_selp, _dec_setp, _dec_shift,
+    _dec_not, _dec_popc, _dec_selp, _dec_setp, _dec_shfl, _dec_shift,
 )
 from tilemma.compiler.verify.emulator.float_ops import DECODERS as _FLOAT_DECODERS
 from tilemma.compiler.verify.emulator.machine import (
@@ -38,7 +38,7 @@ _DECODERS = {
     "selp": _dec_selp, "cvt": _dec_cvt, "cvta": _dec_cvta, "ld": _dec_ld, "st": _dec_st,
     "popc": _dec_popc, "abs": _dec_abs_neg, "neg": _dec_abs_neg, "atom": _dec_atom,
     "cp": _dec_cp, "ldmatrix": _dec_ldmatrix, "bar": _dec_bar, "barrier": _dec_bar,
-    "fence": _dec_fence, "membar": _dec_fence,
+    "fence": _dec_fence, "membar": _dec_fence, "shfl": _dec_shfl,
     **_FLOAT_DECODERS,  # float forms of add/sub/mul/div/min/max/neg/abs/setp/cvt/mov, fma, ex2, ...
 }  # fmt: skip
 
