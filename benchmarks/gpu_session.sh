@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|bench-epilogue|profile
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|profile
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|bench-epilogue|profile}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|profile}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -125,6 +125,19 @@ fill)  # the transposing fill (8-bit M-/N-major operands) and the gather (odd ro
     timeout ${BENCH_S:-400} python3 -m benchmarks.gemm_bench --sizes ${SIZES:-4096} --budget $(( ${BENCH_S:-400} - 20 )) --csv "$OUT/fill.csv" \
         --families ${FAMILIES:-s8 s8-brow s8-acol s8-acol-brow} ${CONFIGS:+--tilemma-configs $CONFIGS} > "$OUT/fill-bench.txt" 2>&1
     sed -n '/^family/,$p' "$OUT/fill-bench.txt" | head -60
+    ;;
+attention)  # tile-attention: GPU tests, memcheck/racecheck on two odd kernels, the benchmark against SDPA flash (FA2) and cuDNN
+    timeout 240 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/gpu/test_attention_gpu.py > "$OUT/attention.txt" 2>&1
+    echo "attention on the GPU: $(tail -1 "$OUT/attention.txt")"; grep -E "^FAILED|^E  |bit-identical" "$OUT/attention.txt" | head -12
+    for a in "--b 1 --h 2 --s 100 --d 64 --causal" "--b 1 --h 2 --s 129 --d 128 --dtype bf16"; do
+        tilemma attention $a > /tmp/att.mlir || continue
+        for tool in memcheck racecheck; do
+            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/att.mlir --on gpu > /tmp/att.$tool.txt 2>&1
+            printf '%-42s %-9s exit %s  %s  %s\n' "$a" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' /tmp/att.$tool.txt | head -1)" "$(grep -Eo 'PASS|FAIL' /tmp/att.$tool.txt | head -1)"
+        done
+    done
+    timeout ${BENCH_S:-300} python3 -m benchmarks.attention_bench ${SHAPES:+--shapes $SHAPES} --csv "$OUT/attention.csv" > "$OUT/attention-bench.txt" 2>&1
+    echo "attention_bench exit $?"; cat "$OUT/attention-bench.txt" | tail -40
     ;;
 bench-epilogue)  # epilogue_bench.py: tilemma plain and fused, cuBLASLt, unfused torch, Triton (both modes), one run
     # CASES narrows the cases, SIZES the sizes (default 4096; e.g. SIZES="2048 4096 8192x4096x4096")

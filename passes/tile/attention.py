@@ -85,6 +85,8 @@ class _Attention(IndexBuilder):
         old = kernel.body.blocks[0]
         new_body = Block(arg_types=[x.type for x in old.args])
         args = list(new_body.args)
+        for new, was in zip(args, old.args):  # the PTX parameters keep the IR's names
+            new.name_hint = was.name_hint
         q_ref, kt_ref, v_ref, o_ref = (args[m.param] for m in (a.q, a.kt, a.v, a.o))
         loads = {m.param: self._load_of(m) for m in (a.q, a.kt, a.v)}
         bx = self.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X))).results[0]
