@@ -43,8 +43,8 @@ def bench(spec: AttentionSpec, torch) -> list[dict]:
     flat = [x.view(spec.heads, spec.s, spec.d) for x in (q, k, v, o)]
     args = (flat[0], flat[1].transpose(1, 2), flat[2], flat[3])
 
-    def ours():
-        kernel.launch(*args)
+    def ours():  # on the current stream: what a CUDA graph captures
+        kernel.launch(*args, stream=torch.cuda.current_stream())
 
     def peer(backend):
         def run():
