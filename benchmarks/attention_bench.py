@@ -31,20 +31,32 @@ def _flash_kernel_name(fn, torch) -> str:
     return next((n for n in names if "flash" in n.lower() or "fmha" in n.lower()), names[0] if names else "?")[:60]
 
 
-def bench(spec: AttentionSpec, torch) -> list[dict]:
+def _config_options(config: str) -> dict:
+    """"ROWS/BLOCK_N/Q" (e.g. "32/64/yes") as `api.compile` options; "" the defaults."""
+    if not config:
+        return {}
+    rows, block_n, q = config.split("/")
+    return {"attention_rows": int(rows), "attention_block_n": int(block_n), "attention_q_shared": q}
+
+
+def bench(spec: AttentionSpec, torch, configs: list[str]) -> list[dict]:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
     dt = {"f16": torch.float16, "bf16": torch.bfloat16}[spec.dtype]
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(spec.b, spec.h, spec.s, spec.d, device="cuda", dtype=dt, generator=g) for _ in range(3))
-    o = torch.empty_like(q)
-    [kernel] = api.compile(attention_text(spec))
-    flat = [x.view(spec.heads, spec.s, spec.d) for x in (q, k, v, o)]
-    args = (flat[0], flat[1].transpose(1, 2), flat[2], flat[3])
+    outs = {c: torch.empty_like(q) for c in configs}
+    text = attention_text(spec)
+    kernels = {c: api.compile(text, **_config_options(c))[0] for c in configs}
 
-    def ours():  # on the current stream: what a CUDA graph captures
-        kernel.launch(*args, stream=torch.cuda.current_stream())
+    def launcher(c):
+        flat = [x.view(spec.heads, spec.s, spec.d) for x in (q, k, v, outs[c])]
+        args = (flat[0], flat[1].transpose(1, 2), flat[2], flat[3])
+
+        def ours():  # on the current stream: what a CUDA graph captures
+            kernels[c].launch(*args, stream=torch.cuda.current_stream())
+        return ours
 
     def peer(backend):
         def run():
@@ -52,12 +64,14 @@ def bench(spec: AttentionSpec, torch) -> list[dict]:
                 return F.scaled_dot_product_attention(q, k, v, is_causal=spec.causal)
         return run
 
-    ours()
     with sdpa_kernel(SDPBackend.MATH):
         want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=spec.causal)
-    err = (o.float() - want).abs().max().item()
     scale = want.abs().max().item()
-    runs = {"tilemma": ours, "sdpa-flash (FA2)": peer(SDPBackend.FLASH_ATTENTION),
+    errs = {}
+    for c in configs:
+        launcher(c)()
+        errs[c] = (outs[c].float() - want).abs().max().item()
+    runs = {**{f"tilemma {c}".strip(): launcher(c) for c in configs}, "sdpa-flash (FA2)": peer(SDPBackend.FLASH_ATTENTION),
             "sdpa-cudnn": peer(SDPBackend.CUDNN_ATTENTION)}
     names = {"sdpa-flash (FA2)": _flash_kernel_name(peer(SDPBackend.FLASH_ATTENTION), torch)}
     usable = {}
@@ -72,11 +86,12 @@ def bench(spec: AttentionSpec, torch) -> list[dict]:
     flops = 4 * spec.b * spec.h * spec.s * spec.s * spec.d / (2 if spec.causal else 1)
     rows = []
     for (name, _), (ms, how) in zip(usable.items(), times):
+        err = errs.get(name.removeprefix("tilemma").strip()) if name.startswith("tilemma") else None
         rows.append({"shape": f"b{spec.b} h{spec.h} s{spec.s} d{spec.d}", "causal": spec.causal, "dtype": spec.dtype,
                      "impl": name, "ms": round(ms, 4), "tflops": round(flops / ms / 1e9, 1), "timing": how,
                      "kernel": names.get(name, ""),
-                     "max_abs_err_vs_math": f"{err:.3g}" if name == "tilemma" else "",
-                     "check": ("ok" if err <= 2e-2 * max(scale, 1.0) else "WRONG") if name == "tilemma" else ""})
+                     "max_abs_err_vs_math": "" if err is None else f"{err:.3g}",
+                     "check": "" if err is None else "ok" if err <= 2e-2 * max(scale, 1.0) else "WRONG"})
     return rows
 
 
@@ -87,6 +102,8 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", nargs="+", default=SHAPES, metavar="b,h,s,d")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--dtype", default="f16", choices=("f16", "bf16"))
+    p.add_argument("--configs", nargs="+", default=[""], metavar="ROWS/BLOCK_N/Q",
+                   help="tilemma configurations, e.g. 32/64/yes ('' the defaults)")
     p.add_argument("--csv")
     args = p.parse_args(argv)
     rows = []
@@ -96,7 +113,7 @@ def main(argv=None) -> int:
         for causal in {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]:
             spec = AttentionSpec(b, h, s, d, causal, args.dtype)
             try:
-                got = bench(spec, torch)
+                got = bench(spec, torch, args.configs)
             except Exception as exc:
                 print(f"{spec.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 continue

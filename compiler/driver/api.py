@@ -98,6 +98,9 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "stride_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? stride is"),
     "size_multiple": (str, "'MxNxK' ('' for what the IR says): the multiples the ? sizes M, N, K are"),
     "plan_sizes": (str, "'MxNxK' ('' for a large problem's configuration): what ? sizes are configured for"),
+    "attention_rows": (int, "an int: 0 (the default), 16 or 32 query rows a warp (attention)"),
+    "attention_block_n": (int, "an int: 0 (the default), 32, 64 or 128 key rows a block (attention)"),
+    "attention_q_shared": (str, "'yes' or 'no' ('' for the default): Q staged in shared memory (attention)"),
 }
 
 

@@ -38,6 +38,9 @@ def _option_values(args: argparse.Namespace) -> dict:
         split_k=args.split_k,
         swizzle=not args.no_swizzle,
         tune_cache=_tune_cache(args.tune_cache),
+        attention_rows=args.attention_rows,
+        attention_block_n=args.attention_block_n,
+        attention_q_shared=args.attention_q_shared or "",
     )
 
 
@@ -52,7 +55,8 @@ def _compile_options(args: argparse.Namespace):
 #: and `tilemma.compile(text)` share an entry. (Were one to differ from CompileOptions' default,
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
-                      sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True)
+                      sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, attention_rows=0,
+                      attention_block_n=0, attention_q_shared="")
 
 
 def _compile(text: str, name: str, values: dict, observe: instrument.PassInstrument) -> list:
@@ -112,6 +116,12 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split-k", type=int, default=0, metavar="N",
                    help="CTAs sharing each output tile's K (partial sums added in order by the last): "
                    "0 (default) where the tiles leave SMs idle and K >= 1024, 1 never, N at most N")
+    p.add_argument("--attention-rows", type=int, default=0, choices=(0, 16, 32),
+                   help="attention: query rows a warp (default 32)")
+    p.add_argument("--attention-block-n", type=int, default=0, choices=(0, 32, 64, 128),
+                   help="attention: key rows a block (default 64)")
+    p.add_argument("--attention-q-shared", choices=("yes", "no"),
+                   help="attention: Q staged in shared memory (default: at head dim 128) or kept in registers")
     p.add_argument("--tune-cache", help="tuning cache written by `tilemma tune` (default $TILEMMA_TUNE_CACHE)")
     p.add_argument("--no-swizzle", action="store_true",
                    help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")

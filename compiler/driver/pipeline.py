@@ -59,12 +59,17 @@ class CompileOptions:
     stride_multiple: int = 0
     size_multiple: str = ""  # "MxNxK": ... and of its `?` sizes (`tile.size_multiple`)
     plan_sizes: str = ""  # "MxNxK": the sizes to configure a kernel with `?` sizes for (`tile.plan_sizes`)
+    # attention kernels (`tile-attention`; 0 / "": the head dim's default)
+    attention_rows: int = 0  # query rows a warp: 16 or 32
+    attention_block_n: int = 0  # key rows a block: 32, 64 or 128
+    attention_q_shared: str = ""  # "yes": Q staged in shared memory, "no": in registers
 
     def passes(self) -> list[ModulePass]:
         return [
             LinalgToTile(),  # linalg.matmul input; a no-op on tile IR
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
-            TileAttention(),  # attention kernels (tile.softmax); a no-op on the others
+            # attention kernels (tile.softmax); a no-op on the others
+            TileAttention(self.attention_rows, self.attention_block_n, self.attention_q_shared),
             *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k)),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),

@@ -13,7 +13,8 @@ for output (i, n), with W = sum_j P_ij |V_jn| (the true probabilities):
     e_acc = (S + 2 B + 4) 2^-23                  (P V and l sums over S keys, B blocks of rescaling)
 
 u_P, u_O are the unit roundoffs of the operand and output types (2^-11 f16, 2^-8 bf16); `tiny`
-covers f16 subnormals (P below 2^-14 and O): S 2^-25 max|V| + 2^-25. The bound is doubled
+covers P below f16's normals (2^-14; for bf16, below 2^-126, where ex2.approx.ftz flushes) and an
+f16 O's subnormals: S 2^-25 max|V| + 2^-25 (bf16: S 2^-126 max|V|). The bound is doubled
 against second-order terms. ex2.approx's 2 ulp is the ISA's figure (`scalar_math`).
 """
 
@@ -26,6 +27,7 @@ import numpy as np
 from tilemma.compiler.verify.reference import element_type
 
 UNIT = {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24}
+MIN_BLOCK_N = 32  # the smallest key block tile-attention takes
 
 
 def attention_data(shape: tuple[int, int, int], element: str, rng: np.random.Generator) -> np.ndarray:
@@ -64,7 +66,7 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: floa
 
 
 def attention_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool, element: str,
-                    out_element: str, block_n: int) -> tuple[np.ndarray, np.ndarray]:
+                    out_element: str) -> tuple[np.ndarray, np.ndarray]:
     """(O, bound): the reference and the per-element bound of the module docstring."""
     o, p = attention_reference(q, k, v, scale, causal)
     q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
@@ -80,9 +82,10 @@ def attention_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, c
     spread = np.where(seen, (m - s) * c + np.abs(s) * c, 0.0) + np.abs(m) * c
     rho = math.log(2) * (c * (ds + ds.max(axis=-1, keepdims=True)) + 2.0**-24 * spread) + 2.0**-22
     rho = np.where(seen, rho, 0.0).max(axis=-1, keepdims=True)
-    blocks = -(-n // block_n)
+    blocks = -(-n // MIN_BLOCK_N)  # the most rescalings any configuration makes
     e_acc = (n + 2 * blocks + 4) * 2.0**-23
     w = p @ np.abs(v64)
-    tiny = (n * 2.0**-25 * np.abs(v64).max(axis=1, keepdims=True) + 2.0**-25) if "f16" in (element, out_element) else 0.0
+    flushed = 2.0**-25 if element == "f16" else 2.0**-126  # P below f16's normals, or flushed by ex2.ftz
+    tiny = n * flushed * np.abs(v64).max(axis=1, keepdims=True) + (2.0**-25 if out_element == "f16" else 0.0)
     bound = 2 * (w * (2 * rho + UNIT[element] + e_acc) + UNIT[out_element] * np.abs(o) + tiny)
     return o, bound

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, gpu, math as mathd, memref, scf
+from xdsl.dialects.arith import FastMathFlag, FastMathFlagsAttr
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
@@ -46,22 +47,42 @@ from tilemma.dialects import tile, warp
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.attention_kernel import AttentionKernel, is_attention, read_attention
 from tilemma.passes.tile.distribute import IndexBuilder
-from tilemma.passes.tile.plan import ceil_div, column_major, copy_vector
+from tilemma.passes.tile.plan import GRID_LIMITS, ceil_div, column_major, copy_vector, kernel_target
 from tilemma.passes.warp.stage_shared import MemView
 
-WARPS = 4  # warps of a CTA, each 16 query rows
-BLOCK_N = 64  # key/value rows a block
-STAGES = 2
+STAGES = 2  # K/V blocks in shared memory: the next copied while this one is multiplied
+AFN = FastMathFlagsAttr([FastMathFlag.APPROX_FUNC])  # exp2 as ex2.approx.ftz: P below 2^-126 is 0
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """How `tile-attention` tiles a kernel: `warps` warps of `rm` m16 tiles (16 rm query rows)
+    each, key/value blocks of `block_n` rows, Q's fragments in registers for the whole kernel or
+    (`q_shared`) staged once in shared memory and read by ldmatrix per block (FA2's choice at head
+    dim 128, where 32 query rows a warp leave no registers for Q)."""
+
+    warps: int = 4
+    rm: int = 2
+    block_n: int = 64
+    q_shared: bool = False
+
+    @property
+    def block_m(self) -> int:
+        return 16 * self.rm * self.warps
+
+    @staticmethod
+    def default(d: int) -> AttentionConfig:
+        return AttentionConfig(4, 2, 64, q_shared=d > 64)
 
 
 class _Attention(IndexBuilder):
-    def __init__(self, kernel: func.FuncOp, a: AttentionKernel):
+    def __init__(self, kernel: func.FuncOp, a: AttentionKernel, c: AttentionConfig):
         super().__init__()
-        self.kernel, self.a = kernel, a
+        self.kernel, self.a, self.c = kernel, a, c
         self.variant = a.mma_s.variant  # type: ignore[attr-defined]
         self.elem = a.mma_s.lhs.type.element_type  # type: ignore[union-attr]
-        self.bm, self.bn = 16 * WARPS, BLOCK_N
-        self.threads = 32 * WARPS
+        self.bm, self.bn, self.rm = c.block_m, c.block_n, c.rm
+        self.threads = 32 * c.warps
 
     def frag(self, role: warp.Operand, element=None) -> warp.FragType:
         return warp.FragType(role, element if element is not None else f32 if role == warp.Operand.ACC else self.elem,
@@ -80,8 +101,12 @@ class _Attention(IndexBuilder):
         block.add_op(warp.MapYieldOp(*values))
         return list(self.add(warp.MapOp(inputs, results, Region(block))).results)
 
+    def shared(self, shape: list[int]) -> SSAValue:
+        ty = MemRefType(self.elem, shape, memory_space=IntegerAttr(warp.SHARED, i64))
+        return self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0]
+
     def run(self) -> None:
-        a, kernel = self.a, self.kernel
+        a, kernel, rm = self.a, self.kernel, self.rm
         old = kernel.body.blocks[0]
         new_body = Block(arg_types=[x.type for x in old.args])
         args = list(new_body.args)
@@ -94,26 +119,30 @@ class _Attention(IndexBuilder):
         tid = self.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X))).results[0]
         warp_id = self.add(arith.DivUIOp(tid, self.const(32))).results[0]
         cta_row = self.add(arith.MuliOp(bx, self.const(self.bm))).results[0]
-        q_row = self.add(arith.AddiOp(cta_row, self.add(arith.MuliOp(warp_id, self.const(16))).results[0])).results[0]
+        warp_row = self.add(arith.MuliOp(warp_id, self.const(16 * rm))).results[0]
+        q_row = self.add(arith.AddiOp(cta_row, warp_row)).results[0]
+        q_rows = [self.plus(q_row, 16 * i) for i in range(rm)]  # each m16 tile's first query row
         zero = self.const(0)
+        kv_exact, q_exact = a.s % self.bn == 0, a.l % self.bm == 0  # no access can leave the tensors
 
-        # Q: the warp's A fragments, once
-        q_load = loads[a.q.param]
-        q_frags = [self.bounded(warp.LoadOp(q_ref, [bz, q_row, self.const(kd * 16)], q_load[0], q_load[1],
-                                            self.frag(warp.Operand.A)), False, True).results[0]
-                   for kd in range(a.d // 16)]
-
-        # the K^T and V stages
-        kt_view, v_view = self._view(a.kt, kt_ref), self._view(a.v, v_ref)
+        # the K^T and V stages (and Q's, once)
+        kt_view, v_view, q_view = self._view(a.kt, kt_ref), self._view(a.v, v_ref), self._view(a.q, q_ref)
         self.kt_k_major = column_major(kt_view)  # K stored S x D: the stage holds it as N x K
         self.v_k_major = column_major(v_view)
-        space = IntegerAttr(warp.SHARED, i64)
-        s_k = self.add(memref.AllocOp([], [], MemRefType(
-            self.elem, [STAGES, self.bn, a.d] if self.kt_k_major else [STAGES, a.d, self.bn], memory_space=space),
-            IntegerAttr(128, i64))).results[0]
-        s_v = self.add(memref.AllocOp([], [], MemRefType(
-            self.elem, [STAGES, a.dv, self.bn] if self.v_k_major else [STAGES, self.bn, a.dv], memory_space=space),
-            IntegerAttr(128, i64))).results[0]
+        s_k = self.shared([STAGES, self.bn, a.d] if self.kt_k_major else [STAGES, a.d, self.bn])
+        s_v = self.shared([STAGES, a.dv, self.bn] if self.v_k_major else [STAGES, self.bn, a.dv])
+        q_load = loads[a.q.param]
+        if self.c.q_shared:
+            if column_major(q_view):
+                raise LoweringError(a.mma_s, "attention: Q is staged with its head dim contiguous (row-major)")
+            s_q = self.shared([1, self.bm, a.d])
+            self.bounded(warp.CopyAsyncOp(q_ref, [bz, cta_row, zero], s_q, zero, q_load[0], q_load[1], self.threads,
+                                          copy_vector(q_view), transpose=False), q_exact, True)
+            q_frags = None
+        else:  # the warp's A fragments in registers, once
+            q_frags = [[self.bounded(warp.LoadOp(q_ref, [bz, q_rows[i], self.const(kd * 16)], q_load[0], q_load[1],
+                                                 self.frag(warp.Operand.A)), q_exact, True).results[0]
+                        for kd in range(a.d // 16)] for i in range(rm)]
 
         blocks = self.const(ceil_div(a.s, self.bn))
         if a.causal:  # the blocks holding a column <= the CTA's last row
@@ -124,23 +153,27 @@ class _Attention(IndexBuilder):
         def copy(j: SSAValue, stage: SSAValue) -> None:
             kv = self.add(arith.MuliOp(j, self.const(self.bn))).results[0]
             kt_load, v_load = loads[a.kt.param], loads[a.v.param]
-            self.add(warp.CopyAsyncOp(kt_ref, [bz, zero, kv], s_k, stage, kt_load[0], kt_load[1], self.threads,
-                                      copy_vector(kt_view, self.kt_k_major), transpose=self.kt_k_major))
-            self.add(warp.CopyAsyncOp(v_ref, [bz, kv, zero], s_v, stage, v_load[0], v_load[1], self.threads,
-                                      copy_vector(v_view, self.v_k_major), transpose=self.v_k_major))
+            self.bounded(warp.CopyAsyncOp(kt_ref, [bz, zero, kv], s_k, stage, kt_load[0], kt_load[1], self.threads,
+                                          copy_vector(kt_view, self.kt_k_major), transpose=self.kt_k_major),
+                         True, kv_exact)
+            self.bounded(warp.CopyAsyncOp(v_ref, [bz, kv, zero], s_v, stage, v_load[0], v_load[1], self.threads,
+                                          copy_vector(v_view, self.v_k_major), transpose=self.v_k_major),
+                         kv_exact, True)
 
-        copy(zero, zero)
+        copy(zero, zero)  # with Q's copy, one group: the first block's wait covers both
         self.add(warp.AsyncCommitOp())
 
         acc = self.frag(warp.Operand.ACC)
         rows = warp.RowsType(f32, self.variant)
-        o_init = [self._zero_acc(acc) for _ in range(a.dv // 8)]
-        m_init, l_init = self.map([], [rows, rows], lambda b, _: [
-            b(arith.ConstantOp(FloatAttr(-math.inf, f32))), b(arith.ConstantOp(FloatAttr(0.0, f32)))])
+        n_o = a.dv // 8
+        o_init = [self._zero_acc(acc) for _ in range(rm * n_o)]
+        ml_init = [v for _ in range(rm) for v in self.map([], [rows, rows], lambda b, _: [
+            b(arith.ConstantOp(FloatAttr(-math.inf, f32))), b(arith.ConstantOp(FloatAttr(0.0, f32)))])]
 
-        body = Block(arg_types=[IndexType()] + [acc] * len(o_init) + [rows, rows])
+        body = Block(arg_types=[IndexType()] + [acc] * len(o_init) + [rows] * (2 * rm))
         j, carried = body.args[0], list(body.args[1:])
-        o, m_old, l_old = carried[:-2], carried[-2], carried[-1]
+        o = carried[:rm * n_o]
+        ml = carried[rm * n_o:]
         outer, self.ops = self.ops, []
         nxt = self.plus(j, 1)
         more = self.add(arith.CmpiOp(nxt, blocks, "ult")).results[0]
@@ -155,26 +188,34 @@ class _Attention(IndexBuilder):
         stage = self.add(arith.RemUIOp(j, self.const(STAGES))).results[0]
         kv = self.add(arith.MuliOp(j, self.const(self.bn))).results[0]
 
-        # S = Q K^T, one n8 tile of keys at a time
-        s_frags = [self._zero_acc(acc) for _ in range(self.bn // 8)]
+        # S = Q K^T: per k16 step, each B pair read once and used by every m16 tile
+        n_s = self.bn // 8
+        s_frags = [self._zero_acc(acc) for _ in range(rm * n_s)]
         b_type = self.frag(warp.Operand.B)
         for kd in range(a.d // 16):
-            for nt in range(0, self.bn // 8, 2):
+            if q_frags is None:
+                qa = [self.add(warp.LdMatrixOp(s_q, [zero, warp_row, zero], token, (16 * i, kd * 16),
+                                               self.frag(warp.Operand.A))).results[0] for i in range(rm)]
+            else:
+                qa = [q_frags[i][kd] for i in range(rm)]
+            for nt in range(0, n_s, 2):
                 if self.kt_k_major:  # an N x K stage
                     read = warp.LdMatrixOp(s_k, [stage, zero, zero], token, (nt * 8, kd * 16), b_type, 2)
                 else:  # a K x N stage
                     read = warp.LdMatrixOp(s_k, [stage, zero, zero], token, (kd * 16, nt * 8), b_type, 2, trans=True)
                 pair = list(self.add(read).results)
-                for t in range(2):
-                    s_frags[nt + t] = self.add(warp.MmaOp(q_frags[kd], pair[t], s_frags[nt + t])).results[0]
-        if a.causal or a.s % self.bn:
-            limit = self.const(a.s) if a.s % self.bn else None
-            s_frags = [self.add(warp.MaskOp(f, q_row, self.plus(kv, nt * 8), limit, a.causal, -math.inf)).results[0]
-                       for nt, f in enumerate(s_frags)]
+                for i in range(rm):
+                    for t in range(2):
+                        f = i * n_s + nt + t
+                        s_frags[f] = self.add(warp.MmaOp(qa[i], pair[t], s_frags[f])).results[0]
+        if a.causal or not kv_exact:
+            limit = None if kv_exact else self.const(a.s)
+            s_frags = [self.add(warp.MaskOp(f, q_rows[x // n_s], self.plus(kv, (x % n_s) * 8), limit, a.causal,
+                                            -math.inf)).results[0]
+                       for x, f in enumerate(s_frags)]
 
-        # the online softmax (FA2): running max m, sum l, O rescaled by alpha
+        # the online softmax (FA2), per m16 tile: running max m, sum l, O rescaled by alpha
         c = a.scale * math.log2(math.e)
-        m_block = self.add(warp.RowReduceOp("max", s_frags)).results[0]
 
         def new_max(b, x):
             m_prev, m_cur = x
@@ -186,53 +227,66 @@ class _Attention(IndexBuilder):
             safe = b(arith.SelectOp(is_inf, zero_f, m_new))
             cf = b(arith.ConstantOp(FloatAttr(c, f32)))
             m_c = b(arith.MulfOp(safe, cf))
-            alpha = b(mathd.Exp2Op(b(arith.SubfOp(b(arith.MulfOp(m_prev, cf)), m_c))))
+            alpha = b(mathd.Exp2Op(fastmath=AFN, operand=b(arith.SubfOp(b(arith.MulfOp(m_prev, cf)), m_c))))
             return [m_new, m_c, alpha]
-
-        m_new, m_c, alpha = self.map([m_old, m_block], [rows, rows, rows], new_max)
 
         def prob(b, x):
             s, mc = x
             cf = b(arith.ConstantOp(FloatAttr(c, f32)))
-            return [b(mathd.Exp2Op(b(mathd.FmaOp(s, cf, b(arith.NegfOp(mc))))))]
+            return [b(mathd.Exp2Op(fastmath=AFN, operand=b(mathd.FmaOp(s, cf, b(arith.NegfOp(mc))))))]
 
-        p_frags = [self.map([f, m_c], [acc], prob)[0] for f in s_frags]
-        l_block = self.add(warp.RowReduceOp("add", p_frags)).results[0]
-        [l_new] = self.map([l_old, alpha, l_block], [rows], lambda b, x: [b(mathd.FmaOp(x[0], x[1], x[2]))])
-        o = [self.map([f, alpha], [acc], lambda b, x: [b(arith.MulfOp(x[0], x[1]))])[0] for f in o]
+        ml_new: list[SSAValue] = []
+        p_frags: list[SSAValue] = []
+        for i in range(rm):
+            tile_s = s_frags[i * n_s:(i + 1) * n_s]
+            m_old, l_old = ml[2 * i], ml[2 * i + 1]
+            m_block = self.add(warp.RowReduceOp("max", tile_s)).results[0]
+            m_new, m_c, alpha = self.map([m_old, m_block], [rows, rows, rows], new_max)
+            tile_p = [self.map([f, m_c], [acc], prob)[0] for f in tile_s]
+            l_block = self.add(warp.RowReduceOp("add", tile_p)).results[0]
+            [l_new] = self.map([l_old, alpha, l_block], [rows], lambda b, x: [b(mathd.FmaOp(x[0], x[1], x[2]))])
+            for x in range(i * n_o, (i + 1) * n_o):
+                o[x] = self.map([o[x], alpha], [acc], lambda b, y: [b(arith.MulfOp(y[0], y[1]))])[0]
+            ml_new += [m_new, l_new]
+            p_frags += tile_p
 
-        # O += P V, P read as the A fragments of its k16 slices
+        # O += P V, P read as the A fragments of its k16 slices, each V pair used by every m16 tile
         half = self.frag(warp.Operand.ACC, self.elem)
         p_half = [self.add(warp.CastOp(p, half)).results[0] for p in p_frags]
-        p_lhs = [self.add(warp.ToLhsOp([p_half[2 * kk], p_half[2 * kk + 1]], self.frag(warp.Operand.A))).results[0]
-                 for kk in range(self.bn // 16)]
+        p_lhs = [[self.add(warp.ToLhsOp([p_half[i * n_s + 2 * kk], p_half[i * n_s + 2 * kk + 1]],
+                                        self.frag(warp.Operand.A))).results[0]
+                  for kk in range(self.bn // 16)] for i in range(rm)]
         for kk in range(self.bn // 16):
-            for dt in range(0, a.dv // 8, 2):
+            for dt in range(0, n_o, 2):
                 if self.v_k_major:  # an N x K stage (V stored with S contiguous)
                     read = warp.LdMatrixOp(s_v, [stage, zero, zero], token, (dt * 8, kk * 16), b_type, 2)
                 else:  # a K x N stage: V as stored
                     read = warp.LdMatrixOp(s_v, [stage, zero, zero], token, (kk * 16, dt * 8), b_type, 2, trans=True)
                 pair = list(self.add(read).results)
-                for t in range(2):
-                    o[dt + t] = self.add(warp.MmaOp(p_lhs[kk], pair[t], o[dt + t])).results[0]
+                for i in range(rm):
+                    for t in range(2):
+                        x = i * n_o + dt + t
+                        o[x] = self.add(warp.MmaOp(p_lhs[i][kk], pair[t], o[x])).results[0]
         self.add(gpu.BarrierOp())  # everyone is done with this stage before it is copied into again
-        self.add(scf.YieldOp(*o, m_new, l_new))
+        self.add(scf.YieldOp(*o, *ml_new))
         body.add_ops(self.ops)
         self.ops = outer
-        loop = self.add(scf.ForOp(zero, blocks, self.const(1), [*o_init, m_init, l_init], body))
+        loop = self.add(scf.ForOp(zero, blocks, self.const(1), [*o_init, *ml_init], body))
         results = list(loop.results)
-        o_final, l_final = results[:-2], results[-1]
+        o_final = results[:rm * n_o]
+        l_final = [results[rm * n_o + 2 * i + 1] for i in range(rm)]
 
         # O / l, in the output's type
-        out = [self.map([f, l_final], [acc], lambda b, x: [b(arith.DivfOp(x[0], x[1]))])[0] for f in o_final]
+        out = [self.map([f, l_final[x // n_o]], [acc], lambda b, y: [b(arith.DivfOp(y[0], y[1]))])[0]
+               for x, f in enumerate(o_final)]
         o_elem = o_ref.type.element_type  # type: ignore[union-attr]
         if tile.element_name(o_elem) != "f32":
             out = [self.add(warp.CastOp(f, self.frag(warp.Operand.ACC, o_elem))).results[0] for f in out]
         o_window = self._store_window()
-        for dt, f in enumerate(out):
-            store = warp.StoreOp(f, o_ref, [bz, q_row, self.const(dt * 8)], o_window[0], o_window[1])
+        for x, f in enumerate(out):
+            store = warp.StoreOp(f, o_ref, [bz, q_rows[x // n_o], self.const((x % n_o) * 8)], o_window[0], o_window[1])
             store.col_align = IntegerAttr(8, i64)
-            self.bounded(store, False, True)
+            self.bounded(store, q_exact, True)
         self.add(func.ReturnOp())
         new_body.add_ops(self.ops)
         kernel.body.insert_block_before(new_body, old)
@@ -273,11 +327,46 @@ class _Attention(IndexBuilder):
 @dataclass(frozen=True)
 class TileAttention(ModulePass):
     """Rewrite every kernel holding a `tile.softmax` (attention, `read_attention`) into the
-    FlashAttention-2 schedule at the warp level."""
+    FlashAttention-2 schedule at the warp level. Options (0 / "": the default for the head dim,
+    `AttentionConfig.default`): `rows-per-warp` (16 or 32 query rows a warp), `block-n` (key rows
+    a block: 32, 64 or 128), `q-shared` ("yes": Q staged in shared memory, "no": in registers)."""
 
     name = "tile-attention"
+
+    rows_per_warp: int = 0
+    block_n: int = 0
+    q_shared: str = ""
+
+    def config(self, d: int) -> AttentionConfig:
+        c = AttentionConfig.default(d)
+        if self.rows_per_warp not in (0, 16, 32):
+            raise ValueError(f"tile-attention: rows-per-warp must be 16 or 32, got {self.rows_per_warp}")
+        if self.block_n not in (0, 32, 64, 128):
+            raise ValueError(f"tile-attention: block-n must be 32, 64 or 128, got {self.block_n}")
+        if self.q_shared not in ("", "yes", "no"):
+            raise ValueError(f"tile-attention: q-shared must be yes or no, got {self.q_shared!r}")
+        return AttentionConfig(c.warps, self.rows_per_warp // 16 or c.rm, self.block_n or c.block_n,
+                               c.q_shared if not self.q_shared else self.q_shared == "yes")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             if is_attention(kernel):
-                _Attention(kernel, read_attention(kernel)).run()
+                a = read_attention(kernel)
+                c = self.config(a.d)
+                _check_limits(kernel, a, c)
+                _Attention(kernel, a, c).run()
+
+
+def _check_limits(kernel: func.FuncOp, a: AttentionKernel, c: AttentionConfig) -> None:
+    """The configuration against the target's record: the K/V stages (and Q's) in shared memory,
+    the grid's query blocks."""
+    target = kernel_target(kernel)
+    limit = target.limits.shared_per_cta
+    bytes_ = STAGES * c.block_n * (a.d + a.dv) * 2 + (c.block_m * a.d * 2 if c.q_shared else 0)
+    if bytes_ > limit:
+        raise LoweringError(a.mma_s, f"attention: {STAGES} stages of {c.block_n} keys at head dims {a.d}/{a.dv}"
+                                     f"{' and a staged Q' if c.q_shared else ''} need {bytes_} bytes of shared memory; "
+                                     f"a CTA has at most {limit} on {target} ({limit // 1024} KiB): take a smaller block-n")
+    if ceil_div(a.l, c.block_m) > GRID_LIMITS[0] or a.batch > GRID_LIMITS[1]:
+        raise LoweringError(a.mma_s, f"attention: {ceil_div(a.l, c.block_m)} query blocks x {a.batch} heads exceed the "
+                                     f"CUDA grid limits ({GRID_LIMITS[0]} x {GRID_LIMITS[1]})")

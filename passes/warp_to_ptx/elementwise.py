@@ -15,6 +15,7 @@ one to one, with PTX's exact forms so nothing is contracted or approximated behi
 | arith.cmpf + arith.select | setp.(eq, ne, lt, ... ordered; equ, neu, ... unordered; num, nan) + selp |
 | arith.extf, truncf, sitofp, uitofp, fptosi | cvt (truncf and the int -> float casts rn, fptosi rzi) |
 | math.exp, exp2, log, log2, tanh, erf, sqrt, rsqrt | `scalar_math`'s sequences (ex2/lg2/tanh.approx...; bounds there) |
+| math.exp2 fastmath<afn> (f32) | ex2.approx.ftz.f32: subnormal inputs and results flushed to zero (attention's softmax) |
 | arith.addi, subi, muli, maxsi, minsi, cmpi (i32) | add.s32, sub.s32, mul.lo.s32, max.s32, min.s32, setp.*.s32 |
 
 f16 and bf16 values are computed in f32 and rounded back after each op (`cvt.rn`): for +, -, x,
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import arith, math
+from xdsl.dialects.arith import FastMathFlag
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, f32
 from xdsl.ir import Block, Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
@@ -60,6 +62,12 @@ _NAN_BINARY = {arith.MaximumfOp: "max", arith.MinimumfOp: "min"}
 _INT_BINARY = {arith.AddiOp: "add.s32", arith.SubiOp: "sub.s32", arith.MuliOp: "mul.lo.s32",
                arith.MaxSIOp: "max.s32", arith.MinSIOp: "min.s32"}
 _MATH = ("math.exp", "math.exp2", "math.log", "math.log2", "math.tanh", "math.erf", "math.sqrt", "math.rsqrt")
+
+
+def _approx_functions(op: Operation) -> bool:
+    """Whether a math op allows approximate functions (`fastmath<afn>`)."""
+    flags = getattr(op, "fastmath", None)
+    return flags is not None and FastMathFlag.APPROX_FUNC in flags.data
 
 
 def _type(value) -> str:
@@ -204,6 +212,8 @@ class _Body:
             return self._emit(f"cvt.rn.{t}.{signed}", t, args)
         if isinstance(op, arith.FPToSIOp) and t == "si32" and _type(op.input) in ("f32", "f64"):
             return self._emit(f"cvt.rzi.s32.{_type(op.input)}", "b32", args)
+        if isinstance(op, math.Exp2Op) and t == "f32" and _approx_functions(op):
+            return self._emit("ex2.approx.ftz.f32", "f32", args)  # afn: MUFU.EX2 alone, no subnormal fix-up
         if op.name in _MATH and t in ("f32", "f16", "bf16"):
             from tilemma.passes.warp_to_ptx import scalar_math
 

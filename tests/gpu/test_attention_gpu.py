@@ -12,7 +12,6 @@ from tilemma.compiler.driver.attention_run import run_attention
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 from tilemma.compiler.runtime import cuda_runtime
 from tilemma.compiler.verify.attention_reference import attention_bound, attention_data
-from tilemma.passes.tile.attention import BLOCK_N
 
 pytestmark = [
     pytest.mark.gpu,
@@ -46,7 +45,7 @@ def test_attention_gpu_next_to_the_emulator(spec):
     assert gpu.ok and emu.ok, (gpu.line(), emu.line())
     g, e = gpu.outputs["o"], emu.outputs["o"]
     _, bound = attention_bound(inputs["q"], inputs["k"], inputs["v"], spec.softmax_scale, spec.causal, spec.dtype,
-                               spec.dtype, BLOCK_N)
+                               spec.dtype)
     assert np.all(np.abs(g.astype(np.float64) - e.astype(np.float64)) <= bound.reshape(-1))
     same = float(np.mean(g.view(np.uint16) == e.view(np.uint16)))
     print(f"{spec.name}: {same:.1%} of O's words bit-identical to the emulator's")
