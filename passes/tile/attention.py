@@ -170,109 +170,123 @@ class _Attention(IndexBuilder):
         ml_init = [v for _ in range(rm) for v in self.map([], [rows, rows], lambda b, _: [
             b(arith.ConstantOp(FloatAttr(-math.inf, f32))), b(arith.ConstantOp(FloatAttr(0.0, f32)))])]
 
-        body = Block(arg_types=[IndexType()] + [acc] * len(o_init) + [rows] * (2 * rm))
-        j, carried = body.args[0], list(body.args[1:])
-        o = carried[:rm * n_o]
-        ml = carried[rm * n_o:]
-        outer, self.ops = self.ops, []
-        nxt = self.plus(j, 1)
-        more = self.add(arith.CmpiOp(nxt, blocks, "ult")).results[0]
-        outside, self.ops = self.ops, []
-        copy(nxt, self.add(arith.RemUIOp(nxt, self.const(STAGES))).results[0])
-        self.add(scf.YieldOp())
-        then, self.ops = self.ops, outside
-        self.add(scf.IfOp(more, [], then))
-        self.add(warp.AsyncCommitOp())
-        token = self.add(warp.AsyncWaitOp(1)).results[0]
-        self.add(gpu.BarrierOp())
-        stage = self.add(arith.RemUIOp(j, self.const(STAGES))).results[0]
-        kv = self.add(arith.MuliOp(j, self.const(self.bn))).results[0]
+        def block_loop(count: SSAValue, first: SSAValue | None, init: list[SSAValue], masked: bool) -> list[SSAValue]:
+            """`count` key blocks from block `first` (0 if None): the loop of FA2's main step,
+            `masked` where some key of a block lies past S or (causal) after some query row."""
+            body = Block(arg_types=[IndexType()] + [v.type for v in init])
+            t, carried = body.args[0], list(body.args[1:])
+            o = carried[:rm * n_o]
+            ml = carried[rm * n_o:]
+            outer, self.ops = self.ops, []
+            j = t if first is None else self.add(arith.AddiOp(first, t)).results[0]
+            nxt = self.plus(j, 1)
+            more = self.add(arith.CmpiOp(nxt, blocks, "ult")).results[0]
+            outside, self.ops = self.ops, []
+            copy(nxt, self.add(arith.RemUIOp(nxt, self.const(STAGES))).results[0])
+            self.add(scf.YieldOp())
+            then, self.ops = self.ops, outside
+            self.add(scf.IfOp(more, [], then))
+            self.add(warp.AsyncCommitOp())
+            token = self.add(warp.AsyncWaitOp(1)).results[0]
+            self.add(gpu.BarrierOp())
+            stage = self.add(arith.RemUIOp(j, self.const(STAGES))).results[0]
+            kv = self.add(arith.MuliOp(j, self.const(self.bn))).results[0]
 
-        # S = Q K^T: per k16 step, each B pair read once and used by every m16 tile
-        n_s = self.bn // 8
-        s_frags = [self._zero_acc(acc) for _ in range(rm * n_s)]
-        b_type = self.frag(warp.Operand.B)
-        for kd in range(a.d // 16):
-            if q_frags is None:
-                qa = [self.add(warp.LdMatrixOp(s_q, [zero, warp_row, zero], token, (16 * i, kd * 16),
-                                               self.frag(warp.Operand.A))).results[0] for i in range(rm)]
-            else:
-                qa = [q_frags[i][kd] for i in range(rm)]
-            for nt in range(0, n_s, 2):
-                if self.kt_k_major:  # an N x K stage
-                    read = warp.LdMatrixOp(s_k, [stage, zero, zero], token, (nt * 8, kd * 16), b_type, 2)
-                else:  # a K x N stage
-                    read = warp.LdMatrixOp(s_k, [stage, zero, zero], token, (kd * 16, nt * 8), b_type, 2, trans=True)
-                pair = list(self.add(read).results)
-                for i in range(rm):
-                    for t in range(2):
-                        f = i * n_s + nt + t
-                        s_frags[f] = self.add(warp.MmaOp(qa[i], pair[t], s_frags[f])).results[0]
+            # S = Q K^T: per k16 step, each B pair read once and used by every m16 tile
+            n_s = self.bn // 8
+            s_frags = [self._zero_acc(acc) for _ in range(rm * n_s)]
+            b_type = self.frag(warp.Operand.B)
+            for kd in range(a.d // 16):
+                if q_frags is None:
+                    qa = [self.add(warp.LdMatrixOp(s_q, [zero, warp_row, zero], token, (16 * i, kd * 16),
+                                                   self.frag(warp.Operand.A))).results[0] for i in range(rm)]
+                else:
+                    qa = [q_frags[i][kd] for i in range(rm)]
+                for nt in range(0, n_s, 2):
+                    if self.kt_k_major:  # an N x K stage
+                        read = warp.LdMatrixOp(s_k, [stage, zero, zero], token, (nt * 8, kd * 16), b_type, 2)
+                    else:  # a K x N stage
+                        read = warp.LdMatrixOp(s_k, [stage, zero, zero], token, (kd * 16, nt * 8), b_type, 2, trans=True)
+                    pair = list(self.add(read).results)
+                    for i in range(rm):
+                        for t in range(2):
+                            f = i * n_s + nt + t
+                            s_frags[f] = self.add(warp.MmaOp(qa[i], pair[t], s_frags[f])).results[0]
+            if masked:
+                limit = None if kv_exact else self.const(a.s)
+                s_frags = [self.add(warp.MaskOp(f, q_rows[x // n_s], self.plus(kv, (x % n_s) * 8), limit, a.causal,
+                                                -math.inf)).results[0]
+                           for x, f in enumerate(s_frags)]
+
+            # the online softmax (FA2), per m16 tile: running max m, sum l, O rescaled by alpha
+            c = a.scale * math.log2(math.e)
+
+            def new_max(b, x):
+                m_prev, m_cur = x
+                m_new = b(arith.MaximumfOp(m_prev, m_cur))
+                # a row with nothing unmasked yet keeps exp2 finite: its max counts as 0 (FA2)
+                inf = b(arith.ConstantOp(FloatAttr(-math.inf, f32)))
+                is_inf = b(arith.CmpfOp(m_new, inf, "oeq"))
+                zero_f = b(arith.ConstantOp(FloatAttr(0.0, f32)))
+                safe = b(arith.SelectOp(is_inf, zero_f, m_new))
+                cf = b(arith.ConstantOp(FloatAttr(c, f32)))
+                m_c = b(arith.MulfOp(safe, cf))
+                alpha = b(mathd.Exp2Op(fastmath=AFN, operand=b(arith.SubfOp(b(arith.MulfOp(m_prev, cf)), m_c))))
+                return [m_new, m_c, alpha]
+
+            def prob(b, x):
+                s, mc = x
+                cf = b(arith.ConstantOp(FloatAttr(c, f32)))
+                return [b(mathd.Exp2Op(fastmath=AFN, operand=b(mathd.FmaOp(s, cf, b(arith.NegfOp(mc))))))]
+
+            ml_new: list[SSAValue] = []
+            p_frags: list[SSAValue] = []
+            for i in range(rm):
+                tile_s = s_frags[i * n_s:(i + 1) * n_s]
+                m_old, l_old = ml[2 * i], ml[2 * i + 1]
+                m_block = self.add(warp.RowReduceOp("max", tile_s)).results[0]
+                m_new, m_c, alpha = self.map([m_old, m_block], [rows, rows, rows], new_max)
+                tile_p = [self.map([f, m_c], [acc], prob)[0] for f in tile_s]
+                l_block = self.add(warp.RowReduceOp("add", tile_p)).results[0]
+                [l_new] = self.map([l_old, alpha, l_block], [rows], lambda b, x: [b(mathd.FmaOp(x[0], x[1], x[2]))])
+                for x in range(i * n_o, (i + 1) * n_o):
+                    o[x] = self.map([o[x], alpha], [acc], lambda b, y: [b(arith.MulfOp(y[0], y[1]))])[0]
+                ml_new += [m_new, l_new]
+                p_frags += tile_p
+
+            # O += P V, P read as the A fragments of its k16 slices, each V pair used by every m16 tile
+            half = self.frag(warp.Operand.ACC, self.elem)
+            p_half = [self.add(warp.CastOp(p, half)).results[0] for p in p_frags]
+            p_lhs = [[self.add(warp.ToLhsOp([p_half[i * n_s + 2 * kk], p_half[i * n_s + 2 * kk + 1]],
+                                            self.frag(warp.Operand.A))).results[0]
+                      for kk in range(self.bn // 16)] for i in range(rm)]
+            for kk in range(self.bn // 16):
+                for dt in range(0, n_o, 2):
+                    if self.v_k_major:  # an N x K stage (V stored with S contiguous)
+                        read = warp.LdMatrixOp(s_v, [stage, zero, zero], token, (dt * 8, kk * 16), b_type, 2)
+                    else:  # a K x N stage: V as stored
+                        read = warp.LdMatrixOp(s_v, [stage, zero, zero], token, (kk * 16, dt * 8), b_type, 2, trans=True)
+                    pair = list(self.add(read).results)
+                    for i in range(rm):
+                        for t in range(2):
+                            x = i * n_o + dt + t
+                            o[x] = self.add(warp.MmaOp(p_lhs[i][kk], pair[t], o[x])).results[0]
+            self.add(gpu.BarrierOp())  # everyone is done with this stage before it is copied into again
+            self.add(scf.YieldOp(*o, *ml_new))
+            body.add_ops(self.ops)
+            self.ops = outer
+            return list(self.add(scf.ForOp(zero, count, self.const(1), init, body)).results)
+
+        # the blocks every query row of the CTA sees whole, then those that need the mask
+        if a.causal:
+            whole = self.add(arith.DivUIOp(self.plus(cta_row, 1), self.const(self.bn))).results[0]
+            whole = self.add(arith.MinUIOp(whole, self.const(a.s // self.bn))).results[0]
+        else:
+            whole = blocks if kv_exact else self.const(a.s // self.bn)
+        results = block_loop(whole, None, [*o_init, *ml_init], masked=False)
         if a.causal or not kv_exact:
-            limit = None if kv_exact else self.const(a.s)
-            s_frags = [self.add(warp.MaskOp(f, q_rows[x // n_s], self.plus(kv, (x % n_s) * 8), limit, a.causal,
-                                            -math.inf)).results[0]
-                       for x, f in enumerate(s_frags)]
-
-        # the online softmax (FA2), per m16 tile: running max m, sum l, O rescaled by alpha
-        c = a.scale * math.log2(math.e)
-
-        def new_max(b, x):
-            m_prev, m_cur = x
-            m_new = b(arith.MaximumfOp(m_prev, m_cur))
-            # a row with nothing unmasked yet keeps exp2 finite: its max counts as 0 (FA2)
-            inf = b(arith.ConstantOp(FloatAttr(-math.inf, f32)))
-            is_inf = b(arith.CmpfOp(m_new, inf, "oeq"))
-            zero_f = b(arith.ConstantOp(FloatAttr(0.0, f32)))
-            safe = b(arith.SelectOp(is_inf, zero_f, m_new))
-            cf = b(arith.ConstantOp(FloatAttr(c, f32)))
-            m_c = b(arith.MulfOp(safe, cf))
-            alpha = b(mathd.Exp2Op(fastmath=AFN, operand=b(arith.SubfOp(b(arith.MulfOp(m_prev, cf)), m_c))))
-            return [m_new, m_c, alpha]
-
-        def prob(b, x):
-            s, mc = x
-            cf = b(arith.ConstantOp(FloatAttr(c, f32)))
-            return [b(mathd.Exp2Op(fastmath=AFN, operand=b(mathd.FmaOp(s, cf, b(arith.NegfOp(mc))))))]
-
-        ml_new: list[SSAValue] = []
-        p_frags: list[SSAValue] = []
-        for i in range(rm):
-            tile_s = s_frags[i * n_s:(i + 1) * n_s]
-            m_old, l_old = ml[2 * i], ml[2 * i + 1]
-            m_block = self.add(warp.RowReduceOp("max", tile_s)).results[0]
-            m_new, m_c, alpha = self.map([m_old, m_block], [rows, rows, rows], new_max)
-            tile_p = [self.map([f, m_c], [acc], prob)[0] for f in tile_s]
-            l_block = self.add(warp.RowReduceOp("add", tile_p)).results[0]
-            [l_new] = self.map([l_old, alpha, l_block], [rows], lambda b, x: [b(mathd.FmaOp(x[0], x[1], x[2]))])
-            for x in range(i * n_o, (i + 1) * n_o):
-                o[x] = self.map([o[x], alpha], [acc], lambda b, y: [b(arith.MulfOp(y[0], y[1]))])[0]
-            ml_new += [m_new, l_new]
-            p_frags += tile_p
-
-        # O += P V, P read as the A fragments of its k16 slices, each V pair used by every m16 tile
-        half = self.frag(warp.Operand.ACC, self.elem)
-        p_half = [self.add(warp.CastOp(p, half)).results[0] for p in p_frags]
-        p_lhs = [[self.add(warp.ToLhsOp([p_half[i * n_s + 2 * kk], p_half[i * n_s + 2 * kk + 1]],
-                                        self.frag(warp.Operand.A))).results[0]
-                  for kk in range(self.bn // 16)] for i in range(rm)]
-        for kk in range(self.bn // 16):
-            for dt in range(0, n_o, 2):
-                if self.v_k_major:  # an N x K stage (V stored with S contiguous)
-                    read = warp.LdMatrixOp(s_v, [stage, zero, zero], token, (dt * 8, kk * 16), b_type, 2)
-                else:  # a K x N stage: V as stored
-                    read = warp.LdMatrixOp(s_v, [stage, zero, zero], token, (kk * 16, dt * 8), b_type, 2, trans=True)
-                pair = list(self.add(read).results)
-                for i in range(rm):
-                    for t in range(2):
-                        x = i * n_o + dt + t
-                        o[x] = self.add(warp.MmaOp(p_lhs[i][kk], pair[t], o[x])).results[0]
-        self.add(gpu.BarrierOp())  # everyone is done with this stage before it is copied into again
-        self.add(scf.YieldOp(*o, *ml_new))
-        body.add_ops(self.ops)
-        self.ops = outer
-        loop = self.add(scf.ForOp(zero, blocks, self.const(1), [*o_init, *ml_init], body))
-        results = list(loop.results)
+            rest = self.add(arith.SubiOp(blocks, whole)).results[0]
+            results = block_loop(rest, whole, results, masked=True)
         o_final = results[:rm * n_o]
         l_final = [results[rm * n_o + 2 * i + 1] for i in range(rm)]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.dialects import scf
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tilemma.compiler.core.elements import ELEMENTS
@@ -212,7 +213,9 @@ class LowerWiden(RewritePattern):
 
 @dataclass
 class LowerMma(RewritePattern):
-    """`warp.mma`: one `mma` instruction; d reuses c's registers when this is c's only use."""
+    """`warp.mma`: one `mma` instruction; d reuses c's registers when this is c's only use left
+    and c is not defined outside the loop the mma runs in (its next iteration reads c again: a
+    zero accumulator made once for every block of attention's S)."""
 
     state: LoweringState
 
@@ -226,7 +229,11 @@ class LowerMma(RewritePattern):
         frag = op.c.type
         assert isinstance(frag, warp.FragType)
         e = fio.Emitter(self.state.kernel(op).regs)
-        in_place = op.c.has_one_use() and all(r.startswith("%") for r in c)
+        loop = op.parent_op()
+        while loop is not None and not isinstance(loop, scf.ForOp):
+            loop = loop.parent_op()
+        in_place = (op.c.has_one_use() and all(r.startswith("%") for r in c)
+                    and (loop is None or loop.is_ancestor(op.c.owner)))
         d = list(c) if in_place else e.reg_list(_bank_of(frag), len(c))
         extra: list[str] = []
         if op.metadata is not None:
