@@ -645,11 +645,51 @@ def timing_argv() -> list[str]:
     return ["--samples", str(SAMPLES), "--warmup-ms", str(WARMUP_MS)]
 
 
-def run_triton_worker(impl: str, cells: Sequence[Cell], budget: float) -> int:
+def operand_strides(fam: Family, shape: Shape) -> tuple[tuple[int, int], ...]:
+    """The strides of A (M x K), B (K x N) and D (M x N) as `make_inputs` and `output` store them."""
+    m, n, k = shape
+    return ((1, m) if fam.a_col else (k, 1)), ((1, k) if fam.b_col else (n, 1)), (n, 1)
+
+
+def warm_triton(cells: Sequence[Cell], processes: int, seconds: float) -> None:
+    """Compile Triton's kernels for `cells` (every configuration, one per specialization) in
+    `processes` processes into this process's Triton cache, so that the measurements load them
+    instead of compiling one after the other; gives up after `seconds`. Failures only cost time:
+    the measurement compiles what is missing."""
+    import concurrent.futures
+    import multiprocessing
+
+    from benchmarks import triton_gemm
+
+    jobs = {}
+    for fam, shape in cells:
+        strides = operand_strides(fam, shape)
+        dtypes = (fam.torch_in, fam.torch_in, fam.torch_acc)
+        for config in triton_gemm.CONFIGS[ELEMENTS[fam.a].storage_dtype.itemsize]:
+            key = (dtypes, config, fam.triton_precision, triton_gemm.specialization(shape, *strides))
+            jobs.setdefault(key, (dtypes, shape, *strides, config, fam.triton_precision))
+    if processes <= 1 or len(jobs) < 2:
+        return
+    began = time.monotonic()
+    pool = concurrent.futures.ProcessPoolExecutor(min(processes, len(jobs)), mp_context=multiprocessing.get_context("spawn"))
+    futures = [pool.submit(triton_gemm.warm, job) for job in jobs.values()]
+    done, waiting = concurrent.futures.wait(futures, timeout=seconds)
+    pool.shutdown(wait=True, cancel_futures=True)
+    errors = [f.result() for f in done if f.exception() is None and f.result()]
+    print(f"  Triton: {len(done)} of {len(jobs)} kernels compiled ahead in {time.monotonic() - began:.0f} s"
+          + (f" ({len(errors)} failed: {errors[0]})" if errors else ""), file=sys.stderr, flush=True)
+
+
+def run_triton_worker(impl: str, cells: Sequence[Cell], budget: float, warm_processes: int = 0) -> int:
     import torch
 
     deadline = time.monotonic() + budget
     device = torch.cuda.get_device_name()
+    if warm_processes > 1:
+        try:
+            warm_triton(cells, warm_processes, budget * 0.3)
+        except Exception as exc:  # only an optimization
+            print(f"  Triton: compiling ahead failed: {_error(exc)}", file=sys.stderr, flush=True)
     for fam, shape in cells:
         try:
             rows = triton_rows(impl, fam, shape, make_inputs(fam, shape, torch), torch, deadline)
@@ -693,12 +733,13 @@ def worker_subprocess(module: str, impl: str, argv: Sequence[str], budget: float
     return rows, f"{why}: {last[0][:200] if last else 'no output'}"
 
 
-def triton_cells(impl: str, cells: Sequence[Cell], budget: float) -> list[Row]:
-    """Run one Triton mode on `cells` in its own process (own environment and cache); rows it
-    printed are kept even when it dies or runs out of time, and every missing one becomes an
-    error row."""
+def triton_cells(impl: str, cells: Sequence[Cell], budget: float, warm_processes: int = 0) -> list[Row]:
+    """Run one Triton mode on `cells` in its own process (own environment and cache), its kernels
+    compiled ahead in `warm_processes` processes (`warm_triton`; 0: none); rows it printed are
+    kept even when it dies or runs out of time, and every missing one becomes an error row."""
     rows, why = worker_subprocess("benchmarks.gemm_bench", impl,
-                                  ["--cells", *(cell_label(f, s) for f, s in cells), *timing_argv()], budget)
+                                  ["--cells", *(cell_label(f, s) for f, s in cells), *timing_argv(),
+                                   "--triton-warm", str(warm_processes)], budget)
     done = {(r.family, row_shape(r)) for r in rows}
     rows += [new_row(f, s, impl, error=why) for f, s in cells if (f.name, s) not in done]
     return rows
@@ -711,12 +752,13 @@ def triton_subprocess(impl: str, families: list[Family], sizes: Sequence[int | S
 
 def run_cells(cells: Sequence[Cell], *, peers: Any = None, tilemma: Any = None, configs: Sequence[str] = ("",),
               sm: str = "90", budget: float = 3600.0, skip: Sequence[str] = (), main_share: float = 1.0,
-              precompiled: dict | None = None) -> list[Row]:
+              precompiled: dict | None = None, warm_processes: int = 0) -> list[Row]:
     """Every implementation on `cells` (family, shape), in this order: cuBLAS and tilemma per
     cell in this process, within `main_share` of the `budget` (seconds), then each Triton mode
     not in `skip` in its own worker on the dense cells, sharing what is left. `peers` and
     `tilemma` (sets of (family name, shape); None: every cell) say where cuBLAS (and Triton) and
-    where tilemma run; `precompiled` maps (family name, shape, config) to a `precompile` result."""
+    where tilemma run; `precompiled` maps (family name, shape, config) to a `precompile` result;
+    `warm_processes` compile the Triton workers' kernels ahead (`warm_triton`)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -755,7 +797,7 @@ def run_cells(cells: Sequence[Cell], *, peers: Any = None, tilemma: Any = None, 
         left = deadline - time.monotonic()
         print(f"{impl}: {left:.0f} s of budget left", file=sys.stderr, flush=True)
         if dense and left > 5:
-            rows += triton_cells(impl, dense, left / (len(modes) - i))
+            rows += triton_cells(impl, dense, left / (len(modes) - i), warm_processes)
         elif dense:
             rows += [new_row(f, s, impl, error="skipped: time budget spent") for f, s in dense]
     for row in rows:
@@ -769,7 +811,8 @@ def run(args: argparse.Namespace) -> list[Row]:
     cells = [(fam, s) for fam in families for s in shapes]
     return run_cells(cells, peers={(f.name, s) for f, s in cells if s in args.shapes},
                      tilemma={(f.name, s) for f, s in cells if s in args.tilemma_shapes},
-                     configs=args.tilemma_configs, sm=args.sm, budget=args.budget, skip=args.skip)
+                     configs=args.tilemma_configs, sm=args.sm, budget=args.budget, skip=args.skip,
+                     warm_processes=args.triton_warm)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -897,6 +940,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="seconds; measurements not started by then become 'skipped' rows")
     p.add_argument("--triton-worker", choices=list(TRITON_MODES), help=argparse.SUPPRESS)
     p.add_argument("--cells", nargs="+", default=[], help=argparse.SUPPRESS)  # a worker's FAMILY:MxNxK
+    p.add_argument("--triton-warm", type=int, default=0, metavar="P",
+                   help="compile Triton's kernels ahead in P processes before timing them (default 0: as they come)")
     args = p.parse_args(argv)
     unknown = [f for f in args.families if f not in FAMILIES]
     if unknown:
@@ -929,7 +974,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.triton_worker:
         cells = args.cells or [(FAMILIES[f], s) for f in args.families for s in args.shapes]
-        return run_triton_worker(args.triton_worker, cells, args.budget)
+        return run_triton_worker(args.triton_worker, cells, args.budget, args.triton_warm)
     try:
         rows = run(args)
     except ModuleNotFoundError as exc:
