@@ -691,6 +691,12 @@ def run_triton_worker(impl: str, cells: Sequence[Cell], budget: float, warm_proc
         except Exception as exc:  # only an optimization
             print(f"  Triton: compiling ahead failed: {_error(exc)}", file=sys.stderr, flush=True)
     for fam, shape in cells:
+        if time.monotonic() > deadline:  # not even the inputs
+            rows = [new_row(fam, shape, impl, error="skipped: time budget spent")]
+            for row in rows:
+                row.device = device
+                print("ROW " + json.dumps(asdict(row)), flush=True)
+            continue
         try:
             rows = triton_rows(impl, fam, shape, make_inputs(fam, shape, torch), torch, deadline)
         except Exception as exc:
@@ -772,6 +778,11 @@ def run_cells(cells: Sequence[Cell], *, peers: Any = None, tilemma: Any = None, 
     main_deadline = started + budget * main_share
     for fam, shape in cells:
         ours = wanted(tilemma, fam, shape)
+        if time.monotonic() > main_deadline:  # not even the inputs
+            impls = (["cublas", *(["torch-sparse"] if fam.sparse else [])] if wanted(peers, fam, shape) else [])
+            rows += [new_row(fam, shape, impl, error="skipped: time budget spent")
+                     for impl in impls + (["tilemma"] * len(configs) if ours else [])]
+            continue
         print(f"{fam.name} {shape_label(shape)}: cuBLAS{' and tilemma' if ours else ''}", file=sys.stderr, flush=True)
         try:
             inp = make_inputs(fam, shape, torch)

@@ -6,7 +6,7 @@ cell (sparse cells: against cuSPARSELt).
 
     python -m benchmarks.matrix --list                                  # the cells, the parts' estimated time
     python -m benchmarks.matrix --dry-run [--part 1/4]                  # CPU only: see below
-    python -m benchmarks.matrix --part 1/4 --csv m1.csv --budget 480    # one device call per part
+    python -m benchmarks.matrix --part 1/4 --csv m1.csv --budget 450    # one device call per part
     python -m benchmarks.matrix --merge m1.csv m2.csv m3.csv m4.csv --csv matrix.csv --plot matrix.png
     python -m benchmarks.matrix --redo matrix.csv --csv m5.csv          # cells a part left unmeasured
     bash benchmarks/gpu_session.sh matrix                               # PART=1/4 (default) ... 4/4
@@ -330,9 +330,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--shapes", nargs="+", metavar="MxNxK", help="these shapes instead of SHAPES (every family)")
     p.add_argument("--csv", help="write the rows here")
     p.add_argument("--plot", help="write the heat map here (PNG; needs matplotlib)")
-    p.add_argument("--budget", type=float, default=480.0,
+    p.add_argument("--budget", type=float, default=450.0,
                    help="seconds for the run, compiles included; what is not started by then becomes "
-                   "'skipped' rows, which --redo runs again (default 480: one device call of < 9 minutes)")
+                   "'skipped' rows, which --redo runs again (default 450: one device call of < 9 minutes)")
     p.add_argument("--samples", type=int, default=SAMPLES, help=f"timed samples per measurement (default {SAMPLES})")
     p.add_argument("--warmup-ms", type=float, default=WARMUP_MS, help=f"warm-up per measurement (default {WARMUP_MS:g})")
     p.add_argument("--processes", type=int, default=min(16, os.cpu_count() or 1),
