@@ -118,34 +118,14 @@ PEERS = ("cublaslt", "torch")
 TARGET_COST = 0.03  # issue 21: the fused epilogue costs at most 3% over the plain GEMM
 TARGET_TRITON = 1.10  # ... and runs at >= 1.1x Triton's mma.sync path with the same epilogue
 
-Shape = tuple[int, int, int]
-
-
-def parse_shape(text: str) -> Shape:
-    """`4096` -> (4096, 4096, 4096); `8192x4096x4096` -> (M, N, K)."""
-    parts = text.lower().split("x")
-    if len(parts) == 1:
-        parts *= 3
-    if len(parts) != 3:
-        raise ValueError(f"size {text!r}: N (square) or MxNxK")
-    m, n, k = (int(p) for p in parts)
-    return m, n, k
-
-
-def shape_label(shape: Shape) -> str:
-    return "x".join(map(str, shape))
-
-
-def flops(shape: Shape) -> float:
-    m, n, k = shape
-    return 2.0 * m * n * k
+# Shapes (M, N, K) as gemm_bench spells and counts them
+Shape = gb.Shape
+parse_shape, shape_label, flops = gb.parse_shape, gb.shape_label, gb.flops
 
 
 @dataclass
 class EpiRow(Row):
-    """gemm_bench's Row with `family` the case, `size` M and `shape` MxNxK."""
-
-    shape: str = ""
+    """gemm_bench's Row with `family` the case, `size` M and `shape` MxNxK (Row's fields)."""
 
 
 # ---------------------------------------------------------------------------------------------

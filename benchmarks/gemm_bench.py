@@ -1,6 +1,7 @@
 """GEMM benchmark: tilemma against cuBLAS (torch) and Triton on the GPU, in one run.
 
-Square GEMMs per family; TFLOP/s (TOP/s for s8; dense-equivalent 2*N^3 for sparse) is the median of
+GEMMs per family, square (`--sizes N`) or any M x N x K (`--shapes MxNxK`); TFLOP/s (TOP/s for s8;
+dense-equivalent 2*M*N*K for sparse) is the median of
 CUDA-event samples, each timing back-to-back launches (captured in a CUDA graph where that works,
 so that Python launch overhead is not measured). Inputs are random. tilemma's result is checked
 once per (family, size) against a float64 torch product with the per-element bound of
@@ -10,7 +11,10 @@ default and `DISABLE_MMA_V3=1` (its mma.sync path), each with its own cache, bec
 is read when Triton compiles. Whatever fails becomes a row carrying its error; nothing stops the run.
 
     python -m benchmarks.gemm_bench [--families f16 s8] [--sizes 1024 4096] [--tilemma-sizes 1024]
-                                    [--csv out.csv] [--plot out.png] [--budget 280]
+                                    [--shapes 16x4096x4096 257x129x4096] [--csv out.csv] [--plot out.png]
+                                    [--budget 280] [--samples 15] [--warmup-ms 50]
+
+`benchmarks/matrix.py` runs the family x layout x shape matrix of issue 23 through this module.
 """
 
 from __future__ import annotations
@@ -84,15 +88,68 @@ FAMILIES: dict[str, Family] = {
         Family("f16-acol-bcol", "f16", "f32", a_col=True, b_col=True),
         Family("f16-bcol", "f16", "f32", b_col=True),
         Family("bf16-acol", "bf16", "f32", a_col=True),
+        Family("bf16-bcol", "bf16", "f32", b_col=True),
+        Family("bf16-acol-bcol", "bf16", "f32", a_col=True, b_col=True),
         Family("tf32-brow", "tf32", "f32", triton_precision="tf32"),
         Family("tf32-acol", "tf32", "f32", triton_precision="tf32", a_col=True, b_col=True),
+        Family("tf32-acol-brow", "tf32", "f32", triton_precision="tf32", a_col=True),
         Family("f64-acol", "f64", "f64", triton_precision="ieee", a_col=True),
+        Family("f64-bcol", "f64", "f64", triton_precision="ieee", b_col=True),
+        Family("f64-acol-bcol", "f64", "f64", triton_precision="ieee", a_col=True, b_col=True),
+        Family("sparse-f16-pre-bcol", "f16", "f32", sparse=True, pre_compressed=True, b_col=True),
         # 8-bit in the orders ldmatrix cannot transpose: tilemma's transposing fill
         Family("s8-brow", "si8", "si32"),
         Family("s8-acol", "si8", "si32", a_col=True, b_col=True),
         Family("s8-acol-brow", "si8", "si32", a_col=True),
     )
 }
+
+
+def family_variant(fam: Family, a_col: bool, b_col: bool) -> Family | None:
+    """The family with `fam`'s element types (and sparsity, rounding) whose operands are stored in
+    the order a_col / b_col (column-major where True), or None where there is none."""
+    def same(f: Family) -> bool:
+        return (f.a, f.acc, f.sparse, f.pre_compressed, f.rounding, f.triton_precision) == \
+               (fam.a, fam.acc, fam.sparse, fam.pre_compressed, fam.rounding, fam.triton_precision)
+
+    return next((f for f in FAMILIES.values() if same(f) and (f.a_col, f.b_col) == (a_col, b_col)), None)
+
+
+def layout_label(fam: Family) -> str:
+    """`A row, B col` and so on: the stored order of the family's operands (a pre-compressed A
+    has none: `A pre`)."""
+    a = "pre" if fam.pre_compressed else ("col" if fam.a_col else "row")
+    return f"A {a}, B {'col' if fam.b_col else 'row'}"
+
+
+Shape = tuple[int, int, int]  # (M, N, K): D is M x N, A is M x K, B is K x N
+
+
+def parse_shape(text: str) -> Shape:
+    """`4096` -> (4096, 4096, 4096); `8192x4096x4096` -> (M, N, K). ValueError on anything else."""
+    parts = text.strip().lower().split("x")
+    if len(parts) == 1:
+        parts *= 3
+    try:
+        if len(parts) != 3:
+            raise ValueError
+        m, n, k = (int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"size {text!r}: N (square) or MxNxK") from None
+    if min(m, n, k) < 1:
+        raise ValueError(f"size {text!r}: sizes must be positive")
+    return m, n, k
+
+
+def shape_label(shape: Shape) -> str:
+    return "x".join(map(str, shape))
+
+
+def as_shape(size: int | Shape) -> Shape:
+    """A square size N as (N, N, N); a shape as it is."""
+    return (size, size, size) if isinstance(size, int) else tuple(size)  # type: ignore[return-value]
+
+
 SIZES = (1024, 2048, 4096, 8192)
 # Implementations in table order. For sparse-f16, "cublas" is the dense f16 GEMM of the same size.
 IMPLS = ("cublas", "triton", "triton-mma.sync", "torch-sparse", "tilemma")
@@ -115,14 +172,27 @@ class Row:
     timing: str = ""  # "graph" or "eager"
     error: str = ""
     device: str = ""
+    shape: str = ""  # MxNxK (size is M); empty in CSVs written before shapes: size^3
 
     @property
     def ok(self) -> bool:
         return self.tflops is not None and not self.error
 
 
-def flops(n: int) -> float:
-    return 2.0 * n**3
+def row_shape(row: Row) -> Shape:
+    return parse_shape(row.shape) if row.shape else as_shape(row.size)
+
+
+def new_row(fam: Family, size: int | Shape, impl: str, **kw: Any) -> Row:
+    """The row of family `fam` at `size` (N or (M, N, K)) for implementation `impl`."""
+    shape = as_shape(size)
+    return Row(fam.name, shape[0], impl, shape=shape_label(shape), **kw)
+
+
+def flops(size: int | Shape) -> float:
+    """2 M N K (N^3 for a square size N)."""
+    m, n, k = as_shape(size)
+    return 2.0 * m * n * k
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,52 +201,108 @@ def flops(n: int) -> float:
 
 
 @dataclass(frozen=True)
+class TilemmaBuild:
+    """What a compile produced, as plain data (it crosses process boundaries: `precompile`)."""
+
+    ptx: str
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int
+    config: str  # instruction and tiling
+    scratch: tuple[tuple[int, int, bool], ...] = ()  # split-K: (parameter index, bytes, zeroed)
+
+
+@dataclass(frozen=True)
 class TilemmaKernel:
     """A compiled kernel: `launch(pointers, stream)` queues it on device addresses, in argument
-    order; `config` says which instruction and tiling it uses; `ptx` is its module."""
+    order, less the split-K scratch (`scratch`: the caller's, at those parameter indices, the
+    counters zeroed); `config` says which instruction and tiling it uses; `ptx` is its module."""
 
     launch: Callable[[Sequence[int], int], None]
     config: str
     ptx: str
     name: str
+    scratch: tuple[tuple[int, int, bool], ...] = ()
+
+
+def tilemma_build(ir_text: str, name: str, options: Any) -> TilemmaBuild:
+    """Compile tile IR (one GEMM kernel, as `tilemma gemm` writes it) with `CompileOptions`; no GPU."""
+    from tilemma.compiler.driver.pipeline import compile_text
+
+    [k] = compile_text(ir_text, name, options)
+    scratch = tuple((i, p.nbytes, p.init is not None) for i, p in enumerate(k.abi.params)
+                    if {"split_workspace", "split_counters"} & set(p.roles))
+    return TilemmaBuild(k.ptx, k.name, tuple(k.grid), tuple(k.block), k.abi.shared_bytes,
+                        f"{k.variant} {k.abi.config}", scratch)
+
+
+def kernel_from(build: TilemmaBuild) -> TilemmaKernel:
+    """The launcher of a build (on the GPU: `cuda_runtime.launch`, which loads the module once)."""
+    from tilemma.compiler.runtime import cuda_runtime
+
+    def launch(pointers: Sequence[int], stream: int = 0) -> None:
+        cuda_runtime.launch(build.ptx, build.name, build.grid, build.block, list(pointers), build.shared, stream)
+
+    return TilemmaKernel(launch, build.config, build.ptx, build.name, build.scratch)
 
 
 def tilemma_kernel(ir_text: str, name: str, options: Any) -> TilemmaKernel:
     """Compile tile IR (one GEMM kernel, as `tilemma gemm` writes it) with `CompileOptions`."""
-    from tilemma.compiler.runtime import cuda_runtime
-    from tilemma.compiler.driver.pipeline import compile_text
-
-    [k] = compile_text(ir_text, name, options)
-    config = f"{k.variant} {k.abi.config}"
-    shared = k.abi.shared_bytes
-
-    def launch(pointers: Sequence[int], stream: int = 0) -> None:
-        cuda_runtime.launch(k.ptx, k.name, k.grid, k.block, list(pointers), shared, stream)
-
-    return TilemmaKernel(launch, config, k.ptx, k.name)
+    return kernel_from(tilemma_build(ir_text, name, options))
 
 
-def tilemma_ir(fam: Family, n: int) -> tuple[str, str]:
-    """The tile IR text and kernel name of family `fam` at size n."""
+def precompile_one(job: tuple) -> TilemmaBuild | str:
+    """`precompile`'s worker: (family name, shape, config, sm, ptx) -> the build, or the error."""
+    fam, shape, config, sm, ptx = job
+    try:
+        text, name = tilemma_ir(FAMILIES[fam], shape)
+        return tilemma_build(text, name, compile_options(sm, ptx, **parse_config(config)))
+    except Exception as exc:  # the row says it
+        return _error(exc)
+
+
+def precompile(jobs: Sequence[tuple[str, Shape, str]], sm: str, ptx: str, processes: int) -> dict:
+    """tilemma's kernels for (family name, shape, config) compiled ahead of time in `processes`
+    processes (the compiler is pure Python: one core each): {job: TilemmaBuild or error text}."""
+    import concurrent.futures
+    import multiprocessing
+
+    todo = [(f, tuple(s), c, sm, ptx) for f, s, c in dict.fromkeys(jobs)]
+    if processes <= 1 or len(todo) < 2:
+        return {job[:3]: precompile_one(job) for job in todo}
+    # spawn: the parent may hold a CUDA context, which forked children must not inherit
+    with concurrent.futures.ProcessPoolExecutor(min(processes, len(todo)),
+                                                mp_context=multiprocessing.get_context("spawn")) as pool:
+        return {job[:3]: out for job, out in zip(todo, pool.map(precompile_one, todo, chunksize=2))}
+
+
+def tilemma_ir(fam: Family, size: int | Shape) -> tuple[str, str]:
+    """The tile IR text and kernel name of family `fam` at size N (square) or shape (M, N, K)."""
     from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 
+    m, n, k = as_shape(size)
     # D = A x B, no C: what the peers compute (cuBLAS with beta = 0, Triton's kernel)
-    spec = GemmSpec(n, n, n, fam.a, fam.a, fam.acc, sparse_a=fam.sparse and not fam.pre_compressed,
+    spec = GemmSpec(m, n, k, fam.a, fam.a, fam.acc, sparse_a=fam.sparse and not fam.pre_compressed,
                     b_layout="col" if fam.b_col else "row", a_layout="col" if fam.a_col else "row",
                     pre_compressed=fam.pre_compressed,
                     c=False, rounding=fam.rounding)
     return str(gemm_module(spec)), spec.name
 
 
+def default_ptx() -> str:
+    """The newest PTX version the driver JITs, up to 9.0."""
+    from tilemma.compiler.runtime import cuda_runtime
+
+    major, minor = min((9, 0), cuda_runtime.driver_max_ptx())
+    return f"{major}.{minor}"
+
+
 def compile_options(sm: str = "90", ptx: str | None = None, **tiling: Any) -> Any:
     """Options for `tilemma_kernel`: PTX `ptx`, or (None) the newest the driver JITs, up to 9.0."""
-    from tilemma.compiler.runtime import cuda_runtime
     from tilemma.compiler.driver.pipeline import CompileOptions
 
-    if ptx is None:
-        major, minor = min((9, 0), cuda_runtime.driver_max_ptx())
-        ptx = f"{major}.{minor}"
-    return CompileOptions(sm=sm, ptx=ptx, **tiling)
+    return CompileOptions(sm=sm, ptx=ptx or default_ptx(), **tiling)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,16 +367,17 @@ def prune_24(a, torch):
     return (groups * keep).reshape(m, k)
 
 
-def make_inputs(fam: Family, n: int, torch, seed: int = 0) -> dict:
-    """Random A and B on the device (every implementation computes D = A x B: no C) and the
-    float64 reference: A x B, and S = |A| x |B|."""
+def make_inputs(fam: Family, size: int | Shape, torch, seed: int = 0) -> dict:
+    """Random A (M x K) and B (K x N) on the device (every implementation computes D = A x B: no
+    C) and the float64 reference: A x B, and S = |A| x |B|."""
+    m, n, k = as_shape(size)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     dt_in = getattr(torch, fam.torch_in)
     if fam.exact:
-        a, b = (torch.randint(-128, 128, (n, n), generator=gen, device="cuda", dtype=dt_in)
-                for _ in range(2))
+        a, b = (torch.randint(-128, 128, dims, generator=gen, device="cuda", dtype=dt_in)
+                for dims in ((m, k), (k, n)))
     else:
-        a, b = (torch.randn(n, n, generator=gen, device="cuda").to(dt_in) for _ in range(2))
+        a, b = (torch.randn(*dims, generator=gen, device="cuda").to(dt_in) for dims in ((m, k), (k, n)))
     if fam.sparse:
         a = prune_24(a, torch)
     av, bv = a, b
@@ -265,9 +392,10 @@ def make_inputs(fam: Family, n: int, torch, seed: int = 0) -> dict:
     return {"a": a, "b": b, "a_op": a_op, "b_op": b_op, "ab": ab, "s": s}
 
 
-def output(fam: Family, n: int, torch):
-    """An uninitialized n x n D of the family's accumulator dtype, on the device."""
-    return torch.empty(n, n, device="cuda", dtype=getattr(torch, fam.torch_acc))
+def output(fam: Family, size: int | Shape, torch):
+    """An uninitialized M x N D of the family's accumulator dtype, on the device."""
+    m, n, _ = as_shape(size)
+    return torch.empty(m, n, device="cuda", dtype=getattr(torch, fam.torch_acc))
 
 
 def median_ms(fn: Callable[[], Any], torch) -> tuple[float, str]:
@@ -340,7 +468,7 @@ def _error(exc: BaseException) -> str:
 
 def measured(row: Row, fn: Callable[[], Any], torch) -> Row:
     row.ms, row.timing = median_ms(fn, torch)
-    row.tflops = flops(row.size) / row.ms / 1e9
+    row.tflops = flops(row_shape(row)) / row.ms / 1e9
     return row
 
 
@@ -361,7 +489,7 @@ def guarded(row: Row, body: Callable[[Row], Row], deadline: float) -> Row:
 def peer_check(row: Row, got, inp: dict, fam: Family, torch) -> None:
     """Sanity-check a peer's D = A x B (no C), allowing for its output type and tf32 rounding."""
     slack = 0.0 if fam.exact else torch.finfo(got.dtype).eps + (2.0**-9 if fam.tf32 else 0.0)
-    problem = check(got.double(), inp["ab"], inp["s"], acc=fam.acc, k=row.size, slack=slack)
+    problem = check(got.double(), inp["ab"], inp["s"], acc=fam.acc, k=row_shape(row)[2], slack=slack)
     if problem:
         raise AssertionError(f"wrong result: {problem}")
     row.check = "exact" if fam.exact else "sanity"
@@ -372,7 +500,7 @@ def peer_check(row: Row, got, inp: dict, fam: Family, torch) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def cublas_rows(fam: Family, n: int, inp: dict, torch, deadline: float) -> list[Row]:
+def cublas_rows(fam: Family, n: int | Shape, inp: dict, torch, deadline: float) -> list[Row]:
     a, b = inp["a_op"], inp["b_op"]
 
     def dense(row: Row) -> Row:
@@ -386,15 +514,16 @@ def cublas_rows(fam: Family, n: int, inp: dict, torch, deadline: float) -> list[
         return measured(row, fn, torch)
 
     def semi_structured(row: Row) -> Row:
-        sa = torch.sparse.to_sparse_semi_structured(a)
+        # compressed once, not timed (as tilemma's pre-compressed A): from A as stored row-major
+        sa = torch.sparse.to_sparse_semi_structured(inp["a"])
         fn = lambda: sa @ b  # noqa: E731
         peer_check(row, fn(), inp, fam, torch)
-        row.config = type(sa).__name__
+        row.config = type(sa).__name__ + (", B column-major" if fam.b_col else "")
         return measured(row, fn, torch)
 
-    rows = [guarded(Row(fam.name, n, "cublas"), dense, deadline)]
+    rows = [guarded(new_row(fam, n, "cublas"), dense, deadline)]
     if fam.sparse:
-        rows.append(guarded(Row(fam.name, n, "torch-sparse"), semi_structured, deadline))
+        rows.append(guarded(new_row(fam, n, "torch-sparse"), semi_structured, deadline))
     return rows
 
 
@@ -427,29 +556,39 @@ def tilemma_arguments(fam: Family, inp: dict, d, torch) -> tuple[list[int], Any]
     return pointers, word
 
 
-def tilemma_row(fam: Family, n: int, inp: dict, torch, deadline: float, sm: str, config: str = "") -> Row:
+def tilemma_row(fam: Family, n: int | Shape, inp: dict, torch, deadline: float, sm: str, config: str = "",
+                compiled: TilemmaKernel | None = None) -> Row:
+    """tilemma's kernel for `fam` at `n` (compiled here, or `compiled` ahead of time), checked
+    and timed."""
     def body(row: Row) -> Row:
-        text, name = tilemma_ir(fam, n)
-        kernel = tilemma_kernel(text, name, compile_options(sm, **parse_config(config)))
+        if compiled is not None:
+            kernel = compiled
+        else:
+            text, name = tilemma_ir(fam, n)
+            kernel = tilemma_kernel(text, name, compile_options(sm, **parse_config(config)))
         row.config = kernel.config
         d = output(fam, n, torch).fill_(SENTINEL[fam.exact])
         pointers, word = tilemma_arguments(fam, inp, d, torch)
+        scratch = []  # split-K's workspace and counters (zeroed once: the kernel leaves them at 0)
+        for index, nbytes, zeroed in kernel.scratch:
+            scratch.append((torch.zeros if zeroed else torch.empty)(max(nbytes, 4), dtype=torch.uint8, device="cuda"))
+            pointers.insert(index, scratch[-1].data_ptr())
         launch = lambda: kernel.launch(pointers, torch.cuda.current_stream().cuda_stream)  # noqa: E731
         launch()
         torch.cuda.synchronize()
         if word is not None and int(word.item()) != NO_ERROR_WORD:
             raise AssertionError(f"the kernel reports A is not 2:4 sparse (error word {word.item()})")
         magnitude = None if fam.exact else inp["s"]
-        problem = check(d.double(), inp["ab"], magnitude, acc=fam.acc, k=n)
+        problem = check(d.double(), inp["ab"], magnitude, acc=fam.acc, k=as_shape(n)[2])
         if problem:
             raise AssertionError(f"wrong result: {problem}")
         row.check = "exact" if fam.exact else "bound"
         return measured(row, launch, torch)
 
-    return guarded(Row(fam.name, n, "tilemma"), body, deadline)
+    return guarded(new_row(fam, n, "tilemma"), body, deadline)
 
 
-def triton_rows(impl: str, fam: Family, n: int, inp: dict, torch, deadline: float) -> list[Row]:
+def triton_rows(impl: str, fam: Family, n: int | Shape, inp: dict, torch, deadline: float) -> list[Row]:
     """The best of `triton_gemm.CONFIGS` for this family (worker side)."""
     from benchmarks import triton_gemm
 
@@ -458,7 +597,7 @@ def triton_rows(impl: str, fam: Family, n: int, inp: dict, torch, deadline: floa
     best: Row | None = None
     failures = []
     for config in triton_gemm.CONFIGS[a.element_size()]:
-        row = Row(fam.name, n, impl, config="BMxBNxBK={}x{}x{} warps={} stages={}".format(*config))
+        row = new_row(fam, n, impl, config="BMxBNxBK={}x{}x{} warps={} stages={}".format(*config))
 
         def body(row: Row, config=config) -> Row:
             d.fill_(SENTINEL[fam.exact])  # what a failed launch would leave must not pass the check
@@ -473,7 +612,7 @@ def triton_rows(impl: str, fam: Family, n: int, inp: dict, torch, deadline: floa
         elif not row.ok:
             failures.append(f"[{row.config}] {row.error}")
     if best is None:
-        return [Row(fam.name, n, impl, error="; ".join(failures) or "no configuration")]
+        return [new_row(fam, n, impl, error="; ".join(failures) or "no configuration")]
     if failures:
         best.config += f" ({len(failures)} other configs failed: {failures[0][:120]})"
     if impl == "triton-mma.sync" and best.instruction == "wgmma":
@@ -486,22 +625,87 @@ def triton_rows(impl: str, fam: Family, n: int, inp: dict, torch, deadline: floa
 # ---------------------------------------------------------------------------------------------
 
 
-def run_triton_worker(impl: str, families: list[Family], sizes: list[int], budget: float) -> int:
+Cell = tuple[Family, Shape]
+
+
+def cell_label(fam: Family, shape: Shape) -> str:
+    """`f16-acol:16x4096x4096`: a (family, shape) pair as the Triton workers take it."""
+    return f"{fam.name}:{shape_label(shape)}"
+
+
+def parse_cell(text: str) -> Cell:
+    name, _, shape = text.partition(":")
+    if name not in FAMILIES:
+        raise ValueError(f"cell {text!r}: unknown family {name!r}")
+    return FAMILIES[name], parse_shape(shape)
+
+
+def timing_argv() -> list[str]:
+    """The timing settings as worker arguments, so that the workers time as this process does."""
+    return ["--samples", str(SAMPLES), "--warmup-ms", str(WARMUP_MS)]
+
+
+def operand_strides(fam: Family, shape: Shape) -> tuple[tuple[int, int], ...]:
+    """The strides of A (M x K), B (K x N) and D (M x N) as `make_inputs` and `output` store them."""
+    m, n, k = shape
+    return ((1, m) if fam.a_col else (k, 1)), ((1, k) if fam.b_col else (n, 1)), (n, 1)
+
+
+def warm_triton(cells: Sequence[Cell], processes: int, seconds: float) -> None:
+    """Compile Triton's kernels for `cells` (every configuration, one per specialization) in
+    `processes` processes into this process's Triton cache, so that the measurements load them
+    instead of compiling one after the other; gives up after `seconds`. Failures only cost time:
+    the measurement compiles what is missing."""
+    import concurrent.futures
+    import multiprocessing
+
+    from benchmarks import triton_gemm
+
+    jobs = {}
+    for fam, shape in cells:
+        strides = operand_strides(fam, shape)
+        dtypes = (fam.torch_in, fam.torch_in, fam.torch_acc)
+        for config in triton_gemm.CONFIGS[ELEMENTS[fam.a].storage_dtype.itemsize]:
+            key = (dtypes, config, fam.triton_precision, triton_gemm.specialization(shape, *strides))
+            jobs.setdefault(key, (dtypes, shape, *strides, config, fam.triton_precision))
+    if processes <= 1 or len(jobs) < 2:
+        return
+    began = time.monotonic()
+    pool = concurrent.futures.ProcessPoolExecutor(min(processes, len(jobs)), mp_context=multiprocessing.get_context("spawn"))
+    futures = [pool.submit(triton_gemm.warm, job) for job in jobs.values()]
+    done, waiting = concurrent.futures.wait(futures, timeout=seconds)
+    pool.shutdown(wait=True, cancel_futures=True)
+    errors = [f.result() for f in done if f.exception() is None and f.result()]
+    print(f"  Triton: {len(done)} of {len(jobs)} kernels compiled ahead in {time.monotonic() - began:.0f} s"
+          + (f" ({len(errors)} failed: {errors[0]})" if errors else ""), file=sys.stderr, flush=True)
+
+
+def run_triton_worker(impl: str, cells: Sequence[Cell], budget: float, warm_processes: int = 0) -> int:
     import torch
 
     deadline = time.monotonic() + budget
     device = torch.cuda.get_device_name()
-    for fam in families:
-        for n in sizes:
-            try:
-                rows = triton_rows(impl, fam, n, make_inputs(fam, n, torch), torch, deadline)
-            except Exception as exc:
-                traceback.print_exc()
-                rows = [Row(fam.name, n, impl, error=_error(exc))]
+    if warm_processes > 1:
+        try:
+            warm_triton(cells, warm_processes, budget * 0.3)
+        except Exception as exc:  # only an optimization
+            print(f"  Triton: compiling ahead failed: {_error(exc)}", file=sys.stderr, flush=True)
+    for fam, shape in cells:
+        if time.monotonic() > deadline:  # not even the inputs
+            rows = [new_row(fam, shape, impl, error="skipped: time budget spent")]
             for row in rows:
                 row.device = device
                 print("ROW " + json.dumps(asdict(row)), flush=True)
-            torch.cuda.empty_cache()
+            continue
+        try:
+            rows = triton_rows(impl, fam, shape, make_inputs(fam, shape, torch), torch, deadline)
+        except Exception as exc:
+            traceback.print_exc()
+            rows = [new_row(fam, shape, impl, error=_error(exc))]
+        for row in rows:
+            row.device = device
+            print("ROW " + json.dumps(asdict(row)), flush=True)
+        torch.cuda.empty_cache()
     return 0
 
 
@@ -509,10 +713,16 @@ def worker_subprocess(module: str, impl: str, argv: Sequence[str], budget: float
                       row_cls: type = Row) -> tuple[list[Row], str]:
     """Run `python -m module --triton-worker impl *argv --budget B` in Triton mode `impl`'s
     environment with its own cache; the rows (`row_cls`) it printed as `ROW {json}` lines, kept
-    even when it dies or runs out of time, and why any others are missing."""
+    even when it dies or runs out of time, and why any others are missing. The cache is a fresh
+    temporary folder, or `$TILEMMA_BENCH_TRITON_CACHE/impl` where that variable names a folder
+    (kept between runs: what the parts of `benchmarks.matrix` on one machine share)."""
     env = {**os.environ, **TRITON_MODES[impl]}
     cmd = [sys.executable, "-m", module, "--triton-worker", impl, *argv, "--budget", str(max(budget - 10, 1))]
+    kept = os.environ.get("TILEMMA_BENCH_TRITON_CACHE", "").strip()
     with tempfile.TemporaryDirectory(prefix=f"tilemma-{impl}-cache-") as cache:
+        if kept:
+            cache = os.path.join(os.path.abspath(kept), impl)
+            os.makedirs(cache, exist_ok=True)
         env["TRITON_CACHE_DIR"] = cache
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=budget,
@@ -529,58 +739,91 @@ def worker_subprocess(module: str, impl: str, argv: Sequence[str], budget: float
     return rows, f"{why}: {last[0][:200] if last else 'no output'}"
 
 
-def triton_subprocess(impl: str, families: list[Family], sizes: list[int], budget: float) -> list[Row]:
-    """Run one Triton mode in its own process (own environment and cache); rows it printed are
+def triton_cells(impl: str, cells: Sequence[Cell], budget: float, warm_processes: int = 0) -> list[Row]:
+    """Run one Triton mode on `cells` in its own process (own environment and cache), its kernels
+    compiled ahead in `warm_processes` processes (`warm_triton`; 0: none); rows it printed are
     kept even when it dies or runs out of time, and every missing one becomes an error row."""
     rows, why = worker_subprocess("benchmarks.gemm_bench", impl,
-                                  ["--families", *(f.name for f in families), "--sizes", *map(str, sizes)],
-                                  budget)
-    done = {(r.family, r.size) for r in rows}
-    rows += [Row(f.name, n, impl, error=why) for f in families for n in sizes if (f.name, n) not in done]
+                                  ["--cells", *(cell_label(f, s) for f, s in cells), *timing_argv(),
+                                   "--triton-warm", str(warm_processes)], budget)
+    done = {(r.family, row_shape(r)) for r in rows}
+    rows += [new_row(f, s, impl, error=why) for f, s in cells if (f.name, s) not in done]
     return rows
 
 
-def run(args: argparse.Namespace) -> list[Row]:
+def triton_subprocess(impl: str, families: list[Family], sizes: Sequence[int | Shape], budget: float) -> list[Row]:
+    """`triton_cells` on every family at every size (N or (M, N, K))."""
+    return triton_cells(impl, [(f, as_shape(n)) for f in families for n in sizes], budget)
+
+
+def run_cells(cells: Sequence[Cell], *, peers: Any = None, tilemma: Any = None, configs: Sequence[str] = ("",),
+              sm: str = "90", budget: float = 3600.0, skip: Sequence[str] = (), main_share: float = 1.0,
+              precompiled: dict | None = None, warm_processes: int = 0) -> list[Row]:
+    """Every implementation on `cells` (family, shape), in this order: cuBLAS and tilemma per
+    cell in this process, within `main_share` of the `budget` (seconds), then each Triton mode
+    not in `skip` in its own worker on the dense cells, sharing what is left. `peers` and
+    `tilemma` (sets of (family name, shape); None: every cell) say where cuBLAS (and Triton) and
+    where tilemma run; `precompiled` maps (family name, shape, config) to a `precompile` result;
+    `warm_processes` compile the Triton workers' kernels ahead (`warm_triton`)."""
     import torch
 
     if not torch.cuda.is_available():
         raise SystemExit("gemm_bench: torch sees no CUDA device; this benchmark needs the GPU")
     torch.backends.cuda.matmul.allow_tf32 = True  # cuBLAS's tf32 path for the tf32 family
     started = time.monotonic()
-    deadline = started + args.budget
+    deadline = started + budget
     device = torch.cuda.get_device_name()
-    families = [FAMILIES[f] for f in args.families]
     rows: list[Row] = []
-    for fam in families:
-        for n in sorted(set(args.sizes) | set(args.tilemma_sizes)):
-            print(f"{fam.name} {n}: cuBLAS{' and tilemma' if n in args.tilemma_sizes else ''}",
-                  file=sys.stderr, flush=True)
-            try:
-                inp = make_inputs(fam, n, torch)
-            except Exception as exc:
-                traceback.print_exc()
-                rows += [Row(fam.name, n, "cublas", error=_error(exc))]
-                continue
-            if n in args.sizes:
-                rows += cublas_rows(fam, n, inp, torch, deadline)
-            if n in args.tilemma_sizes:
-                for config in args.tilemma_configs:
-                    rows.append(tilemma_row(fam, n, inp, torch, deadline, args.sm, config))
-            del inp
-            torch.cuda.empty_cache()
-    dense = [f for f in families if not f.sparse]
-    modes = [m for m in TRITON_MODES if m not in args.skip]
+    wanted = lambda which, fam, shape: which is None or (fam.name, shape) in which  # noqa: E731
+    main_deadline = started + budget * main_share
+    for fam, shape in cells:
+        ours = wanted(tilemma, fam, shape)
+        if time.monotonic() > main_deadline:  # not even the inputs
+            impls = (["cublas", *(["torch-sparse"] if fam.sparse else [])] if wanted(peers, fam, shape) else [])
+            rows += [new_row(fam, shape, impl, error="skipped: time budget spent")
+                     for impl in impls + (["tilemma"] * len(configs) if ours else [])]
+            continue
+        print(f"{fam.name} {shape_label(shape)}: cuBLAS{' and tilemma' if ours else ''}", file=sys.stderr, flush=True)
+        try:
+            inp = make_inputs(fam, shape, torch)
+        except Exception as exc:
+            traceback.print_exc()
+            rows += [new_row(fam, shape, "cublas", error=_error(exc))]
+            continue
+        if wanted(peers, fam, shape):
+            rows += cublas_rows(fam, shape, inp, torch, main_deadline)
+        if ours:
+            for config in configs:
+                build = (precompiled or {}).get((fam.name, shape, config))
+                if isinstance(build, str):  # the compile failed
+                    rows.append(new_row(fam, shape, "tilemma", error=build))
+                    continue
+                rows.append(tilemma_row(fam, shape, inp, torch, main_deadline, sm, config,
+                                        kernel_from(build) if build is not None else None))
+        del inp
+        torch.cuda.empty_cache()
+    dense = [(f, s) for f, s in cells if not f.sparse and wanted(peers, f, s)]
+    modes = [m for m in TRITON_MODES if m not in skip]
     for i, impl in enumerate(modes):
         left = deadline - time.monotonic()
         print(f"{impl}: {left:.0f} s of budget left", file=sys.stderr, flush=True)
         if dense and left > 5:
-            rows += triton_subprocess(impl, dense, list(args.sizes), left / (len(modes) - i))
+            rows += triton_cells(impl, dense, left / (len(modes) - i), warm_processes)
         elif dense:
-            rows += [Row(f.name, n, impl, error="skipped: time budget spent")
-                     for f in dense for n in args.sizes]
+            rows += [new_row(f, s, impl, error="skipped: time budget spent") for f, s in dense]
     for row in rows:
         row.device = row.device or device
     return rows
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    families = [FAMILIES[f] for f in args.families]
+    shapes = sorted(set(args.shapes) | set(args.tilemma_shapes), key=lambda s: (s[0] * s[1] * s[2], s))
+    cells = [(fam, s) for fam in families for s in shapes]
+    return run_cells(cells, peers={(f.name, s) for f, s in cells if s in args.shapes},
+                     tilemma={(f.name, s) for f, s in cells if s in args.tilemma_shapes},
+                     configs=args.tilemma_configs, sm=args.sm, budget=args.budget, skip=args.skip,
+                     warm_processes=args.triton_warm)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -615,7 +858,9 @@ LEGEND = ("TFLOP/s (TOP/s for s8; sparse: dense-equivalent; cublas for sparse-f1
 
 
 def _family_order(key: tuple) -> tuple:
-    return (list(FAMILIES).index(key[0]) if key[0] in FAMILIES else 99, *key[1:])
+    """Families in FAMILIES' order, then sizes, shapes (MxNxK) by their FLOPs."""
+    rest = [(flops(parse_shape(x)), parse_shape(x)) if isinstance(x, str) and "x" in x else x for x in key[1:]]
+    return (list(FAMILIES).index(key[0]) if key[0] in FAMILIES else 99, key[0], *rest)
 
 
 def table(rows: list[Row], *, impls: Sequence[str] = IMPLS, ratios=RATIOS,
@@ -687,6 +932,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="square sizes M = N = K for the peers (default 1024 2048 4096 8192)")
     p.add_argument("--tilemma-sizes", nargs="+", type=int, metavar="N",
                    help="sizes for tilemma (default: --sizes); may differ from the peers'")
+    p.add_argument("--shapes", nargs="+", metavar="MxNxK",
+                   help="shapes for every implementation instead of --sizes: MxNxK (D is M x N, the sum runs "
+                   "over K; any positive sizes, e.g. 16x4096x4096 257x129x4096) or N (square)")
+    p.add_argument("--samples", type=int, default=SAMPLES,
+                   help=f"timed samples per measurement, the median reported (default {SAMPLES})")
+    p.add_argument("--warmup-ms", type=float, default=WARMUP_MS,
+                   help=f"untimed running before each measurement (default {WARMUP_MS:g})")
     p.add_argument("--skip", nargs="+", default=[], metavar="IMPL", choices=list(TRITON_MODES),
                    help="leave out a Triton mode: triton, triton-mma.sync")
     p.add_argument("--sm", default="90", help="target tilemma compiles for (default 90)")
@@ -698,23 +950,42 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=3600.0,
                    help="seconds; measurements not started by then become 'skipped' rows")
     p.add_argument("--triton-worker", choices=list(TRITON_MODES), help=argparse.SUPPRESS)
+    p.add_argument("--cells", nargs="+", default=[], help=argparse.SUPPRESS)  # a worker's FAMILY:MxNxK
+    p.add_argument("--triton-warm", type=int, default=0, metavar="P",
+                   help="compile Triton's kernels ahead in P processes before timing them (default 0: as they come)")
     args = p.parse_args(argv)
     unknown = [f for f in args.families if f not in FAMILIES]
     if unknown:
         p.error(f"unknown family {', '.join(unknown)}: choose from {', '.join(FAMILIES)}")
-    if args.tilemma_sizes is None:
+    tilemma_sizes_given = args.tilemma_sizes is not None
+    if not tilemma_sizes_given:
         args.tilemma_sizes = args.sizes
     bad = [n for n in [*args.sizes, *args.tilemma_sizes] if n < 16 or n % 16]
     if bad:
         p.error(f"size {bad[0]}: sizes must be positive multiples of 16")
+    try:
+        args.shapes = [parse_shape(s) for s in args.shapes] if args.shapes else [as_shape(n) for n in args.sizes]
+        args.cells = [parse_cell(c) for c in args.cells]
+    except ValueError as exc:
+        p.error(str(exc))
+    args.tilemma_shapes = [as_shape(n) for n in args.tilemma_sizes] if tilemma_sizes_given else list(args.shapes)
+    if args.samples < 1 or args.warmup_ms < 0:
+        p.error("--samples must be at least 1 and --warmup-ms not negative")
+    set_timing(args.samples, args.warmup_ms)
     return args
+
+
+def set_timing(samples: int, warmup_ms: float) -> None:
+    """Samples per measurement and the warm-up before it, for every measurement from now on."""
+    global SAMPLES, WARMUP_MS
+    SAMPLES, WARMUP_MS = samples, warmup_ms
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.triton_worker:
-        return run_triton_worker(args.triton_worker, [FAMILIES[f] for f in args.families],
-                                 args.sizes, args.budget)
+        cells = args.cells or [(FAMILIES[f], s) for f in args.families for s in args.shapes]
+        return run_triton_worker(args.triton_worker, cells, args.budget, args.triton_warm)
     try:
         rows = run(args)
     except ModuleNotFoundError as exc:
@@ -730,7 +1001,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ImportError:
             print(f"no matplotlib here: write the plot elsewhere with "
                   f"`python -m benchmarks.plot {args.csv or 'ROWS.csv'} {args.plot}`", file=sys.stderr)
-    print(table(rows))
+    square = all(m == n == k for m, n, k in [*args.shapes, *args.tilemma_shapes])
+    print(table(rows) if square else table(rows, keys=("family", "shape")))
     return 0
 
 

@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|profile
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|profile}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -149,6 +149,22 @@ bench-epilogue)  # epilogue_bench.py: tilemma plain and fused, cuBLASLt, unfused
     kill $smi
     sed -n '/^ *case  /,$p' "$OUT/epilogue.txt" | head -80
     echo "SM clock (MHz) under load: $(awk -F', ' 'NR>1 && $3+0 > 300 {print $2+0}' "$OUT/clocks.csv" | sort -n | uniq -c | sort -rn | head -3 | tr '\n' ' ')"
+    ;;
+matrix)  # issue 23's benchmark matrix (benchmarks/matrix.py), one part per device call: PART=1/4 (default) ... 4/4;
+    # REDO="a.csv b.csv" runs the cells those CSVs lack a measurement of instead. Merge the parts' CSVs anywhere
+    # (no GPU): python -m benchmarks.matrix --merge matrix-*.csv --csv matrix.csv --plot matrix.png
+    part=${PART:-1/4}; tag=${REDO:+redo}; tag=${tag:-part${part%/*}of${part#*/}}
+    # Triton's compiles kept on this machine for the next part (while it stays warm)
+    export TILEMMA_BENCH_TRITON_CACHE=${TILEMMA_BENCH_TRITON_CACHE:-/tmp/tilemma-matrix-triton}
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 > "$OUT/clocks-$tag.csv" &
+    smi=$!
+    timeout ${MATRIX_S:-500} python3 -m benchmarks.matrix --part "$part" ${REDO:+--redo $REDO} --budget ${BUDGET:-450} \
+        --csv "$OUT/matrix-$tag.csv" > "$OUT/matrix-$tag.txt" 2> "$OUT/matrix-$tag.err"
+    echo "benchmarks.matrix exit $?"
+    kill $smi
+    grep -E "^(device|tilemma /|target)" "$OUT/matrix-$tag.txt"
+    grep -E "^matrix part|compiled .* kernels|Triton: |budget left|lack a measurement" "$OUT/matrix-$tag.err" | head -12
+    echo "SM clock (MHz) under load: $(awk -F', ' 'NR>1 && $3+0 > 300 {print $2+0}' "$OUT/clocks-$tag.csv" | sort -n | uniq -c | sort -rn | head -3 | tr '\n' ' ')"
     ;;
 profile)  # mma.sync issue rate against warps/SM; ncu of the 4096 kernels (occupancy, stalls, bank conflicts)
     if [ -z "${SKIP_MMA_RATE:-}" ]; then  # SKIP_MMA_RATE=1: ncu only

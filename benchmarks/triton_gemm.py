@@ -63,14 +63,41 @@ def instruction(ptx: str) -> str:
     return "mma" if "mma" in ptx else "fma"
 
 
+def _arguments(shape, a_strides, b_strides, d_strides, config, precision) -> tuple[tuple, dict]:
+    """`_matmul`'s arguments after its three pointers, and its keyword arguments."""
+    bm, bn, bk, warps, stages = config
+    m, n, k = shape
+    return ((m, n, k, *a_strides, *b_strides, *d_strides),
+            dict(BM=bm, BN=bn, BK=bk, GM=GROUP_M, PRECISION=precision, num_warps=warps, num_stages=stages))
+
+
 def matmul(a, b, d, config: tuple[int, int, int, int, int], precision: str | None):
     """D = A x B with one configuration; returns Triton's compiled kernel (`.asm["ptx"]`)."""
-    bm, bn, bk, warps, stages = config
+    bm, bn = config[:2]
     m, k = a.shape
     n = b.shape[1]
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    return _matmul[grid](
-        a, b, d, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), d.stride(0),
-        d.stride(1), BM=bm, BN=bn, BK=bk, GM=GROUP_M, PRECISION=precision, num_warps=warps,
-        num_stages=stages,
-    )
+    args, kwargs = _arguments((m, n, k), a.stride(), b.stride(), d.stride(), config, precision)
+    return _matmul[grid](a, b, d, *args, **kwargs)
+
+
+def specialization(shape, a_strides, b_strides, d_strides) -> tuple:
+    """What Triton specializes an integer argument on (equal to 1, a multiple of 16): shapes with
+    the same key share a compiled kernel."""
+    ints = (*shape, *a_strides, *b_strides, *d_strides)
+    return tuple((x == 1, x % 16 == 0) for x in ints)
+
+
+def warm(job: tuple) -> str:
+    """Compile one (dtype names of A, B, D; shape; A, B, D strides; config; precision) into
+    Triton's cache (`TRITON_CACHE_DIR`) without launching it (`JITFunction.warmup` on dtypes),
+    so that a later `matmul` with the same specialization loads it; '' or the error."""
+    import torch
+
+    dtypes, shape, a_strides, b_strides, d_strides, config, precision = job
+    try:
+        args, kwargs = _arguments(shape, a_strides, b_strides, d_strides, config, precision)
+        _matmul.warmup(*(getattr(torch, t) for t in dtypes), *args, grid=(1,), **kwargs)
+        return ""
+    except Exception as exc:  # the timed run compiles it (or reports the failure) itself
+        return f"{type(exc).__name__}: {exc}"[:200]
