@@ -4,13 +4,14 @@ that exercises it, and a per-element bound on what the FlashAttention-2 schedule
 The kernel's arithmetic (`passes/tile/attention.py`): S in f32 on the tensor cores, the running
 max m exact, p_j = ex2.approx(fma(s_j, c, -m c)) with c = scale log2 e in f32, l = sum of p (f32, in
 a fixed order, rescaled by alpha = ex2((m_old - m_new) c) per block, as O is), P rounded to the
-operand type for P V (f32 accumulation), O / l rounded to the output type. Bound, first order,
+operand type for P V (f32 accumulation), O (1 / l) rounded to the output type. Bound, first order,
 for output (i, n), with W = sum_j P_ij |V_jn| (the true probabilities):
 
     |O' - O| <= W (2 rho + u_P + e_acc) + u_O |O| + tiny
     rho   = ln 2 (c (dS + dS_max) + 2^-24 (|s c| + |m c| + |s - m| c)) + 2^-22   (worst j of the row)
     dS_j  = (D + 2) 2^-22 sum_k |q_ik k_jk|     (f32 tensor-core accumulation of S)
-    e_acc = (S + 2 B + 4) 2^-23                  (P V and l sums over S keys, B blocks of rescaling)
+    e_acc = (S + 2 B + 6) 2^-23                  (P V and l sums over S keys, B blocks of rescaling,
+                                                 1 / l and the product)
 
 u_P, u_O are the unit roundoffs of the operand and output types (2^-11 f16, 2^-8 bf16); `tiny`
 covers P below f16's normals (2^-14; for bf16, below 2^-126, where ex2.approx.ftz flushes) and an
@@ -83,7 +84,7 @@ def attention_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, c
     rho = math.log(2) * (c * (ds + ds.max(axis=-1, keepdims=True)) + 2.0**-24 * spread) + 2.0**-22
     rho = np.where(seen, rho, 0.0).max(axis=-1, keepdims=True)
     blocks = -(-n // MIN_BLOCK_N)  # the most rescalings any configuration makes
-    e_acc = (n + 2 * blocks + 4) * 2.0**-23
+    e_acc = (n + 2 * blocks + 6) * 2.0**-23
     w = p @ np.abs(v64)
     flushed = 2.0**-25 if element == "f16" else 2.0**-126  # P below f16's normals, or flushed by ex2.ftz
     tiny = n * flushed * np.abs(v64).max(axis=1, keepdims=True) + (2.0**-25 if out_element == "f16" else 0.0)

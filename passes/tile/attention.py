@@ -71,8 +71,14 @@ class AttentionConfig:
         return 16 * self.rm * self.warps
 
     @staticmethod
-    def default(d: int) -> AttentionConfig:
-        return AttentionConfig(4, 2, 64, q_shared=d > 64)
+    def default(d: int, causal: bool) -> AttentionConfig:
+        """Measured on an H200 (b4 h16 s4096, `benchmarks/attention_bench.py --configs`): at head
+        dim 64, 32 rows a warp, 64-key blocks, Q in registers; at 128 the same rows leave no
+        registers for 64-key blocks (ptxas spills), so 32-key blocks with Q staged, or - causal,
+        where the masked diagonal blocks weigh more - 16 rows a warp with Q in registers."""
+        if d <= 64:
+            return AttentionConfig(4, 2, 64, q_shared=False)
+        return AttentionConfig(4, 1, 64, q_shared=False) if causal else AttentionConfig(4, 2, 32, q_shared=True)
 
 
 class _Attention(IndexBuilder):
@@ -290,8 +296,10 @@ class _Attention(IndexBuilder):
         o_final = results[:rm * n_o]
         l_final = [results[rm * n_o + 2 * i + 1] for i in range(rm)]
 
-        # O / l, in the output's type
-        out = [self.map([f, l_final[x // n_o]], [acc], lambda b, y: [b(arith.DivfOp(y[0], y[1]))])[0]
+        # O / l, in the output's type: one division a row, then products (FA2's)
+        inv = [self.map([l], [rows], lambda b, y: [b(arith.DivfOp(b(arith.ConstantOp(FloatAttr(1.0, f32))), y[0]))])[0]
+               for l in l_final]
+        out = [self.map([f, inv[x // n_o]], [acc], lambda b, y: [b(arith.MulfOp(y[0], y[1]))])[0]
                for x, f in enumerate(o_final)]
         o_elem = o_ref.type.element_type  # type: ignore[union-attr]
         if tile.element_name(o_elem) != "f32":
@@ -341,9 +349,10 @@ class _Attention(IndexBuilder):
 @dataclass(frozen=True)
 class TileAttention(ModulePass):
     """Rewrite every kernel holding a `tile.softmax` (attention, `read_attention`) into the
-    FlashAttention-2 schedule at the warp level. Options (0 / "": the default for the head dim,
-    `AttentionConfig.default`): `rows-per-warp` (16 or 32 query rows a warp), `block-n` (key rows
-    a block: 32, 64 or 128), `q-shared` ("yes": Q staged in shared memory, "no": in registers)."""
+    FlashAttention-2 schedule at the warp level. Options (0 / "": the default for the head dim and
+    the mask, `AttentionConfig.default`): `rows-per-warp` (16 or 32 query rows a warp), `block-n`
+    (key rows a block: 32, 64 or 128), `q-shared` ("yes": Q staged in shared memory, "no": in
+    registers)."""
 
     name = "tile-attention"
 
@@ -351,8 +360,8 @@ class TileAttention(ModulePass):
     block_n: int = 0
     q_shared: str = ""
 
-    def config(self, d: int) -> AttentionConfig:
-        c = AttentionConfig.default(d)
+    def config(self, d: int, causal: bool) -> AttentionConfig:
+        c = AttentionConfig.default(d, causal)
         if self.rows_per_warp not in (0, 16, 32):
             raise ValueError(f"tile-attention: rows-per-warp must be 16 or 32, got {self.rows_per_warp}")
         if self.block_n not in (0, 32, 64, 128):
@@ -366,7 +375,7 @@ class TileAttention(ModulePass):
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             if is_attention(kernel):
                 a = read_attention(kernel)
-                c = self.config(a.d)
+                c = self.config(a.d, a.causal)
                 _check_limits(kernel, a, c)
                 _Attention(kernel, a, c).run()
 
