@@ -136,7 +136,7 @@ attention)  # tile-attention: GPU tests, memcheck/racecheck on two odd kernels, 
             printf '%-42s %-9s exit %s  %s  %s\n' "$a" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' /tmp/att.$tool.txt | head -1)" "$(grep -Eo 'PASS|FAIL' /tmp/att.$tool.txt | head -1)"
         done
     done
-    timeout ${BENCH_S:-300} python3 -m benchmarks.attention_bench ${SHAPES:+--shapes $SHAPES} --csv "$OUT/attention.csv" > "$OUT/attention-bench.txt" 2>&1
+    timeout ${BENCH_S:-360} python3 -m benchmarks.attention_bench ${SHAPES:+--shapes $SHAPES} ${CONFIGS:+--configs $CONFIGS} --csv "$OUT/attention.csv" > "$OUT/attention-bench.txt" 2>&1
     echo "attention_bench exit $?"; cat "$OUT/attention-bench.txt" | tail -40
     ;;
 bench-epilogue)  # epilogue_bench.py: tilemma plain and fused, cuBLASLt, unfused torch, Triton (both modes), one run
