@@ -246,7 +246,8 @@ class _Attention(IndexBuilder):
                 return [b(mathd.Exp2Op(fastmath=AFN, operand=b(mathd.FmaOp(s, cf, b(arith.NegfOp(mc))))))]
 
             ml_new: list[SSAValue] = []
-            p_frags: list[SSAValue] = []
+            p_half: list[SSAValue] = []
+            half = self.frag(warp.Operand.ACC, self.elem)
             for i in range(rm):
                 tile_s = s_frags[i * n_s:(i + 1) * n_s]
                 m_old, l_old = ml[2 * i], ml[2 * i + 1]
@@ -258,11 +259,10 @@ class _Attention(IndexBuilder):
                 for x in range(i * n_o, (i + 1) * n_o):
                     o[x] = self.map([o[x], alpha], [acc], lambda b, y: [b(arith.MulfOp(y[0], y[1]))])[0]
                 ml_new += [m_new, l_new]
-                p_frags += tile_p
+                # P in the operand type at once: the f32 values die before the next tile's are made
+                p_half += [self.add(warp.CastOp(p, half)).results[0] for p in tile_p]
 
             # O += P V, P read as the A fragments of its k16 slices, each V pair used by every m16 tile
-            half = self.frag(warp.Operand.ACC, self.elem)
-            p_half = [self.add(warp.CastOp(p, half)).results[0] for p in p_frags]
             p_lhs = [[self.add(warp.ToLhsOp([p_half[i * n_s + 2 * kk], p_half[i * n_s + 2 * kk + 1]],
                                             self.frag(warp.Operand.A))).results[0]
                       for kk in range(self.bn // 16)] for i in range(rm)]
