@@ -401,6 +401,23 @@ def _nan_of(x, y, z):
     return out.view(np.float64)
 
 
+def _plain_step(x, y, acc, ex, ey, new) -> bool:
+    """Whether no element of an fma step needs `fma_chain`'s special cases, by bounds on whole rows
+    and columns (sufficient, not necessary: a step that fails the test takes the full path):
+    everything finite and nonzero, no product below a quarter ulp of the accumulator
+    (|x y| >= 2**(ex + ey - 2) against ulp(acc) / 4 <= 2**(ea - 55)), none near overflow or
+    underflow (the slow path's thresholds), no exact zero result."""
+    if not (np.isfinite(x).all() and np.isfinite(y).all() and np.isfinite(acc).all()):
+        return False
+    if not (x.all() and y.all() and acc.all()):
+        return False
+    lo = int(ex.min()) + int(ey.min())  # every product's exponent is at least lo - 2 (|v| >= 2**(e-1))
+    hi = int(ex.max()) + int(ey.max())
+    ea = int(np.frexp(np.abs(acc).max())[1])
+    return (lo > max(ea - 53, -1074) - 2 and lo >= -958 and hi < 1000 and ea <= 1000
+            and bool(new.all()) and bool(np.isfinite(new).all()))
+
+
 @np.errstate(invalid="ignore", over="ignore", under="ignore")
 def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str | None = None) -> np.ndarray:
     """D = fma(a[:, K-1], b[K-1], ... fma(a[:, 0], b[0], c)) elementwise in IEEE f64 with the
@@ -413,15 +430,21 @@ def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str | None 
     big = np.finfo(np.float64).max
     acc = np.array(c, dtype=np.float64, copy=True)
     for k in range(a.shape[-1]):
-        x = np.broadcast_to(a[..., :, k, None], acc.shape)
-        y = np.broadcast_to(b[..., k, None, :], acc.shape)
+        # a column of A and a row of B, broadcast by the arithmetic (what depends on one of them
+        # alone - its split, exponent, sign - is computed once per row or column)
+        x = np.asarray(a[..., :, k, None], dtype=np.float64)
+        y = np.asarray(b[..., k, None, :], dtype=np.float64)
         ph, pl = _two_prod(x, y)
         th, tl = _two_sum(acc, ph)
         v, ve = _two_sum(tl, pl)
         s, se = _two_sum(th, _odd(v, ve))
         new = _toward(s, se, rounding)
+        ex, ey = np.frexp(x)[1], np.frexp(y)[1]
+        if _plain_step(x, y, acc, ex, ey, new):
+            acc = new
+            continue
         finite = np.isfinite(x) & np.isfinite(y)
-        ex, ey, ea = np.frexp(x)[1], np.frexp(y)[1], np.where(acc == 0, -2000, np.frexp(acc)[1])  # |v| < 2**e
+        ea = np.where(acc == 0, -2000, np.frexp(acc)[1])  # |v| < 2**e
         sign = np.where(np.signbit(x) != np.signbit(y), -1.0, 1.0)
         nonzero = finite & (x != 0) & (y != 0)
         # products below a quarter ulp of a finite accumulator only steer its rounding
@@ -441,7 +464,12 @@ def fma_chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, rounding: str | None 
         plain = finite & np.isfinite(acc) & ~negligible & ~huge & ~zero
         mag = np.maximum(np.abs(x * y), np.abs(acc))
         slow = plain & (~np.isfinite(new) | ~np.isfinite(mag) | (mag > 2.0**1000) | (ex + ey < -958))
-        for i in zip(*np.nonzero(slow)):
-            new[i] = _fma_exact(float(x[i]), float(y[i]), float(acc[i]), rounding)
-        acc = np.where(np.isnan(new), _nan_of(x, y, acc), new)
+        if slow.any():
+            xs, ys = np.broadcast_to(x, acc.shape), np.broadcast_to(y, acc.shape)
+            for i in zip(*np.nonzero(slow)):
+                new[i] = _fma_exact(float(xs[i]), float(ys[i]), float(acc[i]), rounding)
+        nan = np.isnan(new)
+        if nan.any():
+            new = np.where(nan, _nan_of(np.broadcast_to(x, acc.shape), np.broadcast_to(y, acc.shape), acc), new)
+        acc = new
     return acc
