@@ -142,6 +142,31 @@ def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swi
     return offset
 
 
+def _uniform_steps(threads: int, per_row: int, total: int, row_step, row_bytes: int, swizzle: bool,
+                   mult: int) -> tuple[int, int] | None:
+    """(global, shared) byte steps between a thread's consecutive chunks where they are constants:
+    each chunk is `threads / per_row` rows below the last in the same column, the global row
+    stride is static and the rows keep their swizzle phase; None otherwise (one offset per chunk)."""
+    if not isinstance(row_step, int) or threads % per_row or total <= threads:
+        return None
+    rows = threads // per_row
+    if swizzle:
+        per_line, period = warp.swizzle_phases(row_bytes)
+        if rows % per_line or (rows // per_line * mult) % period:
+            return None
+    steps = rows * row_step, rows * row_bytes
+    chunks = -(-total // threads)
+    return steps if (chunks - 1) * max(steps) < 2**31 else None
+
+
+def _below(e: fio.Emitter, n: int) -> str:
+    """A predicate: the thread's index is below n (a partial last chunk's guard)."""
+    tid, p = e.reg("b32"), e.reg("pred")
+    e.emit("mov.u32", tid, "%tid.x")
+    e.emit("setp.lt.u32", p, tid, n)
+    return p
+
+
 @dataclass
 class LowerCopyAsync(RewritePattern):
     """`warp.copy_async`: thread t copies chunks t, t + T, ... of the tile (row-major chunks of
@@ -184,12 +209,13 @@ class LowerCopyAsync(RewritePattern):
         swizzle, mult = _swizzle(ref)
         chunks = -(-total // threads)
 
-        def thread_parts(e: fio.Emitter) -> list:
-            """Per chunk: (guard, shared row, element in the row, global byte offset, shared byte offset)."""
+        def thread_parts(e: fio.Emitter, count: int = chunks) -> list:
+            """Per chunk (the first `count`): (guard, shared row, element in the row, global byte
+            offset, shared byte offset)."""
             tid = e.reg("b32")
             e.emit("mov.u32", tid, "%tid.x")
             parts = []
-            for i in range(chunks):
+            for i in range(count):
                 c = e.reg("b32")
                 e.emit("add.u32", c, tid, i * threads)
                 guard = None
@@ -210,13 +236,33 @@ class LowerCopyAsync(RewritePattern):
                 parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)))
             return parts
 
-        parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult), thread_parts)
+        steps = _uniform_steps(threads, per_row, total, row_step, row_bytes, swizzle, mult) if o_in and i_in else None
+        if steps is not None:  # one thread offset, the chunks at immediates from it
+            first = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, 1),
+                                            lambda e: thread_parts(e, 1))[0]
+            guards = [None if (i + 1) * threads <= total else kernel.thread_invariant(
+                ("copy-guard", threads, total - i * threads), lambda e, n=total - i * threads: [_below(e, n)])[0]
+                for i in range(chunks)]
+        else:
+            parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult),
+                                            thread_parts)
         e = fio.Emitter(kernel.regs)
         origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
         if window.sub_byte:  # a bit address; tile origins start on 4-byte runs (plan.copy_vector)
             e.emit("shr.u64", origin.ptr, origin.ptr, 3)
         stage_base = e.reg("b32")
         e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
+        kind = "cg" if w == 16 else "ca"
+        if steps is not None:
+            _, _, _, offset, shared_offset = first
+            src, addr = e.reg("b64"), e.reg("b32")
+            e.emit("add.s64", src, origin.ptr, offset)
+            e.emit("add.u32", addr, stage_base, shared_offset)
+            for i, guard in enumerate(guards):
+                g, sh = i * steps[0], i * steps[1]
+                e.emit(f"cp.async.{kind}.shared.global", f"[{addr}+{sh}]", f"[{src}+{g}]", w, guard=guard)
+            _finish(op, rewriter, e)
+            return
         for guard, row, col, offset, shared_offset in parts:
             src = e.reg("b64")
             e.emit("add.s64", src, origin.ptr, offset)
@@ -244,7 +290,6 @@ class LowerCopyAsync(RewritePattern):
                 e.emit("selp.b64", src, src, ptr, some)  # nothing is read: any valid address
             addr = e.reg("b32")
             e.emit("add.u32", addr, stage_base, shared_offset)
-            kind = "cg" if w == 16 else "ca"
             sizes = (w,) if size == w else (w, size)
             e.emit(f"cp.async.{kind}.shared.global", f"[{addr}]", f"[{src}]", *sizes, guard=guard)
         _finish(op, rewriter, e)
