@@ -596,7 +596,9 @@ class CopyAsyncOp(_WindowOp):
     transpose (cols x rows), for a window whose columns are contiguous in memory (an M-major A, a
     K-major B):
     each shared row is then one contiguous run of the window. A `#warp.swizzled` destination
-    stores each shared row's 16-byte granules XORed with the row (see `swizzle_granule`)."""
+    stores each shared row's 16-byte granules XORed with the row (see `swizzle_granule`). With
+    `one_offset`, where a thread's chunks are whole swizzle periods of rows apart inside the
+    window, the lowering keeps one thread offset and puts each chunk at an immediate from it."""
 
     name = "warp.copy_async"
     ref = operand_def(MemRefType)
@@ -609,6 +611,10 @@ class CopyAsyncOp(_WindowOp):
     threads = prop_def(IntegerAttr)
     vector = prop_def(IntegerAttr)
     transpose = opt_prop_def(UnitAttr)
+    # Registers before scheduling freedom: a thread's chunks share one offset, each at an
+    # immediate from it, where they can (measured: attention, short of registers, gains; the
+    # GEMMs lose 1-7% on an H200, so they keep an offset per chunk).
+    one_offset = opt_prop_def(UnitAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = (
@@ -616,11 +622,14 @@ class CopyAsyncOp(_WindowOp):
     )
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], dest: SSAValue, stage: SSAValue,
-                 window: Sequence[int], extent: Sequence[int], threads: int, vector: int, transpose: bool = False):
+                 window: Sequence[int], extent: Sequence[int], threads: int, vector: int, transpose: bool = False,
+                 one_offset: bool = False):
         props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent),
                                        "threads": IntegerAttr(threads, i64), "vector": IntegerAttr(vector, i64)}
         if transpose:
             props["transpose"] = UnitAttr()
+        if one_offset:
+            props["one_offset"] = UnitAttr()
         super().__init__(operands=[ref, indices, dest, stage], properties=props)
 
     def verify_(self) -> None:

@@ -72,13 +72,11 @@ class AttentionConfig:
 
     @staticmethod
     def default(d: int, causal: bool) -> AttentionConfig:
-        """Measured on an H200 (b4 h16 s4096, `benchmarks/attention_bench.py --configs`): at head
-        dim 64, 32 rows a warp, 64-key blocks, Q in registers; at 128 the same rows leave no
-        registers for 64-key blocks (ptxas spills), so 32-key blocks with Q staged, or - causal,
-        where the masked diagonal blocks weigh more - 16 rows a warp with Q in registers."""
-        if d <= 64:
-            return AttentionConfig(4, 2, 64, q_shared=False)
-        return AttentionConfig(4, 1, 64, q_shared=False) if causal else AttentionConfig(4, 2, 32, q_shared=True)
+        """Measured on an H200 (b4 h16 s4096, `benchmarks/attention_bench.py --configs`, causal
+        and not): 32 query rows a warp and 64-key blocks at both head dims; Q in registers at 64,
+        staged at 128 (32 rows of O, S and Q leave no registers; even staged, ptxas spills 96
+        bytes there, and still beats 32-key blocks or 16 rows)."""
+        return AttentionConfig(4, 2, 64, q_shared=d > 64)
 
 
 class _Attention(IndexBuilder):
@@ -143,7 +141,7 @@ class _Attention(IndexBuilder):
                 raise LoweringError(a.mma_s, "attention: Q is staged with its head dim contiguous (row-major)")
             s_q = self.shared([1, self.bm, a.d])
             self.bounded(warp.CopyAsyncOp(q_ref, [bz, cta_row, zero], s_q, zero, q_load[0], q_load[1], self.threads,
-                                          copy_vector(q_view), transpose=False), q_exact, True)
+                                          copy_vector(q_view), transpose=False, one_offset=True), q_exact, True)
             q_frags = None
         else:  # the warp's A fragments in registers, once
             q_frags = [[self.bounded(warp.LoadOp(q_ref, [bz, q_rows[i], self.const(kd * 16)], q_load[0], q_load[1],
@@ -160,10 +158,12 @@ class _Attention(IndexBuilder):
             kv = self.add(arith.MuliOp(j, self.const(self.bn))).results[0]
             kt_load, v_load = loads[a.kt.param], loads[a.v.param]
             self.bounded(warp.CopyAsyncOp(kt_ref, [bz, zero, kv], s_k, stage, kt_load[0], kt_load[1], self.threads,
-                                          copy_vector(kt_view, self.kt_k_major), transpose=self.kt_k_major),
+                                          copy_vector(kt_view, self.kt_k_major), transpose=self.kt_k_major,
+                                          one_offset=True),
                          True, kv_exact)
             self.bounded(warp.CopyAsyncOp(v_ref, [bz, kv, zero], s_v, stage, v_load[0], v_load[1], self.threads,
-                                          copy_vector(v_view, self.v_k_major), transpose=self.v_k_major),
+                                          copy_vector(v_view, self.v_k_major), transpose=self.v_k_major,
+                                          one_offset=True),
                          kv_exact, True)
 
         copy(zero, zero)  # with Q's copy, one group: the first block's wait covers both

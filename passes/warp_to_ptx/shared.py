@@ -173,7 +173,8 @@ class LowerCopyAsync(RewritePattern):
     `vector` bytes), each a `cp.async`. The address is the tile origin's (uniform: the only part
     that moves with K) plus the thread's byte offset (loop-invariant), so the K loop advances
     one pointer. Unless `in_bounds` says the tile lies inside the window, each chunk's source
-    size is the part inside the window (0 past its edge: nothing is read, it is zero-filled)."""
+    size is the part inside the window (0 past its edge: nothing is read, it is zero-filled).
+    `one_offset`: one thread offset for all its chunks, at immediates (`_uniform_steps`)."""
 
     state: LoweringState
 
@@ -236,7 +237,8 @@ class LowerCopyAsync(RewritePattern):
                 parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)))
             return parts
 
-        steps = _uniform_steps(threads, per_row, total, row_step, row_bytes, swizzle, mult) if o_in and i_in else None
+        steps = (_uniform_steps(threads, per_row, total, row_step, row_bytes, swizzle, mult)
+                 if op.one_offset is not None and o_in and i_in else None)
         if steps is not None:  # one thread offset, the chunks at immediates from it
             first = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, 1),
                                             lambda e: thread_parts(e, 1))[0]

@@ -1,8 +1,6 @@
 // The staged schedule in PTX. Each thread's part of a copy (its chunk's row, column, global and
 // swizzled shared offsets) depends only on %tid.x: it is computed once, at the kernel's entry,
-// before any loop; in the K loop a copy is the tile origin (uniform) plus that offset. Where a
-// thread's chunks are whole swizzle periods of rows apart and the tile lies inside the matrix,
-// one offset serves them all, each chunk at an immediate from it (no register per chunk). The
+// before any loop; in the K loop a copy is the tile origin (uniform) plus that offset. The
 // refill is a uniform branch around the copies (scf.if). Tiles inside the matrix copy whole
 // 16-byte chunks; at a ragged edge the source size is clamped (zero-fill, nothing read past it).
 // RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
@@ -14,7 +12,7 @@
 // CHECK-NEXT:  div.u32 [[ROW:%r[0-9]+]], [[C]], 8;
 // CHECK:       mul.wide.u32 [[OFF:%rd[0-9]+]], [[ROW]], 1024;
 // CHECK-NOT:   $k_loop
-// CHECK:       cp.async.cg.shared.global [{{%r[0-9]+}}+0], [{{%rd[0-9]+}}+0], 16;
+// CHECK:       cp.async.cg.shared.global [{{%r[0-9]+}}], [{{%rd[0-9]+}}], 16;
 // CHECK:       cp.async.wait_group 1;
 // CHECK-NEXT:  bar.sync 0;
 // CHECK:       $k_loop_{{[0-9]+}}:
@@ -23,8 +21,7 @@
 // CHECK-NOT:   div.u32
 // CHECK:       add.s64 [[SRC:%rd[0-9]+]], {{%rd[0-9]+}}, [[OFF]];
 // CHECK-NEXT:  add.u32 [[DST:%r[0-9]+]], {{%r[0-9]+}}, {{%r[0-9]+}};
-// CHECK-NEXT:  cp.async.cg.shared.global [[[DST]]+0], [[[SRC]]+0], 16;
-// CHECK-NEXT:  cp.async.cg.shared.global [[[DST]]+{{[1-9][0-9]*}}], [[[SRC]]+{{[1-9][0-9]*}}], 16;
+// CHECK-NEXT:  cp.async.cg.shared.global [[[DST]]], [[[SRC]]], 16;
 // CHECK:       $skip_[[SKIP]]:
 // CHECK-NEXT:  cp.async.commit_group;
 // CHECK:       ldmatrix.sync.aligned.m8n8.x4.shared.b16

@@ -25,7 +25,7 @@
 // CHECK:       warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<3x128x256xsi4, 3 : i64> -> !warp.frag<b, si4, {{.*}}>, !warp.frag<b, si4,
 // PTX-LABEL:   .visible .entry s4_kmajor(
 // PTX:         shr.u64 [[BYTE:%rd[0-9]+]], [[BYTE]], 3;
-// PTX:         cp.async.cg.shared.global [{{%r[0-9]+}}{{(\+[0-9]+)?}}], [{{%rd[0-9]+}}{{(\+[0-9]+)?}}], 16;
+// PTX:         cp.async.cg.shared.global [{{%r[0-9]+}}], [{{%rd[0-9]+}}], 16;
 // PTX:         shr.u32 [[COL:%r[0-9]+]], [[COL]], 1;
 // PTX:         ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // PTX:         mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32
