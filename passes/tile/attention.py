@@ -71,7 +71,7 @@ class AttentionConfig:
         return 16 * self.rm * self.warps
 
     @staticmethod
-    def default(d: int, causal: bool) -> AttentionConfig:
+    def default(d: int) -> AttentionConfig:
         """Measured on an H200 (b4 h16 s4096, `benchmarks/attention_bench.py --configs`, causal
         and not): 32 query rows a warp and 64-key blocks at both head dims; Q in registers at 64,
         staged at 128 (32 rows of O, S and Q leave no registers; even staged, ptxas spills 96
@@ -360,8 +360,8 @@ class TileAttention(ModulePass):
     block_n: int = 0
     q_shared: str = ""
 
-    def config(self, d: int, causal: bool) -> AttentionConfig:
-        c = AttentionConfig.default(d, causal)
+    def config(self, d: int) -> AttentionConfig:
+        c = AttentionConfig.default(d)
         if self.rows_per_warp not in (0, 16, 32):
             raise ValueError(f"tile-attention: rows-per-warp must be 16 or 32, got {self.rows_per_warp}")
         if self.block_n not in (0, 32, 64, 128):
@@ -375,7 +375,7 @@ class TileAttention(ModulePass):
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             if is_attention(kernel):
                 a = read_attention(kernel)
-                c = self.config(a.d, a.causal)
+                c = self.config(a.d)
                 _check_limits(kernel, a, c)
                 _Attention(kernel, a, c).run()
 
