@@ -140,4 +140,21 @@ def test_refusals_name_what_is_supported():
              .replace("%o: memref<1x40x64xf16>)", "%o: memref<1x40x64xf16>, %x: memref<1x40x40xf32>)"),
              "exactly one use")
     _refused(text.replace("{scale = 0.125 : f32}", "{scale = -1.0 : f32}"), "scale must be a positive finite number")
+    _refused(text.replace("%out = tile.cast %acc : !tile.tile<1x40x64xf32> -> !tile.tile<1x40x64xf16>",
+                          "%out = tile.cast %acc : !tile.tile<1x40x64xf32> -> !tile.tile<1x40x64xf8E4M3FN>")
+             .replace("tile.store %out, %o[0, 0, 0] : !tile.tile<1x40x64xf16>, memref<1x40x64xf16>",
+                      "tile.store %out, %o[0, 0, 0] : !tile.tile<1x40x64xf8E4M3FN>, memref<1x40x64xf8E4M3FN>")
+             .replace("%o: memref<1x40x64xf16>)", "%o: memref<1x40x64xf8E4M3FN>)"), "O is stored as f16, bf16 or f32")
     _refused(text.replace("%p = tile.softmax %s", "%p = tile.softmax %zs"), "must take the result of tile.mma")
+
+
+def test_the_casts_roundings_are_honoured():
+    """A `tile.cast {rounding rz}` of P and of O becomes cvt.rz in the PTX, and the check's bound
+    takes the directed rounding's unit."""
+    text = attention_text(AttentionSpec(1, 1, 40, 64))
+    for cast in ("%ph = tile.cast %p", "%out = tile.cast %acc"):
+        text = text.replace(f"{cast} :", f"{cast} {{rounding = #tile<rounding rz>}} :")
+    [kernel] = compile_text(text, "attention.mlir", CompileOptions())
+    assert kernel.ptx.count("cvt.rz.f16.f32") and "cvt.rn.f16.f32" not in kernel.ptx
+    result = run_attention(kernel, seed=2, on="emulator")
+    assert result.ok, result.detail

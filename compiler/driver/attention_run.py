@@ -63,7 +63,8 @@ def run_attention(kernel, seed: int, on: str, inputs: dict[str, np.ndarray] | No
     full = outs[a.o.param].view(element_type(out_type).dtype).reshape(-1)
     where = _indices(a.o, a.l, a.dv, a.batch)
     got = full[where].astype(np.float64)
-    want, bound = attention_bound(values["q"], values["k"], values["v"], a.scale, a.causal, a.element, out_type)
+    want, bound = attention_bound(values["q"], values["k"], values["v"], a.scale, a.causal, a.element, out_type,
+                                  a.p_rounding, a.o_rounding)
     err = np.abs(got - want)
     bad = ~(err <= bound)  # NaN fails
     outside = np.ones(full.size, bool)

@@ -66,9 +66,16 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: floa
     return p @ v64, p
 
 
+def _unit(element: str, rounding: str | None) -> float:
+    """The unit roundoff of a conversion to `element`: doubled for a directed rounding (rz)."""
+    return UNIT[element] * (1 if rounding in (None, "rn", "rna") else 2)
+
+
 def attention_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool, element: str,
-                    out_element: str) -> tuple[np.ndarray, np.ndarray]:
-    """(O, bound): the reference and the per-element bound of the module docstring."""
+                    out_element: str, p_rounding: str | None = None,
+                    o_rounding: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(O, bound): the reference and the per-element bound of the module docstring (`p_rounding`,
+    `o_rounding`: the casts' roundings, round to nearest by default)."""
     o, p = attention_reference(q, k, v, scale, causal)
     q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
     d, n = q.shape[-1], k.shape[1]
@@ -88,5 +95,5 @@ def attention_bound(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, c
     w = p @ np.abs(v64)
     flushed = 2.0**-25 if element == "f16" else 2.0**-126  # P below f16's normals, or flushed by ex2.ftz
     tiny = n * flushed * np.abs(v64).max(axis=1, keepdims=True) + (2.0**-25 if out_element == "f16" else 0.0)
-    bound = 2 * (w * (2 * rho + UNIT[element] + e_acc) + UNIT[out_element] * np.abs(o) + tiny)
+    bound = 2 * (w * (2 * rho + _unit(element, p_rounding) + e_acc) + _unit(out_element, o_rounding) * np.abs(o) + tiny)
     return o, bound

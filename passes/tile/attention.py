@@ -117,7 +117,8 @@ class _Attention(IndexBuilder):
         for new, was in zip(args, old.args):  # the PTX parameters keep the IR's names
             new.name_hint = was.name_hint
         q_ref, kt_ref, v_ref, o_ref = (args[m.param] for m in (a.q, a.kt, a.v, a.o))
-        loads = {m.param: self._load_of(m) for m in (a.q, a.kt, a.v)}
+        operands = {"q": a.mma_s.lhs, "kt": a.mma_s.rhs, "v": a.mma_o.rhs}  # type: ignore[attr-defined]
+        loads = {name: self._load_of(value) for name, value in operands.items()}
         bx = self.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X))).results[0]
         bz = self.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.Y))).results[0]
         tid = self.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X))).results[0]
@@ -130,12 +131,12 @@ class _Attention(IndexBuilder):
         kv_exact, q_exact = a.s % self.bn == 0, a.l % self.bm == 0  # no access can leave the tensors
 
         # the K^T and V stages (and Q's, once)
-        kt_view, v_view, q_view = self._view(a.kt, kt_ref), self._view(a.v, v_ref), self._view(a.q, q_ref)
+        kt_view, v_view, q_view = (self._view(loads[n][0], r) for n, r in (("kt", kt_ref), ("v", v_ref), ("q", q_ref)))
         self.kt_k_major = column_major(kt_view)  # K stored S x D: the stage holds it as N x K
         self.v_k_major = column_major(v_view)
         s_k = self.shared([STAGES, self.bn, a.d] if self.kt_k_major else [STAGES, a.d, self.bn])
         s_v = self.shared([STAGES, a.dv, self.bn] if self.v_k_major else [STAGES, self.bn, a.dv])
-        q_load = loads[a.q.param]
+        q_load = loads["q"]
         if self.c.q_shared:
             if column_major(q_view):
                 raise LoweringError(a.mma_s, "attention: Q is staged with its head dim contiguous (row-major)")
@@ -156,7 +157,7 @@ class _Attention(IndexBuilder):
 
         def copy(j: SSAValue, stage: SSAValue) -> None:
             kv = self.add(arith.MuliOp(j, self.const(self.bn))).results[0]
-            kt_load, v_load = loads[a.kt.param], loads[a.v.param]
+            kt_load, v_load = loads["kt"], loads["v"]
             self.bounded(warp.CopyAsyncOp(kt_ref, [bz, zero, kv], s_k, stage, kt_load[0], kt_load[1], self.threads,
                                           copy_vector(kt_view, self.kt_k_major), transpose=self.kt_k_major,
                                           one_offset=True),
@@ -260,7 +261,7 @@ class _Attention(IndexBuilder):
                     o[x] = self.map([o[x], alpha], [acc], lambda b, y: [b(arith.MulfOp(y[0], y[1]))])[0]
                 ml_new += [m_new, l_new]
                 # P in the operand type at once: the f32 values die before the next tile's are made
-                p_half += [self.add(warp.CastOp(p, half)).results[0] for p in tile_p]
+                p_half += [self.add(warp.CastOp(p, half, a.p_rounding)).results[0] for p in tile_p]
 
             # O += P V, P read as the A fragments of its k16 slices, each V pair used by every m16 tile
             p_lhs = [[self.add(warp.ToLhsOp([p_half[i * n_s + 2 * kk], p_half[i * n_s + 2 * kk + 1]],
@@ -303,7 +304,7 @@ class _Attention(IndexBuilder):
                for x, f in enumerate(o_final)]
         o_elem = o_ref.type.element_type  # type: ignore[union-attr]
         if tile.element_name(o_elem) != "f32":
-            out = [self.add(warp.CastOp(f, self.frag(warp.Operand.ACC, o_elem))).results[0] for f in out]
+            out = [self.add(warp.CastOp(f, self.frag(warp.Operand.ACC, o_elem), a.o_rounding)).results[0] for f in out]
         o_window = self._store_window()
         for x, f in enumerate(out):
             store = warp.StoreOp(f, o_ref, [bz, q_rows[x // n_o], self.const((x % n_o) * 8)], o_window[0], o_window[1])
@@ -323,22 +324,21 @@ class _Attention(IndexBuilder):
     def _zero_acc(self, acc: warp.FragType) -> SSAValue:
         return self.add(warp.ConstantOp(FloatAttr(0.0, f64), acc)).results[0]
 
-    def _load_of(self, mem) -> tuple[tuple[int, ...], tuple[int, int, int]]:
-        """(window, extent) of the tile.load of argument `mem.param`."""
-        for op in self.kernel.walk():
-            if isinstance(op, tile.LoadOp) and op.source is self.kernel.body.block.args[mem.param]:
-                shape = op.result.type.get_shape()  # type: ignore[union-attr]
-                batch = shape[0] if len(shape) == 3 else 1
-                return op.offset_values(), (batch, shape[-2], shape[-1])
-        raise AssertionError("read_attention found the load")
+    @staticmethod
+    def _load_of(value: SSAValue) -> tuple[tuple[int, ...], tuple[int, int, int]]:
+        """(window, extent) of the tile.load an operand is (`read_attention` checked it is one)."""
+        op = value.owner
+        assert isinstance(op, tile.LoadOp)
+        shape = op.result.type.get_shape()  # type: ignore[union-attr]
+        return op.offset_values(), (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
 
     def _store_window(self) -> tuple[tuple[int, ...], tuple[int, int, int]]:
         store = next(o for o in self.kernel.walk() if isinstance(o, tile.StoreOp))
         shape = store.value.type.get_shape()  # type: ignore[union-attr]
         return store.offset_values(), (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
 
-    def _view(self, mem, ref: SSAValue) -> MemView:
-        view = MemView.of(ref.type, self._load_of(mem)[0])  # type: ignore[arg-type]
+    def _view(self, window, ref: SSAValue) -> MemView:
+        view = MemView.of(ref.type, window)  # type: ignore[arg-type]
         by_column = column_major(view)
         if copy_vector(view, by_column) < 4 or (view.row_stride != 1 and view.col_stride != 1):
             raise LoweringError(self.a.mma_s, f"attention: {ref.type} is not read in contiguous, 4-byte aligned rows "

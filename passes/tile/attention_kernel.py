@@ -45,6 +45,8 @@ class AttentionKernel:
     causal: bool
     mma_s: Operation  # S = Q K^T (carries the selected variant)
     mma_o: Operation  # O = P V
+    p_rounding: str | None = None  # the casts' roundings (None: the rule's default)
+    o_rounding: str | None = None
 
 
 def _zero(value: SSAValue, what: str, at: Operation) -> None:
@@ -103,9 +105,11 @@ def read_attention(kernel: func.FuncOp) -> AttentionKernel:
     if mma_s.variant != mma_o.variant:
         raise LoweringError(mma_o, "attention: both mmas must use one instruction (Q and V of one type)")
     out = _only_use(mma_o.result, mma_o, "O = P V")
-    out_cast = None
+    o_rounding = None
     if isinstance(out, tile.CastOp):
-        out_cast = out
+        if out.result.type.element not in (*ELEMENTS, "f32"):  # type: ignore[union-attr]
+            raise LoweringError(out, f"attention: O is stored as f16, bf16 or f32, not {out.result.type.element}")  # type: ignore[union-attr]
+        o_rounding = _rounding(out)
         out = _only_use(out.result, out, "the cast O")
     if not isinstance(out, tile.StoreOp):
         raise LoweringError(out, "attention: O (or its tile.cast) must be stored by tile.store")
@@ -132,4 +136,8 @@ def read_attention(kernel: func.FuncOp) -> AttentionKernel:
     name = kernel.sym_name.data
     names = tuple(a.name_hint or f"arg{i}" for i, a in enumerate(kernel.body.block.args))
     return AttentionKernel(name, names, b, l, s, d, dv, q.stored, q, kt, v, o, sm.scale_value(), sm.causal is not None,
-                           mma_s, mma_o)
+                           mma_s, mma_o, _rounding(cast), o_rounding)
+
+
+def _rounding(cast: tile.CastOp) -> str | None:
+    return None if cast.rounding is None else cast.rounding.data.value
