@@ -1,21 +1,23 @@
 """`tile-attention`: a kernel of S = Q K^T, P = softmax(S), O = P V (`read_attention`) becomes the
 FlashAttention-2 schedule at the warp level, S and P never leaving registers.
 
-A CTA takes BM = 16 x warps query rows of one head (grid: query blocks x heads), each warp 16
-of them, with its Q fragments loaded once. It walks the key/value rows in blocks of BN: K^T and V
-blocks are copied into two-stage shared buffers by `warp.copy_async` (the next block while this
-one is multiplied), read by `warp.ldmatrix` (V with .trans, as a row-major B). Per block, in
-registers: S = Q K^T (`warp.mma`), columns past S's length and (causal) above the diagonal
-masked to -inf (`warp.mask`), the row max (`warp.row_reduce`), the running max m and the
-rescaling factor alpha = exp2((m_old - m_new) c) (a `warp.map` of rows; c = scale log2 e, one
-FFMA and EX2 per element as FA2), P = exp2(S c - m c) and the running sum l = l alpha + rowsum(P),
-O = O alpha, then P cast to the operand type and read as the A fragments of the second mma
-(`warp.to_lhs`: the same registers), O += P V. After the last block O / l is cast and stored.
-Causal kernels stop at the last block a query row of the CTA can see.
+A CTA takes a block of 16 rm x warps query rows of one head (grid: query blocks x heads), each
+warp 16 rm of them (`AttentionConfig`), its Q fragments in registers for the whole kernel or
+staged once in shared memory and read per key block. It walks the key/value rows in blocks of
+`block_n`: K^T and V blocks are copied into two-stage shared buffers by `warp.copy_async` (the
+next block while this one is multiplied), read by `warp.ldmatrix` (V with .trans, as a row-major
+B). Per block, in registers: S = Q K^T (`warp.mma`, each B fragment used by every m16 tile),
+keys past S's length and (causal) after the query masked to -inf (`warp.mask`: only in the blocks
+that need it, a second loop after the blocks every row of the CTA sees whole), the row max
+(`warp.row_reduce`), the running max m and alpha = exp2((m_old - m_new) c) (a `warp.map` of rows;
+c = scale log2 e), P = exp2(S c - m c) (one FFMA and EX2 an element, as FA2) and the running sum
+l = l alpha + rowsum(P), O = O alpha, then P cast to the operand type and read as the A fragments
+of the second mma (`warp.to_lhs`: the same registers), O += P V. After the last block O (1 / l)
+is cast and stored. Causal CTAs stop at the last block one of their rows can see.
 
-Numerics: m and l are exact f32 maxima and sums of the computed values; exp2 is `ex2.approx.f32`
-(`scalar_math`: at most 2 ulp); P is rounded to f16/bf16 before P V, as FA2 does - what
-`verify/attention_reference.py` bounds.
+Numerics: m and l are exact f32 maxima and sums of the computed values; exp2 is
+`ex2.approx.ftz.f32` (`fastmath<afn>`; at most 2 ulp, results below 2^-126 flushed); P is rounded
+to f16/bf16 before P V, as FA2 does - what `verify/attention_reference.py` bounds.
 """
 
 from __future__ import annotations
