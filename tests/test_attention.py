@@ -147,6 +147,8 @@ def test_refusals_name_what_is_supported():
                       "tile.store %out, %o[0, 0, 0] : !tile.tile<1x40x64xf8E4M3FN>, memref<1x40x64xf8E4M3FN>")
              .replace("%o: memref<1x40x64xf16>)", "%o: memref<1x40x64xf8E4M3FN>)"), "O is stored as f16, bf16 or f32")
     _refused(text.replace("%p = tile.softmax %s", "%p = tile.softmax %zs"), "must take the result of tile.mma")
+    _refused(text.replace("    func.return", "    %x = tile.constant 1.0 : !tile.tile<1x40x64xf32>\n    func.return"),
+             "a kernel holds the attention alone")
 
 
 def test_the_casts_roundings_are_honoured():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilemma.compiler.driver.runner import RunResult, pack_memory, sentinel
+from tilemma.compiler.driver.runner import RunResult, execute, pack_memory, sentinel
 from tilemma.compiler.verify.attention_reference import attention_bound, attention_data
 from tilemma.compiler.verify.reference import element_type
 from tilemma.passes.tile.attention_kernel import AttentionKernel
@@ -24,7 +24,7 @@ def run_attention(kernel, seed: int, on: str, inputs: dict[str, np.ndarray] | No
     assert isinstance(a, AttentionKernel)
     rng = np.random.default_rng(seed)
     given = inputs or {}
-    names = {a.q.param: "q", a.kt.param: "k", a.v.param: "v"}
+    operands = {a.q.param: ("q", a.q), a.kt.param: ("k", a.kt), a.v.param: ("v", a.v)}
     shapes = {"q": (a.batch, a.l, a.d), "k": (a.batch, a.s, a.d), "v": (a.batch, a.s, a.dv)}
     values = {}
     for what, shape in shapes.items():
@@ -39,27 +39,15 @@ def run_attention(kernel, seed: int, on: str, inputs: dict[str, np.ndarray] | No
     for i, size in enumerate(kernel.arg_sizes):
         p = kernel.abi.params[i]
         buf = np.full(size, sentinel(p.element), element_type(p.element).dtype)
-        if i in names:
-            what = names[i]
-            mem = a.kt if what == "k" else a.q if what == "q" else a.v
+        if i in operands:
+            what, mem = operands[i]
             x = values[what]
             if what == "k":  # K^T's window: D rows, S columns
                 buf[_indices(mem, a.d, a.s, a.batch)] = np.swapaxes(x, 1, 2)
             else:
                 buf[_indices(mem, x.shape[1], x.shape[2], a.batch)] = x
         args.append(pack_memory(buf, p.element))
-    if on == "gpu":
-        from tilemma.compiler.runtime import cuda_runtime
-
-        outs = cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, args,
-                                       shared_bytes=kernel.abi.shared_bytes)
-    elif on == "emulator":
-        from tilemma.compiler.verify import emulator
-
-        outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args,
-                                shared_bytes=kernel.abi.shared_bytes)
-    else:
-        raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
+    outs = execute(kernel, args, on)
     full = outs[a.o.param].view(element_type(out_type).dtype).reshape(-1)
     where = _indices(a.o, a.l, a.dv, a.batch)
     got = full[where].astype(np.float64)

@@ -415,18 +415,7 @@ def run_compiled(
     scratch = kernel.abi.scratch_buffers()
     for at, buffer in scratch:
         args.insert(at, buffer)
-    if on == "gpu":
-        from tilemma.compiler.runtime import cuda_runtime
-
-        outs = cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, [*args, *scalars],
-                                       shared_bytes=kernel.abi.shared_bytes)
-    elif on == "emulator":
-        from tilemma.compiler.verify import emulator
-
-        outs = emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, [*args, *scalars],
-                                shared_bytes=kernel.abi.shared_bytes)
-    else:
-        raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
+    outs = execute(kernel, [*args, *scalars], on)
     broken = (sparsity_error(int(outs[error_at][0]), g, kernel.abi.params[error_at].init)  # type: ignore[arg-type]
               if error_at is not None else None)
     differs = _gpu_twin_differs(kernel, args, outs) if on == "gpu" else None
@@ -462,6 +451,22 @@ def run_compiled(
         kernel.name, kernel.variant, f"{size}{g.m}x{g.n}x{g.k}", max_abs, max_rel,
         ok and not broken and not differs, detail, on, saved,
     )
+
+
+def execute(kernel: CompiledKernel, args: list, on: str) -> list[np.ndarray]:
+    """Run `kernel` on `args` (host buffers and scalars, in parameter order) on `on` ("gpu", or
+    "emulator": the CPU emulator of the same PTX); every buffer after the run."""
+    if on == "gpu":
+        from tilemma.compiler.runtime import cuda_runtime
+
+        return cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, args,
+                                       shared_bytes=kernel.abi.shared_bytes)
+    if on == "emulator":
+        from tilemma.compiler.verify import emulator
+
+        return emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args,
+                                shared_bytes=kernel.abi.shared_bytes)
+    raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
 
 
 def _outside_unchanged(g: GemmKernel, args: list[np.ndarray], outs: list[np.ndarray], param: int,

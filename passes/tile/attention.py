@@ -48,7 +48,7 @@ from xdsl.passes import ModulePass
 from tilemma.dialects import tile, warp
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.attention_kernel import AttentionKernel, is_attention, read_attention
-from tilemma.passes.tile.distribute import IndexBuilder
+from tilemma.passes.tile.distribute import IndexBuilder, tile_window
 from tilemma.passes.tile.plan import GRID_LIMITS, ceil_div, column_major, copy_vector, kernel_target
 from tilemma.passes.warp.stage_shared import MemView
 
@@ -120,7 +120,7 @@ class _Attention(IndexBuilder):
             new.name_hint = was.name_hint
         q_ref, kt_ref, v_ref, o_ref = (args[m.param] for m in (a.q, a.kt, a.v, a.o))
         operands = {"q": a.mma_s.lhs, "kt": a.mma_s.rhs, "v": a.mma_o.rhs}  # type: ignore[attr-defined]
-        loads = {name: self._load_of(value) for name, value in operands.items()}
+        loads = {name: tile_window(value.owner) for name, value in operands.items()}  # type: ignore[arg-type]
         bx = self.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X))).results[0]
         bz = self.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.Y))).results[0]
         tid = self.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X))).results[0]
@@ -307,7 +307,7 @@ class _Attention(IndexBuilder):
         o_elem = o_ref.type.element_type  # type: ignore[union-attr]
         if tile.element_name(o_elem) != "f32":
             out = [self.add(warp.CastOp(f, self.frag(warp.Operand.ACC, o_elem), a.o_rounding)).results[0] for f in out]
-        o_window = self._store_window()
+        o_window = tile_window(a.store)  # type: ignore[arg-type]
         for x, f in enumerate(out):
             store = warp.StoreOp(f, o_ref, [bz, q_rows[x // n_o], self.const((x % n_o) * 8)], o_window[0], o_window[1])
             store.col_align = IntegerAttr(8, i64)
@@ -325,19 +325,6 @@ class _Attention(IndexBuilder):
 
     def _zero_acc(self, acc: warp.FragType) -> SSAValue:
         return self.add(warp.ConstantOp(FloatAttr(0.0, f64), acc)).results[0]
-
-    @staticmethod
-    def _load_of(value: SSAValue) -> tuple[tuple[int, ...], tuple[int, int, int]]:
-        """(window, extent) of the tile.load an operand is (`read_attention` checked it is one)."""
-        op = value.owner
-        assert isinstance(op, tile.LoadOp)
-        shape = op.result.type.get_shape()  # type: ignore[union-attr]
-        return op.offset_values(), (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
-
-    def _store_window(self) -> tuple[tuple[int, ...], tuple[int, int, int]]:
-        store = next(o for o in self.kernel.walk() if isinstance(o, tile.StoreOp))
-        shape = store.value.type.get_shape()  # type: ignore[union-attr]
-        return store.offset_values(), (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
 
     def _view(self, window, ref: SSAValue) -> MemView:
         view = MemView.of(ref.type, window)  # type: ignore[arg-type]

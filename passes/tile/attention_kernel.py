@@ -45,6 +45,7 @@ class AttentionKernel:
     causal: bool
     mma_s: Operation  # S = Q K^T (carries the selected variant)
     mma_o: Operation  # O = P V
+    store: Operation  # O's tile.store
     p_rounding: str | None = None  # the casts' roundings (None: the rule's default)
     o_rounding: str | None = None
 
@@ -105,7 +106,7 @@ def read_attention(kernel: func.FuncOp) -> AttentionKernel:
     if mma_s.variant != mma_o.variant:
         raise LoweringError(mma_o, "attention: both mmas must use one instruction (Q and V of one type)")
     out = _only_use(mma_o.result, mma_o, "O = P V")
-    o_rounding = None
+    o_rounding, out_cast = None, out if isinstance(out, tile.CastOp) else None
     if isinstance(out, tile.CastOp):
         if out.result.type.element not in (*ELEMENTS, "f32"):  # type: ignore[union-attr]
             raise LoweringError(out, f"attention: O is stored as f16, bf16 or f32, not {out.result.type.element}")  # type: ignore[union-attr]
@@ -113,6 +114,12 @@ def read_attention(kernel: func.FuncOp) -> AttentionKernel:
         out = _only_use(out.result, out, "the cast O")
     if not isinstance(out, tile.StoreOp):
         raise LoweringError(out, "attention: O (or its tile.cast) must be stored by tile.store")
+    chain = {mma_s.lhs.owner, mma_s.rhs.owner, mma_s.acc.owner, mma_s, sm, cast, mma_o.rhs.owner, mma_o.acc.owner,
+             mma_o, out_cast, out}
+    other = next((op for op in kernel.body.block.ops if op not in chain and not isinstance(op, func.ReturnOp)), None)
+    if other is not None:
+        raise LoweringError(other, "attention: a kernel holds the attention alone (Q, K^T and V loaded, two tile.mma, "
+                                   "tile.softmax, the casts and O's tile.store); this op is none of them")
     batched = len(mma_s.lhs.type.get_shape()) == 3  # type: ignore[union-attr]
     q = _operand(mma_s.lhs, params, batched, "Q", mma_s)
     kt = _operand(mma_s.rhs, params, batched, "K^T", mma_s)
@@ -122,8 +129,8 @@ def read_attention(kernel: func.FuncOp) -> AttentionKernel:
         if mem.casts or mem.stored not in ELEMENTS:
             raise LoweringError(at, f"attention: {what} is loaded as f16 or bf16 (no casts), not {mem.stored}")
     b, l, d = _shape3(mma_s.lhs)
-    _, d2, s = _shape3(mma_s.rhs)
-    _, s2, dv = _shape3(mma_o.rhs)
+    s = _shape3(mma_s.rhs)[2]
+    dv = _shape3(mma_o.rhs)[2]
     batches = {_shape3(x)[0] for x in (mma_s.lhs, mma_s.rhs, mma_o.rhs, out.value)}
     if len(batches) != 1:
         raise LoweringError(mma_s, "attention: Q, K, V and O have one batch (heads) each; broadcasting a batch of 1 "
@@ -136,7 +143,7 @@ def read_attention(kernel: func.FuncOp) -> AttentionKernel:
     name = kernel.sym_name.data
     names = tuple(a.name_hint or f"arg{i}" for i, a in enumerate(kernel.body.block.args))
     return AttentionKernel(name, names, b, l, s, d, dv, q.stored, q, kt, v, o, sm.scale_value(), sm.causal is not None,
-                           mma_s, mma_o, _rounding(cast), o_rounding)
+                           mma_s, mma_o, out, _rounding(cast), o_rounding)
 
 
 def _rounding(cast: tile.CastOp) -> str | None:

@@ -83,6 +83,14 @@ class IndexBuilder:
         return self.add(op)
 
 
+def tile_window(op: tile.LoadOp | tile.StoreOp) -> tuple[tuple[int, ...], tuple[int, int, int]]:
+    """(window, extent) of a tile.load or tile.store: its memref offsets, and the (batch, rows,
+    cols) of the tile it moves - what the warp window ops take."""
+    value = op.result if isinstance(op, tile.LoadOp) else op.value
+    shape = value.type.get_shape()  # type: ignore[union-attr]
+    return op.offset_values(), (shape[0] if len(shape) == 3 else 1, shape[-2], shape[-1])
+
+
 def operand_element(value: SSAValue):
     """Element type of an mma operand as the tile IR hands it over (after its casts)."""
     t = value.type
@@ -151,9 +159,7 @@ class _Kernel(IndexBuilder):
         return owner, rounding
 
     def window(self, load: tile.LoadOp) -> tuple[tuple[int, ...], tuple[int, int, int]]:
-        shape = load.result.type.get_shape()  # type: ignore[union-attr]
-        batch = shape[0] if len(shape) == 3 else 1
-        return load.offset_values(), (batch, shape[-2], shape[-1])
+        return tile_window(load)
 
     def frag(self, role: warp.Operand, element) -> warp.FragType:
         return warp.FragType(role, element, self.variant_attr)
