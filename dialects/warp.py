@@ -11,9 +11,12 @@ come from `gpu`, the K loop is `scf.for` with the accumulators as `iter_args`, i
 `arith`. A kernel's launch shape and the role of each argument are attributes of its `func.func`
 (`warp.grid`, `warp.block`, `warp.role`), read back as `KernelABI`.
 
-This module holds the fragment type, the ops and the dialect; the attributes the ops carry
-(`#warp.variant`, `#warp.target`, the operand names) are in `attributes`, with what `tile`
-shares; the `#warp.swizzled` layout of a shared buffer's type is in `swizzle`.
+This module holds the fragment type, the ops on fragments and registers, and the dialect; the
+ops of shared memory (copies, their groups, stage reads) are in `warp_shared`, the epilogue's in
+`warp_epilogue`, the transposing fill's in `warp_fill`, the row and chaining ops in `warp_rows`.
+The attributes the ops carry (`#warp.variant`, `#warp.target`, the operand names) are in
+`attributes`, with what `tile` shares; the `#warp.swizzled` layout of a shared buffer's type is in
+`swizzle`.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
-    NoneAttr,
     StringAttr,
     UnitAttr,
     i64,
@@ -61,7 +63,6 @@ from tilemma.dialects.attributes import (
     RoundingAttr,
     TargetAttr,
     VariantAttr,
-    element_bits,
     element_name,
 )
 from tilemma.dialects.element_tables import INT4_WIDENED, PRE_COMPRESSED
@@ -563,249 +564,18 @@ class MmaOp(IRDLOperation):
             raise VerifyException("warp.mma: split_tf32 needs a tf32 instruction")
 
 
-# ---------------------------------------------------------------------------------------------
-# Shared memory: CTA-wide asynchronous copies, their groups, ldmatrix.
-# ---------------------------------------------------------------------------------------------
-
-SHARED = 3  # memory space of a shared-memory memref (NVVM's address space 3, as MLIR's nvgpu)
-
-
-def is_shared(t: Attribute) -> bool:
-    return isinstance(t, MemRefType) and isinstance(t.memory_space, IntegerAttr) and t.memory_space.value.data == SHARED
-
-
-def _shared_stage(ref: Attribute, what: str) -> MemRefType:
-    """The stages x rows x cols shared buffer an op addresses. Its layout is what the lowering
-    addresses it by: row-major, or `#warp.swizzled` where the rows can be (`swizzles`)."""
-    if not isinstance(ref, MemRefType) or not is_shared(ref) or len(ref.get_shape()) != 3:
-        raise VerifyException(f"{what} must be a 3-d shared memref (stages x rows x cols, memory space {SHARED})")
-    if isinstance(ref.layout, SwizzledLayoutAttr):
-        if not swizzles(ref):
-            raise VerifyException(f"{what}: #warp.swizzled needs rows of a power of two of at least 32 bytes "
-                                  f"(the XOR stays inside the row), not {row_bytes(ref)}")
-    elif not isinstance(ref.layout, NoneAttr):
-        raise VerifyException(f"{what}: a shared buffer is row-major or #warp.swizzled, not {ref.layout}")
-    return ref
-
-
-@irdl_op_definition
-class CopyAsyncOp(_WindowOp):
-    """`warp.copy_async`: the whole CTA copies a rows x cols tile of a global window into one
-    stage of a shared buffer, `vector` bytes per `cp.async`; elements outside the window's extent
-    are zero-filled (nothing is read there). With `transpose` the stage holds the tile's
-    transpose (cols x rows), for a window whose columns are contiguous in memory (an M-major A, a
-    K-major B):
-    each shared row is then one contiguous run of the window. A `#warp.swizzled` destination
-    stores each shared row's 16-byte granules XORed with the row (see `swizzle_granule`). With
-    `one_offset`, where a thread's chunks are whole swizzle periods of rows apart inside the
-    window, the lowering keeps one thread offset and puts each chunk at an immediate from it."""
-
-    name = "warp.copy_async"
-    ref = operand_def(MemRefType)
-    indices = var_operand_def(IndexType)
-    dest = operand_def(MemRefType)
-    stage = operand_def(IndexType)
-    window = prop_def(DenseArrayBase)
-    extent = prop_def(DenseArrayBase)
-    in_bounds = opt_prop_def(DenseArrayBase)
-    threads = prop_def(IntegerAttr)
-    vector = prop_def(IntegerAttr)
-    transpose = opt_prop_def(UnitAttr)
-    # Registers before scheduling freedom: a thread's chunks share one offset, each at an
-    # immediate from it, where they can (measured: attention, short of registers, gains; the
-    # GEMMs lose 1-7% on an H200, so they keep an offset per chunk).
-    one_offset = opt_prop_def(UnitAttr)
-    irdl_options = (ParsePropInAttrDict(),)
-
-    assembly_format = (
-        "$ref `[` $indices `]` `,` $dest `[` $stage `]` attr-dict `:` type($ref) `,` type($dest)"
-    )
-
-    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], dest: SSAValue, stage: SSAValue,
-                 window: Sequence[int], extent: Sequence[int], threads: int, vector: int, transpose: bool = False,
-                 one_offset: bool = False):
-        props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent),
-                                       "threads": IntegerAttr(threads, i64), "vector": IntegerAttr(vector, i64)}
-        if transpose:
-            props["transpose"] = UnitAttr()
-        if one_offset:
-            props["one_offset"] = UnitAttr()
-        super().__init__(operands=[ref, indices, dest, stage], properties=props)
-
-    def verify_(self) -> None:
-        self.verify_window(self.ref.type, self.indices)
-        dest = _shared_stage(self.dest.type, "warp.copy_async destination")
-        if dest.element_type != self.ref.type.element_type:  # type: ignore[union-attr]
-            raise VerifyException("warp.copy_async: source and destination element types differ")
-        if self.vector.value.data not in (4, 8, 16):
-            raise VerifyException("warp.copy_async: vector must be 4, 8 or 16 bytes (cp.async sizes)")
-
-
-@irdl_op_definition
-class AsyncCommitOp(IRDLOperation):
-    """`warp.async_commit`: closes the group of this thread's copies issued since the last one."""
-
-    name = "warp.async_commit"
-    assembly_format = "attr-dict"
-
-
-@irdl_attr_definition
-class AsyncTokenType(ParametrizedAttribute, TypeAttribute):
-    """`!warp.async_token`: that the copies a `warp.async_wait` completed (with the barrier
-    after it) are visible. Every read of a shared buffer (`warp.ldmatrix`, `warp.load_shared`)
-    takes one, so a read with no wait before it is not valid IR. It has no registers."""
-
-    name = "warp.async_token"
-
-
-@irdl_op_definition
-class AsyncWaitOp(IRDLOperation):
-    """`warp.async_wait`: waits until at most `pending` of this thread's groups are in flight;
-    its token orders the shared-memory reads that depend on the groups it completed."""
-
-    name = "warp.async_wait"
-    pending = prop_def(IntegerAttr)
-    token = result_def(AsyncTokenType)
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "attr-dict"
-
-    def __init__(self, pending: int):
-        super().__init__(properties={"pending": IntegerAttr(pending, i64)}, result_types=[AsyncTokenType()])
-
-
-class _StageReadOp(IRDLOperation):
-    """What `warp.ldmatrix` and `warp.load_shared` share: fragments read from stage
-    `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), after the
-    wait whose `token` they take, swizzled as the buffer's type says, and an f32 buffer read as
-    tf32 fragments when `rounding` says how."""
-
-    ref = operand_def(MemRefType)
-    indices = var_operand_def(IndexType)
-    token = operand_def(AsyncTokenType)
-    offsets = prop_def(DenseArrayBase)
-    rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
-
-    @staticmethod
-    def stage_props(offsets: Sequence[int], rounding: str | None, **flags: bool) -> dict[str, Attribute]:
-        props: dict[str, Attribute] = {"offsets": _ints(offsets)}
-        props.update({name: UnitAttr() for name, on in flags.items() if on})
-        if rounding:
-            props["rounding"] = RoundingAttr(Rounding(rounding))
-        return props
-
-    def offset_values(self) -> tuple[int, int]:
-        return tuple(self.offsets.get_values())  # type: ignore[return-value]
-
-    def verify_stage_read(self, frag_value: SSAValue) -> FragType:
-        """The checks both ops make: the buffer, the indices, and its element against the
-        fragment's (an f32 buffer only with a tf32 rounding). Returns the fragment type."""
-        ref = _shared_stage(self.ref.type, f"{self.name} source")
-        if len(self.indices) != 3 or len(self.offset_values()) != 2:
-            raise VerifyException(f"{self.name}: expected three indices (stage, row, col) and two offsets (row, col)")
-        frag = _frag(frag_value, f"{self.name} result")
-        stored = element_name(ref.element_type)
-        element = element_name(frag.element)
-        if self.rounding is not None:
-            if not isinstance(self.rounding, RoundingAttr) or (stored, element) != ("f32", "tf32"):
-                raise VerifyException(f"{self.name}: rounding (a #tile<rounding ...>) reads an f32 buffer as tf32 fragments")
-        elif stored != element:
-            raise VerifyException(f"{self.name}: a {stored} buffer holds no {element} fragments")
-        return frag
-
-
-@irdl_op_definition
-class LdMatrixOp(_StageReadOp):
-    """`warp.ldmatrix`: fragments of a dense mma with 16-byte K rows (32-bit m16n8k8, 16-bit
-    m16n8k16, 8-bit m16n8k32) read from stage `indices[0]` of a shared buffer at (row, col) = indices[1:] +
-    `offsets` (static): one A fragment from an M x K buffer (`ldmatrix .x4`) or with `trans` from
-    a K x M one (`.x4.trans`), or one or two B fragments (n and n + 8): from an N x K buffer
-    (`.x2`/`.x4`), or with `trans` from a K x N one (`.x2.trans`/`.x4.trans`). `trans` reads
-    16-bit elements only, since .trans moves 16-bit elements.
-    Static offsets become immediates where the swizzle allows; `rounding` reads an f32 buffer
-    as tf32 fragments (converted in registers)."""
-
-    name = "warp.ldmatrix"
-    trans = opt_prop_def(UnitAttr)
-    fragments = var_result_def(FragType)
-    irdl_options = (ParsePropInAttrDict(),)
-
-    assembly_format = "$ref `[` $indices `]` `after` $token attr-dict `:` type($ref) `->` type($fragments)"
-
-    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], token: SSAValue, offsets: Sequence[int],
-                 result: FragType, count: int = 1, trans: bool = False, rounding: str | None = None):
-        super().__init__(operands=[ref, indices, token], result_types=[[result] * count],
-                         properties=self.stage_props(offsets, rounding, trans=trans))
-
-    def verify_(self) -> None:
-        if not 1 <= len(self.fragments) <= 2 or len(set(r.type for r in self.fragments)) != 1:
-            raise VerifyException("warp.ldmatrix: one or two fragments of one type")
-        frag = self.verify_stage_read(self.fragments[0])
-        v = frag.variant
-        bits = _element_bits(frag.element)
-        if v.sparse is not None and not v.block_scale and (v.m, v.n, v.k) in LDMATRIX_SPARSE_SHAPES:
-            # mma.sp m16n8k32 (16-bit): A is the dense m16n8k16 A of the compressed M x K/2 tile
-            # (one .x4); B a whole k32 fragment (one .x4: k rows +0/+8/+16/+24)
-            if LDMATRIX_SPARSE_SHAPES[(v.m, v.n, v.k)] != bits or len(self.fragments) != 1:
-                raise VerifyException(f"warp.ldmatrix: sparse {v.shape} fragments are one per .x4, of "
-                                      f"{LDMATRIX_SPARSE_SHAPES[(v.m, v.n, v.k)]}-bit elements")
-        elif (v.m, v.n, v.k) not in LDMATRIX_SHAPES or v.sparse or v.block_scale or frag.role not in (Operand.A, Operand.B):
-            raise VerifyException("warp.ldmatrix: loads A or B fragments of a dense 16-bit m16n8k16 or 8-bit m16n8k32 mma")
-        elif LDMATRIX_SHAPES[(v.m, v.n, v.k)] != bits:
-            raise VerifyException(f"warp.ldmatrix: {v.m}x{v.n}x{v.k} fragments need {LDMATRIX_SHAPES[(v.m, v.n, v.k)]}-bit elements, not {bits}-bit")
-        if frag.role not in (Operand.A, Operand.B):
-            raise VerifyException("warp.ldmatrix: loads A or B fragments")
-        if frag.role == Operand.A and len(self.fragments) != 1:
-            raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4")
-        if self.trans is not None and bits != 16:
-            raise VerifyException("warp.ldmatrix: trans moves 16-bit elements; 8- and 32-bit operands need "
-                                  "a buffer of K rows (A: M x K, B: N x K)")
-
-
-@irdl_op_definition
-class LoadSharedOp(_StageReadOp):
-    """`warp.load_shared`: one A or B fragment of a dense mma whose registers each hold one
-    element (32- and 64-bit operands: f64, tf32), read element by element from stage
-    `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), each value
-    where the fragment table puts it: where ldmatrix does not apply (its unit is a 16-byte row of
-    the fragment, which f64 and a K x N tf32 B do not have). The buffer holds the operand as the
-    mma sees it (A: M x K, B: K x N) or, with `transposed`, its transpose (A: K x M, an M-major A;
-    B: N x K, a K-major B).
-    `rounding` reads an f32 buffer as tf32 fragments."""
-
-    name = "warp.load_shared"
-    transposed = opt_prop_def(UnitAttr)
-    result = result_def(FragType)
-    irdl_options = (ParsePropInAttrDict(),)
-
-    assembly_format = "$ref `[` $indices `]` `after` $token attr-dict `:` type($ref) `->` type($result)"
-
-    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], token: SSAValue, offsets: Sequence[int],
-                 result: FragType, transposed: bool = False, rounding: str | None = None):
-        super().__init__(operands=[ref, indices, token], result_types=[result],
-                         properties=self.stage_props(offsets, rounding, transposed=transposed))
-
-    def verify_(self) -> None:
-        frag = self.verify_stage_read(self.result)
-        v = frag.variant
-        if v.sparse or v.block_scale or frag.role not in (Operand.A, Operand.B):
-            raise VerifyException("warp.load_shared: loads A or B fragments of a dense mma")
-        bits = _element_bits(frag.element)
-        if bits not in (32, 64):
-            raise VerifyException(
-                f"warp.load_shared: reads fragments of one 32- or 64-bit element per register, not {bits}-bit "
-                f"(narrower ones come from warp.ldmatrix)")
-
-
-# Dense shapes whose fragments are 16-byte K rows, ldmatrix's unit: (m, n, k) -> element bits.
-LDMATRIX_SHAPES = {(16, 8, 8): 32, (16, 8, 16): 16, (16, 8, 32): 8, (16, 8, 64): 4, (16, 8, 256): 1}
-# Sparse shapes (mma.sp) whose compressed A and whole B fragments are .x4 reads -> element bits.
-LDMATRIX_SPARSE_SHAPES = {(16, 8, 32): 16}
-
-
-def _element_bits(t: Attribute) -> int:
-    return element_bits(element_name(t))
-
-
+from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
+    LDMATRIX_SHAPES,
+    LDMATRIX_SPARSE_SHAPES,
+    SHARED,
+    AsyncCommitOp,
+    AsyncTokenType,
+    AsyncWaitOp,
+    CopyAsyncOp,
+    LdMatrixOp,
+    LoadSharedOp,
+    is_shared,
+)
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_fill import FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  # noqa: E402,F401  (one dialect)

@@ -39,7 +39,8 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects.attributes import element_bits, element_name
-from tilemma.dialects.warp import _ints, _shared_stage, _WindowOp
+from tilemma.dialects.warp import _ints, _WindowOp
+from tilemma.dialects.warp_shared import _shared_stage
 
 # Lanes of a warp that read neighbouring words of one line (a 32-byte sector each at 8), the
 # others reading the next blocks of lines; tried in this order.
