@@ -268,14 +268,14 @@ class LowerMap(RewritePattern):
             return
         e = fio.Emitter(self.state.kernel(op).regs)
         rows_only = op.rows_only()
-        slots = (op.inputs[0] if op.inputs else op.outputs[0]).type.variant_attr  # type: ignore[union-attr]
-        slot = warp.RowsType(f32, slots).slots().slot
+        variant = (op.inputs[0] if op.inputs else op.outputs[0]).type.variant_attr  # type: ignore[union-attr]
+        slots = warp.RowsType(f32, variant).slots()
         # a rows input: each value sees its row's register (in a map of rows, the rows themselves)
-        values = [list(r) if rows_only else [r[slot[i]] for i in range(len(slot))]
+        values = [list(r) if rows_only else [r[s] for s in slots.slot]
                   if isinstance(v.type, warp.RowsType) else unpack(e, r, v.type)  # type: ignore[arg-type]
                   for r, v in zip(inputs, op.inputs)]
         body = _Body(e, op.body.block)
-        nvals = len(values[0]) if values else warp.RowsType(f32, slots).slots().count
+        nvals = len(values[0]) if values else slots.count
         results: list[list[str]] = [[] for _ in op.outputs]
         for v in range(nvals):
             for out, r in zip(results, body.run([vals[v] for vals in values])):
