@@ -32,11 +32,13 @@ def _flash_kernel_name(fn, torch) -> str:
 
 
 def _config_options(config: str) -> dict:
-    """"ROWS/BLOCK_N/Q" (e.g. "32/64/yes") as `api.compile` options; "" the defaults."""
+    """"ROWS/BLOCK_N/Q[/CTAS]" (e.g. "32/64/yes", "16/64/no/3") as `api.compile` options; "" the
+    defaults."""
     if not config:
         return {}
-    rows, block_n, q = config.split("/")
-    return {"attention_rows": int(rows), "attention_block_n": int(block_n), "attention_q_shared": q}
+    rows, block_n, q, *ctas = config.split("/")
+    return {"attention_rows": int(rows), "attention_block_n": int(block_n), "attention_q_shared": q,
+            "attention_ctas": int(ctas[0]) if ctas else 0}
 
 
 def bench(spec: AttentionSpec, torch, configs: list[str]) -> list[dict]:
@@ -102,7 +104,7 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", nargs="+", default=SHAPES, metavar="b,h,s,d")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--dtype", default="f16", choices=("f16", "bf16"))
-    p.add_argument("--configs", nargs="+", default=[""], metavar="ROWS/BLOCK_N/Q",
+    p.add_argument("--configs", nargs="+", default=[""], metavar="ROWS/BLOCK_N/Q[/CTAS]",
                    help="tilemma configurations, e.g. 32/64/yes ('' the defaults)")
     p.add_argument("--csv")
     args = p.parse_args(argv)

@@ -91,6 +91,7 @@ class EntryOp(IRDLOperation):
     sym_name = prop_def(StringAttr)
     params = prop_def(ArrayAttr[StringAttr])
     max_threads = opt_prop_def(StringAttr)
+    min_ctas = opt_prop_def(IntegerAttr)  # `.minnctapersm`: CTAs an SM is to hold at once
     grid = opt_prop_def(DenseArrayBase)
     block = opt_prop_def(DenseArrayBase)
     abi = opt_prop_def(ArrayAttr[DictionaryAttr])
@@ -370,6 +371,8 @@ def print_module(module: ModuleOp_, out: IO[str]) -> None:
         out.write(f"\n.visible .entry {entry.sym_name.data}(\n{params}\n)\n")
         if entry.max_threads is not None:
             out.write(f".maxntid {entry.max_threads.data}, 1, 1\n")
+        if entry.min_ctas is not None:
+            out.write(f".minnctapersm {entry.min_ctas.value.data}\n")
         out.write("{\n")
         for op in entry.body.ops:
             if isinstance(op, SharedOp) and op.dynamic:

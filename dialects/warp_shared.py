@@ -186,19 +186,25 @@ class LdMatrixOp(_StageReadOp):
     (`.x2`/`.x4`), or with `trans` from a K x N one (`.x2.trans`/`.x4.trans`). `trans` reads
     16-bit elements only, since .trans moves 16-bit elements.
     Static offsets become immediates where the swizzle allows; `rounding` reads an f32 buffer
-    as tf32 fragments (converted in registers)."""
+    as tf32 fragments (converted in registers). With `xor_columns` a column offset inside a
+    128-byte line is an XOR of the stage's lane address (its bits are apart from the lane's and
+    the swizzle phase's), so a stage's reads share one address instead of a live one each."""
 
     name = "warp.ldmatrix"
     trans = opt_prop_def(UnitAttr)
+    # Registers before instructions: one LOP3 a read instead of an offset register per column
+    # (attention at head dim 128 is short of registers; GEMMs keep theirs).
+    xor_columns = opt_prop_def(UnitAttr)
     fragments = var_result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$ref `[` $indices `]` `after` $token attr-dict `:` type($ref) `->` type($fragments)"
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], token: SSAValue, offsets: Sequence[int],
-                 result: FragType, count: int = 1, trans: bool = False, rounding: str | None = None):
+                 result: FragType, count: int = 1, trans: bool = False, rounding: str | None = None,
+                 xor_columns: bool = False):
         super().__init__(operands=[ref, indices, token], result_types=[[result] * count],
-                         properties=self.stage_props(offsets, rounding, trans=trans))
+                         properties=self.stage_props(offsets, rounding, trans=trans, xor_columns=xor_columns))
 
     def verify_(self) -> None:
         if not 1 <= len(self.fragments) <= 2 or len(set(r.type for r in self.fragments)) != 1:

@@ -16,6 +16,8 @@ from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 from tilemma.compiler.layouts import acc_reuse, fragments
 from tilemma.compiler.verify.attention_reference import attention_bound, attention_data
 from tilemma.compiler.verify.emulator import EmulationError, emulate
+from tilemma.compiler.verify.ptx_text import PtxSyntaxError, parse_ptx, print_ptx
+from tilemma.dialects import ptx
 
 from tests.test_emulator import _kernel
 
@@ -161,3 +163,25 @@ def test_the_casts_roundings_are_honoured():
     assert kernel.ptx.count("cvt.rz.f16.f32") and "cvt.rn.f16.f32" not in kernel.ptx
     result = run_attention(kernel, seed=2, on="emulator")
     assert result.ok, result.detail
+
+
+def test_ctas_per_sm_reach_ptxas_and_are_checked():
+    """`attention_ctas` becomes `.minnctapersm` (PTX that our parser reads back with it), and a
+    count the SM's shared memory cannot hold is a located error."""
+    text = attention_text(AttentionSpec(1, 1, 128, 128))
+    [kernel] = compile_text(text, "attention.mlir", CompileOptions(attention_rows=16, attention_q_shared="no",
+                                                                   attention_ctas=3))
+    assert ".maxntid 128, 1, 1\n.minnctapersm 3\n{" in kernel.ptx
+    [entry] = [e for e in parse_ptx(kernel.ptx).body.ops if isinstance(e, ptx.EntryOp)]
+    assert entry.min_ctas is not None and entry.min_ctas.value.data == 3
+    assert print_ptx(parse_ptx(kernel.ptx)) == kernel.ptx
+    with pytest.raises(PtxSyntaxError, match=r"<ptx>:14: expected '\.minnctapersm N'"):
+        parse_ptx(kernel.ptx.replace(".minnctapersm 3", ".minnctapersm three"))
+    for options, message in (
+            (CompileOptions(attention_rows=16, attention_ctas=3),  # Q staged: 80 KiB a CTA
+             r"3 CTAs an SM need 3 x \(81920 \+ 1024\) bytes of shared memory; an SM has 233472 on sm_90"),
+            (CompileOptions(sm="80", attention_ctas=2),  # 96 KiB a CTA on a 164 KiB SM
+             r"2 CTAs an SM need 2 x \(98304 \+ 1024\) bytes of shared memory; an SM has 167936 on sm_80")):
+        with pytest.raises(LocatedVerifyError, match=message) as e:
+            compile_text(text, "attention.mlir", options)
+        assert "attention.mlir:" in str(e.value)

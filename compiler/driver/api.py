@@ -101,6 +101,7 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "attention_rows": (int, "an int: 0 (the default), 16 or 32 query rows a warp (attention)"),
     "attention_block_n": (int, "an int: 0 (the default), 32, 64 or 128 key rows a block (attention)"),
     "attention_q_shared": (str, "'yes' or 'no' ('' for the default): Q staged in shared memory (attention)"),
+    "attention_ctas": (int, "an int: 0 (the default) or 1..8 CTAs an SM is to hold at once (attention)"),
 }
 
 

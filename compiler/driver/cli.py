@@ -41,6 +41,7 @@ def _option_values(args: argparse.Namespace) -> dict:
         attention_rows=args.attention_rows,
         attention_block_n=args.attention_block_n,
         attention_q_shared=args.attention_q_shared or "",
+        attention_ctas=args.attention_ctas,
     )
 
 
@@ -56,7 +57,7 @@ def _compile_options(args: argparse.Namespace):
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
                       sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, attention_rows=0,
-                      attention_block_n=0, attention_q_shared="")
+                      attention_block_n=0, attention_q_shared="", attention_ctas=0)
 
 
 def _compile(text: str, name: str, values: dict, observe: instrument.PassInstrument) -> list:
@@ -122,6 +123,9 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
                    help="attention: key rows a block (default 64)")
     p.add_argument("--attention-q-shared", choices=("yes", "no"),
                    help="attention: Q staged in shared memory (default: at head dim 128) or kept in registers")
+    p.add_argument("--attention-ctas", type=int, default=0, choices=range(9), metavar="N",
+                   help="attention: CTAs an SM is to hold at once, 1..8 (.minnctapersm; ptxas cuts the "
+                   "registers a thread to fit them); 0 (default): the configuration's")
     p.add_argument("--tune-cache", help="tuning cache written by `tilemma tune` (default $TILEMMA_TUNE_CACHE)")
     p.add_argument("--no-swizzle", action="store_true",
                    help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")

@@ -63,13 +63,14 @@ class CompileOptions:
     attention_rows: int = 0  # query rows a warp: 16 or 32
     attention_block_n: int = 0  # key rows a block: 32, 64 or 128
     attention_q_shared: str = ""  # "yes": Q staged in shared memory, "no": in registers
+    attention_ctas: int = 0  # CTAs an SM is to hold at once (.minnctapersm), 1..8
 
     def passes(self) -> list[ModulePass]:
         return [
             LinalgToTile(),  # linalg.matmul input; a no-op on tile IR
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
             # attention kernels (tile.softmax); a no-op on the others
-            TileAttention(self.attention_rows, self.attention_block_n, self.attention_q_shared),
+            TileAttention(self.attention_rows, self.attention_block_n, self.attention_q_shared, self.attention_ctas),
             *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k)),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),

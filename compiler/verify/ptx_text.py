@@ -13,6 +13,7 @@ The subset, per line (leading indentation is free; the printer uses four spaces)
     .extern .shared .align A .b8 NAME[];               ptx.shared (dynamic) of the kernel that follows
     .visible .entry NAME(  .param DECL, ...  )         a kernel, one parameter per line
     .maxntid N, 1, 1                                   optional, before the body
+    .minnctapersm N                                    optional, after .maxntid
     {  ...  }                                          the body, one operation per line:
     .reg .TYPE %PREFIX<COUNT>;                         ptx.reg
     .shared .align A .b8 NAME[SIZE];                   ptx.shared (static)
@@ -29,7 +30,7 @@ import re
 from dataclasses import dataclass
 
 from tilemma.dialects import ptx
-from xdsl.dialects.builtin import StringAttr
+from xdsl.dialects.builtin import IntegerAttr, StringAttr
 from xdsl.ir import Block, Operation, Region
 from xdsl.utils.exceptions import VerifyException
 
@@ -72,6 +73,7 @@ _HEADER = (("version", re.compile(r"^\.version\s+(\d+\.\d+)$")),
 _ENTRY = re.compile(r"^\.visible\s+\.entry\s+([A-Za-z_$][\w$]*)\s*\($")
 _PARAM = re.compile(r"^\.param\s+(\.\w+\s+[A-Za-z_$][\w$]*)\s*(,?)$")
 _MAXNTID = re.compile(r"^\.maxntid\s+(\d+)\s*,\s*1\s*,\s*1$")
+_MINNCTAPERSM = re.compile(r"^\.minnctapersm\s+(\d+)$")
 _REG = re.compile(r"^\.reg\s+\.(\w+)\s+(%[A-Za-z_$][A-Za-z_$]*)<(\d+)>;$")
 _SHARED = re.compile(r"^(\.extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.b8\s+([A-Za-z_$][\w$]*)\[(\d*)\];$")
 _LABEL = re.compile(r"^([A-Za-z_$][\w$]*):$")
@@ -220,6 +222,13 @@ class _Reader:
             line = self.expect("'{'")
         elif line.strip().startswith(".maxntid"):
             raise self.error("expected '.maxntid N, 1, 1'")
+        min_ctas = None
+        mc = _MINNCTAPERSM.match(line.strip())
+        if mc:
+            min_ctas = int(mc.group(1))
+            line = self.expect("'{'")
+        elif line.strip().startswith(".minnctapersm"):
+            raise self.error("expected '.minnctapersm N'")
         if line.strip() != "{":
             raise self.error("expected '{' to open the kernel body")
         ops: list[Operation] = list(externs or [])
@@ -231,6 +240,8 @@ class _Reader:
             self.op_lines[op] = self.pos
             ops.append(op if isinstance(op, ptx.InstOp) else self.verified(op))
         entry = ptx.EntryOp(name, params, Region(Block(ops)), max_threads)
+        if min_ctas is not None:
+            entry.min_ctas = IntegerAttr(min_ctas, 64)
         self.op_lines[entry] = start
         return self.verified(entry)
 

@@ -61,12 +61,15 @@ class AttentionConfig:
     """How `tile-attention` tiles a kernel: `warps` warps of `rm` m16 tiles (16 rm query rows)
     each, key/value blocks of `block_n` rows, Q's fragments in registers for the whole kernel or
     (`q_shared`) staged once in shared memory and read by ldmatrix per block (FA2's choice at head
-    dim 128, where 32 query rows a warp leave no registers for Q)."""
+    dim 128, where 32 query rows a warp leave no registers for Q). `ctas`: the CTAs an SM is to
+    hold at once (`.minnctapersm`: ptxas keeps each thread within the SM's registers / that many
+    CTAs); 0 asks for none."""
 
     warps: int = 4
     rm: int = 2
     block_n: int = 64
     q_shared: bool = False
+    ctas: int = 0
 
     @property
     def block_m(self) -> int:
@@ -208,14 +211,17 @@ class _Attention(IndexBuilder):
             for kd in range(a.d // 16):
                 if q_frags is None:
                     qa = [self.add(warp.LdMatrixOp(s_q, [zero, warp_row, zero], token, (16 * i, kd * 16),
-                                                   self.frag(warp.Operand.A))).results[0] for i in range(rm)]
+                                                   self.frag(warp.Operand.A), xor_columns=True)).results[0]
+                          for i in range(rm)]
                 else:
                     qa = [q_frags[i][kd] for i in range(rm)]
                 for nt in range(0, n_s, 2):
                     if self.kt_k_major:  # an N x K stage
-                        read = warp.LdMatrixOp(s_k, [stage, zero, zero], token, (nt * 8, kd * 16), b_type, 2)
+                        read = warp.LdMatrixOp(s_k, [stage, zero, zero], token, (nt * 8, kd * 16), b_type, 2,
+                                               xor_columns=True)
                     else:  # a K x N stage
-                        read = warp.LdMatrixOp(s_k, [stage, zero, zero], token, (kd * 16, nt * 8), b_type, 2, trans=True)
+                        read = warp.LdMatrixOp(s_k, [stage, zero, zero], token, (kd * 16, nt * 8), b_type, 2, trans=True,
+                                               xor_columns=True)
                     pair = list(self.add(read).results)
                     for i in range(rm):
                         for t in range(2):
@@ -272,9 +278,11 @@ class _Attention(IndexBuilder):
             for kk in range(self.bn // 16):
                 for dt in range(0, n_o, 2):
                     if self.v_k_major:  # an N x K stage (V stored with S contiguous)
-                        read = warp.LdMatrixOp(s_v, [stage, zero, zero], token, (dt * 8, kk * 16), b_type, 2)
+                        read = warp.LdMatrixOp(s_v, [stage, zero, zero], token, (dt * 8, kk * 16), b_type, 2,
+                                               xor_columns=True)
                     else:  # a K x N stage: V as stored
-                        read = warp.LdMatrixOp(s_v, [stage, zero, zero], token, (kk * 16, dt * 8), b_type, 2, trans=True)
+                        read = warp.LdMatrixOp(s_v, [stage, zero, zero], token, (kk * 16, dt * 8), b_type, 2, trans=True,
+                                               xor_columns=True)
                     pair = list(self.add(read).results)
                     for i in range(rm):
                         for t in range(2):
@@ -322,6 +330,8 @@ class _Attention(IndexBuilder):
                                       for i in range(len(args))])
         kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, [ceil_div(a.l, self.bm), a.batch, 1])
         kernel.attributes["warp.block"] = DenseArrayBase.from_list(i64, [self.threads, 1, 1])
+        if self.c.ctas:
+            kernel.attributes["warp.min_ctas"] = IntegerAttr(self.c.ctas, i64)
 
     def _zero_acc(self, acc: warp.FragType) -> SSAValue:
         return self.add(warp.ConstantOp(FloatAttr(0.0, f64), acc)).results[0]
@@ -341,13 +351,15 @@ class TileAttention(ModulePass):
     FlashAttention-2 schedule at the warp level. Options (0 / "": the default for the head dim and
     the mask, `AttentionConfig.default`): `rows-per-warp` (16 or 32 query rows a warp), `block-n`
     (key rows a block: 32, 64 or 128), `q-shared` ("yes": Q staged in shared memory, "no": in
-    registers)."""
+    registers), `ctas-per-sm` (CTAs an SM is to hold at once, 1..8: ptxas cuts the registers a
+    thread to fit them, at least 64; the SM's shared memory must hold them; 0: the default)."""
 
     name = "tile-attention"
 
     rows_per_warp: int = 0
     block_n: int = 0
     q_shared: str = ""
+    ctas_per_sm: int = 0
 
     def config(self, d: int) -> AttentionConfig:
         c = AttentionConfig.default(d)
@@ -357,8 +369,11 @@ class TileAttention(ModulePass):
             raise ValueError(f"tile-attention: block-n must be 32, 64 or 128, got {self.block_n}")
         if self.q_shared not in ("", "yes", "no"):
             raise ValueError(f"tile-attention: q-shared must be yes or no, got {self.q_shared!r}")
+        if not 0 <= self.ctas_per_sm <= 8:
+            raise ValueError(f"tile-attention: ctas-per-sm must be 1..8 (0: the default), got {self.ctas_per_sm}")
         return AttentionConfig(c.warps, self.rows_per_warp // 16 or c.rm, self.block_n or c.block_n,
-                               c.q_shared if not self.q_shared else self.q_shared == "yes")
+                               c.q_shared if not self.q_shared else self.q_shared == "yes",
+                               self.ctas_per_sm or c.ctas)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
@@ -379,6 +394,13 @@ def _check_limits(kernel: func.FuncOp, a: AttentionKernel, c: AttentionConfig) -
         raise LoweringError(a.mma_s, f"attention: {STAGES} stages of {c.block_n} keys at head dims {a.d}/{a.dv}"
                                      f"{' and a staged Q' if c.q_shared else ''} need {bytes_} bytes of shared memory; "
                                      f"a CTA has at most {limit} on {target} ({limit // 1024} KiB): take a smaller block-n")
+    if c.ctas:
+        # the driver keeps 1 KiB of an SM's shared memory per CTA (`shared_per_cta` is 1 KiB less)
+        reserve = target.limits.shared_per_sm - limit
+        if c.ctas * (bytes_ + reserve) > target.limits.shared_per_sm:
+            raise LoweringError(a.mma_s, f"attention: {c.ctas} CTAs an SM need {c.ctas} x ({bytes_} + {reserve}) bytes "
+                                         f"of shared memory; an SM has {target.limits.shared_per_sm} on {target}: "
+                                         f"ask for fewer CTAs or a smaller block-n")
     if ceil_div(a.l, c.block_m) > GRID_LIMITS[0] or a.batch > GRID_LIMITS[1]:
         raise LoweringError(a.mma_s, f"attention: {ceil_div(a.l, c.block_m)} query blocks x {a.batch} heads exceed the "
                                      f"CUDA grid limits ({GRID_LIMITS[0]} x {GRID_LIMITS[1]})")

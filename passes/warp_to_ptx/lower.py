@@ -222,6 +222,9 @@ class WarpToPtx(ModulePass):
         entry = ptx.EntryOp(kernel.sym_name.data, params, region, threads[0], (grid, threads), abi)
         if state.shared_bytes:
             entry.shared_bytes = IntegerAttr(state.shared_bytes, 64)
+        min_ctas = kernel.attributes.get("warp.min_ctas")
+        if isinstance(min_ctas, IntegerAttr):
+            entry.min_ctas = min_ctas
         grid_sizes = kernel.attributes.get("warp.grid_sizes")
         if isinstance(grid_sizes, ArrayAttr):
             entry.grid_sizes = grid_sizes

@@ -377,16 +377,38 @@ class LowerLdMatrix(RewritePattern):
                 e.emit("mad.lo.u32", row, upper, 16, row)
             else:
                 e.emit("mad.lo.u32", col, upper, 2 * half_row, col)
-        if col_off:
+        lane_bytes = 0 if col_part is None else col_part[1] * bits // 8
+        xor = None if sparse_b or col0 != "0" else _xor_columns(op, col_off * bits // 8, lane_bytes, row_bytes, bits)
+        if col_off and xor is None:
             e.emit("add.u32", col, col, col_off)
         _column_bytes(e, col, col, bits)
         addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle, mult)  # type: ignore[arg-type]
+        line = 0
+        if xor is not None:
+            lo, line = xor
+            if lo:
+                moved = e.reg("b32")
+                e.emit("xor.b32", moved, addr, lo)
+                addr = moved
         out = e.reg_list("b32", 4 if wide else 2)
         shape = ("x4" if wide else "x2") + (".trans" if trans else "")
         e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
-               f"[{addr}+{imm_rows * row_bytes}]")
+               f"[{addr}+{imm_rows * row_bytes + line}]")
         _round_tf32(e, op, out)
         _finish(op, rewriter, e, [out] if is_a or sparse_b else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
+
+
+def _xor_columns(op: warp.LdMatrixOp, col_bytes: int, lane_bytes: int, row_bytes: int,
+                 bits: int) -> tuple[int, int] | None:
+    """(XOR, immediate) that move an `xor_columns` read's lane address by `col_bytes`, or None
+    where that does not hold. The lane address is 128-byte aligned stage + row x `row_bytes` +
+    (lane column ^ phase) below 128 (the column index being the immediate 0); an offset inside
+    the line whose bits miss the lane column's (0 or `lane_bytes`) is that XOR, whole lines an
+    immediate."""
+    if op.xor_columns is None or bits < 8 or row_bytes % 128:
+        return None
+    lo = col_bytes % 128
+    return (lo, col_bytes - lo) if lo & lane_bytes == 0 and lane_bytes < 128 else None
 
 
 @dataclass
