@@ -191,6 +191,11 @@ class _Attention(IndexBuilder):
             ml = carried[rm * n_o:]
             outer, self.ops = self.ops, []
             j = t if first is None else self.add(arith.AddiOp(first, t)).results[0]
+            # block j's copies done (each thread's), then seen by all: the barrier also says every
+            # warp is past block j - 1, so its stage takes block j + 1's copies from here on (FA2's
+            # one barrier a block)
+            token = self.add(warp.AsyncWaitOp(0)).results[0]
+            self.add(gpu.BarrierOp())
             nxt = self.plus(j, 1)
             more = self.add(arith.CmpiOp(nxt, blocks, "ult")).results[0]
             outside, self.ops = self.ops, []
@@ -199,8 +204,6 @@ class _Attention(IndexBuilder):
             then, self.ops = self.ops, outside
             self.add(scf.IfOp(more, [], then))
             self.add(warp.AsyncCommitOp())
-            token = self.add(warp.AsyncWaitOp(1)).results[0]
-            self.add(gpu.BarrierOp())
             stage = self.add(arith.RemUIOp(j, self.const(STAGES))).results[0]
             kv = self.add(arith.MuliOp(j, self.const(self.bn))).results[0]
 
@@ -288,7 +291,6 @@ class _Attention(IndexBuilder):
                         for t in range(2):
                             x = i * n_o + dt + t
                             o[x] = self.add(warp.MmaOp(p_lhs[i][kk], pair[t], o[x])).results[0]
-            self.add(gpu.BarrierOp())  # everyone is done with this stage before it is copied into again
             self.add(scf.YieldOp(*o, *ml_new))
             body.add_ops(self.ops)
             self.ops = outer
