@@ -128,6 +128,8 @@ class _Attention(IndexBuilder):
         bz = self.add(gpu.BlockIdOp(gpu.DimensionAttr(gpu.DimensionEnum.Y))).results[0]
         tid = self.add(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X))).results[0]
         warp_id = self.add(arith.DivUIOp(tid, self.const(32))).results[0]
+        if a.causal:  # the longest query blocks (the last) first: the short ones fill the last wave
+            bx = self.add(arith.SubiOp(self.const(ceil_div(a.l, self.bm) - 1), bx)).results[0]
         cta_row = self.add(arith.MuliOp(bx, self.const(self.bm))).results[0]
         warp_row = self.add(arith.MuliOp(warp_id, self.const(16 * rm))).results[0]
         q_row = self.add(arith.AddiOp(cta_row, warp_row)).results[0]

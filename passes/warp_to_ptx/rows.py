@@ -57,8 +57,9 @@ class LowerRowReduce(RewritePattern):
 
 @dataclass
 class LowerMask(RewritePattern):
-    """`warp.mask`: each value's row and column (the fragment's origin + the lane's linear part,
-    computed once per thread, + the value's offset) against the limit and the diagonal."""
+    """`warp.mask`: each value's column offset against, computed once a mask from the fragment's
+    origin + the lane's linear part, the room left before the limit and the diagonal's distance
+    from its row offset: one compare and one select a value."""
 
     state: LoweringState
 
@@ -79,19 +80,29 @@ class LowerMask(RewritePattern):
         row0, col0 = e.reg("b32"), e.reg("b32")
         e.emit("add.u32", row0, index[0], lane_row)
         e.emit("add.u32", col0, index[1], lane_col)
+        # what each value's column offset is compared with, once: the room left before the limit
+        # and, per row offset, the diagonal's distance (two instructions a value, not four)
+        room = None
+        if op.limit is not None:
+            room = e.reg("b32")
+            e.emit("sub.s32", room, index[2], col0)
+        diagonal: dict[int, str] = {}
+        if op.causal is not None:
+            for r in sorted(set(lin.row_off)):
+                diagonal[r] = e.reg("b32")
+                e.emit("sub.s32", diagonal[r], row0, col0)
+                if r:
+                    e.emit("add.s32", diagonal[r], diagonal[r], r)
         fill = f32_literal(op.value.value.data)
         out = []
         for v, r in enumerate(src):
-            col = e.reg("b32")
-            e.emit("add.u32", col, col0, lin.col_off[v])
             masked = None
-            if op.limit is not None:
+            if room is not None:  # col0 + offset >= limit
                 masked = e.reg("pred")
-                e.emit("setp.ge.s32", masked, col, index[2])
-            if op.causal is not None:
-                row, above = e.reg("b32"), e.reg("pred")
-                e.emit("add.u32", row, row0, lin.row_off[v])
-                e.emit("setp.gt.s32", above, col, row)
+                e.emit("setp.le.s32", masked, room, lin.col_off[v])
+            if op.causal is not None:  # col0 + offset > row0 + row offset
+                above = e.reg("pred")
+                e.emit("setp.lt.s32", above, diagonal[lin.row_off[v]], lin.col_off[v])
                 if masked is not None:  # past the limit or above the diagonal
                     e.emit("or.pred", above, masked, above)
                 masked = above
