@@ -13,7 +13,8 @@ that need it, a second loop after the blocks every row of the CTA sees whole), t
 c = scale log2 e), P = exp2(S c - m c) (one FFMA and EX2 an element, as FA2) and the running sum
 l = l alpha + rowsum(P), O = O alpha, then P cast to the operand type and read as the A fragments
 of the second mma (`warp.to_lhs`: the same registers), O += P V. After the last block O (1 / l)
-is cast and stored. Causal CTAs stop at the last block one of their rows can see.
+is cast and stored. Causal CTAs stop at the last block one of their rows can see, the longest
+(the last query blocks) first.
 
 Numerics: m and l are exact f32 maxima and sums of the computed values; exp2 is
 `ex2.approx.ftz.f32` (`fastmath<afn>`; at most 2 ulp, results below 2^-126 flushed); P is rounded
@@ -79,8 +80,9 @@ class AttentionConfig:
     def default(d: int) -> AttentionConfig:
         """Measured on an H200 (b4 h16 s4096, `benchmarks/attention_bench.py --configs`, causal
         and not): 32 query rows a warp and 64-key blocks at both head dims; Q in registers at 64,
-        staged at 128 (32 rows of O, S and Q leave no registers; even staged, ptxas spills 96
-        bytes there, and still beats 32-key blocks or 16 rows)."""
+        staged at 128 (32 rows of O, S and Q leave no registers; staged, ptxas spills 36 bytes
+        and it still beats 32-key blocks, 16 rows, or 16 rows with 3 CTAs an SM at 168
+        registers: 0.91x of it)."""
         return AttentionConfig(4, 2, 64, q_shared=d > 64)
 
 
