@@ -143,7 +143,10 @@ _H100: dict[str, Config] = {
     "8bit-gather": Config("2x2", "4x8", 4, 64),
     "fp8": Config("2x2", "2x8", 3, 128),  # two f16 HMMAs on converted registers: 4x8 spills
     "32bit": Config("2x2", "4x8", 3, 32),
-    "32bit-row-b": Config("2x2", "2x8", 3, 32),  # B through warp.load_shared: 4x8 spills
+    # an M-major A or a row-major B (warp.load_shared), H200 at 4096^3 (TFLOP/s, B row / A col / both;
+    # benchmarks/results/h200-2026-11-27-tf32-configs.csv): 4x8 warp tiles spill 8-44 bytes and still
+    # beat 2x8's 131 / 144 / 131: 2x4 warps (LARGE_WARPS) 178 / 159 / 161, 2x2 171 / 157 / 167
+    "32bit-row-b": Config("2x2", "4x8", 3, 32),
     "64bit": Config("4x2", "2x4", 3, 32),  # 61 TFLOP/s, cuBLAS 61; 2x2 warps x K 16: 48
     "sparse-16bit": Config("2x2", "4x8", 4, 64),  # pre-compressed A: 481 (K 32 stages: 445); 2x4 of 4x4: 320
     "4bit": Config("2x2", "4x8", 3, 256),  # the 8-bit default's bytes; not timed (sm_90 emulates s4)
