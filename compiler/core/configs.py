@@ -203,6 +203,8 @@ def fit_shared(stages: int, stage_k: int, bits_per_k: int, limit: int, schedule:
 # rather than the whole next K step ahead: measured at 4096^3 on an H100, f16 422 against 401,
 # bf16 407 against 397, pre-compressed sparse 469-481 against 462 (and its 4x8 tiles with K 64
 # stages no longer spill); f64 lost 12% (54 against 61: its A reads' latency exposed), s8 5%.
+# tf32 lost too (H200, 4096^3: B K-major 177 against 206 TFLOP/s, A M-major at 512x4096x4096 100
+# against 131), though it ends the 4x8 tiles' spills of a row-major B.
 INTERLEAVED_READS = {"16bit", "sparse-16bit"}
 # Large problems take a CTA twice as wide where it fits (f16 8192^3: 454 against 441 TFLOP/s);
 # `fit_shared` cuts its stages or stage K where the target's shared memory is smaller (99 KiB).
