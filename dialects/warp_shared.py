@@ -240,19 +240,24 @@ class LoadSharedOp(_StageReadOp):
     the fragment, which f64 and a K x N tf32 B do not have). The buffer holds the operand as the
     mma sees it (A: M x K, B: K x N) or, with `transposed`, its transpose (A: K x M, an M-major A;
     B: N x K, a K-major B).
-    `rounding` reads an f32 buffer as tf32 fragments."""
+    `rounding` reads an f32 buffer as tf32 fragments. `xor_columns` (as `warp.ldmatrix`'s, the
+    column index a multiple of 128 bytes): a column offset inside a 128-byte line whose bits miss
+    the lane's column is an XOR of the value's row address, not an address register of its own."""
 
     name = "warp.load_shared"
     transposed = opt_prop_def(UnitAttr)
+    xor_columns = opt_prop_def(UnitAttr)
     result = result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$ref `[` $indices `]` `after` $token attr-dict `:` type($ref) `->` type($result)"
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], token: SSAValue, offsets: Sequence[int],
-                 result: FragType, transposed: bool = False, rounding: str | None = None):
+                 result: FragType, transposed: bool = False, rounding: str | None = None,
+                 xor_columns: bool = False):
         super().__init__(operands=[ref, indices, token], result_types=[result],
-                         properties=self.stage_props(offsets, rounding, transposed=transposed))
+                         properties=self.stage_props(offsets, rounding, transposed=transposed,
+                                                     xor_columns=xor_columns))
 
     def verify_(self) -> None:
         frag = self.verify_stage_read(self.result)

@@ -12,6 +12,8 @@ f64 fragment patterns is counted from the same formula the lowering emits.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -63,6 +65,8 @@ CASES = {
     "tf32-odd": lambda **o: _spec_kernel(GemmSpec(130, 70, 200, "tf32", "tf32", "f32"), **o),
     "tf32-batched": lambda **o: _spec_kernel(GemmSpec(37, 45, 83, "tf32", "tf32", "f32", batch=3), **o),
     "tf32-broadcast-b": lambda **o: _spec_kernel(GemmSpec(70, 33, 50, "tf32", "tf32", "f32", batch=2, bcast="b"), **o),
+    # an M-major A too: both through warp.load_shared, their column offsets as XORs (`xor_columns`)
+    "tf32-acol-odd": lambda **o: _spec_kernel(GemmSpec(130, 70, 200, "tf32", "tf32", "f32", a_layout="col"), **o),
 }
 
 
@@ -70,6 +74,8 @@ CASES = {
 def test_staged_f64_matches_reference_and_simple_path_bits(name):
     staged = CASES[name]()
     assert _staged(staged), "f64 and tf32 (row-major B) take the staged schedule by default"
+    if name in ("tf32-odd", "tf32-acol-odd"):  # 8-tile warp columns: a line's offsets XOR a row's address
+        assert re.search(r"xor\.b32 (%r\d+), %r\d+, (32|64|96);\n\s+ld\.shared\.b32 %r\d+, \[\1\+\d+\]", staged.ptx)
     got = run_compiled(staged, seed=5, on="emulator")
     assert got.ok, got.line()
     simple = CASES[name](stages=0)

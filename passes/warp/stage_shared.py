@@ -119,6 +119,11 @@ class _Stage(IndexBuilder):
         shared_load = (v.m, v.n, v.k, v.atype) in SHARED_LOAD_SHAPES
         self.a_shared = shared_load or (self.a.bits == 32 and self.a_m_major)
         self.b_shared = shared_load or (self.b.bits == 32 and not self.b_k_major)
+        # tf32 read across its K rows: a warp's columns start on a 128-byte line (its rows' or
+        # columns' count x 4 bytes), so a value's column offset is an XOR of its row's address
+        # (`xor_columns`: fewer live address registers, what lets the 4x8 warp tiles fit)
+        self.xor_a = self.a_shared and self.a_m_major and self.a.bits == 32 and rm * v.m * 4 % 128 == 0
+        self.xor_b = self.b_shared and not self.b_k_major and self.b.bits == 32 and rn * v.n * 4 % 128 == 0
         self.threads = s.threads
         wm, wn = s.warps
         self.bm, self.bn = wm * rm * v.m, wn * rn * v.n
@@ -296,7 +301,7 @@ class _Stage(IndexBuilder):
                 op = a_read(self.s_a, [stage, self.warp_row, a_col], token, (i * 16, 0), a_type, rounding=a_round)
             elif self.a_shared:  # a K x M buffer
                 op = warp.LoadSharedOp(self.s_a, [stage, at, self.warp_row], token, (0, i * 16), a_type,
-                                       transposed=True, rounding=a_round)
+                                       transposed=True, rounding=a_round, xor_columns=self.xor_a)
             else:
                 op = warp.LdMatrixOp(self.s_a, [stage, zero, self.warp_row], token, (kk, i * 16), a_type, trans=True)
             return self.add(op).results[0]
@@ -306,7 +311,7 @@ class _Stage(IndexBuilder):
                 op = (warp.LoadSharedOp(self.s_b, [stage, self.warp_col, at], token, (j * 8, 0), b_type,
                                         transposed=True, rounding=b_round) if self.b_k_major
                       else warp.LoadSharedOp(self.s_b, [stage, at, self.warp_col], token, (0, j * 8), b_type,
-                                             rounding=b_round))
+                                             rounding=b_round, xor_columns=self.xor_b))
             elif pre:
                 op = (warp.LdMatrixOp(self.s_b, [stage, self.plus(self.warp_col, j * 8), at], token, (0, 0), b_type)
                       if self.b_k_major else

@@ -398,6 +398,20 @@ class LowerLdMatrix(RewritePattern):
         _finish(op, rewriter, e, [out] if is_a or sparse_b else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
 
 
+def _value_address(e: fio.Emitter, row: str, col: str, key: tuple[int, int], stage_base: str, esz: int,
+                   row_bytes: int, swizzle: bool, mult: int) -> str:
+    """The shared address of a `warp.load_shared` value at (row, col) + `key` (elements)."""
+    vr, cb = row, e.reg("b32")
+    if key[0]:
+        vr = e.reg("b32")
+        e.emit("add.u32", vr, row, key[0])
+    e.emit("add.u32", cb, col, key[1])
+    e.emit("mul.lo.u32", cb, cb, esz)
+    addr = e.reg("b32")
+    e.emit("add.u32", addr, stage_base, _shared_offset(e, vr, row_bytes, cb, swizzle, mult))
+    return addr
+
+
 def _xor_columns(op: warp.LdMatrixOp, col_bytes: int, lane_bytes: int, row_bytes: int,
                  bits: int) -> tuple[int, int] | None:
     """(XOR, immediate) that move an `xor_columns` read's lane address by `col_bytes`, or None
@@ -449,19 +463,30 @@ class LowerLoadShared(RewritePattern):
         bank = _bank_of(frag)
         out = e.reg_list(bank, lay.regs)
         suffix = fio._word_suffix(bank)
+        # `xor_columns`: the lane's column bytes (bits that never carry) and the buffer's rows
+        # leave a line's column offsets to an XOR of the row's address
+        lane_bytes = [w * esz for w in cols[0] if w]
+        lane_mask = sum(lane_bytes)
+        xor = (op.xor_columns is not None and row_bytes % 128 == 0 and lane_mask < 128
+               and all(a & b == 0 for i, a in enumerate(lane_bytes) for b in lane_bytes[i + 1:]))
         addrs: dict[tuple[int, int], str] = {}
         for v, r in enumerate(out):
             dr, dc = row_off + rows[1][v], col_off + cols[1][v]
             key = (dr % period_rows, dc % period_cols)
+            moved = key[1] * esz
+            if xor and moved < 128 and moved & lane_mask == 0:
+                base_key = (key[0], 0)
+                if base_key not in addrs:
+                    addrs[base_key] = _value_address(e, row, col, base_key, stage_base, esz, row_bytes, swizzle, mult)
+                addr = addrs[base_key]
+                if moved:
+                    addr = e.reg("b32")
+                    e.emit("xor.b32", addr, addrs[base_key], moved)
+                imm = (dr - key[0]) * row_bytes + (dc - key[1]) * esz
+                e.emit(f"ld.shared.{suffix}", r, f"[{addr}+{imm}]")
+                continue
             if key not in addrs:
-                vr, cb = row, e.reg("b32")
-                if key[0]:
-                    vr = e.reg("b32")
-                    e.emit("add.u32", vr, row, key[0])
-                e.emit("add.u32", cb, col, key[1])
-                e.emit("mul.lo.u32", cb, cb, esz)
-                addrs[key] = e.reg("b32")
-                e.emit("add.u32", addrs[key], stage_base, _shared_offset(e, vr, row_bytes, cb, swizzle, mult))
+                addrs[key] = _value_address(e, row, col, key, stage_base, esz, row_bytes, swizzle, mult)
             imm = (dr - key[0]) * row_bytes + (dc - key[1]) * esz
             e.emit(f"ld.shared.{suffix}", r, f"[{addrs[key]}+{imm}]")
         _round_tf32(e, op, out)
