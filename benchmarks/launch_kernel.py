@@ -3,6 +3,7 @@ no peers: the process to put under `ncu` or `compute-sanitizer`.
 
     python -m benchmarks.launch_kernel f16 4096 [warps=2x4,warp-tile=4x8,stages=3] [--launches 3]
     python -m benchmarks.launch_kernel epilogue:bias-gelu 4096      # an epilogue_bench case's fused kernel
+    DISABLE_MMA_V3=1 python -m benchmarks.launch_kernel tf32-brow 4096 --triton 128,256,32,8,3   # the Triton peer
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("size", type=int)
     p.add_argument("config", nargs="?", default="", help="as gemm_bench --tilemma-configs")
     p.add_argument("--launches", type=int, default=3)
+    p.add_argument("--triton", metavar="BM,BN,BK,WARPS,STAGES",
+                   help="launch Triton's matmul (benchmarks.triton_gemm) with this configuration instead; "
+                   "DISABLE_MMA_V3=1 in the environment for its mma.sync path")
     args = p.parse_args(argv)
     import torch
 
@@ -29,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.family not in FAMILIES:
         p.error(f"unknown family {args.family!r}")
     fam = FAMILIES[args.family]
+    if args.triton:
+        return _triton(fam, args.size, tuple(int(x) for x in args.triton.split(",")), args.launches, torch)
     text, name = tilemma_ir(fam, args.size)
     kernel = tilemma_kernel(text, name, compile_options(**parse_config(args.config)))
     inp = make_inputs(fam, args.size, torch)
@@ -40,6 +46,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{kernel.name}: {kernel.config}", file=sys.stderr)
     return 0
 
+
+
+def _triton(fam, n: int, config: tuple, launches: int, torch) -> int:
+    """Triton's matmul of `fam` at n^3, the operands in the family's orders (`gemm_bench`'s)."""
+    from benchmarks import triton_gemm
+
+    inp = make_inputs(fam, n, torch)
+    d = output(fam, n, torch)
+    for _ in range(launches):
+        compiled = triton_gemm.matmul(inp["a_op"], inp["b_op"], d, config, fam.triton_precision)
+    torch.cuda.synchronize()
+    print(f"triton {config}: {triton_gemm.instruction(compiled.asm['ptx'])}", file=sys.stderr)
+    return 0
 
 def _epilogue(case: str, n: int, launches: int, torch) -> int:
     """The fused kernel of an epilogue_bench case at n^3 on random tensors made from its ABI
