@@ -80,6 +80,11 @@ FAMILIES: dict[str, Family] = {
         # rn: one F2FP per register on sm_90 where rna takes about two instructions
         Family("tf32-rn", "tf32", "f32", triton_precision="tf32", b_col=True,
                rounding="rn"),
+        # trunc: no conversion, the mma reads the f32's top 19 bits (what cuBLAS and Triton's tf32 do)
+        Family("tf32-trunc", "tf32", "f32", triton_precision="tf32", b_col=True, rounding="trunc"),
+        Family("tf32-brow-trunc", "tf32", "f32", triton_precision="tf32", rounding="trunc"),
+        Family("tf32-acol-trunc", "tf32", "f32", triton_precision="tf32", a_col=True, b_col=True, rounding="trunc"),
+        Family("tf32-acol-brow-trunc", "tf32", "f32", triton_precision="tf32", a_col=True, rounding="trunc"),
         Family("f64", "f64", "f64", triton_precision="ieee"),
         Family("sparse-f16", "f16", "f32", sparse=True),
         Family("sparse-f16-pre", "f16", "f32", sparse=True, pre_compressed=True),
@@ -316,7 +321,9 @@ NO_ERROR_WORD = -1  # passes.sparse_a.NO_ERROR (0xFFFFFFFF) as an int32
 def round_tf32_bits(bits, mode: str = "rna"):
     """f32 bit patterns (int32) rounded to tf32 as cvt.<mode>.tf32.f32 (rna: ties away from zero;
     rn: ties to even), for finite values below the largest tf32: add half a unit of the 13 dropped
-    bits (less one for rn when the kept part is even), drop them."""
+    bits (less one for rn when the kept part is even), drop them; rz and trunc only drop them."""
+    if mode in ("rz", "trunc"):
+        return bits & -0x2000
     if mode == "rn":
         return (bits + 0xFFF + ((bits >> 13) & 1)) & -0x2000
     return (bits + 0x1000) & -0x2000

@@ -140,11 +140,16 @@ class PopcAttr(EnumAttribute[Popc], SpacedOpaqueSyntaxAttribute):
 
 
 class Rounding(StrEnum):
-    """How a conversion rounds (PTX cvt modifiers): to nearest even, to nearest away, to zero."""
+    """How a conversion rounds (PTX cvt modifiers): to nearest even, to nearest away, to zero;
+    `trunc` (f32 -> tf32 only) converts nothing: the tensor cores read a tf32 register's top 19
+    bits, so an f32 goes in as it is (rz for numbers and infinities; a NaN whose payload lies in
+    the low 13 bits alone reads as an infinity) - what cuBLAS, Triton and CUTLASS's round_toward_zero
+    conversion feed their tf32 mmas."""
 
     RN = auto()
     RNA = auto()
     RZ = auto()
+    TRUNC = auto()
 
 
 @irdl_attr_definition

@@ -93,13 +93,14 @@ class CastRule:
 
 # Every conversion the lowering can do, (source, destination) element names -> rule: the one
 # table tile.cast verifies against and tile-to-ptx (and the reference runner) lower from.
-# cvt.rna.tf32.f32 needs sm_80, cvt.rn/.rz.tf32.f32 sm_90 (PTX 7.8). The result casts are PTX
+# cvt.rna.tf32.f32 needs sm_80, cvt.rn/.rz.tf32.f32 sm_90 (PTX 7.8); `trunc` is no instruction
+# (the mma reads the f32 register's top 19 bits: the emulator's model, checked on the H100/H200). The result casts are PTX
 # cvt's: f32 -> f16 (cvt.rn/.rz.f16.f32, packed as cvt.rn.f16x2.f32 from sm_80), f32 -> bf16
 # (sm_80), f32 -> e4m3/e5m2 (cvt.rn.satfinite.e4m3x2.f32, sm_89: saturating, the only form PTX
 # has), s32 -> f32, f64 -> f32, and the exact widenings.
 _SAT = "saturating: finite values beyond the largest and infinities become the largest of that sign; NaN stays NaN"
 CAST_RULES: dict[tuple[str, str], CastRule] = {
-    ("f32", "tf32"): CastRule((("rna", 80), ("rn", 90), ("rz", 90)), "rna", "cvt"),
+    ("f32", "tf32"): CastRule((("rna", 80), ("rn", 90), ("rz", 90), ("trunc", 80)), "rna", "cvt"),
     ("si4", "si8"): CastRule((), None, "extend"),
     ("ui4", "ui8"): CastRule((), None, "extend"),
     ("f32", "f16"): CastRule((("rn", 0), ("rz", 0)), "rn", "cvt", "result"),

@@ -117,7 +117,7 @@ def _cast_kernel(a: str, b: str, cast: str) -> str:
     "cast, message",
     [
         ("%x = tile.cast %ta : !tile.tile<16x64xf16> -> !tile.tile<16x64xbf16>",
-         "tile.cast: no conversion from f16 to bf16; supported: f32 -> tf32 (rounding rna / rn / rz), "
+         "tile.cast: no conversion from f16 to bf16; supported: f32 -> tf32 (rounding rna / rn / rz / trunc), "
          "si4 -> si8, ui4 -> ui8, f32 -> f16 (rounding rn / rz)"),
         ("%x = tile.cast %ta : !tile.tile<16x64xf16> -> !tile.tile<16x64xf16>", "no conversion from f16 to f16"),
         ("%x = tile.cast %ta : !tile.tile<16x64xf16> -> !tile.tile<16x64xf8E4M3FN>",
@@ -157,6 +157,37 @@ def test_tf32_roundings_lower_from_the_table(rounding):
     [k] = compile_text(_tf32_kernel(rounding), "k", CompileOptions(sm="90"))
     assert f"cvt.{rounding}.tf32.f32" in k.ptx
     assert run_compiled(k, seed=5, on="emulator").ok
+
+
+def test_tf32_trunc_is_no_instruction_and_reads_as_rz():
+    """`rounding trunc` feeds the f32 registers to the mma as they are (no cvt, from sm_80, staged
+    or not): on random f32 operands (low 13 bits set) D's bits equal the cvt.rz kernel's."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal((37, 29)) * np.exp2(rng.integers(-30, 30, (37, 29)))).astype(np.float32)
+    b = (rng.standard_normal((29, 45)) * np.exp2(rng.integers(-30, 30, (29, 45)))).astype(np.float32)
+    assert (a.view(np.uint32) & 0x1FFF).any() and (b.view(np.uint32) & 0x1FFF).any()
+    outs = {}
+    for rounding, sm, stages in (("trunc", "90", -1), ("trunc", "80", 0), ("rz", "90", -1), ("rz", "90", 0)):
+        [k] = compile_text(_tf32_kernel(rounding), "k", CompileOptions(sm=sm, stages=stages))
+        assert (f"cvt.{rounding}.tf32.f32" in k.ptx) == (rounding != "trunc") and "cvt.trunc" not in k.ptx
+        res = run_compiled(k, seed=5, on="emulator", inputs={"a": a, "b": b})
+        assert res.ok, res.line()
+        outs[(rounding, sm, stages)] = np.asarray(res.outputs["d"]).view(np.uint32)
+    first = next(iter(outs.values()))
+    assert all(np.array_equal(first, o) for o in outs.values())
+
+
+def test_tf32_trunc_reads_a_low_payload_nan_as_an_infinity():
+    import numpy as np
+
+    from tilemma.compiler.verify.mma_arith import round_tf32
+
+    x = np.array([0x7F800001, 0xFF801FFF, 0x7FC00000, 0x3F801FFF], dtype=np.uint32).view(np.float32)
+    trunc, rz = (round_tf32(x, m).view(np.uint32) for m in ("trunc", "rz"))
+    assert list(trunc) == [0x7F800000, 0xFF800000, 0x7FC00000, 0x3F800000]
+    assert list(rz) == [0x7FFFE000, 0xFFFFE000, 0x7FFFE000, 0x3F800000]
 
 
 def test_tf32_rounding_the_target_lacks_is_refused_at_the_cast():

@@ -442,9 +442,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-c", action="store_true",
                    help="D = A x B: no C argument, the accumulator starts at zero (what cuBLAS does "
                    "with beta = 0)")
-    g.add_argument("--rounding", choices=("rna", "rn", "rz"), default="rna",
+    g.add_argument("--rounding", choices=("rna", "rn", "rz", "trunc"), default="rna",
                    help="how f32 operands of a tf32 GEMM are rounded to tf32 (default rna; rn and rz "
-                   "need sm_90 and are one instruction each there, rna about two)")
+                   "need sm_90 and are one instruction each there, rna about two; trunc is none: the "
+                   "mma reads the f32's top 19 bits, as cuBLAS and Triton do - rz, but a NaN whose "
+                   "payload lies in the low 13 bits alone reads as an infinity)")
     g.add_argument("--scale", metavar="TYPE|rows,cols",
                    help="block scaling: scale type ue8m0 (f8E8M0FNU) or ue4m3; or the epilogue's "
                    "per-row and/or per-column scales of the accumulator (rows, cols or rows,cols: "

@@ -133,7 +133,8 @@ def round_tf32(x_f32, mode: str = "rna") -> np.ndarray:
     "rna": to nearest, ties away from zero (what `cvt.rna.tf32.f32` does; adding half an ulp to the
     magnitude bits and truncating rounds ties away because the sign is separate). "rn": ties to even.
     "rz": truncation. Carries into the exponent are correct by construction (the largest values round
-    to infinity under rna/rn). NaN stays NaN.
+    to infinity under rna/rn). NaN stays NaN. "trunc": no conversion, the f32 as the tensor cores read
+    it (the low 13 bits dropped: rz, but a NaN whose payload lies there alone becomes an infinity).
     """
     arr = np.ascontiguousarray(np.asarray(x_f32, dtype=np.float32))
     bits = arr.view(np.uint32)
@@ -146,11 +147,12 @@ def round_tf32(x_f32, mode: str = "rna") -> np.ndarray:
     elif mode == "rn":
         odd = (mag >> np.uint32(13)) & np.uint32(1)
         mag = (mag + np.uint32(0x0FFF) + odd) & keep
-    elif mode == "rz":
+    elif mode in ("rz", "trunc"):
         mag = mag & keep
     else:
-        raise ValueError(f"tf32 rounding mode must be 'rna', 'rn' or 'rz', not {mode!r}")
-    mag = np.where(nan, np.uint32(0x7FFFE000), mag)
+        raise ValueError(f"tf32 rounding mode must be 'rna', 'rn', 'rz' or 'trunc', not {mode!r}")
+    if mode != "trunc":
+        mag = np.where(nan, np.uint32(0x7FFFE000), mag)
     return (sign | mag).astype(np.uint32).view(np.float32)
 
 

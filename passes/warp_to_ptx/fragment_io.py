@@ -322,6 +322,9 @@ def load_converted(e: Emitter, acc: Access, at: Place, pred: str | None, dst: st
         return
     t = e.reg(stored)
     load_element(e, acc, at, pred, t, stored)
+    if (rounding or rule.default) == "trunc":  # f32 -> tf32 as the mma reads it: the bits as they are
+        e.emit("mov.b32", dst, t)
+        return
     e.emit(f"cvt.{rounding or rule.default}.{ptx_type}.{stored}", dst, t)
 
 

@@ -97,9 +97,10 @@ def _swizzle(ref: Attribute) -> tuple[bool, int]:
 
 
 def _round_tf32(e: fio.Emitter, op: warp.LdMatrixOp | warp.LoadSharedOp, regs: list[str]) -> None:
-    """An f32 buffer read as tf32 fragments: each register converted as the op's rounding says."""
+    """An f32 buffer read as tf32 fragments: each register converted as the op's rounding says
+    (`trunc`: not at all, the mma reads the top 19 bits)."""
     rounding = op.rounding
-    if rounding is not None:
+    if rounding is not None and rounding.data.value != "trunc":
         assert isinstance(rounding, tile.RoundingAttr)
         for r in regs:
             e.emit(f"cvt.{rounding.data.value}.tf32.f32", r, r)

@@ -64,3 +64,29 @@ def test_f32_operands(precision):
     result = run_compiled(kernel, 3, "gpu")
     print(result.line())
     assert result.ok, result.line()
+
+
+@pytest.mark.parametrize("layout", ["row", "col"])
+def test_tf32_trunc_is_rz_on_the_tensor_cores(layout):
+    """`--rounding trunc` (no cvt: the f32 registers go to the mma as they are) gives, on the GPU,
+    the bits the cvt.rz kernel gives and the emulator's (which reads a tf32 register's top 19
+    bits): random f32 operands over 60 binades, every low 13 bits set somewhere."""
+    import numpy as np
+
+    from tilemma.compiler.driver.gemm_generator import GemmSpec
+
+    rng = np.random.default_rng(4)
+    m, n, k = 130, 70, 200
+    a = (rng.standard_normal((m, k)) * np.exp2(rng.integers(-30, 30, (m, k)))).astype(np.float32)
+    b = (rng.standard_normal((k, n)) * np.exp2(rng.integers(-30, 30, (k, n)))).astype(np.float32)
+    words = {}
+    for rounding in ("trunc", "rz"):
+        spec = GemmSpec(m, n, k, "tf32", "tf32", "f32", b_layout=layout, rounding=rounding, c=False)
+        [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", ptx="9.0"))
+        for on in ("gpu", "emulator"):
+            res = run_compiled(kernel, 3, on, inputs={"a": a, "b": b})
+            assert res.ok, res.line()
+            words[(rounding, on)] = np.ascontiguousarray(res.outputs["d"]).view(np.uint32)
+    want = words[("rz", "gpu")]
+    for key, got in words.items():
+        assert np.array_equal(got, want), f"{key}: {np.count_nonzero(got != want)} words differ"

@@ -86,7 +86,7 @@ func.func @cast_rounding(%t: !tile.tile<16x8xf32>) {
   func.return
 }
 // CHECK: parse-errors.mlir:[[# @LINE - 3]]:{{[0-9]+}}
-// CHECK: Expected `rn`, `rna`, or `rz`.
+// CHECK: Expected `rn`, `rna`, `rz`, or `trunc`.
 
 // -----
 // Input past what the parser takes promptly is refused before parsing (issue 25).

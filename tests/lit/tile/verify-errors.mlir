@@ -162,7 +162,7 @@ func.func @cast_not_lowered(%t: !tile.tile<16x8xf16>) {
   func.return
 }
 // CHECK: verify-errors.mlir:{{[0-9]+}}:3
-// CHECK: tile.cast: no conversion from f16 to bf16; supported: f32 -> tf32 (rounding rna / rn / rz), si4 -> si8, ui4 -> ui8, f32 -> f16
+// CHECK: tile.cast: no conversion from f16 to bf16; supported: f32 -> tf32 (rounding rna / rn / rz / trunc), si4 -> si8, ui4 -> ui8, f32 -> f16
 
 // -----
 func.func @cast_exact_rounding(%t: !tile.tile<16x64xsi4>) {
