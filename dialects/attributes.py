@@ -64,7 +64,20 @@ class UE4M3Type(ParametrizedAttribute, TypeAttribute):
 
 
 def element_name(t: Attribute) -> str:
-    """The MLIR spelling of an element type (`f16`, `si8`, `i1`, `f8E4M3FN`, `ue4m3`, ...)."""
+    """The MLIR spelling of an element type (`f16`, `si8`, `i1`, `f8E4M3FN`, `ue4m3`, ...).
+
+    Remembered per type: a float type's spelling comes from xDSL's printer (~40 us), and a
+    compile asks for it hundreds of times."""
+    name = _ELEMENT_NAMES.get(t)
+    if name is None:
+        name = _ELEMENT_NAMES[t] = _element_name(t)
+    return name
+
+
+_ELEMENT_NAMES: dict[Attribute, str] = {}
+
+
+def _element_name(t: Attribute) -> str:
     if isinstance(t, IntegerType):
         prefix = {Signedness.SIGNED: "si", Signedness.UNSIGNED: "ui"}.get(
             t.signedness.data, "i"

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 import tilemma
-from tilemma.compiler.driver import cache
+from tests.inprocess import run_main
+from tilemma.compiler.driver import cache, cli
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.runtime.ptxas import find_ptxas
 
 TEXT = str(gemm_module(GemmSpec(37, 91, 53, "f16", "f16", "f32")))
-BIN = Path(sys.executable).parent
 
 
 @pytest.fixture
@@ -278,10 +278,14 @@ def test_version_key_is_the_installed_version_and_the_sources():
 
 
 def tilemma_cli(*args, cwd, env_folder, check=True):
-    env = {**os.environ, "TILEMMA_CACHE_DIR": str(env_folder)}
-    env.pop("TILEMMA_TUNE_CACHE", None)
-    proc = subprocess.run([str(BIN / "tilemma"), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
+    """`tilemma ARGS` in `cwd` with TILEMMA_CACHE_DIR=`env_folder`, run in this process
+    (tests.inprocess: a process costs ~0.7 s of imports; test_processes_compiling_at_once_share_one_whole_entry
+    is the one about processes)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TILEMMA_CACHE_DIR", str(env_folder))
+        mp.delenv("TILEMMA_TUNE_CACHE", raising=False)
+        mp.chdir(cwd)
+        proc = run_main("tilemma", cli.main, args)
     if check:
         assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr

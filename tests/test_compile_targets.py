@@ -1,17 +1,16 @@
 """`tilemma compile` output assembles with ptxas on every target where the ISA table says the
 chosen instruction is legal, and selection refuses (with a reason) exactly where it is not."""
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 from tests import dense_cases, sparse_cases
 from tests.dense_cases import DENSE_SM90, case_id
+from tests.ptxas_batch import assemble_each
 from tilemma.compiler.core import isa
 from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 from tilemma.compiler.driver.gemm_generator import gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
-from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
+from tilemma.compiler.runtime.ptxas import find_ptxas
 from tilemma.compiler.core.targets import parse_sm
 from tilemma.compiler.core.elements import ELEMENTS
 
@@ -41,22 +40,32 @@ def _table_has_legal(case, sm: str, sparse: bool = False) -> bool:
     )
 
 
-def _compile(case, sm, cases=dense_cases):
-    # odd sizes, a batch and a broadcast operand: every addressing form a kernel has; small
-    # (test_emulator's batch size), since each of the ~450 kernels is compiled and assembled
-    spec = cases.spec_for(case, 13, 17, 300 if case[0] == "i1" else 29, batch=2, bcast="a")
-    try:
-        [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm=sm))
-    except LocatedVerifyError as e:
-        return None, str(e)
-    return kernel, run_ptxas(kernel.ptx, parse_sm(sm).name)
+def _compile(cases, family_cases, sm):
+    """Each case compiled for `sm` (odd sizes, a batch and a broadcast operand: every addressing
+    form a kernel has; small, test_emulator's batch size, since each of the ~450 kernels is
+    compiled and assembled) and assembled: (case, kernel, ptxas' result) where it compiled,
+    (case, None, the refusal) where it did not. The kernels are assembled together
+    (tests/ptxas_batch.py)."""
+    out = []
+    for case in family_cases:
+        spec = cases.spec_for(case, 13, 17, 300 if case[0] == "i1" else 29, batch=2, bcast="a")
+        try:
+            [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm=sm))
+        except LocatedVerifyError as e:
+            out.append((case, None, str(e)))
+            continue
+        out.append((case, kernel, None))
+    compiled = [i for i, (_, kernel, _) in enumerate(out) if kernel is not None]
+    assembled = assemble_each([out[i][1].ptx for i in compiled], parse_sm(sm).name)
+    for i, result in zip(compiled, assembled):
+        out[i] = (out[i][0], out[i][1], result)
+    return out
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (pip install nvidia-cuda-nvcc)")
 @pytest.mark.parametrize("sm", TARGETS)
 def test_every_dense_family_assembles_where_legal(sm):
-    with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda c: (c, *_compile(c, sm)), DENSE_SM90))
+    results = _compile(dense_cases, DENSE_SM90, sm)
     compiled = 0
     for case, kernel, outcome in results:
         legal = _table_has_legal(case, sm)
@@ -74,8 +83,7 @@ def test_every_dense_family_assembles_where_legal(sm):
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (pip install nvidia-cuda-nvcc)")
 @pytest.mark.parametrize("sm", TARGETS)
 def test_every_sparse_family_assembles_where_legal(sm):
-    with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda c: (c, *_compile(c, sm, sparse_cases)), sparse_cases.SPARSE_SM90))
+    results = _compile(sparse_cases, sparse_cases.SPARSE_SM90, sm)
     for case, kernel, outcome in results:
         legal = _table_has_legal(case, sm, sparse=True)
         if kernel is None:

@@ -28,12 +28,14 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: tests/conftest.py deals test_every_target_checked first, away from the rest of
+# this module, and a module-scoped fixture would be built again when they come (the audit twice).
+@pytest.fixture(scope="session")
 def recording():
     return ptxas_verdicts.load()  # None: no recording for this ptxas, the audit runs live
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def report(recording, tmp_path_factory, worker_id):
     """One audit per run: under xdist the first worker to ask computes it and the others read
     it (the tests reading it may be spread over workers)."""

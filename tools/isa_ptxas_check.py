@@ -106,18 +106,25 @@ SCALE_COMBOS = [(False, None, None)] + [
 
 
 _MNK = {shape: tuple(int(x) for x in re.findall(r"\d+", shape)) for shape in SHAPES}
+_DEFAULTS = {f: getattr(isa.MmaVariant(0, 0, 0, "", "", "", ""), f) for f in isa.FIELD_NAMES}
 
 
-def _variant(form, shape, at, bt, dt, ct, **kw) -> MmaVariant:
+def _variant(form, shape, at, bt, dt, ct, **kw) -> tuple:
+    """A candidate as its field values (`isa.FIELD_NAMES` order)."""
     m, n, k = _MNK[shape]
-    return MmaVariant(m, n, k, dt, at, bt, ct, sparse=form, **kw)
+    d = {**_DEFAULTS, "m": m, "n": n, "k": k, "dtype": dt, "atype": at, "btype": bt, "ctype": ct,
+         "sparse": form, **kw}  # fmt: skip
+    return tuple(d.values())
 
 
 def candidate_space() -> list[MmaVariant]:
-    """Deduplicated union of the slices, in a fixed order (same list on every run)."""
-    out: dict[MmaVariant, None] = {}
+    """Deduplicated union of the slices, in a fixed order (same list on every run).
 
-    def add(v: MmaVariant) -> None:
+    The slices overlap (~190k products, ~170k distinct): they are deduplicated as tuples of
+    field values, and a variant built only for each distinct one."""
+    out: dict[tuple, MmaVariant | None] = {}
+
+    def add(v: tuple) -> None:
         out.setdefault(v, None)
 
     base = list(itertools.product(SPARSE_FORMS, SHAPES))
@@ -157,10 +164,12 @@ def candidate_space() -> list[MmaVariant]:
     # 7. .satfinite with kinds
     for (form, shape), kind, (at, bt) in prod(base, KINDS[1:], SCALE_PAIRS):
         add(_variant(form, shape, at, bt, "f32", "f32", kind=kind, satfinite=True))
-    # and every table variant, so none can escape the check
+    # and every table variant, so none can escape the check (the table's own objects)
     for v in isa.all_variants():
-        add(v)
-    return list(out)
+        key = isa._field_values(v)
+        if out.get(key) is None:
+            out[key] = v
+    return [isa.variant_from_fields(k) if v is None else v for k, v in out.items()]
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import itertools
 import operator
 import re
 from dataclasses import dataclass, fields, replace
-from functools import cache, cached_property
+from functools import cache
 
 from tilemma.compiler.core.elements import BY_PTX
 from tilemma.compiler.core.isa_notes import (
@@ -78,6 +78,25 @@ from tilemma.compiler.core.isa_notes import TargetRule  # noqa: F401
 from tilemma.compiler.core.isa_rows import F8F6F4, KINDS, SCALE_VECS, TABLE_36  # noqa: F401
 
 _REG_TYPE = {"f16": ".f16x2", "f32": ".f32", "f64": ".f64", "s32": ".s32"}  # others: .b32
+
+
+class _once:
+    """`functools.cached_property` without its lock: before Python 3.12 every first read takes
+    an RLock, and the ptxas audit makes ~500k first reads (~6 s). The value goes into the
+    instance's `__dict__`, where later reads find it before this (non-data) descriptor."""
+
+    def __init__(self, func):
+        self.func = func
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.func(obj)
+        return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -124,7 +143,7 @@ class MmaVariant:
     # Variants key every table, and the ptxas audit hashes millions: the dataclass hash would
     # rebuild a 17-field tuple each time, so it is computed once per object. str hashes differ
     # between processes, so the cached value never goes into a pickle (`__getstate__`).
-    @cached_property
+    @_once
     def _hash(self) -> int:
         return hash(_field_values(self))
 
@@ -141,7 +160,7 @@ class MmaVariant:
     def shape(self) -> str:
         return f"m{self.m}n{self.n}k{self.k}"
 
-    @cached_property
+    @_once
     def opcode(self) -> str:
         """Full instruction name in the order ptxas and the ISA syntax lines use."""
         parts = ["mma"]
@@ -180,7 +199,7 @@ class MmaVariant:
         return self.atype
 
     # ---- registers -----------------------------------------------------------------------
-    @cached_property
+    @_once
     def operands(self) -> tuple[Operand, ...]:
         """d, a, b, c (+ e, f for sparse; + scale-a-data, {byte-id-a, thread-id-a},
         scale-b-data, {byte-id-b, thread-id-b} for .block_scale), in instruction order."""
@@ -326,7 +345,19 @@ def _operands(
 
 
 # The fields `__eq__` compares, as one tuple (what `MmaVariant._hash` hashes).
-_field_values = operator.attrgetter(*(f.name for f in fields(MmaVariant)))
+FIELD_NAMES = tuple(f.name for f in fields(MmaVariant))
+_field_values = operator.attrgetter(*FIELD_NAMES)
+
+
+def variant_from_fields(values: tuple) -> MmaVariant:
+    """`MmaVariant(*values)` (every field, in `FIELD_NAMES` order) with its hash set from the
+    tuple: the ptxas audit builds ~170k candidates, and the frozen dataclass' `__init__` (one
+    `object.__setattr__` a field) plus the first hash cost several seconds."""
+    v = object.__new__(MmaVariant)
+    d = v.__dict__
+    d.update(zip(FIELD_NAMES, values))
+    d["_hash"] = hash(values)
+    return v
 
 
 # --------------------------------------------------------------------------------------------
@@ -451,11 +482,33 @@ def ptxas_also_accepts(
 def _accepted_like(v: MmaVariant) -> tuple[tuple[Deviation, MmaVariant], ...]:
     """The `accepted_like` exceptions matching `v`, each with the variant it is accepted as.
     Target-independent, and the ptxas audit asks `ptxas_also_accepts` on every target."""
-    return tuple(
-        (d, replace(v, **d.accepted_like))
-        for d in EXCEPTIONS
-        if d.accepted_like and _matches(v, d.match)
-    )
+    return tuple((d, replace(v, **d.accepted_like)) for d in _accepted_like_matching(v))
+
+
+# What a `match` key reads of a variant (`_matches`).
+_MATCH_FIELDS = {"types": ("atype", "btype"), "shape": ("m", "n", "k"), "dense": ("sparse",)}
+# Each accepted_like exception with a getter of the fields its match reads and its verdicts by
+# their values.
+_ACCEPTED_LIKE = tuple(
+    (d, operator.attrgetter(*sorted({f for key in d.match for f in _MATCH_FIELDS.get(key, (key,))})), {})
+    for d in EXCEPTIONS
+    if d.accepted_like
+)  # fmt: skip
+
+
+def _accepted_like_matching(v: MmaVariant) -> list[Deviation]:
+    """The `accepted_like` exceptions whose match covers `v`, each decided once per value of
+    the fields its match reads: the ptxas audit asks for ~170k candidates (~900k `_matches`
+    calls, ~2 s) that share a few thousand such values."""
+    out = []
+    for d, get, seen in _ACCEPTED_LIKE:
+        key = get(v)
+        hit = seen.get(key)
+        if hit is None:
+            hit = seen[key] = _matches(v, d.match)
+        if hit:
+            out.append(d)
+    return out
 
 
 def exceptions_matching(v: MmaVariant) -> list[Deviation]:
@@ -487,8 +540,15 @@ def legal_variants(
     target: SmTarget | str, ptx: PtxVersion | str | None = None
 ) -> list[MmaVariant]:
     """Variants usable on `target` with `.version ptx` (default: the newest ptxas accepts)."""
-    t = parse_sm(target)
-    return [v for v in _ALL if not v.legal(t, ptx)]
+    p = parse_ptx_version(ptx) if ptx is not None else DEFAULT_PTX
+    return list(_legal_variants(parse_sm(target), p))
+
+
+@cache
+def _legal_variants(t: SmTarget, p: PtxVersion) -> tuple[MmaVariant, ...]:
+    """`legal_variants`, by `legal_on`: wording every refused variant's reasons (as `legal`
+    does) cost ~0.1 s a call, and selection's error path and the tests ask per kernel."""
+    return tuple(v for v in _ALL if v.legal_on(t, p))
 
 
 def check(
