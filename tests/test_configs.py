@@ -124,6 +124,9 @@ def test_cache_entry_that_does_not_apply_falls_back(tmp_path, capfd):
     ("fp8", GemmSpec(4096, 4096, 4096, "e4m3", "e4m3", "f32", b_layout="col")),
     ("32bit", GemmSpec(4096, 4096, 4096, "tf32", "tf32", "f32", b_layout="col")),
     ("32bit-row-b", GemmSpec(4096, 4096, 4096, "tf32", "tf32", "f32")),
+    # medium, and too few 2x4-warp CTAs for a wave (MEDIUM_WIDE does not apply)
+    ("32bit-trunc", GemmSpec(512, 4096, 4096, "tf32", "tf32", "f32", b_layout="col", rounding="trunc")),
+    ("32bit-row-b-trunc", GemmSpec(512, 4096, 4096, "tf32", "tf32", "f32", a_layout="col", rounding="trunc")),
     ("64bit", GemmSpec(4096, 4096, 4096, "f64", "f64", "f64")),
     ("sparse-16bit", GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True)),
     ("4bit", GemmSpec(4096, 4096, 4096, "s4", "s4", "s32", b_layout="col", shape="m16n8k64")),
@@ -142,5 +145,9 @@ def test_size_class_adjustments_come_from_the_table():
                      for n in (1024, 4096))
     assert f"stages={configs.SMALL_STAGES['32bit']} " in small
     assert f"stages={configs.default('sm_90', '32bit').stages} " in medium
+    # tf32 fed as it is (trunc): medium problems whose 2x4-warp CTAs fill a wave take them
+    for n, warps in ((4096, configs.LARGE_WARPS["32bit-trunc"]), (512, configs.default("sm_90", "32bit-trunc").warps)):
+        spec = GemmSpec(n, 4096, 4096, "tf32", "tf32", "f32", b_layout="col", rounding="trunc")
+        assert _compile(spec, tune_cache="").abi.config.startswith(f"warps={warps} ")
     # a default CTA larger than the problem is not taken: 4x2 warps of 2x4 f64 tiles are 128x64
     assert _compile(GemmSpec(40, 40, 64, "f64", "f64", "f64"), tune_cache="").abi.config.startswith("warps=2x2 ")

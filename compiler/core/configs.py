@@ -147,6 +147,10 @@ _H100: dict[str, Config] = {
     # benchmarks/results/h200-2026-11-27-tf32-configs.csv): 4x8 warp tiles spill 8-44 bytes and still
     # beat 2x8's 131 / 144 / 131: 2x4 warps (LARGE_WARPS) 178 / 159 / 161, 2x2 171 / 157 / 167
     "32bit-row-b": Config("2x2", "4x8", 3, 32),
+    # tf32 operands fed as they are (`rounding trunc`: no cvt instructions): the rna tiles, and 2x4
+    # warps from medium problems on (MEDIUM_WIDE)
+    "32bit-trunc": Config("2x2", "4x8", 3, 32),
+    "32bit-row-b-trunc": Config("2x2", "4x8", 3, 32),
     "64bit": Config("4x2", "2x4", 3, 32),  # 61 TFLOP/s, cuBLAS 61; 2x2 warps x K 16: 48
     "sparse-16bit": Config("2x2", "4x8", 4, 64),  # pre-compressed A: 481 (K 32 stages: 445); 2x4 of 4x4: 320
     "4bit": Config("2x2", "4x8", 3, 256),  # the 8-bit default's bytes; not timed (sm_90 emulates s4)
@@ -175,7 +179,7 @@ def default(target: str | targets.SmTarget, schedule: str) -> Config:
 
 
 # The candidate family whose shortest stage K bounds how far `fit_shared` cuts a schedule's.
-SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "32bit-row-b": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit"}
+SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit"}
 
 
 def fit_shared(stages: int, stage_k: int, bits_per_k: int, limit: int, schedule: str, *,
@@ -208,10 +212,16 @@ def fit_shared(stages: int, stage_k: int, bits_per_k: int, limit: int, schedule:
 INTERLEAVED_READS = {"16bit", "sparse-16bit"}
 # Large problems take a CTA twice as wide where it fits (f16 8192^3: 454 against 441 TFLOP/s);
 # `fit_shared` cuts its stages or stage K where the target's shared memory is smaller (99 KiB).
-LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4"}
+LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4", "32bit-trunc": "2x4", "32bit-row-b-trunc": "2x4"}
+# ... and medium ones of these schedules, where those CTAs still fill a wave. H200, tf32 trunc
+# (TFLOP/s, B K-major / B row / A col / both; results/h200-2026-11-27-tf32-trunc-warps.csv and
+# -tf32-trunc-wide.csv): 4096^3 2x4 224 / 210 / 215 / 203 against 2x2's 218 / 191 / 182 / 184; at
+# 512x4096x4096 (64 such CTAs) 2x4 lost 4-13%. With rna 2x4 gains nothing at 4096^3 or loses (192 /
+# 172 / 177 / 156 against 192 / 178 / 172 / 166): the conversions, not the tile, limit it.
+MEDIUM_WIDE = {"32bit-trunc", "32bit-row-b-trunc"}
 # Small problems of these schedules take more stages (tf32 1024^3: 120 against 110 TFLOP/s, where
 # at 4096^3 4 stages lose: 199 against 207), as many as fit (`fit_shared`).
-SMALL_STAGES = {"32bit": 4}
+SMALL_STAGES = {"32bit": 4, "32bit-trunc": 4}  # trunc: as rna (not measured apart)
 
 # Operand types the staged schedule takes (PTX spellings), and the same grouped by element bits
 # (`tile-plan` reads it); a candidate family per width.

@@ -254,8 +254,11 @@ def default_schedule(g, variant, fill: str = "", gather: str = "") -> str:
     if g.a.bits == 64:
         return "64bit"
     if g.a.bits == 32:
-        # an M-major A or a row-major B is read with warp.load_shared, as f64
-        return "32bit" if column_major(g.b) and not column_major(g.a) else "32bit-row-b"
+        # an M-major A or a row-major B is read with warp.load_shared, as f64; operands fed to the
+        # mma as they are (`rounding trunc`) leave the issue slots of the conversions free
+        key = "32bit" if column_major(g.b) and not column_major(g.a) else "32bit-row-b"
+        trunc = all(cast[2] == "trunc" for op in (g.a, g.b) for cast in op.casts) and g.a.casts and g.b.casts
+        return f"{key}-trunc" if trunc else key
     if g.a.bits == 8:
         return "fp8" if BY_PTX[variant.atype].name in FP8 else f"8bit-fill-{fill}" if fill else "8bit"
     if widens(g, variant):
@@ -374,6 +377,10 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         rm, rn = min(rm, ceil_div(g.m, 16)), min(rn, ceil_div(g.n, 8))
         if warps is None:
             large = size_class == "large" and schedule in configs.LARGE_WARPS
+            if size_class == "medium" and schedule in configs.MEDIUM_WIDE:
+                lm, ln = parse_pair(configs.LARGE_WARPS[schedule], "warps")  # type: ignore[misc]
+                tiles = ceil_div(g.m, lm * rm * 16) * ceil_div(g.n, ln * rn * 8) * g.batch
+                large = tiles >= target.limits.one_wave
             for choice in ((configs.LARGE_WARPS[schedule],) if large else ()) + (default.warps,):
                 wm, wn = parse_pair(choice, "warps")  # type: ignore[misc]
                 if g.m >= wm * rm * 16 and g.n >= wn * rn * 8:  # one CTA fits the problem
