@@ -141,13 +141,20 @@ class _StageReadOp(IRDLOperation):
     """What `warp.ldmatrix` and `warp.load_shared` share: fragments read from stage
     `indices[0]` of a shared buffer at (row, col) = indices[1:] + `offsets` (static), after the
     wait whose `token` they take, swizzled as the buffer's type says, and an f32 buffer read as
-    tf32 fragments when `rounding` says how."""
+    tf32 fragments when `rounding` says how. With `xor_columns` (the column index 0 or a multiple
+    of 128 bytes) a column offset inside a 128-byte line whose bits miss the lane's column is an
+    XOR of the read's row address (the swizzle phase stays below those bits), so the reads share
+    one address instead of a live one each."""
 
     ref = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     token = operand_def(AsyncTokenType)
     offsets = prop_def(DenseArrayBase)
     rounding = opt_prop_def(Attribute)  # f32 read as tf32: a #tile<rounding ...> (tile.RoundingAttr)
+    # Registers before instructions: one LOP3 a read instead of an address register per column
+    # offset (attention at head dim 128 and tf32's 4x8 tiles are short of registers; the other
+    # GEMM reads keep theirs)
+    xor_columns = opt_prop_def(UnitAttr)
 
     @staticmethod
     def stage_props(offsets: Sequence[int], rounding: str | None, **flags: bool) -> dict[str, Attribute]:
@@ -186,15 +193,10 @@ class LdMatrixOp(_StageReadOp):
     (`.x2`/`.x4`), or with `trans` from a K x N one (`.x2.trans`/`.x4.trans`). `trans` reads
     16-bit elements only, since .trans moves 16-bit elements.
     Static offsets become immediates where the swizzle allows; `rounding` reads an f32 buffer
-    as tf32 fragments (converted in registers). With `xor_columns` a column offset inside a
-    128-byte line is an XOR of the stage's lane address (its bits are apart from the lane's and
-    the swizzle phase's), so a stage's reads share one address instead of a live one each."""
+    as tf32 fragments (converted in registers)."""
 
     name = "warp.ldmatrix"
     trans = opt_prop_def(UnitAttr)
-    # Registers before instructions: one LOP3 a read instead of an offset register per column
-    # (attention at head dim 128 is short of registers; GEMMs keep theirs).
-    xor_columns = opt_prop_def(UnitAttr)
     fragments = var_result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 
@@ -240,13 +242,10 @@ class LoadSharedOp(_StageReadOp):
     the fragment, which f64 and a K x N tf32 B do not have). The buffer holds the operand as the
     mma sees it (A: M x K, B: K x N) or, with `transposed`, its transpose (A: K x M, an M-major A;
     B: N x K, a K-major B).
-    `rounding` reads an f32 buffer as tf32 fragments. `xor_columns` (as `warp.ldmatrix`'s, the
-    column index a multiple of 128 bytes): a column offset inside a 128-byte line whose bits miss
-    the lane's column is an XOR of the value's row address, not an address register of its own."""
+    `rounding` reads an f32 buffer as tf32 fragments."""
 
     name = "warp.load_shared"
     transposed = opt_prop_def(UnitAttr)
-    xor_columns = opt_prop_def(UnitAttr)
     result = result_def(FragType)
     irdl_options = (ParsePropInAttrDict(),)
 

@@ -215,20 +215,8 @@ class _Reader:
         if commas and commas[-1][1]:
             raise self.error("no ',' after the last parameter", commas[-1][0])
         line = self.expect("'{' or '.maxntid N, 1, 1'")
-        max_threads = None
-        mm = _MAXNTID.match(line.strip())
-        if mm:
-            max_threads = int(mm.group(1))
-            line = self.expect("'{'")
-        elif line.strip().startswith(".maxntid"):
-            raise self.error("expected '.maxntid N, 1, 1'")
-        min_ctas = None
-        mc = _MINNCTAPERSM.match(line.strip())
-        if mc:
-            min_ctas = int(mc.group(1))
-            line = self.expect("'{'")
-        elif line.strip().startswith(".minnctapersm"):
-            raise self.error("expected '.minnctapersm N'")
+        max_threads, line = self.directive(line, _MAXNTID, ".maxntid", "'.maxntid N, 1, 1'")
+        min_ctas, line = self.directive(line, _MINNCTAPERSM, ".minnctapersm", "'.minnctapersm N'")
         if line.strip() != "{":
             raise self.error("expected '{' to open the kernel body")
         ops: list[Operation] = list(externs or [])
@@ -244,6 +232,16 @@ class _Reader:
             entry.min_ctas = IntegerAttr(min_ctas, 64)
         self.op_lines[entry] = start
         return self.verified(entry)
+
+    def directive(self, line: str, pattern: re.Pattern[str], word: str, form: str) -> tuple[int | None, str]:
+        """An optional performance directive before the body (`.maxntid`, `.minnctapersm`): its
+        number and the line after it, or None and `line` itself where `line` is not one."""
+        m = pattern.match(line.strip())
+        if m:
+            return int(m.group(1)), self.expect("'{'")
+        if line.strip().startswith(word):
+            raise self.error(f"expected {form}")
+        return None, line
 
     def verified(self, op: Operation) -> Operation:
         """`op` checked against its definition as it is built, an error naming its line. Not

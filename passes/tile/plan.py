@@ -375,12 +375,16 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     if stages and warp_tile is None:
         rm, rn = parse_pair(default.warp_tile, "warp-tile")  # type: ignore[misc]
         rm, rn = min(rm, ceil_div(g.m, 16)), min(rn, ceil_div(g.n, 8))
+
+        def tiles(wm: int, wn: int, rm: int) -> int:
+            """CTAs of wm x wn warps of rm x rn instruction tiles."""
+            return ceil_div(g.m, wm * rm * 16) * ceil_div(g.n, wn * rn * 8) * g.batch
+
         if warps is None:
             large = size_class == "large" and schedule in configs.LARGE_WARPS
-            if size_class == "medium" and schedule in configs.MEDIUM_WIDE:
+            if size_class == "medium" and schedule in configs.MEDIUM_WIDE:  # where the wide CTAs fill a wave
                 lm, ln = parse_pair(configs.LARGE_WARPS[schedule], "warps")  # type: ignore[misc]
-                tiles = ceil_div(g.m, lm * rm * 16) * ceil_div(g.n, ln * rn * 8) * g.batch
-                large = tiles >= target.limits.one_wave
+                large = tiles(lm, ln, rm) >= target.limits.one_wave
             for choice in ((configs.LARGE_WARPS[schedule],) if large else ()) + (default.warps,):
                 wm, wn = parse_pair(choice, "warps")  # type: ignore[misc]
                 if g.m >= wm * rm * 16 and g.n >= wn * rn * 8:  # one CTA fits the problem
@@ -389,7 +393,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         wm, wn = warps or (2, 2)
         # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
         # about one wave of the target's SMs).
-        while rm > 2 and ceil_div(g.m, wm * rm * 16) * ceil_div(g.n, wn * rn * 8) * g.batch < target.limits.one_wave:
+        while rm > 2 and tiles(wm, wn, rm) < target.limits.one_wave:
             rm //= 2
         warp_tile = (rm, rn)
     t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target)

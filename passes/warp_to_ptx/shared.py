@@ -379,7 +379,8 @@ class LowerLdMatrix(RewritePattern):
             else:
                 e.emit("mad.lo.u32", col, upper, 2 * half_row, col)
         lane_bytes = 0 if col_part is None else col_part[1] * bits // 8
-        xor = None if sparse_b or col0 != "0" else _xor_columns(op, col_off * bits // 8, lane_bytes, row_bytes, bits)
+        xor = None if sparse_b or col0 != "0" or bits < 8 else _xor_columns(op, col_off * bits // 8, lane_bytes,
+                                                                           row_bytes)
         if col_off and xor is None:
             e.emit("add.u32", col, col, col_off)
         _column_bytes(e, col, col, bits)
@@ -413,17 +414,16 @@ def _value_address(e: fio.Emitter, row: str, col: str, key: tuple[int, int], sta
     return addr
 
 
-def _xor_columns(op: warp.LdMatrixOp, col_bytes: int, lane_bytes: int, row_bytes: int,
-                 bits: int) -> tuple[int, int] | None:
-    """(XOR, immediate) that move an `xor_columns` read's lane address by `col_bytes`, or None
-    where that does not hold. The lane address is 128-byte aligned stage + row x `row_bytes` +
-    (lane column ^ phase) below 128 (the column index being the immediate 0); an offset inside
-    the line whose bits miss the lane column's (0 or `lane_bytes`) is that XOR, whole lines an
-    immediate."""
-    if op.xor_columns is None or bits < 8 or row_bytes % 128:
+def _xor_columns(op: warp.LdMatrixOp | warp.LoadSharedOp, col_bytes: int, lane_mask: int,
+                 row_bytes: int) -> tuple[int, int] | None:
+    """(XOR, immediate) that move an `xor_columns` read's address by `col_bytes`, or None where
+    that does not hold. The address is 128-byte aligned stage and column index + row x
+    `row_bytes` + (lane column ^ phase) below 128, the lane column's bits within `lane_mask`;
+    an offset inside the line whose bits miss them is that XOR, whole lines an immediate."""
+    if op.xor_columns is None or row_bytes % 128 or lane_mask >= 128:
         return None
     lo = col_bytes % 128
-    return (lo, col_bytes - lo) if lo & lane_bytes == 0 and lane_bytes < 128 else None
+    return (lo, col_bytes - lo) if lo & lane_mask == 0 else None
 
 
 @dataclass
@@ -464,31 +464,23 @@ class LowerLoadShared(RewritePattern):
         bank = _bank_of(frag)
         out = e.reg_list(bank, lay.regs)
         suffix = fio._word_suffix(bank)
-        # `xor_columns`: the lane's column bytes (bits that never carry) and the buffer's rows
-        # leave a line's column offsets to an XOR of the row's address
+        # `xor_columns`: the lane's column bytes, where their bits never carry into each other
         lane_bytes = [w * esz for w in cols[0] if w]
-        lane_mask = sum(lane_bytes)
-        xor = (op.xor_columns is not None and row_bytes % 128 == 0 and lane_mask < 128
-               and all(a & b == 0 for i, a in enumerate(lane_bytes) for b in lane_bytes[i + 1:]))
+        carries = any(a & b for i, a in enumerate(lane_bytes) for b in lane_bytes[i + 1:])
         addrs: dict[tuple[int, int], str] = {}
         for v, r in enumerate(out):
             dr, dc = row_off + rows[1][v], col_off + cols[1][v]
             key = (dr % period_rows, dc % period_cols)
-            moved = key[1] * esz
-            if xor and moved < 128 and moved & lane_mask == 0:
-                base_key = (key[0], 0)
-                if base_key not in addrs:
-                    addrs[base_key] = _value_address(e, row, col, base_key, stage_base, esz, row_bytes, swizzle, mult)
-                addr = addrs[base_key]
-                if moved:
-                    addr = e.reg("b32")
-                    e.emit("xor.b32", addr, addrs[base_key], moved)
-                imm = (dr - key[0]) * row_bytes + (dc - key[1]) * esz
-                e.emit(f"ld.shared.{suffix}", r, f"[{addr}+{imm}]")
-                continue
-            if key not in addrs:
-                addrs[key] = _value_address(e, row, col, key, stage_base, esz, row_bytes, swizzle, mult)
+            split = None if carries else _xor_columns(op, key[1] * esz, sum(lane_bytes), row_bytes)
+            moved = split[0] if split is not None and split[1] == 0 else 0  # inside the line: an XOR
+            at = (key[0], 0) if moved else key
+            if at not in addrs:
+                addrs[at] = _value_address(e, row, col, at, stage_base, esz, row_bytes, swizzle, mult)
+            addr = addrs[at]
+            if moved:
+                addr = e.reg("b32")
+                e.emit("xor.b32", addr, addrs[at], moved)
             imm = (dr - key[0]) * row_bytes + (dc - key[1]) * esz
-            e.emit(f"ld.shared.{suffix}", r, f"[{addrs[key]}+{imm}]")
+            e.emit(f"ld.shared.{suffix}", r, f"[{addr}+{imm}]")
         _round_tf32(e, op, out)
         _finish(op, rewriter, e, [out])
