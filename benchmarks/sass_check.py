@@ -78,11 +78,16 @@ def disassemble(cubin: bytes) -> str:
     return proc.stdout
 
 
-def check_ptx(ptx: str, kernel: str, config: str = "", arch: str = "sm_90") -> SassReport:
-    """Assemble (errors quote the PTX line), then read the resource usage and the SASS."""
+def check_ptx(ptx: str, kernel: str, config: str = "", arch: str = "sm_90", sass_out: str | None = None) -> SassReport:
+    """Assemble (errors quote the PTX line), then read the resource usage and the SASS (written
+    to `sass_out` as well, when given, to read the loop)."""
     cubin = assemble(ptx, arch)
     usage = ptxas_usage(run_ptxas(ptx, arch, ("-v",)).log)
-    return SassReport(kernel, config, *usage, counts=dict(sass_counts(disassemble(cubin))))
+    sass = disassemble(cubin)
+    if sass_out:
+        with open(sass_out, "w") as f:
+            f.write(sass)
+    return SassReport(kernel, config, *usage, counts=dict(sass_counts(sass)))
 
 
 def table(reports: list[SassReport]) -> str:
@@ -106,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, default=1024, help="M = N = K (default 1024)")
     p.add_argument("--ir", help="a tile IR file with one kernel, instead of the families")
     p.add_argument("--sm", default="90", help="target (default 90); ptxas assembles for sm_<sm>")
+    p.add_argument("--sass-dir", help="also write each kernel's whole SASS to DIR/<family or file>.sass")
     args = p.parse_args(argv)
     unknown = [f for f in args.families if f not in FAMILIES]
     if unknown:
@@ -118,12 +124,14 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"{args.ir}: {exc.strerror}")
     else:
         sources = [tilemma_ir(FAMILIES[f], args.size) for f in args.families]
+    labels = [os.path.basename(args.ir)] if args.ir else args.families
     arch = "sm_" + args.sm.removeprefix("sm_")
     reports = []
     try:
-        for text, name in sources:
+        for (text, name), label in zip(sources, labels):
             kernel = tilemma_kernel(text, name, compile_options(args.sm, ptx=""))
-            reports.append(check_ptx(kernel.ptx, kernel.name, kernel.config, arch))
+            out = os.path.join(args.sass_dir, f"{label}.sass") if args.sass_dir else None
+            reports.append(check_ptx(kernel.ptx, kernel.name, kernel.config, arch, out))
     except Exception as exc:  # located compiler errors, ptxas refusals, missing tools
         print(f"sass_check: {exc}", file=sys.stderr)
         return 1
