@@ -5,13 +5,12 @@ limits) and writes it on the kernel's `func.func` as `warp.schedule`; every late
 tile -> warp chain reads its fields and none re-decides them:
 
     #warp.schedule<warps = 2x2, warp_tile = 4x8, stages = 3, stage_k = 64, reads = interleaved,
-                   group_m = 8, meta_ahead = 2, widen = #warp.variant<m16n8k32, s32, s8, s8, s32>>
+                   group_m = 8, widen = #warp.variant<m16n8k32, s32, s8, s8, s32>>
 
 `stages = 0` is the simple schedule (fragments straight from global memory; no stage fields
 are printed then). `reads`: how `warp-prefetch-fragments` orders the stage reads (`ahead`: the
 whole next K step before a step's mmas; `interleaved`: as registers free up). `group_m`: CTAs
-run in groups of that many tile rows (0: the grid's own order). `meta_ahead`: stages a
-pre-compressed A's metadata is loaded ahead of its mmas. `widen`: 4-bit operands staged as
+run in groups of that many tile rows (0: the grid's own order). `widen`: 4-bit operands staged as
 stored, their m16n8k64 fragments widened to this 8-bit instruction's (`warp-widen-int4`).
 `split_k`, `split_chunk` (printed only when split_k > 1): K split across `split_k` CTAs per
 output tile (grid z is batch x split), each multiplying `split_chunk` elements of K (the last the
@@ -52,7 +51,6 @@ class Schedule:
     stage_k: int = 0
     reads: str = "ahead"
     group_m: int = 0
-    meta_ahead: int = 0
     widen: MmaVariant | None = None
     split_k: int = 1
     split_chunk: int = 0
@@ -67,7 +65,7 @@ class Schedule:
 @irdl_attr_definition
 class ScheduleAttr(ParametrizedAttribute):
     """`#warp.schedule<warps = WMxWN, warp_tile = RMxRN, stages = S, stage_k = K, reads = R,
-    group_m = G, meta_ahead = A, widen = #warp.variant<...>>` (see the module docstring)."""
+    group_m = G, widen = #warp.variant<...>>` (see the module docstring)."""
 
     name = "warp.schedule"
     warps: DenseArrayBase
@@ -76,7 +74,6 @@ class ScheduleAttr(ParametrizedAttribute):
     stage_k: IntegerAttr
     reads: StringAttr
     group_m: IntegerAttr
-    meta_ahead: IntegerAttr
     widen: Attribute  # VariantAttr, or NoneAttr
     split_k: IntegerAttr
     split_chunk: IntegerAttr
@@ -91,7 +88,6 @@ class ScheduleAttr(ParametrizedAttribute):
             IntegerAttr(s.stage_k, i64),
             StringAttr(s.reads),
             IntegerAttr(s.group_m, i64),
-            IntegerAttr(s.meta_ahead, i64),
             VariantAttr(s.widen) if s.widen is not None else NoneAttr(),
             IntegerAttr(s.split_k, i64),
             IntegerAttr(s.split_chunk, i64),
@@ -108,7 +104,6 @@ class ScheduleAttr(ParametrizedAttribute):
             self.stage_k.value.data,
             self.reads.data,
             self.group_m.value.data,
-            self.meta_ahead.value.data,
             self.widen.variant if isinstance(self.widen, VariantAttr) else None,
             self.split_k.value.data,
             self.split_chunk.value.data,
@@ -124,8 +119,8 @@ class ScheduleAttr(ParametrizedAttribute):
             raise VerifyException("#warp.schedule: stages is 0 (no shared memory) or 2 or more, with a positive stage_k")
         if s.reads not in READS:
             raise VerifyException(f"#warp.schedule: reads must be one of {', '.join(READS)}, got {s.reads!r}")
-        if s.group_m < 0 or s.meta_ahead < 0:
-            raise VerifyException("#warp.schedule: group_m and meta_ahead are not negative")
+        if s.group_m < 0:
+            raise VerifyException("#warp.schedule: group_m is not negative")
         if s.split_k < 1 or (s.split_k > 1 and s.split_chunk < 1):
             raise VerifyException("#warp.schedule: split_k is 1 or more, with a positive split_chunk when above 1")
         for what, value in (("fill", s.fill), ("gather", s.gather)):
@@ -143,8 +138,6 @@ class ScheduleAttr(ParametrizedAttribute):
                  f"stages = {s.stages}"]
         if s.stages:
             parts += [f"stage_k = {s.stage_k}", f"reads = {s.reads}", f"group_m = {s.group_m}"]
-            if s.meta_ahead:
-                parts.append(f"meta_ahead = {s.meta_ahead}")
             if s.fill:
                 parts.append(f"fill = {s.fill}")
             if s.gather:
@@ -168,7 +161,7 @@ class ScheduleAttr(ParametrizedAttribute):
                 parser.parse_punctuation("=")
                 if key in ("warps", "warp_tile"):
                     fields[key] = _parse_pair(parser)
-                elif key in ("stages", "stage_k", "group_m", "meta_ahead", "split_k", "split_chunk"):
+                elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk"):
                     fields[key] = parser.parse_integer()
                 elif key in ("reads", "fill", "gather"):
                     fields[key] = parser.parse_identifier()

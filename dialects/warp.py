@@ -405,21 +405,32 @@ class LoadMetaOp(IRDLOperation):
         super().__init__(operands=[ref, indices], result_types=[[result] * count])
 
     def verify_(self) -> None:
-        ref = self.ref.type
-        if not isinstance(ref, MemRefType) or len(ref.get_shape()) not in (2, 3) or element_name(ref.element_type) != "ui32":
-            raise VerifyException(f"warp.load_meta: reads a [batch x] tiles x words ui32 memref, got {ref}")
-        if ref.get_shape()[-1] % fmt.GROUP_WORDS:
-            raise VerifyException(f"warp.load_meta: a metadata row holds groups of {fmt.GROUP_WORDS} words, got {ref}")
+        verify_meta_memref(self.ref.type, self.name)
         if len(self.indices) != 3:
             raise VerifyException("warp.load_meta: expected three index operands (batch, row, k)")
-        if len(self.fragments) not in (1, 2, 4) or len(set(r.type for r in self.fragments)) != 1:
-            raise VerifyException("warp.load_meta: 1, 2 or 4 metadata fragments of one type (a v1/v2/v4 load)")
-        frag = _frag(self.fragments[0], "warp.load_meta result")
-        v = frag.variant
-        if frag.role != Operand.META or v.sparse is None or v.shape != fmt.SHAPE or v.atype not in PRE_COMPRESSED:
-            raise VerifyException(
-                f"warp.load_meta: loads metadata of the 16-bit {fmt.SHAPE} mma.sp, not {frag.role.value} of {v.opcode}"
-            )
+        verify_meta_fragments(self.fragments, self.name)
+
+
+def verify_meta_memref(ref: Attribute, what: str) -> None:
+    """A pre-compressed A's metadata in global memory (`sparse_format`): [batch x] tiles x words
+    ui32, whole groups of words a row."""
+    if not isinstance(ref, MemRefType) or len(ref.get_shape()) not in (2, 3) or element_name(ref.element_type) != "ui32":
+        raise VerifyException(f"{what}: reads a [batch x] tiles x words ui32 memref, got {ref}")
+    if ref.get_shape()[-1] % fmt.GROUP_WORDS:
+        raise VerifyException(f"{what}: a metadata row holds groups of {fmt.GROUP_WORDS} words, got {ref}")
+
+
+def verify_meta_fragments(fragments: Sequence[SSAValue], what: str) -> None:
+    """1, 2 or 4 `e` fragments of one type (one k32 step each: a v1/v2/v4 load), of the 16-bit
+    pre-compressed mma.sp."""
+    if len(fragments) not in (1, 2, 4) or len(set(r.type for r in fragments)) != 1:
+        raise VerifyException(f"{what}: 1, 2 or 4 metadata fragments of one type (a v1/v2/v4 load)")
+    frag = _frag(fragments[0], f"{what} result")
+    v = frag.variant
+    if frag.role != Operand.META or v.sparse is None or v.shape != fmt.SHAPE or v.atype not in PRE_COMPRESSED:
+        raise VerifyException(
+            f"{what}: loads metadata of the 16-bit {fmt.SHAPE} mma.sp, not {frag.role.value} of {v.opcode}"
+        )
 
 
 @irdl_op_definition
@@ -572,7 +583,9 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
     AsyncTokenType,
     AsyncWaitOp,
     CopyAsyncOp,
+    CopyMetaAsyncOp,
     LdMatrixOp,
+    LoadMetaSharedOp,
     LoadSharedOp,
     is_shared,
 )
@@ -583,7 +596,7 @@ from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  #
 Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, MmaOp,
-     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp,
+     CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp, CopyMetaAsyncOp, LoadMetaSharedOp,
      DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp,
      RowReduceOp, MaskOp, ToLhsOp],
     [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr, StagedType, RowsType],

@@ -1,7 +1,8 @@
 """The `warp` ops of shared memory: CTA-wide asynchronous copies into the stages of a shared
-buffer (`warp.copy_async`), their groups and waits (`warp.async_commit`, `warp.async_wait` and its
-`!warp.async_token`, which every read of a stage takes), and the reads of fragments from a stage
-(`warp.ldmatrix`, `warp.load_shared`). A shared buffer is a `memref<stages x rows x cols, 3>`,
+buffer (`warp.copy_async`; a pre-compressed sparse A's metadata: `warp.copy_meta_async`), their
+groups and waits (`warp.async_commit`, `warp.async_wait` and its `!warp.async_token`, which every
+read of a stage takes), and the reads of fragments from a stage (`warp.ldmatrix`,
+`warp.load_shared`, `warp.load_meta_shared`). A shared buffer is a `memref<stages x rows x cols, 3>`,
 row-major or `#warp.swizzled` (`swizzle`); the lowering addresses it by that type alone.
 """
 
@@ -27,7 +28,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects.attributes import Operand, Rounding, RoundingAttr, element_bits, element_name
 from tilemma.dialects.swizzle import SwizzledLayoutAttr, row_bytes, swizzles
-from tilemma.dialects.warp import FragType, _frag, _ints, _WindowOp
+from tilemma.compiler.layouts import sparse_format as fmt
+from tilemma.dialects.warp import FragType, _frag, _ints, _WindowOp, verify_meta_fragments, verify_meta_memref
 
 
 
@@ -278,3 +280,75 @@ LDMATRIX_SPARSE_SHAPES = {(16, 8, 32): 16}
 
 def _element_bits(t: Attribute) -> int:
     return element_bits(element_name(t))
+
+
+@irdl_op_definition
+class CopyMetaAsyncOp(IRDLOperation):
+    """`warp.copy_meta_async`: the CTA copies the metadata of a pre-compressed sparse A
+    (`sparse_format`) for one stage into stage `stage` of a shared buffer of `stages x rows x
+    steps` ui32: the 16-row tiles of rows indices[1] .. + rows (indices: batch, row, dense k of
+    the stage), the stage's `steps` k32 steps. Shared row 16 t + q holds the words of metadata
+    lane q (lane 4 (q / 2) + q % 2) of tile t, contiguous in the format: one `cp.async` of 4 x
+    steps bytes each, in the same groups as the operands' copies (CUTLASS's sm80 sparse
+    pipeline stages E so). Tiles past the memref's and K groups past its rows read its last ones:
+    valid metadata, selecting among A's zero-filled values there."""
+
+    name = "warp.copy_meta_async"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    dest = operand_def(MemRefType)
+    stage = operand_def(IndexType)
+    threads = prop_def(IntegerAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$ref `[` $indices `]` `,` $dest `[` $stage `]` attr-dict `:` type($ref) `,` type($dest)"
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], dest: SSAValue, stage: SSAValue, threads: int):
+        super().__init__(operands=[ref, indices, dest, stage], properties={"threads": IntegerAttr(threads, i64)})
+
+    def verify_(self) -> None:
+        verify_meta_memref(self.ref.type, self.name)
+        if len(self.indices) != 3:
+            raise VerifyException(f"{self.name}: expected three index operands (batch, row, k)")
+        _meta_stage(self.dest.type, f"{self.name} destination")
+
+
+@irdl_op_definition
+class LoadMetaSharedOp(IRDLOperation):
+    """`warp.load_meta_shared`: the `e` fragments of one 16-row tile for every k32 step of a
+    stage that `warp.copy_meta_async` filled: stage indices[0], the tile at row indices[1] of
+    the CTA's (a multiple of 16), after the wait whose `token` it takes; one `ld.shared.v{steps}`
+    a lane (lanes at quad positions 2 and 3 read their neighbours', which the instruction ignores)."""
+
+    name = "warp.load_meta_shared"
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    token = operand_def(AsyncTokenType)
+    fragments = var_result_def(FragType)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$ref `[` $indices `]` `after` $token attr-dict `:` type($ref) `->` type($fragments)"
+
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], token: SSAValue, result: FragType):
+        steps = _meta_stage(ref.type, "warp.load_meta_shared source").get_shape()[2]
+        super().__init__(operands=[ref, indices, token], result_types=[[result] * steps])
+
+    def verify_(self) -> None:
+        ref = _meta_stage(self.ref.type, f"{self.name} source")
+        if len(self.indices) != 2:
+            raise VerifyException(f"{self.name}: expected two index operands (stage, row)")
+        if len(self.fragments) != ref.get_shape()[2]:
+            raise VerifyException(f"{self.name}: one fragment for each of the stage's {ref.get_shape()[2]} k32 steps")
+        verify_meta_fragments(self.fragments, self.name)
+
+
+def _meta_stage(ref: Attribute, what: str) -> MemRefType:
+    """A shared buffer of metadata stages: stages x (16-row tiles x 16 lanes) x steps ui32."""
+    if not isinstance(ref, MemRefType) or not is_shared(ref) or len(ref.get_shape()) != 3 \
+            or element_name(ref.element_type) != "ui32" or not isinstance(ref.layout, NoneAttr):
+        raise VerifyException(f"{what} must be a row-major 3-d shared ui32 memref (stages x rows x steps)")
+    _, rows, steps = ref.get_shape()
+    if rows % fmt.META_LANES or steps not in (1, 2, fmt.STEPS_PER_GROUP):
+        raise VerifyException(f"{what}: {fmt.META_LANES} rows a tile and 1, 2 or {fmt.STEPS_PER_GROUP} k32 steps "
+                              f"a stage (one cp.async of a lane's words), not {rows} x {steps}")
+    return ref

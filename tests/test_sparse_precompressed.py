@@ -54,14 +54,13 @@ def test_staged_configurations(config):
     assert result.ok, result.line()
 
 
-@pytest.mark.parametrize("config", [{"stages": 4, "stage_k": 32}, {"stages": 2, "stage_k": 32}],
-                         ids=["k32x4", "k32x2"])
-def test_metadata_loaded_ahead_stops_at_the_row_end(config):
-    """The staged loop loads metadata stages ahead (META_AHEAD_STEPS); with K a whole number of
-    128-wide groups and stages of one k32 step, the last loads fall past the last tile's row,
-    where load_meta reads the filler instead of memory past the buffer (the emulator fails any
-    such read)."""
-    kernel = compile_spec(spec(32, 16, 256), **config)
+@pytest.mark.parametrize("config", [{"stages": 4, "stage_k": 32}, {"stages": 2, "stage_k": 128}],
+                         ids=["k32x4", "k128x2"])
+def test_metadata_stage_past_the_last_tile(config):
+    """A CTA of 32 rows a warp over an A of 20 rows: the metadata copies of its 16-row tiles past
+    the memref's (2) read its last tile instead of memory past the buffer (the emulator fails any
+    such read), and K = 256 is whole 128-wide groups, so no stage starts past a row's last."""
+    kernel = compile_spec(spec(20, 16, 256), warps="2x1", warp_tile="2x2", **config)
     result = run_compiled(kernel, 5, "emulator")
     assert result.ok, result.line()
 

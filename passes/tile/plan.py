@@ -30,9 +30,6 @@ from tilemma.passes.tile.gemm_kernel import DYNAMIC, PLANNING_SIZE, GemmKernel, 
 
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 INDEX_LIMIT = 2**31  # coordinates are computed in 32 bits
-# k32 steps of mmas between a pre-compressed A's metadata load and its first use: one stage of
-# one step left the load's latency exposed (ncu: long-scoreboard stalls, 1.6 a issued instruction)
-META_AHEAD_STEPS = 2
 GROUP_M = 8  # CTA rows of tiles per group of the rasterized order (Triton's GROUP_SIZE_M)
 # Split-K where the output tiles leave SMs idle: at most this many CTAs share a tile's K, each at
 # least SPLIT_MIN_STEPS steps of it (a stage, or an instruction's K on the simple schedule).
@@ -403,7 +400,8 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     if t.grid[0] * t.grid[1] > GRID_LIMITS[0]:
         raise LoweringError(mma, f"{t.grid[0] * t.grid[1]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
     bm, bn = t.cta_tile
-    a_bits = g.a.bits // 2 if g.a_meta is not None else g.a.bits  # compressed: K/2 values
+    # compressed: K/2 values, and their metadata staged with them (2 bits a value)
+    a_bits = g.a.bits // 2 + 1 if g.a_meta is not None else g.a.bits
     limit = target.limits.shared_per_cta
     stages, stage_k = configs.fit_shared(stages, stage_k, bm * a_bits + bn * g.b.bits, limit, schedule,
                                          read_k=read_k, **fit)
@@ -431,10 +429,9 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
             splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
             return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
     interleave = schedule in configs.INTERLEAVED_READS and not widen
-    meta_ahead = ceil_div(META_AHEAD_STEPS, stage_k // t.instr[2]) if g.a_meta is not None else 0
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "interleaved" if interleave else "ahead", GROUP_M,
-                    meta_ahead, variant if widen else None, splits, chunk, fill, gather)
+                    variant if widen else None, splits, chunk, fill, gather)
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,10 @@
 After `warp-pipeline` each stage's section (wait, barrier, the stage's fragment reads and
 mmas, K step by K step) waits for its stage and then reads before it multiplies. This pass
 moves the head of every section - the wait, the barrier and the reads of its first K step (A,
-and B's first `b-ahead` groups where reads interleave) - to the end of the section before, so
-that the next stage's first fragments load while this stage's last mmas run; the fragments,
-the wait's token and a pre-compressed A's metadata (loaded `meta_ahead` stages ahead from
-global memory, `#warp.schedule`) travel as loop-carried values. Within a section the rest of the
+and B's first `b-ahead` groups where reads interleave, and a pre-compressed A's metadata for
+the stage) - to the end of the section before, so that the next stage's first fragments load
+while this stage's last mmas run; the fragments and the wait's token travel as loop-carried
+values. Within a section the rest of the
 reads are placed by `reads` (`#warp.schedule`, as in Triton's prefetch pass):
 
 - `ahead`: the whole next K step before a step's mmas;
@@ -35,7 +35,7 @@ from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.plan import ceil_div
 from tilemma.passes.warp.loop_clone import Cloner, const_before
 
-_READS = (warp.LdMatrixOp, warp.LoadSharedOp)
+_READS = (warp.LdMatrixOp, warp.LoadSharedOp, warp.LoadMetaSharedOp)
 
 
 def _const(value: int, ops: list[Operation]) -> SSAValue:
@@ -97,8 +97,6 @@ class _Section:
         within = set(ops)
         self.private = {r: _private(r, within) for r in [*reads, *self.metas]}
         meta_private = {o for m in self.metas for o in self.private[m]}
-        meta_private |= {o for o in ops if o not in self.metas and any(u.operation in self.metas for r in o.results for u in r.uses)
-                         and not isinstance(o, arith.ConstantOp)}
         self.meta_ops = [o for o in ops if o in meta_private or o in self.metas]
         placed = {self.wait, self.barrier, *mmas, *reads, *self.meta_ops,
                   *(p for r in reads for p in self.private[r])}
@@ -168,28 +166,16 @@ class _Prefetch:
         out += c.ops
         return values
 
-    def clone_metas(self, sec: _Section, k: SSAValue, out: list[Operation]) -> list[SSAValue]:
-        """The metadata loads of `sec` at K `k`."""
-        c = Cloner({m.indices[2]: k for m in sec.metas})
-        values = []
-        for m in sec.metas:
-            c.clone(m)
-            values += [c.value(v) for v in m.results]
-        out += c.ops
-        return values
-
     def run(self) -> None:
         s = self.s
         template = self.body or self.last
-        # the first stage's head and the metadata of the first `meta_ahead` stages, before the loop
+        # the first stage's head (and metadata), before the loop
         pre: list[Operation] = []
         wait = warp.AsyncWaitOp(template.wait.pending.value.data)
         pre += [wait, gpu.BarrierOp()]
-        frags = self.clone_reads(self.head(template), {template.stage(): _const(0, pre), template.wait.token: wait.token},
-                                 pre, template)
-        metas: list[SSAValue] = []
-        for d in range(s.meta_ahead if template.metas else 0):
-            metas += self.clone_metas(template, _const(d * s.stage_k, pre), pre)
+        first = {template.stage(): _const(0, pre), template.wait.token: wait.token}
+        frags = self.clone_reads(self.head(template), first, pre, template)
+        metas = self.clone_reads(template.metas, first, pre, template)
         anchor = self.loop if self.loop is not None else self.last.ops[0]
         Rewriter.insert_op(pre, InsertPoint.before(anchor))
         carried = [*frags, *metas, wait.token]
@@ -219,7 +205,7 @@ class _Prefetch:
         Rewriter.insert_op([nxt, following], InsertPoint.after(stage_op))
         yield_op = body.last_op
         assert isinstance(yield_op, scf.YieldOp)
-        out = self.emit(sec, carried, InsertPoint.before(yield_op), following.result, kt)
+        out = self.emit(sec, carried, InsertPoint.before(yield_op), following.result)
         new_yield = scf.YieldOp(*yield_op.operands, *out)
         Rewriter.replace_op(yield_op, new_yield)
         new = scf.ForOp(loop.lb, loop.ub, loop.step, [*loop.iter_args, *inits], body)
@@ -229,11 +215,11 @@ class _Prefetch:
         Rewriter.erase_op(loop, safe_erase=False)
         return list(new.results[n_acc:])
 
-    def emit(self, sec: _Section, carried: list[SSAValue], at: InsertPoint, following: SSAValue | None = None,
-             kt: SSAValue | None = None) -> list[SSAValue]:
+    def emit(self, sec: _Section, carried: list[SSAValue], at: InsertPoint,
+             following: SSAValue | None = None) -> list[SSAValue]:
         """Re-order one section around its carried head; with `following` (a loop's section)
-        also read the next stage's head after waiting for it, and load the metadata
-        `meta_ahead` stages on. Returns what the next section starts with."""
+        also read the next stage's head (and metadata) after waiting for it. Returns what the
+        next section starts with."""
         s = self.s
         rm, rn = s.warp_tile
         w, groups, steps, ahead = sec.w, sec.groups, sec.steps, self.ahead
@@ -261,11 +247,6 @@ class _Prefetch:
             r.operands[len(r.operands) - 1] = token  # the stage was waited for before this section
         out: list[Operation] = list(sec.other)
         next_metas: list[SSAValue] = []
-        if following is not None and sec.metas:
-            assert kt is not None
-            k = arith.MuliOp(arith.AddiOp(kt, _const(s.meta_ahead, out)).result, _const(s.stage_k, out))
-            out += [k.lhs.owner, k]
-            next_metas = metas[n_meta:] + self.clone_metas(sec, k.result, out)
         next_token: list[SSAValue] = []
         wait_pending = sec.wait.pending.value.data
 
@@ -276,10 +257,12 @@ class _Prefetch:
                 out.append(r)
                 return list(r.results)
             assert following is not None
-            if not next_token:
+            if not next_token:  # the next stage's wait, then its metadata first
                 wait = warp.AsyncWaitOp(wait_pending)
                 out.extend([wait, gpu.BarrierOp()])
                 next_token.append(wait.token)
+                next_metas.extend(self.clone_reads(sec.metas, {sec.stage(): following, sec.wait.token: wait.token},
+                                                   out, sec))
             r = (sec.a if what == "a" else sec.b)[0][n]
             return self.clone_reads([r], {sec.stage(): following, sec.wait.token: next_token[0]}, out, sec)
 

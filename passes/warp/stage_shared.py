@@ -10,7 +10,8 @@ ragged edge) - or, for an operand `#warp.schedule` fills (an 8-bit M-major A or 
 (`warp.async_wait`, whose token every read of the stage takes) and meets at a barrier; then each
 warp reads its fragments from the stage (`warp.ldmatrix`, or `warp.load_shared` where a register
 holds one element: f64, tf32 stored across its K rows) and multiplies them, one K step after
-another (a pre-compressed A's metadata: one vector load per instruction row and stage). The
+another. A pre-compressed A's metadata is staged with its values (`warp.copy_meta_async` into a
+third ring, each warp's words one `warp.load_meta_shared` per instruction row and stage). The
 ring is ready for `warp-pipeline`, which issues the copies S - 1 stages ahead; on its own the loop
 is correct and waits for each stage right after copying it.
 """
@@ -145,7 +146,12 @@ class _Stage(IndexBuilder):
         shared = [MemRefType(a_elem, [S, bk, bm] if self.a_m_major else [S, bm, bk // 2 if self.pre else bk],
                              memory_space=space),
                   MemRefType(b_elem, [S, bn, bk] if self.b_k_major else [S, bk, bn], memory_space=space)]
-        self.s_a, self.s_b = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0] for ty in shared)
+        if self.pre:  # a lane's words for the stage's k32 steps, 16 lanes a tile of the CTA's rows
+            shared.append(MemRefType(self.metas[0].ref.type.element_type, [S, bm, bk // self.variant.k],
+                                     memory_space=space))
+        self.s_a, self.s_b, *meta = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0]
+                                     for ty in shared)
+        self.s_meta = meta[0] if meta else None
         k_size = self.size(self.b_ref, 1, self.k)
         base = self.k_base()
         if base is not None:  # a split of K (`split_k`): its part, from `base`, is the loop's range
@@ -174,7 +180,7 @@ class _Stage(IndexBuilder):
         self.add(warp.AsyncCommitOp())
         token = self.add(warp.AsyncWaitOp(0)).results[0]
         self.add(gpu.BarrierOp())
-        metas = self.stage_meta(kt)
+        metas = self.stage_meta(stage, token)
         results = self.stage_mmas(stage, token, carried, metas)
         self.add(scf.YieldOp(*results))
         body.add_ops(self.ops)
@@ -226,6 +232,9 @@ class _Stage(IndexBuilder):
             self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
                                           b0.extent_values(), self.threads, copy_vector(self.b, self.b_k_major),
                                           transpose=self.b_k_major), k_exact, n_exact)
+        if self.s_meta is not None:
+            m = self.metas[0]
+            self.add(warp.CopyMetaAsyncOp(m.ref, [m.indices[0], self.cta_row, k], self.s_meta, stage, self.threads))
 
     def fill(self, k: SSAValue, stage: SSAValue) -> None:
         """The transposing fills of A and B at K `k` into `stage` (those `fill` names), then the
@@ -249,16 +258,15 @@ class _Stage(IndexBuilder):
                                     rows_in, cols_in)
                 self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gather))
 
-    def stage_meta(self, kt: SSAValue) -> list[SSAValue]:
-        """A pre-compressed A's metadata for the stage: per instruction row of the warp tile,
-        one vector load of its k32 steps' words (none for other kernels)."""
-        if not self.pre:
+    def stage_meta(self, stage: SSAValue, token: SSAValue) -> list[SSAValue]:
+        """A pre-compressed A's metadata for the stage: per instruction row of the warp tile, its
+        k32 steps' words from the metadata stage (none for other kernels)."""
+        if self.s_meta is None:
             return []
-        k = self.add(arith.MuliOp(kt, self.const(self.s.stage_k))).results[0]
-        steps = self.s.stage_k // self.variant.k
-        return [r for m in self.metas
-                for r in self.add(warp.LoadMetaOp(m.ref, [m.indices[0], m.indices[1], k], m.fragments[0].type,
-                                                  steps)).results]
+        frag = self.metas[0].fragments[0].type
+        rm = self.s.warp_tile[0]
+        return [r for i in range(rm) for r in self.add(warp.LoadMetaSharedOp(
+            self.s_meta, [stage, self.plus(self.warp_row, i * self.variant.m)], token, frag)).results]
 
     def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):
         """Each K step of the stage: its fragment reads (A by instruction row, B by `b_group`),

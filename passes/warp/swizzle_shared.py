@@ -81,13 +81,13 @@ class SwizzleShared(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for alloc in [o for o in op.walk() if isinstance(o, memref.AllocOp)]:
             ref = alloc.memref.type
-            if not isinstance(ref, MemRefType) or not warp.is_shared(ref) or not warp.swizzles(ref):
-                continue
-            if not isinstance(ref.layout, NoneAttr):
+            if not isinstance(ref, MemRefType) or not warp.is_shared(ref) or not isinstance(ref.layout, NoneAttr):
                 continue  # a layout given already is kept
             users = [use.operation for use in alloc.memref.uses]
             if not all(isinstance(u, (warp.CopyAsyncOp, warp.FillStoreOp, warp.LdMatrixOp, warp.LoadSharedOp)) for u in users):
-                continue  # an access that does not know the swizzle: keep the plain layout
+                continue  # an access that does not know the swizzle (metadata stages): keep the plain layout
+            if not warp.swizzles(ref):
+                continue
             readers = [u for u in users if isinstance(u, warp.LoadSharedOp)]
             mult = min(MULTIPLIERS, key=lambda m: sum(read_wavefronts(u, m) for u in readers))
             swizzled = MemRefType(ref.element_type, ref.shape, warp.SwizzledLayoutAttr(mult), ref.memory_space)

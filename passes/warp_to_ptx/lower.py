@@ -65,7 +65,7 @@ from tilemma.passes.warp_to_ptx.shared import (
 )
 from tilemma.passes.warp_to_ptx.rows import LowerMask, LowerRowReduce, LowerToLhs
 from tilemma.passes.warp_to_ptx.split_k import LowerSplitKReduce
-from tilemma.passes.warp_to_ptx.sparse_a import LowerLoadMeta, LowerSparseA
+from tilemma.passes.warp_to_ptx.sparse_a import LowerCopyMetaAsync, LowerLoadMeta, LowerLoadMetaShared, LowerSparseA
 from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringState, _Kernel
 
 
@@ -137,7 +137,7 @@ class WarpToPtx(ModulePass):
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
-                LowerLoadMeta(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
+                LowerLoadMeta(state), LowerCopyMetaAsync(state), LowerLoadMetaShared(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
                 LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),
                 LowerRowReduce(state), LowerMask(state), LowerToLhs(state),
             ]),

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from math import prod
 
 from xdsl.dialects import gpu, memref
-from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.builtin import IntegerType, MemRefType
 from xdsl.ir import Attribute
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.layouts import fragments
 from tilemma.dialects import ptx, tile, warp
 from tilemma.dialects.tile import element_name
@@ -58,14 +59,23 @@ def place_shared(used: int, ref: MemRefType) -> tuple[int, int]:
     bytes in use with it (sub-byte elements packed): the kernel's dynamic shared memory is the
     last of these."""
     offset = -(-used // 128) * 128
-    return offset, offset + prod(ref.get_shape()) * tile.element_bits(element_name(ref.element_type)) // 8
+    return offset, offset + prod(ref.get_shape()) * _stored_bits(ref) // 8
+
+
+def _stored_bits(ref: MemRefType) -> int:
+    """Bits one element of a shared buffer takes: an operand's (sub-byte ones packed), or a
+    builtin integer's width (the ui32 words of a sparse A's metadata, no operand type)."""
+    t = ref.element_type
+    if isinstance(t, IntegerType) and element_name(t) not in ELEMENTS:
+        return t.width.data
+    return tile.element_bits(element_name(t))
 
 
 def _shared_geometry(ref: MemRefType) -> tuple[int, int, int]:
     """(bits per element, bytes per row, bytes per stage) of a stages x rows x cols buffer
     (sub-byte elements packed, as in global memory)."""
     _, rows, cols = ref.get_shape()
-    bits = tile.element_bits(element_name(ref.element_type))
+    bits = _stored_bits(ref)
     return bits, cols * bits // 8, rows * cols * bits // 8
 
 

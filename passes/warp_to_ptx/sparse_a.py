@@ -1,6 +1,7 @@
 """The sparse A lowerings of `warp-to-ptx`: `warp.load_sparse_a` compresses a structured-sparse
 A in registers for `mma.sp`; `warp.load_meta` reads the metadata words of an A that arrives
-compressed (`sparse_format`).
+compressed (`sparse_format`) from global memory, `warp.copy_meta_async` stages them in shared
+memory and `warp.load_meta_shared` reads them from a stage.
 
 Each lane reads whole chunks of the dense A (4 elements for 2:4; 2 for tf32's 1:2; 8 for the
 4-bit pair-wise 4:8), finds which of the chunk's 4 metadata units are kept — the nonzero ones
@@ -342,16 +343,7 @@ class LowerLoadMeta(RewritePattern):
         tiles, width = shape[-2:]
         batch_bytes = 4 * tiles * width if len(shape) == 3 and shape[0] > 1 else 0
 
-        def lane_bytes(e: fio.Emitter) -> list:
-            quad, odd, off = e.reg("b32"), e.reg("b32"), e.reg("b32")
-            e.emit("bfe.u32", quad, kernel.lane, 2, 3)
-            e.emit("and.b32", odd, kernel.lane, 1)
-            e.emit("shl.b32", quad, quad, 1)
-            e.emit("add.u32", quad, quad, odd)
-            e.emit("mul.lo.u32", off, quad, 4 * fmt.STEPS_PER_GROUP)
-            return [off]
-
-        [lane_off] = kernel.thread_invariant(("meta-lane",), lane_bytes)
+        lane_off = _meta_lane_bytes(kernel, 4 * fmt.STEPS_PER_GROUP)
         e = fio.Emitter(kernel.regs)
         tile_, step, group, within, off = (e.reg("b32") for _ in range(5))
         e.emit("shr.u32", tile_, e.in_register(row), 4)
@@ -380,3 +372,125 @@ class LowerLoadMeta(RewritePattern):
         e.emit(f"ld.global{vec}.u32", dst, f"[{addr}]", guard=inside)
         _finish(op, rewriter, e, [[r] for r in out])
 
+
+
+def _meta_lane_bytes(kernel, size: int) -> str:
+    """A register holding q * `size`: q = 2 (lane / 4) + lane % 2, the metadata lane whose words
+    this lane reads (lanes at quad positions 2 and 3 read their neighbours')."""
+
+    def build(e: fio.Emitter) -> list:
+        quad, odd, off = e.reg("b32"), e.reg("b32"), e.reg("b32")
+        e.emit("bfe.u32", quad, kernel.lane, 2, 3)
+        e.emit("and.b32", odd, kernel.lane, 1)
+        e.emit("shl.b32", quad, quad, 1)
+        e.emit("add.u32", quad, quad, odd)
+        e.emit("mul.lo.u32", off, quad, size)
+        return [off]
+
+    return kernel.thread_invariant(("meta-lane", size), build)[0]
+
+
+@dataclass
+class LowerCopyMetaAsync(RewritePattern):
+    """`warp.copy_meta_async`: thread t copies shared rows t, t + T, ... (tile r / 16, metadata
+    lane q = r % 16) of the stage, each one `cp.async` of the lane's 4 x steps contiguous bytes
+    (word 64 g + 4 q + step % 4 of its tile's row, `sparse_format`); the tile and the K group
+    clamped to the memref's last."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.CopyMetaAsyncOp, rewriter: PatternRewriter) -> None:
+        base, dst, stage, idx = reg(op.ref), reg(op.dest), reg(op.stage), all_reg(op.indices)
+        if base is None or dst is None or stage is None or idx is None:
+            return
+        batch, row, k = idx
+        kernel = self.state.kernel(op)
+        ref, dest = op.ref.type, op.dest.type
+        assert isinstance(ref, MemRefType) and isinstance(dest, MemRefType)
+        shape = ref.get_shape()
+        tiles, width = shape[-2:]
+        _, rows, steps = dest.get_shape()
+        size, threads = 4 * steps, op.threads.value.data
+        chunks = -(-rows // threads)
+
+        def thread_parts(e: fio.Emitter) -> list:
+            """Per chunk: (guard, tile within the CTA's, word of its lane in a group, shared offset)."""
+            tid = e.reg("b32")
+            e.emit("mov.u32", tid, "%tid.x")
+            parts = []
+            for i in range(chunks):
+                r = e.reg("b32")
+                e.emit("add.u32", r, tid, i * threads)
+                guard = None
+                if (i + 1) * threads > rows:
+                    guard = e.reg("pred")
+                    e.emit("setp.lt.u32", guard, r, rows)
+                t, q, shared = e.reg("b32"), e.reg("b32"), e.reg("b32")
+                e.emit("shr.u32", t, r, 4)
+                e.emit("and.b32", q, r, fmt.META_LANES - 1)
+                e.emit("shl.b32", q, q, 2)  # the lane's words start 4 q into a group
+                e.emit("mul.lo.u32", shared, r, size)
+                parts.append((guard, t, q, shared))
+            return parts
+
+        parts = kernel.thread_invariant(("copy-meta", threads, rows, size), thread_parts)
+        e = fio.Emitter(kernel.regs)
+        tile0, step, group, word = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
+        e.emit("shr.u32", tile0, e.in_register(row), 4)
+        e.emit("shr.u32", step, e.in_register(k), 5)
+        e.emit("shr.u32", group, step, 2)
+        e.emit("min.u32", group, group, width // fmt.GROUP_WORDS - 1)
+        e.emit("and.b32", word, step, fmt.STEPS_PER_GROUP - 1)
+        e.emit("mad.lo.u32", word, group, fmt.GROUP_WORDS, word)
+        origin = e.reg("b64")
+        e.emit("mov.b64", origin, base)
+        if len(shape) == 3 and shape[0] > 1:  # a batch of 1 serves every batch
+            t = e.reg("b64")
+            fio._mul_wide(e, t, batch, 4 * tiles * width)
+            e.emit("add.s64", origin, origin, t)
+        stage_base = e.reg("b32")
+        e.emit("mad.lo.u32", stage_base, e.in_register(stage), rows * size, dst)
+        kind = "cg" if size == 16 else "ca"
+        for guard, t_local, q, shared in parts:
+            t, w, src, addr = e.reg("b32"), e.reg("b32"), e.reg("b64"), e.reg("b32")
+            e.emit("add.u32", t, tile0, t_local)
+            e.emit("min.u32", t, t, tiles - 1)
+            e.emit("mad.lo.u32", w, t, width, word)
+            e.emit("add.u32", w, w, q)
+            fio._mul_wide(e, src, w, 4)
+            e.emit("add.s64", src, src, origin)
+            e.emit("add.u32", addr, stage_base, shared)
+            e.emit(f"cp.async.{kind}.shared.global", f"[{addr}]", f"[{src}]", size, guard=guard)
+        _finish(op, rewriter, e)
+
+
+@dataclass
+class LowerLoadMetaShared(RewritePattern):
+    """`warp.load_meta_shared`: one `ld.shared.v{steps}.u32` a lane at its metadata lane's row of
+    the tile (`warp.copy_meta_async`'s layout): the 16 rows a warp reads are one contiguous run,
+    conflict-free."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.LoadMetaSharedOp, rewriter: PatternRewriter) -> None:
+        base, idx = reg(op.ref), all_reg(op.indices)
+        if base is None or idx is None:
+            return
+        stage, row = idx
+        kernel = self.state.kernel(op)
+        ref = op.ref.type
+        assert isinstance(ref, MemRefType)
+        _, rows, steps = ref.get_shape()
+        size = 4 * steps
+        lane_off = _meta_lane_bytes(kernel, size)
+        e = fio.Emitter(kernel.regs)
+        addr = e.reg("b32")
+        e.emit("mad.lo.u32", addr, e.in_register(row), size, lane_off)  # row = 16 x tile: its lanes' rows
+        e.emit("add.u32", addr, addr, base)
+        e.emit("mad.lo.u32", addr, e.in_register(stage), rows * size, addr)
+        out = e.reg_list("b32", steps)
+        vec = f".v{steps}" if steps > 1 else ""
+        e.emit(f"ld.shared{vec}.u32", "{" + ", ".join(out) + "}" if steps > 1 else out[0], f"[{addr}]")
+        _finish(op, rewriter, e, [[r] for r in out])
