@@ -151,3 +151,18 @@ def test_size_class_adjustments_come_from_the_table():
         assert _compile(spec, tune_cache="").abi.config.startswith(f"warps={warps} ")
     # a default CTA larger than the problem is not taken: 4x2 warps of 2x4 f64 tiles are 128x64
     assert _compile(GemmSpec(40, 40, 64, "f64", "f64", "f64"), tune_cache="").abi.config.startswith("warps=2x2 ")
+
+
+def test_a_filled_b_keeps_its_rows_where_the_default_leaves_sms_idle():
+    """SMALL_TILES: an N-major 8-bit B (transposed once a CTA) narrows the CTA's columns, not its
+    rows, where the default's CTAs leave SMs idle; where they fill the GPU, or for a filled A as
+    well, the other rules stand."""
+    warps, tile = configs.SMALL_TILES["8bit-fill-b"]
+    b_row = _compile(GemmSpec(128, 11008, 4096, "s8", "s8", "s32"), tune_cache="").abi.config
+    assert b_row.startswith(f"warps={warps} warp-tile={tile} ")
+    big = _compile(GemmSpec(4096, 4096, 4096, "s8", "s8", "s32"), tune_cache="").abi.config
+    assert big.startswith(str(configs.default("sm_90", "8bit-fill-b")).split(" stages")[0])
+    both = _compile(GemmSpec(128, 11008, 4096, "s8", "s8", "s32", a_layout="col"), tune_cache="").abi.config
+    assert f"warp-tile={tile} " not in both
+    # too few rows for the narrow CTA's (128): the rows are halved as before
+    assert not _compile(GemmSpec(64, 11008, 4096, "s8", "s8", "s32"), tune_cache="").abi.config.startswith(f"warps={warps} warp-tile={tile}")

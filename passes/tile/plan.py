@@ -377,6 +377,13 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
             """CTAs of wm x wn warps of rm x rn instruction tiles."""
             return ceil_div(g.m, wm * rm * 16) * ceil_div(g.n, wn * rn * 8) * g.batch
 
+        small = configs.SMALL_TILES.get(schedule)
+        if warps is None and small is not None:  # rows kept, columns narrowed, where the default leaves SMs idle
+            (dm, dn), (sm, sn) = parse_pair(default.warps, "warps"), parse_pair(small[0], "warps")
+            (sr, sc) = parse_pair(small[1], "warp-tile")  # type: ignore[misc]
+            idle = g.m < dm * rm * 16 or tiles(dm, dn, rm) < target.limits.one_wave  # type: ignore[operator]
+            if idle and g.m >= sm * sr * 16 and g.n >= sn * sc * 8:  # type: ignore[operator]
+                warps, rm, rn = (sm, sn), sr, sc
         if warps is None:
             large = size_class == "large" and schedule in configs.LARGE_WARPS
             if size_class == "medium" and schedule in configs.MEDIUM_WIDE:  # where the wide CTAs fill a wave
