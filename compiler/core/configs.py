@@ -219,13 +219,15 @@ LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4", "32bit-trun
 # 512x4096x4096 (64 such CTAs) 2x4 lost 4-13%. With rna 2x4 gains nothing at 4096^3 or loses (192 /
 # 172 / 177 / 156 against 192 / 178 / 172 / 166): the conversions, not the tile, limit it.
 MEDIUM_WIDE = {"32bit-trunc", "32bit-row-b-trunc"}
-# Where the default's CTAs leave SMs idle (or do not fit M), (warps, warp tile) of a CTA that keeps
-# its rows and narrows its columns: a filled B is transposed once a CTA, so its cost per mma falls
-# with the CTA's rows - halving the rows (the other schedules' way to fill a wave) doubles it.
-# H200, s8 B row-major (TOP/s, results/h200-2026-11-27-fill-small.csv): 4x2 of 2x4 (128 x 64)
-# against the default's 64 x 128 or 128 x 128: 128x11008x4096 249 / 200, 128x4096x4096 289 / 229,
-# 512x4096x11008 403 / 374. Not for a filled A (128x11008x4096 2x2 of 2x4 261, 4x2 of 2x4 220,
-# default 231) or both (512x4096x11008 293 against the default's 332).
+# Where the default's rows do not fit M, or its CTAs leave SMs idle even with their rows halved (the
+# other schedules' way to fill a wave), (warps, warp tile) of a CTA that keeps its rows and narrows
+# its columns: a filled B is transposed once a CTA, so its cost per mma falls with the CTA's rows.
+# H200, s8 B row-major, TOP/s (results/h200-2026-11-27-fill-small.csv, -fill-small-rule.csv): 4x2
+# of 2x4 (128 x 64) against the rows halved (64 x 128, 128 x 128): 128x11008x4096 247 / 198,
+# 128x4096x4096 284 / 226, 128x4096x11008 199 / 156, 1000^3 212 / 170; where the halved rows fill
+# a wave it loses or wins a little (512x4096x4096 418 / 470, 512x4096x11008 403 / 373), so the
+# rule leaves those. Not for a filled A (128x11008x4096: 2x2 of 2x4 261, 4x2 of 2x4 220, default
+# 231) or both (512x4096x11008 293 against the default's 332).
 SMALL_TILES = {"8bit-fill-b": ("4x2", "2x4")}
 # Small problems of these schedules take more stages (tf32 1024^3: 120 against 110 TFLOP/s, where
 # at 4096^3 4 stages lose: 199 against 207), as many as fit (`fit_shared`).

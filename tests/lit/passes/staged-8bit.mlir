@@ -31,11 +31,13 @@ func.func @s8_kmajor(%a: memref<2048x2048xsi8>, %b: memref<2048x2048xsi8, stride
 // stores an iteration behind its loads: the prologue stores stages 0 .. S - 3 and carries stage
 // S - 2's words into the loop, whose iterations first store the words the last one loaded (right
 // after the barrier the prefetch put at the end of the iteration before), then load the next
-// stage's. A keeps its cp.async. (Its default: 4 stages of K 64.)
+// stage's. A keeps its cp.async. (Its default: 4 stages of K 64; at 1024^3 the default CTAs leave
+// SMs idle even with their rows halved, so they keep 128 rows and narrow to 64 columns:
+// configs.SMALL_TILES, 4x2 warps of 2x4.)
 // CHECK-LABEL: func.func @s8_rowmajor
-// CHECK-SAME:  fill = b
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 4x2, warp_tile = 2x4, stages = 4, stage_k = 64, {{.*}}fill = b
 // CHECK:       memref.alloc() {alignment = 128 : i64} : memref<4x128x64xsi8, 3 : i64>
-// CHECK-NEXT:  %[[SB:.*]] = memref.alloc()
+// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x64x64xsi8, 3 : i64>
 // CHECK:       %[[W0:.*]] = warp.fill_load %b
 // CHECK-NEXT:  warp.fill_store %[[W0]], %[[SB]]
 // CHECK:       %[[W1:.*]] = warp.fill_load %b
@@ -43,12 +45,12 @@ func.func @s8_kmajor(%a: memref<2048x2048xsi8>, %b: memref<2048x2048xsi8, stride
 // CHECK:       %[[W2:.*]] = warp.fill_load %b
 // CHECK-NOT:   warp.fill_store
 // CHECK:       "gpu.barrier"() : () -> ()
-// CHECK:       scf.for {{.*}}%[[C:[0-9]+]] = %[[W2]], {{.*}} -> ({{.*}}!warp.staged<8>
-// CHECK:         warp.fill_store %[[C]], %[[SB]][%{{.*}}] {threads = 256 : i64} : !warp.staged<8>, memref<4x128x64xsi8, 3 : i64>
+// CHECK:       scf.for {{.*}}%[[C:[0-9]+]] = %[[W2]], {{.*}} -> ({{.*}}!warp.staged<4>
+// CHECK:         warp.fill_store %[[C]], %[[SB]][%{{.*}}] {threads = 256 : i64} : !warp.staged<4>, memref<4x64x64xsi8, 3 : i64>
 // CHECK:         warp.copy_async %a
-// CHECK:         %[[W:.*]] = warp.fill_load %b[{{.*}}] {{{.*}}shape = array<i64: 128, 64>, threads = 256 : i64, transpose, in_bounds = array<i64: 0, 1>} : memref<1024x1024xsi8> -> !warp.staged<8>
+// CHECK:         %[[W:.*]] = warp.fill_load %b[{{.*}}] {{{.*}}shape = array<i64: 64, 64>, threads = 256 : i64, transpose, in_bounds = array<i64: 0, 1>} : memref<1024x1024xsi8> -> !warp.staged<4>
 // CHECK:         warp.mma
-// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<4x128x64xsi8, 3 : i64> -> !warp.frag<b, si8,
+// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<4x64x64xsi8, 3 : i64> -> !warp.frag<b, si8,
 // CHECK:         scf.yield {{.*}}, %[[W]], {{.*}} :
 func.func @s8_rowmajor(%a: memref<1024x1024xsi8>, %b: memref<1024x1024xsi8>, %d: memref<1024x1024xsi32>) {
   %ta = tile.load %a[0, 0] : memref<1024x1024xsi8> -> !tile.tile<1024x1024xsi8>

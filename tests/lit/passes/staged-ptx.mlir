@@ -81,9 +81,10 @@ func.func @odd_columns(%a: memref<64x64xf16>, %b: memref<64x71xf16>, %d: memref<
 // -----
 // A row-major 8-bit B through the transposing fill: each K iteration first stores the words the
 // iteration before loaded (8 prmts a chunk, the selectors in registers: the thread's rotation;
-// 4 shared stores), then, after the A copies' branch, loads the next stage's 16 words: 32-bit
-// loads at the tile origin plus immediates (4 rows a chunk, 128 bytes apart; chunks 16 rows
-// apart), each predicated by K, in flight under the stage's mmas.
+// 4 shared stores), then, after the A copies' branch, loads the next stage's 8 words: 32-bit
+// loads at the tile origin plus immediates (4 rows a chunk, 1024 bytes apart; chunks 32 rows
+// apart), each predicated by K, in flight under the stage's mmas. (A problem whose default CTAs,
+// 128 x 128 here, fill the SMs: smaller ones narrow to 128 x 64 and one chunk, configs.SMALL_TILES.)
 // CHECK-LABEL: .entry fill(
 // CHECK:       $k_loop_{{[0-9]+}}:
 // CHECK-NOT:   mma.sync
@@ -92,17 +93,18 @@ func.func @odd_columns(%a: memref<64x64xf16>, %b: memref<64x71xf16>, %d: memref<
 // CHECK-NOT:   mma.sync
 // CHECK:       $skip_{{[0-9]+}}:
 // CHECK:       @[[P:%p[0-9]+]] ld.global.b32 [[W0:%r[0-9]+]], [[[BASE:%rd[0-9]+]]];
-// CHECK:       ld.global.b32 [[W1:%r[0-9]+]], [[[BASE]]+128];
-// CHECK:       ld.global.b32 {{%r[0-9]+}}, [[[BASE]]+2048];
-// CHECK:       ld.global.b32 {{%r[0-9]+}}, [[[BASE]]+6528];
+// CHECK:       ld.global.b32 [[W1:%r[0-9]+]], [[[BASE]]+1024];
+// CHECK:       ld.global.b32 {{%r[0-9]+}}, [[[BASE]]+3072];
+// CHECK:       ld.global.b32 {{%r[0-9]+}}, [[[BASE]]+32768];
+// CHECK:       ld.global.b32 {{%r[0-9]+}}, [[[BASE]]+35840];
 // CHECK-NOT:   st.shared
 // CHECK:       mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32
 // CHECK-NOT:   st.shared
 // CHECK:       bra.uni $k_loop_
-func.func @fill(%a: memref<128x256xsi8>, %b: memref<256x128xsi8>, %d: memref<128x128xsi32>) {
-  %ta = tile.load %a[0, 0] : memref<128x256xsi8> -> !tile.tile<128x256xsi8>
-  %tb = tile.load %b[0, 0] : memref<256x128xsi8> -> !tile.tile<256x128xsi8>
-  %td = tile.matmul %ta, %tb : !tile.tile<128x256xsi8>, !tile.tile<256x128xsi8> -> !tile.tile<128x128xsi32>
-  tile.store %td, %d[0, 0] : !tile.tile<128x128xsi32>, memref<128x128xsi32>
+func.func @fill(%a: memref<2048x256xsi8>, %b: memref<256x1024xsi8>, %d: memref<2048x1024xsi32>) {
+  %ta = tile.load %a[0, 0] : memref<2048x256xsi8> -> !tile.tile<2048x256xsi8>
+  %tb = tile.load %b[0, 0] : memref<256x1024xsi8> -> !tile.tile<256x1024xsi8>
+  %td = tile.matmul %ta, %tb : !tile.tile<2048x256xsi8>, !tile.tile<256x1024xsi8> -> !tile.tile<2048x1024xsi32>
+  tile.store %td, %d[0, 0] : !tile.tile<2048x1024xsi32>, memref<2048x1024xsi32>
   func.return
 }
