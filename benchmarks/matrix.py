@@ -43,7 +43,9 @@ from benchmarks import gemm_bench as gb
 from benchmarks.dynamic_shapes import SHAPES as LLM_SHAPES
 from benchmarks.gemm_bench import FAMILIES, Family, Row, Shape
 
-BASES = ("f16", "bf16", "s8", "tf32", "f64", "sparse-f16-pre")
+# tf32 twice: rounded as tilemma rounds by default (rna, a cvt a fragment register) and fed as it
+# is (`--rounding trunc`: what Triton's tf32 and cuBLAS do, so the like-for-like comparison)
+BASES = ("f16", "bf16", "s8", "tf32", "tf32-trunc", "f64", "sparse-f16-pre")
 LAYOUTS = {"rr": (False, False), "rc": (False, True), "cr": (True, False), "cc": (True, True)}  # A, B col-major
 ISSUE_SHAPES: tuple[Shape, ...] = ((4096, 4096, 4096), (257, 129, 4096), (16, 4096, 4096), (512, 4096, 4096),
                                    (2048, 2048, 256), (1000, 1000, 1000))
