@@ -166,3 +166,18 @@ def test_a_filled_b_keeps_its_rows_where_the_default_leaves_sms_idle():
     assert f"warp-tile={tile} " not in both
     # too few rows for the narrow CTA's (128): the rows are halved as before
     assert not _compile(GemmSpec(64, 11008, 4096, "s8", "s8", "s32"), tune_cache="").abi.config.startswith(f"warps={warps} warp-tile={tile}")
+
+
+def test_tf32_keeps_its_rows_where_split_k_fills_the_wave():
+    """KEEP_ROWS: a small tf32 problem with a long K keeps the 4x8 warp tile (split-K fills the
+    SMs); with a K too short to split (1000^3) or a CTA taller than M the rows are halved."""
+    assert "32bit-row-b-trunc" in configs.KEEP_ROWS
+    rows = configs.default("sm_90", "32bit-row-b-trunc").warp_tile.split("x")[0]
+
+    def config(m, n, k):
+        return _compile(GemmSpec(m, n, k, "tf32", "tf32", "f32", rounding="trunc"), tune_cache="").abi.config
+
+    kept = config(256, 4096, 4096)
+    assert f"warp-tile={rows}x" in kept and "split-k=" in kept
+    assert "warp-tile=2x" in config(1000, 1000, 1000)
+    assert "warp-tile=2x" in config(64, 11008, 4096)
