@@ -229,14 +229,16 @@ MEDIUM_WIDE = {"32bit-trunc", "32bit-row-b-trunc"}
 # rule leaves those. Not for a filled A (128x11008x4096: 2x2 of 2x4 261, 4x2 of 2x4 220, default
 # 231) or both (512x4096x11008 293 against the default's 332).
 SMALL_TILES = {"8bit-fill-b": ("4x2", "2x4")}
-# Schedules whose small problems keep the warp tile's rows where the CTA fits M and split-K can
-# fill the wave (plan: K >= SPLIT_MIN_K), instead of halving them: tf32 converts or reads each
-# fragment element by element, so a narrower warp tile costs more per mma. H200, TFLOP/s, kept /
-# halved (results/h200-2026-11-27-tf32-keep-rows.csv against -halved-rows.csv, one device call):
-# trunc 256x4096x4096 178 / 130, 128x4096x11008 157 / 122, 128x11008x4096 138 / 123 (B
-# row-major 156 / 132, 147 / 127, 123 / 109; rna 148 / 120, 139 / 113, 115 / 98). At 1000^3 (no
-# split-K) keeping them lost 94 -> 69, so there the rows are halved as before.
+# Schedules whose small problems keep the warp tile's rows where the CTA fits M and split-K fills
+# the wave (K of at least KEEP_ROWS_MIN_K, the shortest measured), instead of halving them: tf32
+# converts or reads each fragment element by element, so a narrower warp tile costs more per mma.
+# H200, TFLOP/s, kept / halved (results/h200-2026-11-27-tf32-keep-rows.csv against
+# -halved-rows.csv, one device call): trunc 256x4096x4096 178 / 130, 128x4096x11008 157 / 122,
+# 128x11008x4096 138 / 123 (B row-major 156 / 132, 147 / 127, 123 / 109; rna 148 / 120,
+# 139 / 113, 115 / 98). At 1000^3 (no split-K) keeping them lost 94 -> 69; K 1024-4095 is not
+# measured, so there the rows are halved as before.
 KEEP_ROWS = {"32bit", "32bit-row-b", "32bit-trunc", "32bit-row-b-trunc"}
+KEEP_ROWS_MIN_K = 4096
 # Small problems of these schedules take more stages (tf32 1024^3: 120 against 110 TFLOP/s, where
 # at 4096^3 4 stages lose: 199 against 207), as many as fit (`fit_shared`).
 SMALL_STAGES = {"32bit": 4, "32bit-trunc": 4}  # trunc: as rna (not measured apart)

@@ -397,9 +397,11 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                     break
         wm, wn = warps or (2, 2)
         # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
-        # about one wave of the target's SMs); KEEP_ROWS schedules, where split-K can fill the
-        # wave instead (`split`: a K that long, not forced off), only while the rows exceed M.
-        keep = schedule in configs.KEEP_ROWS and g.k >= SPLIT_MIN_K and split_k != 1 and not splittable(g, variant)
+        # about one wave of the target's SMs); KEEP_ROWS schedules, where split-K fills the wave
+        # instead (K of at least configs.KEEP_ROWS_MIN_K, split-K not forced off), only while the
+        # rows exceed M.
+        keep = (schedule in configs.KEEP_ROWS and g.k >= configs.KEEP_ROWS_MIN_K and split_k != 1
+                and not splittable(g, variant))
         while rm > 2 and tiles(wm, wn, rm) < target.limits.one_wave and (not keep or wm * rm * 16 > g.m):
             rm //= 2
         warp_tile = (rm, rn)
