@@ -26,9 +26,9 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from tilemma.compiler.layouts import sparse_format as fmt
 from tilemma.dialects.attributes import Operand, Rounding, RoundingAttr, element_bits, element_name
 from tilemma.dialects.swizzle import SwizzledLayoutAttr, row_bytes, swizzles
-from tilemma.compiler.layouts import sparse_format as fmt
 from tilemma.dialects.warp import FragType, _frag, _ints, _WindowOp, verify_meta_fragments, verify_meta_memref
 
 
@@ -286,8 +286,8 @@ def _element_bits(t: Attribute) -> int:
 class CopyMetaAsyncOp(IRDLOperation):
     """`warp.copy_meta_async`: the CTA copies the metadata of a pre-compressed sparse A
     (`sparse_format`) for one stage into stage `stage` of a shared buffer of `stages x rows x
-    steps` ui32: the 16-row tiles of rows indices[1] .. + rows (indices: batch, row, dense k of
-    the stage), the stage's `steps` k32 steps. Shared row 16 t + q holds the words of metadata
+    steps` ui32: the rows / 16 tiles from A's row indices[1] (indices: batch, row, dense k of the
+    stage), the stage's `steps` k32 steps. Shared row 16 t + q holds the words of metadata
     lane q (lane 4 (q / 2) + q % 2) of tile t, contiguous in the format: one `cp.async` of 4 x
     steps bytes each, in the same groups as the operands' copies (CUTLASS's sm80 sparse
     pipeline stages E so). Tiles past the memref's and K groups past its rows read its last ones:

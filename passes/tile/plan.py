@@ -379,12 +379,12 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
 
         small = configs.SMALL_TILES.get(schedule)
         if warps is None and small is not None:  # rows kept, columns narrowed: see SMALL_TILES
-            (dm, dn), (sm, sn) = parse_pair(default.warps, "warps"), parse_pair(small[0], "warps")  # type: ignore[misc]
-            sr, sc = parse_pair(small[1], "warp-tile")  # type: ignore[misc]
+            dm, dn = parse_pair(default.warps, "warps")  # type: ignore[misc]
+            (nm, nn), (nr, nc) = parse_pair(small[0], "warps"), parse_pair(small[1], "warp-tile")  # type: ignore[misc]
             # the default's rows do not fit, or leave SMs idle even halved (as below) to 2 a warp
             idle = g.m < dm * rm * 16 or tiles(dm, dn, min(rm, 2)) < target.limits.one_wave
-            if idle and g.m >= sm * sr * 16 and g.n >= sn * sc * 8:
-                warps, rm, rn = (sm, sn), sr, sc
+            if idle and g.m >= nm * nr * 16 and g.n >= nn * nc * 8:
+                warps, rm, rn = (nm, nn), nr, nc
         if warps is None:
             large = size_class == "large" and schedule in configs.LARGE_WARPS
             if size_class == "medium" and schedule in configs.MEDIUM_WIDE:  # where the wide CTAs fill a wave

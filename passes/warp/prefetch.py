@@ -6,8 +6,8 @@ moves the head of every section - the wait, the barrier and the reads of its fir
 and B's first `b-ahead` groups where reads interleave, and a pre-compressed A's metadata for
 the stage) - to the end of the section before, so that the next stage's first fragments load
 while this stage's last mmas run; the fragments and the wait's token travel as loop-carried
-values. Within a section the rest of the
-reads are placed by `reads` (`#warp.schedule`, as in Triton's prefetch pass):
+values. Within a section the rest of the reads are placed by `reads` (`#warp.schedule`, as in
+Triton's prefetch pass):
 
 - `ahead`: the whole next K step before a step's mmas;
 - `interleaved`: mmas column by column (instruction rows in order within a column), reading as
@@ -167,7 +167,6 @@ class _Prefetch:
         return values
 
     def run(self) -> None:
-        s = self.s
         template = self.body or self.last
         # the first stage's head (and metadata), before the loop
         pre: list[Operation] = []
