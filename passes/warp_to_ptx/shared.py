@@ -6,6 +6,7 @@ and `warp.load_shared` (addresses swizzled as the buffer's type, `#warp.swizzled
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from math import prod
 
@@ -170,6 +171,23 @@ def _uniform_steps(threads: int, per_row: int, total: int, row_step, row_bytes: 
     return steps if (chunks - 1) * max(steps) < 2**31 else None
 
 
+def thread_chunks(e: fio.Emitter, threads: int, total: int, count: int) -> Iterator[tuple[str, str | None]]:
+    """This thread's first `count` chunks of `total` dealt round-robin to `threads` threads
+    (chunk i is %tid.x + i * threads), one at a time (the caller emits a chunk's own code before
+    the next): its index register and, where some threads have none, the predicate that this
+    one does (None where all do)."""
+    tid = e.reg("b32")
+    e.emit("mov.u32", tid, "%tid.x")
+    for i in range(count):
+        c = e.reg("b32")
+        e.emit("add.u32", c, tid, i * threads)
+        guard = None
+        if (i + 1) * threads > total:
+            guard = e.reg("pred")
+            e.emit("setp.lt.u32", guard, c, total)
+        yield c, guard
+
+
 def _below(e: fio.Emitter, n: int) -> str:
     """A predicate: the thread's index is below n (a partial last chunk's guard)."""
     tid, p = e.reg("b32"), e.reg("pred")
@@ -224,16 +242,8 @@ class LowerCopyAsync(RewritePattern):
         def thread_parts(e: fio.Emitter, count: int = chunks) -> list:
             """Per chunk (the first `count`): (guard, shared row, element in the row, global byte
             offset, shared byte offset)."""
-            tid = e.reg("b32")
-            e.emit("mov.u32", tid, "%tid.x")
             parts = []
-            for i in range(count):
-                c = e.reg("b32")
-                e.emit("add.u32", c, tid, i * threads)
-                guard = None
-                if (i + 1) * threads > total:
-                    guard = e.reg("pred")
-                    e.emit("setp.lt.u32", guard, c, total)
+            for c, guard in thread_chunks(e, threads, total, count):
                 row, vec, col, col_bytes = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
                 e.emit("div.u32", row, c, per_row)
                 e.emit("rem.u32", vec, c, per_row)

@@ -32,6 +32,7 @@ from tilemma.dialects import warp
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.fragment_io import Access, Emitter, load_converted
 from tilemma.passes.warp_to_ptx.fragment_ops import _open
+from tilemma.passes.warp_to_ptx.shared import thread_chunks
 from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, _layout, all_reg, reg
 
 NO_ERROR = 0xFFFFFFFF
@@ -412,20 +413,11 @@ class LowerCopyMetaAsync(RewritePattern):
         tiles, width = shape[-2:]
         _, rows, steps = dest.get_shape()
         size, threads = 4 * steps, op.threads.value.data
-        chunks = -(-rows // threads)
 
         def thread_parts(e: fio.Emitter) -> list:
             """Per chunk: (guard, tile within the CTA's, word of its lane in a group, shared offset)."""
-            tid = e.reg("b32")
-            e.emit("mov.u32", tid, "%tid.x")
             parts = []
-            for i in range(chunks):
-                r = e.reg("b32")
-                e.emit("add.u32", r, tid, i * threads)
-                guard = None
-                if (i + 1) * threads > rows:
-                    guard = e.reg("pred")
-                    e.emit("setp.lt.u32", guard, r, rows)
+            for r, guard in thread_chunks(e, threads, rows, -(-rows // threads)):
                 t, q, shared = e.reg("b32"), e.reg("b32"), e.reg("b32")
                 e.emit("shr.u32", t, r, 4)
                 e.emit("and.b32", q, r, fmt.META_LANES - 1)
