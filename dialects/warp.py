@@ -590,7 +590,7 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
     is_shared,
 )
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
-from tilemma.dialects.warp_fill import FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_fill import FILL_BITS, FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  # noqa: E402,F401  (one dialect)
 
 Warp = Dialect(

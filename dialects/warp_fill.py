@@ -1,16 +1,16 @@
 """The `warp` ops of the transposing fill: a stage of shared memory written through registers.
 
 `cp.async` copies bytes as they lie, and `ldmatrix .trans` transposes only 16-bit elements, so an
-8-bit operand stored the other way round from what its fragments need (a B with N contiguous, an
-A with M contiguous) cannot reach the K-major stage that the 8-bit `ldmatrix` reads by either. The
-fill does it in two halves, so that the global latency hides behind a stage of mmas:
+8- or 4-bit operand stored the other way round from what its fragments need (a B with N
+contiguous, an A with M contiguous) cannot reach the K-major stage that `ldmatrix` reads by either.
+The fill does it in two halves, so that the global latency hides behind a stage of mmas:
 
 - `warp.fill_load`: each thread loads, for each of its chunks, the 32-bit words of `32 / bits`
   consecutive lines across the window's contiguous dimension, into a `!warp.staged<N>` value (N
   words, zero past the window's extent);
-- `warp.fill_store`: the thread transposes each chunk's words in registers (`prmt`: word q of the
-  result holds element q of every loaded line) and stores them into the K-major stage, one 32-bit
-  `st.shared` each. `warp-pipeline` runs it an iteration after its load, the words carried.
+- `warp.fill_store`: the thread transposes each chunk's words in registers (`prmt`, and for 4-bit
+  elements a nibble interleave first: word q of the result holds element q of every loaded line)
+  and stores them into the K-major stage, one 32-bit `st.shared` each. `warp-pipeline` runs it an iteration after its load, the words carried.
 
 Which thread holds which chunk is `FillLayout`, the meaning of a `!warp.staged` value; both ops'
 lowerings read it, and `tile-plan` asks it whether a tile can be filled at all.
@@ -45,7 +45,7 @@ from tilemma.dialects.warp_shared import _shared_stage
 # Lanes of a warp that read neighbouring words of one line (a 32-byte sector each at 8), the
 # others reading the next blocks of lines; tried in this order.
 LANES_ALONG = (8, 16, 32, 4, 2, 1)
-FILL_BITS = (8,)  # element widths the fill transposes (4 per word, with prmt)
+FILL_BITS = (8, 4)  # element widths the fill transposes (4 or 8 a word: prmt, and shifts and masks)
 GATHER_BITS = (8, 16)  # element widths a gather loads one by one (rows not 4-byte aligned)
 
 
@@ -208,7 +208,8 @@ class FillLoadOp(_WindowOp):
     window tile at `indices` (rows x cols; with `transpose` the stage holds its transpose, so the
     window's columns are its lines). A transposing fill reads it a 32-bit word at a time, the lines
     contiguous in memory, each thread's words as `FillLayout` places them; zero past the extent (a
-    word lies wholly inside or outside it: `tile-plan` asks for lines a multiple of 4). With
+    word lies wholly inside or outside it: `tile-plan` asks for lines a multiple of a word's
+    elements, 4 or 8). With
     `gather`, the stage holds the tile as stored (as `warp.copy_async` would), its words loaded
     element by element (`GatherLayout`), each element zero past the extent."""
 

@@ -1,4 +1,4 @@
-"""The transposing fill - an 8-bit operand stored M- or N-contiguous staged through registers
+"""The transposing fill - an 8- or 4-bit operand stored M- or N-contiguous staged through registers
 (`warp.fill_load` / `warp.fill_store`) into the K-major stage ldmatrix reads - and the gather
 (the same ops with `gather`: rows not 4-byte aligned, copied as stored element by element). In the emulator
 against the project's reference (every element, integers exactly) at odd sizes; what `tile-plan`
@@ -44,6 +44,54 @@ def test_fill_matches_the_reference(name):
     assert result.ok, result.line()
 
 
+FILL4 = {  # 4-bit integers: (spec, target, the operands filled); sm_90 widens them to the 8-bit mma
+    "s4-b-row": (GemmSpec(70, 72, 200, "s4", "s4", "s32"), "90", "b"),
+    "u4-a-col": (GemmSpec(72, 96, 264, "u4", "s4", "s32", a_layout="col", b_layout="col"), "90", "a"),
+    "both": (GemmSpec(136, 80, 384, "s4", "u4", "s32", a_layout="col"), "90", "ab"),
+    "batched": (GemmSpec(40, 64, 256, "u4", "u4", "s32", batch=3), "90", "b"),
+    "split-k": (GemmSpec(16, 256, 2048, "s4", "s4", "s32"), "90", "b"),
+    "native-sm90": (GemmSpec(72, 80, 256, "u4", "s4", "s32", a_layout="col", shape="m16n8k64"), "90", "ab"),
+    "native-sm80": (GemmSpec(130, 88, 328, "s4", "s4", "s32"), "80", "b"),
+}
+
+
+def _fill4(name: str):
+    spec, sm, fill = FILL4[name]
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm=sm, tune_cache=""))
+    return kernel, fill
+
+
+@pytest.mark.parametrize("name", FILL4)
+def test_4bit_fill_matches_the_reference(name):
+    """The nibble interleave (`shl`/`shr` by 4 under the nibble masks) before the byte transpose;
+    staged, and cp.async only for the operand not filled; every element of D exact."""
+    kernel, fill = _fill4(name)
+    assert "stages=0" not in kernel.abi.config and f", {0xF0F0F0F0};" in kernel.ptx
+    assert bool(re.search(r"cp\.async\.c[ag]\.shared", kernel.ptx)) == (fill != "ab")
+    result = run_compiled(kernel, seed=13, on="emulator")
+    assert result.ok, result.line()
+
+
+def test_a_stage_too_short_for_the_4bit_chunks_is_made_longer():
+    """A 64-row CTA of 256 threads (what a 512-row problem gets by default): 4 stages of K 128
+    give the fill of A 128 chunks of 8 x 8 elements, too few to give each thread one; the plan
+    doubles the stage K (instead of taking the simple schedule), and D is exact."""
+    kernel = compiled(GemmSpec(64, 256, 256, "s4", "s4", "s32", a_layout="col", b_layout="col"),
+                      warps="2x4", warp_tile="2x8")
+    assert kernel.abi.config == "warps=2x4 warp-tile=2x8 stages=4 stage-k=256", kernel.abi.config
+    result = run_compiled(kernel, seed=4, on="emulator")
+    assert result.ok, result.line()
+
+
+def test_4bit_fill_check_catches_a_wrong_nibble():
+    """Moving the odd lines' nibbles by 0 instead of 4 breaks D: the data reach every nibble."""
+    kernel, _ = _fill4("s4-b-row")
+    bad = re.sub(r"shr\.u32 (%r\d+), (%r\d+), 4;", r"shr.u32 \1, \2, 0;", kernel.ptx)
+    assert bad != kernel.ptx
+    import dataclasses
+    assert not run_compiled(dataclasses.replace(kernel, ptx=bad), seed=13, on="emulator").ok
+
+
 def test_fill_with_split_k():
     kernel = compiled(GemmSpec(16, 256, 2048, "s8", "s8", "s32"), split_k=4)
     assert "split-k=4" in kernel.abi.config and "prmt.b32" in kernel.ptx
@@ -75,16 +123,21 @@ def test_fill_with_sizes_known_at_launch():
     (GemmSpec(256, 256, 256, "s8", "s8", "s32", a_layout="col", b_layout="col"), "a"),
     (GemmSpec(256, 256, 256, "s8", "s8", "s32", a_layout="col"), "ab"),
     (GemmSpec(256, 256, 256, "s8", "s8", "s32", b_layout="col"), ""),
+    (GemmSpec(256, 256, 256, "s4", "s4", "s32"), "b"),
+    (GemmSpec(256, 256, 256, "u4", "u4", "s32", a_layout="col"), "ab"),
+    (GemmSpec(256, 256, 256, "s4", "s4", "s32", b_layout="col"), ""),
 ])
 def test_plan_fills_the_operands_ldmatrix_cannot_read(spec, fill):
     kernel = compiled(spec)
-    assert ("prmt.b32" in kernel.ptx) == bool(fill) and "stages=0" not in kernel.abi.config
+    assert ("st.shared.b32" in kernel.ptx) == bool(fill) and "stages=0" not in kernel.abi.config
 
 
-def test_a_ragged_word_leaves_the_simple_schedule_and_forcing_is_refused():
-    spec = GemmSpec(64, 62, 64, "s8", "s8", "s32")  # N = 62: a row's last word straddles the edge
+@pytest.mark.parametrize("spec, bits", [(GemmSpec(64, 62, 64, "s8", "s8", "s32"), 8),
+                                        (GemmSpec(64, 76, 64, "s4", "s4", "s32"), 4)])
+def test_a_ragged_word_leaves_the_simple_schedule_and_forcing_is_refused(spec, bits):
+    """N = 62 (8-bit) or 76 (4-bit): a row's last word straddles the edge."""
     assert "stages=0" in compiled(spec).abi.config
-    with pytest.raises(LocatedVerifyError, match="8-bit B must be K-major"):
+    with pytest.raises(LocatedVerifyError, match=f"{bits}-bit B must be K-major"):
         compiled(spec, stages=3)
 
 
@@ -95,20 +148,24 @@ def test_a_stage_the_fill_cannot_split_evenly_is_refused_when_forced():
         compiled(spec, warps="2x2", warp_tile="1x1", stages=3, stage_k=32)
 
 
-@pytest.mark.parametrize("lines, across, threads", [(128, 128, 128), (128, 128, 256), (64, 128, 256),
-                                                    (256, 64, 512), (32, 128, 32), (128, 32, 64)])
-def test_fill_layout_covers_every_chunk_once(lines, across, threads):
-    layout = warp.FillLayout.of(lines, across, 8, threads)
+@pytest.mark.parametrize("lines, across, bits, threads", [
+    (128, 128, 8, 128), (128, 128, 8, 256), (64, 128, 8, 256), (256, 64, 8, 512), (32, 128, 8, 32),
+    (128, 32, 8, 64), (128, 128, 4, 256), (128, 256, 4, 128), (64, 128, 4, 128)])
+def test_fill_layout_covers_every_chunk_once(lines, across, bits, threads):
+    layout = warp.FillLayout.of(lines, across, bits, threads)
     assert layout is not None
+    per = 32 // bits
     seen = [(layout.word(t), layout.block(t) + i * layout.block_step)
             for t in range(threads) for i in range(layout.chunks_per_thread)]
-    assert sorted(seen) == [(w, b) for w in range(lines // 4) for b in range(across // 4)]
+    assert sorted(seen) == [(w, b) for w in range(lines // per) for b in range(across // per)]
 
 
 def test_fill_layout_refuses_what_does_not_split():
     assert warp.FillLayout.of(32, 32, 8, 128) is None  # 64 chunks over 128 threads
     assert warp.FillLayout.of(130, 128, 8, 128) is None  # lines not a multiple of 4
     assert warp.FillLayout.of(128, 128, 16, 128) is None  # 16-bit: ldmatrix .trans reads it
+    assert warp.FillLayout.of(132, 128, 4, 128) is None  # 4-bit lines not a multiple of 8
+    assert warp.FillLayout.of(128, 128, 1, 128) is None  # 1-bit: not transposed
 
 
 def test_staged_type_and_fill_store_verifier():

@@ -158,6 +158,13 @@ _H100: dict[str, Config] = {
     # spills 32 bytes; 2x8 (no spills) 304, 3 stages of K 256 393
     "4bit-widened": Config("2x2", "4x8", 4, 128),
     "1bit": Config("2x2", "4x8", 3, 1024),  # the same bytes; not timed
+    # 4-bit integers through the transposing fill: the 8-bit fill's tiles and stage bytes
+    "4bit-fill-b": Config("4x2", "4x8", 4, 128),
+    "4bit-fill-a": Config("2x4", "4x8", 4, 128),
+    "4bit-fill-ab": Config("4x2", "4x8", 4, 128),
+    "4bit-widened-fill-b": Config("4x2", "4x8", 4, 128),
+    "4bit-widened-fill-a": Config("2x4", "4x8", 4, 128),
+    "4bit-widened-fill-ab": Config("4x2", "4x8", 4, 128),
 }
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
@@ -179,7 +186,8 @@ def default(target: str | targets.SmTarget, schedule: str) -> Config:
 
 
 # The candidate family whose shortest stage K bounds how far `fit_shared` cuts a schedule's.
-SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit"}
+SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit",
+                   **{f"4bit{w}-fill-{f}": "4bit" for w in ("", "-widened") for f in ("a", "b", "ab")}}
 
 
 def fit_shared(stages: int, stage_k: int, bits_per_k: int, limit: int, schedule: str, *,

@@ -173,14 +173,15 @@ def stageable(g, variant, fill: str = "", gather: str = "") -> str | None:
     if not m_major and g.a.col_stride != 1:
         return "A must have contiguous rows or columns"
     if bits <= 8 and m_major and "a" not in fill:
-        return (f"{bits}-bit A must be K-major (a row-major M x K memref): ldmatrix transposes only "
-                f"16-bit elements, and {bits}-bit fragments pack {32 // bits} elements a register")
+        return (f"{g.a.bits}-bit A must be K-major (a row-major M x K memref): ldmatrix transposes only "
+                f"16-bit elements, and {g.a.bits}-bit fragments pack {32 // g.a.bits} elements a register")
     k_major = column_major(g.b)
     if not k_major and g.b.col_stride != 1:
         return "B must have contiguous rows or columns"
     if bits <= 8 and not k_major and "b" not in fill:
-        return (f"{bits}-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
-                f"transposes only 16-bit elements, and {bits}-bit fragments pack {32 // bits} elements a register")
+        return (f"{g.b.bits}-bit B must be K-major (a column-major K x N memref, strided<[1, K]>): ldmatrix "
+                f"transposes only 16-bit elements, and {g.b.bits}-bit fragments pack {32 // g.b.bits} elements "
+                f"a register")
     if g.a.bits < 8 and g.k * g.a.bits % 8:
         return (f"K = {g.k} {g.a.bits}-bit elements end inside a byte: cp.async copies whole bytes, and "
                 f"the byte's other bits would enter the product")
@@ -194,16 +195,20 @@ def stageable(g, variant, fill: str = "", gather: str = "") -> str | None:
 
 
 def fillable(g, variant, kernel: func.FuncOp) -> str:
-    """The operands (`a`, `b`) a transposing fill can stage (`warp.fill_load`): 8-bit, read as
-    stored, stored with M (A) or N (B) contiguous, that extent a multiple of 4 (so a 32-bit word
-    lies wholly inside it or outside; a `?` one by `tile.size_multiple`). Whether the CTA's tile
-    splits evenly over its threads is `FillLayout`'s to say once the tile is chosen."""
+    """The operands (`a`, `b`) a transposing fill can stage (`warp.fill_load`): 8- or 4-bit, staged
+    as stored (8-bit read as stored; 4-bit integers read as m16n8k64 fragments, natively or
+    widened to 8-bit in registers), stored with M (A) or N (B) contiguous, that extent a multiple
+    of a 32-bit word's elements (4 or 8, so a word lies wholly inside it or outside; a `?` one by
+    `tile.size_multiple`). Whether the CTA's tile splits evenly over its threads is `FillLayout`'s
+    to say once the tile is chosen."""
     mm, mn, _ = tile.size_multiple(kernel)
+    staged_bits = 4 if widens(g, variant) else BY_PTX[variant.atype].bits
     out = ""
     for what, mem, size, multiple, wrong in (("a", g.a, g.m, mm, column_major(g.a)),
                                              ("b", g.b, g.n, mn, not column_major(g.b) and g.b.col_stride == 1)):
-        if mem.bits == 8 and not mem.casts and wrong and tile.tiles_exactly(size, 4, multiple) \
-                and BY_PTX[variant.atype].bits == 8:
+        as_stored = not mem.casts or [c[:2] for c in mem.casts] == [(mem.stored, tile.INT4_WIDENED.get(mem.stored))]
+        if mem.bits in warp.FILL_BITS and mem.bits == staged_bits and as_stored and wrong \
+                and tile.tiles_exactly(size, 32 // mem.bits, multiple):
             out += what
     return out
 
@@ -259,8 +264,8 @@ def default_schedule(g, variant, fill: str = "", gather: str = "") -> str:
     if g.a.bits == 8:
         return "fp8" if BY_PTX[variant.atype].name in FP8 else f"8bit-fill-{fill}" if fill else "8bit"
     if widens(g, variant):
-        return "4bit-widened"
-    return f"{g.a.bits}bit"
+        return f"4bit-widened-fill-{fill}" if fill else "4bit-widened"
+    return f"{g.a.bits}bit-fill-{fill}" if fill else f"{g.a.bits}bit"
 
 
 def splittable(g, variant) -> str | None:
@@ -415,31 +420,45 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     # compressed: K/2 values, and their metadata staged with them (2 bits a value)
     a_bits = g.a.bits // 2 + 1 if g.a_meta is not None else g.a.bits
     limit = target.limits.shared_per_cta
-    stages, stage_k = configs.fit_shared(stages, stage_k, bm * a_bits + bn * g.b.bits, limit, schedule,
-                                         read_k=read_k, **fit)
-    need = stages * stage_k * (bm * a_bits + bn * g.b.bits) // 8
+    bits_per_k = bm * a_bits + bn * g.b.bits
+    stages, stage_k = configs.fit_shared(stages, stage_k, bits_per_k, limit, schedule, read_k=read_k, **fit)
+    need = stages * stage_k * bits_per_k // 8
     if need > limit:
         raise LoweringError(
             mma, f"{stages} stages of K {stage_k} with a {bm}x{bn} CTA tile need "
             f"{need} bytes of shared memory; a CTA has at most {limit} on {target} "
             f"({limit // 1024} KiB): use fewer stages or a smaller stage-k",
         )
-    # the fill's and the gather's chunks must cover their stages evenly (`FillLayout`, `GatherLayout`):
-    # a filled stage is K-major (lines x K), a gathered one as stored (rows along the strided dimension)
-    through = [("transposing fill", what, warp.FillLayout, (bm if what == "a" else bn, stage_k), 8) for what in fill]
-    for what in gather:
-        cols = bm if what == "a" else bn
-        k_rows = column_major(g.a) if what == "a" else not column_major(g.b)  # the stage's rows are K's
-        through.append(("gather", what, warp.GatherLayout, (stage_k, cols) if k_rows else (cols, stage_k),
-                        (g.a if what == "a" else g.b).bits))
-    for kind, what, layout, (rows, cols), bits in through:
-        if layout.of(rows, cols, bits, t.threads) is None:
-            if forced_stages:
-                raise LoweringError(mma, f"stages={forced_stages}: the {kind} of {what.upper()} cannot split a "
-                                    f"{rows} x {cols} stage evenly over {t.threads} threads; choose other warps, "
-                                    f"warp-tile or stage-k")
-            splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
-            return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
+
+    def uneven(k: int) -> list[tuple[str, str, int, int]]:
+        """(kind, operand, rows, cols) of each fill and gather whose chunks do not cover a stage of K
+        `k` evenly over the threads (`FillLayout`, `GatherLayout`): a filled stage is K-major
+        (lines x K), a gathered one as stored (rows along the strided dimension)."""
+        out = []
+        for what in fill + gather:
+            mem, cols = (g.a, bm) if what == "a" else (g.b, bn)
+            if what in fill:
+                kind, layout, shape = "transposing fill", warp.FillLayout, (cols, k)
+            else:  # the stage's rows are K's where the operand's K runs across its memory rows
+                k_rows = column_major(g.a) if what == "a" else not column_major(g.b)
+                kind, layout, shape = "gather", warp.GatherLayout, (k, cols) if k_rows else (cols, k)
+            if layout.of(*shape, mem.bits, t.threads) is None:
+                out.append((kind, what, *shape))
+        return out
+
+    if uneven(stage_k) and fit["cut_k"] and 2 * stage_k in configs.STAGE_KS:
+        # a default stage K too short for the chunks (a 4-bit fill's hold 64 elements of K): twice
+        # as long, in as many of the stages as fit (at least 2)
+        longer = next((s for s in range(stages, 1, -1) if s * 2 * stage_k * bits_per_k // 8 <= limit), 0)
+        if longer and not uneven(2 * stage_k):
+            stages, stage_k = longer, 2 * stage_k
+    for kind, what, rows, cols in uneven(stage_k):
+        if forced_stages:
+            raise LoweringError(mma, f"stages={forced_stages}: the {kind} of {what.upper()} cannot split a "
+                                f"{rows} x {cols} stage evenly over {t.threads} threads; choose other warps, "
+                                f"warp-tile or stage-k")
+        splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
+        return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
     interleave = schedule in configs.INTERLEAVED_READS and not widen
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "interleaved" if interleave else "ahead", GROUP_M,

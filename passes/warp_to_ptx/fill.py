@@ -79,12 +79,16 @@ class LowerFillLoad(RewritePattern):
             _finish(op, rewriter, *_gather_loads(op, kernel, layout, window, ptr, batch, row0, col0))
             return
         lines_dim, across_dim = (2, 1) if op.transpose is not None else (1, 2)
-        if window.strides[lines_dim] != 1 or window.bits != 8:
-            raise LoweringError(op, "warp.fill_load reads 8-bit lines contiguous in memory: the window's "
-                                f"{'columns' if lines_dim == 2 else 'rows'} must have stride 1")
+        if window.strides[lines_dim] != 1 or window.bits != layout.bits:
+            raise LoweringError(op, f"warp.fill_load reads {layout.bits}-bit lines contiguous in memory: the "
+                                f"window's {'columns' if lines_dim == 2 else 'rows'} must have stride 1")
         per = layout.per_word
         step = layout.block_step * per  # elements across between a thread's chunks
-        stride = window.strides[across_dim]  # bytes (8-bit): a register where `?`
+        stride = window.strides[across_dim]  # elements: a register where `?` (8-bit only)
+        if isinstance(stride, int):
+            stride = stride * layout.bits // 8  # bytes: tile-plan asked for whole words a line
+        elif layout.bits != 8:
+            raise LoweringError(op, "warp.fill_load: sub-byte elements need static strides")
 
         def parts(e: fio.Emitter) -> tuple[str, str, str]:
             """(line, first element across, byte offset of the first word) of the thread."""
@@ -94,15 +98,22 @@ class LowerFillLoad(RewritePattern):
             e.emit("mul.lo.u32", across, block, per)
             offset, line64 = e.reg("b64"), e.reg("b64")
             fio._mul_wide(e, offset, across, stride)
-            e.emit("cvt.u64.u32", line64, line)
+            if layout.bits == 8:
+                e.emit("cvt.u64.u32", line64, line)
+            else:  # a word's bytes
+                e.emit("mul.wide.u32", line64, word, 4)
             e.emit("add.s64", offset, offset, line64)
             return line, across, offset
 
         line, across, offset = kernel.thread_invariant(("fill-load", layout, stride), parts)
         e = fio.Emitter(kernel.regs)
         origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
+        start = origin.ptr
+        if window.sub_byte:  # a bit address, of a whole word (the tile's origin starts a word)
+            start = e.reg("b64")
+            e.emit("shr.u64", start, origin.ptr, 3)
         base = e.reg("b64")
-        e.emit("add.s64", base, origin.ptr, offset)
+        e.emit("add.s64", base, start, offset)
         line0, across0 = (col0, row0) if lines_dim == 2 else (row0, col0)
         ext_lines, ext_across = window.extent[lines_dim], window.extent[across_dim]
         in_lines, in_across = window.in_bounds[lines_dim - 1], window.in_bounds[across_dim - 1]
@@ -186,9 +197,11 @@ class LowerFillStore(RewritePattern):
                 e.emit("mad.lo.s32", s, bit, sign * _SWAP, low)
                 sels.append(s)
             rows, phases = [], []
-            for j in range(per):
+            for j in range(per):  # store j's line: _line
                 line, off = e.reg("b32"), e.reg("b32")
-                e.emit("xor.b32", line, r, j)
+                e.emit("xor.b32", line, r, j % 4)
+                if per == 8:
+                    e.emit("mad.lo.u32", line, line, 2, j // 4)
                 e.emit("mad.lo.u32", line, word, per, line)
                 e.emit("mul.lo.u32", off, line, row_bytes)
                 rows.append(off)
@@ -204,26 +217,66 @@ class LowerFillStore(RewritePattern):
         stage_base = e.reg("b32")
         e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
         for i in range(layout.chunks_per_thread):
-            w0, w1, w2, w3 = words[i * per:(i + 1) * per]
-            xa, xb, ya, yb = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
-            e.emit("prmt.b32", xa, w0, w1, pair_a)
-            e.emit("prmt.b32", xb, w0, w1, pair_b)
-            e.emit("prmt.b32", ya, w2, w3, pair_a)
-            e.emit("prmt.b32", yb, w2, w3, pair_b)
-            c = e.reg("b32")
-            e.emit("add.u32", c, col, i * step_bytes)
-            for j, (x, y, sel) in enumerate(((xa, ya, half_even), (xa, ya, half_odd), (xb, yb, half_even),
-                                             (xb, yb, half_odd))):
-                out, addr = e.reg("b32"), e.reg("b32")
-                e.emit("prmt.b32", out, x, y, sel)
-                if swizzle:
-                    e.emit("xor.b32", addr, c, phases[j])
-                    e.emit("add.u32", addr, addr, rows[j])
-                else:
-                    e.emit("add.u32", addr, c, rows[j])
-                e.emit("add.u32", addr, addr, stage_base)
-                e.emit("st.shared.b32", f"[{addr}]", out)
+            chunk = words[i * per:(i + 1) * per]
+            # 8-bit: the chunk's 4 words transposed by bytes; 4-bit: its 8 words interleaved by
+            # nibbles in pairs first (`_nibble_pairs`), then each group of 4 transposed by bytes
+            groups = [chunk] if per == 4 else _nibble_pairs(e, chunk)
+            for g, (w0, w1, w2, w3) in enumerate(groups):
+                xa, xb, ya, yb = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
+                e.emit("prmt.b32", xa, w0, w1, pair_a)
+                e.emit("prmt.b32", xb, w0, w1, pair_b)
+                e.emit("prmt.b32", ya, w2, w3, pair_a)
+                e.emit("prmt.b32", yb, w2, w3, pair_b)
+                if g == 0:
+                    c = e.reg("b32")
+                    e.emit("add.u32", c, col, i * step_bytes)
+                for j, (x, y, sel) in enumerate(((xa, ya, half_even), (xa, ya, half_odd), (xb, yb, half_even),
+                                                 (xb, yb, half_odd)), start=4 * g):
+                    out, addr = e.reg("b32"), e.reg("b32")
+                    e.emit("prmt.b32", out, x, y, sel)
+                    if swizzle:
+                        e.emit("xor.b32", addr, c, phases[j])
+                        e.emit("add.u32", addr, addr, rows[j])
+                    else:
+                        e.emit("add.u32", addr, c, rows[j])
+                    e.emit("add.u32", addr, addr, stage_base)
+                    e.emit("st.shared.b32", f"[{addr}]", out)
         _finish(op, rewriter, e)
+
+
+_LOW_NIBBLES, _HIGH_NIBBLES = 0x0F0F0F0F, 0xF0F0F0F0
+
+
+def _nibble_pairs(e: fio.Emitter, chunk: list[str]) -> list[list[str]]:
+    """A 4-bit chunk's 8 words (word k: element k across of 8 lines, line c in nibble c) as two
+    groups of 4 words, the even lines' and the odd lines': word p of group h holds in byte q line
+    2q + h's elements 2p (low nibble) and 2p + 1 (high) across, so that the 8-bit byte transpose
+    of a group gives its lines' K-major words."""
+    even, odd = [], []
+    for p in range(4):
+        w0, w1 = chunk[2 * p], chunk[2 * p + 1]
+        lo, hi, t, u = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
+        e.emit("shl.b32", t, w1, 4)  # even lines: w0's low nibbles, w1's moved up
+        e.emit("and.b32", t, t, _HIGH_NIBBLES)
+        e.emit("and.b32", u, w0, _LOW_NIBBLES)
+        e.emit("or.b32", lo, u, t)
+        t, u = e.reg("b32"), e.reg("b32")
+        e.emit("shr.u32", t, w0, 4)  # odd lines: w0's high nibbles moved down, w1's
+        e.emit("and.b32", t, t, _LOW_NIBBLES)
+        e.emit("and.b32", u, w1, _HIGH_NIBBLES)
+        e.emit("or.b32", hi, u, t)
+        even.append(lo)
+        odd.append(hi)
+    return [even, odd]
+
+
+def _line(layout: warp.FillLayout, word: int, store: int, r: int) -> int:
+    """The stage line of a thread's `store`-th store of a chunk, rotated by r (the module
+    docstring): 8-bit, 4 x word + (store ^ r); 4-bit, stores 0-3 the even lines and 4-7 the odd,
+    8 x word + 2 x ((store % 4) ^ r) + store // 4."""
+    if layout.per_word == 4:
+        return 4 * word + (store ^ r)
+    return 8 * word + 2 * ((store % 4) ^ r) + store // 4
 
 
 def _rotation(layout: warp.FillLayout, row_bytes: int, swizzle: bool, mult: int) -> int:
@@ -240,7 +293,7 @@ def _rotation(layout: warp.FillLayout, row_bytes: int, swizzle: bool, mult: int)
                     banks: Counter[int] = Counter()
                     for t in range(first, first + 32):
                         w = layout.word(t)
-                        line = per * w + (j ^ ((w >> shift) & 3))
+                        line = _line(layout, w, j, (w >> shift) & 3)
                         col = (layout.block(t) + i * layout.block_step) * bytes_per
                         granule = warp.swizzle_granule(line, col // 16, row_bytes, mult) if swizzle else col // 16
                         banks[(line * row_bytes + granule * 16 + col % 16) // 4 % 32] += 1

@@ -1,4 +1,4 @@
-"""The transposing fill and the gather on the GPU: 8-bit operands stored M- or N-contiguous, and
+"""The transposing fill and the gather on the GPU: 8- and 4-bit operands stored M- or N-contiguous, and
 8- or 16-bit rows not 4-byte aligned, staged through registers (`warp.fill_load` /
 `warp.fill_store`), give D bit for bit as the emulator computes it (the runner's twin check), at
 odd sizes, with split-K, batched, and for fp8."""
@@ -25,6 +25,13 @@ CASES = [  # (spec, the operands filled)
     (GemmSpec(16, 4096, 4096, "s8", "s8", "s32"), "b"),  # split-K (the automatic choice)
     (GemmSpec(100, 64, 96, "s8", "s8", "s32", batch=3), "b"),
     (GemmSpec(1024, 1024, 1024, "u8", "u8", "s32", a_layout="col"), "ab"),
+    # 4-bit integers (nibbles interleaved, then bytes transposed), widened to the s8 mma on sm_90
+    (GemmSpec(136, 80, 384, "s4", "s4", "s32"), "b"),
+    (GemmSpec(136, 96, 264, "u4", "s4", "s32", a_layout="col", b_layout="col"), "a"),
+    (GemmSpec(136, 80, 328, "s4", "u4", "s32", a_layout="col"), "ab"),
+    (GemmSpec(16, 4096, 4096, "s4", "s4", "s32"), "b"),  # split-K
+    (GemmSpec(40, 64, 256, "u4", "u4", "s32", batch=3), "b"),
+    (GemmSpec(72, 80, 256, "u4", "s4", "s32", a_layout="col", shape="m16n8k64"), "ab"),  # the s4 mma itself
 ]
 
 
