@@ -32,6 +32,7 @@ CASES = [  # (spec, the operands filled)
     (GemmSpec(16, 4096, 4096, "s4", "s4", "s32"), "b"),  # split-K
     (GemmSpec(40, 64, 256, "u4", "u4", "s32", batch=3), "b"),
     (GemmSpec(72, 80, 256, "u4", "s4", "s32", a_layout="col", shape="m16n8k64"), "ab"),  # the s4 mma itself
+    (GemmSpec(512, 4096, 1024, "s4", "s4", "s32", a_layout="col", b_layout="col"), "a"),  # stage K doubled
 ]
 
 
