@@ -67,3 +67,36 @@ func.func @s4_odd_k(%a: memref<64x201xsi4, strided<[208, 1]>>, %b: memref<201x64
   tile.store %td, %d[0, 0] : !tile.tile<64x64xsi32>, memref<64x64xsi32>
   func.return
 }
+
+// -----
+// A row-major 4-bit B (N contiguous) is staged by the transposing fill (fill = b) into the K-major
+// stage a K-major B has: 8 words a chunk (8 rows of K, 8 columns a word, 512 bytes apart), their
+// nibbles interleaved in pairs (shift by 4 under the masks 0x0F0F0F0F / 0xF0F0F0F0), then
+// transposed by bytes with prmt and stored a 32-bit word a line.
+// CHECK-LABEL: func.func @s4_row_b
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 4x2, warp_tile = 2x8, stages = 4, stage_k = 128, {{.*}}fill = b
+// CHECK:       memref.alloc() {alignment = 128 : i64} : memref<4x128x128xsi4, 3 : i64>
+// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x128x128xsi4, 3 : i64>
+// CHECK:       %[[W:.*]] = warp.fill_load %b[{{.*}}] {{{.*}}shape = array<i64: 128, 128>, threads = 256 : i64, transpose, {{.*}}} : memref<1024x1024xsi4> -> !warp.staged<8>
+// CHECK-NEXT:  warp.fill_store %[[W]], %[[SB]][{{.*}}] {threads = 256 : i64} : !warp.staged<8>, memref<4x128x128xsi4, 3 : i64>
+// WIDEN-LABEL: func.func @s4_row_b
+// WIDEN:       warp.fill_load %b{{.*}} -> !warp.staged<8>
+// WIDEN:       warp.widen {{.*}} : !warp.frag<b, si4, {{.*}}> -> !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>,
+// PTX-LABEL:   .visible .entry s4_row_b(
+// PTX:         ld.global.b32 [[W0:%r[0-9]+]], [[[P:%rd[0-9]+]]];
+// PTX:         ld.global.b32 [[W1:%r[0-9]+]], [[[P]]+512];
+// PTX:         shl.b32 [[T:%r[0-9]+]], [[W1]], 4;
+// PTX-NEXT:    and.b32 [[T]], [[T]], 4042322160;
+// PTX-NEXT:    and.b32 [[U:%r[0-9]+]], [[W0]], 252645135;
+// PTX-NEXT:    or.b32 {{%r[0-9]+}}, [[U]], [[T]];
+// PTX:         prmt.b32
+// PTX:         st.shared.b32
+// PTX:         mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32
+func.func @s4_row_b(%a: memref<1024x1024xsi4>, %b: memref<1024x1024xsi4>, %d: memref<1024x1024xsi32>) {
+  %ta = tile.load %a[0, 0] : memref<1024x1024xsi4> -> !tile.tile<1024x1024xsi4>
+  %tb = tile.load %b[0, 0] : memref<1024x1024xsi4> -> !tile.tile<1024x1024xsi4>
+  %z = tile.constant 0 : !tile.tile<1024x1024xsi32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<1024x1024xsi4>, !tile.tile<1024x1024xsi4>, !tile.tile<1024x1024xsi32> -> !tile.tile<1024x1024xsi32>
+  tile.store %td, %d[0, 0] : !tile.tile<1024x1024xsi32>, memref<1024x1024xsi32>
+  func.return
+}
