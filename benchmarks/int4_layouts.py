@@ -27,16 +27,6 @@ ORDERS = {  # name: (A layout, B layout)
 }
 
 
-def parse_config(text: str) -> dict:
-    """`warps=4x2,warp-tile=4x8,stages=4,stage-k=128` as CompileOptions fields ('' : the defaults)."""
-    out: dict = {}
-    for part in filter(None, text.split(",")):
-        key, value = part.split("=")
-        key = key.strip().replace("-", "_")
-        out[key] = int(value) if key in ("stages", "stage_k") else value.strip()
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", nargs="+", default=["4096x4096x4096", "8192x8192x8192", "4096x11008x4096",
@@ -50,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--csv", default="")
     args = p.parse_args(argv)
 
+    from benchmarks.gemm_bench import parse_config
     from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
     from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
     from tilemma.compiler.driver.runner import pack_memory, run_compiled

@@ -17,9 +17,11 @@ output tile (grid z is batch x split), each multiplying `split_chunk` elements o
 rest); the partial sums meet in a workspace and the last CTA to arrive adds them in split order
 (`warp.split_k_reduce`). `fill` (printed when set): the operands (`a`, `b`, `ab`) staged by a
 transposing fill through registers (`warp.fill_load` / `warp.fill_store`) instead of `cp.async`:
-8-bit operands stored with M or N contiguous, whose K-major stage neither `cp.async` nor `ldmatrix`
-produces. `gather` (printed when set): the operands (8- or 16-bit) whose rows are not 4-byte aligned
-for `cp.async`, copied as stored element by element through registers (the same ops, `gather`).
+8- or 4-bit operands stored with M or N contiguous, whose K-major stage neither `cp.async` nor
+`ldmatrix` produces. `gather` (printed when set): the operands (8- or 16-bit) whose rows are not
+4-byte aligned for `cp.async`, loaded element by element through registers: copied as stored (the
+same ops, `gather`), or, for those `fill` names too (8-bit, their lines not 4-byte aligned or M or
+N not a multiple of 4), transposed by the fill (`warp.fill_load {by_element}`).
 """
 
 from __future__ import annotations
@@ -127,8 +129,6 @@ class ScheduleAttr(ParametrizedAttribute):
             if value not in FILLS or (value and not s.stages):
                 raise VerifyException(f"#warp.schedule: {what} names staged operands ({', '.join(f for f in FILLS if f)}), "
                                       f"not {value!r}")
-        if set(s.fill) & set(s.gather):
-            raise VerifyException("#warp.schedule: an operand is filled or gathered, not both")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 

@@ -211,7 +211,9 @@ class FillLoadOp(_WindowOp):
     word lies wholly inside or outside it: `tile-plan` asks for lines a multiple of a word's
     elements, 4 or 8). With
     `gather`, the stage holds the tile as stored (as `warp.copy_async` would), its words loaded
-    element by element (`GatherLayout`), each element zero past the extent."""
+    element by element (`GatherLayout`), each element zero past the extent. With `by_element` (a
+    transposing fill of 8-bit elements only), each word's elements are loaded one by one, each zero
+    past the extent: lines not 4-byte aligned, or an extent that ends inside a word."""
 
     name = "warp.fill_load"
     ref = operand_def(MemRefType)
@@ -223,19 +225,20 @@ class FillLoadOp(_WindowOp):
     threads = prop_def(IntegerAttr)
     transpose = opt_prop_def(UnitAttr)
     gather = opt_prop_def(UnitAttr)
+    by_element = opt_prop_def(UnitAttr)
     result = result_def(StagedType)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$ref `[` $indices `]` attr-dict `:` type($ref) `->` type($result)"
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], window: Sequence[int], extent: Sequence[int],
-                 shape: Sequence[int], threads: int, transpose: bool = False, gather: bool = False):
+                 shape: Sequence[int], threads: int, transpose: bool = False, gather: bool = False,
+                 by_element: bool = False):
         props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent), "shape": _ints(shape),
                                        "threads": IntegerAttr(threads, i64)}
-        if transpose:
-            props["transpose"] = UnitAttr()
-        if gather:
-            props["gather"] = UnitAttr()
+        for name, on in (("transpose", transpose), ("gather", gather), ("by_element", by_element)):
+            if on:
+                props[name] = UnitAttr()
         try:
             words = layout_of(*shape, ref.type.element_type, threads, gather).words_per_thread  # type: ignore[attr-defined]
         except VerifyException:
@@ -251,6 +254,10 @@ class FillLoadOp(_WindowOp):
         self.verify_window(self.ref.type, self.indices)
         if len(self.shape.get_values()) != 2:  # type: ignore[attr-defined]
             raise VerifyException("warp.fill_load: shape is the stage's (rows, cols)")
+        bits = element_bits(element_name(self.ref.type.element_type))  # type: ignore[attr-defined]
+        if self.by_element is not None and (self.gather is not None or bits != 8):
+            raise VerifyException("warp.fill_load: by_element loads a transposing fill's 8-bit elements one by "
+                                  "one (a gather always loads them so)")
         words = self.layout().words_per_thread
         if self.result.type.words.data != words:  # type: ignore[attr-defined]
             raise VerifyException(f"warp.fill_load: each thread holds {words} words of this tile, "

@@ -14,9 +14,16 @@ from xdsl.utils.exceptions import VerifyException
 import tilemma
 from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
 from tilemma.compiler.driver.runner import run_compiled
 from tilemma.dialects import warp
+
+
+def warp_text(spec: GemmSpec, **options) -> str:
+    """The kernel at the warp level (what `tilemma compile --emit warp` prints)."""
+    module, locations = parse(str(gemm_module(spec)), spec.name)
+    lower(module, locations, CompileOptions(sm="90", tune_cache="", **options), warp_level=True)
+    return str(module)
 
 
 def compiled(spec: GemmSpec, **options):
@@ -100,8 +107,10 @@ def test_fill_with_split_k():
 
 
 def test_fill_with_sizes_known_at_launch():
-    """One `?`-size kernel: the variant for N a multiple of 4 fills B; the one for N = 70 cannot
-    (a word would straddle the edge) and takes the simple schedule; both compute D exactly."""
+    """One `?`-size kernel: the variant for N a multiple of 4 fills B a word at a time; the one for
+    N = 70 (B's rows 70 bytes: a word would straddle the edge and the rows are not aligned) loads
+    the fill's bytes one by one, and gathers A's rows of 64 bytes at unknown offsets; both staged,
+    both compute D exactly."""
     spec = GemmSpec(0, 0, 0, "s8", "s8", "s32", dynamic="mnk")
     [kernel] = tilemma.compile(str(gemm_module(spec)), sm="90", cache=False)
     rng = np.random.default_rng(8)
@@ -112,7 +121,8 @@ def test_fill_with_sizes_known_at_launch():
         d = np.zeros((m, n), np.int32)
         arrays = (a, b, c, d)
         bound = kernel.bind([x.shape for x in arrays], [tuple(s // x.itemsize for s in x.strides) for x in arrays])
-        assert ("prmt.b32" in bound.ptx) == filled
+        assert "prmt.b32" in bound.ptx and "stages=0" not in bound.abi.config, bound.abi.config
+        assert ("ld.global.u8" in bound.ptx) != filled
         kernel.emulate(a, b, c, d)
         want = (a.astype(np.int64) @ b.astype(np.int64) + c).astype(np.int32)
         np.testing.assert_array_equal(d, want)
@@ -132,13 +142,58 @@ def test_plan_fills_the_operands_ldmatrix_cannot_read(spec, fill):
     assert ("st.shared.b32" in kernel.ptx) == bool(fill) and "stages=0" not in kernel.abi.config
 
 
-@pytest.mark.parametrize("spec, bits", [(GemmSpec(64, 62, 64, "s8", "s8", "s32"), 8),
-                                        (GemmSpec(64, 76, 64, "s4", "s4", "s32"), 4)])
-def test_a_ragged_word_leaves_the_simple_schedule_and_forcing_is_refused(spec, bits):
-    """N = 62 (8-bit) or 76 (4-bit): a row's last word straddles the edge."""
+def test_a_ragged_4bit_word_leaves_the_simple_schedule_and_forcing_is_refused():
+    """N = 76 4-bit elements: a row's last word straddles the edge (and the rows, 38 bytes, are not
+    4-byte aligned); 4-bit fills load whole words."""
+    spec = GemmSpec(64, 76, 64, "s4", "s4", "s32")
     assert "stages=0" in compiled(spec).abi.config
-    with pytest.raises(LocatedVerifyError, match=f"{bits}-bit B must be K-major"):
+    with pytest.raises(LocatedVerifyError, match="4-bit B must be K-major"):
         compiled(spec, stages=3)
+
+
+BY_ELEMENT = {  # 8-bit operands the fill transposes, loaded a byte at a time: (spec, filled, by element)
+    "b-odd-n": (GemmSpec(37, 91, 53, "s8", "s8", "s32"), "b", "b"),
+    "b-n-62": (GemmSpec(64, 62, 64, "u8", "s8", "s32"), "b", "b"),  # rows aligned to 2 bytes, last word ragged
+    "a-odd-m": (GemmSpec(37, 64, 64, "s8", "u8", "s32", a_layout="col", b_layout="col"), "a", "a"),
+    "both-odd": (GemmSpec(37, 91, 53, "s8", "u8", "s32", a_layout="col"), "ab", "ab"),
+    "a-odd-b-words": (GemmSpec(37, 68, 96, "s8", "s8", "s32", a_layout="col"), "ab", "a"),
+    "batched": (GemmSpec(130, 70, 200, "s8", "s8", "s32", batch=2), "b", "b"),
+    "split-k": (GemmSpec(16, 250, 2048, "s8", "s8", "s32"), "b", "b"),
+    "fp8": (GemmSpec(37, 91, 53, "e4m3", "e5m2", "f32"), "b", "b"),
+}
+
+
+@pytest.mark.parametrize("name", BY_ELEMENT)
+def test_fill_by_element_matches_the_reference(name):
+    """Lines not 4-byte aligned, or an M or N that ends inside a word: the fill loads each byte
+    (`ld.global.u8`, zero past the extent), packs the words and transposes them as before."""
+    spec, fill, by_element = BY_ELEMENT[name]
+    kernel = compiled(spec)
+    config = kernel.abi.config
+    assert "stages=0" not in config and "st.shared.b32" in kernel.ptx and "ld.global.u8" in kernel.ptx, config
+    text = warp_text(spec)
+    assert re.search(rf"fill = {fill}\b", text)
+    for what in "ab":
+        loads = [x for x in re.findall(rf"warp.fill_load %{what}\[.*", text) if not re.search(r"\bgather\b", x)]
+        assert all(("by_element" in x) == (what in by_element) for x in loads) and bool(loads) == (what in fill)
+    result = run_compiled(kernel, seed=21, on="emulator")
+    assert result.ok, result.line()
+
+
+def test_fill_by_element_schedule_and_op():
+    """The schedule names the operand in fill and gather; the fill_load carries `by_element`, which
+    only a transposing fill of 8-bit elements may."""
+    from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, Signedness, i64
+    from xdsl.ir import Block
+
+    text = warp_text(GemmSpec(64, 91, 64, "s8", "s8", "s32"))
+    assert "fill = b, gather = b" in text and re.search(r"warp.fill_load %b\[.*by_element", text)
+    i4 = MemRefType(IntegerType(4, Signedness.SIGNED), [128, 128])
+    block = Block(arg_types=[i4, IndexType(), IndexType(), IndexType()])
+    op = warp.FillLoadOp(block.args[0], block.args[1:], [0, 0], [1, 128, 128], [128, 128], 128, transpose=True,
+                         by_element=True)
+    with pytest.raises(VerifyException, match="by_element loads a transposing fill's 8-bit elements"):
+        op.verify()
 
 
 def test_a_stage_the_fill_cannot_split_evenly_is_refused_when_forced():
@@ -213,10 +268,10 @@ def test_gather_with_split_k():
 
 
 def test_what_neither_fills_nor_gathers_keeps_the_simple_schedule():
-    """An 8-bit B row-major with an odd N: its words straddle the edge (no fill) and ldmatrix
-    cannot read it as stored (no gather); a 4-bit A whose rows end inside a byte."""
-    assert "stages=0" in compiled(GemmSpec(64, 91, 64, "s8", "s8", "s32")).abi.config
+    """A 4-bit A whose rows end inside a byte; a 4-bit B row-major whose rows are not 4-byte
+    aligned (its words would straddle rows)."""
     assert "stages=0" in compiled(GemmSpec(37, 45, 202, "s4", "s4", "s32", b_layout="col")).abi.config
+    assert "stages=0" in compiled(GemmSpec(37, 44, 64, "s4", "s4", "s32")).abi.config
 
 
 @pytest.mark.parametrize("rows, cols, bits, threads", [(128, 64, 16, 128), (64, 128, 16, 256), (32, 128, 8, 128)])

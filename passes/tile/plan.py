@@ -197,32 +197,44 @@ def stageable(g, variant, fill: str = "", gather: str = "") -> str | None:
 def fillable(g, variant, kernel: func.FuncOp) -> str:
     """The operands (`a`, `b`) a transposing fill can stage (`warp.fill_load`): 8- or 4-bit, staged
     as stored (8-bit read as stored; 4-bit integers read as m16n8k64 fragments, natively or
-    widened to 8-bit in registers), stored with M (A) or N (B) contiguous, that extent a multiple
-    of a 32-bit word's elements (4 or 8, so a word lies wholly inside it or outside; a `?` one by
-    `tile.size_multiple`). Whether the CTA's tile splits evenly over its threads is `FillLayout`'s
-    to say once the tile is chosen."""
+    widened to 8-bit in registers), stored with M (A) or N (B) contiguous. 4-bit ones need that
+    extent a multiple of a 32-bit word's 8 elements (a word lies wholly inside it or outside; a
+    `?` one by `tile.size_multiple`); 8-bit ones of another extent, or whose lines are not 4-byte
+    aligned, are loaded element by element (`gatherable` names them too). Whether the CTA's tile
+    splits evenly over its threads is `FillLayout`'s to say once the tile is chosen."""
     mm, mn, _ = tile.size_multiple(kernel)
     staged_bits = 4 if widens(g, variant) else BY_PTX[variant.atype].bits
     out = ""
-    for what, mem, size, multiple, wrong in (("a", g.a, g.m, mm, column_major(g.a)),
-                                             ("b", g.b, g.n, mn, not column_major(g.b) and g.b.col_stride == 1)):
+    for what, mem, size, multiple in (("a", g.a, g.m, mm), ("b", g.b, g.n, mn)):
         as_stored = not mem.casts or [c[:2] for c in mem.casts] == [(mem.stored, tile.INT4_WIDENED.get(mem.stored))]
-        if mem.bits in warp.FILL_BITS and mem.bits == staged_bits and as_stored and wrong \
-                and tile.tiles_exactly(size, 32 // mem.bits, multiple):
+        if mem.bits in warp.FILL_BITS and mem.bits == staged_bits and as_stored and wrong_order(g, what) \
+                and (mem.bits == 8 or tile.tiles_exactly(size, 32 // mem.bits, multiple)):
             out += what
     return out
 
 
-def gatherable(g, variant, fill: str) -> str:
-    """The operands (`a`, `b`) a gather can stage (`warp.fill_load` with `gather`): 8- or 16-bit,
-    read as stored, whose runs are not 4-byte aligned for cp.async (an odd K, N or M of 16-bit
-    elements, a stride or offset not a multiple of 4 bytes), in an order ldmatrix reads from a
-    stage that holds them as stored (16-bit either way; 8-bit A K-major, B K-major)."""
+def wrong_order(g, what: str) -> bool:
+    """Whether an operand is stored with M (A) or N (B) contiguous: the order the fill transposes."""
+    return column_major(g.a) if what == "a" else not column_major(g.b) and g.b.col_stride == 1
+
+
+def gatherable(g, variant, fill: str, kernel: func.FuncOp) -> str:
+    """The operands (`a`, `b`) a gather stages (`warp.fill_load` with `gather`, or `by_element`
+    where `fill` names them): 8- or 16-bit, read as stored, whose runs are not 4-byte aligned for
+    cp.async (an odd K, N or M of 16-bit elements, a stride or offset not a multiple of 4 bytes),
+    in an order ldmatrix reads from a stage that holds them as stored (16-bit either way; 8-bit A
+    K-major, B K-major); and the 8-bit operands `fill` transposes whose lines are not 4-byte aligned
+    or whose M (A) or N (B) is not a multiple of 4 (a word would straddle its edge)."""
+    mm, mn, _ = tile.size_multiple(kernel)
     out = ""
-    for what, mem, by_col, readable in (("a", g.a, column_major(g.a), not column_major(g.a)),
-                                        ("b", g.b, column_major(g.b), column_major(g.b))):
-        if (mem.bits == 16 or (mem.bits == 8 and readable)) and not mem.casts and what not in fill \
-                and BY_PTX[variant.atype].bits == mem.bits and not copy_vector(mem, by_col):
+    for what, mem, by_col, readable, size, multiple in (("a", g.a, column_major(g.a), not column_major(g.a), g.m, mm),
+                                                        ("b", g.b, column_major(g.b), column_major(g.b), g.n, mn)):
+        if mem.casts or BY_PTX[variant.atype].bits != mem.bits:
+            continue
+        if what in fill:
+            if mem.bits == 8 and (not copy_vector(mem, by_col) or not tile.tiles_exactly(size, 4, multiple)):
+                out += what
+        elif (mem.bits == 16 or (mem.bits == 8 and readable)) and not copy_vector(mem, by_col):
             out += what
     return out
 
@@ -356,7 +368,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                 mma, f"{what} = {size}: tiles of 2^31 or more elements along a dimension "
                 f"are not supported (coordinates are 32-bit)",
             )
-    gather = gatherable(g, variant, fill)
+    gather = gatherable(g, variant, fill, kernel)
     why_not = stageable(g, variant, fill, gather)
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
@@ -435,7 +447,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         `k` evenly over the threads (`FillLayout`, `GatherLayout`): a filled stage is K-major
         (lines x K), a gathered one as stored (rows along the strided dimension)."""
         out = []
-        for what in fill + gather:
+        for what in dict.fromkeys(fill + gather):  # a filled operand's gather loads its chunks
             mem, cols = (g.a, bm) if what == "a" else (g.b, bn)
             if what in fill:
                 kind, layout, shape = "transposing fill", warp.FillLayout, (cols, k)

@@ -237,8 +237,9 @@ class _Stage(IndexBuilder):
             self.add(warp.CopyMetaAsyncOp(m.ref, [m.indices[0], self.cta_row, k], self.s_meta, stage, self.threads))
 
     def fill(self, k: SSAValue, stage: SSAValue) -> None:
-        """The transposing fills of A and B at K `k` into `stage` (those `fill` names), then the
-        gathers (those `gather` names): loads and stores, not guarded by K (rows past K load
+        """The transposing fills of A and B at K `k` into `stage` (those `fill` names; loaded element
+        by element where `gather` names them too), then the gathers (those only `gather` names):
+        loads and stores, not guarded by K (rows past K load
         nothing), so that `warp-pipeline` can run the stores an iteration after the loads; the K
         dimension is never marked in bounds. Each writes its operand's stage whole (its shape the
         buffer's): a filled one K-major, a gathered one as copy() would; the window's transpose
@@ -249,14 +250,16 @@ class _Stage(IndexBuilder):
                           (tile.tiles_exactly(self.m, self.bm, mm), False)),
                     "b": (b0, [self.bz, k, self.cta_col], self.s_b, self.b_k_major,
                           (False, tile.tiles_exactly(self.n, self.bn, mn)))}
-        for gather, which in ((False, self.s.fill), (True, self.s.gather)):
+        fill, gather = self.s.fill, self.s.gather
+        for gathered, which in ((False, fill), (True, "".join(w for w in gather if w not in fill))):
             for what in which:
                 load0, indices, dest, transpose, (rows_in, cols_in) = operands[what]
                 shape = dest.type.get_shape()[1:]  # type: ignore[union-attr]
                 load = self.bounded(warp.FillLoadOp(load0.ref, indices, load0.window_values(), load0.extent_values(),
-                                                    shape, self.threads, transpose=transpose, gather=gather),
+                                                    shape, self.threads, transpose=transpose, gather=gathered,
+                                                    by_element=not gathered and what in gather),
                                     rows_in, cols_in)
-                self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gather))
+                self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gathered))
 
     def stage_meta(self, stage: SSAValue, token: SSAValue) -> list[SSAValue]:
         """A pre-compressed A's metadata for the stage: per instruction row of the warp tile, its

@@ -2,9 +2,12 @@
 
 `warp.fill_load`: for each chunk of the thread (`FillLayout`), 4 `ld.global.b32`, one for each
 of its 4 elements across, each word holding that element of the chunk's 4 lines; zero (nothing
-read) past the extent. `warp.fill_store`: a chunk's 4 words transposed by 8 `prmt` (word q then
-holds the 4 elements across of line q) and stored with one `st.shared.b32` each into the lines of
-the K-major stage.
+read) past the extent. With `by_element` (lines not 4-byte aligned, or an extent ending inside a
+word) each word's 4 bytes are loaded one by one (`ld.global.u8`, each zero past the extent) and
+packed by `prmt` into the same word. `warp.fill_store`: a chunk's 4 words transposed by 8 `prmt`
+(word q then holds the 4 elements across of line q) and stored with one `st.shared.b32` each into
+the lines of the K-major stage. A 4-bit chunk is 8 words of 8 lines: pairs of words interleaved
+by nibbles first (`_nibble_pairs`), then each half transposed by bytes.
 
 A thread rotates which transposed word it stores first by two bits of its word index,
 r = (word >> s) & 3: store j writes line `4 * word + (j ^ r)`. A store's bank is set by the
@@ -117,8 +120,17 @@ class LowerFillLoad(RewritePattern):
         line0, across0 = (col0, row0) if lines_dim == 2 else (row0, col0)
         ext_lines, ext_across = window.extent[lines_dim], window.extent[across_dim]
         in_lines, in_across = window.in_bounds[lines_dim - 1], window.in_bounds[across_dim - 1]
+        by_element = op.by_element is not None
         line_ok = None
-        if not in_lines:  # the word's first line inside: all 4 are (the extent is a multiple of 4)
+        lines_ok: list[str | None] = [None] * per  # by_element: each line of a word (its extent may end inside)
+        if not in_lines and by_element:
+            for c in range(per):
+                at, lines_ok[c] = e.reg("b32"), e.reg("pred")
+                e.emit("add.u32", at, line, e.in_register(line0))  # type: ignore[arg-type]
+                if c:
+                    e.emit("add.u32", at, at, c)
+                e.emit("setp.lt.u32", lines_ok[c], at, ext_lines)
+        elif not in_lines:  # the word's first line inside: all 4 are (the extent is a multiple of 4)
             at, line_ok = e.reg("b32"), e.reg("pred")
             e.emit("add.u32", at, line, e.in_register(line0))  # type: ignore[arg-type]
             e.emit("setp.lt.u32", line_ok, at, ext_lines)
@@ -141,16 +153,36 @@ class LowerFillLoad(RewritePattern):
                         e.emit("and.pred", ok, ok, line_ok)
                     guard = ok
                 if isinstance(stride, int) or not k:
-                    address = f"[{base}+{k * stride}]" if k else f"[{base}]"
+                    at, bytes_ = base, k * stride if k else 0
                 else:
-                    addr, off = e.reg("b64"), e.reg("b64")
+                    at, off = e.reg("b64"), e.reg("b64")
                     fio._mul_wide(e, off, e.in_register(str(k)), stride)
-                    e.emit("add.s64", addr, base, off)
-                    address = f"[{addr}]"
+                    e.emit("add.s64", at, base, off)
+                    bytes_ = 0
+                if by_element:
+                    _word_by_element(e, w, at, bytes_, [e.both(guard, ok) for ok in lines_ok])
+                    continue
                 if guard is not None:
                     e.emit("mov.b32", w, 0)
-                e.emit("ld.global.b32", w, address, guard=guard)
+                e.emit("ld.global.b32", w, f"[{at}+{bytes_}]" if bytes_ else f"[{at}]", guard=guard)
         _finish(op, rewriter, e, [words])
+
+
+def _word_by_element(e: fio.Emitter, word: str, at: str, offset: int, guards: list[str | None]) -> None:
+    """`word` = the 4 bytes at `at` + `offset` (byte c: line c), loaded one by one (`ld.global.u8`,
+    each zero where its guard fails) and packed by `prmt`: a fill's word whose lines are not 4-byte
+    aligned or straddle the extent."""
+    elems = []
+    for c, guard in enumerate(guards):
+        v = e.reg("b32")
+        if guard is not None:
+            e.emit("mov.b32", v, 0)
+        e.emit("ld.global.u8", v, f"[{at}+{offset + c}]" if offset + c else f"[{at}]", guard=guard)
+        elems.append(v)
+    lo, hi = e.reg("b32"), e.reg("b32")
+    e.emit("prmt.b32", lo, elems[0], elems[1], 0x40)
+    e.emit("prmt.b32", hi, elems[2], elems[3], 0x40)
+    e.emit("prmt.b32", word, lo, hi, _HALVES_LOW)
 
 
 @dataclass

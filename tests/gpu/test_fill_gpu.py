@@ -1,7 +1,8 @@
 """The transposing fill and the gather on the GPU: 8- and 4-bit operands stored M- or N-contiguous, and
 8- or 16-bit rows not 4-byte aligned, staged through registers (`warp.fill_load` /
 `warp.fill_store`), give D bit for bit as the emulator computes it (the runner's twin check), at
-odd sizes, with split-K, batched, and for fp8."""
+odd sizes, with split-K, batched, and for fp8; the fill's bytes loaded one by one where M or N
+is odd."""
 
 import re
 
@@ -43,6 +44,23 @@ def test_fill_on_the_gpu_is_the_emulators_bits(spec, fill):
     assert kernel.ptx.count("prmt.b32") and "stages=0" not in kernel.abi.config, kernel.abi.config
     assert kernel.ptx.count("ld.global.b32") and bool(re.search(r"cp\.async\.c[ag]\.shared", kernel.ptx)) == (fill != "ab")
     result = run_compiled(kernel, seed=5, on="gpu")
+    assert result.ok, result.line()
+
+
+BY_ELEMENT = [  # 8-bit operands the fill transposes whose lines are not 4-byte aligned or end inside a word
+    GemmSpec(37, 91, 53, "s8", "s8", "s32"),
+    GemmSpec(130, 91, 200, "s8", "u8", "s32", a_layout="col"),
+    GemmSpec(1000, 1001, 999, "s8", "s8", "s32"),
+    GemmSpec(16, 4095, 4096, "s8", "s8", "s32"),  # split-K
+    GemmSpec(37, 91, 53, "e4m3", "e5m2", "f32"),
+]
+
+
+@pytest.mark.parametrize("spec", BY_ELEMENT, ids=lambda s: s.name)
+def test_fill_by_element_on_the_gpu_is_the_emulators_bits(spec):
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
+    assert "stages=0" not in kernel.abi.config and "ld.global.u8" in kernel.ptx and "prmt.b32" in kernel.ptx
+    result = run_compiled(kernel, seed=7, on="gpu")
     assert result.ok, result.line()
 
 

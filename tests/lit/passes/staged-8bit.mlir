@@ -62,19 +62,35 @@ func.func @s8_rowmajor(%a: memref<1024x1024xsi8>, %b: memref<1024x1024xsi8>, %d:
 }
 
 // -----
-// ... unless N is not a multiple of 4 (a word of a row would straddle the tile's edge): the
-// simple schedule, and forcing stages is refused with the reason.
+// ... and where N is not a multiple of 4 (a word of a row would straddle the tile's edge) the
+// fill loads B a byte at a time (gather = b too: `by_element`), each byte zero past the edge,
+// and transposes the words it packs as before.
 // CHECK-LABEL: func.func @s8_rowmajor_ragged
-// CHECK-NOT:   memref.alloc
-// CHECK:       warp.load %b
-// ROW:         staged-8bit.mlir:[[# @LINE + 6]]:3
-// ROW:         stages=3: this kernel cannot be staged through shared memory: 8-bit B must be K-major
+// CHECK-SAME:  fill = b, gather = b
+// CHECK:       warp.fill_load %b[{{.*}}] {{{.*}}transpose, by_element{{.*}}} : memref<64x62xsi8, strided<[64, 1]>> -> !warp.staged<
 func.func @s8_rowmajor_ragged(%a: memref<64x64xsi8>, %b: memref<64x62xsi8, strided<[64, 1]>>, %d: memref<64x62xsi32>) {
   %ta = tile.load %a[0, 0] : memref<64x64xsi8> -> !tile.tile<64x64xsi8>
   %tb = tile.load %b[0, 0] : memref<64x62xsi8, strided<[64, 1]>> -> !tile.tile<64x62xsi8>
   %z = tile.constant 0 : !tile.tile<64x62xsi32>
   %td = tile.mma %ta, %tb, %z : !tile.tile<64x64xsi8>, !tile.tile<64x62xsi8>, !tile.tile<64x62xsi32> -> !tile.tile<64x62xsi32>
   tile.store %td, %d[0, 0] : !tile.tile<64x62xsi32>, memref<64x62xsi32>
+  func.return
+}
+
+// -----
+// A B with neither its rows nor its columns contiguous: the simple schedule, and forcing stages is
+// refused with the reason.
+// CHECK-LABEL: func.func @s8_strided_both
+// CHECK-NOT:   memref.alloc
+// CHECK:       warp.load %b
+// ROW:         staged-8bit.mlir:[[# @LINE + 6]]:3
+// ROW:         stages=3: this kernel cannot be staged through shared memory: B must have contiguous rows or columns
+func.func @s8_strided_both(%a: memref<64x64xsi8>, %b: memref<64x64xsi8, strided<[128, 2]>>, %d: memref<64x64xsi32>) {
+  %ta = tile.load %a[0, 0] : memref<64x64xsi8> -> !tile.tile<64x64xsi8>
+  %tb = tile.load %b[0, 0] : memref<64x64xsi8, strided<[128, 2]>> -> !tile.tile<64x64xsi8>
+  %z = tile.constant 0 : !tile.tile<64x64xsi32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<64x64xsi8>, !tile.tile<64x64xsi8>, !tile.tile<64x64xsi32> -> !tile.tile<64x64xsi32>
+  tile.store %td, %d[0, 0] : !tile.tile<64x64xsi32>, memref<64x64xsi32>
   func.return
 }
 
