@@ -161,9 +161,9 @@ _H100: dict[str, Config] = {
     # 4-bit integers through the transposing fill: the 8-bit fill's tiles and stage bytes. s4 as s8
     # mmas, H200, TOP/s at 4096^3 / 8192^3 (results/h200-2026-11-27-int4-fill-configs.csv; the
     # K-major default 416 / 432 in the same run): B row-major 386 / 408, A M-major 387 / 409; stages
-    # of K 256 lose (the fill's words double: 4x2 of 4x8 283 / 288 for B). Both filled: 4x2 of 2x8
-    # 272 / 285 (printed by the first sweep, `-int4-fill-configs.log`'s first call) against 4x2 of
-    # 4x8's 259 / 262. The s4 mma itself (sm_80-sm_89) takes the same tiles, not timed.
+    # of K 256 lose (the fill's words double: 4x2 of 4x8 283 / 288 for B). Both filled: 4x2 of 4x8
+    # 259 / 262 there, 4x2 of 2x8 275 / 287 (results/h200-2026-11-27-int4-fill.csv, the defaults
+    # re-run). The s4 mma itself (sm_80-sm_89) takes the same tiles, not timed.
     "4bit-fill-b": Config("4x2", "4x8", 4, 128),
     "4bit-fill-a": Config("2x4", "4x8", 4, 128),
     "4bit-fill-ab": Config("4x2", "2x8", 4, 128),
