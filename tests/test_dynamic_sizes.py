@@ -53,6 +53,28 @@ def test_one_s8_kernel_every_size_exactly(m, n, k):
     np.testing.assert_array_equal(d, want)
 
 
+@pytest.mark.parametrize("ptx, element, acc", [("s8", "si8", "si32"), ("f16", "f16", "f32"), ("tf32", "tf32", "f32")])
+@pytest.mark.parametrize("a_layout, b_layout", [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")])
+def test_every_operand_order_stages_at_every_size(ptx, element, acc, a_layout, b_layout):
+    """A column-major operand's `?` leading dimension (`strided<[1, ?]>`) is never taken for a
+    contiguous one, whatever its stride class: each order and type stages (cp.async, the
+    transposing fill, or byte by byte where rows are odd) and computes D right, every element."""
+    kernel = compile_dynamic(ptx, ptx, acc.replace("si", "s"), a_layout=a_layout, b_layout=b_layout)
+    rng = np.random.default_rng(5)
+    for m, n, k in ((37, 91, 53), (100, 68, 96)):
+        a, b, c = operands(element, element, acc, m, n, k, rng)
+        a = a if a_layout == "row" else np.asfortranarray(a)
+        b = b if b_layout == "row" else np.asfortranarray(b)
+        d = np.zeros_like(c)
+        arrays = (a, b, c, d)
+        bound = kernel.bind([x.shape for x in arrays], [tuple(s // x.itemsize for s in x.strides) for x in arrays])
+        assert "stages=0" not in bound.abi.config, (m, n, k, bound.abi.config)
+        kernel.emulate(a, b, c, d)
+        want = reference.mma_reference(a, b, c, a_type=element, b_type=element, acc_type=acc)
+        result = reference.compare(d, want, acc_type=acc, a_type=element, k=k, a=a, b=b, c=c)
+        assert result.ok, f"{m}x{n}x{k}: {result}"
+
+
 def test_the_stride_classes_pick_their_variants():
     kernel = compile_dynamic()
     aligned = kernel.bind([(512, 64), (64, 128), (512, 128), (512, 128)], [(64, 1), (128, 1), (128, 1), (128, 1)])

@@ -452,11 +452,18 @@ def dynamic_problem(mma: Operation, stored: Iterable[str]) -> str | None:
 PLANNING_SIZE = 4096
 
 
+def planning_stride(multiple: int) -> int:
+    """What planning takes a `?` stride for: a multiple of `multiple` whose alignment is that of
+    `multiple` itself (the alignment of a stride the kernel promises to be some multiple of it),
+    and never 1: a `?` stride is never a contiguous dimension's (`strided<[1, ?]>` is column-major
+    whatever its leading dimension turns out to be)."""
+    return 3 * multiple
+
+
 def planning_view(g: GemmKernel, multiple: int, plan_for: tuple[int, int, int] | None = None) -> GemmKernel:
     """The GEMM as planning sees it: a `?` size as `plan_for`'s (M, N, K; the kernel's
     `tile.plan_sizes`, which the dispatcher sets per size bucket), else PLANNING_SIZE, and a `?`
-    stride as `multiple` (the alignment of a stride that is some multiple of it is that of
-    `multiple` itself)."""
+    stride as `planning_stride(multiple)`."""
     if not g.dynamic:
         return g
     hints = dict(zip("mnk", plan_for or (PLANNING_SIZE,) * 3))
@@ -467,7 +474,7 @@ def planning_view(g: GemmKernel, multiple: int, plan_for: tuple[int, int, int] |
     def mem(x):
         if not isinstance(x, MemOperand):
             return x
-        return dataclasses.replace(x, **{f: multiple for f in ("batch_stride", "row_stride", "col_stride")
+        return dataclasses.replace(x, **{f: planning_stride(multiple) for f in ("batch_stride", "row_stride", "col_stride")
                                          if getattr(x, f) == DYNAMIC})
 
     return dataclasses.replace(g, m=size(g.m, "m"), n=size(g.n, "n"), k=size(g.k, "k"), a=mem(g.a), b=mem(g.b), c=mem(g.c),

@@ -34,6 +34,7 @@ from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.distribute import IndexBuilder
+from tilemma.passes.tile.gemm_kernel import planning_stride
 from tilemma.passes.tile.plan import SHARED_LOAD_SHAPES, ceil_div, column_major, copy_vector
 
 
@@ -49,9 +50,10 @@ class MemView:
 
     @classmethod
     def of(cls, ref: MemRefType, window, multiple: int = 1) -> MemView:
-        """A `?` stride counts as `multiple` (`tile.stride_multiple`): its alignment is that."""
+        """A `?` stride counts as `planning_stride(multiple)` (`tile.stride_multiple`): its
+        alignment, and never contiguous."""
         layout = symbolic_layout(ref)
-        strides = [multiple if s == DYNAMIC else s for s in layout.strides]
+        strides = [planning_stride(multiple) if s == DYNAMIC else s for s in layout.strides]
         stored = tile.element_name(ref.element_type)
         bits = ELEMENTS[stored].storage_bits
         base = layout.offset + sum(o * s for o, s in zip(window, strides) if o)

@@ -47,17 +47,32 @@ func.func @s4(%a: memref<128x256xsi4>, %b: memref<256x128xsi4, strided<[1, 256]>
 
 // -----
 
-// An 8-bit B stored row-major is staged by the transposing fill where N is a multiple of 4 (a
-// 32-bit word of a row lies inside the tile or outside); here N = 62, so ldmatrix (which
-// transposes 16-bit elements only) leaves the simple schedule, and forcing stages is refused with
-// the reason. The fill itself: tests/lit/passes/staged-8bit.mlir.
+// An 8-bit B stored row-major is staged by the transposing fill; where N is not a multiple of 4
+// (here 62: a 32-bit word of a row would straddle the tile's edge) its bytes are loaded one by one
+// (gather = b too: `warp.fill_load {by_element}`). The fill itself: tests/lit/passes/staged-8bit.mlir.
 // CHECK-LABEL: func.func @s8_row_b
-// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 2x4, stages = 0>
-// ROW:         error: tile.mma: stages=3: this kernel cannot be staged through shared memory: 8-bit B must be K-major
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x1, warp_tile = 2x8, stages = 4, stage_k = 64, {{.*}}fill = b, gather = b>
 func.func @s8_row_b(%a: memref<64x64xsi8>, %b: memref<64x62xsi8, strided<[64, 1]>>, %d: memref<64x62xsi32>) {
   %ta = tile.load %a[0, 0] : memref<64x64xsi8> -> !tile.tile<64x64xsi8>
   %tb = tile.load %b[0, 0] : memref<64x62xsi8, strided<[64, 1]>> -> !tile.tile<64x62xsi8>
   %td = tile.matmul %ta, %tb : !tile.tile<64x64xsi8>, !tile.tile<64x62xsi8> -> !tile.tile<64x62xsi32>
   tile.store %td, %d[0, 0] : !tile.tile<64x62xsi32>, memref<64x62xsi32>
+  func.return
+}
+
+// -----
+
+// A 4-bit B stored row-major is filled a word (8 elements) at a time; with N = 44 its rows are
+// not 4-byte aligned and a word would straddle the edge, so the simple schedule, and forcing
+// stages is refused with the reason.
+// CHECK-LABEL: func.func @s4_row_b
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 2x4, stages = 0>
+// ROW:         error: tile.mma: stages=3: this kernel cannot be staged through shared memory: 4-bit B must be K-major
+func.func @s4_row_b(%a: memref<64x128xsi4>, %b: memref<128x44xsi4>, %d: memref<64x44xsi32>) {
+  %ta = tile.load %a[0, 0] : memref<64x128xsi4> -> !tile.tile<64x128xsi4>
+  %tb = tile.load %b[0, 0] : memref<128x44xsi4> -> !tile.tile<128x44xsi4>
+  %z = tile.constant 0 : !tile.tile<64x44xsi32>
+  %td = tile.mma %ta, %tb, %z : !tile.tile<64x128xsi4>, !tile.tile<128x44xsi4>, !tile.tile<64x44xsi32> -> !tile.tile<64x44xsi32>
+  tile.store %td, %d[0, 0] : !tile.tile<64x44xsi32>, memref<64x44xsi32>
   func.return
 }
