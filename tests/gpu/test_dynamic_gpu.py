@@ -19,7 +19,9 @@ torch = pytest.importorskip("torch")
 
 SIZES = [(37, 91, 53), (130, 72, 256), (1, 4096, 64), (257, 129, 320), (64, 64, 16), (200, 17, 72), (128, 256, 256)]
 FAMILIES = [("f16", "f16", "f32", "row"), ("bf16", "bf16", "f32", "row"), ("si8", "si8", "si32", "col"),
-            ("f16", "f16", "f16", "row")]
+            ("f16", "f16", "f16", "row"),
+            ("si8", "si8", "si32", "row"),  # the transposing fill (byte by byte at an odd N)
+            ("tf32", "tf32", "f32", "col")]  # a strided<[1, ?]> B copied K-major
 
 
 @pytest.fixture(scope="module", params=FAMILIES, ids=lambda f: "-".join(f))
@@ -55,7 +57,7 @@ def test_one_kernel_every_size_bitwise_as_the_emulator(family, m, n, k):
 
 def test_launch_refuses_buffers_that_disagree(family):
     (a_t, b_t, acc, layout), kernel = family
-    dt = {"f16": torch.half, "bf16": torch.bfloat16, "si8": torch.int8}[a_t]
+    dt = {"f16": torch.half, "bf16": torch.bfloat16, "si8": torch.int8, "tf32": torch.float32}[a_t]
     ct = {"f32": torch.float32, "si32": torch.int32, "f16": torch.half}[acc]
     a = torch.zeros(32, 48, device="cuda", dtype=dt)
     b = torch.zeros(40, 16, device="cuda", dtype=dt)  # K = 40, A says 48
