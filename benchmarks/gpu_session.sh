@@ -53,6 +53,8 @@ sanitize)  # memcheck + racecheck, odd batched sizes, one kernel per schedule/fa
         "--a b1 --b b1 --acc s32 --b-layout col --popc xor --k 544"
         "--a s4 --b s4 --acc s32 --b-layout col --shape m16n8k64"
         "--a s4 --b s4 --acc s32 --b-layout col"
+        "--a s8 --b u8 --acc s32 --a-layout col"
+        "--a s4 --b u4 --acc s32 --a-layout col --m 136 --n 72"
     )
     i=0
     for k in "${kernels[@]}"; do
