@@ -145,10 +145,12 @@ def test_size_class_adjustments_come_from_the_table():
                      for n in (1024, 4096))
     assert f"stages={configs.SMALL_STAGES['32bit']} " in small
     assert f"stages={configs.default('sm_90', '32bit').stages} " in medium
-    # tf32 fed as it is (trunc): medium problems whose 2x4-warp CTAs fill a wave take them
-    for n, warps in ((4096, configs.LARGE_WARPS["32bit-trunc"]), (512, configs.default("sm_90", "32bit-trunc").warps)):
-        spec = GemmSpec(n, 4096, 4096, "tf32", "tf32", "f32", b_layout="col", rounding="trunc")
-        assert _compile(spec, tune_cache="").abi.config.startswith(f"warps={warps} ")
+    # tf32 fed as it is (trunc): medium problems whose 2x4-warp CTAs fill a wave take them, unless
+    # their last wave leaves more SMs idle than the default's (512 x 11008: 172 such CTAs on 132 SMs)
+    wide, narrow = configs.LARGE_WARPS["32bit-trunc"], configs.default("sm_90", "32bit-trunc").warps
+    for (m, n), warps in (((4096, 4096), wide), ((512, 4096), narrow), ((1024, 11008), wide), ((512, 11008), narrow)):
+        spec = GemmSpec(m, n, 4096, "tf32", "tf32", "f32", b_layout="col", rounding="trunc")
+        assert _compile(spec, tune_cache="").abi.config.startswith(f"warps={warps} "), (m, n)
     # a default CTA larger than the problem is not taken: 4x2 warps of 2x4 f64 tiles are 128x64
     assert _compile(GemmSpec(40, 40, 64, "f64", "f64", "f64"), tune_cache="").abi.config.startswith("warps=2x2 ")
 

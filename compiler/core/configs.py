@@ -230,7 +230,11 @@ LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4", "32bit-trun
 # (TFLOP/s, B K-major / B row / A col / both; results/h200-2026-11-27-tf32-trunc-warps.csv and
 # -tf32-trunc-wide.csv): 4096^3 2x4 224 / 210 / 215 / 203 against 2x2's 218 / 191 / 182 / 184; at
 # 512x4096x4096 (64 such CTAs) 2x4 lost 4-13%. With rna 2x4 gains nothing at 4096^3 or loses (192 /
-# 172 / 177 / 156 against 192 / 178 / 172 / 166): the conversions, not the tile, limit it.
+# 172 / 177 / 156 against 192 / 178 / 172 / 166): the conversions, not the tile, limit it. Only
+# where the wide CTAs' last wave is no emptier than the default's (`plan.wave_use`): at
+# 512x11008x4096 (172 wide CTAs on 132 SMs: two waves, the second 30% full) 2x2 wins, 210 / 174 /
+# 165 / 165 against 2x4's 165 / 152 / 144 / 137; at 1024x11008x4096 (as full either way) 2x4 still
+# does, 222 / 196 / 191 / 183 against 211 / 182 / 176 / 174 (results/h200-2026-11-27-tf32-wave.csv).
 MEDIUM_WIDE = {"32bit-trunc", "32bit-row-b-trunc"}
 # Where the default's rows do not fit M, or its CTAs leave SMs idle even with their rows halved (the
 # other schedules' way to fill a wave), (warps, warp tile) of a CTA that keeps its rows and narrows

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from fractions import Fraction
 from math import gcd
 
 from xdsl.context import Context
@@ -341,6 +342,13 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
     return splits, chunk * step
 
 
+def wave_use(ctas: int, target) -> Fraction:
+    """The share of the SMs' CTA slots a grid of `ctas` one-CTA-an-SM tiles keeps busy over its
+    waves (1 where the last wave is full)."""
+    sms = target.limits.sm_count or 132
+    return Fraction(ctas, ceil_div(ctas, sms) * sms)
+
+
 def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
          split_k: int = 0) -> Schedule:
     """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
@@ -404,9 +412,13 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                 warps, rm, rn = (nm, nn), nr, nc
         if warps is None:
             large = size_class == "large" and schedule in configs.LARGE_WARPS
-            if size_class == "medium" and schedule in configs.MEDIUM_WIDE:  # where the wide CTAs fill a wave
+            if size_class == "medium" and schedule in configs.MEDIUM_WIDE:
+                # where the wide CTAs fill a wave, and their last wave leaves no more SMs idle than
+                # the default's (configs.MEDIUM_WIDE)
                 lm, ln = parse_pair(configs.LARGE_WARPS[schedule], "warps")  # type: ignore[misc]
-                large = tiles(lm, ln, rm) >= target.limits.one_wave
+                dm, dn = parse_pair(default.warps, "warps")  # type: ignore[misc]
+                wide, narrow = tiles(lm, ln, rm), tiles(dm, dn, rm)
+                large = wide >= target.limits.one_wave and wave_use(wide, target) >= wave_use(narrow, target)
             for choice in ((configs.LARGE_WARPS[schedule],) if large else ()) + (default.warps,):
                 wm, wn = parse_pair(choice, "warps")  # type: ignore[misc]
                 if g.m >= wm * rm * 16 and g.n >= wn * rn * 8:  # one CTA fits the problem
