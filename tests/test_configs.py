@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tilemma.compiler.core import configs
+from tilemma.compiler.core import configs, targets
 from tilemma.compiler.core.version import tilemma_key
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
@@ -153,6 +153,19 @@ def test_size_class_adjustments_come_from_the_table():
         assert _compile(spec, tune_cache="").abi.config.startswith(f"warps={warps} "), (m, n)
     # a default CTA larger than the problem is not taken: 4x2 warps of 2x4 f64 tiles are 128x64
     assert _compile(GemmSpec(40, 40, 64, "f64", "f64", "f64"), tune_cache="").abi.config.startswith("warps=2x2 ")
+
+
+@pytest.mark.parametrize("m, n, k, a_layout, kept", [
+    (512, 4096, 11008, "row", True), (256, 11008, 4096, "col", True),  # 45 MB of operands: past half the L2
+    (512, 4096, 4096, "row", False), (256, 4096, 4096, "col", False),  # 19 MB: the rows halved
+])
+def test_filled_operands_past_half_the_l2_keep_their_rows(m, n, k, a_layout, kept):
+    """KEEP_ROWS_PAST_L2: where the operands outgrow half the target's L2, the fill's 4x8 warp tiles
+    keep their rows and split-K fills the wave; otherwise the rows are halved."""
+    spec = GemmSpec(m, n, k, "s8", "s8", "s32", a_layout=a_layout, c=False)
+    config = _compile(spec, tune_cache="").abi.config
+    assert ("warp-tile=4x8" in config and "split-k=" in config) == kept, config
+    assert 2 * k * (m + n) > targets.limits("90").l2 if kept else 2 * k * (m + n) <= targets.limits("90").l2
 
 
 def test_a_filled_b_keeps_its_rows_where_the_default_leaves_sms_idle():

@@ -256,6 +256,13 @@ SMALL_TILES = {"8bit-fill-b": ("4x2", "2x4")}
 # measured, so there the rows are halved as before.
 KEEP_ROWS = {"32bit", "32bit-row-b", "32bit-trunc", "32bit-row-b-trunc"}
 KEEP_ROWS_MIN_K = 4096
+# ... and these where the operands outgrow half the target's L2 (`targets.Limits.l2`): halving the
+# rows doubles the times B is read (and, filled, transposed), from memory once it no longer stays in
+# the L2. H200 (50 MiB L2), s8 TOP/s, 4x8 warp tiles with split-K / halved rows
+# (results/h200-2026-11-27-s8-keep-rows.csv): 45 MB of operands, 512x4096x11008 B row-major 539 /
+# 373, A M-major 552 / 437, both 414 / 331; 256x11008x4096 312 / 229, 321 / 301, 240 / 208. 19 MB,
+# 512x4096x4096 451 / 471, 452 / 508, 344 / 373; 256x4096x4096 336 / 379, 326 / 395, 250 / 294.
+KEEP_ROWS_PAST_L2 = {"8bit-fill-a", "8bit-fill-b", "8bit-fill-ab"}
 # Small problems of these schedules take more stages (tf32 1024^3: 120 against 110 TFLOP/s, where
 # at 4096^3 4 stages lose: 199 against 207), as many as fit (`fit_shared`).
 SMALL_STAGES = {"32bit": 4, "32bit-trunc": 4}  # trunc: as rna (not measured apart)

@@ -225,7 +225,8 @@ class Limits:
     (cuobjdump -sass): native is one IMMA.16864.S4 / QMMA.16832.E4M3; emulated is two
     IMMA.16832.S8 and ~180 integer instructions unpacking the nibbles / twelve F2FP.F16.E4M3 and two
     f16 HMMA.16816 (the f16 path); None: the instruction does not exist there (fp8 before sm_89).
-    `sm_count` is that of the product named in `product`, None where no product is settled."""
+    `sm_count` and `l2_bytes` are those of the product named in `product`, None where no product
+    is settled (or, for the L2, its size was not checked)."""
 
     shared_per_cta: int  # bytes of shared memory one CTA may use
     shared_per_sm: int  # bytes of shared memory per SM
@@ -233,6 +234,7 @@ class Limits:
     fp8_mma: str | None
     sm_count: int | None
     product: str | None
+    l2_bytes: int | None = None
     registers_per_thread: int = 255  # 32-bit registers
     registers_per_sm: int = 65536  # 32-bit registers; also the most one CTA may use
     threads_per_cta: int = 1024
@@ -242,6 +244,11 @@ class Limits:
         """CTAs that keep most of the SMs busy: 10/11 of them (an H100's 132 SMs: 120). A target
         with no settled product takes the H100's, where the default configurations were measured."""
         return (self.sm_count or 132) * 10 // 11
+
+    @property
+    def l2(self) -> int:
+        """Bytes of L2 cache; a target with no settled product (or size) takes the H100's, 50 MiB."""
+        return self.l2_bytes or 50 * 2**20
 
     def thread_registers(self, threads: int) -> int:
         """32-bit registers each thread of a CTA of `threads` threads may have: ptxas reads
@@ -253,25 +260,26 @@ _N, _E = NATIVE, EMULATED
 # One row per SM number: shared memory per CTA and per SM (KiB), int4 and fp8 mma.sync, SM count
 # and the product it counts. Shared memory and threads/registers: the Programming Guide's table
 # (sm_88 is not in it: taken as sm_86/sm_89, its siblings). int4/fp8: ptxas 13.0 SASS, as above
-# (sm_75's int4 is Turing's IMMA.8832, not checked here). SM counts: NVIDIA's product pages; a
-# count marked "unsure" was not checked against a datasheet.
+# (sm_75's int4 is Turing's IMMA.8832, not checked here). SM counts and L2 (MiB): NVIDIA's product
+# pages and architecture whitepapers; a count marked "unsure" was not checked against a datasheet,
+# an L2 not given was not checked (the H100's is taken).
 _LIMITS_TABLE = (
-    (75, 64, 64, _N, None, 40, "Tesla T4"),
-    (80, 163, 164, _N, None, 108, "A100"),
-    (86, 99, 100, _N, None, 82, "GeForce RTX 3090 (A40, RTX A6000: 84; A10: 72)"),
-    (87, 163, 164, _N, None, 16, "Jetson AGX Orin 64GB (unsure)"),
-    (88, 99, 100, _N, None, None, None),
-    (89, 99, 100, _N, _N, 142, "L40S (GeForce RTX 4090: 128)"),
-    (90, 227, 228, _E, _E, 132, "H100 SXM (H100 PCIe: 114)"),
-    (100, 227, 228, _E, _E, 148, "B200"),
-    (103, 227, 228, _E, _E, None, None),  # B300: SM count not settled here
-    (110, 227, 228, _E, _E, 20, "Jetson Thor T5000 (unsure)"),
-    (120, 99, 100, _E, _N, 170, "GeForce RTX 5090"),
-    (121, 99, 100, _E, _N, 48, "DGX Spark GB10 (unsure)"),
+    (75, 64, 64, _N, None, 40, "Tesla T4", 4),
+    (80, 163, 164, _N, None, 108, "A100", 40),
+    (86, 99, 100, _N, None, 82, "GeForce RTX 3090 (A40, RTX A6000: 84; A10: 72)", 6),
+    (87, 163, 164, _N, None, 16, "Jetson AGX Orin 64GB (unsure)", None),
+    (88, 99, 100, _N, None, None, None, None),
+    (89, 99, 100, _N, _N, 142, "L40S (GeForce RTX 4090: 128)", 96),
+    (90, 227, 228, _E, _E, 132, "H100 SXM (H100 PCIe: 114)", 50),
+    (100, 227, 228, _E, _E, 148, "B200", None),
+    (103, 227, 228, _E, _E, None, None, None),  # B300: SM count not settled here
+    (110, 227, 228, _E, _E, 20, "Jetson Thor T5000 (unsure)", None),
+    (120, 99, 100, _E, _N, 170, "GeForce RTX 5090", None),
+    (121, 99, 100, _E, _N, 48, "DGX Spark GB10 (unsure)", None),
 )  # fmt: skip
 LIMITS: dict[int, Limits] = {
-    number: Limits(cta * 1024, sm * 1024, int4, fp8, count, product)
-    for number, cta, sm, int4, fp8, count, product in _LIMITS_TABLE
+    number: Limits(cta * 1024, sm * 1024, int4, fp8, count, product, None if l2 is None else l2 * 2**20)
+    for number, cta, sm, int4, fp8, count, product, l2 in _LIMITS_TABLE
 }
 
 

@@ -426,11 +426,13 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                     break
         wm, wn = warps or (2, 2)
         # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
-        # about one wave of the target's SMs); KEEP_ROWS schedules, where split-K fills the wave
-        # instead (K of at least configs.KEEP_ROWS_MIN_K, split-K not forced off), only while the
-        # rows exceed M.
-        keep = (schedule in configs.KEEP_ROWS and g.k >= configs.KEEP_ROWS_MIN_K and split_k != 1
-                and not splittable(g, variant))
+        # about one wave of the target's SMs); KEEP_ROWS schedules (and KEEP_ROWS_PAST_L2 ones
+        # whose operands outgrow half the L2), where split-K fills the wave instead (K of at least
+        # configs.KEEP_ROWS_MIN_K, split-K not forced off), only while the rows exceed M.
+        operand_bytes = g.batch * g.k * (g.m * g.a.bits + g.n * g.b.bits) // 8
+        keep = ((schedule in configs.KEEP_ROWS
+                 or (schedule in configs.KEEP_ROWS_PAST_L2 and 2 * operand_bytes > target.limits.l2))
+                and g.k >= configs.KEEP_ROWS_MIN_K and split_k != 1 and not splittable(g, variant))
         while rm > 2 and tiles(wm, wn, rm) < target.limits.one_wave and (not keep or wm * rm * 16 > g.m):
             rm //= 2
         warp_tile = (rm, rn)
