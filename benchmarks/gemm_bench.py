@@ -296,10 +296,14 @@ def tilemma_ir(fam: Family, size: int | Shape) -> tuple[str, str]:
 
 
 def default_ptx() -> str:
-    """The newest PTX version the driver JITs, up to 9.0."""
+    """The newest PTX version the driver JITs, up to 9.0; without a GPU (`sass_check` only
+    assembles) "", the compiler's own default."""
     from tilemma.compiler.runtime import cuda_runtime
 
-    major, minor = min((9, 0), cuda_runtime.driver_max_ptx())
+    try:
+        major, minor = min((9, 0), cuda_runtime.driver_max_ptx())
+    except cuda_runtime.NoGpuError:
+        return ""
     return f"{major}.{minor}"
 
 
