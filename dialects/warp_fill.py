@@ -10,7 +10,8 @@ The fill does it in two halves, so that the global latency hides behind a stage 
   words, zero past the window's extent);
 - `warp.fill_store`: the thread transposes each chunk's words in registers (`prmt`, and for 4-bit
   elements a nibble interleave first: word q of the result holds element q of every loaded line)
-  and stores them into the K-major stage, one 32-bit `st.shared` each. `warp-pipeline` runs it an iteration after its load, the words carried.
+  and stores them into the K-major stage, one 32-bit `st.shared` each. `warp-pipeline` runs it an
+  iteration after its load, the words carried.
 
 Which thread holds which chunk is `FillLayout`, the meaning of a `!warp.staged` value; both ops'
 lowerings read it, and `tile-plan` asks it whether a tile can be filled at all.
@@ -209,11 +210,10 @@ class FillLoadOp(_WindowOp):
     window's columns are its lines). A transposing fill reads it a 32-bit word at a time, the lines
     contiguous in memory, each thread's words as `FillLayout` places them; zero past the extent (a
     word lies wholly inside or outside it: `tile-plan` asks for lines a multiple of a word's
-    elements, 4 or 8). With
-    `gather`, the stage holds the tile as stored (as `warp.copy_async` would), its words loaded
-    element by element (`GatherLayout`), each element zero past the extent. With `by_element` (a
-    transposing fill of 8-bit elements only), each word's elements are loaded one by one, each zero
-    past the extent: lines not 4-byte aligned, or an extent that ends inside a word."""
+    elements, 4 or 8). With `by_element` (8-bit elements only) each word's elements are loaded one
+    by one, each zero past the extent: lines not 4-byte aligned, or an extent that ends inside a
+    word. With `gather`, the stage holds the tile as stored (as `warp.copy_async` would), its words
+    loaded element by element (`GatherLayout`), each element zero past the extent."""
 
     name = "warp.fill_load"
     ref = operand_def(MemRefType)

@@ -219,21 +219,29 @@ def wrong_order(g, what: str) -> bool:
     return column_major(g.a) if what == "a" else not column_major(g.b) and g.b.col_stride == 1
 
 
-def gatherable(g, variant, fill: str, kernel: func.FuncOp) -> str:
+def ragged(g, kernel: func.FuncOp) -> str:
+    """The operands (`a`, `b`) whose M (A) or N (B) is not a multiple of 4 (a `?` one by
+    `tile.size_multiple`): a 32-bit word of 8-bit elements along it would straddle its edge. Read
+    before the planning view, which puts a hint in a `?` size's place."""
+    mm, mn, _ = tile.size_multiple(kernel)
+    return "".join(what for what, size, multiple in (("a", g.m, mm), ("b", g.n, mn))
+                   if not tile.tiles_exactly(size, 4, multiple))
+
+
+def gatherable(g, variant, fill: str, ragged_words: str) -> str:
     """The operands (`a`, `b`) a gather stages (`warp.fill_load` with `gather`, or `by_element`
     where `fill` names them): 8- or 16-bit, read as stored, whose runs are not 4-byte aligned for
     cp.async (an odd K, N or M of 16-bit elements, a stride or offset not a multiple of 4 bytes),
     in an order ldmatrix reads from a stage that holds them as stored (16-bit either way; 8-bit A
     K-major, B K-major); and the 8-bit operands `fill` transposes whose lines are not 4-byte aligned
-    or whose M (A) or N (B) is not a multiple of 4 (a word would straddle its edge)."""
-    mm, mn, _ = tile.size_multiple(kernel)
+    or that `ragged_words` names (`ragged`)."""
     out = ""
-    for what, mem, by_col, readable, size, multiple in (("a", g.a, column_major(g.a), not column_major(g.a), g.m, mm),
-                                                        ("b", g.b, column_major(g.b), column_major(g.b), g.n, mn)):
+    for what, mem, by_col, readable in (("a", g.a, column_major(g.a), not column_major(g.a)),
+                                        ("b", g.b, column_major(g.b), column_major(g.b))):
         if mem.casts or BY_PTX[variant.atype].bits != mem.bits:
             continue
         if what in fill:
-            if mem.bits == 8 and (not copy_vector(mem, by_col) or not tile.tiles_exactly(size, 4, multiple)):
+            if mem.bits == 8 and (not copy_vector(mem, by_col) or what in ragged_words):
                 out += what
         elif (mem.bits == 16 or (mem.bits == 8 and readable)) and not copy_vector(mem, by_col):
             out += what
@@ -356,7 +364,8 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     mma = g.mma
     variant = mma.variant.variant  # type: ignore[union-attr]
     target = kernel_target(kernel)
-    fill = fillable(g, variant, kernel)  # before the view: a `?` size's multiple, not its hint
+    # before the view: a `?` size's multiple, not its hint
+    fill, ragged_words = fillable(g, variant, kernel), ragged(g, kernel)
     g = planning_view(g, tile.stride_multiple(kernel), tile.plan_sizes(kernel))
     if g.a_meta is not None:
         if variant.shape != sparse_format.SHAPE or variant.atype not in tile.PRE_COMPRESSED:
@@ -376,7 +385,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                 mma, f"{what} = {size}: tiles of 2^31 or more elements along a dimension "
                 f"are not supported (coordinates are 32-bit)",
             )
-    gather = gatherable(g, variant, fill, kernel)
+    gather = gatherable(g, variant, fill, ragged_words)
     why_not = stageable(g, variant, fill, gather)
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
