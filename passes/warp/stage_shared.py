@@ -241,9 +241,8 @@ class _Stage(IndexBuilder):
     def fill(self, k: SSAValue, stage: SSAValue) -> None:
         """The transposing fills of A and B at K `k` into `stage` (those `fill` names; loaded element
         by element where `gather` names them too), then the gathers (those only `gather` names):
-        loads and stores, not guarded by K (rows past K load
-        nothing), so that `warp-pipeline` can run the stores an iteration after the loads; the K
-        dimension is never marked in bounds. Each writes its operand's stage whole (its shape the
+        loads and stores, not guarded by K (rows past K load nothing), so that `warp-pipeline` can
+        run the stores an iteration after the loads; the K dimension is never marked in bounds. Each writes its operand's stage whole (its shape the
         buffer's): a filled one K-major, a gathered one as copy() would; the window's transpose
         is the stage's (an M-major A's stage is K x M, a K-major or filled B's N x K)."""
         mm, mn, _ = tile.size_multiple(self.kernel)

@@ -179,6 +179,11 @@ def _word_by_element(e: fio.Emitter, word: str, at: str, offset: int, guards: li
             e.emit("mov.b32", v, 0)
         e.emit("ld.global.u8", v, f"[{at}+{offset + c}]" if offset + c else f"[{at}]", guard=guard)
         elems.append(v)
+    _pack_bytes(e, word, elems)
+
+
+def _pack_bytes(e: fio.Emitter, word: str, elems: list[str]) -> None:
+    """`word` = the low bytes of the 4 registers `elems`, the first in the low byte (`prmt`)."""
     lo, hi = e.reg("b32"), e.reg("b32")
     e.emit("prmt.b32", lo, elems[0], elems[1], 0x40)
     e.emit("prmt.b32", hi, elems[2], elems[3], 0x40)
@@ -437,10 +442,7 @@ def _gather_loads(op: warp.FillLoadOp, kernel, layout: warp.GatherLayout, window
         if per == 2:
             e.emit("prmt.b32", w, elems[0], elems[1], _HALVES_LOW)
         else:  # four bytes: pairs, then the pairs' low halves
-            lo, hi = e.reg("b32"), e.reg("b32")
-            e.emit("prmt.b32", lo, elems[0], elems[1], 0x40)
-            e.emit("prmt.b32", hi, elems[2], elems[3], 0x40)
-            e.emit("prmt.b32", w, lo, hi, _HALVES_LOW)
+            _pack_bytes(e, w, elems)
         words.append(w)
     return e, [words]
 
