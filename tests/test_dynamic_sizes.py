@@ -1,7 +1,7 @@
 """Sizes known at launch (`memref<?x?xT>`): one compile serves every size. Every element of D is
 checked against the exact reference (integers) or the f64 product within the accumulation's
-rounding, in the emulator, for both stride classes (the staged variant for 16-byte rows, the
-simple one otherwise); the ABI names the size parameters; what cannot be dynamic is refused with
+rounding, in the emulator, for both stride classes (cp.async for 16-byte rows, rows loaded element
+by element otherwise); the ABI names the size parameters; what cannot be dynamic is refused with
 the reason, and a launch whose buffers disagree is refused naming them."""
 
 import json

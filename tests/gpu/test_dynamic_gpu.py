@@ -1,7 +1,7 @@
 """Kernels with sizes known at launch on the GPU: one compile serves every size; each launch's D
 must equal, bit for bit, what the emulator (proven bit-exact on these kernels) computes from the
-same inputs, in both stride classes (16-byte rows: the staged variant; anything else: the simple
-one), and the launch refuses buffers that disagree with each other."""
+same inputs, in both stride classes (16-byte rows: cp.async; anything else: rows loaded element
+by element), and the launch refuses buffers that disagree with each other."""
 
 import numpy as np
 import pytest
