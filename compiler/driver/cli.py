@@ -437,8 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "strided<[1, M]>)")
     g.add_argument("--b-layout", choices=("row", "col"), default="row",
                    help="B's memory layout: row-major K x N (default) or column-major (K-major, "
-                   "strided<[1, K]>; what 4- and 1-bit operands need for the staged schedule, and "
-                   "what 8-bit ones are fastest with)")
+                   "strided<[1, K]>; what 1-bit operands need for the staged schedule, and what "
+                   "8- and 4-bit ones are fastest with)")
     g.add_argument("--no-c", action="store_true",
                    help="D = A x B: no C argument, the accumulator starts at zero (what cuBLAS does "
                    "with beta = 0)")
