@@ -240,10 +240,15 @@ class Limits:
     threads_per_cta: int = 1024
 
     @property
+    def sms(self) -> int:
+        """SMs of the target's product; a target with no settled product takes the H100's 132,
+        where the default configurations were measured."""
+        return self.sm_count or 132
+
+    @property
     def one_wave(self) -> int:
-        """CTAs that keep most of the SMs busy: 10/11 of them (an H100's 132 SMs: 120). A target
-        with no settled product takes the H100's, where the default configurations were measured."""
-        return (self.sm_count or 132) * 10 // 11
+        """CTAs that keep most of the SMs busy: 10/11 of them (an H100's 132 SMs: 120)."""
+        return self.sms * 10 // 11
 
     @property
     def l2(self) -> int:

@@ -324,7 +324,7 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
             raise LoweringError(mma, f"split-k={forced}: K = {g.k} is one step of {step}; there is nothing to split")
         want = min(forced, total)
     else:
-        tiles, sms = t.grid[0] * t.grid[1] * t.grid[2], target.limits.sm_count or 132  # z: the batch
+        tiles, sms = t.grid[0] * t.grid[1] * t.grid[2], target.limits.sms  # z: the batch
         if why or g.k < SPLIT_MIN_K:
             return 1, 0
         # as many CTAs as SMs; two splits where the tiles leave a quarter of them idle
@@ -353,7 +353,7 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
 def wave_use(ctas: int, target) -> Fraction:
     """The share of the SMs' CTA slots a grid of `ctas` one-CTA-an-SM tiles keeps busy over its
     waves (1 where the last wave is full)."""
-    sms = target.limits.sm_count or 132
+    sms = target.limits.sms
     return Fraction(ctas, ceil_div(ctas, sms) * sms)
 
 
@@ -406,6 +406,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     if stages and warp_tile is None:
         rm, rn = parse_pair(default.warp_tile, "warp-tile")  # type: ignore[misc]
         rm, rn = min(rm, ceil_div(g.m, 16)), min(rn, ceil_div(g.n, 8))
+        dm, dn = parse_pair(default.warps, "warps")  # type: ignore[misc]
 
         def tiles(wm: int, wn: int, rm: int) -> int:
             """CTAs of wm x wn warps of rm x rn instruction tiles."""
@@ -413,7 +414,6 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
 
         small = configs.SMALL_TILES.get(schedule)
         if warps is None and small is not None:  # rows kept, columns narrowed: see SMALL_TILES
-            dm, dn = parse_pair(default.warps, "warps")  # type: ignore[misc]
             (nm, nn), (nr, nc) = parse_pair(small[0], "warps"), parse_pair(small[1], "warp-tile")  # type: ignore[misc]
             # the default's rows do not fit, or leave SMs idle even halved (as below) to 2 a warp
             idle = g.m < dm * rm * 16 or tiles(dm, dn, min(rm, 2)) < target.limits.one_wave
@@ -425,7 +425,6 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                 # where the wide CTAs fill a wave, and their last wave leaves no more SMs idle than
                 # the default's (configs.MEDIUM_WIDE)
                 lm, ln = parse_pair(configs.LARGE_WARPS[schedule], "warps")  # type: ignore[misc]
-                dm, dn = parse_pair(default.warps, "warps")  # type: ignore[misc]
                 wide, narrow = tiles(lm, ln, rm), tiles(dm, dn, rm)
                 large = wide >= target.limits.one_wave and wave_use(wide, target) >= wave_use(narrow, target)
             for choice in ((configs.LARGE_WARPS[schedule],) if large else ()) + (default.warps,):

@@ -374,7 +374,6 @@ class LowerLoadMeta(RewritePattern):
         _finish(op, rewriter, e, [[r] for r in out])
 
 
-
 def _meta_lane_bytes(kernel, size: int) -> str:
     """A register holding q * `size`: q = 2 (lane / 4) + lane % 2, the metadata lane whose words
     this lane reads (lanes at quad positions 2 and 3 read their neighbours')."""
