@@ -539,12 +539,12 @@ def cublas_rows(fam: Family, n: int | Shape, inp: dict, torch, deadline: float) 
 
 
 def parse_config(text: str) -> dict[str, Any]:
-    """`warps=2x4,warp-tile=4x8,stages=3` -> CompileOptions fields ('' -> the defaults)."""
+    """`warps=2x4,warp-tile=4x8,stages=3,split-k=1` -> CompileOptions fields ('' -> the defaults)."""
     out: dict[str, Any] = {}
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
         key = key.strip().replace("-", "_")
-        out[key] = int(value) if key in ("stages", "stage_k") else (value.strip() != "0" if key == "swizzle" else value.strip())
+        out[key] = int(value) if key in ("stages", "stage_k", "split_k") else (value.strip() != "0" if key == "swizzle" else value.strip())
     return out
 
 

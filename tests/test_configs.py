@@ -124,9 +124,10 @@ def test_cache_entry_that_does_not_apply_falls_back(tmp_path, capfd):
     ("fp8", GemmSpec(4096, 4096, 4096, "e4m3", "e4m3", "f32", b_layout="col")),
     ("32bit", GemmSpec(4096, 4096, 4096, "tf32", "tf32", "f32", b_layout="col")),
     ("32bit-row-b", GemmSpec(4096, 4096, 4096, "tf32", "tf32", "f32")),
-    # medium, and too few 2x4-warp CTAs for a wave (MEDIUM_WIDE does not apply)
-    ("32bit-trunc", GemmSpec(512, 4096, 4096, "tf32", "tf32", "f32", b_layout="col", rounding="trunc")),
-    ("32bit-row-b-trunc", GemmSpec(512, 4096, 4096, "tf32", "tf32", "f32", a_layout="col", rounding="trunc")),
+    # medium; 2x4-warp CTAs would leave more of the last wave idle (MEDIUM_WIDE does not apply), and
+    # the grid is not resident at once with a fourth stage (MORE_STAGES does not)
+    ("32bit-trunc", GemmSpec(512, 11008, 4096, "tf32", "tf32", "f32", b_layout="col", rounding="trunc")),
+    ("32bit-row-b-trunc", GemmSpec(512, 11008, 4096, "tf32", "tf32", "f32", a_layout="col", rounding="trunc")),
     ("64bit", GemmSpec(4096, 4096, 4096, "f64", "f64", "f64")),
     ("sparse-16bit", GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True)),
     ("4bit", GemmSpec(4096, 4096, 4096, "s4", "s4", "s32", b_layout="col", shape="m16n8k64")),
@@ -141,9 +142,7 @@ def test_defaults_come_from_the_table(schedule, spec):
 def test_size_class_adjustments_come_from_the_table():
     f16 = _compile(GemmSpec(8192, 8192, 8192, "f16", "f16", "f32"), tune_cache="").abi.config
     assert f16.startswith(f"warps={configs.LARGE_WARPS['16bit']} ")
-    small, medium = (_compile(GemmSpec(n, n, n, "tf32", "tf32", "f32", b_layout="col"), tune_cache="").abi.config
-                     for n in (1024, 4096))
-    assert f"stages={configs.SMALL_STAGES['32bit']} " in small
+    medium = _compile(GemmSpec(4096, 4096, 4096, "tf32", "tf32", "f32", b_layout="col"), tune_cache="").abi.config
     assert f"stages={configs.default('sm_90', '32bit').stages} " in medium
     # tf32 fed as it is (trunc): medium problems whose 2x4-warp CTAs fill a wave take them, unless
     # their last wave leaves more SMs idle than the default's (512 x 11008: 172 such CTAs on 132 SMs)
@@ -153,6 +152,38 @@ def test_size_class_adjustments_come_from_the_table():
         assert _compile(spec, tune_cache="").abi.config.startswith(f"warps={warps} "), (m, n)
     # a default CTA larger than the problem is not taken: 4x2 warps of 2x4 f64 tiles are 128x64
     assert _compile(GemmSpec(40, 40, 64, "f64", "f64", "f64"), tune_cache="").abi.config.startswith("warps=2x2 ")
+
+
+FOURTH = f"stages={configs.MORE_STAGES_COUNT} "
+
+
+@pytest.mark.parametrize("spec, sm, options, expected", [
+    # the whole grid resident with a fourth stage, a long K loop: taken
+    (GemmSpec(512, 4096, 4096, "f16", "f16", "f32"), "90", {}, "warps=2x2 warp-tile=4x8 stages=4 stage-k=64"),
+    (GemmSpec(1024, 1024, 1024, "tf32", "tf32", "f32", b_layout="col"), "90", {}, FOURTH),
+    # tf32 keeps its split (UNSPLIT_MORE_STAGES), with the fourth stage
+    (GemmSpec(64, 11008, 4096, "tf32", "tf32", "f32", b_layout="col"), "90", {}, FOURTH + "stage-k=32 split-k=2"),
+    # s8 and f16 whose two splits would only even the wave: unsplit, with the fourth stage
+    (GemmSpec(64, 11008, 4096, "s8", "s8", "s32", b_layout="col"), "90", {}, "warps=2x2 warp-tile=2x8 stages=4 stage-k=128"),
+    (GemmSpec(64, 11008, 4096, "f16", "f16", "f32"), "90", {}, "warps=2x2 warp-tile=2x8 stages=4 stage-k=64"),
+    # ... but not against a forced split
+    (GemmSpec(64, 11008, 4096, "f16", "f16", "f32"), "90", {"split_k": 2}, FOURTH + "stage-k=64 split-k=2"),
+    # a short K loop (8 stages of K 128; 8 of K 32): not taken
+    (GemmSpec(1000, 1000, 1000, "s8", "s8", "s32", b_layout="col"), "90", {}, "stages=3 "),
+    (GemmSpec(2048, 2048, 256, "tf32", "tf32", "f32", b_layout="col", rounding="trunc"), "90", {}, "stages=3 "),
+    # the grid not resident at once with it (1024 CTAs; 344), a large problem, forced stages: not taken
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), "90", {}, "stages=3 "),
+    (GemmSpec(512, 11008, 4096, "tf32", "tf32", "f32", rounding="trunc"), "90", {}, "stages=3 "),
+    (GemmSpec(8192, 8192, 8192, "s8", "s8", "s32", b_layout="col"), "90", {}, "stages=3 "),
+    (GemmSpec(512, 4096, 4096, "f16", "f16", "f32"), "90", {"stages": 3}, "stages=3 "),
+    # a 99 KiB target: the 4-stage ring of a 128x128 f16 CTA (128 KiB) does not fit
+    (GemmSpec(512, 4096, 4096, "f16", "f16", "f32"), "86", {}, "stages=3 "),
+], ids=lambda x: x.name if isinstance(x, GemmSpec) else None)
+def test_more_stages_where_the_grid_stays_resident(spec, sm, options, expected):
+    """`configs.MORE_STAGES`: small and medium problems take a fourth stage where every CTA stays
+    resident with it and the K loop is long, and no other time (measured both ways, see configs)."""
+    config = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm=sm, tune_cache="", **options))[0].abi.config
+    assert expected in config + " ", config
 
 
 @pytest.mark.parametrize("m, n, k, a_layout, kept", [

@@ -263,9 +263,25 @@ KEEP_ROWS_MIN_K = 4096
 # 373, A M-major 552 / 437, both 414 / 331; 256x11008x4096 312 / 229, 321 / 301, 240 / 208. 19 MB,
 # 512x4096x4096 451 / 471, 452 / 508, 344 / 373; 256x4096x4096 336 / 379, 326 / 395, 250 / 294.
 KEEP_ROWS_PAST_L2 = {"8bit-fill-a", "8bit-fill-b", "8bit-fill-ab"}
-# Small problems of these schedules take more stages (tf32 1024^3: 120 against 110 TFLOP/s, where
-# at 4096^3 4 stages lose: 199 against 207), as many as fit (`fit_shared`).
-SMALL_STAGES = {"32bit": 4, "32bit-trunc": 4}  # trunc: as rna (not measured apart)
+# Small and medium problems of these schedules take a fourth stage (`plan.more_stages`) where the
+# whole grid stays resident with it (no CTA waits for another's shared memory) and the K loop runs
+# at least MORE_STAGES_MIN_STEPS stages a CTA. H200, TFLOP/s or TOP/s, 3 stages against 4
+# (results/h200-2026-11-27-stages4.csv): f16 512x4096x4096 355 / 391, 512x4096x11008 379 / 421,
+# 64x4096x4096 156 / 171, 16x4096x4096 54 / 60, 1000^3 154 / 165 (bf16 and an M-major A alike);
+# s8 16x11008x4096 112 / 128, 64x4096x11008-class 280 / 296; tf32 B row-major 512x4096x4096 144 /
+# 157 (trunc 174 / 197), 64x11008x4096 78 / 86. Where the loop is short it loses (s8 1000^3, 8
+# stages of K 128: 198 / 182; tf32 trunc 2048x2048x256, 8 of K 32: 145 / 129, A M-major 127 / 108),
+# and where the fourth stage leaves CTAs waiting (tf32 trunc 512x11008x4096, 344 CTAs of which a
+# 4-stage ring fits one an SM: 210 / 201, A M-major 170 / 161); large problems keep their defaults
+# (tf32 4096^3: 207 against 199 with 4).
+MORE_STAGES = {"16bit", "8bit", "32bit", "32bit-row-b", "32bit-trunc", "32bit-row-b-trunc"}
+MORE_STAGES_COUNT = 4
+MORE_STAGES_MIN_STEPS = 16
+# ... and of these, where automatic split-K only evens the wave (two splits of more tiles than half
+# the SMs fill two waves as far as the unsplit tiles fill one), the unsplit kernel with the fourth
+# stage instead: 64x11008x4096 s8 296 -> 363, f16 184 -> 198 (at 16 rows even: s8 128 / 128, f16 57 /
+# 55). tf32 keeps splitting (64x11008x4096 97 split against 88 unsplit), and so do the fills.
+UNSPLIT_MORE_STAGES = {"16bit", "8bit"}
 
 # Operand types the staged schedule takes (PTX spellings), and the same grouped by element bits
 # (`tile-plan` reads it); a candidate family per width.

@@ -350,6 +350,30 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
     return splits, chunk * step
 
 
+def more_stages(g, t: Tiling, stages: int, stage_k: int, bits_per_k: int, split_k: tuple[int, int],
+                target: targets.SmTarget, unsplit: bool) -> tuple[int, int, int]:
+    """(stages, splits, K a split) with `configs.MORE_STAGES`' fourth stage where it applies: the
+    ring fits a CTA, every CTA of the grid is resident at once with it (the SM's shared memory, less
+    the driver's reserve per CTA, holds as many as the grid needs of each SM) and the K loop runs at
+    least `MORE_STAGES_MIN_STEPS` stages a CTA. With `unsplit`, where the split only evens the wave,
+    the unsplit kernel is tried first (`UNSPLIT_MORE_STAGES`)."""
+    want, limits = configs.MORE_STAGES_COUNT, target.limits
+    ring = want * stage_k * bits_per_k // 8
+    splits, chunk = split_k
+    if stages >= want or ring > limits.shared_per_cta:
+        return stages, splits, chunk
+    tiles = t.grid[0] * t.grid[1] * t.grid[2]
+    resident = limits.shared_per_sm // (ring + limits.shared_per_sm - limits.shared_per_cta)
+
+    def applies(n: int, k_chunk: int) -> bool:
+        steps = ceil_div(k_chunk if n > 1 else g.k, stage_k)
+        return steps >= configs.MORE_STAGES_MIN_STEPS and tiles * n <= resident * limits.sms
+
+    if unsplit and splits > 1 and wave_use(tiles * splits, target) <= wave_use(tiles, target) and applies(1, 0):
+        return want, 1, 0
+    return (want, splits, chunk) if applies(splits, chunk) else (stages, splits, chunk)
+
+
 def wave_use(ctas: int, target) -> Fraction:
     """The share of the SMs' CTA slots a grid of `ctas` one-CTA-an-SM tiles keeps busy over its
     waves (1 where the last wave is full)."""
@@ -395,7 +419,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     fit = dict(cut_stages=stages < 0, cut_k=not stage_k)  # defaults, cut to fit the target below
     size_class = configs.size_class(g.m, g.n, g.k, g.batch)
     if stages < 0:
-        stages = (configs.SMALL_STAGES.get(schedule) if size_class == "small" else None) or default.stages
+        stages = default.stages
     stages = 0 if (stages == 0 or why_not) else stages
     stage_k = stage_k or default.stage_k
     # 4-bit integers staged as stored, read as m16n8k64 fragments and widened for 8-bit mmas
@@ -495,6 +519,9 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
     interleave = schedule in configs.INTERLEAVED_READS and not widen
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
+    if fit["cut_stages"] and size_class != "large" and schedule in configs.MORE_STAGES:
+        stages, splits, chunk = more_stages(g, t, stages, stage_k, bits_per_k, (splits, chunk), target,
+                                            split_k == 0 and schedule in configs.UNSPLIT_MORE_STAGES)
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "interleaved" if interleave else "ahead", GROUP_M,
                     variant if widen else None, splits, chunk, fill, gather)
 

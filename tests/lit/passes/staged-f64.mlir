@@ -85,12 +85,13 @@ func.func @f64_kmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64, strid
 // from its K x N stage with warp.load_shared (ld.shared.b32, then cvt.rna.tf32.f32), the phase
 // multiplier 5 putting a fragment's 4 k rows x 32 bytes in 4 bank groups; the warp's columns start
 // on a 128-byte line, so each n8 tile's column offset is an XOR of its row's address (`xor_columns`).
+// Four stages: its 128 CTAs stay resident with them and K runs 32 stages (`configs.MORE_STAGES`).
 // CHECK-LABEL: func.func @tf32_rowmajor
-// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 2x8, stages = 3, stage_k = 32, reads = {{[a-z]+}}, group_m = 8
-// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x64x32xf32, #warp.swizzled<1>, 3 : i64>
-// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<3x32x128xf32, #warp.swizzled<5>, 3 : i64>
-// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>} : memref<3x64x32xf32, #warp.swizzled<1>, 3 : i64>
-// CHECK:       warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, xor_columns, rounding = #tile<rounding rna>} : memref<3x32x128xf32, #warp.swizzled<5>, 3 : i64> -> !warp.frag<b, tf32, #warp.variant<m16n8k8, f32, tf32, tf32, f32>>
+// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 2x2, warp_tile = 2x8, stages = 4, stage_k = 32, reads = {{[a-z]+}}, group_m = 8
+// CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x64x32xf32, #warp.swizzled<1>, 3 : i64>
+// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x32x128xf32, #warp.swizzled<5>, 3 : i64>
+// CHECK:       warp.ldmatrix %[[SA]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, rounding = #tile<rounding rna>} : memref<4x64x32xf32, #warp.swizzled<1>, 3 : i64>
+// CHECK:       warp.load_shared %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>, xor_columns, rounding = #tile<rounding rna>} : memref<4x32x128xf32, #warp.swizzled<5>, 3 : i64> -> !warp.frag<b, tf32, #warp.variant<m16n8k8, f32, tf32, tf32, f32>>
 // PTX-LABEL:   .entry tf32_rowmajor(
 // PTX:         ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // PTX:         ld.shared.b32 [[B0:%r[0-9]+]], [{{%r[0-9]+}}+0];
