@@ -154,6 +154,17 @@ def test_size_class_adjustments_come_from_the_table():
     assert _compile(GemmSpec(40, 40, 64, "f64", "f64", "f64"), tune_cache="").abi.config.startswith("warps=2x2 ")
 
 
+@pytest.mark.parametrize("m, n, k, expected", [
+    (128, 11008, 4096, f"warps={configs.WAVE_WARPS['64bit']} "),  # 172 CTAs -> 344: a fuller last wave
+    (4096, 4096, 4096, "warps=4x2 "),  # as full either way
+    (128, 4096, 4096, "warps=4x2 "),  # 64 tiles: split-K fills the wave instead
+])
+def test_wave_warps(m, n, k, expected):
+    """`configs.WAVE_WARPS`: f64 takes 2x2-warp CTAs where the default's fill a wave but leave its
+    last one emptier by a tenth of the SMs or more, and only there."""
+    assert _compile(GemmSpec(m, n, k, "f64", "f64", "f64"), tune_cache="").abi.config.startswith(expected)
+
+
 FOURTH = f"stages={configs.MORE_STAGES_COUNT} "
 
 

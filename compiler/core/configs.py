@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from pathlib import Path
 
 from tilemma.compiler.core import targets
@@ -236,6 +237,15 @@ LARGE_WARPS = {"16bit": "2x4", "32bit": "2x4", "32bit-row-b": "2x4", "32bit-trun
 # 165 / 165 against 2x4's 165 / 152 / 144 / 137; at 1024x11008x4096 (as full either way) 2x4 still
 # does, 222 / 196 / 191 / 183 against 211 / 182 / 176 / 174 (results/h200-2026-11-27-tf32-wave.csv).
 MEDIUM_WIDE = {"32bit-trunc", "32bit-row-b-trunc"}
+# Schedules whose CTAs take these warps instead of the default's where the default's tiles fill a
+# wave (fewer are split or halved) and these raise the share of the SMs the grid's waves keep busy
+# (`plan.wave_use`) by WAVE_WARPS_GAIN or more. f64, H200, TFLOP/s,
+# 4x2 warps (128x64 CTAs) against 2x2 (64x64) at 128x11008x4096, where 172 CTAs on 132 SMs leave the
+# second wave 30% full and 344 fill their third to 60% (results/h200-2026-11-27-small-configs-f64-f16.csv):
+# B row-major 40.5 / 46.8, K-major 40.4 / 52.2, A M-major 40.3 / 45.2, both 40.5 / 46.5. Elsewhere in
+# the matrix the default's waves are as full either way (4096^3, 512x4096x4096, 2048x2048x256, 1000^3).
+WAVE_WARPS = {"64bit": "2x2"}
+WAVE_WARPS_GAIN = Fraction(1, 10)
 # Where the default's rows do not fit M, or its CTAs leave SMs idle even with their rows halved (the
 # other schedules' way to fill a wave), (warps, warp tile) of a CTA that keeps its rows and narrows
 # its columns: a filled B is transposed once a CTA, so its cost per mma falls with the CTA's rows.

@@ -436,6 +436,13 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
             """CTAs of wm x wn warps of rm x rn instruction tiles."""
             return ceil_div(g.m, wm * rm * 16) * ceil_div(g.n, wn * rn * 8) * g.batch
 
+        fewer = configs.WAVE_WARPS.get(schedule)
+        if warps is None and fewer is not None:  # fewer warps where they fill the last wave: see WAVE_WARPS
+            fm, fn = parse_pair(fewer, "warps")  # type: ignore[misc]
+            default_tiles = tiles(dm, dn, rm)
+            if (g.m >= fm * rm * 16 and g.n >= fn * rn * 8 and default_tiles >= target.limits.one_wave
+                    and wave_use(tiles(fm, fn, rm), target) >= wave_use(default_tiles, target) + configs.WAVE_WARPS_GAIN):
+                warps = (fm, fn)
         small = configs.SMALL_TILES.get(schedule)
         if warps is None and small is not None:  # rows kept, columns narrowed: see SMALL_TILES
             (nm, nn), (nr, nc) = parse_pair(small[0], "warps"), parse_pair(small[1], "warp-tile")  # type: ignore[misc]
