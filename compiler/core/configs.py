@@ -149,7 +149,11 @@ _H100: dict[str, Config] = {
     # beat 2x8's 131 / 144 / 131: 2x4 warps (LARGE_WARPS) 178 / 159 / 161, 2x2 171 / 157 / 167
     "32bit-row-b": Config("2x2", "4x8", 3, 32),
     # tf32 operands fed as they are (`rounding trunc`: no cvt instructions): the rna tiles, and 2x4
-    # warps from medium problems on (MEDIUM_WIDE)
+    # warps from medium problems on (MEDIUM_WIDE). rna keeps a cvt per fragment register: rounding
+    # each stage once in shared memory instead (each thread its own cp.async chunks after the wait,
+    # ld.shared.v4 + 4 cvt + st.shared.v4, before the barrier; tried 2026-11-27) ran 4x slower on an
+    # H200 (4096^3 B K-major 49 against 193 TFLOP/s): a second pass over the stage, with every warp
+    # held at the barrier, on kernels whose shared-memory reads already bound them
     "32bit-trunc": Config("2x2", "4x8", 3, 32),
     "32bit-row-b-trunc": Config("2x2", "4x8", 3, 32),
     "64bit": Config("4x2", "2x4", 3, 32),  # 61 TFLOP/s, cuBLAS 61; 2x2 warps x K 16: 48
@@ -278,7 +282,7 @@ KEEP_ROWS_PAST_L2 = {"8bit-fill-a", "8bit-fill-b", "8bit-fill-ab"}
 # at least MORE_STAGES_MIN_STEPS stages a CTA. H200, TFLOP/s or TOP/s, 3 stages against 4
 # (results/h200-2026-11-27-stages4.csv): f16 512x4096x4096 355 / 391, 512x4096x11008 379 / 421,
 # 64x4096x4096 156 / 171, 16x4096x4096 54 / 60, 1000^3 154 / 165 (bf16 and an M-major A alike);
-# s8 16x11008x4096 112 / 128, 64x4096x11008-class 280 / 296; tf32 B row-major 512x4096x4096 144 /
+# s8 16x11008x4096 112 / 128, 64x11008x4096 280 / 296; tf32 B row-major 512x4096x4096 144 /
 # 157 (trunc 174 / 197), 64x11008x4096 78 / 86. Where the loop is short it loses (s8 1000^3, 8
 # stages of K 128: 198 / 182; tf32 trunc 2048x2048x256, 8 of K 32: 145 / 129, A M-major 127 / 108),
 # and where the fourth stage leaves CTAs waiting (tf32 trunc 512x11008x4096, 344 CTAs of which a

@@ -353,17 +353,20 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
 def more_stages(g, t: Tiling, stages: int, stage_k: int, bits_per_k: int, split_k: tuple[int, int],
                 target: targets.SmTarget, unsplit: bool) -> tuple[int, int, int]:
     """(stages, splits, K a split) with `configs.MORE_STAGES`' fourth stage where it applies: the
-    ring fits a CTA, every CTA of the grid is resident at once with it (the SM's shared memory, less
-    the driver's reserve per CTA, holds as many as the grid needs of each SM) and the K loop runs at
-    least `MORE_STAGES_MIN_STEPS` stages a CTA. With `unsplit`, where the split only evens the wave,
-    the unsplit kernel is tried first (`UNSPLIT_MORE_STAGES`)."""
+    ring fits a CTA, every CTA of the grid is resident at once with it (the SMs' shared memory and
+    registers hold as many as the grid needs of each) and the K loop runs at least
+    `MORE_STAGES_MIN_STEPS` stages a CTA. With `unsplit`, where the split only evens the wave, the
+    unsplit kernel is tried first (`UNSPLIT_MORE_STAGES`)."""
     want, limits = configs.MORE_STAGES_COUNT, target.limits
     ring = want * stage_k * bits_per_k // 8
     splits, chunk = split_k
     if stages >= want or ring > limits.shared_per_cta:
         return stages, splits, chunk
     tiles = t.grid[0] * t.grid[1] * t.grid[2]
-    resident = limits.shared_per_sm // (ring + limits.shared_per_sm - limits.shared_per_cta)
+    # CTAs an SM holds with the ring: its shared memory (less the driver's reserve a CTA) and its
+    # registers at the most ptxas may give a thread
+    resident = min(limits.shared_per_sm // (ring + limits.shared_per_sm - limits.shared_per_cta),
+                   limits.registers_per_sm // (t.threads * limits.thread_registers(t.threads)))
 
     def applies(n: int, k_chunk: int) -> bool:
         steps = ceil_div(k_chunk if n > 1 else g.k, stage_k)
