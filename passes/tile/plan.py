@@ -384,6 +384,62 @@ def wave_use(ctas: int, target) -> Fraction:
     return Fraction(ctas, ceil_div(ctas, sms) * sms)
 
 
+def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tuple[int, int] | None, size_class: str,
+                  split_k: int, target: targets.SmTarget) -> tuple[tuple[int, int] | None, tuple[int, int]]:
+    """(warps, warp tile) of a staged kernel whose warp tile is not forced: the schedule's default
+    (`warps` where forced) under the shape rules of `configs` - WAVE_WARPS, SMALL_TILES,
+    MEDIUM_WIDE and LARGE_WARPS choose the warps (None where no choice fits: `choose_tiling`'s own,
+    up to 2x2), then the rows are halved while the tiles leave SMs idle (KEEP_ROWS,
+    KEEP_ROWS_PAST_L2: where split-K fills the wave instead)."""
+    rm, rn = parse_pair(default.warp_tile, "warp-tile")  # type: ignore[misc]
+    rm, rn = min(rm, ceil_div(g.m, 16)), min(rn, ceil_div(g.n, 8))
+    dm, dn = parse_pair(default.warps, "warps")  # type: ignore[misc]
+
+    def tiles(wm: int, wn: int, rm: int) -> int:
+        """CTAs of wm x wn warps of rm x rn instruction tiles."""
+        return ceil_div(g.m, wm * rm * 16) * ceil_div(g.n, wn * rn * 8) * g.batch
+
+    fewer = configs.WAVE_WARPS.get(schedule)
+    if warps is None and fewer is not None:  # fewer warps where they fill the last wave: see WAVE_WARPS
+        fm, fn = parse_pair(fewer, "warps")  # type: ignore[misc]
+        default_ctas = tiles(dm, dn, rm)
+        if (g.m >= fm * rm * 16 and g.n >= fn * rn * 8 and default_ctas >= target.limits.one_wave
+                and wave_use(tiles(fm, fn, rm), target) >= wave_use(default_ctas, target) + configs.WAVE_WARPS_GAIN):
+            warps = (fm, fn)
+    small = configs.SMALL_TILES.get(schedule)
+    if warps is None and small is not None:  # rows kept, columns narrowed: see SMALL_TILES
+        (nm, nn), (nr, nc) = parse_pair(small[0], "warps"), parse_pair(small[1], "warp-tile")  # type: ignore[misc]
+        # the default's rows do not fit, or leave SMs idle even halved (as below) to 2 a warp
+        idle = g.m < dm * rm * 16 or tiles(dm, dn, min(rm, 2)) < target.limits.one_wave
+        if idle and g.m >= nm * nr * 16 and g.n >= nn * nc * 8:
+            warps, rm, rn = (nm, nn), nr, nc
+    if warps is None:
+        large = size_class == "large" and schedule in configs.LARGE_WARPS
+        if size_class == "medium" and schedule in configs.MEDIUM_WIDE:
+            # where the wide CTAs fill a wave, and their last wave leaves no more SMs idle than
+            # the default's (configs.MEDIUM_WIDE)
+            lm, ln = parse_pair(configs.LARGE_WARPS[schedule], "warps")  # type: ignore[misc]
+            wide, narrow = tiles(lm, ln, rm), tiles(dm, dn, rm)
+            large = wide >= target.limits.one_wave and wave_use(wide, target) >= wave_use(narrow, target)
+        for choice in ((configs.LARGE_WARPS[schedule],) if large else ()) + (default.warps,):
+            wm, wn = parse_pair(choice, "warps")  # type: ignore[misc]
+            if g.m >= wm * rm * 16 and g.n >= wn * rn * 8:  # one CTA fits the problem
+                warps = (wm, wn)
+                break
+    wm, wn = warps or (2, 2)
+    # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
+    # about one wave of the target's SMs); KEEP_ROWS schedules (and KEEP_ROWS_PAST_L2 ones
+    # whose operands outgrow half the L2), where split-K fills the wave instead (K of at least
+    # configs.KEEP_ROWS_MIN_K, split-K not forced off), only while the rows exceed M.
+    operand_bytes = g.batch * g.k * (g.m * g.a.bits + g.n * g.b.bits) // 8
+    keep = ((schedule in configs.KEEP_ROWS
+             or (schedule in configs.KEEP_ROWS_PAST_L2 and 2 * operand_bytes > target.limits.l2))
+            and g.k >= configs.KEEP_ROWS_MIN_K and split_k != 1 and not splittable(g, variant))
+    while rm > 2 and tiles(wm, wn, rm) < target.limits.one_wave and (not keep or wm * rm * 16 > g.m):
+        rm //= 2
+    return warps, (rm, rn)
+
+
 def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
          split_k: int = 0) -> Schedule:
     """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
@@ -431,53 +487,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     if stages and stage_k % read_k:
         raise LoweringError(mma, f"stage-k {stage_k} is not a multiple of the fragments' K ({read_k})")
     if stages and warp_tile is None:
-        rm, rn = parse_pair(default.warp_tile, "warp-tile")  # type: ignore[misc]
-        rm, rn = min(rm, ceil_div(g.m, 16)), min(rn, ceil_div(g.n, 8))
-        dm, dn = parse_pair(default.warps, "warps")  # type: ignore[misc]
-
-        def tiles(wm: int, wn: int, rm: int) -> int:
-            """CTAs of wm x wn warps of rm x rn instruction tiles."""
-            return ceil_div(g.m, wm * rm * 16) * ceil_div(g.n, wn * rn * 8) * g.batch
-
-        fewer = configs.WAVE_WARPS.get(schedule)
-        if warps is None and fewer is not None:  # fewer warps where they fill the last wave: see WAVE_WARPS
-            fm, fn = parse_pair(fewer, "warps")  # type: ignore[misc]
-            default_tiles = tiles(dm, dn, rm)
-            if (g.m >= fm * rm * 16 and g.n >= fn * rn * 8 and default_tiles >= target.limits.one_wave
-                    and wave_use(tiles(fm, fn, rm), target) >= wave_use(default_tiles, target) + configs.WAVE_WARPS_GAIN):
-                warps = (fm, fn)
-        small = configs.SMALL_TILES.get(schedule)
-        if warps is None and small is not None:  # rows kept, columns narrowed: see SMALL_TILES
-            (nm, nn), (nr, nc) = parse_pair(small[0], "warps"), parse_pair(small[1], "warp-tile")  # type: ignore[misc]
-            # the default's rows do not fit, or leave SMs idle even halved (as below) to 2 a warp
-            idle = g.m < dm * rm * 16 or tiles(dm, dn, min(rm, 2)) < target.limits.one_wave
-            if idle and g.m >= nm * nr * 16 and g.n >= nn * nc * 8:
-                warps, rm, rn = (nm, nn), nr, nc
-        if warps is None:
-            large = size_class == "large" and schedule in configs.LARGE_WARPS
-            if size_class == "medium" and schedule in configs.MEDIUM_WIDE:
-                # where the wide CTAs fill a wave, and their last wave leaves no more SMs idle than
-                # the default's (configs.MEDIUM_WIDE)
-                lm, ln = parse_pair(configs.LARGE_WARPS[schedule], "warps")  # type: ignore[misc]
-                wide, narrow = tiles(lm, ln, rm), tiles(dm, dn, rm)
-                large = wide >= target.limits.one_wave and wave_use(wide, target) >= wave_use(narrow, target)
-            for choice in ((configs.LARGE_WARPS[schedule],) if large else ()) + (default.warps,):
-                wm, wn = parse_pair(choice, "warps")  # type: ignore[misc]
-                if g.m >= wm * rm * 16 and g.n >= wn * rn * 8:  # one CTA fits the problem
-                    warps = (wm, wn)
-                    break
-        wm, wn = warps or (2, 2)
-        # Small problems: halve the CTA's rows while that leaves SMs idle (fewer tiles than
-        # about one wave of the target's SMs); KEEP_ROWS schedules (and KEEP_ROWS_PAST_L2 ones
-        # whose operands outgrow half the L2), where split-K fills the wave instead (K of at least
-        # configs.KEEP_ROWS_MIN_K, split-K not forced off), only while the rows exceed M.
-        operand_bytes = g.batch * g.k * (g.m * g.a.bits + g.n * g.b.bits) // 8
-        keep = ((schedule in configs.KEEP_ROWS
-                 or (schedule in configs.KEEP_ROWS_PAST_L2 and 2 * operand_bytes > target.limits.l2))
-                and g.k >= configs.KEEP_ROWS_MIN_K and split_k != 1 and not splittable(g, variant))
-        while rm > 2 and tiles(wm, wn, rm) < target.limits.one_wave and (not keep or wm * rm * 16 > g.m):
-            rm //= 2
-        warp_tile = (rm, rn)
+        warps, warp_tile = default_tiles(g, variant, schedule, default, warps, size_class, split_k, target)
     t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target)
     if not stages:
         splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
