@@ -240,6 +240,12 @@ class Limits:
     threads_per_cta: int = 1024
 
     @property
+    def shared_reserve(self) -> int:
+        """Bytes of an SM's shared memory the driver keeps per resident CTA (from sm_80 on 1 KiB:
+        what `shared_per_cta` lacks of `shared_per_sm`)."""
+        return self.shared_per_sm - self.shared_per_cta
+
+    @property
     def sms(self) -> int:
         """SMs of the target's product; a target with no settled product takes the H100's 132,
         where the default configurations were measured."""

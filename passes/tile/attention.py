@@ -401,8 +401,7 @@ def _check_limits(kernel: func.FuncOp, a: AttentionKernel, c: AttentionConfig) -
                                      f"{' and a staged Q' if c.q_shared else ''} need {bytes_} bytes of shared memory; "
                                      f"a CTA has at most {limit} on {target} ({limit // 1024} KiB): take a smaller block-n")
     if c.ctas:
-        # the driver keeps 1 KiB of an SM's shared memory per CTA (`shared_per_cta` is 1 KiB less)
-        reserve = target.limits.shared_per_sm - limit
+        reserve = target.limits.shared_reserve
         if c.ctas * (bytes_ + reserve) > target.limits.shared_per_sm:
             raise LoweringError(a.mma_s, f"attention: {c.ctas} CTAs an SM need {c.ctas} x ({bytes_} + {reserve}) bytes "
                                          f"of shared memory; an SM has {target.limits.shared_per_sm} on {target}: "

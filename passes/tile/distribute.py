@@ -283,7 +283,7 @@ class _Kernel(IndexBuilder):
         register and thread of every tile) and a counter word per tile (0 before a launch, and
         after it)."""
         t, s = self.t, self.s
-        tiles = t.grid[0] * t.grid[1] * t.grid[2]  # z: the batch
+        tiles = t.tiles
         regs = len(partials) * instruction_layouts(self.variant).c.regs
         workspace = new_body.insert_arg(MemRefType(acc_type, [tiles * s.split_k * regs * t.threads]),
                                         len(new_body.args))

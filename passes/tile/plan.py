@@ -72,6 +72,11 @@ class Tiling:
     def cta_tile(self) -> tuple[int, int]:
         return self.warps[0] * self.warp_tile[0] * self.instr[0], self.warps[1] * self.warp_tile[1] * self.instr[1]
 
+    @property
+    def tiles(self) -> int:
+        """Output tiles, batches included: the grid's CTAs before a split of K."""
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
 
 def tiling_of(variant, g: GemmKernel, s: Schedule) -> Tiling:
     """The grid a schedule gives a kernel: tiles of the CTA's rows x columns (one flattened
@@ -324,7 +329,7 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
             raise LoweringError(mma, f"split-k={forced}: K = {g.k} is one step of {step}; there is nothing to split")
         want = min(forced, total)
     else:
-        tiles, sms = t.grid[0] * t.grid[1] * t.grid[2], target.limits.sms  # z: the batch
+        tiles, sms = t.tiles, target.limits.sms
         if why or g.k < SPLIT_MIN_K:
             return 1, 0
         # as many CTAs as SMs; two splits where the tiles leave a quarter of them idle
@@ -335,7 +340,7 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
     chunk = ceil_div(total, want)
     splits = ceil_div(total, chunk)
     # the workspace holds every accumulator register of every thread, split and tile, indexed in 32 bits
-    words = (t.grid[0] * t.grid[1] * t.grid[2] * splits * t.threads * t.warp_tile[0] * t.warp_tile[1]
+    words = (t.tiles * splits * t.threads * t.warp_tile[0] * t.warp_tile[1]
              * instruction_layouts(variant).c.regs)
     if t.grid[2] * splits > GRID_LIMITS[2]:
         if forced:
@@ -362,10 +367,10 @@ def more_stages(g, t: Tiling, stages: int, stage_k: int, bits_per_k: int, split_
     splits, chunk = split_k
     if stages >= want or ring > limits.shared_per_cta:
         return stages, splits, chunk
-    tiles = t.grid[0] * t.grid[1] * t.grid[2]
+    tiles = t.tiles
     # CTAs an SM holds with the ring: its shared memory (less the driver's reserve a CTA) and its
     # registers at the most ptxas may give a thread
-    resident = min(limits.shared_per_sm // (ring + limits.shared_per_sm - limits.shared_per_cta),
+    resident = min(limits.shared_per_sm // (ring + limits.shared_reserve),
                    limits.registers_per_sm // (t.threads * limits.thread_registers(t.threads)))
 
     def applies(n: int, k_chunk: int) -> bool:
