@@ -242,9 +242,10 @@ class _Stage(IndexBuilder):
         """The transposing fills of A and B at K `k` into `stage` (those `fill` names; loaded element
         by element where `gather` names them too), then the gathers (those only `gather` names):
         loads and stores, not guarded by K (rows past K load nothing), so that `warp-pipeline` can
-        run the stores an iteration after the loads; the K dimension is never marked in bounds. Each writes its operand's stage whole (its shape the
-        buffer's): a filled one K-major, a gathered one as copy() would; the window's transpose
-        is the stage's (an M-major A's stage is K x M, a K-major or filled B's N x K)."""
+        run the stores an iteration after the loads; the K dimension is never marked in bounds.
+        Each writes its operand's stage whole (its shape the buffer's): a filled one K-major, a
+        gathered one as copy() would; the window's transpose is the stage's (an M-major A's stage
+        is K x M, a K-major or filled B's N x K)."""
         mm, mn, _ = tile.size_multiple(self.kernel)
         a0, b0 = self.a_loads[0], self.b_loads[0]
         operands = {"a": (a0, [self.bz, self.cta_row, k], self.s_a, self.a_m_major,
