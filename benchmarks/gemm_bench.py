@@ -544,7 +544,7 @@ def parse_config(text: str) -> dict[str, Any]:
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
         key = key.strip().replace("-", "_")
-        out[key] = int(value) if key in ("stages", "stage_k", "split_k") else (value.strip() != "0" if key == "swizzle" else value.strip())
+        out[key] = int(value) if key in ("stages", "stage_k", "split_k") else (value.strip() != "0" if key in ("swizzle", "pair_bytes") else value.strip())
     return out
 
 

@@ -21,7 +21,10 @@ transposing fill through registers (`warp.fill_load` / `warp.fill_store`) instea
 `ldmatrix` produces. `gather` (printed when set): the operands (8- or 16-bit) whose rows are not
 4-byte aligned for `cp.async`, loaded element by element through registers: copied as stored (the
 same ops, `gather`), or, for those `fill` names too (8-bit, their lines not 4-byte aligned or M or
-N not a multiple of 4), transposed by the fill (`warp.fill_load {by_element}`).
+N not a multiple of 4), transposed by the fill (`warp.fill_load {by_element}`). `pair_bytes`
+(printed when set, `b`): an 8-bit N-major B copied by `cp.async` as stored (K x N) and read by
+`warp.ldmatrix {trans}` of byte pairs, whose two fragments hold the even and the odd columns of
+16; the accumulators are put back in column order after the K loop (`warp.unpair_columns`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from tilemma.dialects.attributes import VariantAttr
 
 READS = ("ahead", "interleaved")
 FILLS = ("", "a", "b", "ab")
+PAIR_BYTES = ("", "b")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class Schedule:
     split_chunk: int = 0
     fill: str = ""
     gather: str = ""
+    pair_bytes: str = ""
 
     @property
     def threads(self) -> int:
@@ -81,6 +86,7 @@ class ScheduleAttr(ParametrizedAttribute):
     split_chunk: IntegerAttr
     fill: StringAttr
     gather: StringAttr
+    pair_bytes: StringAttr
 
     def __init__(self, s: Schedule):
         super().__init__(
@@ -95,6 +101,7 @@ class ScheduleAttr(ParametrizedAttribute):
             IntegerAttr(s.split_chunk, i64),
             StringAttr(s.fill),
             StringAttr(s.gather),
+            StringAttr(s.pair_bytes),
         )
 
     @property
@@ -111,6 +118,7 @@ class ScheduleAttr(ParametrizedAttribute):
             self.split_chunk.value.data,
             self.fill.data,
             self.gather.data,
+            self.pair_bytes.data,
         )
 
     def verify(self) -> None:
@@ -129,6 +137,10 @@ class ScheduleAttr(ParametrizedAttribute):
             if value not in FILLS or (value and not s.stages):
                 raise VerifyException(f"#warp.schedule: {what} names staged operands ({', '.join(f for f in FILLS if f)}), "
                                       f"not {value!r}")
+        if s.pair_bytes not in PAIR_BYTES or (s.pair_bytes and (not s.stages or s.pair_bytes in s.fill + s.gather
+                                                                  or s.warp_tile[1] % 2)):
+            raise VerifyException("#warp.schedule: pair_bytes names a staged B (b) that no fill or gather stages, "
+                                  f"in a warp tile of an even number of columns, not {s.pair_bytes!r}")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 
@@ -142,6 +154,8 @@ class ScheduleAttr(ParametrizedAttribute):
                 parts.append(f"fill = {s.fill}")
             if s.gather:
                 parts.append(f"gather = {s.gather}")
+            if s.pair_bytes:
+                parts.append(f"pair_bytes = {s.pair_bytes}")
         if s.split_k > 1:
             parts += [f"split_k = {s.split_k}", f"split_chunk = {s.split_chunk}"]
         printer.print_string("<" + ", ".join(parts))
@@ -163,7 +177,7 @@ class ScheduleAttr(ParametrizedAttribute):
                     fields[key] = _parse_pair(parser)
                 elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk"):
                     fields[key] = parser.parse_integer()
-                elif key in ("reads", "fill", "gather"):
+                elif key in ("reads", "fill", "gather", "pair_bytes"):
                     fields[key] = parser.parse_identifier()
                 elif key == "widen":
                     v = parser.parse_attribute()

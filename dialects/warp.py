@@ -72,6 +72,8 @@ from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.dialects.swizzle import (  # noqa: F401
     SwizzledLayoutAttr,
     row_bytes,
+    period_rows,
+    swizzle_fold,
     swizzle_granule,
     swizzle_mult,
     swizzle_phases,
@@ -521,6 +523,51 @@ class WidenOp(IRDLOperation):
                                   f"widens to m16n8k32 {wide} {src.role.value} fragments")
 
 
+class _ColumnPairsOp(IRDLOperation):
+    """Two accumulators of neighbouring instruction columns in, the same two out: between the
+    column order and the byte-pair order of an 8-bit `warp.ldmatrix {trans}` (the first
+    fragment the even columns of 16, the second the odd ones)."""
+
+    first = operand_def(FragType)
+    second = operand_def(FragType)
+    out_first = result_def(FragType)
+    out_second = result_def(FragType)
+    traits = traits_def(Pure())
+
+    assembly_format = ("$first `,` $second attr-dict `:` type($first) `,` type($second) `->` type($out_first) "
+                       "`,` type($out_second)")
+
+    def __init__(self, first: SSAValue, second: SSAValue):
+        super().__init__(operands=[first, second], result_types=[first.type, first.type])
+
+    def verify_(self) -> None:
+        frag = _frag(self.first, f"{self.name} operand")
+        v = frag.variant
+        if (self.second.type != frag or self.out_first.type != frag or self.out_second.type != frag
+                or frag.role != Operand.ACC or (v.m, v.n) != (16, 8)):
+            raise VerifyException(f"{self.name}: two accumulators of one m16n8 instruction in, the same out")
+        lay = frag.layout()
+        if lay.regs != 4 or lay.elems_per_reg != 1:
+            raise VerifyException(f"{self.name}: the accumulators hold one 32-bit value a register (4 registers)")
+
+
+@irdl_op_definition
+class UnpairColumnsOp(_ColumnPairsOp):
+    """`warp.unpair_columns`: the accumulators of two instruction columns that multiplied the B
+    fragments of an 8-bit byte-pair `warp.ldmatrix {trans}` (the even and the odd columns of
+    their 16) -> those of the first 8 columns and the last 8 (the K loop's results)."""
+
+    name = "warp.unpair_columns"
+
+
+@irdl_op_definition
+class PairColumnsOp(_ColumnPairsOp):
+    """`warp.pair_columns`: the inverse of `warp.unpair_columns` (the K loop's initial
+    accumulators, where they are not a splat)."""
+
+    name = "warp.pair_columns"
+
+
 @irdl_op_definition
 class MmaOp(IRDLOperation):
     """`warp.mma`: d = a * b + c on the fragments' instruction (with the metadata fragment for
@@ -595,7 +642,7 @@ from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  #
 
 Warp = Dialect(
     "warp",
-    [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, MmaOp,
+    [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, UnpairColumnsOp, PairColumnsOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp, CopyMetaAsyncOp, LoadMetaSharedOp,
      DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp,
      RowReduceOp, MaskOp, ToLhsOp],

@@ -192,8 +192,11 @@ class LdMatrixOp(_StageReadOp):
     m16n8k16, 8-bit m16n8k32) read from stage `indices[0]` of a shared buffer at (row, col) = indices[1:] +
     `offsets` (static): one A fragment from an M x K buffer (`ldmatrix .x4`) or with `trans` from
     a K x M one (`.x4.trans`), or one or two B fragments (n and n + 8): from an N x K buffer
-    (`.x2`/`.x4`), or with `trans` from a K x N one (`.x2.trans`/`.x4.trans`). `trans` reads
-    16-bit elements only, since .trans moves 16-bit elements.
+    (`.x2`/`.x4`), or with `trans` from a K x N one (`.x2.trans`/`.x4.trans`). .trans moves
+    16-bit elements; with `trans`, 8-bit B fragments come two at a time from byte pairs
+    (`.x4.trans` of K rows 4i, 4i + 1 and 4i + 2, 4i + 3, whose bytes `prmt` regroups): the
+    first holds the even columns of n .. n + 15, the second the odd ones, and the accumulators
+    they multiply into are put back in order by `warp.unpair_columns`.
     Static offsets become immediates where the swizzle allows; `rounding` reads an f32 buffer
     as tf32 fragments (converted in registers)."""
 
@@ -230,9 +233,12 @@ class LdMatrixOp(_StageReadOp):
             raise VerifyException("warp.ldmatrix: loads A or B fragments")
         if frag.role == Operand.A and len(self.fragments) != 1:
             raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4")
-        if self.trans is not None and bits != 16:
-            raise VerifyException("warp.ldmatrix: trans moves 16-bit elements; 8- and 32-bit operands need "
-                                  "a buffer of K rows (A: M x K, B: N x K)")
+        if self.trans is not None and bits == 8 and (frag.role != Operand.B or len(self.fragments) != 2):
+            raise VerifyException("warp.ldmatrix: trans reads 8-bit elements as byte pairs into two B fragments "
+                                  "(the even and the odd columns of 16)")
+        if self.trans is not None and bits not in (8, 16):
+            raise VerifyException("warp.ldmatrix: trans moves 16-bit elements (8-bit B as byte pairs); 32-bit "
+                                  "operands need a buffer of K rows (A: M x K, B: N x K)")
 
 
 @irdl_op_definition

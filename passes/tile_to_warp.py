@@ -31,7 +31,8 @@ def chain(plan: TilePlan) -> list[ModulePass]:
 
 @dataclass(frozen=True)
 class TileToWarp(ModulePass):
-    """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`, `split-k`)."""
+    """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`, `split-k`,
+    `pair-bytes`)."""
 
     name = "tile-to-warp"
 
@@ -41,7 +42,9 @@ class TileToWarp(ModulePass):
     stage_k: int = 0
     tune_cache: str = ""
     split_k: int = 0
+    pair_bytes: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k)):
+        for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
+                                 self.pair_bytes)):
             p.apply(ctx, op)

@@ -205,7 +205,7 @@ def test_filled_operands_past_half_the_l2_keep_their_rows(m, n, k, a_layout, kep
     """KEEP_ROWS_PAST_L2: where the operands outgrow half the target's L2, the fill's 4x8 warp tiles
     keep their rows and split-K fills the wave; otherwise the rows are halved."""
     spec = GemmSpec(m, n, k, "s8", "s8", "s32", a_layout=a_layout, c=False)
-    config = _compile(spec, tune_cache="").abi.config
+    config = _compile(spec, tune_cache="", pair_bytes=False).abi.config
     assert ("warp-tile=4x8" in config and "split-k=" in config) == kept, config
     assert 2 * k * (m + n) > targets.limits("90").l2 if kept else 2 * k * (m + n) <= targets.limits("90").l2
 
@@ -213,16 +213,17 @@ def test_filled_operands_past_half_the_l2_keep_their_rows(m, n, k, a_layout, kep
 def test_a_filled_b_keeps_its_rows_where_the_default_leaves_sms_idle():
     """SMALL_TILES: an N-major 8-bit B (transposed once a CTA) narrows the CTA's columns, not its
     rows, where the default's CTAs leave SMs idle; where they fill the GPU, or for a filled A as
-    well, the other rules stand."""
+    well, the other rules stand. (B filled: the byte-pair reads, the default, take the K-major
+    B's rules.)"""
     warps, tile = configs.SMALL_TILES["8bit-fill-b"]
-    b_row = _compile(GemmSpec(128, 11008, 4096, "s8", "s8", "s32"), tune_cache="").abi.config
+    b_row = _compile(GemmSpec(128, 11008, 4096, "s8", "s8", "s32"), tune_cache="", pair_bytes=False).abi.config
     assert b_row.startswith(f"warps={warps} warp-tile={tile} ")
-    big = _compile(GemmSpec(4096, 4096, 4096, "s8", "s8", "s32"), tune_cache="").abi.config
+    big = _compile(GemmSpec(4096, 4096, 4096, "s8", "s8", "s32"), tune_cache="", pair_bytes=False).abi.config
     assert big.startswith(str(configs.default("sm_90", "8bit-fill-b")).split(" stages")[0])
-    both = _compile(GemmSpec(128, 11008, 4096, "s8", "s8", "s32", a_layout="col"), tune_cache="").abi.config
+    both = _compile(GemmSpec(128, 11008, 4096, "s8", "s8", "s32", a_layout="col"), tune_cache="", pair_bytes=False).abi.config
     assert f"warp-tile={tile} " not in both
     # too few rows for the narrow CTA's (128): the rows are halved as before
-    assert not _compile(GemmSpec(64, 11008, 4096, "s8", "s8", "s32"), tune_cache="").abi.config.startswith(f"warps={warps} warp-tile={tile}")
+    assert not _compile(GemmSpec(64, 11008, 4096, "s8", "s8", "s32"), tune_cache="", pair_bytes=False).abi.config.startswith(f"warps={warps} warp-tile={tile}")
 
 
 def test_tf32_keeps_its_rows_where_split_k_fills_the_wave():

@@ -2,8 +2,10 @@
 (`warp.fill_load` / `warp.fill_store`) into the K-major stage ldmatrix reads - and the gather
 (the same ops with `gather`: rows not 4-byte aligned, copied as stored element by element). In the emulator
 against the project's reference (every element, integers exactly) at odd sizes; what `tile-plan`
-chooses and refuses; the chunk layout covering a stage exactly once. (The emulator's `prmt`:
-tests/test_emulator.py; on the GPU: tests/gpu/test_fill_gpu.py.)"""
+chooses and refuses; the chunk layout covering a stage exactly once. An N-major 8-bit B is read by
+byte-pair ldmatrix by default (tests/test_pair_bytes.py): these kernels ask for the fill
+(`pair_bytes=False`). (The emulator's `prmt`: tests/test_emulator.py; on the GPU:
+tests/gpu/test_fill_gpu.py.)"""
 
 import numpy as np
 import re
@@ -20,13 +22,15 @@ from tilemma.dialects import warp
 
 
 def warp_text(spec: GemmSpec, **options) -> str:
-    """The kernel at the warp level (what `tilemma compile --emit warp` prints)."""
+    """The kernel at the warp level (what `tilemma compile --emit warp` prints), B filled."""
+    options.setdefault("pair_bytes", False)
     module, locations = parse(str(gemm_module(spec)), spec.name)
     lower(module, locations, CompileOptions(sm="90", tune_cache="", **options), warp_level=True)
     return str(module)
 
 
 def compiled(spec: GemmSpec, **options):
+    options.setdefault("pair_bytes", False)
     [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", tune_cache="", **options))
     return kernel
 

@@ -54,6 +54,8 @@ class CompileOptions:
     stage_k: int = 0
     split_k: int = 0  # CTAs sharing an output tile's K: 0 automatic, 1 none, N at most N (`tile-plan`)
     swizzle: bool = True
+    # an N-major 8-bit B read by byte-pair ldmatrix .trans (True) or transposed by the fill (`tile-plan`)
+    pair_bytes: bool = True
     tune_cache: str = field(default_factory=configs.default_cache)
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
     stride_multiple: int = 0
@@ -71,7 +73,8 @@ class CompileOptions:
             SelectMma(self.sm, self.ptx, self.f32_precision, self.allow_slow, self.sparse_form),
             # attention kernels (tile.softmax); a no-op on the others
             TileAttention(self.attention_rows, self.attention_block_n, self.attention_q_shared, self.attention_ctas),
-            *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k)),
+            *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
+                            self.pair_bytes)),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
             CommonSubexpressionElimination(),

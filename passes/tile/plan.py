@@ -253,6 +253,16 @@ def gatherable(g, variant, fill: str, ragged_words: str) -> str:
     return out
 
 
+def pairable(g, variant, fill: str, gather: str) -> str:
+    """`b` where an 8-bit B the fill would transpose can instead be copied as stored and read by
+    ldmatrix .trans of byte pairs (`#warp.schedule` pair_bytes): read as stored, its rows aligned
+    for cp.async and N a multiple of 4 (not gathered), into 32-bit accumulators (the columns are
+    put back in order by exchanging whole registers)."""
+    if "b" not in fill or "b" in gather or g.b.bits != 8 or g.b.casts or BY_PTX[variant.ctype].bits != 32:
+        return ""
+    return "b"
+
+
 def pre_compressed_stageable(g, variant) -> str | None:
     """Why a pre-compressed sparse A kernel cannot be staged (None if it can): its values stage
     like a dense 16-bit A (their m16n8k32 fragment is the m16n8k16 A of the values), B like a
@@ -273,7 +283,7 @@ def widens(g, variant) -> bool:
     return g.a.bits == 4 and variant.k == 32
 
 
-def default_schedule(g, variant, fill: str = "", gather: str = "") -> str:
+def default_schedule(g, variant, fill: str = "", gather: str = "", pair: str = "") -> str:
     """The key of a staged kernel's default configuration in `configs.DEFAULTS`."""
     if g.a_meta is not None:
         return "sparse-16bit"
@@ -288,7 +298,9 @@ def default_schedule(g, variant, fill: str = "", gather: str = "") -> str:
         trunc = all(cast[2] == "trunc" for op in (g.a, g.b) for cast in op.casts) and g.a.casts and g.b.casts
         return f"{key}-trunc" if trunc else key
     if g.a.bits == 8:
-        return "fp8" if BY_PTX[variant.atype].name in FP8 else f"8bit-fill-{fill}" if fill else "8bit"
+        if BY_PTX[variant.atype].name in FP8:
+            return "fp8"
+        return f"8bit-fill-{fill}" if fill else f"8bit-pairs-{pair}" if pair else "8bit"
     if widens(g, variant):
         return f"4bit-widened-fill-{fill}" if fill else "4bit-widened"
     return f"{g.a.bits}bit-fill-{fill}" if fill else f"{g.a.bits}bit"
@@ -446,7 +458,7 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 
 
 def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
-         split_k: int = 0) -> Schedule:
+         split_k: int = 0, pair_bytes: bool = True) -> Schedule:
     """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
     not forced), or a LoweringError at its mma saying which limit a configuration breaks."""
     mma = g.mma
@@ -475,10 +487,13 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
             )
     gather = gatherable(g, variant, fill, ragged_words)
     why_not = stageable(g, variant, fill, gather)
+    # an 8-bit N-major B read by byte-pair ldmatrix .trans rather than transposed by the fill
+    pair = pairable(g, variant, fill, gather) if pair_bytes else ""
+    fill = fill.replace(pair, "")
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
-    schedule = default_schedule(g, variant, fill, gather)
+    schedule = default_schedule(g, variant, fill, gather, pair)
     default = configs.default(target, schedule)
     fit = dict(cut_stages=stages < 0, cut_k=not stage_k)  # defaults, cut to fit the target below
     size_class = configs.size_class(g.m, g.n, g.k, g.batch)
@@ -493,7 +508,12 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         raise LoweringError(mma, f"stage-k {stage_k} is not a multiple of the fragments' K ({read_k})")
     if stages and warp_tile is None:
         warps, warp_tile = default_tiles(g, variant, schedule, default, warps, size_class, split_k, target)
+        halved = configs.HALVED_ROWS_STAGES.get(schedule)
+        if halved and fit["cut_stages"] and fit["cut_k"] and warp_tile[0] < parse_pair(default.warp_tile, "warp-tile")[0]:
+            stages, stage_k = halved  # type: ignore[misc]
     t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target)
+    if pair and t.warp_tile[1] % 2:  # the pair reads take B fragments two instruction columns at a time
+        fill, pair = "".join(sorted(fill + pair)), ""
     if not stages:
         splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
         return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
@@ -548,7 +568,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         stages, splits, chunk = more_stages(g, t, stages, stage_k, bits_per_k, (splits, chunk), target,
                                             split_k == 0 and schedule in configs.UNSPLIT_MORE_STAGES)
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "interleaved" if interleave else "ahead", GROUP_M,
-                    variant if widen else None, splits, chunk, fill, gather)
+                    variant if widen else None, splits, chunk, fill, gather, pair)
 
 
 @dataclass(frozen=True)
@@ -558,7 +578,9 @@ class TilePlan(ModulePass):
     `stages` (the ring of shared-memory stages of the staged schedule, 2..5; 0: fragments straight
     from global memory; -1, the default: staged where it applies, see `stageable`) and `stage-k`
     (K of one stage; 0, the default: 128 bytes of K) and `split-k` (CTAs sharing an output tile's K,
-    at most: 1 none, 0 (default) automatic where the tiles leave SMs idle, see `split`). When none of warps, warp-tile and stages is given, a
+    at most: 1 none, 0 (default) automatic where the tiles leave SMs idle, see `split`) and
+    `pair-bytes` (true, the default: an N-major 8-bit B copied as stored and read by byte-pair
+    ldmatrix .trans, `pairable`; false: transposed by the fill). When none of warps, warp-tile and stages is given, a
     configuration in the tuning cache `tune-cache` (JSON, `compiler/core/configs.py`) wins. Defaults are
     the kernel's target's (`configs.default`), their stages and stage K cut to fit its shared memory."""
 
@@ -570,6 +592,7 @@ class TilePlan(ModulePass):
     stage_k: int = 0
     tune_cache: str = ""
     split_k: int = 0
+    pair_bytes: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = parse_pair(self.warps, "warps"), parse_pair(self.warp_tile, "warp-tile")
@@ -591,11 +614,11 @@ class TilePlan(ModulePass):
             if tuned is not None:
                 try:
                     schedule = plan(kernel, g, parse_pair(tuned.warps, "warps"), parse_pair(tuned.warp_tile, "warp-tile"),
-                                    tuned.stages, tuned.stage_k, self.split_k)
+                                    tuned.stages, tuned.stage_k, self.split_k, self.pair_bytes)
                 except LoweringError as e:  # measured on another kernel of its class: not an error here
                     print(f"tilemma: note: {self.tune_cache}: the tuned configuration {tuned} does not apply to "
                           f"@{kernel.sym_name.data} ({e.message}); using the defaults", file=sys.stderr)
-            kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk, self.split_k))
+            kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk, self.split_k, self.pair_bytes))
 
     def tuned(self, kernel: func.FuncOp, mma):
         """The tuning cache's configuration for this kernel, if it has one."""

@@ -16,6 +16,10 @@ loads are served a half-warp at a time, and with the plain XOR the 16 lanes of a
 multiplier is chosen by counting the wavefronts of every reader's pattern (`read_wavefronts`)
 for each odd multiplier; any odd one keeps the ldmatrix and copy patterns conflict-free, and 1
 (the flag) wins ties.
+
+A buffer read by byte-pair `ldmatrix .trans` (8-bit B, N-major) folds row bit 3 into bit 1
+(`#warp.swizzled<1, fold>`): one of its 8x8 matrices is rows 4i and 4i + 1 of 16, which the plain
+phase puts two to a bank group (2-way conflicts on every B read).
 """
 
 from __future__ import annotations
@@ -74,6 +78,11 @@ def read_wavefronts(op: warp.LoadSharedOp, mult: int | None) -> int:
     return total
 
 
+def element_bits_of(ref: MemRefType) -> int:
+    """Bits of one element of a shared buffer."""
+    return tile.element_bits(element_name(ref.element_type))
+
+
 @dataclass(frozen=True)
 class SwizzleShared(ModulePass):
     name = "warp-swizzle-shared"
@@ -90,5 +99,6 @@ class SwizzleShared(ModulePass):
                 continue
             readers = [u for u in users if isinstance(u, warp.LoadSharedOp)]
             mult = min(MULTIPLIERS, key=lambda m: sum(read_wavefronts(u, m) for u in readers))
-            swizzled = MemRefType(ref.element_type, ref.shape, warp.SwizzledLayoutAttr(mult), ref.memory_space)
+            fold = any(isinstance(u, warp.LdMatrixOp) and u.trans is not None and element_bits_of(ref) == 8 for u in users)
+            swizzled = MemRefType(ref.element_type, ref.shape, warp.SwizzledLayoutAttr(mult, fold), ref.memory_space)
             Rewriter.replace_value_with_new_type(alloc.memref, swizzled)

@@ -208,6 +208,9 @@ class LowerFillStore(RewritePattern):
         assert isinstance(ref, MemRefType)
         _, row_bytes, stage_bytes = _shared_geometry(ref)
         swizzle, mult = _swizzle(ref)
+        if warp.swizzle_fold(ref):
+            raise LoweringError(op, "warp.fill_store: a folded swizzle (#warp.swizzled<_, fold>) is for byte-pair "
+                                "ldmatrix reads; a filled or gathered stage takes the plain one")
         if isinstance(layout, warp.GatherLayout):
             _finish(op, rewriter, _gather_stores(kernel, layout, words, dst, stage, row_bytes, stage_bytes, swizzle, mult))
             return

@@ -1,7 +1,8 @@
 """`warp-to-ptx` patterns for the fragment ops that work in registers or on global memory:
 `warp.constant` (a splat), `warp.load`/`warp.store`/`warp.load_scale` (each value at its place
-in the memref window, through `fragment_io`), `warp.split_tf32`, `warp.widen` and `warp.mma`
-(whose result reuses the accumulator's registers where it is their only use).
+in the memref window, through `fragment_io`), `warp.split_tf32`, `warp.widen`,
+`warp.unpair_columns`, `warp.pair_columns` and `warp.mma` (whose result reuses the accumulator's registers where it
+is their only use).
 """
 
 from __future__ import annotations
@@ -209,6 +210,62 @@ class LowerWiden(RewritePattern):
         else:  # B: one register a K half
             halves = [[spread(r, False), spread(r, True)] for r in src]
         _finish(op, rewriter, e, halves)
+
+
+@dataclass
+class LowerColumnPairs(RewritePattern):
+    """`warp.unpair_columns`: in each row (registers 0, 1 and 2, 3), lane t of a quad holds
+    columns 4t .. 4t + 3 of the 16 (even c0, odd c0, even c1, odd c1: slot bits the column's
+    bits 0 and 1, lane bits its bits 2 and 3) and must hold 2t, 2t + 1, 8 + 2t, 9 + 2t (slot
+    bits the column's bits 0 and 3, lane bits 1 and 2). Two butterflies do it: across lane bit
+    0 (column bit 2 for column bit 1), then lane bit 1 (column bit 3 for column bit 2); in each,
+    a lane keeps the slots whose bit 1 equals its lane bit and trades the others with its
+    partner (`shfl.sync.bfly`). Each butterfly is its own inverse: `warp.pair_columns` runs them
+    in the other order, from the column order's slots."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.UnpairColumnsOp | warp.PairColumnsOp, rewriter: PatternRewriter) -> None:
+        ins = all_regs((op.first, op.second))
+        if ins is None:
+            return
+        first, second = ins
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        frag = op.first.type
+        assert isinstance(frag, warp.FragType)
+        bank = _bank_of(frag)
+        upper = {}
+        for mask in (1, 2):
+            bit, p = e.reg("b32"), e.reg("pred")
+            e.emit("and.b32", bit, kernel.lane, mask)
+            e.emit("setp.ne.u32", p, bit, 0)
+            upper[mask] = p
+        unpair = isinstance(op, warp.UnpairColumnsOp)
+        outs: tuple[list[str], list[str]] = ([], [])
+        for h in (0, 1):  # a row's four slots, as columns 4t + slot (pairs) or 2t + (slot & 1) + 8 (slot >> 1)
+            if unpair:
+                v = [first[2 * h], second[2 * h], first[2 * h + 1], second[2 * h + 1]]
+            else:
+                v = [first[2 * h], first[2 * h + 1], second[2 * h], second[2 * h + 1]]
+            for mask in (1, 2) if unpair else (2, 1):
+                p = upper[mask]
+                for q0 in (0, 1):
+                    lo, hi = v[q0], v[q0 + 2]
+                    send, recv, new_lo, new_hi = (e.reg(bank) for _ in range(4))
+                    e.emit("selp.b32", send, lo, hi, p)  # the slot this lane gives away
+                    e.emit("shfl.sync.bfly.b32", recv, send, mask, 0x1F, 0xFFFFFFFF)
+                    e.emit("selp.b32", new_lo, recv, lo, p)
+                    e.emit("selp.b32", new_hi, hi, recv, p)
+                    v[q0], v[q0 + 2] = new_lo, new_hi
+            if unpair:
+                outs[0].extend(v[:2])
+                outs[1].extend(v[2:])
+            else:
+                outs[0].extend(v[0::2])
+                outs[1].extend(v[1::2])
+        _finish(op, rewriter, e, list(outs))
 
 
 @dataclass

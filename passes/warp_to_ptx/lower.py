@@ -44,6 +44,7 @@ from tilemma.passes.warp_to_ptx.fragment_ops import (
     LowerScale,
     LowerSplitTf32,
     LowerStore,
+    LowerColumnPairs,
     LowerWiden,
 )
 from tilemma.passes.warp_to_ptx.index import (
@@ -135,7 +136,7 @@ class WarpToPtx(ModulePass):
             TypedPatternApplier([
                 LowerConstant(), LowerArith(state), LowerCmpi(state), LowerDim(state), LowerId(state), LowerFor(state), LowerIf(state),
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
-                LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerMma(state), LowerReturn(state),
+                LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerColumnPairs(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
                 LowerLoadMeta(state), LowerCopyMetaAsync(state), LowerLoadMetaShared(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
                 LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),

@@ -118,21 +118,28 @@ def _round_tf32(e: fio.Emitter, op: warp.LdMatrixOp | warp.LoadSharedOp, regs: l
 
 
 def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row: str, row_bytes: int,
-                    col_bytes: str, swizzle: bool, mult: int = 1) -> str:
+                    col_bytes: str, swizzle: bool, mult: int = 1, fold: bool = False) -> str:
     """Shared address of (stage, row, byte column), with the granule swizzle if asked."""
     # the part that does not depend on the stage first (loop-invariant where row and column are)
-    offset = _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)
+    offset = _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult, fold)
     addr = e.reg("b32")
     e.emit("mad.lo.u32", addr, e.in_register(stage), stage_bytes, base)
     e.emit("add.u32", addr, addr, offset)
     return addr
 
 
-def _swizzle_phase(e: fio.Emitter, row: str, row_bytes: int, mult: int = 1) -> str:
+def _swizzle_phase(e: fio.Emitter, row: str, row_bytes: int, mult: int = 1, fold: bool = False) -> str:
     """A register holding the swizzle phase of `row` in bytes (the granule XOR of
-    `warp.swizzle_granule`, times 16), for a buffer of `row_bytes` rows and phase multiplier `mult`."""
+    `warp.swizzle_granule`, times 16), for a buffer of `row_bytes` rows, phase multiplier `mult`
+    and `fold` (row bit 3 XORed into bit 1 first)."""
     phase = e.reg("b32")
     per_line, period = warp.swizzle_phases(row_bytes)
+    if fold:
+        folded = e.reg("b32")
+        e.emit("shr.u32", folded, row, 2)
+        e.emit("and.b32", folded, folded, 2)
+        e.emit("xor.b32", folded, folded, row)
+        row = folded
     e.emit("shr.u32", phase, row, per_line.bit_length() - 1)
     if mult != 1:
         e.emit("mul.lo.u32", phase, phase, mult)
@@ -141,11 +148,12 @@ def _swizzle_phase(e: fio.Emitter, row: str, row_bytes: int, mult: int = 1) -> s
     return phase
 
 
-def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swizzle: bool, mult: int = 1) -> str:
+def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swizzle: bool, mult: int = 1,
+                   fold: bool = False) -> str:
     """Byte offset of (row, byte column) within a stage, swizzled if asked (phase multiplier
-    `mult` of the buffer's `#warp.swizzled`)."""
+    `mult` and `fold` of the buffer's `#warp.swizzled`)."""
     if swizzle:  # the emitted form of warp.swizzle_granule
-        offset = _swizzle_phase(e, row, row_bytes, mult)
+        offset = _swizzle_phase(e, row, row_bytes, mult, fold)
         e.emit("xor.b32", offset, offset, col_bytes)  # granule ^ phase, offset within it kept
     else:
         offset = e.reg("b32")
@@ -155,7 +163,7 @@ def _shared_offset(e: fio.Emitter, row: str, row_bytes: int, col_bytes: str, swi
 
 
 def _uniform_steps(threads: int, per_row: int, total: int, row_step, row_bytes: int, swizzle: bool,
-                   mult: int) -> tuple[int, int] | None:
+                   mult: int, fold: bool = False) -> tuple[int, int] | None:
     """(global, shared) byte steps between a thread's consecutive chunks where they are constants:
     each chunk is `threads / per_row` rows below the last in the same column, the global row
     stride is static and the rows keep their swizzle phase; None otherwise (one offset per chunk)."""
@@ -164,7 +172,7 @@ def _uniform_steps(threads: int, per_row: int, total: int, row_step, row_bytes: 
     rows = threads // per_row
     if swizzle:
         per_line, period = warp.swizzle_phases(row_bytes)
-        if rows % per_line or (rows // per_line * mult) % period:
+        if rows % per_line or (rows // per_line * mult) % period or rows % warp.period_rows(row_bytes, fold):
             return None
     steps = rows * row_step, rows * row_bytes
     chunks = -(-total // threads)
@@ -237,6 +245,7 @@ class LowerCopyAsync(RewritePattern):
         stride = window.strides[outer]  # a register where it is `?`: bytes by a multiply below
         row_step = stride * bits // 8 if isinstance(stride, int) else stride
         swizzle, mult = _swizzle(ref)
+        fold = warp.swizzle_fold(ref)
         chunks = -(-total // threads)
 
         def thread_parts(e: fio.Emitter, count: int = chunks) -> list:
@@ -255,19 +264,19 @@ class LowerCopyAsync(RewritePattern):
                     e.emit("shl.b64", offset, offset, (bits // 8).bit_length() - 1)
                 e.emit("cvt.u64.u32", col64, col_bytes)
                 e.emit("add.s64", offset, offset, col64)
-                parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult)))
+                parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult, fold)))
             return parts
 
-        steps = (_uniform_steps(threads, per_row, total, row_step, row_bytes, swizzle, mult)
+        steps = (_uniform_steps(threads, per_row, total, row_step, row_bytes, swizzle, mult, fold)
                  if op.one_offset is not None and o_in and i_in else None)
         if steps is not None:  # one thread offset, the chunks at immediates from it
-            first = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, 1),
+            first = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold, 1),
                                             lambda e: thread_parts(e, 1))[0]
             guards = [None if (i + 1) * threads <= total else kernel.thread_invariant(
                 ("copy-guard", threads, total - i * threads), lambda e, n=total - i * threads: [_below(e, n)])[0]
                 for i in range(chunks)]
         else:
-            parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult),
+            parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold),
                                             thread_parts)
         e = fio.Emitter(kernel.regs)
         origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
@@ -355,14 +364,15 @@ class LowerLdMatrix(RewritePattern):
         frag = op.fragments[0].type
         assert isinstance(frag, warp.FragType)
         swizzle, mult = _swizzle(op.ref.type)
+        fold = warp.swizzle_fold(op.ref.type)
         row_off, col_off = op.offset_values()
-        per_line, period = warp.swizzle_phases(row_bytes)
-        period_rows = per_line * period
+        period_rows = warp.period_rows(row_bytes, fold)
         imm_rows = row_off if (not swizzle or row_off % period_rows == 0) else 0
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
         lane = kernel.lane
         is_a, trans = frag.role == warp.Operand.A, op.trans is not None
+        pairs = trans and bits == 8  # 8-bit B as byte pairs: K rows 4i, 4i + 1 (+ 2), then k + 16
         sparse_b = not is_a and frag.variant.sparse is not None  # one k32 B fragment per .x4
         wide = is_a or len(op.fragments) == 2 or sparse_b
         half_row = 128 // bits  # elements in 16 bytes: the second half of a K row
@@ -373,12 +383,21 @@ class LowerLdMatrix(RewritePattern):
             row_part, col_part = (3, 8), (4, half_row)
         elif sparse_b:  # lane bit 4 moves to K + 16 (added below)
             row_part, col_part = ((3, 8), None) if trans else (None, (3, half_row))
+        elif pairs:
+            row_part, col_part = None, None  # the rows below; 16 bytes are the two fragments' columns
         elif trans:
             row_part, col_part = (3, 8), ((4, 8) if wide else None)
         else:
             row_part, col_part = ((4, 8) if wide else None), (3, half_row)
         row, col = e.reg("b32"), e.reg("b32")
-        e.emit("and.b32", row, lane, 7)
+        if pairs:  # matrix row i of matrix q: K row 4 (i >> 1) + (i & 1) + 2 (q & 1) + 16 (q >> 1)
+            e.emit("and.b32", row, lane, 1)
+            for lane_bit, width, step in ((1, 2, 4), (3, 1, 2), (4, 1, 16)):
+                bit = e.reg("b32")
+                e.emit("bfe.u32", bit, lane, lane_bit, width)
+                e.emit("mad.lo.u32", row, bit, step, row)
+        else:
+            e.emit("and.b32", row, lane, 7)
         if row_part is not None:
             bit = e.reg("b32")
             e.emit("bfe.u32", bit, lane, row_part[0], 1)
@@ -404,7 +423,7 @@ class LowerLdMatrix(RewritePattern):
         if col_off and xor is None:
             e.emit("add.u32", col, col, col_off)
         _column_bytes(e, col, col, bits)
-        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle, mult)  # type: ignore[arg-type]
+        addr = _shared_address(e, base, stage, stage_bytes, row, row_bytes, col, swizzle, mult, fold)  # type: ignore[arg-type]
         line = 0
         if xor is not None:
             lo, line = xor
@@ -417,11 +436,22 @@ class LowerLdMatrix(RewritePattern):
         e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
                f"[{addr}+{imm_rows * row_bytes + line}]")
         _round_tf32(e, op, out)
+        if pairs:  # out = k rows 4t, 4t+1 | 4t+2, 4t+3 of n 2g, 2g+1, then k + 16: bytes regrouped by n
+            frags = [[e.reg("b32"), e.reg("b32")] for _ in range(2)]
+            for f, selector in enumerate(_PAIR_SELECTORS):
+                for h in range(2):
+                    e.emit("prmt.b32", frags[f][h], out[2 * h], out[2 * h + 1], selector)
+            _finish(op, rewriter, e, frags)
+            return
         _finish(op, rewriter, e, [out] if is_a or sparse_b else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
 
 
+# prmt selectors of a byte-pair read: the even columns' bytes (0 and 2 of each word), the odd ones'
+_PAIR_SELECTORS = (0x6420, 0x7531)
+
+
 def _value_address(e: fio.Emitter, row: str, col: str, key: tuple[int, int], stage_base: str, esz: int,
-                   row_bytes: int, swizzle: bool, mult: int) -> str:
+                   row_bytes: int, swizzle: bool, mult: int, fold: bool) -> str:
     """The shared address of a `warp.load_shared` value at (row, col) + `key` (elements)."""
     vr, cb = row, e.reg("b32")
     if key[0]:
@@ -430,7 +460,7 @@ def _value_address(e: fio.Emitter, row: str, col: str, key: tuple[int, int], sta
     e.emit("add.u32", cb, col, key[1])
     e.emit("mul.lo.u32", cb, cb, esz)
     addr = e.reg("b32")
-    e.emit("add.u32", addr, stage_base, _shared_offset(e, vr, row_bytes, cb, swizzle, mult))
+    e.emit("add.u32", addr, stage_base, _shared_offset(e, vr, row_bytes, cb, swizzle, mult, fold))
     return addr
 
 
@@ -465,15 +495,16 @@ class LowerLoadShared(RewritePattern):
         frag = op.result.type
         assert isinstance(frag, warp.FragType)
         swizzle, mult = _swizzle(op.ref.type)
+        fold = warp.swizzle_fold(op.ref.type)
         lay = _layout(frag)
         lin = fragments.linear_form(lay)
         # (lane weights, per-value offsets) of the buffer's rows and columns
         rows, cols = (lin.row_w, lin.row_off), (lin.col_w, lin.col_off)
         if op.transposed is not None:
             rows, cols = cols, rows
-        per_line, period = warp.swizzle_phases(row_bytes)
+        _, period = warp.swizzle_phases(row_bytes)
         # offsets of whole swizzle periods (rows) and 128-byte lines (columns) keep the phase
-        period_rows, period_cols = (per_line * period, period * 16 // esz) if swizzle else (1, 1)
+        period_rows, period_cols = (warp.period_rows(row_bytes, fold), period * 16 // esz) if swizzle else (1, 1)
         row_off, col_off = op.offset_values()
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
@@ -495,7 +526,7 @@ class LowerLoadShared(RewritePattern):
             moved = split[0] if split is not None and split[1] == 0 else 0  # inside the line: an XOR
             at = (key[0], 0) if moved else key
             if at not in addrs:
-                addrs[at] = _value_address(e, row, col, at, stage_base, esz, row_bytes, swizzle, mult)
+                addrs[at] = _value_address(e, row, col, at, stage_base, esz, row_bytes, swizzle, mult, fold)
             addr = addrs[at]
             if moved:
                 addr = e.reg("b32")

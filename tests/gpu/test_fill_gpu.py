@@ -2,7 +2,8 @@
 8- or 16-bit rows not 4-byte aligned, staged through registers (`warp.fill_load` /
 `warp.fill_store`), give D bit for bit as the emulator computes it (the runner's twin check), at
 odd sizes, with split-K, batched, and for fp8; the fill's bytes loaded one by one where M or N
-is odd."""
+is odd. (An N-major 8-bit B is read by byte-pair ldmatrix by default, tests/gpu/test_pair_bytes_gpu.py;
+these ask for the fill.)"""
 
 import re
 
@@ -39,7 +40,7 @@ CASES = [  # (spec, the operands filled)
 
 @pytest.mark.parametrize("spec, fill", CASES, ids=lambda c: getattr(c, "name", str(c)))
 def test_fill_on_the_gpu_is_the_emulators_bits(spec, fill):
-    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", pair_bytes=False))
     # the fill's transposes are its prmts; staged (no fragment loads from global memory)
     assert kernel.ptx.count("prmt.b32") and "stages=0" not in kernel.abi.config, kernel.abi.config
     assert kernel.ptx.count("ld.global.b32") and bool(re.search(r"cp\.async\.c[ag]\.shared", kernel.ptx)) == (fill != "ab")
@@ -58,7 +59,7 @@ BY_ELEMENT = [  # 8-bit operands the fill transposes whose lines are not 4-byte 
 
 @pytest.mark.parametrize("spec", BY_ELEMENT, ids=lambda s: s.name)
 def test_fill_by_element_on_the_gpu_is_the_emulators_bits(spec):
-    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", pair_bytes=False))
     assert "stages=0" not in kernel.abi.config and "ld.global.u8" in kernel.ptx and "prmt.b32" in kernel.ptx
     result = run_compiled(kernel, seed=7, on="gpu")
     assert result.ok, result.line()
@@ -77,7 +78,7 @@ GATHER = [  # (spec, the element loads): rows that are not 4-byte aligned, gathe
 
 @pytest.mark.parametrize("spec", GATHER, ids=lambda s: s.name)
 def test_gather_on_the_gpu_is_the_emulators_bits(spec):
-    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", pair_bytes=False))
     assert "stages=0" not in kernel.abi.config and "prmt.b32" in kernel.ptx, kernel.abi.config
     result = run_compiled(kernel, seed=6, on="gpu")
     assert result.ok, result.line()

@@ -4,6 +4,7 @@
 // row-major 8-bit B takes the transposing fill, below). stage-k is
 // automatic: 128 bytes of K per shared row. Stages that do not fit in shared memory are refused.
 // RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp' | filecheck %s
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{pair-bytes=false}' | filecheck %s --check-prefix=FILL
 // RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{stages=3}' 2>&1 | filecheck %s --check-prefix=ROW
 // RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{warps=2x4 warp-tile=4x8 stages=5 stage-k=128}' 2>&1 | filecheck %s --check-prefix=BIG
 
@@ -26,7 +27,9 @@ func.func @s8_kmajor(%a: memref<2048x2048xsi8>, %b: memref<2048x2048xsi8, stride
 }
 
 // -----
-// A row-major 8-bit B (N contiguous) is staged by the transposing fill (fill = b): its stage is
+// A row-major 8-bit B (N contiguous) is copied as stored and read by byte-pair ldmatrix .trans by
+// default (pair_bytes = b; tests/lit/passes/pair-bytes.mlir); with pair-bytes=false (FILL) it is
+// staged by the transposing fill (fill = b): its stage is
 // K-major, as a K-major B's, and read with the same ldmatrix. warp-pipeline runs the fill's
 // stores an iteration behind its loads: the prologue stores stages 0 .. S - 3 and carries stage
 // S - 2's words into the loop, whose iterations first store the words the last one loaded (right
@@ -35,23 +38,26 @@ func.func @s8_kmajor(%a: memref<2048x2048xsi8>, %b: memref<2048x2048xsi8, stride
 // SMs idle even with their rows halved, so they keep 128 rows and narrow to 64 columns:
 // configs.SMALL_TILES, 4x2 warps of 2x4.)
 // CHECK-LABEL: func.func @s8_rowmajor
-// CHECK-SAME:  warp.schedule = #warp.schedule<warps = 4x2, warp_tile = 2x4, stages = 4, stage_k = 64, {{.*}}fill = b
-// CHECK:       memref.alloc() {alignment = 128 : i64} : memref<4x128x64xsi8, 3 : i64>
-// CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x64x64xsi8, 3 : i64>
-// CHECK:       %[[W0:.*]] = warp.fill_load %b
-// CHECK-NEXT:  warp.fill_store %[[W0]], %[[SB]]
-// CHECK:       %[[W1:.*]] = warp.fill_load %b
-// CHECK-NEXT:  warp.fill_store %[[W1]], %[[SB]]
-// CHECK:       %[[W2:.*]] = warp.fill_load %b
-// CHECK-NOT:   warp.fill_store
-// CHECK:       "gpu.barrier"() : () -> ()
-// CHECK:       scf.for {{.*}}%[[C:[0-9]+]] = %[[W2]], {{.*}} -> ({{.*}}!warp.staged<4>
-// CHECK:         warp.fill_store %[[C]], %[[SB]][%{{.*}}] {threads = 256 : i64} : !warp.staged<4>, memref<4x64x64xsi8, 3 : i64>
-// CHECK:         warp.copy_async %a
-// CHECK:         %[[W:.*]] = warp.fill_load %b[{{.*}}] {{{.*}}shape = array<i64: 64, 64>, threads = 256 : i64, transpose, in_bounds = array<i64: 0, 1>} : memref<1024x1024xsi8> -> !warp.staged<4>
-// CHECK:         warp.mma
-// CHECK:         warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<4x64x64xsi8, 3 : i64> -> !warp.frag<b, si8,
-// CHECK:         scf.yield {{.*}}, %[[W]], {{.*}} :
+// CHECK-SAME:  pair_bytes = b
+// CHECK-NOT:   warp.fill_load %b
+// FILL-LABEL: func.func @s8_rowmajor
+// FILL-SAME:  warp.schedule = #warp.schedule<warps = 4x2, warp_tile = 2x4, stages = 4, stage_k = 64, {{.*}}fill = b
+// FILL:       memref.alloc() {alignment = 128 : i64} : memref<4x128x64xsi8, 3 : i64>
+// FILL-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x64x64xsi8, 3 : i64>
+// FILL:       %[[W0:.*]] = warp.fill_load %b
+// FILL-NEXT:  warp.fill_store %[[W0]], %[[SB]]
+// FILL:       %[[W1:.*]] = warp.fill_load %b
+// FILL-NEXT:  warp.fill_store %[[W1]], %[[SB]]
+// FILL:       %[[W2:.*]] = warp.fill_load %b
+// FILL-NOT:   warp.fill_store
+// FILL:       "gpu.barrier"() : () -> ()
+// FILL:       scf.for {{.*}}%[[C:[0-9]+]] = %[[W2]], {{.*}} -> ({{.*}}!warp.staged<4>
+// FILL:         warp.fill_store %[[C]], %[[SB]][%{{.*}}] {threads = 256 : i64} : !warp.staged<4>, memref<4x64x64xsi8, 3 : i64>
+// FILL:         warp.copy_async %a
+// FILL:         %[[W:.*]] = warp.fill_load %b[{{.*}}] {{{.*}}shape = array<i64: 64, 64>, threads = 256 : i64, transpose, in_bounds = array<i64: 0, 1>} : memref<1024x1024xsi8> -> !warp.staged<4>
+// FILL:         warp.mma
+// FILL:         warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<4x64x64xsi8, 3 : i64> -> !warp.frag<b, si8,
+// FILL:         scf.yield {{.*}}, %[[W]], {{.*}} :
 func.func @s8_rowmajor(%a: memref<1024x1024xsi8>, %b: memref<1024x1024xsi8>, %d: memref<1024x1024xsi32>) {
   %ta = tile.load %a[0, 0] : memref<1024x1024xsi8> -> !tile.tile<1024x1024xsi8>
   %tb = tile.load %b[0, 0] : memref<1024x1024xsi8> -> !tile.tile<1024x1024xsi8>

@@ -3,7 +3,7 @@
 // before any loop; in the K loop a copy is the tile origin (uniform) plus that offset. The
 // refill is a uniform branch around the copies (scf.if). Tiles inside the matrix copy whole
 // 16-byte chunks; at a ragged edge the source size is clamped (zero-fill, nothing read past it).
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp,warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{pair-bytes=false},warp-swizzle-shared,warp-split-tf32,cse,warp-to-ptx' -t ptx | filecheck %s
 
 // CHECK-LABEL: .entry exact(
 // CHECK:       mov.u32 %r0, %laneid;
@@ -79,7 +79,8 @@ func.func @odd_columns(%a: memref<64x64xf16>, %b: memref<64x71xf16>, %d: memref<
 }
 
 // -----
-// A row-major 8-bit B through the transposing fill: each K iteration first stores the words the
+// A row-major 8-bit B through the transposing fill (pair-bytes=false above; the default byte-pair
+// reads: pair-bytes.mlir): each K iteration first stores the words the
 // iteration before loaded (8 prmts a chunk, the selectors in registers: the thread's rotation;
 // 4 shared stores), then, after the A copies' branch, loads the next stage's 8 words: 32-bit
 // loads at the tile origin plus immediates (4 rows a chunk, 1024 bytes apart; chunks 32 rows

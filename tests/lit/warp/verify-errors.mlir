@@ -51,7 +51,23 @@ func.func @ldmatrix_trans_8bit(%s: memref<2x64x64xsi8, 3>, %i: index) {
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
-// CHECK: warp.ldmatrix: trans moves 16-bit elements; 8- and 32-bit operands need a buffer of K rows (A: M x K, B: N x K)
+// CHECK: warp.ldmatrix: trans reads 8-bit elements as byte pairs into two B fragments (the even and the odd columns of 16)
+
+// -----
+func.func @unpair_not_accumulators(%x: !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>) {
+  %p, %q = warp.unpair_columns %x, %x : !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>, !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>> -> !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>, !warp.frag<b, si8, #warp.variant<m16n8k32, s32, s8, s8, s32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.unpair_columns: two accumulators of one m16n8 instruction in, the same out
+
+// -----
+func.func @pair_packed_accumulators(%x: !warp.frag<acc, f16, #warp.variant<m16n8k32, f16, e4m3, e4m3, f16>>) {
+  %p, %q = warp.pair_columns %x, %x : !warp.frag<acc, f16, #warp.variant<m16n8k32, f16, e4m3, e4m3, f16>>, !warp.frag<acc, f16, #warp.variant<m16n8k32, f16, e4m3, e4m3, f16>> -> !warp.frag<acc, f16, #warp.variant<m16n8k32, f16, e4m3, e4m3, f16>>, !warp.frag<acc, f16, #warp.variant<m16n8k32, f16, e4m3, e4m3, f16>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.pair_columns: the accumulators hold one 32-bit value a register (4 registers)
 
 // -----
 func.func @ldmatrix_wrong_buffer(%s: memref<2x64x64xf16, 3>, %i: index) {
