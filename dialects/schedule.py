@@ -22,9 +22,11 @@ transposing fill through registers (`warp.fill_load` / `warp.fill_store`) instea
 4-byte aligned for `cp.async`, loaded element by element through registers: copied as stored (the
 same ops, `gather`), or, for those `fill` names too (8-bit, their lines not 4-byte aligned or M or
 N not a multiple of 4), transposed by the fill (`warp.fill_load {by_element}`). `pair_bytes`
-(printed when set, `b`): an 8-bit N-major B copied by `cp.async` as stored (K x N) and read by
-`warp.ldmatrix {trans}` of byte pairs, whose two fragments hold the even and the odd columns of
-16; the accumulators are put back in column order after the K loop (`warp.unpair_columns`).
+(printed when set: `a`, `b`, `ab`): 8-bit operands stored M- (A) or N-contiguous (B) copied by
+`cp.async` as stored (K x M, K x N) and read by `warp.ldmatrix {trans}` of byte pairs: an A
+fragment's rows g and g + 8 are rows 2g and 2g + 1 of its 16, a B read's two fragments the even
+and the odd columns of 16; the accumulators go into that order before the K loop
+(`warp.pair_rows`, `warp.pair_columns`) and back after it (`warp.unpair_rows`, `warp.unpair_columns`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from tilemma.dialects.attributes import VariantAttr
 
 READS = ("ahead", "interleaved")
 FILLS = ("", "a", "b", "ab")
-PAIR_BYTES = ("", "b")
+PAIR_BYTES = ("", "a", "b", "ab")
 
 
 @dataclass(frozen=True)
@@ -137,10 +139,10 @@ class ScheduleAttr(ParametrizedAttribute):
             if value not in FILLS or (value and not s.stages):
                 raise VerifyException(f"#warp.schedule: {what} names staged operands ({', '.join(f for f in FILLS if f)}), "
                                       f"not {value!r}")
-        if s.pair_bytes not in PAIR_BYTES or (s.pair_bytes and (not s.stages or s.pair_bytes in s.fill + s.gather
-                                                                  or s.warp_tile[1] % 2)):
-            raise VerifyException("#warp.schedule: pair_bytes names a staged B (b) that no fill or gather stages, "
-                                  f"in a warp tile of an even number of columns, not {s.pair_bytes!r}")
+        if s.pair_bytes not in PAIR_BYTES or (s.pair_bytes and not s.stages) \
+                or any(w in s.fill + s.gather for w in s.pair_bytes) or ("b" in s.pair_bytes and s.warp_tile[1] % 2):
+            raise VerifyException("#warp.schedule: pair_bytes names staged operands (a, b, ab) that no fill or gather "
+                                  f"stages, B in a warp tile of an even number of columns, not {s.pair_bytes!r}")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 

@@ -523,6 +523,52 @@ class WidenOp(IRDLOperation):
                                   f"widens to m16n8k32 {wide} {src.role.value} fragments")
 
 
+def _verify_pair_accumulator(op: IRDLOperation, frag: FragType) -> None:
+    """What the pair ops exchange: 32-bit accumulators of an m16n8 instruction, a value a register."""
+    v = frag.variant
+    if frag.role != Operand.ACC or (v.m, v.n) != (16, 8):
+        raise VerifyException(f"{op.name}: accumulators of one m16n8 instruction in, the same out")
+    lay = frag.layout()
+    if lay.regs != 4 or lay.elems_per_reg != 1:
+        raise VerifyException(f"{op.name}: the accumulators hold one 32-bit value a register (4 registers)")
+
+
+class _RowPairsOp(IRDLOperation):
+    """An accumulator in, the same out: between the row order and the byte-pair order of an
+    8-bit A read by `warp.ldmatrix {trans}` (its rows g and g + 8 rows 2g and 2g + 1 of 16)."""
+
+    source = operand_def(FragType)
+    result = result_def(FragType)
+    traits = traits_def(Pure())
+
+    assembly_format = "$source attr-dict `:` type($source) `->` type($result)"
+
+    def __init__(self, source: SSAValue):
+        super().__init__(operands=[source], result_types=[source.type])
+
+    def verify_(self) -> None:
+        frag = _frag(self.source, f"{self.name} operand")
+        if self.result.type != frag:
+            raise VerifyException(f"{self.name}: accumulators of one m16n8 instruction in, the same out")
+        _verify_pair_accumulator(self, frag)
+
+
+@irdl_op_definition
+class UnpairRowsOp(_RowPairsOp):
+    """`warp.unpair_rows`: the accumulator of an A fragment read by byte pairs (rows 2g and 2g +
+    1 where g and g + 8 belong) -> the same rows in order (the K loop's results)."""
+
+    name = "warp.unpair_rows"
+
+
+@irdl_op_definition
+class PairRowsOp(_RowPairsOp):
+    """`warp.pair_rows`: the inverse of `warp.unpair_rows` (the K loop's initial accumulators,
+    where they are not a splat)."""
+
+    name = "warp.pair_rows"
+
+
 class _ColumnPairsOp(IRDLOperation):
     """Two accumulators of neighbouring instruction columns in, the same two out: between the
     column order and the byte-pair order of an 8-bit `warp.ldmatrix {trans}` (the first
@@ -542,13 +588,9 @@ class _ColumnPairsOp(IRDLOperation):
 
     def verify_(self) -> None:
         frag = _frag(self.first, f"{self.name} operand")
-        v = frag.variant
-        if (self.second.type != frag or self.out_first.type != frag or self.out_second.type != frag
-                or frag.role != Operand.ACC or (v.m, v.n) != (16, 8)):
-            raise VerifyException(f"{self.name}: two accumulators of one m16n8 instruction in, the same out")
-        lay = frag.layout()
-        if lay.regs != 4 or lay.elems_per_reg != 1:
-            raise VerifyException(f"{self.name}: the accumulators hold one 32-bit value a register (4 registers)")
+        if self.second.type != frag or self.out_first.type != frag or self.out_second.type != frag:
+            raise VerifyException(f"{self.name}: accumulators of one m16n8 instruction in, the same out")
+        _verify_pair_accumulator(self, frag)
 
 
 @irdl_op_definition
@@ -642,7 +684,7 @@ from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  #
 
 Warp = Dialect(
     "warp",
-    [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, UnpairColumnsOp, PairColumnsOp, MmaOp,
+    [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, UnpairColumnsOp, PairColumnsOp, UnpairRowsOp, PairRowsOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp, CopyMetaAsyncOp, LoadMetaSharedOp,
      DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp,
      RowReduceOp, MaskOp, ToLhsOp],

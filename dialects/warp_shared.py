@@ -193,10 +193,11 @@ class LdMatrixOp(_StageReadOp):
     `offsets` (static): one A fragment from an M x K buffer (`ldmatrix .x4`) or with `trans` from
     a K x M one (`.x4.trans`), or one or two B fragments (n and n + 8): from an N x K buffer
     (`.x2`/`.x4`), or with `trans` from a K x N one (`.x2.trans`/`.x4.trans`). .trans moves
-    16-bit elements; with `trans`, 8-bit B fragments come two at a time from byte pairs
-    (`.x4.trans` of K rows 4i, 4i + 1 and 4i + 2, 4i + 3, whose bytes `prmt` regroups): the
-    first holds the even columns of n .. n + 15, the second the odd ones, and the accumulators
-    they multiply into are put back in order by `warp.unpair_columns`.
+    16-bit elements; with `trans`, 8-bit fragments are read from byte pairs (`.x4.trans` of K
+    rows 4i, 4i + 1 and 4i + 2, 4i + 3, whose bytes `prmt` regroups): B two at a time, the first
+    the even columns of n .. n + 15, the second the odd ones; an A fragment's rows g and g + 8
+    are rows 2g and 2g + 1 of its 16. The accumulators they multiply into are put back in order
+    by `warp.unpair_columns` and `warp.unpair_rows`.
     Static offsets become immediates where the swizzle allows; `rounding` reads an f32 buffer
     as tf32 fragments (converted in registers)."""
 
@@ -233,7 +234,7 @@ class LdMatrixOp(_StageReadOp):
             raise VerifyException("warp.ldmatrix: loads A or B fragments")
         if frag.role == Operand.A and len(self.fragments) != 1:
             raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4")
-        if self.trans is not None and bits == 8 and (frag.role != Operand.B or len(self.fragments) != 2):
+        if self.trans is not None and bits == 8 and frag.role == Operand.B and len(self.fragments) != 2:
             raise VerifyException("warp.ldmatrix: trans reads 8-bit elements as byte pairs into two B fragments "
                                   "(the even and the odd columns of 16)")
         if self.trans is not None and bits not in (8, 16):

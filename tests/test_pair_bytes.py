@@ -1,9 +1,10 @@
-"""Byte-pair reads of an 8-bit N-major B (`#warp.schedule` pair_bytes): the stage copied as stored
-(K x N) by cp.async, read by `ldmatrix .x4.trans` of K rows 4i, 4i + 1 | 4i + 2, 4i + 3 and
-regrouped by `prmt` into the even and the odd columns' fragments, the accumulators put in that
-order before the K loop (`warp.pair_columns`) and back after it (`warp.unpair_columns`). In the
-emulator against the project's reference (every element; integers exactly) at odd sizes, with
-split-K, batches, an epilogue and a filled A; what `tile-plan` chooses; the
+"""Byte-pair reads of 8-bit operands stored the other way round (`#warp.schedule` pair_bytes: an
+M-major A, an N-major B): the stage copied as stored (K x M, K x N) by cp.async, read by
+`ldmatrix .x4.trans` of K rows 4i, 4i + 1 | 4i + 2, 4i + 3 and regrouped by `prmt` (A: rows 2g
+and 2g + 1 where g and g + 8 belong; B: the even and the odd columns' fragments), the
+accumulators put in that order before the K loop (`warp.pair_rows`, `warp.pair_columns`) and
+back after it (`warp.unpair_rows`, `warp.unpair_columns`). In the emulator against the project's
+reference (every element; integers exactly) at odd sizes, with split-K, batches and an epilogue; what `tile-plan` chooses; the
 swizzle fold that keeps the reads conflict-free; the ops' verifiers. (GPU:
 tests/gpu/test_pair_bytes_gpu.py.)"""
 
@@ -32,32 +33,43 @@ def compiled(spec: GemmSpec, **options):
     return kernel
 
 
-CASES = {  # (spec, options, the operands the fill transposes)
-    "b-row": (GemmSpec(70, 72, 200, "s8", "s8", "s32"), {}, ""),
-    "u8": (GemmSpec(130, 136, 300, "u8", "u8", "s32"), {}, ""),
-    "fp8": (GemmSpec(100, 68, 96, "e4m3", "e5m2", "f32"), {}, ""),
-    "a-filled": (GemmSpec(68, 100, 260, "s8", "u8", "s32", a_layout="col"), {}, "a"),
-    "batched": (GemmSpec(68, 64, 160, "s8", "s8", "s32", batch=3, bcast="b"), {}, ""),
-    "split-k": (GemmSpec(16, 256, 2048, "s8", "s8", "s32"), {"split_k": 4}, ""),
-    "no-c": (GemmSpec(64, 80, 128, "s8", "s8", "s32", c=False), {}, ""),
-    "epilogue": (GemmSpec(64, 96, 128, "s8", "s8", "s32", vector_scales="rows,cols", out="f16"), {}, ""),
+CASES = {  # (spec, options, the operands read by byte pairs)
+    "b-row": (GemmSpec(70, 72, 200, "s8", "s8", "s32"), {}, "b"),
+    "u8": (GemmSpec(130, 136, 300, "u8", "u8", "s32"), {}, "b"),
+    "fp8": (GemmSpec(100, 68, 96, "e4m3", "e5m2", "f32"), {}, "b"),
+    "a-col": (GemmSpec(68, 96, 300, "u8", "s8", "s32", a_layout="col", b_layout="col"), {}, "a"),
+    "both": (GemmSpec(68, 100, 260, "s8", "u8", "s32", a_layout="col"), {}, "ab"),
+    "fp8-a-col": (GemmSpec(100, 72, 96, "e4m3", "e5m2", "f32", a_layout="col", b_layout="col"), {}, "a"),
+    "batched": (GemmSpec(68, 64, 160, "s8", "s8", "s32", batch=3, bcast="b"), {}, "b"),
+    "batched-a-col": (GemmSpec(132, 64, 160, "s8", "s8", "s32", batch=2, a_layout="col"), {}, "ab"),
+    "split-k": (GemmSpec(16, 256, 2048, "s8", "s8", "s32"), {"split_k": 4}, "b"),
+    "split-k-both": (GemmSpec(20, 256, 2048, "s8", "s8", "s32", a_layout="col"), {"split_k": 3}, "ab"),
+    "no-c": (GemmSpec(64, 80, 128, "s8", "s8", "s32", c=False), {}, "b"),
+    "epilogue": (GemmSpec(64, 96, 128, "s8", "s8", "s32", vector_scales="rows,cols", out="f16"), {}, "b"),
+    "epilogue-both": (GemmSpec(64, 96, 128, "s8", "s8", "s32", a_layout="col", vector_scales="rows,cols",
+                                out="f16"), {}, "ab"),
     "4-stages-k64": (GemmSpec(96, 128, 320, "s8", "s8", "s32"), {"stages": 4, "stage_k": 64, "warps": "2x2",
-                                                                   "warp_tile": "2x4"}, ""),
-    "unswizzled": (GemmSpec(64, 64, 128, "s8", "s8", "s32"), {"swizzle": False}, ""),
+                                                                   "warp_tile": "2x4"}, "b"),
+    "odd-warp-tile": (GemmSpec(96, 72, 128, "s8", "s8", "s32", a_layout="col"),
+                      {"warps": "2x2", "warp_tile": "3x1", "stages": 3}, "a"),  # B filled: one column
+    "unswizzled": (GemmSpec(64, 64, 128, "s8", "s8", "s32", a_layout="col"), {"swizzle": False}, "ab"),
 }
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_pair_bytes_match_the_reference(name):
-    spec, options, fill = CASES[name]
+    spec, options, pairs = CASES[name]
     kernel = compiled(spec, **options)
     text = warp_text(spec, **options)
-    assert re.search(r"pair_bytes = b\b", text) and bool(re.search(r"fill = a\b", text)) == (fill == "a")
-    # B is copied by cp.async (no fill stores of its own) and read by .trans ldmatrix + prmt
+    assert re.search(rf"pair_bytes = {pairs}\b", text)
+    # copied by cp.async and read by .trans ldmatrix + prmt; the fill only for a B of one column
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in kernel.ptx and "prmt.b32" in kernel.ptx
-    assert "shfl.sync.bfly.b32" in kernel.ptx and "warp.unpair_columns" in text
-    # a C the loop starts from goes into pair order first (split-K adds it after the reduction)
-    assert ("warp.pair_columns" in text) == (spec.c and "split_k" not in options)
+    assert bool(re.search(r"fill = b\b", text)) == (name == "odd-warp-tile")
+    assert "shfl.sync.bfly.b32" in kernel.ptx
+    for what, ops in (("a", "rows"), ("b", "columns")):
+        assert (f"warp.unpair_{ops}" in text) == (what in pairs)
+        # a C the loop starts from goes into pair order first (split-K adds it after the reduction)
+        assert (f"warp.pair_{ops}" in text) == (what in pairs and spec.c and "split_k" not in options)
     result = run_compiled(kernel, seed=13, on="emulator")
     assert result.ok, result.line()
 
@@ -80,14 +92,20 @@ def test_the_check_catches_unpaired_columns():
     assert not bad.ok
 
 
-@pytest.mark.parametrize("options, pairs", [({}, True), ({"pair_bytes": False}, False),
-                                            ({"warps": "1x4", "warp_tile": "2x1", "stages": 3}, False)])
-def test_plan_reads_an_n_major_8bit_b_by_byte_pairs(options, pairs):
-    """The default for an N-major 8-bit B; the fill where asked (`--no-pair-bytes`), and where the
-    warp tile has an odd number of instruction columns (fragments come two columns a read)."""
-    text = warp_text(GemmSpec(256, 192, 256, "s8", "s8", "s32"), **options)
-    assert bool(re.search(r"pair_bytes = b\b", text)) == pairs and bool(re.search(r"fill = b\b", text)) != pairs
-    assert ("#warp.swizzled<1, fold>" in text) == pairs
+@pytest.mark.parametrize("a_layout, options, pairs, fill", [
+    ("row", {}, "b", ""), ("row", {"pair_bytes": False}, "", "b"),
+    ("row", {"warps": "1x4", "warp_tile": "2x1", "stages": 3}, "", "b"),
+    ("col", {}, "ab", ""), ("col", {"pair_bytes": False}, "", "ab"),
+    ("col", {"warps": "1x4", "warp_tile": "2x1", "stages": 3}, "a", "b"),
+])
+def test_plan_reads_8bit_operands_stored_the_other_way_by_byte_pairs(a_layout, options, pairs, fill):
+    """The default for an M-major A and an N-major B of 8 bits; the fill where asked
+    (`--no-pair-bytes`), and for B where the warp tile has an odd number of instruction columns
+    (its fragments come two columns a read)."""
+    text = warp_text(GemmSpec(256, 192, 256, "s8", "s8", "s32", a_layout=a_layout), **options)
+    assert re.findall(r"pair_bytes = ([ab]+)\b", text) == ([pairs] if pairs else [])
+    assert re.findall(r"fill = ([ab]+)\b", text) == ([fill] if fill else [])
+    assert text.count("#warp.swizzled<1, fold>") >= len(pairs) > 0 or not pairs
 
 
 @pytest.mark.parametrize("spec", [
@@ -103,14 +121,18 @@ def test_what_byte_pairs_do_not_read(spec):
 def test_the_fold_puts_each_pair_matrix_in_eight_bank_groups():
     """A byte-pair matrix is K rows base + 4 (i >> 1) + (i & 1) (+ 2, + 16): with the plain phase
     two of its rows share a granule (2-way conflicts), folded none do."""
-    for fold, worst in ((False, 2), (True, 1)):
-        most = 0
-        for base in range(0, 128, 32):
-            for q in range(4):
-                rows = [base + 4 * (i >> 1) + (i & 1) + 2 * (q & 1) + 16 * (q >> 1) for i in range(8)]
-                granules = [swizzle_granule(r, 0, 128, 1, fold) for r in rows]
-                most = max(most, max(granules.count(g) for g in granules))
-        assert most == worst
+    for row_bytes in (64, 128, 256):
+        per_line = max(1, 128 // row_bytes)
+        for fold, worst in ((False, 2), (True, 1)):
+            most = 0
+            for base in range(0, 128, 32):
+                for q in range(4):
+                    rows = [base + 4 * (i >> 1) + (i & 1) + 2 * (q & 1) + 16 * (q >> 1) for i in range(8)]
+                    # where in its 128-byte line each row's granule 0 lies: bank group
+                    places = [(r % per_line) * (row_bytes // 16) + swizzle_granule(r, 0, row_bytes, 1, fold) % 8
+                              for r in rows]
+                    most = max(most, max(places.count(p) for p in places))
+            assert most == worst, (row_bytes, fold)
 
 
 def test_swizzled_fold_parses_prints_and_is_checked():

@@ -139,11 +139,18 @@ _H100: dict[str, Config] = {
     "8bit-fill-a": Config("2x4", "4x8", 4, 64),
     "8bit-fill-ab": Config("4x2", "4x8", 4, 64),
     # an N-major B read by byte-pair ldmatrix .trans (`#warp.schedule` pair_bytes), H200, TOP/s
-    # (results/h200-2026-11-28-pair-bytes-configs.csv): K 128 stages spill 72-80 bytes with the 4x8
+    # (results/h200-2026-11-27-pair-bytes-configs.csv): K 128 stages spill 72-80 bytes with the 4x8
     # warp tile (the prmt results beside the prefetched fragments); 4 stages of K 64 do not:
     # 4096^3 807 (3 of K 128: 777), 8192^3 847 (796), 512x11008x4096 677 (651), 2048x2048x256
     # 254 (249); 4x2 warps 748 / 816 / 500 / 218. The K-major default 890 / 942 / 757 / 257.
     "8bit-pairs-b": Config("2x2", "4x8", 4, 64),
+    # an M-major A read by byte pairs (-a), and both (-ab): the same tiles and stages
+    # (results/h200-2026-11-27-pair-bytes-a-configs.csv), A / both: 4096^3 805 / 781 (2x4 warps
+    # 779 / 729, 4x2 767 / 704, 2x4 of 3 K 128 stages 801 / 708; the fill 633 / 451), 8192^3 853 /
+    # 842 (2x4 of 3 K 128 891 / 789), 512x11008x4096 679 / 607 (fill 430 / 284), 2048x2048x256
+    # 245 / 229. 3 stages of K 128 spill 16-24 bytes with 2x2 warps.
+    "8bit-pairs-a": Config("2x2", "4x8", 4, 64),
+    "8bit-pairs-ab": Config("2x2", "4x8", 4, 64),
     # (the narrower warp tiles of small problems: HALVED_ROWS_STAGES)
     # rows not 4-byte aligned, gathered element by element (plan.gatherable): stages of half the
     # K keep the 4x8 warp tile's registers (3 stages of K 64 spill 88-160 bytes); not yet timed
@@ -203,7 +210,7 @@ def default(target: str | targets.SmTarget, schedule: str) -> Config:
 
 
 # The candidate family whose shortest stage K bounds how far `fit_shared` cuts a schedule's.
-SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "8bit-pairs-b": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit",
+SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "8bit-pairs-a": "8bit", "8bit-pairs-b": "8bit", "8bit-pairs-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit",
                    **{f"4bit{w}-fill-{f}": "4bit" for w in ("", "-widened") for f in ("a", "b", "ab")}}
 
 
@@ -287,10 +294,12 @@ KEEP_ROWS_PAST_L2 = {"8bit-fill-a", "8bit-fill-b", "8bit-fill-ab"}
 # Schedules whose default stages are for the default warp tile's registers: where `default_tiles`
 # halves its rows (small problems), the warp tile takes these (stages, stage K) instead (a K 64
 # default that only keeps the 4x8 tile from spilling). Byte-pair reads (H200, TOP/s,
-# results/h200-2026-11-28-pair-bytes-small.csv), 2x8 or 1x8 tiles, K 64 / K 128 (4 stages):
+# results/h200-2026-11-27-pair-bytes-small.csv), 2x8 or 1x8 tiles, K 64 / K 128 (4 stages):
 # 128x11008x4096 373 / 429, 64x11008x4096 270 / 299 (split 2; unsplit with K 128 as `8bit`: 348),
 # 16x11008x4096 80 / 131; 1000^3 199 / 160 (3 of K 128: 193, the fourth stage not taken there).
-HALVED_ROWS_STAGES = {"8bit-pairs-b": (3, 128)}
+# An M-major A by pairs takes them alike (results/h200-2026-11-27-pair-bytes-a-small.csv: A / both
+# 64x11008x4096 351 / 320, 128x11008x4096 422 / 399, 16x11008x4096 125 / 112).
+HALVED_ROWS_STAGES = {"8bit-pairs-a": (3, 128), "8bit-pairs-b": (3, 128), "8bit-pairs-ab": (3, 128)}
 # Small and medium problems of these schedules take a fourth stage (`plan.more_stages`) where the
 # whole grid stays resident with it (no CTA waits for another's shared memory) and the K loop runs
 # at least MORE_STAGES_MIN_STEPS stages a CTA. H200, TFLOP/s or TOP/s, 3 stages against 4
@@ -302,14 +311,14 @@ HALVED_ROWS_STAGES = {"8bit-pairs-b": (3, 128)}
 # and where the fourth stage leaves CTAs waiting (tf32 trunc 512x11008x4096, 344 CTAs of which a
 # 4-stage ring fits one an SM: 210 / 201, A M-major 170 / 161); large problems keep their defaults
 # (tf32 4096^3: 207 against 199 with 4).
-MORE_STAGES = {"16bit", "8bit", "8bit-pairs-b", "32bit", "32bit-row-b", "32bit-trunc", "32bit-row-b-trunc"}
+MORE_STAGES = {"16bit", "8bit", "8bit-pairs-a", "8bit-pairs-b", "8bit-pairs-ab", "32bit", "32bit-row-b", "32bit-trunc", "32bit-row-b-trunc"}
 MORE_STAGES_COUNT = 4
 MORE_STAGES_MIN_STEPS = 16
 # ... and of these, where automatic split-K only evens the wave (two splits of more tiles than half
 # the SMs fill two waves as far as the unsplit tiles fill one), the unsplit kernel with the fourth
 # stage instead: 64x11008x4096 s8 296 -> 363, f16 184 -> 198 (at 16 rows even: s8 128 / 128, f16 57 /
 # 55). tf32 keeps splitting (64x11008x4096 97 split against 88 unsplit), and so do the fills.
-UNSPLIT_MORE_STAGES = {"16bit", "8bit", "8bit-pairs-b"}
+UNSPLIT_MORE_STAGES = {"16bit", "8bit", "8bit-pairs-a", "8bit-pairs-b", "8bit-pairs-ab"}
 
 # Operand types the staged schedule takes (PTX spellings), and the same grouped by element bits
 # (`tile-plan` reads it); a candidate family per width.

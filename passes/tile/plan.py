@@ -254,13 +254,14 @@ def gatherable(g, variant, fill: str, ragged_words: str) -> str:
 
 
 def pairable(g, variant, fill: str, gather: str) -> str:
-    """`b` where an 8-bit B the fill would transpose can instead be copied as stored and read by
-    ldmatrix .trans of byte pairs (`#warp.schedule` pair_bytes): read as stored, its rows aligned
-    for cp.async and N a multiple of 4 (not gathered), into 32-bit accumulators (the columns are
-    put back in order by exchanging whole registers)."""
-    if "b" not in fill or "b" in gather or g.b.bits != 8 or g.b.casts or BY_PTX[variant.ctype].bits != 32:
+    """The operands (`a`, `b`) the fill would transpose that can instead be copied as stored and
+    read by ldmatrix .trans of byte pairs (`#warp.schedule` pair_bytes): 8-bit, read as stored,
+    their lines aligned for cp.async and M or N a multiple of 4 (not gathered), into 32-bit
+    accumulators (rows and columns are put back in order by exchanging whole registers)."""
+    if BY_PTX[variant.ctype].bits != 32:
         return ""
-    return "b"
+    return "".join(what for what, mem in (("a", g.a), ("b", g.b))
+                   if what in fill and what not in gather and mem.bits == 8 and not mem.casts)
 
 
 def pre_compressed_stageable(g, variant) -> str | None:
@@ -489,7 +490,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     why_not = stageable(g, variant, fill, gather)
     # an 8-bit N-major B read by byte-pair ldmatrix .trans rather than transposed by the fill
     pair = pairable(g, variant, fill, gather) if pair_bytes else ""
-    fill = fill.replace(pair, "")
+    fill = "".join(w for w in fill if w not in pair)
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
@@ -512,8 +513,8 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         if halved and fit["cut_stages"] and fit["cut_k"] and warp_tile[0] < parse_pair(default.warp_tile, "warp-tile")[0]:
             stages, stage_k = halved  # type: ignore[misc]
     t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target)
-    if pair and t.warp_tile[1] % 2:  # the pair reads take B fragments two instruction columns at a time
-        fill, pair = "".join(sorted(fill + pair)), ""
+    if "b" in pair and t.warp_tile[1] % 2:  # the pair reads take B fragments two instruction columns at a time
+        fill, pair = "".join(sorted(fill + "b")), pair.replace("b", "")
     if not stages:
         splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
         return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)

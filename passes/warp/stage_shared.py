@@ -162,7 +162,7 @@ class _Stage(IndexBuilder):
             steps = self.add(arith.DivUIOp(self.plus(k_size, bk - 1), self.const(bk))).results[0]
         else:
             steps = self.const(ceil_div(self.k, bk))
-        accs = self.pairs(list(loop.iter_args), warp.PairColumnsOp)
+        accs = self.pairs(list(loop.iter_args), to_pairs=True)
         acc_types = [a.type for a in accs]
         zero = self.const(0)
         body = Block(arg_types=[IndexType()] + acc_types)
@@ -188,26 +188,32 @@ class _Stage(IndexBuilder):
         body.add_ops(self.ops)
         self.ops = outer
         staged = self.add(scf.ForOp(zero, steps, self.const(1), accs, body))
-        out = self.pairs(list(staged.results), warp.UnpairColumnsOp)
+        out = self.pairs(list(staged.results), to_pairs=False)
         Rewriter.insert_op(self.ops, InsertPoint.before(loop))
         for old, new in zip(loop.results, out):
             old.replace_all_uses_with(new)
         Rewriter.erase_op(loop, safe_erase=False)
 
-    def pairs(self, accs: list[SSAValue], op: type[warp.PairColumnsOp | warp.UnpairColumnsOp]) -> list[SSAValue]:
-        """With `pair_bytes`, each pair of instruction columns (j, j + 1) multiplies the even and
-        the odd columns of their 16: the loop's initial accumulators go into that order
-        (`warp.pair_columns`; a splat is in it already) and its results back
-        (`warp.unpair_columns`). As they are otherwise."""
-        if not self.s.pair_bytes:
+    def pairs(self, accs: list[SSAValue], to_pairs: bool) -> list[SSAValue]:
+        """With `pair_bytes`, an A read by byte pairs gives each instruction row's accumulator its
+        rows 2g, 2g + 1 where g, g + 8 belong, and B's pairs of instruction columns (j, j + 1) the
+        even and the odd columns of their 16: the loop's initial accumulators go into that order
+        (`warp.pair_rows`, `warp.pair_columns`; a splat is in it already) and its results back
+        (`warp.unpair_rows`, `warp.unpair_columns`). As they are otherwise."""
+        pair = self.s.pair_bytes
+        if not pair or (to_pairs and len({a.owner for a in accs}) == 1 and isinstance(accs[0].owner, warp.ConstantOp)):
             return accs
         rm, rn = self.s.warp_tile
         out = list(accs)
-        for i in range(rm):
-            for j in range(0, rn, 2):
-                at = i * rn + j
-                if not all(isinstance(a.owner, warp.ConstantOp) for a in accs[at:at + 2]) or accs[at].owner is not accs[at + 1].owner:
-                    out[at:at + 2] = self.add(op(accs[at], accs[at + 1])).results
+        if "a" in pair:
+            rows = warp.PairRowsOp if to_pairs else warp.UnpairRowsOp
+            out = [self.add(rows(a)).result for a in out]
+        if "b" in pair:
+            cols = warp.PairColumnsOp if to_pairs else warp.UnpairColumnsOp
+            for i in range(rm):
+                for j in range(0, rn, 2):
+                    at = i * rn + j
+                    out[at:at + 2] = self.add(cols(out[at], out[at + 1])).results
         return out
 
     def k_base(self) -> SSAValue | None:

@@ -1,7 +1,8 @@
 """`warp-to-ptx` patterns for the fragment ops that work in registers or on global memory:
 `warp.constant` (a splat), `warp.load`/`warp.store`/`warp.load_scale` (each value at its place
 in the memref window, through `fragment_io`), `warp.split_tf32`, `warp.widen`,
-`warp.unpair_columns`, `warp.pair_columns` and `warp.mma` (whose result reuses the accumulator's registers where it
+the pair ops (`warp.unpair_columns`, `warp.pair_columns`, `warp.unpair_rows`,
+`warp.pair_rows`) and `warp.mma` (whose result reuses the accumulator's registers where it
 is their only use).
 """
 
@@ -212,16 +213,34 @@ class LowerWiden(RewritePattern):
         _finish(op, rewriter, e, halves)
 
 
+def _butterflies(e: fio.Emitter, lane: str, bank: str, pairs: list[list[str]], masks: tuple[int, ...]) -> None:
+    """Swap, for each lane mask in turn, that lane bit with the slot bit of each register pair
+    (lo, hi) in `pairs` (updated in place): a lane keeps the register whose slot bit equals its
+    lane bit and trades the other with its partner across the mask (`shfl.sync.bfly`), so that
+    afterwards the lane bit says which slot a value came from and the slot bit which lane. Each
+    swap is its own inverse."""
+    for mask in masks:
+        bit, p = e.reg("b32"), e.reg("pred")
+        e.emit("and.b32", bit, lane, mask)
+        e.emit("setp.ne.u32", p, bit, 0)
+        for pair in pairs:
+            lo, hi = pair
+            send, recv, new_lo, new_hi = (e.reg(bank) for _ in range(4))
+            e.emit("selp.b32", send, lo, hi, p)  # the slot this lane gives away
+            e.emit("shfl.sync.bfly.b32", recv, send, mask, 0x1F, 0xFFFFFFFF)
+            e.emit("selp.b32", new_lo, recv, lo, p)
+            e.emit("selp.b32", new_hi, hi, recv, p)
+            pair[:] = [new_lo, new_hi]
+
+
 @dataclass
 class LowerColumnPairs(RewritePattern):
     """`warp.unpair_columns`: in each row (registers 0, 1 and 2, 3), lane t of a quad holds
     columns 4t .. 4t + 3 of the 16 (even c0, odd c0, even c1, odd c1: slot bits the column's
     bits 0 and 1, lane bits its bits 2 and 3) and must hold 2t, 2t + 1, 8 + 2t, 9 + 2t (slot
-    bits the column's bits 0 and 3, lane bits 1 and 2). Two butterflies do it: across lane bit
-    0 (column bit 2 for column bit 1), then lane bit 1 (column bit 3 for column bit 2); in each,
-    a lane keeps the slots whose bit 1 equals its lane bit and trades the others with its
-    partner (`shfl.sync.bfly`). Each butterfly is its own inverse: `warp.pair_columns` runs them
-    in the other order, from the column order's slots."""
+    bits the column's bits 0 and 3, lane bits 1 and 2): swapping lane bit 0 (lane mask 1) with
+    slot bit 1, then lane bit 1 (mask 2) with it does it (`_butterflies`). `warp.pair_columns`
+    swaps in the other order, from the column order's slots."""
 
     state: LoweringState
 
@@ -235,30 +254,18 @@ class LowerColumnPairs(RewritePattern):
         e = fio.Emitter(kernel.regs)
         frag = op.first.type
         assert isinstance(frag, warp.FragType)
-        bank = _bank_of(frag)
-        upper = {}
-        for mask in (1, 2):
-            bit, p = e.reg("b32"), e.reg("pred")
-            e.emit("and.b32", bit, kernel.lane, mask)
-            e.emit("setp.ne.u32", p, bit, 0)
-            upper[mask] = p
         unpair = isinstance(op, warp.UnpairColumnsOp)
         outs: tuple[list[str], list[str]] = ([], [])
-        for h in (0, 1):  # a row's four slots, as columns 4t + slot (pairs) or 2t + (slot & 1) + 8 (slot >> 1)
-            if unpair:
+        rows = []
+        for h in (0, 1):  # a row's four slots: (slot 0, slot 2) and (slot 1, slot 3) differ in slot bit 1
+            if unpair:  # slot = the column's bits 0 and 1
                 v = [first[2 * h], second[2 * h], first[2 * h + 1], second[2 * h + 1]]
-            else:
+            else:  # slot = the column's bits 0 and 3
                 v = [first[2 * h], first[2 * h + 1], second[2 * h], second[2 * h + 1]]
-            for mask in (1, 2) if unpair else (2, 1):
-                p = upper[mask]
-                for q0 in (0, 1):
-                    lo, hi = v[q0], v[q0 + 2]
-                    send, recv, new_lo, new_hi = (e.reg(bank) for _ in range(4))
-                    e.emit("selp.b32", send, lo, hi, p)  # the slot this lane gives away
-                    e.emit("shfl.sync.bfly.b32", recv, send, mask, 0x1F, 0xFFFFFFFF)
-                    e.emit("selp.b32", new_lo, recv, lo, p)
-                    e.emit("selp.b32", new_hi, hi, recv, p)
-                    v[q0], v[q0 + 2] = new_lo, new_hi
+            rows.append([[v[0], v[2]], [v[1], v[3]]])
+        _butterflies(e, kernel.lane, _bank_of(frag), [p for r in rows for p in r], (1, 2) if unpair else (2, 1))
+        for (p0, p1) in rows:
+            v = [p0[0], p1[0], p0[1], p1[1]]
             if unpair:
                 outs[0].extend(v[:2])
                 outs[1].extend(v[2:])
@@ -266,6 +273,31 @@ class LowerColumnPairs(RewritePattern):
                 outs[0].extend(v[0::2])
                 outs[1].extend(v[1::2])
         _finish(op, rewriter, e, list(outs))
+
+
+@dataclass
+class LowerRowPairs(RewritePattern):
+    """`warp.unpair_rows`: lane 4g + t holds rows 2g (c0, c1) and 2g + 1 (c2, c3) of the 16 (slot
+    bit the row's bit 0, lane bits 2..4 its bits 1..3) and must hold rows g and g + 8 (slot bit
+    the row's bit 3, lane bits its bits 0..2): swapping the slot bit with lane bits 2, 3 and 4
+    (masks 4, 8, 16) in turn rotates the row's bits into place (`_butterflies`, on the register
+    pairs c0, c2 and c1, c3). `warp.pair_rows` swaps in the other order."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.UnpairRowsOp | warp.PairRowsOp, rewriter: PatternRewriter) -> None:
+        src = regs(op.source)
+        if src is None:
+            return
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        frag = op.source.type
+        assert isinstance(frag, warp.FragType)
+        pairs = [[src[0], src[2]], [src[1], src[3]]]
+        masks = (4, 8, 16) if isinstance(op, warp.UnpairRowsOp) else (16, 8, 4)
+        _butterflies(e, kernel.lane, _bank_of(frag), pairs, masks)
+        _finish(op, rewriter, e, [[pairs[0][0], pairs[1][0], pairs[0][1], pairs[1][1]]])
 
 
 @dataclass

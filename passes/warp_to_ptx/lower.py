@@ -45,6 +45,7 @@ from tilemma.passes.warp_to_ptx.fragment_ops import (
     LowerSplitTf32,
     LowerStore,
     LowerColumnPairs,
+    LowerRowPairs,
     LowerWiden,
 )
 from tilemma.passes.warp_to_ptx.index import (
@@ -136,7 +137,7 @@ class WarpToPtx(ModulePass):
             TypedPatternApplier([
                 LowerConstant(), LowerArith(state), LowerCmpi(state), LowerDim(state), LowerId(state), LowerFor(state), LowerIf(state),
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
-                LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerColumnPairs(state), LowerMma(state), LowerReturn(state),
+                LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerColumnPairs(state), LowerRowPairs(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
                 LowerLoadMeta(state), LowerCopyMetaAsync(state), LowerLoadMetaShared(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
                 LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),

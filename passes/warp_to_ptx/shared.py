@@ -372,19 +372,19 @@ class LowerLdMatrix(RewritePattern):
         e = fio.Emitter(kernel.regs)
         lane = kernel.lane
         is_a, trans = frag.role == warp.Operand.A, op.trans is not None
-        pairs = trans and bits == 8  # 8-bit B as byte pairs: K rows 4i, 4i + 1 (+ 2), then k + 16
+        pairs = trans and bits == 8  # 8-bit, as byte pairs: K rows 4i, 4i + 1 (+ 2), then k + 16
         sparse_b = not is_a and frag.variant.sparse is not None  # one k32 B fragment per .x4
         wide = is_a or len(op.fragments) == 2 or sparse_b
         half_row = 128 // bits  # elements in 16 bytes: the second half of a K row
         # (lane bit, step) of the row and of the column of a lane's matrix row
-        if is_a and trans:  # K x M buffer: matrices 1 and 3 are m + 8, 2 and 3 are k + 8
+        if pairs:
+            row_part, col_part = None, None  # the rows below; 16 bytes are the fragments' rows or columns
+        elif is_a and trans:  # K x M buffer: matrices 1 and 3 are m + 8, 2 and 3 are k + 8
             row_part, col_part = (4, 8), (3, 8)
         elif is_a:
             row_part, col_part = (3, 8), (4, half_row)
         elif sparse_b:  # lane bit 4 moves to K + 16 (added below)
             row_part, col_part = ((3, 8), None) if trans else (None, (3, half_row))
-        elif pairs:
-            row_part, col_part = None, None  # the rows below; 16 bytes are the two fragments' columns
         elif trans:
             row_part, col_part = (3, 8), ((4, 8) if wide else None)
         else:
@@ -436,12 +436,16 @@ class LowerLdMatrix(RewritePattern):
         e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
                f"[{addr}+{imm_rows * row_bytes + line}]")
         _round_tf32(e, op, out)
-        if pairs:  # out = k rows 4t, 4t+1 | 4t+2, 4t+3 of n 2g, 2g+1, then k + 16: bytes regrouped by n
-            frags = [[e.reg("b32"), e.reg("b32")] for _ in range(2)]
-            for f, selector in enumerate(_PAIR_SELECTORS):
-                for h in range(2):
-                    e.emit("prmt.b32", frags[f][h], out[2 * h], out[2 * h + 1], selector)
-            _finish(op, rewriter, e, frags)
+        if pairs:  # out = k rows 4t, 4t+1 | 4t+2, 4t+3 of m or n 2g, 2g+1, then k + 16: bytes regrouped
+            # (even, odd) of each K half: B's two fragments (b0, b1 each), or A's a0, a1 and a2, a3
+            parts = [[e.reg("b32") for _ in range(2)] for _ in range(2)]
+            for h in range(2):
+                for f, selector in enumerate(_PAIR_SELECTORS):
+                    e.emit("prmt.b32", parts[h][f], out[2 * h], out[2 * h + 1], selector)
+            if is_a:
+                _finish(op, rewriter, e, [[parts[0][0], parts[0][1], parts[1][0], parts[1][1]]])
+            else:
+                _finish(op, rewriter, e, [[parts[0][0], parts[1][0]], [parts[0][1], parts[1][1]]])
             return
         _finish(op, rewriter, e, [out] if is_a or sparse_b else [out[2 * f: 2 * f + 2] for f in range(len(op.fragments))])
 

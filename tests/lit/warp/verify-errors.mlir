@@ -59,7 +59,7 @@ func.func @unpair_not_accumulators(%x: !warp.frag<b, si8, #warp.variant<m16n8k32
   func.return
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
-// CHECK: warp.unpair_columns: two accumulators of one m16n8 instruction in, the same out
+// CHECK: warp.unpair_columns: accumulators of one m16n8 instruction in, the same out
 
 // -----
 func.func @pair_packed_accumulators(%x: !warp.frag<acc, f16, #warp.variant<m16n8k32, f16, e4m3, e4m3, f16>>) {
