@@ -143,6 +143,8 @@ _H100: dict[str, Config] = {
     # warp tile (the prmt results beside the prefetched fragments); 4 stages of K 64 do not:
     # 4096^3 807 (3 of K 128: 777), 8192^3 847 (796), 512x11008x4096 677 (651), 2048x2048x256
     # 254 (249); 4x2 warps 748 / 816 / 500 / 218. The K-major default 890 / 942 / 757 / 257.
+    # Reads interleaved (INTERLEAVED_READS) keep 3 stages of K 128 from spilling, and lose:
+    # 765 / 809 / 672 / 257 (results/h200-2026-11-27-pair-bytes-interleaved.csv; A and both alike).
     "8bit-pairs-b": Config("2x2", "4x8", 4, 64),
     # an M-major A read by byte pairs (-a), and both (-ab): the same tiles and stages
     # (results/h200-2026-11-27-pair-bytes-a-configs.csv), A / both: 4096^3 805 / 781 (2x4 warps
