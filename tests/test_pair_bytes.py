@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import MemRefType
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
-from tilemma.compiler.driver.runner import run_compiled
+from tilemma.compiler.driver.runner import bind_sizes, launch_shapes, run_compiled
 from tilemma.dialects import warp
 from tilemma.dialects.swizzle import swizzle_granule
 
@@ -72,6 +72,19 @@ def test_pair_bytes_match_the_reference(name):
         assert (f"warp.pair_{ops}" in text) == (what in pairs and spec.c and "split_k" not in options)
     result = run_compiled(kernel, seed=13, on="emulator")
     assert result.ok, result.line()
+
+
+def test_pair_bytes_with_sizes_known_at_launch():
+    """`?` sizes promised multiples of 16 (N a whole number of words: no gather) read both
+    operands by byte pairs; the kernel bound at launch to two sizes (`--size`) runs right."""
+    spec = GemmSpec(96, 144, 200, "s8", "s8", "s32", dynamic="mnk", a_layout="col")
+    kernel = compiled(spec, size_multiple="16x16x16", stride_multiple=16)
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" in kernel.ptx and "shfl.sync.bfly.b32" in kernel.ptx
+    assert "ld.global.u8" not in kernel.ptx and "st.shared.b32" not in kernel.ptx  # neither gathered nor filled
+    for m, n, k in ((96, 144, 208), (48, 64, 96)):
+        bound = bind_sizes(kernel, *launch_shapes(kernel, {}, [f"M={m},N={n},K={k}"]))
+        result = run_compiled(bound, seed=3, on="emulator")
+        assert result.ok, result.line()
 
 
 def test_the_check_catches_unpaired_columns():

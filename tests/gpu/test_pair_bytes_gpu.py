@@ -39,3 +39,16 @@ def test_pair_bytes_on_the_gpu_are_the_emulators_bits(spec):
     assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in kernel.ptx and "shfl.sync.bfly.b32" in kernel.ptx
     result = run_compiled(kernel, seed=5, on="gpu")
     assert result.ok, result.line()
+
+
+def test_pair_bytes_with_sizes_known_at_launch_on_the_gpu():
+    from tilemma.compiler.driver.runner import bind_sizes, launch_shapes
+
+    spec = GemmSpec(96, 144, 200, "s8", "s8", "s32", dynamic="mnk", a_layout="col")
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name,
+                            CompileOptions(sm="90", size_multiple="16x16x16", stride_multiple=16))
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" in kernel.ptx
+    for m, n, k in ((96, 144, 208), (1024, 512, 4096)):
+        bound = bind_sizes(kernel, *launch_shapes(kernel, {}, [f"M={m},N={n},K={k}"]))
+        result = run_compiled(bound, seed=9, on="gpu")
+        assert result.ok, result.line()
