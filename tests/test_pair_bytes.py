@@ -4,9 +4,10 @@ M-major A, an N-major B): the stage copied as stored (K x M, K x N) by cp.async,
 and 2g + 1 where g and g + 8 belong; B: the even and the odd columns' fragments), the
 accumulators put in that order before the K loop (`warp.pair_rows`, `warp.pair_columns`) and
 back after it (`warp.unpair_rows`, `warp.unpair_columns`). In the emulator against the project's
-reference (every element; integers exactly) at odd sizes, with split-K, batches and an epilogue; what `tile-plan` chooses; the
-swizzle fold that keeps the reads conflict-free; the ops' verifiers. (GPU:
-tests/gpu/test_pair_bytes_gpu.py.)"""
+reference (every element; integers exactly) at odd sizes, with split-K, batches, sizes known at
+launch and an epilogue; that the check sees a wrong exchange; what `tile-plan` chooses; the swizzle
+fold that keeps the reads conflict-free. (The ops' verifiers: tests/lit/warp/verify-errors.mlir;
+GPU: tests/gpu/test_pair_bytes_gpu.py.)"""
 
 import dataclasses
 import re
