@@ -8,7 +8,7 @@ type, it is seen alike by the copies that write the buffer and the ldmatrix and
 type (`swizzle_mult`). `warp-swizzle-shared` writes it on the `memref.alloc`.
 
 `#warp.swizzled<mult, fold>` first folds bit 3 of the row into bit 1 (`swizzle_row`): a
-byte-pair `ldmatrix .trans` of 8-bit B reads rows 4i and 4i + 1 (i < 4) of 16 in one matrix,
+byte-pair `ldmatrix .trans` of an 8-bit operand reads rows 4i and 4i + 1 (i < 4) of 16 in one matrix,
 which the plain phase, a function of the row mod 8, maps onto 4 phases twice; folded, onto 8.
 """
 

@@ -94,7 +94,8 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "stage_k": (int, "an int: 0 (automatic) or 16, 32, ..., 1024"),
     "split_k": (int, "an int: 0 (automatic), 1 (none) or up to 16, the CTAs sharing a tile's K"),
     "swizzle": (bool, "True or False"),
-    "pair_bytes": (bool, "True or False: an N-major 8-bit B read by byte-pair ldmatrix .trans, or transposed by the fill"),
+    "pair_bytes": (bool, "True or False: an M-major 8-bit A or N-major B read by byte-pair ldmatrix .trans, "
+                         "or transposed by the fill"),
     "tune_cache": (str, "the path of a tuning cache, as a str or os.PathLike ('' for none)"),
     "stride_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? stride is"),
     "size_multiple": (str, "'MxNxK' ('' for what the IR says): the multiples the ? sizes M, N, K are"),

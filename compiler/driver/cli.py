@@ -132,8 +132,8 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-swizzle", action="store_true",
                    help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")
     p.add_argument("--no-pair-bytes", action="store_true",
-                   help="transpose an N-major 8-bit B with the fill (registers) instead of reading it by byte-pair "
-                        "ldmatrix .trans")
+                   help="transpose an M-major 8-bit A or N-major B with the fill (registers) instead of reading it "
+                        "by byte-pair ldmatrix .trans")
     instrument.add_arguments(p)
 
 

@@ -54,7 +54,8 @@ class CompileOptions:
     stage_k: int = 0
     split_k: int = 0  # CTAs sharing an output tile's K: 0 automatic, 1 none, N at most N (`tile-plan`)
     swizzle: bool = True
-    # an N-major 8-bit B read by byte-pair ldmatrix .trans (True) or transposed by the fill (`tile-plan`)
+    # an M-major 8-bit A or N-major B read by byte-pair ldmatrix .trans (True) or transposed by the
+    # fill (`tile-plan`)
     pair_bytes: bool = True
     tune_cache: str = field(default_factory=configs.default_cache)
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)

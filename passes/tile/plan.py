@@ -488,7 +488,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
             )
     gather = gatherable(g, variant, fill, ragged_words)
     why_not = stageable(g, variant, fill, gather)
-    # an 8-bit N-major B read by byte-pair ldmatrix .trans rather than transposed by the fill
+    # 8-bit operands the fill would transpose, read by byte-pair ldmatrix .trans instead
     pair = pairable(g, variant, fill, gather) if pair_bytes else ""
     fill = "".join(w for w in fill if w not in pair)
     forced_stages = max(stages, 0)
@@ -580,10 +580,11 @@ class TilePlan(ModulePass):
     from global memory; -1, the default: staged where it applies, see `stageable`) and `stage-k`
     (K of one stage; 0, the default: 128 bytes of K) and `split-k` (CTAs sharing an output tile's K,
     at most: 1 none, 0 (default) automatic where the tiles leave SMs idle, see `split`) and
-    `pair-bytes` (true, the default: an N-major 8-bit B copied as stored and read by byte-pair
-    ldmatrix .trans, `pairable`; false: transposed by the fill). When none of warps, warp-tile and stages is given, a
-    configuration in the tuning cache `tune-cache` (JSON, `compiler/core/configs.py`) wins. Defaults are
-    the kernel's target's (`configs.default`), their stages and stage K cut to fit its shared memory."""
+    `pair-bytes` (true, the default: an M-major 8-bit A or N-major B copied as stored and read by
+    byte-pair ldmatrix .trans, `pairable`; false: transposed by the fill). When none of warps,
+    warp-tile and stages is given, a configuration in the tuning cache `tune-cache` (JSON,
+    `compiler/core/configs.py`) wins. Defaults are the kernel's target's (`configs.default`), their
+    stages and stage K cut to fit its shared memory."""
 
     name = "tile-plan"
 

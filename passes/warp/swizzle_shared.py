@@ -17,9 +17,9 @@ multiplier is chosen by counting the wavefronts of every reader's pattern (`read
 for each odd multiplier; any odd one keeps the ldmatrix and copy patterns conflict-free, and 1
 (the flag) wins ties.
 
-A buffer read by byte-pair `ldmatrix .trans` (8-bit B, N-major) folds row bit 3 into bit 1
+A buffer read by byte-pair `ldmatrix .trans` (an 8-bit M-major A or N-major B) folds row bit 3 into bit 1
 (`#warp.swizzled<1, fold>`): one of its 8x8 matrices is rows 4i and 4i + 1 of 16, which the plain
-phase puts two to a bank group (2-way conflicts on every B read).
+phase puts two to a bank group (2-way conflicts on every such read).
 """
 
 from __future__ import annotations
