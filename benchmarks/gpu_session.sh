@@ -185,7 +185,7 @@ profile)  # mma.sync issue rate against warps/SM; ncu of the 4096 kernels (occup
         fam=${job%%:*}; config=; [ "$job" != "$fam" ] && config=${job#*:}
         # ^gemm_: tilemma's kernels only (the inputs are made with cuBLAS kernels, sm90_*)
         timeout 120 ncu ${NCU_CLOCK:+--clock-control $NCU_CLOCK} --metrics $m --section WarpStateStats --page raw -k regex:^gemm_ --launch-skip 1 --launch-count 1 \
-            python3 -m benchmarks.launch_kernel $fam 4096 $config > "$OUT/ncu_$fam.txt" 2>&1
+            python3 -m benchmarks.launch_kernel $fam 4096 $config > "$OUT/ncu_$fam${config:+_$(echo "$config" | tr ',=' '_-')}.txt" 2>&1
     done
     cat "$OUT/mma_rate.txt" 2>/dev/null
     for f in "$OUT"/ncu_*.txt; do
