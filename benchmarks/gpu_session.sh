@@ -55,8 +55,8 @@ sanitize)  # memcheck + racecheck, odd batched sizes, one kernel per schedule/fa
         "--a s4 --b s4 --acc s32 --b-layout col"
         "--a s8 --b u8 --acc s32 --a-layout col"
         "--a s4 --b u4 --acc s32 --a-layout col --m 136 --n 72"
-        "--a s8 --b s8 --acc s32 --m 136 --n 72"  # byte-pair reads of B
-        "--a s8 --b u8 --acc s32 --a-layout col --m 136 --n 72"  # ... and of A
+        "--a s8 --b s8 --acc s32 --m 136 --n 80"  # byte-pair reads of B (rows of 16-byte copies)
+        "--a s8 --b u8 --acc s32 --a-layout col --m 136 --n 80"  # ... and of A
     )
     i=0
     for k in "${kernels[@]}"; do

@@ -35,11 +35,11 @@ def compiled(spec: GemmSpec, **options):
 
 
 CASES = {  # (spec, options, the operands read by byte pairs)
-    "b-row": (GemmSpec(70, 72, 200, "s8", "s8", "s32"), {}, "b"),
-    "u8": (GemmSpec(130, 136, 300, "u8", "u8", "s32"), {}, "b"),
-    "fp8": (GemmSpec(100, 68, 96, "e4m3", "e5m2", "f32"), {}, "b"),
+    "b-row": (GemmSpec(70, 80, 200, "s8", "s8", "s32"), {}, "b"),
+    "u8": (GemmSpec(130, 144, 300, "u8", "u8", "s32"), {}, "b"),
+    "fp8": (GemmSpec(100, 80, 96, "e4m3", "e5m2", "f32"), {}, "b"),
     "a-col": (GemmSpec(68, 96, 300, "u8", "s8", "s32", a_layout="col", b_layout="col"), {}, "a"),
-    "both": (GemmSpec(68, 100, 260, "s8", "u8", "s32", a_layout="col"), {}, "ab"),
+    "both": (GemmSpec(68, 112, 260, "s8", "u8", "s32", a_layout="col"), {}, "ab"),
     "fp8-a-col": (GemmSpec(100, 72, 96, "e4m3", "e5m2", "f32", a_layout="col", b_layout="col"), {}, "a"),
     "batched": (GemmSpec(68, 64, 160, "s8", "s8", "s32", batch=3, bcast="b"), {}, "b"),
     "batched-a-col": (GemmSpec(132, 64, 160, "s8", "s8", "s32", batch=2, a_layout="col"), {}, "ab"),
@@ -120,6 +120,15 @@ def test_plan_reads_8bit_operands_stored_the_other_way_by_byte_pairs(a_layout, o
     assert re.findall(r"pair_bytes = ([ab]+)\b", text) == ([pairs] if pairs else [])
     assert re.findall(r"fill = ([ab]+)\b", text) == ([fill] if fill else [])
     assert text.count("#warp.swizzled<1, fold>") >= len(pairs) > 0 or not pairs
+
+
+@pytest.mark.parametrize("a_layout, pairs, fill", [("row", "", "b"), ("col", "a", "b")])
+def test_b_rows_of_shorter_copies_take_the_fill(a_layout, pairs, fill):
+    """N = 72 bytes a row: B's cp.async would move 8 bytes, where the fill is faster
+    (`configs.PAIR_B_COPY`); an M-major A keeps its byte pairs."""
+    text = warp_text(GemmSpec(136, 72, 256, "s8", "s8", "s32", a_layout=a_layout))
+    assert re.findall(r"pair_bytes = ([ab]+)\b", text) == ([pairs] if pairs else [])
+    assert re.findall(r"fill = ([ab]+)\b", text) == [fill]
 
 
 @pytest.mark.parametrize("spec", [

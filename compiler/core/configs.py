@@ -302,6 +302,12 @@ KEEP_ROWS_PAST_L2 = {"8bit-fill-a", "8bit-fill-b", "8bit-fill-ab"}
 # An M-major A by pairs takes them alike (results/h200-2026-11-27-pair-bytes-a-small.csv: A / both
 # 64x11008x4096 351 / 320, 128x11008x4096 422 / 399, 16x11008x4096 125 / 112).
 HALVED_ROWS_STAGES = {"8bit-pairs-a": (3, 128), "8bit-pairs-b": (3, 128), "8bit-pairs-ab": (3, 128)}
+# The bytes a cp.async of B's rows must move for byte-pair reads of B (`plan.pairable`); with
+# shorter copies (N not a multiple of 16) the fill transposes it. H200, TOP/s, pairs / fill
+# (results/h200-2026-11-27-pair-bytes-align.csv): B row-major 1000x1000x4096 255 / 358,
+# 1000x4104x4096 540 / 663, 4104^3 474 / 529, 1000^3 196 / 207. An M-major A keeps its pairs at
+# 8-byte copies (1000x4104x4096 578 / 371, 4104^3 521 / 519, 1000^3 159 / 149).
+PAIR_B_COPY = 16
 # Small and medium problems of these schedules take a fourth stage (`plan.more_stages`) where the
 # whole grid stays resident with it (no CTA waits for another's shared memory) and the K loop runs
 # at least MORE_STAGES_MIN_STEPS stages a CTA. H200, TFLOP/s or TOP/s, 3 stages against 4

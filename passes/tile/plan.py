@@ -257,11 +257,13 @@ def pairable(g, variant, fill: str, gather: str) -> str:
     """The operands (`a`, `b`) the fill would transpose that can instead be copied as stored and
     read by ldmatrix .trans of byte pairs (`#warp.schedule` pair_bytes): 8-bit, read as stored,
     their lines aligned for cp.async and M or N a multiple of 4 (not gathered), into 32-bit
-    accumulators (rows and columns are put back in order by exchanging whole registers)."""
+    accumulators (rows and columns are put back in order by exchanging whole registers). B only
+    where its rows take 16-byte copies (`configs.PAIR_B_COPY`)."""
     if BY_PTX[variant.ctype].bits != 32:
         return ""
     return "".join(what for what, mem in (("a", g.a), ("b", g.b))
-                   if what in fill and what not in gather and mem.bits == 8 and not mem.casts)
+                   if what in fill and what not in gather and mem.bits == 8 and not mem.casts
+                   and (what == "a" or copy_vector(mem) >= configs.PAIR_B_COPY))
 
 
 def pre_compressed_stageable(g, variant) -> str | None:
