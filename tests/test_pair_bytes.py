@@ -76,7 +76,7 @@ def test_pair_bytes_match_the_reference(name):
 
 
 def test_pair_bytes_with_sizes_known_at_launch():
-    """`?` sizes promised multiples of 16 (N a whole number of words: no gather) read both
+    """`?` sizes promised multiples of 16 (no gather, and B's copies move 16 bytes) read both
     operands by byte pairs; the kernel bound at launch to two sizes (`--size`) runs right."""
     spec = GemmSpec(96, 144, 200, "s8", "s8", "s32", dynamic="mnk", a_layout="col")
     kernel = compiled(spec, size_multiple="16x16x16", stride_multiple=16)
@@ -104,6 +104,18 @@ def test_the_check_catches_unpaired_columns():
     assert swapped != kernel.ptx
     bad = run_compiled(dataclasses.replace(kernel, ptx=swapped), seed=0, on="emulator", inputs={"p_a": a, "p_b": b})
     assert not bad.ok
+
+
+def test_the_check_catches_unpaired_rows():
+    """The same for an A read by byte pairs: its three butterflies (lane masks 4, 8, 16) with the
+    first and the last swapped leave rows out of place, and the check says so."""
+    kernel = compiled(GemmSpec(32, 16, 64, "s8", "s8", "s32", a_layout="col", b_layout="col"),
+                      warps="1x1", warp_tile="2x2", stages=2)
+    assert run_compiled(kernel, seed=4, on="emulator").ok
+    swapped = re.sub(r"(shfl\.sync\.bfly\.b32 \S+ \S+) (4|16),",
+                     lambda m: f"{m.group(1)} {20 - int(m.group(2))},", kernel.ptx)
+    assert swapped != kernel.ptx
+    assert not run_compiled(dataclasses.replace(kernel, ptx=swapped), seed=4, on="emulator").ok
 
 
 @pytest.mark.parametrize("a_layout, options, pairs, fill", [
