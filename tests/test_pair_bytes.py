@@ -15,6 +15,7 @@ import re
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import MemRefType
+from xdsl.utils.exceptions import VerifyException
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
@@ -180,3 +181,29 @@ def test_swizzled_fold_parses_prints_and_is_checked():
     assert not warp.swizzle_fold(Parser(ctx, "memref<3x128x128xsi8, #warp.swizzled<1>, 3 : i64>").parse_type())
     with pytest.raises(Exception, match="expected `fold`"):
         Parser(ctx, "memref<3x128x128xsi8, #warp.swizzled<1, twist>, 3 : i64>").parse_type()
+
+
+@pytest.mark.parametrize("fields, ok", [
+    ("warps = 2x2, warp_tile = 4x8, stages = 4, stage_k = 64, pair_bytes = ab", True),
+    ("warps = 2x2, warp_tile = 4x3, stages = 4, stage_k = 64, pair_bytes = a", True),
+    ("warps = 2x2, warp_tile = 4x3, stages = 4, stage_k = 64, pair_bytes = b", False),  # B: two columns a read
+    ("warps = 2x2, warp_tile = 4x8, stages = 4, stage_k = 64, fill = b, pair_bytes = b", False),  # filled too
+    ("warps = 2x2, warp_tile = 4x8, stages = 0, pair_bytes = a", False),  # nothing staged
+    ("warps = 2x2, warp_tile = 4x8, stages = 4, stage_k = 64, pair_bytes = c", False),
+])
+def test_schedule_pair_bytes_parses_and_is_checked(fields, ok):
+    from xdsl.parser import Parser
+
+    from tilemma.compiler.driver.pipeline import make_context
+
+    def parse():
+        attr = Parser(make_context(), f"#warp.schedule<{fields}>").parse_attribute()
+        attr.verify()
+        return attr
+
+    if ok:
+        attr = parse()
+        assert f"pair_bytes = {attr.schedule.pair_bytes}" in str(attr) and fields.endswith(attr.schedule.pair_bytes)
+    else:
+        with pytest.raises(VerifyException, match="pair_bytes names staged operands"):
+            parse()
