@@ -350,8 +350,10 @@ class LowerLdMatrix(RewritePattern):
     register order. A (x4, M x K buffer): rows +0/+8, then the K row's second 16 bytes; A `trans`
     (K x M buffer, 16-bit): m +0/+8, then k rows +8; B from an
     N x K buffer: the second 16 bytes, then n +8 for a second fragment (x4); B `trans` (K x N
-    buffer, 16-bit): k rows +0/+8, then n +8. A static row offset that keeps the swizzle phase
-    is an immediate."""
+    buffer, 16-bit): k rows +0/+8, then n +8. 8-bit `trans` (byte pairs, A or two B fragments):
+    matrix q's row i is K row 4 (i >> 1) + (i & 1) + 2 (q & 1) + 16 (q >> 1) of the same 16
+    bytes, and two `prmt`s a K half regroup each matrix pair's bytes by column (or row). A
+    static row offset that keeps the swizzle phase is an immediate."""
 
     state: LoweringState
 
