@@ -214,6 +214,11 @@ class LdMatrixOp(_StageReadOp):
         super().__init__(operands=[ref, indices, token], result_types=[[result] * count],
                          properties=self.stage_props(offsets, rounding, trans=trans, xor_columns=xor_columns))
 
+    @property
+    def byte_pairs(self) -> bool:
+        """Whether the read takes 8-bit fragments from byte pairs (`trans` of 8-bit elements)."""
+        return self.trans is not None and _element_bits(self.fragments[0].type.element) == 8  # type: ignore[attr-defined]
+
     def verify_(self) -> None:
         if not 1 <= len(self.fragments) <= 2 or len(set(r.type for r in self.fragments)) != 1:
             raise VerifyException("warp.ldmatrix: one or two fragments of one type")
@@ -234,7 +239,7 @@ class LdMatrixOp(_StageReadOp):
             raise VerifyException("warp.ldmatrix: loads A or B fragments")
         if frag.role == Operand.A and len(self.fragments) != 1:
             raise VerifyException("warp.ldmatrix: an A fragment takes the whole .x4")
-        if self.trans is not None and bits == 8 and frag.role == Operand.B and len(self.fragments) != 2:
+        if self.byte_pairs and frag.role == Operand.B and len(self.fragments) != 2:
             raise VerifyException("warp.ldmatrix: trans reads 8-bit elements as byte pairs into two B fragments "
                                   "(the even and the odd columns of 16)")
         if self.trans is not None and bits not in (8, 16):

@@ -78,11 +78,6 @@ def read_wavefronts(op: warp.LoadSharedOp, mult: int | None) -> int:
     return total
 
 
-def element_bits_of(ref: MemRefType) -> int:
-    """Bits of one element of a shared buffer."""
-    return tile.element_bits(element_name(ref.element_type))
-
-
 @dataclass(frozen=True)
 class SwizzleShared(ModulePass):
     name = "warp-swizzle-shared"
@@ -99,6 +94,6 @@ class SwizzleShared(ModulePass):
                 continue
             readers = [u for u in users if isinstance(u, warp.LoadSharedOp)]
             mult = min(MULTIPLIERS, key=lambda m: sum(read_wavefronts(u, m) for u in readers))
-            fold = any(isinstance(u, warp.LdMatrixOp) and u.trans is not None and element_bits_of(ref) == 8 for u in users)
+            fold = any(isinstance(u, warp.LdMatrixOp) and u.byte_pairs for u in users)
             swizzled = MemRefType(ref.element_type, ref.shape, warp.SwizzledLayoutAttr(mult, fold), ref.memory_space)
             Rewriter.replace_value_with_new_type(alloc.memref, swizzled)

@@ -374,7 +374,7 @@ class LowerLdMatrix(RewritePattern):
         e = fio.Emitter(kernel.regs)
         lane = kernel.lane
         is_a, trans = frag.role == warp.Operand.A, op.trans is not None
-        pairs = trans and bits == 8  # 8-bit, as byte pairs: K rows 4i, 4i + 1 (+ 2), then k + 16
+        pairs = op.byte_pairs  # 8-bit, as byte pairs: K rows 4i, 4i + 1 (+ 2), then k + 16
         sparse_b = not is_a and frag.variant.sparse is not None  # one k32 B fragment per .x4
         wide = is_a or len(op.fragments) == 2 or sparse_b
         half_row = 128 // bits  # elements in 16 bytes: the second half of a K row
