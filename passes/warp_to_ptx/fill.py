@@ -207,8 +207,8 @@ class LowerFillStore(RewritePattern):
         ref = op.dest.type
         assert isinstance(ref, MemRefType)
         _, row_bytes, stage_bytes = _shared_geometry(ref)
-        swizzle, mult = _swizzle(ref)
-        if warp.swizzle_fold(ref):
+        swizzle, mult, fold = _swizzle(ref)
+        if fold:
             raise LoweringError(op, "warp.fill_store: a folded swizzle (#warp.swizzled<_, fold>) is for byte-pair "
                                 "ldmatrix reads; a filled or gathered stage takes the plain one")
         if isinstance(layout, warp.GatherLayout):

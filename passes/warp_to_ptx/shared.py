@@ -101,10 +101,10 @@ def _stage_read(op: warp.LdMatrixOp | warp.LoadSharedOp):
     return (base, *idx, *_shared_geometry(ref))
 
 
-def _swizzle(ref: Attribute) -> tuple[bool, int]:
-    """(whether, phase multiplier) of the granule swizzle of a buffer, from its type."""
+def _swizzle(ref: Attribute) -> tuple[bool, int, bool]:
+    """(whether, phase multiplier, row fold) of the granule swizzle of a buffer, from its type."""
     mult = warp.swizzle_mult(ref)
-    return mult is not None, mult or 1
+    return mult is not None, mult or 1, warp.swizzle_fold(ref)
 
 
 def _round_tf32(e: fio.Emitter, op: warp.LdMatrixOp | warp.LoadSharedOp, regs: list[str]) -> None:
@@ -244,8 +244,7 @@ class LowerCopyAsync(RewritePattern):
         total = rows * per_row
         stride = window.strides[outer]  # a register where it is `?`: bytes by a multiply below
         row_step = stride * bits // 8 if isinstance(stride, int) else stride
-        swizzle, mult = _swizzle(ref)
-        fold = warp.swizzle_fold(ref)
+        swizzle, mult, fold = _swizzle(ref)
         chunks = -(-total // threads)
 
         def thread_parts(e: fio.Emitter, count: int = chunks) -> list:
@@ -365,8 +364,7 @@ class LowerLdMatrix(RewritePattern):
         base, stage, row0, col0, bits, row_bytes, stage_bytes = read
         frag = op.fragments[0].type
         assert isinstance(frag, warp.FragType)
-        swizzle, mult = _swizzle(op.ref.type)
-        fold = warp.swizzle_fold(op.ref.type)
+        swizzle, mult, fold = _swizzle(op.ref.type)
         row_off, col_off = op.offset_values()
         period_rows = warp.period_rows(row_bytes, fold)
         imm_rows = row_off if (not swizzle or row_off % period_rows == 0) else 0
@@ -500,8 +498,7 @@ class LowerLoadShared(RewritePattern):
         esz = bits // 8  # 32- and 64-bit elements only (the verifier)
         frag = op.result.type
         assert isinstance(frag, warp.FragType)
-        swizzle, mult = _swizzle(op.ref.type)
-        fold = warp.swizzle_fold(op.ref.type)
+        swizzle, mult, fold = _swizzle(op.ref.type)
         lay = _layout(frag)
         lin = fragments.linear_form(lay)
         # (lane weights, per-value offsets) of the buffer's rows and columns
