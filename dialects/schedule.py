@@ -27,6 +27,11 @@ N not a multiple of 4), transposed by the fill (`warp.fill_load {by_element}`). 
 fragment's rows g and g + 8 are rows 2g and 2g + 1 of its 16, a B read's two fragments the even
 and the odd columns of 16; the accumulators go into that order before the K loop
 (`warp.pair_rows`, `warp.pair_columns`) and back after it (`warp.unpair_rows`, `warp.unpair_columns`).
+`mma` (printed when not `sync`): `wgmma`, the stage multiplied by warpgroups (`warp.wgmma`: Hopper's
+`wgmma.mma_async` reading both operands from the 128-byte-swizzled stage, sm_90a) instead of each
+warp's ldmatrix + `mma.sync`; warps W x 1 (W a multiple of 4: W / 4 warpgroups down M) of warp tile
+1 x RN, so that warp w's accumulators are rows 16 (w mod 4) .. + 15 of its warpgroup's m64 tile,
+the wgmma accumulator layout.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from tilemma.dialects.attributes import VariantAttr
 READS = ("ahead", "interleaved")
 FILLS = ("", "a", "b", "ab")
 PAIR_BYTES = ("", "a", "b", "ab")
+MMAS = ("sync", "wgmma")
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class Schedule:
     fill: str = ""
     gather: str = ""
     pair_bytes: str = ""
+    mma: str = "sync"
 
     @property
     def threads(self) -> int:
@@ -89,6 +96,7 @@ class ScheduleAttr(ParametrizedAttribute):
     fill: StringAttr
     gather: StringAttr
     pair_bytes: StringAttr
+    mma: StringAttr
 
     def __init__(self, s: Schedule):
         super().__init__(
@@ -104,6 +112,7 @@ class ScheduleAttr(ParametrizedAttribute):
             StringAttr(s.fill),
             StringAttr(s.gather),
             StringAttr(s.pair_bytes),
+            StringAttr(s.mma),
         )
 
     @property
@@ -121,6 +130,7 @@ class ScheduleAttr(ParametrizedAttribute):
             self.fill.data,
             self.gather.data,
             self.pair_bytes.data,
+            self.mma.data,
         )
 
     def verify(self) -> None:
@@ -143,6 +153,13 @@ class ScheduleAttr(ParametrizedAttribute):
                 or any(w in s.fill + s.gather for w in s.pair_bytes) or ("b" in s.pair_bytes and s.warp_tile[1] % 2):
             raise VerifyException("#warp.schedule: pair_bytes names staged operands (a, b, ab) that no fill or gather "
                                   f"stages, B in a warp tile of an even number of columns, not {s.pair_bytes!r}")
+        if s.mma not in MMAS:
+            raise VerifyException(f"#warp.schedule: mma must be one of {', '.join(MMAS)}, got {s.mma!r}")
+        if s.mma == "wgmma" and (not s.stages or s.warps[0] % 4 or s.warps[1] != 1 or s.warp_tile[0] != 1
+                                 or s.warp_tile[1] > 32 or s.fill or s.gather or s.pair_bytes or s.widen):
+            raise VerifyException("#warp.schedule: mma = wgmma needs a staged schedule of warps W x 1 (W a multiple "
+                                  "of 4) and warp tile 1 x RN (RN at most 32: N up to 256), with no fill, gather, "
+                                  "pair_bytes or widen")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 
@@ -158,6 +175,8 @@ class ScheduleAttr(ParametrizedAttribute):
                 parts.append(f"gather = {s.gather}")
             if s.pair_bytes:
                 parts.append(f"pair_bytes = {s.pair_bytes}")
+            if s.mma != "sync":
+                parts.append(f"mma = {s.mma}")
         if s.split_k > 1:
             parts += [f"split_k = {s.split_k}", f"split_chunk = {s.split_chunk}"]
         printer.print_string("<" + ", ".join(parts))
@@ -179,7 +198,7 @@ class ScheduleAttr(ParametrizedAttribute):
                     fields[key] = _parse_pair(parser)
                 elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk"):
                     fields[key] = parser.parse_integer()
-                elif key in ("reads", "fill", "gather", "pair_bytes"):
+                elif key in ("reads", "fill", "gather", "pair_bytes", "mma"):
                     fields[key] = parser.parse_identifier()
                 elif key == "widen":
                     v = parser.parse_attribute()

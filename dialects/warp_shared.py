@@ -127,16 +127,22 @@ class AsyncTokenType(ParametrizedAttribute, TypeAttribute):
 @irdl_op_definition
 class AsyncWaitOp(IRDLOperation):
     """`warp.async_wait`: waits until at most `pending` of this thread's groups are in flight;
-    its token orders the shared-memory reads that depend on the groups it completed."""
+    its token orders the shared-memory reads that depend on the groups it completed. With
+    `proxy_fence` the thread then fences its copies' writes (generic proxy) before the async
+    proxy's reads (`warp.wgmma`'s descriptors), which the barrier after it publishes."""
 
     name = "warp.async_wait"
     pending = prop_def(IntegerAttr)
+    proxy_fence = opt_prop_def(UnitAttr)
     token = result_def(AsyncTokenType)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "attr-dict"
 
-    def __init__(self, pending: int):
-        super().__init__(properties={"pending": IntegerAttr(pending, i64)}, result_types=[AsyncTokenType()])
+    def __init__(self, pending: int, proxy_fence: bool = False):
+        props: dict[str, Attribute] = {"pending": IntegerAttr(pending, i64)}
+        if proxy_fence:
+            props["proxy_fence"] = UnitAttr()
+        super().__init__(properties=props, result_types=[AsyncTokenType()])
 
 
 class _StageReadOp(IRDLOperation):

@@ -32,7 +32,7 @@ def chain(plan: TilePlan) -> list[ModulePass]:
 @dataclass(frozen=True)
 class TileToWarp(ModulePass):
     """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`, `split-k`,
-    `pair-bytes`)."""
+    `pair-bytes`, `wgmma`)."""
 
     name = "tile-to-warp"
 
@@ -43,8 +43,9 @@ class TileToWarp(ModulePass):
     tune_cache: str = ""
     split_k: int = 0
     pair_bytes: bool = True
+    wgmma: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
-                                 self.pair_bytes)):
+                                 self.pair_bytes, self.wgmma)):
             p.apply(ctx, op)

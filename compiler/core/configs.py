@@ -129,6 +129,9 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
 # among the configurations that do not spill.
 _H100: dict[str, Config] = {
     "16bit": Config("2x2", "4x8", 3, 64),
+    # warpgroups multiplying by wgmma.mma_async (`--wgmma`, sm_90a; `plan.plan_wgmma`): two
+    # warpgroups of m64n128 (128 x 128 CTAs), stages of 128-byte K rows. Not yet tuned.
+    "16bit-wgmma": Config("8x1", "1x16", 4, 64),
     "8bit": Config("2x2", "4x8", 3, 128),
     # through the transposing fill (plan.default_schedule: the operands filled), H200 at 4096^3,
     # TOP/s (benchmarks/results/h200-2026-11-27-fill-configs.csv): K 64 stages leave the registers

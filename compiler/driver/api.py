@@ -96,6 +96,7 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "swizzle": (bool, "True or False"),
     "pair_bytes": (bool, "True or False: an M-major 8-bit A or N-major B read by byte-pair ldmatrix .trans, "
                          "or transposed by the fill"),
+    "wgmma": (bool, "True or False: each stage multiplied by warpgroups' wgmma.mma_async (sm_90a)"),
     "tune_cache": (str, "the path of a tuning cache, as a str or os.PathLike ('' for none)"),
     "stride_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? stride is"),
     "size_multiple": (str, "'MxNxK' ('' for what the IR says): the multiples the ? sizes M, N, K are"),

@@ -38,6 +38,7 @@ def _option_values(args: argparse.Namespace) -> dict:
         split_k=args.split_k,
         swizzle=not args.no_swizzle,
         pair_bytes=not args.no_pair_bytes,
+        wgmma=args.wgmma,
         tune_cache=_tune_cache(args.tune_cache),
         attention_rows=args.attention_rows,
         attention_block_n=args.attention_block_n,
@@ -57,7 +58,7 @@ def _compile_options(args: argparse.Namespace):
 #: and `tilemma.compile(text)` share an entry. (Were one to differ from CompileOptions' default,
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
-                      sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, pair_bytes=True,
+                      sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, pair_bytes=True, wgmma=False,
                       attention_rows=0,
                       attention_block_n=0, attention_q_shared="", attention_ctas=0)
 
@@ -134,6 +135,9 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-pair-bytes", action="store_true",
                    help="transpose an M-major 8-bit A or N-major B with the fill (registers) instead of reading it "
                         "by byte-pair ldmatrix .trans")
+    p.add_argument("--wgmma", action="store_true",
+                   help="multiply each stage by warpgroups' wgmma.mma_async from the swizzled shared stages "
+                        "(--sm 90a; f16/bf16 into f32, A K-major, B either order) instead of mma.sync")
     instrument.add_arguments(p)
 
 

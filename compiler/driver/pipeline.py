@@ -57,6 +57,8 @@ class CompileOptions:
     # an M-major 8-bit A or N-major B read by byte-pair ldmatrix .trans (True) or transposed by the
     # fill (`tile-plan`)
     pair_bytes: bool = True
+    # each stage multiplied by warpgroups' wgmma.mma_async (sm_90a, `tile-plan`)
+    wgmma: bool = False
     tune_cache: str = field(default_factory=configs.default_cache)
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
     stride_multiple: int = 0
@@ -75,7 +77,7 @@ class CompileOptions:
             # attention kernels (tile.softmax); a no-op on the others
             TileAttention(self.attention_rows, self.attention_block_n, self.attention_q_shared, self.attention_ctas),
             *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
-                            self.pair_bytes)),
+                            self.pair_bytes, self.wgmma)),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
             CommonSubexpressionElimination(),
@@ -197,9 +199,9 @@ def compile_module(module: ModuleOp, locations: dict, name: str, options: Compil
         ptx.print_module(pm, out)
         for entry in pm.body.ops:
             assert isinstance(entry, ptx.EntryOp)
-            mma = next(o for o in entry.body.ops if isinstance(o, ptx.MmaOp))
+            # the instruction the kernel multiplies with: its mma, or its warpgroups' wgmma
+            opcode = next(o.opcode.data for o in entry.body.ops if isinstance(o, ptx.MmaOp) or (
+                isinstance(o, ptx.InstOp) and o.opcode.data.startswith("wgmma.mma_async")))
             abi = KernelABI.from_entry(entry)
-            compiled.append(
-                CompiledKernel(entry.sym_name.data, out.getvalue(), mma.opcode.data, abi, described[abi.name])
-            )
+            compiled.append(CompiledKernel(entry.sym_name.data, out.getvalue(), opcode, abi, described[abi.name]))
     return compiled

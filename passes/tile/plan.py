@@ -460,8 +460,55 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
     return warps, (rm, rn)
 
 
+def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None, fill: str, gather: str) -> str | None:
+    """Why a kernel cannot be multiplied by warpgroups (`#warp.schedule` mma = wgmma), None if it
+    can: sm_90a, a dense 16-bit mma into f32 (`warp.WGMMA_TYPES`) that stages (`stageable`), read
+    as stored from a K-major A and a B of either order, every row copied by cp.async."""
+    if not target.is_arch(90):
+        return f"wgmma needs the arch-specific target sm_90a, not {target}"
+    if (variant.atype, variant.btype, variant.dtype) not in warp.WGMMA_TYPES or variant.sparse or variant.shape != "m16n8k16":
+        return (f"wgmma here takes {', '.join(f'{a} x {b} -> {d}' for a, b, d in sorted(warp.WGMMA_TYPES))} "
+                f"(dense), not {variant.opcode}")
+    if why_not:
+        return f"the kernel cannot be staged: {why_not}"
+    if g.a_meta is not None or g.a.casts or g.b.casts:
+        return "A and B must be read as stored"
+    if column_major(g.a):
+        return "A must be K-major (a row-major M x K memref); an M-major A is not read by wgmma here"
+    if fill or gather:
+        return "every row of A and B must be 4-byte aligned for cp.async (no gather)"
+    return None
+
+
+def wgmma_tiles(g, default: configs.Config, warps, warp_tile) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(warps, warp tile) of a wgmma kernel: the forced ones, else the default's, one warpgroup
+    where M fits 64 rows and B's columns cut to N (whole 64-column blocks for an N-major B)."""
+    if warps is None:
+        warps = parse_pair(default.warps, "warps")
+        if g.m <= warp.WGMMA_ROWS:
+            warps = (4, 1)
+    if warp_tile is None:
+        rn = parse_pair(default.warp_tile, "warp-tile")[1]  # type: ignore[index]
+        block = 1 if column_major(g.b) else warp.N_BLOCK // 8
+        warp_tile = (1, min(rn, ceil_div(ceil_div(g.n, 8), block) * block))
+    return warps, warp_tile  # type: ignore[return-value]
+
+
+def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
+    """Why forced wgmma tiles do not fit the instruction (None if they do)."""
+    (wm, wn), (rm, rn) = warps, warp_tile
+    if wm % 4 or wn != 1 or rm != 1 or 8 * rn > warp.WGMMA_MAX_N:
+        return (f"wgmma takes warps W x 1 (W a multiple of 4: warpgroups down M) and warp tile 1 x RN "
+                f"(N = 8 RN up to {warp.WGMMA_MAX_N}), not warps {wm}x{wn}, warp tile {rm}x{rn}")
+    if not column_major(g.b) and 8 * rn % warp.N_BLOCK:
+        return f"an N-major B is read by wgmma in blocks of {warp.N_BLOCK} columns: warp tile 1 x RN with RN a multiple of 8"
+    if stage_k * g.a.bits != 8 * 128:
+        return f"wgmma reads stages of 128-byte K rows: stage-k {1024 // g.a.bits} for {g.a.bits}-bit operands, not {stage_k}"
+    return None
+
+
 def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
-         split_k: int = 0, pair_bytes: bool = True) -> Schedule:
+         split_k: int = 0, pair_bytes: bool = True, wgmma: bool = False) -> Schedule:
     """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
     not forced), or a LoweringError at its mma saying which limit a configuration breaks."""
     mma = g.mma
@@ -496,6 +543,8 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
+    if wgmma:
+        return plan_wgmma(kernel, g, variant, target, why_not, fill, gather, warps, warp_tile, stages, stage_k, split_k)
     schedule = default_schedule(g, variant, fill, gather, pair)
     default = configs.default(target, schedule)
     fit = dict(cut_stages=stages < 0, cut_k=not stage_k)  # defaults, cut to fit the target below
@@ -574,6 +623,38 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                     variant if widen else None, splits, chunk, fill, gather, pair)
 
 
+def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_not, fill: str, gather: str,
+               warps, warp_tile, stages: int, stage_k: int, split_k: int) -> Schedule:
+    """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
+    default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
+    memory (at least 2), or a LoweringError saying why not."""
+    mma = g.mma
+    if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
+        raise LoweringError(mma, f"wgmma: {why}")
+    if stages == 0:
+        raise LoweringError(mma, "wgmma: the warpgroups read their operands from shared memory; stages=0 cannot take it")
+    default = configs.default(target, "16bit-wgmma")
+    warps, warp_tile = wgmma_tiles(g, default, warps, warp_tile)
+    stage_k = stage_k or default.stage_k
+    if why := wgmma_tiling_error(g, warps, warp_tile, stage_k):
+        raise LoweringError(mma, f"wgmma: {why}")
+    t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target)
+    if t.grid[0] * t.grid[1] > GRID_LIMITS[0]:
+        raise LoweringError(mma, f"{t.grid[0] * t.grid[1]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
+    bm, bn = t.cta_tile
+    limit = target.limits.shared_per_cta
+    stage_bytes = stage_k * (bm * g.a.bits + bn * g.b.bits) // 8
+    forced = stages > 0
+    stages = stages if forced else default.stages
+    while not forced and stages > 2 and stages * stage_bytes > limit:
+        stages -= 1
+    if stages * stage_bytes > limit:
+        raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {stages * stage_bytes} bytes of "
+                            f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")
+    splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
+    return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, mma="wgmma")
+
+
 @dataclass(frozen=True)
 class TilePlan(ModulePass):
     """Options: `warps` (WMxWN warps per CTA, default up to 2x2), `warp-tile` (RMxRN
@@ -583,7 +664,9 @@ class TilePlan(ModulePass):
     (K of one stage; 0, the default: 128 bytes of K) and `split-k` (CTAs sharing an output tile's K,
     at most: 1 none, 0 (default) automatic where the tiles leave SMs idle, see `split`) and
     `pair-bytes` (true, the default: an M-major 8-bit A or N-major B copied as stored and read by
-    byte-pair ldmatrix .trans, `pairable`; false: transposed by the fill). When none of warps,
+    byte-pair ldmatrix .trans, `pairable`; false: transposed by the fill) and `wgmma` (false, the
+    default; true: each stage multiplied by warpgroups' wgmma.mma_async, sm_90a, `plan_wgmma`, or
+    a located refusal where the kernel cannot take it). When none of warps,
     warp-tile and stages is given, a configuration in the tuning cache `tune-cache` (JSON,
     `compiler/core/configs.py`) wins. Defaults are the kernel's target's (`configs.default`), their
     stages and stage K cut to fit its shared memory."""
@@ -597,6 +680,7 @@ class TilePlan(ModulePass):
     tune_cache: str = ""
     split_k: int = 0
     pair_bytes: bool = True
+    wgmma: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = parse_pair(self.warps, "warps"), parse_pair(self.warp_tile, "warp-tile")
@@ -613,7 +697,8 @@ class TilePlan(ModulePass):
                 raise LoweringError(unselected[0], "run tile-select-mma before tile-plan")
             g = read_kernel(kernel)
             w, t, st, sk = warps, warp_tile, self.stages, self.stage_k
-            tuned = self.tuned(kernel, mmas[0]) if (warps, warp_tile, self.stages) == (None, None, -1) else None
+            tuned = (self.tuned(kernel, mmas[0]) if (warps, warp_tile, self.stages) == (None, None, -1)
+                     and not self.wgmma else None)
             schedule = None
             if tuned is not None:
                 try:
@@ -622,7 +707,8 @@ class TilePlan(ModulePass):
                 except LoweringError as e:  # measured on another kernel of its class: not an error here
                     print(f"tilemma: note: {self.tune_cache}: the tuned configuration {tuned} does not apply to "
                           f"@{kernel.sym_name.data} ({e.message}); using the defaults", file=sys.stderr)
-            kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk, self.split_k, self.pair_bytes))
+            kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk, self.split_k,
+                                                                               self.pair_bytes, self.wgmma))
 
     def tuned(self, kernel: func.FuncOp, mma):
         """The tuning cache's configuration for this kernel, if it has one."""

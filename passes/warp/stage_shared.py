@@ -61,9 +61,10 @@ class MemView:
 
 
 def k_loop(kernel: func.FuncOp) -> scf.ForOp:
-    """The kernel's K loop: the `scf.for` of its body that multiplies (`tile-distribute` writes one)."""
+    """The kernel's K loop: the `scf.for` of its body that multiplies (`tile-distribute` writes one;
+    staged for warpgroups, its `warp.wgmma`s)."""
     loops = [o for o in kernel.body.block.ops if isinstance(o, scf.ForOp)
-             and any(isinstance(x, warp.MmaOp) for x in o.walk())]
+             and any(isinstance(x, warp.MmaOp | warp.WgmmaOp) for x in o.walk())]
     if len(loops) != 1:
         raise LoweringError(kernel, "expected one K loop (an scf.for with warp.mma, as tile-distribute writes it)")
     return loops[0]
@@ -145,13 +146,21 @@ class _Stage(IndexBuilder):
         bm, bn = self.bm, self.bn
         space = IntegerAttr(warp.SHARED, i64)
         a_elem, b_elem = self.a_loads[0].ref.type.element_type, self.b_loads[0].ref.type.element_type
+        self.wgmma = s.mma == "wgmma"
+        # an N-major B read by wgmma: blocks of 64 columns, each K rows of 128 bytes (the
+        # descriptors' layout), stage s the blocks s * b_blocks ..
+        self.b_blocks = 0 if not self.wgmma or self.b_k_major else bn // warp.N_BLOCK
+        b_shape = ([S * self.b_blocks, bk, warp.N_BLOCK] if self.b_blocks
+                   else [S, bn, bk] if self.b_k_major else [S, bk, bn])
         shared = [MemRefType(a_elem, [S, bk, bm] if self.a_m_major else [S, bm, bk // 2 if self.pre else bk],
                              memory_space=space),
-                  MemRefType(b_elem, [S, bn, bk] if self.b_k_major else [S, bk, bn], memory_space=space)]
+                  MemRefType(b_elem, b_shape, memory_space=space)]
         if self.pre:  # a lane's words for the stage's k32 steps, 16 lanes a tile of the CTA's rows
             shared.append(MemRefType(self.metas[0].ref.type.element_type, [S, bm, bk // self.variant.k],
                                      memory_space=space))
-        self.s_a, self.s_b, *meta = (self.add(memref.AllocOp([], [], ty, IntegerAttr(128, i64))).results[0]
+        # wgmma's 128-byte swizzle is a function of the address: its stages start on 1024 bytes
+        align = warp.WGMMA_ALIGN if self.wgmma else 128
+        self.s_a, self.s_b, *meta = (self.add(memref.AllocOp([], [], ty, IntegerAttr(align, i64))).results[0]
                                      for ty in shared)
         self.s_meta = meta[0] if meta else None
         k_size = self.size(self.b_ref, 1, self.k)
@@ -180,10 +189,13 @@ class _Stage(IndexBuilder):
         if self.through_a or self.through_b:  # its own stage index, as the copies': stage 0's alone
             self.fill(k, self.add(arith.RemUIOp(kt, self.const(S))).results[0])
         self.add(warp.AsyncCommitOp())
-        token = self.add(warp.AsyncWaitOp(0)).results[0]
+        token = self.add(warp.AsyncWaitOp(0, proxy_fence=self.wgmma)).results[0]
         self.add(gpu.BarrierOp())
-        metas = self.stage_meta(stage, token)
-        results = self.stage_mmas(stage, token, carried, metas)
+        if self.wgmma:
+            results = self.stage_wgmma(stage, token, carried)
+        else:
+            metas = self.stage_meta(stage, token)
+            results = self.stage_mmas(stage, token, carried, metas)
         self.add(scf.YieldOp(*results))
         body.add_ops(self.ops)
         self.ops = outer
@@ -253,7 +265,14 @@ class _Stage(IndexBuilder):
             self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
                                           a0.extent_values(), self.threads, copy_vector(self.a, self.a_m_major),
                                           transpose=self.a_m_major), m_exact, a_exact)
-        if not self.through_b:
+        if self.b_blocks:  # an N-major B for wgmma: one copy a block of 64 columns
+            for j in range(self.b_blocks):
+                block = self.add(arith.AddiOp(self.add(arith.MuliOp(stage, self.const(self.b_blocks))).results[0],
+                                              self.const(j))).results[0]
+                self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.plus(self.cta_col, j * warp.N_BLOCK)],
+                                              self.s_b, block, b0.window_values(), b0.extent_values(), self.threads,
+                                              copy_vector(self.b)), k_exact, n_exact)
+        elif not self.through_b:
             self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
                                           b0.extent_values(), self.threads, copy_vector(self.b, self.b_k_major),
                                           transpose=self.b_k_major), k_exact, n_exact)
@@ -295,6 +314,13 @@ class _Stage(IndexBuilder):
         rm = self.s.warp_tile[0]
         return [r for i in range(rm) for r in self.add(warp.LoadMetaSharedOp(
             self.s_meta, [stage, self.plus(self.warp_row, i * self.variant.m)], token, frag)).results]
+
+    def stage_wgmma(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
+        """The stage multiplied by this warp's warpgroup (`#warp.schedule` mma = wgmma): its A rows
+        are the group's 64, from the warp's own row rounded down."""
+        group_row = self.add(arith.MuliOp(self.add(arith.DivUIOp(self.warp_row, self.const(warp.WGMMA_ROWS))).results[0],
+                                          self.const(warp.WGMMA_ROWS))).results[0]
+        return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, group_row], token, accs, self.b_blocks)).results)
 
     def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):
         """Each K step of the stage: its fragment reads (A by instruction row, B by `b_group`),

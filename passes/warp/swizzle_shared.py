@@ -20,6 +20,10 @@ for each odd multiplier; any odd one keeps the ldmatrix and copy patterns confli
 A buffer read by byte-pair `ldmatrix .trans` (an 8-bit M-major A or N-major B) folds row bit 3 into bit 1
 (`#warp.swizzled<1, fold>`): one of its 8x8 matrices is rows 4i and 4i + 1 of 16, which the plain
 phase puts two to a bank group (2-way conflicts on every such read).
+
+A buffer `warp.wgmma` reads keeps the plain XOR (no reader of its own weighs in): with its rows of
+128 bytes and its stages on 1024-byte boundaries that is the hardware's 128-byte swizzle, the
+layout the instruction's descriptors name.
 """
 
 from __future__ import annotations
@@ -88,7 +92,8 @@ class SwizzleShared(ModulePass):
             if not isinstance(ref, MemRefType) or not warp.is_shared(ref) or not isinstance(ref.layout, NoneAttr):
                 continue  # a layout given already is kept
             users = [use.operation for use in alloc.memref.uses]
-            if not all(isinstance(u, (warp.CopyAsyncOp, warp.FillStoreOp, warp.LdMatrixOp, warp.LoadSharedOp)) for u in users):
+            if not all(isinstance(u, (warp.CopyAsyncOp, warp.FillStoreOp, warp.LdMatrixOp, warp.LoadSharedOp, warp.WgmmaOp))
+                       for u in users):
                 continue  # an access that does not know the swizzle (metadata stages): keep the plain layout
             if not warp.swizzles(ref):
                 continue

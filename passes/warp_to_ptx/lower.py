@@ -69,6 +69,7 @@ from tilemma.passes.warp_to_ptx.rows import LowerMask, LowerRowReduce, LowerToLh
 from tilemma.passes.warp_to_ptx.split_k import LowerSplitKReduce
 from tilemma.passes.warp_to_ptx.sparse_a import LowerCopyMetaAsync, LowerLoadMeta, LowerLoadMetaShared, LowerSparseA
 from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringState, _Kernel
+from tilemma.passes.warp_to_ptx.wgmma import LowerWgmma
 
 
 # What PTX can spell as a kernel or parameter name (PTX ISA "Identifiers", without the `%` and
@@ -141,7 +142,7 @@ class WarpToPtx(ModulePass):
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
                 LowerLoadMeta(state), LowerCopyMetaAsync(state), LowerLoadMetaShared(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
                 LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),
-                LowerRowReduce(state), LowerMask(state), LowerToLhs(state),
+                LowerRowReduce(state), LowerMask(state), LowerToLhs(state), LowerWgmma(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}
@@ -185,11 +186,13 @@ class WarpToPtx(ModulePass):
         assert first is not None
         threads = kernel.attributes["warp.block"]
         tiling = _tiling(kernel)
-        mma = next((o for o in kernel.walk() if isinstance(o, warp.MmaOp)), None)
+        mma = next((o for o in kernel.walk() if isinstance(o, warp.MmaOp | warp.WgmmaOp)), None)
         if mma is None:
             raise LoweringError(kernel, "warp-to-ptx: a kernel has no warp.mma (its instruction names the kernel's "
                                 "configuration and ABI); nothing to lower a GEMM kernel from")
-        variant = mma.c.type.variant  # type: ignore[union-attr]
+        variant = (mma.c if isinstance(mma, warp.MmaOp) else mma.accs[0]).type.variant  # type: ignore[union-attr]
+        opcode = (variant.opcode if isinstance(mma, warp.MmaOp)
+                  else f"wgmma.mma_async m64n{mma.n}k16 on {variant.opcode} accumulators")
         gx, gy, gz = _grid_text(kernel)
         config = ""
         if tiling is not None:
@@ -197,7 +200,7 @@ class WarpToPtx(ModulePass):
             config = (f"; warps {wm}x{wn}, warp tile {rm}x{rn} instructions"
                       + (f", {stages} shared-memory stages of K {stage_k}" if stages else ""))
         e.ops.insert(0, ptx.CommentOp(
-            f"{variant.opcode}: grid ({gx}, {gy}, {gz}), block ({threads.get_values()[0]}, 1, 1)"  # type: ignore[union-attr]
+            f"{opcode}: grid ({gx}, {gy}, {gz}), block ({threads.get_values()[0]}, 1, 1)"  # type: ignore[union-attr]
             + config))
         for new in [*e.ops, *bound]:
             block.insert_op_before(new, first)
@@ -219,7 +222,7 @@ class WarpToPtx(ModulePass):
         threads = tuple(kernel.attributes["warp.block"].get_values())  # type: ignore[union-attr]
         params = [f".u64 {_param_name(a, i)}" for i, a in enumerate(block.args)]
         params += [f".u32 {size_param(x)}" for x in symbol_order(*_symbols(kernel))]
-        shared = [ptx.SharedOp(SHARED_SYMBOL, 128)] if state.shared_bytes else []
+        shared = [ptx.SharedOp(SHARED_SYMBOL, state.shared_align)] if state.shared_bytes else []
         region = Region(Block([*shared, *state.regs.declarations(), *body]))
         entry = ptx.EntryOp(kernel.sym_name.data, params, region, threads[0], (grid, threads), abi)
         if state.shared_bytes:

@@ -35,8 +35,9 @@ from tilemma.passes.warp_to_ptx.state import (
 
 @dataclass
 class LowerSharedAlloc(RewritePattern):
-    """`memref.alloc` in shared memory: a 128-byte aligned slice of the kernel's dynamic shared
-    memory; the value is its 32-bit shared address."""
+    """`memref.alloc` in shared memory: a slice of the kernel's dynamic shared memory aligned as
+    the alloc asks (at least 128 bytes; the dynamic memory itself as its most aligned slice);
+    the value is its 32-bit shared address."""
 
     state: LoweringState
 
@@ -46,7 +47,9 @@ class LowerSharedAlloc(RewritePattern):
         if not warp.is_shared(ref):
             return
         kernel = self.state.kernel(op)
-        offset, kernel.shared_bytes = place_shared(kernel.shared_bytes, ref)
+        align = op.alignment.value.data if op.alignment is not None else 128
+        offset, kernel.shared_bytes = place_shared(kernel.shared_bytes, ref, align)
+        kernel.shared_align = max(kernel.shared_align, align)
         e = fio.Emitter(kernel.regs)
         r = e.reg("b32")
         e.emit("mov.u32", r, SHARED_SYMBOL)
@@ -55,11 +58,12 @@ class LowerSharedAlloc(RewritePattern):
         _finish(op, rewriter, e, [[r]])
 
 
-def place_shared(used: int, ref: MemRefType) -> tuple[int, int]:
-    """Where the next shared buffer `ref` starts after `used` bytes (128-byte aligned), and the
-    bytes in use with it (sub-byte elements packed): the kernel's dynamic shared memory is the
-    last of these."""
-    offset = -(-used // 128) * 128
+def place_shared(used: int, ref: MemRefType, align: int = 128) -> tuple[int, int]:
+    """Where the next shared buffer `ref` starts after `used` bytes (`align`-byte aligned, at
+    least 128), and the bytes in use with it (sub-byte elements packed): the kernel's dynamic
+    shared memory is the last of these."""
+    align = max(align, 128)
+    offset = -(-used // align) * align
     return offset, offset + prod(ref.get_shape()) * _stored_bits(ref) // 8
 
 
@@ -337,7 +341,8 @@ class LowerAsyncGroups(RewritePattern):
             rewriter.replace(op, ptx.InstOp("cp.async.commit_group"), [])
         elif isinstance(op, warp.AsyncWaitOp):  # its token has no registers
             token = ptx.RegsOp([], op.token.type)
-            rewriter.replace(op, [ptx.InstOp("cp.async.wait_group", [str(op.pending.value.data)]), token],
+            fence = [ptx.InstOp("fence.proxy.async.shared::cta")] if op.proxy_fence is not None else []
+            rewriter.replace(op, [ptx.InstOp("cp.async.wait_group", [str(op.pending.value.data)]), *fence, token],
                              [token.result])
         elif isinstance(op, gpu.BarrierOp):
             rewriter.replace(op, ptx.InstOp("bar.sync", ["0"]), [])

@@ -38,6 +38,7 @@ class _Kernel:
     regs: RegisterFile
     lane: str
     shared_bytes: int = 0
+    shared_align: int = 128  # of the dynamic shared memory: its most aligned buffer
     entry: Operation | None = None  # the last op of the preamble: thread-invariant code goes after it
     hoisted: dict[tuple, list] = field(default_factory=dict)
     # a kernel argument with `?` sizes or strides, by its pointer register: their registers

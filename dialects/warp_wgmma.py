@@ -1,0 +1,125 @@
+"""`warp.wgmma`: one stage of the K loop multiplied by a warpgroup's `wgmma.mma_async` (sm_90a).
+
+A warpgroup (4 consecutive warps) multiplies a 64-row slice of the stage's A by the stage's whole B
+with one m64nNk16 instruction a K step; both operands are read from shared memory through
+descriptors, so no fragment of A or B lives in registers. Warp w of the group holds rows
+16 (w mod 4) .. + 15 of the m64 x N accumulator as N / 8 m16n8 accumulator fragments (the mma.sync
+C layout, register by register), which is why a wgmma kernel's warps are W x 1 with warp tile
+1 x N / 8 (`#warp.schedule` mma = wgmma): everything after the K loop (the epilogue, split-K) is
+the mma.sync kernel's.
+
+The op is synchronous at this level: its lowering fences, issues the K steps, commits them and
+waits for them, so the stage may be refilled once every thread has passed the next barrier, as
+after `warp.ldmatrix` reads. The buffers must be in the layouts the descriptors name: A M x K and
+B N x K (K-major) or B as N / 64 blocks of K x 64 (N-major, `b_blocks`), with rows of 128 bytes
+swizzled as `#warp.swizzled<1>` (the hardware's 128-byte swizzle when each stage starts on a
+1024-byte boundary, which the allocation's alignment gives).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, i64
+from xdsl.ir import SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    AttrSizedOperandSegments,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from tilemma.dialects.attributes import Operand, element_bits, element_name
+from tilemma.dialects.swizzle import SwizzledLayoutAttr, row_bytes
+from tilemma.dialects.warp import FragType
+from tilemma.dialects.warp_shared import AsyncTokenType, _shared_stage
+
+# (A, B) element types wgmma takes from the 128-byte-swizzled stages here, into f32 (the K-step's
+# elements fill the 128-byte rows 64 at a time); proven bit for bit against mma_arith on an H200
+# (tools/wgmma_probe.py)
+WGMMA_TYPES = {("f16", "f16", "f32"), ("bf16", "bf16", "f32")}
+WGMMA_K = 16  # K of one m64nNk16 step
+WGMMA_ROWS = 64  # rows of A a warpgroup multiplies
+WGMMA_MAX_N = 256
+SWIZZLE_BYTES = 128  # the row the descriptors' 128-byte swizzle mode addresses
+N_BLOCK = 64  # columns of an N-major B block: one 128-byte row of 16-bit elements
+WGMMA_ALIGN = 1024  # bytes a wgmma stage's start is aligned to: the 128-byte swizzle's 8 rows
+
+
+@irdl_op_definition
+class WgmmaOp(IRDLOperation):
+    """`warp.wgmma %a[stage, row], %b[stage] after %token, %accs`: this warp's part of its
+    warpgroup's product of A rows `row` .. + 63 of stage `stage` (an S x BM x BK buffer, K-major)
+    and the stage's B (S x BN x BK K-major, or with `b_blocks` = BN / 64 an (S * b_blocks) x BK x
+    64 N-major buffer whose stage s is blocks s * b_blocks ..), every K step of the stage; `accs`
+    are the warp's N / 8 accumulator fragments, the results the same after the stage."""
+
+    name = "warp.wgmma"
+    a = operand_def(MemRefType)
+    b = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)  # [stage, A row]
+    token = operand_def(AsyncTokenType)
+    accs = var_operand_def(FragType)
+    outs = var_result_def(FragType)
+    b_blocks = prop_def(IntegerAttr)  # 0: B K-major; else N-major blocks of 64 columns a stage
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+
+    assembly_format = ("$a `[` $indices `]` `,` $b `after` $token `,` $accs attr-dict `:` type($a) `,` type($b) "
+                       "`,` type($accs) `->` type($outs)")
+
+    def __init__(self, a: SSAValue, b: SSAValue, indices: Sequence[SSAValue], token: SSAValue,
+                 accs: Sequence[SSAValue], b_blocks: int = 0):
+        super().__init__(operands=[a, b, indices, token, accs], result_types=[[x.type for x in accs]],
+                         properties={"b_blocks": IntegerAttr(b_blocks, i64)})
+
+    @property
+    def n(self) -> int:
+        """N of the warpgroup's instruction: 8 columns an accumulator fragment."""
+        return 8 * len(self.accs)
+
+    @property
+    def stage_k(self) -> int:
+        return self.a.type.get_shape()[2]  # type: ignore[union-attr]
+
+    def verify_(self) -> None:
+        a = _shared_stage(self.a.type, "warp.wgmma A")
+        b = _shared_stage(self.b.type, "warp.wgmma B")
+        if len(self.indices) != 2:
+            raise VerifyException("warp.wgmma: indices are [stage, A row]")
+        if not self.accs or len(self.accs) != len(self.outs) or self.n > WGMMA_MAX_N:
+            raise VerifyException(f"warp.wgmma: 1 to {WGMMA_MAX_N // 8} accumulators (N up to {WGMMA_MAX_N}), "
+                                  "as many results")
+        types = {x.type for x in (*self.accs, *self.outs)}
+        frag = next(iter(types))
+        if len(types) != 1 or not isinstance(frag, FragType) or frag.role != Operand.ACC:
+            raise VerifyException("warp.wgmma: accumulators and results are accumulator fragments of one type")
+        v = frag.variant
+        elems = (element_name(a.element_type), element_name(b.element_type), v.dtype)
+        if elems not in WGMMA_TYPES or (v.atype, v.btype) != elems[:2] or (v.m, v.n, v.k) != (16, 8, 16):
+            raise VerifyException(f"warp.wgmma: {' x '.join(elems[:2])} -> {v.dtype} is not a wgmma here (takes "
+                                  f"{', '.join(f'{x} x {y} -> {z}' for x, y, z in sorted(WGMMA_TYPES))}, accumulated "
+                                  "as m16n8k16 fragments)")
+        _, bm, bk = a.get_shape()
+        if row_bytes(a) != SWIZZLE_BYTES or bm % WGMMA_ROWS or row_bytes(b) != SWIZZLE_BYTES:
+            raise VerifyException(f"warp.wgmma: A and B stages have rows of {SWIZZLE_BYTES} bytes (64 16-bit "
+                                  f"elements of K, or of N for an N-major B) and A a multiple of {WGMMA_ROWS} rows")
+        for what, ref in (("A", a), ("B", b)):
+            layout = ref.layout
+            if isinstance(layout, SwizzledLayoutAttr) and (layout.mult.data != 1 or layout.fold.data):
+                raise VerifyException(f"warp.wgmma: {what} must be #warp.swizzled<1> (the hardware's 128-byte "
+                                      "swizzle), or not yet swizzled")
+        blocks = self.b_blocks.value.data
+        sb, rb, cb = b.get_shape()
+        if blocks == 0:
+            if (rb, cb) != (self.n, bk) or sb != a.get_shape()[0]:
+                raise VerifyException(f"warp.wgmma: a K-major B stage is N x K = {self.n} x {bk}, as many stages as A")
+        elif blocks * N_BLOCK != self.n or (rb, cb) != (bk, N_BLOCK) or sb != blocks * a.get_shape()[0]:
+            raise VerifyException(f"warp.wgmma: an N-major B is {blocks} blocks of K x {N_BLOCK} = {bk} x {N_BLOCK} "
+                                  f"a stage (N = {self.n})")
+        if bk % WGMMA_K or element_bits(element_name(a.element_type)) != 16:
+            raise VerifyException(f"warp.wgmma: the stage's K is a multiple of {WGMMA_K} 16-bit elements")

@@ -1,0 +1,104 @@
+"""`warp.wgmma` as `wgmma.mma_async` on shared-memory descriptors (sm_90a).
+
+A descriptor names a matrix in shared memory: its start address, the leading (LBO) and stride (SBO)
+byte offsets between 8 x 16-byte core matrices, and the swizzle mode, each offset in 16-byte units.
+The stages here are all in the 128-byte-swizzle layout (mode 1): 8 rows of 128 bytes a 1024-byte
+atom, so SBO is 1024; a K-major operand's K step s starts 32 s bytes into its rows (the hardware
+applies the swizzle to the address, which is why the stages start on 1024 bytes); an N-major B's
+starts 16 s rows down, its 64-column blocks LBO apart. The encoding and layouts were checked on an
+H200 by tools/wgmma_probe.py (K-major and N-major B, N 64-256), bit for bit against mma_arith.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import MemRefType
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+
+from tilemma.dialects import warp
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.warp_to_ptx import fragment_io as fio
+from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _swizzle
+from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, all_reg, all_regs, reg
+
+SWIZZLE_128B = 1 << 62  # descriptor bits 62-63: the 128-byte swizzle
+ATOM_BYTES = 1024  # 8 rows of 128 bytes: the stride between 8-row groups (SBO)
+
+
+def descriptor_bits(lbo: int, sbo: int) -> int:
+    """The constant part of a 128-byte-swizzle descriptor (all but the start address)."""
+    return SWIZZLE_128B | ((sbo >> 4) << 32) | ((lbo >> 4) << 16)
+
+
+@dataclass
+class LowerWgmma(RewritePattern):
+    """`warp.wgmma`: the accumulators into the output registers (in place where this is their
+    last use inside the loop), `wgmma.fence`, one `wgmma.mma_async` a K step of the stage on
+    descriptors advanced by immediates, then commit and wait for the group."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.WgmmaOp, rewriter: PatternRewriter) -> None:
+        a_base, b_base, idx, accs = reg(op.a), reg(op.b), all_reg(op.indices), all_regs(op.accs)
+        if a_base is None or b_base is None or idx is None or accs is None:
+            return
+        for what, ref in (("A", op.a.type), ("B", op.b.type)):
+            on, mult, fold = _swizzle(ref)
+            if not on or mult != 1 or fold:
+                raise LoweringError(op, f"warp.wgmma reads 128-byte-swizzled stages (#warp.swizzled<1>); its {what} "
+                                    "buffer is not (run warp-swizzle-shared; --no-swizzle cannot take mma = wgmma)")
+        stage, row = idx
+        a_ref, b_ref = op.a.type, op.b.type
+        assert isinstance(a_ref, MemRefType) and isinstance(b_ref, MemRefType)
+        _, a_row_bytes, a_stage_bytes = _shared_geometry(a_ref)
+        _, b_row_bytes, b_block_bytes = _shared_geometry(b_ref)
+        blocks = op.b_blocks.value.data
+        steps = op.stage_k // warp.WGMMA_K
+        frag = op.accs[0].type
+        assert isinstance(frag, warp.FragType)
+        kernel = self.state.kernel(op)
+        e = fio.Emitter(kernel.regs)
+        # A: the group's rows of the stage; B: the stage (an N-major B's first block)
+        a_addr, b_addr = e.reg("b32"), e.reg("b32")
+        e.emit("mad.lo.u32", a_addr, e.in_register(stage), a_stage_bytes, a_base)
+        e.emit("mad.lo.u32", a_addr, e.in_register(row), a_row_bytes, a_addr)
+        e.emit("mad.lo.u32", b_addr, e.in_register(stage), b_block_bytes * max(blocks, 1), b_base)
+        a_desc = self._descriptor(e, a_addr, 16, ATOM_BYTES)
+        b_desc = self._descriptor(e, b_addr, b_block_bytes if blocks else 16, ATOM_BYTES)
+        # K step s: 32 bytes along a K-major row, 16 rows of 128 bytes down an N-major block
+        b_step = 16 * b_row_bytes if blocks else 32
+        flat = [r for regs in accs for r in regs]
+        loop = op.parent_op()
+        in_place = all(r.startswith("%") for r in flat) and all(
+            v.has_one_use() and (loop is None or loop.is_ancestor(v.owner)) for v in op.accs)
+        d = list(flat) if in_place else e.reg_list("f32", len(flat))
+        if not in_place:
+            for dst, src in zip(d, flat):
+                e.emit("mov.f32", dst, src)
+        scale_d = e.reg("pred")
+        e.emit("setp.ne.b32", scale_d, 1, 0)
+        e.emit("wgmma.fence.sync.aligned")
+        opcode = f"wgmma.mma_async.sync.aligned.m64n{op.n}k16.f32.{frag.variant.atype}.{frag.variant.btype}"
+        for s in range(steps):
+            da, db = a_desc, b_desc
+            if s:
+                da, db = e.reg("b64"), e.reg("b64")
+                e.emit("add.s64", da, a_desc, 32 * s >> 4)
+                e.emit("add.s64", db, b_desc, b_step * s >> 4)
+            e.emit(opcode, "{" + ", ".join(d) + "}", da, db, scale_d, 1, 1, 0, 1 if blocks else 0)
+        e.emit("wgmma.commit_group.sync.aligned")
+        e.emit("wgmma.wait_group.sync.aligned", 0)
+        per = len(flat) // len(accs)
+        _finish(op, rewriter, e, [d[i * per:(i + 1) * per] for i in range(len(accs))])
+
+    @staticmethod
+    def _descriptor(e: fio.Emitter, addr: str, lbo: int, sbo: int) -> str:
+        """A 64-bit descriptor of the matrix at shared address `addr` (14 bits of addr / 16)."""
+        desc = e.reg("b64")
+        e.emit("cvt.u64.u32", desc, addr)
+        e.emit("shr.u64", desc, desc, 4)
+        e.emit("and.b64", desc, desc, 0x3FFF)
+        e.emit("or.b64", desc, desc, descriptor_bits(lbo, sbo))
+        return desc
