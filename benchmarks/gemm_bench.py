@@ -311,6 +311,8 @@ def compile_options(sm: str = "90", ptx: str | None = None, **tiling: Any) -> An
     """Options for `tilemma_kernel`: PTX `ptx`, or (None) the newest the driver JITs, up to 9.0."""
     from tilemma.compiler.driver.pipeline import CompileOptions
 
+    if tiling.get("wgmma") and sm in ("90", "sm_90"):  # wgmma is sm_90a's (arch-specific) alone
+        sm = "90a"
     return CompileOptions(sm=sm, ptx=ptx or default_ptx(), **tiling)
 
 
@@ -544,7 +546,7 @@ def parse_config(text: str) -> dict[str, Any]:
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
         key = key.strip().replace("-", "_")
-        out[key] = int(value) if key in ("stages", "stage_k", "split_k") else (value.strip() != "0" if key in ("swizzle", "pair_bytes") else value.strip())
+        out[key] = int(value) if key in ("stages", "stage_k", "split_k") else (value.strip() != "0" if key in ("swizzle", "pair_bytes", "wgmma") else value.strip())
     return out
 
 

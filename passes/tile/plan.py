@@ -480,18 +480,25 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
     return None
 
 
-def wgmma_tiles(g, default: configs.Config, warps, warp_tile) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(warps, warp tile) of a wgmma kernel: the forced ones, else the default's, one warpgroup
-    where M fits 64 rows and B's columns cut to N (whole 64-column blocks for an N-major B)."""
+def wgmma_tiles(g, default: configs.Config, warps, warp_tile, target: targets.SmTarget
+                ) -> tuple[tuple[int, int], tuple[int, int], int]:
+    """(warps, warp tile, default stages) of a wgmma kernel: the forced ones, else the default's,
+    with `configs.WGMMA_NARROW` where the default's CTAs would not fill a wave; one warpgroup where
+    M fits 64 rows, and B's columns cut to N (whole 64-column blocks for an N-major B)."""
+    stages = default.stages
     if warps is None:
         warps = parse_pair(default.warps, "warps")
         if g.m <= warp.WGMMA_ROWS:
             warps = (4, 1)
     if warp_tile is None:
         rn = parse_pair(default.warp_tile, "warp-tile")[1]  # type: ignore[index]
+        ctas = ceil_div(g.m, warps[0] * 16) * ceil_div(g.n, 8 * rn) * g.batch  # type: ignore[index]
+        if ctas < target.limits.one_wave:
+            narrow = configs.WGMMA_NARROW
+            rn, stages = parse_pair(narrow.warp_tile, "warp-tile")[1], narrow.stages  # type: ignore[index]
         block = 1 if column_major(g.b) else warp.N_BLOCK // 8
         warp_tile = (1, min(rn, ceil_div(ceil_div(g.n, 8), block) * block))
-    return warps, warp_tile  # type: ignore[return-value]
+    return warps, warp_tile, stages  # type: ignore[return-value]
 
 
 def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
@@ -634,7 +641,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     if stages == 0:
         raise LoweringError(mma, "wgmma: the warpgroups read their operands from shared memory; stages=0 cannot take it")
     default = configs.default(target, "16bit-wgmma")
-    warps, warp_tile = wgmma_tiles(g, default, warps, warp_tile)
+    warps, warp_tile, default_stages = wgmma_tiles(g, default, warps, warp_tile, target)
     stage_k = stage_k or default.stage_k
     if why := wgmma_tiling_error(g, warps, warp_tile, stage_k):
         raise LoweringError(mma, f"wgmma: {why}")
@@ -645,7 +652,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     limit = target.limits.shared_per_cta
     stage_bytes = stage_k * (bm * g.a.bits + bn * g.b.bits) // 8
     forced = stages > 0
-    stages = stages if forced else default.stages
+    stages = stages if forced else default_stages
     while not forced and stages > 2 and stages * stage_bytes > limit:
         stages -= 1
     if stages * stage_bytes > limit:

@@ -1,0 +1,68 @@
+"""Stages multiplied by warpgroups (`--wgmma`, sm_90a) on the GPU: D within the reference's bound
+and bit for bit as the emulator computes it (the runner's twin check, where the kernel is small
+enough to emulate) and as the GPU's own mma.sync kernel of the same problem computes it (both add
+each k16 step in K order); and the raw instruction probe (tools/wgmma_probe.py: descriptors, both
+B orders, N 64-256, random and adversarial data, against mma_arith)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
+from tilemma.compiler.runtime import cuda_runtime
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not cuda_runtime.gpu_available(), reason=f"no GPU: {cuda_runtime.gpu_unavailable_reason()}"),
+]
+
+
+def _is_sm90() -> bool:
+    return cuda_runtime.device_arch() in ("sm_90", "sm_90a")
+
+
+CASES = [  # (spec, options)
+    (GemmSpec(130, 200, 96, "f16", "f16", "f32"), {}),
+    (GemmSpec(130, 200, 96, "bf16", "bf16", "f32", b_layout="col"), {}),
+    (GemmSpec(37, 72, 64, "f16", "f16", "f32"), {}),
+    (GemmSpec(300, 264, 200, "bf16", "bf16", "f32"), {"warps": "8x1", "warp_tile": "1x32", "stages": 3}),
+    (GemmSpec(16, 4096, 4096, "f16", "f16", "f32"), {}),  # split-K where the tiles leave SMs idle
+    (GemmSpec(64, 128, 1024, "f16", "f16", "f32", b_layout="col"), {"split_k": 4}),
+    (GemmSpec(96, 64, 128, "bf16", "bf16", "f32", batch=3), {}),
+    (GemmSpec(96, 64, 128, "f16", "f16", "f32", bias="col", act="gelu", out="f16"), {}),
+    (GemmSpec(1000, 1000, 1000, "f16", "f16", "f32"), {}),
+    (GemmSpec(2048, 2048, 512, "bf16", "bf16", "f32", b_layout="col"), {}),
+]
+
+
+@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.parametrize("spec, options", CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
+def test_wgmma_on_the_gpu(spec, options):
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90a", wgmma=True, **options))
+    assert "wgmma.mma_async" in kernel.ptx
+    result = run_compiled(kernel, seed=5, on="gpu")
+    assert result.ok, result.line()
+    [sync] = compile_text(str(gemm_module(spec)), spec.name,
+                          CompileOptions(sm="90", split_k=options.get("split_k", 0)))
+    want = run_compiled(sync, seed=5, on="gpu")
+    for name, out in result.outputs.items():
+        assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name
+
+
+@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.parametrize("etype", ["f16", "bf16"])
+@pytest.mark.parametrize("n", [64, 256])
+@pytest.mark.parametrize("b_major", ["k", "n"])
+@pytest.mark.parametrize("adversarial", [False, True])
+def test_probe(etype, n, b_major, adversarial):
+    """One wgmma kernel of the probe in its own process (a fault would end this one's context)."""
+    lbo, sbo = (64 * 128, 1024) if b_major == "n" else (16, 1024)
+    args = [etype, str(n), str(int(b_major == "n")), str(lbo), str(sbo), str(int(adversarial))]
+    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    mismatched = int(r.stdout.split()[0])
+    assert mismatched == 0, r.stdout

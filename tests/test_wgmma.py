@@ -1,0 +1,140 @@
+"""Stages multiplied by warpgroups (`--wgmma`, `#warp.schedule` mma = wgmma, sm_90a): what
+`tile-plan` chooses and refuses, the PTX (descriptors, the proxy fence, 1024-byte stages), and in the
+emulator the kernels' D bit for bit as the mma.sync kernels' of the same problem (both add each k16
+step as the tensor cores do, in K order; tools/wgmma_probe.py showed wgmma's arithmetic to be
+mma.sync's on an H200) and within the reference's bound, at odd sizes, both B orders, bf16, split-K,
+batches and an epilogue. (GPU: tests/gpu/test_wgmma_gpu.py.)"""
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
+from tilemma.compiler.driver.runner import run_compiled
+from tilemma.dialects.schedule import ScheduleAttr
+
+
+def options(sm: str = "90a", **kw) -> CompileOptions:
+    return CompileOptions(sm=sm, tune_cache="", **kw)
+
+
+def compiled(spec: GemmSpec, sm: str = "90a", **kw):
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, options(sm, **kw))
+    return kernel
+
+
+def schedule(spec: GemmSpec, **kw):
+    module, locations = parse(str(gemm_module(spec)), spec.name)
+    lower(module, locations, options(wgmma=True, **kw), warp_level=True)
+    [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
+    assert isinstance(attr, ScheduleAttr)
+    return attr.schedule
+
+
+@pytest.mark.parametrize("m, n, k, b_layout, warps, warp_tile, stages", [
+    (4096, 4096, 4096, "row", (8, 1), (1, 32), 3),  # the default: 128 x 256 CTAs
+    (512, 4096, 4096, "row", (8, 1), (1, 16), 4),  # fewer CTAs than SMs: m64n128 warpgroups
+    (4096, 4096, 4096, "col", (8, 1), (1, 32), 3),
+    (37, 72, 64, "row", (4, 1), (1, 16), 4),  # one warpgroup; an N-major B in whole 64-column blocks
+    (37, 72, 64, "col", (4, 1), (1, 9), 4),  # a K-major B cut to N
+])
+def test_plan_tiles(m, n, k, b_layout, warps, warp_tile, stages):
+    s = schedule(GemmSpec(m, n, k, "f16", "f16", "f32", b_layout=b_layout))
+    assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, stages, 64)
+
+
+@pytest.mark.parametrize("spec, kw, message", [
+    (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"sm": "90"}, "needs the arch-specific target sm_90a, not sm_90"),
+    (GemmSpec(64, 64, 64, "f16", "f16", "f16"), {}, "wgmma here takes bf16 x bf16 -> f32, f16 x f16 -> f32"),
+    (GemmSpec(64, 64, 64, "s8", "s8", "s32", b_layout="col"), {}, "wgmma here takes"),
+    (GemmSpec(64, 64, 64, "f16", "f16", "f32", a_layout="col"), {}, "A must be K-major"),
+    (GemmSpec(64, 64, 63, "f16", "f16", "f32"), {}, "4-byte aligned"),
+    (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"warps": "2x2", "warp_tile": "1x8"}, "warps W x 1"),
+    (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"warps": "4x1", "warp_tile": "1x4"}, "blocks of 64 columns"),
+    (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"stage_k": 32}, "stages of 128-byte K rows"),
+    (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"stages": 0}, "stages=0 cannot take it"),
+    (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"warps": "8x1", "warp_tile": "1x32", "stages": 5},
+     "bytes of shared memory"),
+])
+def test_refusals_are_located(spec, kw, message):
+    sm = kw.pop("sm", "90a")
+    with pytest.raises(LocatedVerifyError) as e:
+        compiled(spec, sm, wgmma=True, **kw)
+    assert message in str(e.value)
+    assert e.value.span is not None  # at the tile.mma that asked for it
+
+
+def test_ptx():
+    """Descriptors in the 128-byte-swizzle mode, SBO 1024; the N-major B's LBO is its 64-column
+    block (K 64 x 128 bytes) and its K steps 16 rows (2048 bytes) apart, the A's 32 bytes; the
+    copies' fence before the barrier; the dynamic shared memory 1024-byte aligned."""
+    kernel = compiled(GemmSpec(256, 256, 256, "f16", "f16", "f32"), wgmma=True)
+    ptx = kernel.ptx
+    assert ".target sm_90a" in ptx and ".extern .shared .align 1024 .b8 smem[];" in ptx
+    assert re.search(r"cp\.async\.wait_group \d+;\n\s*fence\.proxy\.async\.shared::cta;\n\s*bar\.sync 0;", ptx)
+    a_bits = (1 << 62) | (1024 >> 4 << 32) | (16 >> 4 << 16)
+    b_bits = (1 << 62) | (1024 >> 4 << 32) | (64 * 128 >> 4 << 16)
+    assert re.search(rf"or\.b64 %rd\d+, %rd\d+, {a_bits};", ptx) and re.search(rf"or\.b64 %rd\d+, %rd\d+, {b_bits};", ptx)
+    body = ptx[ptx.index("wgmma.fence"):]
+    assert [int(x) for x in re.findall(r"add\.s64 %rd\d+, %rd\d+, (\d+);", body)[:6]] == [2, 128, 4, 256, 6, 384]
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16") % 4 == 0
+    assert "ldmatrix" not in ptx and not re.search(r"^\s*mma\.sync", ptx, re.M)
+    assert kernel.variant == "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
+@pytest.mark.parametrize("b_layout, n", [("row", 256), ("col", 200)])
+def test_ptxas_takes_it(tmp_path, b_layout, n):
+    kernel = compiled(GemmSpec(300, n, 192, "bf16", "bf16", "f32", b_layout=b_layout), wgmma=True)
+    src = tmp_path / "k.ptx"
+    src.write_text(kernel.ptx)
+    r = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 bytes spill stores" in r.stderr
+
+
+CASES = {  # spec, options
+    "b-row-odd": (GemmSpec(70, 136, 200, "f16", "f16", "f32"), {}),
+    "b-col-odd": (GemmSpec(70, 100, 200, "f16", "f16", "f32", b_layout="col"), {}),
+    "bf16-two-groups": (GemmSpec(130, 192, 136, "bf16", "bf16", "f32"), {"warps": "8x1", "warp_tile": "1x32",
+                                                                          "stages": 2}),
+    "split-k": (GemmSpec(16, 128, 1024, "f16", "f16", "f32"), {"split_k": 4}),
+    "batched": (GemmSpec(64, 64, 128, "bf16", "bf16", "f32", batch=2, b_layout="col"), {}),
+    "no-c": (GemmSpec(64, 128, 64, "f16", "f16", "f32", c=False), {}),
+    "epilogue": (GemmSpec(96, 64, 128, "f16", "f16", "f32", bias="col", act="relu", out="f16"), {}),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_emulated_like_the_mma_sync_kernel(name):
+    spec, kw = CASES[name]
+    wg = compiled(spec, wgmma=True, **kw)
+    assert "wgmma.mma_async" in wg.ptx
+    sync = compiled(spec, sm="90", split_k=kw.get("split_k", 0))
+    got = run_compiled(wg, seed=5, on="emulator")
+    assert got.ok, got.line()
+    want = run_compiled(sync, seed=5, on="emulator")
+    for name_, out in got.outputs.items():
+        assert np.array_equal(out.view(np.uint8), want.outputs[name_].view(np.uint8)), name_
+
+
+def test_the_check_catches_a_wrong_descriptor():
+    """The N-major B's blocks LBO apart: with LBO and SBO swapped (which the H200 also got wrong)
+    the emulated D is caught."""
+    kernel = compiled(GemmSpec(64, 128, 64, "f16", "f16", "f32"), wgmma=True)
+    good = (1 << 62) | (1024 >> 4 << 32) | (64 * 128 >> 4 << 16)
+    bad = (1 << 62) | (64 * 128 >> 4 << 32) | (1024 >> 4 << 16)
+    assert str(good) in kernel.ptx
+    import dataclasses
+    broken = dataclasses.replace(kernel, ptx=kernel.ptx.replace(str(good), str(bad)))
+    try:
+        result = run_compiled(broken, seed=1, on="emulator")
+    except Exception:  # noqa: BLE001 - a read outside the stages is caught as well
+        return
+    assert not result.ok
