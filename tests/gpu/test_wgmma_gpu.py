@@ -22,7 +22,7 @@ pytestmark = [
 
 
 def _is_sm90() -> bool:
-    return cuda_runtime.device_arch() in ("sm_90", "sm_90a")
+    return cuda_runtime.gpu_available() and cuda_runtime.device_arch() in ("sm_90", "sm_90a")
 
 
 CASES = [  # (spec, options)
