@@ -187,7 +187,8 @@ class Program:
             params[pname] = value.view(np.uint8)
         per_cta = -(-threads // 32) * 32
         bytes_per_thread = sum(_STORAGE[t].itemsize * n for t, n in self.banks.values()) + 64
-        bytes_per_thread += 10 * (shared_size or 0) // per_cta + (8 if shared_size is not None else 0)
+        # per shared byte: data, writer, reader, inflight, async_reads (1 + 4 + 4 + 1 + 4)
+        bytes_per_thread += 14 * (shared_size or 0) // per_cta + (8 if shared_size is not None else 0)
         ctas = grid[0] * grid[1] * grid[2]
         chunk = max(1, min(ctas, memory_budget // max(1, bytes_per_thread * per_cta)))
         stats = RunStats(threads=ctas * threads, ctas=ctas)
