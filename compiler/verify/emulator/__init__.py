@@ -24,7 +24,8 @@ How it runs, and why:
   buffer: an out-of-bounds or misaligned access raises, naming the instruction, its line, the
   thread and the offending offset. Predicated-off threads never touch memory.
 * Shared memory: `.shared` buffers in declaration order from shared address 0x400 (kernels must
-  not assume 0), `.extern .shared` ones after them, `shared_bytes` long, one copy per CTA. ld/st
+  not assume 0), each at its declared alignment of the address (`.align 1024` for wgmma's
+  swizzle), `.extern .shared` ones after them, `shared_bytes` long, one copy per CTA. ld/st
   .shared of every width and .v2/.v4, `mov` of a buffer's name, cvta.shared, cp.async (.ca 4/8/16,
   .cg 16; src-size bytes read, the rest zero-filled), commit/wait groups, ldmatrix (x1/x2/x4,
   .trans), bar.sync. All threads run in lockstep, so a barrier orders nothing here and a kernel
@@ -62,17 +63,23 @@ How it runs, and why:
   fp4/fp6 in 8-bit containers under .kind::mxf8f6f4 / f8f6f4 (e2m1 bits 2..5, e3m2/e2m3 bits
   0..5, padding ignored), packed e2m1 under .kind::mxf4 / mxf4nvf4. Selectors outside Table 37
   raise. No GPU we can reach runs these instructions, so this is our reading of the ISA only.
+* `wgmma` (sm_90a; `wgmma_ops`): fence, commit_group, wait_group N and mma_async m64nNk16 f32 +=
+  f16/bf16 with A and B from shared-memory descriptors in the 128-byte swizzle, by whole
+  warpgroups (4 warps), with mma.sync's arithmetic (both checked bit-exact on an H200 by
+  tools/wgmma_probe.py). D is computed at issue; the operand bytes stay held until the
+  wait_group that retires the group, and a store or copy to them before then raises.
 * `atom.global.min/max` and `atom.global.add.u32` apply threads one after another in thread order
   (the GPU's order is unspecified; the final memory is the same for every order, the returned old
   values are those of this order: split-K's last CTA to arrive is the one of the highest split
   here, any on the GPU, which is why its sum does not depend on it). `bar.red.or.pred` ORs a
-  predicate over a CTA; `fence` and `membar` do nothing (every store is seen by later loads).
+  predicate over a CTA; `fence` (also fence.proxy.async: one proxy here) and `membar` do nothing
+  (every store is seen by later loads).
 
 The package has a module per concern, each importing at run time only those listed before it:
 `machine` (types, registers, global and shared memory), `operands` (operand reading and writing),
 `alu`, `memory_ops` (ld, st, atom), `shared_ops` (cp.async, ldmatrix, bar.sync), `mma_sparse`,
-`mma_block_scale`, `mma` (the semantics of every variant), `mma_instruction`, and `program`
-(decoding a kernel, running a grid, `emulate`).
+`mma_block_scale`, `mma` (the semantics of every variant), `mma_instruction`, `wgmma_ops` (the
+warpgroup MMA), and `program` (decoding a kernel, running a grid, `emulate`).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Every instruction module reads and writes it: registers as NumPy rows (one column per thread of the
 chunk), the argument buffers behind fake 64-bit pointers with bounds-checked gathers and scatters,
-and shared memory that remembers, per byte, who wrote and read it since the last barrier and which
-cp.async is still in flight, so that races and missing waits show although all threads run in
-lockstep.
+and shared memory that remembers, per byte, who wrote and read it since the last barrier, which
+cp.async is still in flight and which wgmma may still read it, so that races and missing waits
+show although all threads run in lockstep.
 """
 
 from __future__ import annotations
@@ -192,6 +192,7 @@ class _Machine:
         self.active: np.ndarray | None = None if per_cta == self.per_cta else local < per_cta
         self.done = False
         self.mma_count = 0
+        self.wgmma = None  # per-warpgroup wgmma state (`wgmma_ops._Warpgroups`), made on first use
         self.shared = None if shared_size is None else _Shared(self, shared_size)
 
     def thread(self, t: int) -> str:
@@ -206,9 +207,11 @@ class _Machine:
 class _Shared:
     """The shared memory of one chunk of CTAs, plus what makes the GPU's undefined cases visible
     although all threads run in lockstep here: per byte, the thread that wrote it and the
-    thread that read it (-2: several) since the last barrier, and whether a cp.async to it is
-    in flight; and the copies issued but not yet waited for. A copy lands only when its thread
-    waits for its group, so a kernel that forgets a wait reads stale data on the GPU, here an error."""
+    thread that read it (-2: several) since the last barrier, whether a cp.async to it is
+    in flight, and how many reads of wgmma.mma_async still pending (not yet retired by a
+    wgmma.wait_group) it has; and the copies issued but not yet waited for. A copy lands only when
+    its thread waits for its group, so a kernel that forgets a wait reads stale data on the GPU,
+    here an error; likewise a write to bytes a wgmma may still be reading."""
 
     def __init__(self, m: _Machine, size: int):
         n = m.nctas * size
@@ -217,6 +220,8 @@ class _Shared:
         self.writer = np.full(n, -1, np.int32)
         self.reader = np.full(n, -1, np.int32)
         self.inflight = np.zeros(n, bool)
+        self.async_reads = np.zeros(n, np.int32)  # pending wgmma.mma_async reads of each byte
+        self.held = 0  # wgmma.mma_async operand sets held (`hold`) and not yet released
         self.committed = np.zeros(m.T, np.int64)  # groups each thread has committed
         self.copies: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # thread, bytes, data, group
 
@@ -244,6 +249,8 @@ class _Shared:
 
     def touch(self, m: _Machine, where: str, access: str, idx: np.ndarray, threads: np.ndarray, write: bool) -> None:
         """Check and record `threads` reading or writing bytes `idx` ([k, size])."""
+        if write:
+            self.check_unheld(m, where, f"{access}s", idx, threads)
         busy = self.inflight[idx]
         if busy.any():
             k, j = (int(x) for x in np.argwhere(busy)[0])
@@ -276,6 +283,29 @@ class _Shared:
             if clash.any():
                 self.reader[idx[clash]] = -2
 
+    def hold(self, idx: np.ndarray) -> None:
+        """Bytes `idx` are read by a wgmma.mma_async until its group is waited for (`release`):
+        the tensor cores may read them any time until then."""
+        np.add.at(self.async_reads, idx.ravel(), 1)
+        self.held += 1
+
+    def release(self, idx: np.ndarray) -> None:
+        np.subtract.at(self.async_reads, idx.ravel(), 1)
+        self.held -= 1
+
+    def check_unheld(self, m: _Machine, where: str, verb: str, idx: np.ndarray, threads: np.ndarray) -> None:
+        """A write to bytes `idx` ([k, size]) by `threads` while a wgmma.mma_async may still read
+        them raises."""
+        if not self.held:
+            return
+        busy = self.async_reads[idx] > 0
+        if busy.any():
+            k, j = (int(x) for x in np.argwhere(busy)[0])
+            raise EmulationError(
+                f"{where}: write of shared memory a wgmma.mma_async still reads: {m.thread(int(threads[k]))} "
+                f"{verb} shared address {self.address(int(idx[k, j]))}, an operand of a wgmma whose group "
+                "is not yet waited for; missing wgmma.wait_group?")
+
     def _race(self, m: _Machine, where: str, t, verb: str, byte, other_verb: str, other,
               window: str = " since the last bar.sync") -> None:
         who = "other threads" if other == -2 else m.thread(int(other))
@@ -294,6 +324,7 @@ class _Shared:
 
     def issue(self, m: _Machine, where: str, threads: np.ndarray, idx: np.ndarray, data: np.ndarray) -> None:
         """A cp.async by `threads` of `data` to bytes `idx`: in flight until its group is waited for."""
+        self.check_unheld(m, where, "copies to", idx, threads)
         if self.inflight[idx].any():
             k = int(np.flatnonzero(self.inflight[idx].any(1))[0])
             raise EmulationError(f"{where}: cp.async by {m.thread(int(threads[k]))} to shared memory that another "

@@ -199,15 +199,19 @@ def _shared_addresses(d, addr: _Addr, where: str) -> Callable[[_Machine], np.nda
 
 
 def _dec_fence(d, op, mods, args, where) -> Fn:
-    """fence.{acq_rel,sc}.{cta,gpu,sys} and membar.{cta,gl,sys}: nothing to do here. Threads run
-    in lockstep and CTAs (in chunks) in order, so every store is seen by every later load; what a
-    missing fence would break on the GPU is not modelled (the split-K reduction's ordering is a
-    GPU test's: it compares the GPU's D with this emulator's, word for word)."""
+    """fence.{acq_rel,sc}.{cta,gpu,sys}, fence.proxy.async[.shared::cta] and membar.{cta,gl,sys}:
+    nothing to do here. Threads run in lockstep and CTAs (in chunks) in order, so every store is
+    seen by every later load; what a missing fence would break on the GPU is not modelled (the
+    split-K reduction's ordering is a GPU test's: it compares the GPU's D with this emulator's,
+    word for word). The proxy fence orders generic-proxy stores before async-proxy reads (wgmma's
+    operands); the emulator has one proxy, in which the stores are already seen."""
     head = op.opcode.data.split(".")[0]
-    ok = (mods[:1] in (["acq_rel"], ["sc"]) and mods[1:] in (["cta"], ["gpu"], ["sys"])) if head == "fence" \
+    ok = (mods[:1] in (["acq_rel"], ["sc"]) and mods[1:] in (["cta"], ["gpu"], ["sys"])
+          or mods in (["proxy", "async"], ["proxy", "async", "shared::cta"])) if head == "fence" \
         else mods in (["cta"], ["gl"], ["sys"])
     if not ok or args:
-        raise EmulationError(f"{where}: expected fence.acq_rel/.sc.cta/.gpu/.sys or membar.cta/.gl/.sys")
+        raise EmulationError(f"{where}: expected fence.acq_rel/.sc.cta/.gpu/.sys, fence.proxy.async[.shared::cta] "
+                             "or membar.cta/.gl/.sys")
     return lambda m, mask: None
 
 

@@ -25,6 +25,7 @@ from tilemma.compiler.verify.emulator.memory_ops import _dec_atom, _dec_fence, _
 from tilemma.compiler.verify.emulator.mma_instruction import _dec_mma
 from tilemma.compiler.verify.emulator.operands import Fn, _Decode
 from tilemma.compiler.verify.emulator.shared_ops import _dec_bar, _dec_cp, _dec_ldmatrix
+from tilemma.compiler.verify.emulator.wgmma_ops import _dec_wgmma
 from tilemma.compiler.verify.ptx_text import ParsedPtx, parse_ptx_modules, print_ptx
 from tilemma.dialects import ptx
 from xdsl.dialects.builtin import ModuleOp
@@ -38,7 +39,7 @@ _DECODERS = {
     "selp": _dec_selp, "cvt": _dec_cvt, "cvta": _dec_cvta, "ld": _dec_ld, "st": _dec_st,
     "popc": _dec_popc, "abs": _dec_abs_neg, "neg": _dec_abs_neg, "atom": _dec_atom,
     "cp": _dec_cp, "ldmatrix": _dec_ldmatrix, "bar": _dec_bar, "barrier": _dec_bar,
-    "fence": _dec_fence, "membar": _dec_fence, "shfl": _dec_shfl,
+    "fence": _dec_fence, "membar": _dec_fence, "shfl": _dec_shfl, "wgmma": _dec_wgmma,
     **_FLOAT_DECODERS,  # float forms of add/sub/mul/div/min/max/neg/abs/setp/cvt/mov, fma, ex2, ...
 }  # fmt: skip
 
@@ -187,7 +188,8 @@ class Program:
             params[pname] = value.view(np.uint8)
         per_cta = -(-threads // 32) * 32
         bytes_per_thread = sum(_STORAGE[t].itemsize * n for t, n in self.banks.values()) + 64
-        bytes_per_thread += 10 * (shared_size or 0) // per_cta + (8 if shared_size is not None else 0)
+        # per shared byte: data, writer, reader, inflight, async_reads (1 + 4 + 4 + 1 + 4)
+        bytes_per_thread += 14 * (shared_size or 0) // per_cta + (8 if shared_size is not None else 0)
         ctas = grid[0] * grid[1] * grid[2]
         chunk = max(1, min(ctas, memory_budget // max(1, bytes_per_thread * per_cta)))
         stats = RunStats(threads=ctas * threads, ctas=ctas)

@@ -1,0 +1,297 @@
+"""Hopper's warpgroup MMA (sm_90a): wgmma.fence, wgmma.commit_group, wgmma.wait_group N and
+wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} with A and B read from shared
+memory through matrix descriptors in the 128-byte swizzle.
+
+A warpgroup is four consecutive warps (threads 128g .. 128g + 127 of a CTA), and every wgmma
+instruction is executed by whole warpgroups (the CTA's thread count a multiple of 128). D is
+64 x N f32, N / 2 registers a thread: register i of lane l of warp w (in the warpgroup) holds
+(16 w + l / 4 + 8 ((i % 4) / 2), 8 (i / 4) + 2 (l % 4) + i % 2).
+
+Descriptors (64 bits, the same in all 128 threads): bits 0-13 the start address >> 4 (a shared
+address, as `mov.u32 %r, buffer;` gives), 16-29 the leading byte offset LBO >> 4, 32-45 the
+stride byte offset SBO >> 4, 49-51 the base offset (0 only), 62-63 the swizzle mode (1, the
+128-byte swizzle, only: the layouts of the others were not measured here; every other bit 0).
+The operands' elements, with 128-byte rows of 64 elements:
+
+* K-major (imm-trans 0; A's rows are M, B's N): (row, k) at start + (row / 8) SBO + (row % 8) 128 + 2 k;
+* MN-major (imm-trans 1): (k, mn) at start + (mn / 64) LBO + (k / 8) SBO + (k % 8) 128 + 2 (mn % 64);
+
+each then swizzled on its absolute address, as the hardware does: the 16-byte granule bits 4-6
+XORed with the row bits 7-9 (so the k16 steps of a 64-wide K tile start 32 bytes apart). These
+layouts and the fragment of D were checked on an H200 (tools/wgmma_probe.py, N = 64, 128, 256,
+f16 and bf16, K- and N-major B): bit-exact with the arithmetic here.
+
+Arithmetic: D = A B + C as mma.sync m16n8k16 computes it (`mma_arith.fused_mma` with sm_90's
+model), measured equal on the H200 on random and adversarial data. Not measured: scale-d false,
+taken as a C of +0 (the ISA: D = A B), and imm-scale-a/b -1, taken as negating every element.
+
+Issue, groups, waits. The kernels we emit do fence; mma_async...; commit_group; wait_group 0
+before touching D, so mma_async computes D when it is issued and writes it to the registers at
+once, which is exact for them. The asynchrony that matters for shared memory is modelled: the
+bytes an mma_async reads stay held (`_Shared.hold`) until a wait_group of its warpgroup retires
+its group (wait_group N: all but the N newest committed groups; mma_asyncs not yet committed
+stay pending), and a st.shared or cp.async to held bytes raises. When it is issued, its bytes
+must not have been written since the last barrier (by any thread: the whole warpgroup reads
+them) nor have a cp.async in flight, and they count as read by several threads until the next
+barrier. Also checked: a warpgroup executes wgmma.fence before its first mma_async.
+
+Not checked: reading or writing D's registers before the wait that retires the mma_async (here
+they hold D from the issue on; on the GPU that is undefined), the wgmma.fence the ISA requires
+between other accesses of those registers and a later mma_async, and fence.proxy.async between
+generic stores and the wgmma reading them (the emulator has one proxy; a barrier is required).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from tilemma.compiler.core.targets import PtxVersion
+from tilemma.compiler.verify import mma_arith
+from tilemma.compiler.verify.emulator.machine import EmulationError, _Machine, _per_thread
+from tilemma.compiler.verify.emulator.memory_ops import _shared_of
+from tilemma.compiler.verify.emulator.mma import _decode
+from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _Reg, _Vec, _one, _reader
+
+_MMA_ASYNC = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.(\w+)$")
+_SWIZZLES = {0: "no swizzle (the interleaved layout)", 1: "the 128-byte swizzle",
+             2: "the 64-byte swizzle", 3: "the 32-byte swizzle"}
+_RESERVED = ~(0x3FFF | 0x3FFF << 16 | 0x3FFF << 32 | 7 << 49 | 3 << 62) & (1 << 64) - 1  # bits no field uses
+
+
+class _Warpgroups:
+    """wgmma state of the warpgroups of a chunk: whether each has executed wgmma.fence, the
+    groups it has committed, and its mma_asyncs not yet retired (their held shared bytes)."""
+
+    def __init__(self, m: _Machine):
+        n = m.T // 128
+        self.fenced = np.zeros(n, bool)
+        self.committed = np.zeros(n, np.int64)
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # warpgroups, [G, bytes], group
+
+    def wait(self, m: _Machine, groups: np.ndarray, keep: int) -> None:
+        """wgmma.wait_group `keep` by warpgroups `groups`: their mma_asyncs of all but the `keep`
+        newest committed groups retire and release their bytes."""
+        waiting = np.zeros(self.committed.size, bool)
+        waiting[groups] = True
+        limit = self.committed - keep
+        rest = []
+        for g, idx, group in self.pending:
+            done = waiting[g] & (group < limit[g])
+            if done.any():
+                m.shared.release(idx[done])
+            if not done.all():
+                rest.append((g[~done], idx[~done], group[~done]))
+        self.pending = rest
+
+
+def _state(m: _Machine) -> _Warpgroups:
+    if m.wgmma is None:
+        m.wgmma = _Warpgroups(m)
+    return m.wgmma
+
+
+def _warpgroups(m: _Machine, mask, where: str) -> np.ndarray:
+    """Indices (in the chunk) of the warpgroups executing a wgmma instruction; a CTA that is not
+    whole warpgroups, or a warpgroup partly executing, is an error."""
+    threads = m.block[0] * m.block[1] * m.block[2]
+    if threads % 128:
+        raise EmulationError(f"{where}: the CTA has {threads} threads, not whole warpgroups of 128 "
+                             "(wgmma is executed by warpgroups of four warps)")
+    if mask is None:
+        return np.arange(m.T // 128)
+    lanes = mask.reshape(-1, 128)
+    partial = lanes.any(1) & ~lanes.all(1)
+    if partial.any():
+        g = int(np.flatnonzero(partial)[0])
+        raise EmulationError(f"{where}: only {int(lanes[g].sum())} of the 128 threads of the warpgroup of "
+                             f"{m.thread(g * 128)} execute this (wgmma needs the whole warpgroup)")
+    return np.flatnonzero(lanes.all(1))
+
+
+def _uniform(m: _Machine, value, groups: np.ndarray, where: str, what: str) -> np.ndarray:
+    """[G] one value per warpgroup of a per-thread operand, which must not differ in a warpgroup."""
+    v = _per_thread(value, m.T).reshape(-1, 128)[groups]
+    split = (v != v[:, :1]).any(1)
+    if split.any():
+        g = int(np.flatnonzero(split)[0])
+        seen = [hex(int(x)) if v.dtype.kind == "u" else str(x) for x in np.unique(v[g])[:4]]
+        raise EmulationError(f"{where}: the {what} differs across the warpgroup of {m.thread(int(groups[g]) * 128)} "
+                             f"({', '.join(seen)}{', ...' if np.unique(v[g]).size > 4 else ''}); it must be "
+                             "the same in all 128 threads")
+    return v[:, 0]
+
+
+def _descriptor(m: _Machine, desc: np.ndarray, groups: np.ndarray, where: str, what: str):
+    """(start, LBO, SBO) in bytes, int64 [G], of 128-byte-swizzle descriptors; others raise."""
+    d = desc.astype(np.uint64)
+    base, mode, reserved = (d >> np.uint64(49)) & np.uint64(7), d >> np.uint64(62), d & np.uint64(_RESERVED)
+    for bad, why in ((mode != 1, lambda x: f"swizzle mode {int(mode[x])}, {_SWIZZLES[int(mode[x])]} (only mode 1, "
+                                           "the 128-byte swizzle, is modelled)"),
+                     (base != 0, lambda x: f"base offset {int(base[x])} (only 0 is modelled)"),
+                     (reserved != 0, lambda x: f"reserved bits {int(reserved[x]):#x} set")):
+        if bad.any():
+            g = int(np.flatnonzero(bad)[0])
+            raise EmulationError(f"{where}: the warpgroup of {m.thread(int(groups[g]) * 128)}: {what} descriptor "
+                                 f"{int(d[g]):#018x} has {why(g)}")
+
+    def field(shift: int) -> np.ndarray:
+        return (((d >> np.uint64(shift)) & np.uint64(0x3FFF)) << np.uint64(4)).astype(np.int64)
+
+    return field(0), field(16), field(32)
+
+
+def _addresses(start, lbo, sbo, mn: int, mn_major: bool) -> np.ndarray:
+    """[G, mn, 16] shared addresses of the elements (mn, k) of a 16-bit operand of `mn` rows (A:
+    M = 64, B: N) and K = 16, in the canonical 128-byte-swizzle layout."""
+    r, k = np.arange(mn)[:, None], np.arange(16)[None, :]
+    start, lbo, sbo = (x[:, None, None] for x in (start, lbo, sbo))
+    if mn_major:
+        logical = start + (r // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + 2 * (r % 64)
+    else:
+        logical = start + (r // 8) * sbo + (r % 8) * 128 + 2 * k
+    return logical ^ (((logical >> 7) & 7) << 4)
+
+
+def _accumulator_positions(n: int) -> np.ndarray:
+    """[128, n / 2]: the position row * n + col of D that register i of thread t holds."""
+    t, i = np.arange(128)[:, None], np.arange(n // 2)[None, :]
+    w, lane = t // 32, t % 32
+    row = 16 * w + lane // 4 + 8 * ((i % 4) // 2)
+    col = 8 * (i // 4) + 2 * (lane % 4) + i % 2
+    pos = row * n + col
+    if np.bincount(pos.ravel(), minlength=64 * n).max() != 1:
+        raise AssertionError(f"m64n{n}k16: the accumulator fragment does not hold every element once")
+    return pos
+
+
+def _int_imm(x, allowed: tuple[int, ...], name: str, where: str) -> int:
+    if not isinstance(x, _Imm) or isinstance(x.value, float) or x.fbits or int(x.value) not in allowed:
+        raise EmulationError(f"{where}: {name} must be one of the constants {', '.join(map(str, allowed))}, "
+                             f"got {getattr(x, 'text', getattr(x, 'name', x))}")
+    return int(x.value)
+
+
+def _dec_wgmma(d, op, mods, args, where) -> Fn:
+    """wgmma.fence / commit_group / wait_group N (.sync.aligned) and wgmma.mma_async."""
+    opcode = op.opcode.data
+    if d.target is not None and d.target != "sm_90a":
+        raise EmulationError(f"{where}: wgmma needs sm_90a, the module targets {d.target}")
+    if d.version is not None and PtxVersion.parse(d.version) < PtxVersion(8, 0):
+        raise EmulationError(f"{where}: wgmma needs PTX ISA 8.0 or newer, the module is {d.version}")
+    if opcode in ("wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned"):
+        if args:
+            raise EmulationError(f"{where}: {opcode} takes no operands")
+        fence = opcode == "wgmma.fence.sync.aligned"
+
+        def run_mark(m, mask):
+            groups, state = _warpgroups(m, mask, where), _state(m)
+            if fence:
+                state.fenced[groups] = True
+            else:
+                state.committed[groups] += 1
+
+        return run_mark
+    if opcode == "wgmma.wait_group.sync.aligned":
+        (n,) = _one(d, op, args, 1, where)
+        if not isinstance(n, _Imm) or isinstance(n.value, float) or n.fbits or n.value < 0:
+            raise EmulationError(f"{where}: wgmma.wait_group takes a non-negative integer constant")
+        keep = int(n.value)
+        return lambda m, mask: _state(m).wait(m, _warpgroups(m, mask, where), keep)
+    if opcode.startswith("wgmma.mma_async"):
+        return _dec_mma_async(d, op, args, where)
+    raise EmulationError(f"{where}: expected wgmma.fence/commit_group/wait_group N/mma_async (.sync.aligned)")
+
+
+def _dec_mma_async(d, op, args, where) -> Fn:
+    """wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T {d}, a-desc, b-desc, scale-d, imm-scale-a,
+    imm-scale-b, imm-trans-a, imm-trans-b (T f16 or bf16): D = (+-A)(+-B) + (scale-d ? C : 0)."""
+    match = _MMA_ASYNC.match(op.opcode.data)
+    if not match or match.group(2) != match.group(3) or match.group(2) not in ("f16", "bf16"):
+        raise EmulationError(f"{where}: only wgmma.mma_async.sync.aligned.m64nNk16.f32.{{f16,bf16}}.{{f16,bf16}} "
+                             "(A and B of one type) is modelled")
+    n, etype = int(match.group(1)), match.group(2)
+    if not (8 <= n <= 256 and n % 8 == 0):
+        raise EmulationError(f"{where}: N = {n}; m64nNk16 needs N a multiple of 8 from 8 to 256")
+    if len(args) >= 2 and isinstance(d.operand(args[1], op), _Vec):
+        raise EmulationError(f"{where}: A from registers is not modelled (only shared-memory descriptors)")
+    dvec, a_desc, b_desc, scale_d, *imms = _one(d, op, args, 8, where)
+    regs = list(dvec.items) if isinstance(dvec, _Vec) else [dvec]
+    if len(regs) != n // 2:
+        raise EmulationError(f"{where}: m64n{n}k16 with an f32 accumulator needs {n // 2} registers in d, "
+                             f"got {len(regs)}")
+    for r in regs:
+        if not isinstance(r, _Reg) or r.rtype not in ("f32", "b32"):
+            raise EmulationError(f"{where}: d must be .f32 registers, got {getattr(r, 'name', r)}")
+    if len({(r.bank, r.index) for r in regs}) != len(regs):
+        raise EmulationError(f"{where}: a register appears twice in d")
+    reads = []
+    for x, name in ((a_desc, "a-desc"), (b_desc, "b-desc")):
+        if not isinstance(x, _Reg) or x.rtype not in ("u64", "b64"):
+            raise EmulationError(f"{where}: {name} must be a .u64 or .b64 register holding a matrix descriptor")
+        reads.append(_reader(d, x, "u64", where))
+    if isinstance(scale_d, _Reg) and scale_d.rtype == "pred":
+        read_scale = _reader(d, scale_d, "pred", where)
+    else:
+        value = _int_imm(scale_d, (0, 1), "scale-d (a predicate)", where) == 1
+        read_scale = lambda m: np.bool_(value)  # noqa: E731
+    sign_a, sign_b = (_int_imm(x, (1, -1), f"imm-scale-{ab}", where) for x, ab in zip(imms[:2], "ab"))
+    trans_a, trans_b = (_int_imm(x, (0, 1), f"imm-trans-{ab}", where) == 1 for x, ab in zip(imms[2:], "ab"))
+    if d.arch.rstrip("af") != "sm_90":
+        raise EmulationError(f"{where}: wgmma exists only on sm_90a; the emulator imitates {d.arch}")
+    model = mma_arith.model_for(d.arch, etype, None, "m16n8k16")
+    pos = _accumulator_positions(n)
+    order = np.argsort(pos.ravel())  # thread-major register words -> row-major D
+    cells = 64 * 16 + n * 16  # elements of A, then of B
+
+    def operands(m: _Machine, groups: np.ndarray):
+        """[G, 64, 16] A and [G, 16, N] B element bits, read from shared memory and held."""
+        sh = _shared_of(m, where)
+        starts = []
+        for read, what, mn, major in ((reads[0], "A", 64, trans_a), (reads[1], "B", n, trans_b)):
+            desc = _uniform(m, read(m), groups, where, f"{what} descriptor")
+            start, lbo, sbo = _descriptor(m, desc, groups, where, what)
+            starts.append(_addresses(start, lbo, sbo, mn, major).reshape(groups.size, -1))
+        addr = np.concatenate(starts, 1).reshape(-1)
+        threads = np.repeat(groups * 128, cells)
+        idx = sh.bytes(m, where, "wgmma.mma_async operand read", addr, threads, 2)
+        for busy in (sh.inflight[idx], sh.writer[idx] >= 0):  # copies in flight first
+            if busy.any():
+                k, j = (int(x) for x in np.argwhere(busy)[0])
+                byte = int(idx[k, j])
+                why = ("a cp.async has not yet landed on; missing cp.async.wait_group?" if sh.inflight[byte] else
+                       f"{m.thread(int(sh.writer[byte]))} wrote since the last bar.sync; missing bar.sync "
+                       "(after fence.proxy.async)?")
+                raise EmulationError(f"{where}: the warpgroup of {m.thread(int(threads[k]))} reads shared address "
+                                     f"{sh.address(byte)}, which {why}")
+        sh.reader[idx] = -2  # read by the whole warpgroup
+        held = idx.reshape(groups.size, -1)
+        sh.hold(held)
+        state = _state(m)
+        state.pending.append((groups, held, state.committed[groups].copy()))
+        bits = np.ascontiguousarray(sh.data[idx]).view(np.uint16).reshape(groups.size, cells)
+        a = bits[:, : 64 * 16].reshape(-1, 64, 16)
+        b = bits[:, 64 * 16:].reshape(-1, n, 16).transpose(0, 2, 1)
+        return a, b
+
+    def run(m: _Machine, mask):
+        groups = _warpgroups(m, mask, where)
+        state = _state(m)
+        if not state.fenced[groups].all():
+            g = int(groups[np.flatnonzero(~state.fenced[groups])[0]])
+            raise EmulationError(f"{where}: the warpgroup of {m.thread(g * 128)} has not executed wgmma.fence "
+                                 "(needed before its first wgmma.mma_async)")
+        scaled = _uniform(m, read_scale(m), groups, where, "scale-d predicate")
+        a_bits, b_bits = operands(m, groups)
+        a = _decode(a_bits, etype, 16) * sign_a
+        b = _decode(b_bits, etype, 16) * sign_b
+        words = np.stack([m.banks[bk][i].reshape(-1, 128)[groups] for bk, i in ((r.bank, r.index) for r in regs)], 2)
+        c = words.reshape(groups.size, -1)[:, order].view(np.float32).astype(np.float64).reshape(-1, 64, n)
+        c = np.where(scaled[:, None, None], c, 0.0)
+        out = mma_arith.fused_mma(a, b, c, model, etype, etype, "f32").view(np.uint32).reshape(groups.size, -1)
+        out = out[:, pos]  # [G, 128, N / 2]
+        for j, r in enumerate(regs):
+            m.banks[r.bank][r.index].reshape(-1, 128)[groups] = out[:, :, j]
+        m.mma_count += 1
+
+    return run
