@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -22,6 +22,25 @@ sanitized() {
 }
 
 case $step in
+wgmma)  # warpgroup kernels (--wgmma, sm_90a): their GPU tests, memcheck / racecheck, then the 16-bit
+    # families they take at the matrix's shapes against mma.sync, Triton (both paths) and cuBLAS
+    # BENCH_ONLY=1: the benchmark alone
+    [ -n "${BENCH_ONLY:-}" ] || {
+    timeout 400 python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_wgmma_gpu.py > "$OUT/wgmma_tests.txt" 2>&1
+    echo "wgmma tests: $(tail -1 "$OUT/wgmma_tests.txt")"; grep -E "^FAILED|^ERROR" "$OUT/wgmma_tests.txt" | head -5
+    for k in "--a f16 --b f16 --acc f32" "--a bf16 --b bf16 --acc f32 --b-layout col"; do
+        tilemma gemm --m 200 --n 136 --k 200 --batch 2 $k > /tmp/w.mlir
+        for tool in memcheck racecheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/w.mlir --on gpu --sm 90a --wgmma \
+                > "$OUT/w.$tool.txt" 2>&1
+            printf '%-50s %-9s exit %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' "$OUT/w.$tool.txt" | head -1)"
+        done
+    done
+    }
+    shapes=$(python3 -c "from benchmarks.matrix import SHAPES; print(' '.join('x'.join(map(str, s)) for s in SHAPES))")
+    timeout 560 python3 -m benchmarks.gemm_bench --families ${FAMILIES:-f16 f16-bcol bf16 bf16-bcol} --shapes ${SHAPES:-$shapes} \
+        --tilemma-configs '' 'wgmma=1' --samples 6 --warmup-ms 20 --budget ${BUDGET:-420} --csv "$OUT/wgmma.csv" 2>&1 | tail -5
+    ;;
 tests)  # every GPU test (pytest -m gpu) in three shards at once, and what was skipped and why
     shards=("tests/gpu/test_dense_gpu.py" "tests/gpu --ignore=tests/gpu/test_dense_gpu.py" "tests --ignore=tests/gpu")
     for i in 0 1 2; do
