@@ -49,9 +49,9 @@ def test_plan_tiles(m, n, k, b_layout, warps, warp_tile, stages):
 
 
 @pytest.mark.parametrize("spec, kw, message", [
-    (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"sm": "90"}, "needs the arch-specific target sm_90a, not sm_90"),
-    (GemmSpec(64, 64, 64, "f16", "f16", "f16"), {}, "wgmma here takes bf16 x bf16 -> f32, f16 x f16 -> f32"),
-    (GemmSpec(64, 64, 64, "s8", "s8", "s32", b_layout="col"), {}, "wgmma here takes"),
+    (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"sm": "90"}, "the warpgroup mma is the arch-specific target sm_90a's, not sm_90's"),
+    (GemmSpec(64, 64, 64, "f16", "f16", "f16"), {}, "the warpgroups here take bf16 x bf16 -> f32, f16 x f16 -> f32"),
+    (GemmSpec(64, 64, 64, "s8", "s8", "s32", b_layout="col"), {}, "the warpgroups here take"),
     (GemmSpec(64, 64, 64, "f16", "f16", "f32", a_layout="col"), {}, "A must be K-major"),
     (GemmSpec(64, 64, 63, "f16", "f16", "f32"), {}, "4-byte aligned"),
     (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"warps": "2x2", "warp_tile": "1x8"}, "warps W x 1"),

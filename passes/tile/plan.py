@@ -465,9 +465,9 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
     can: sm_90a, a dense 16-bit mma into f32 (`warp.WGMMA_TYPES`) that stages (`stageable`), read
     as stored from a K-major A and a B of either order, every row copied by cp.async."""
     if not target.is_arch(90):
-        return f"wgmma needs the arch-specific target sm_90a, not {target}"
+        return f"the warpgroup mma is the arch-specific target sm_90a's, not {target}'s"
     if (variant.atype, variant.btype, variant.dtype) not in warp.WGMMA_TYPES or variant.sparse or variant.shape != "m16n8k16":
-        return (f"wgmma here takes {', '.join(f'{a} x {b} -> {d}' for a, b, d in sorted(warp.WGMMA_TYPES))} "
+        return (f"the warpgroups here take {', '.join(f'{a} x {b} -> {d}' for a, b, d in sorted(warp.WGMMA_TYPES))} "
                 f"(dense), not {variant.opcode}")
     if why_not:
         return f"the kernel cannot be staged: {why_not}"
@@ -505,12 +505,12 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
     """Why forced wgmma tiles do not fit the instruction (None if they do)."""
     (wm, wn), (rm, rn) = warps, warp_tile
     if wm % 4 or wn != 1 or rm != 1 or 8 * rn > warp.WGMMA_MAX_N:
-        return (f"wgmma takes warps W x 1 (W a multiple of 4: warpgroups down M) and warp tile 1 x RN "
+        return (f"warpgroups take warps W x 1 (W a multiple of 4: warpgroups down M) and warp tile 1 x RN "
                 f"(N = 8 RN up to {warp.WGMMA_MAX_N}), not warps {wm}x{wn}, warp tile {rm}x{rn}")
     if not column_major(g.b) and 8 * rn % warp.N_BLOCK:
-        return f"an N-major B is read by wgmma in blocks of {warp.N_BLOCK} columns: warp tile 1 x RN with RN a multiple of 8"
+        return f"an N-major B is read in blocks of {warp.N_BLOCK} columns: warp tile 1 x RN with RN a multiple of 8"
     if stage_k * g.a.bits != 8 * 128:
-        return f"wgmma reads stages of 128-byte K rows: stage-k {1024 // g.a.bits} for {g.a.bits}-bit operands, not {stage_k}"
+        return f"the descriptors read stages of 128-byte K rows: stage-k {1024 // g.a.bits} for {g.a.bits}-bit operands, not {stage_k}"
     return None
 
 
