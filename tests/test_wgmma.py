@@ -138,3 +138,21 @@ def test_the_check_catches_a_wrong_descriptor():
     except Exception:  # noqa: BLE001 - a read outside the stages is caught as well
         return
     assert not result.ok
+
+
+def test_api():
+    """`tilemma.compile(..., wgmma=True)`: the kernel names its instruction, and `emulate` runs it
+    (sm_90's arithmetic, the only one the warpgroup model has) to the reference's bound."""
+    import tilemma
+
+    spec = GemmSpec(128, 136, 64, "f16", "f16", "f32", c=False)
+    [k] = tilemma.compile(str(gemm_module(spec)), sm="90a", wgmma=True)
+    assert k.instruction == "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((128, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 136)).astype(np.float16)
+    d = np.zeros((128, 136), np.float32)
+    k.emulate(a, b, d)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    bound = 64 * 2.0**-23 * (np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64))
+    assert (np.abs(d - exact) <= bound).all()

@@ -459,7 +459,7 @@ class Kernel:
         from tilemma.compiler.verify import mma_arith
 
         sm = self.sm
-        if not sm or not self.instruction:
+        if not sm or not self.instruction or self.instruction.startswith("wgmma"):  # wgmma: sm_90's alone
             return mma_arith.DEFAULT_ARCH
         v = isa.parse_opcode(self.instruction)
         if v.dtype in ("s32", "f64"):  # exact arithmetic: the same on every target

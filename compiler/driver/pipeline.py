@@ -199,9 +199,6 @@ def compile_module(module: ModuleOp, locations: dict, name: str, options: Compil
         ptx.print_module(pm, out)
         for entry in pm.body.ops:
             assert isinstance(entry, ptx.EntryOp)
-            # the instruction the kernel multiplies with: its mma, or its warpgroups' wgmma
-            opcode = next(o.opcode.data for o in entry.body.ops if isinstance(o, ptx.MmaOp) or (
-                isinstance(o, ptx.InstOp) and o.opcode.data.startswith("wgmma.mma_async")))
             abi = KernelABI.from_entry(entry)
-            compiled.append(CompiledKernel(entry.sym_name.data, out.getvalue(), opcode, abi, described[abi.name]))
+            compiled.append(CompiledKernel(entry.sym_name.data, out.getvalue(), abi.instruction, abi, described[abi.name]))
     return compiled

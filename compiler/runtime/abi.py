@@ -320,7 +320,7 @@ class KernelABI:
         if entry.grid is None or entry.block is None or entry.abi is None:
             raise ValueError(f"kernel {entry.sym_name.data} was not lowered from the warp level: no ABI")
         module = entry.parent_op()
-        mma = next((o for o in entry.body.ops if isinstance(o, ptx.MmaOp)), None)
+        opcode = instruction_of(entry)
         params = []
         for record in entry.abi.data:
             d = record.data
@@ -361,7 +361,7 @@ class KernelABI:
             tuple(entry.tiling.get_values()) if entry.tiling is not None else (),  # type: ignore[arg-type]
             module.target.data if isinstance(module, ptx.ModuleOp_) else "",
             module.version.data if isinstance(module, ptx.ModuleOp_) else "",
-            mma.opcode.data if mma is not None else "",
+            opcode,
             tuple(symbol_order(sizes, strides)),
             grid_sizes,
             entry.stride_multiple.value.data if entry.stride_multiple is not None else 1,
@@ -378,3 +378,12 @@ def _prod(xs) -> int:
     for x in xs:
         out *= x
     return out
+
+
+def instruction_of(entry) -> str:
+    """The instruction a lowered kernel (`ptx.EntryOp`) multiplies with: its first mma's opcode, or
+    its warpgroups' `wgmma.mma_async` ('' if it has neither)."""
+    from tilemma.dialects import ptx
+
+    return next((o.opcode.data for o in entry.body.ops if isinstance(o, ptx.MmaOp) or (
+        isinstance(o, ptx.InstOp) and o.opcode.data.startswith("wgmma.mma_async"))), "")
