@@ -222,7 +222,7 @@ def default(target: str | targets.SmTarget, schedule: str) -> Config:
 
 
 # The candidate family whose shortest stage K bounds how far `fit_shared` cuts a schedule's.
-SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "8bit-pairs-a": "8bit", "8bit-pairs-b": "8bit", "8bit-pairs-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "4bit-widened": "4bit",
+SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "8bit-pairs-a": "8bit", "8bit-pairs-b": "8bit", "8bit-pairs-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "16bit-wgmma": "16bit", "4bit-widened": "4bit",
                    **{f"4bit{w}-fill-{f}": "4bit" for w in ("", "-widened") for f in ("a", "b", "ab")}}
 
 

@@ -650,13 +650,13 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"{t.grid[0] * t.grid[1]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
     bm, bn = t.cta_tile
     limit = target.limits.shared_per_cta
-    stage_bytes = stage_k * (bm * g.a.bits + bn * g.b.bits) // 8
+    bits_per_k = bm * g.a.bits + bn * g.b.bits
     forced = stages > 0
-    stages = stages if forced else default_stages
-    while not forced and stages > 2 and stages * stage_bytes > limit:
-        stages -= 1
-    if stages * stage_bytes > limit:
-        raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {stages * stage_bytes} bytes of "
+    # the stage K is the descriptors' (128-byte rows): only a default's stages are cut
+    stages, _ = configs.fit_shared(stages if forced else default_stages, stage_k, bits_per_k, limit, "16bit-wgmma",
+                                   cut_stages=not forced, cut_k=False, read_k=warp.WGMMA_K)
+    if (need := stages * stage_k * bits_per_k // 8) > limit:
+        raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {need} bytes of "
                             f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, mma="wgmma")

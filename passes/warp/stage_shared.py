@@ -174,6 +174,9 @@ class _Stage(IndexBuilder):
         accs = self.pairs(list(loop.iter_args), to_pairs=True)
         acc_types = [a.type for a in accs]
         zero = self.const(0)
+        if self.wgmma:  # A's rows of this warp's warpgroup: its first, the warp's row rounded down
+            self.group_row = self.add(arith.MuliOp(self.add(arith.DivUIOp(self.warp_row, self.const(warp.WGMMA_ROWS))).results[0],
+                                                   self.const(warp.WGMMA_ROWS))).results[0]
         body = Block(arg_types=[IndexType()] + acc_types)
         kt, carried = body.args[0], list(body.args[1:])
         outer, self.ops = self.ops, []
@@ -317,10 +320,9 @@ class _Stage(IndexBuilder):
 
     def stage_wgmma(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
         """The stage multiplied by this warp's warpgroup (`#warp.schedule` mma = wgmma): its A rows
-        are the group's 64, from the warp's own row rounded down."""
-        group_row = self.add(arith.MuliOp(self.add(arith.DivUIOp(self.warp_row, self.const(warp.WGMMA_ROWS))).results[0],
-                                          self.const(warp.WGMMA_ROWS))).results[0]
-        return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, group_row], token, accs, self.b_blocks)).results)
+        are the group's 64 (`group_row`, computed once before the loop)."""
+        return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, self.group_row], token, accs,
+                                           self.b_blocks)).results)
 
     def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):
         """Each K step of the stage: its fragment reads (A by instruction row, B by `b_group`),

@@ -8,9 +8,11 @@ is their only use).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import scf
+from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tilemma.compiler.core.elements import ELEMENTS
@@ -300,11 +302,22 @@ class LowerRowPairs(RewritePattern):
         _finish(op, rewriter, e, [[pairs[0][0], pairs[1][0], pairs[0][1], pairs[1][1]]])
 
 
+def accumulates_in_place(op: Operation, acc: SSAValue, regs: Sequence[str]) -> bool:
+    """Whether `op` may write its result into the registers `regs` of its accumulator `acc`: this
+    is its only use left, they are registers, and `acc` is not defined outside the loop `op` runs
+    in (its next iteration would read it again: a zero accumulator made once for every block of
+    attention's S)."""
+    loop = op.parent_op()
+    while loop is not None and not isinstance(loop, scf.ForOp):
+        loop = loop.parent_op()
+    return (acc.has_one_use() and all(r.startswith("%") for r in regs)
+            and (loop is None or loop.is_ancestor(acc.owner)))
+
+
 @dataclass
 class LowerMma(RewritePattern):
-    """`warp.mma`: one `mma` instruction; d reuses c's registers when this is c's only use left
-    and c is not defined outside the loop the mma runs in (its next iteration reads c again: a
-    zero accumulator made once for every block of attention's S)."""
+    """`warp.mma`: one `mma` instruction; d reuses c's registers where it may
+    (`accumulates_in_place`)."""
 
     state: LoweringState
 
@@ -318,12 +331,7 @@ class LowerMma(RewritePattern):
         frag = op.c.type
         assert isinstance(frag, warp.FragType)
         e = fio.Emitter(self.state.kernel(op).regs)
-        loop = op.parent_op()
-        while loop is not None and not isinstance(loop, scf.ForOp):
-            loop = loop.parent_op()
-        in_place = (op.c.has_one_use() and all(r.startswith("%") for r in c)
-                    and (loop is None or loop.is_ancestor(op.c.owner)))
-        d = list(c) if in_place else e.reg_list(_bank_of(frag), len(c))
+        d = list(c) if accumulates_in_place(op, op.c, c) else e.reg_list(_bank_of(frag), len(c))
         extra: list[str] = []
         if op.metadata is not None:
             extra += [extras.pop(0), "0"]

@@ -19,6 +19,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tilemma.dialects import warp
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp_to_ptx import fragment_io as fio
+from tilemma.passes.warp_to_ptx.fragment_ops import accumulates_in_place
 from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _swizzle
 from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, all_reg, all_regs, reg
 
@@ -70,15 +71,12 @@ class LowerWgmma(RewritePattern):
         # K step s: 32 bytes along a K-major row, 16 rows of 128 bytes down an N-major block
         b_step = 16 * b_row_bytes if blocks else 32
         flat = [r for regs in accs for r in regs]
-        loop = op.parent_op()
-        in_place = all(r.startswith("%") for r in flat) and all(
-            v.has_one_use() and (loop is None or loop.is_ancestor(v.owner)) for v in op.accs)
+        in_place = all(accumulates_in_place(op, v, regs) for v, regs in zip(op.accs, accs))
         d = list(flat) if in_place else e.reg_list("f32", len(flat))
         if not in_place:
             for dst, src in zip(d, flat):
                 e.emit("mov.f32", dst, src)
-        scale_d = e.reg("pred")
-        e.emit("setp.ne.b32", scale_d, 1, 0)
+        [scale_d] = kernel.thread_invariant(("wgmma scale-d",), _true)  # D = A B + D
         e.emit("wgmma.fence.sync.aligned")
         opcode = f"wgmma.mma_async.sync.aligned.m64n{op.n}k16.f32.{frag.variant.atype}.{frag.variant.btype}"
         for s in range(steps):
@@ -102,3 +100,10 @@ class LowerWgmma(RewritePattern):
         e.emit("and.b64", desc, desc, 0x3FFF)
         e.emit("or.b64", desc, desc, descriptor_bits(lbo, sbo))
         return desc
+
+
+def _true(e: fio.Emitter) -> list[str]:
+    """A predicate register that holds: wgmma's scale-d (a predicate operand, not an immediate)."""
+    p = e.reg("pred")
+    e.emit("setp.ne.b32", p, 1, 0)
+    return [p]

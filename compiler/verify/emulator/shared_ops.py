@@ -12,17 +12,27 @@ from tilemma.compiler.verify.emulator.memory_ops import _addresses, _shared_addr
 from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _Reg, _Vec, _one, _reader, _writer
 
 
-def _whole_warps(m: _Machine, mask, where: str, what: str) -> np.ndarray | None:
-    """Warps executing a warp-wide instruction (None: all); a partly active warp is an error."""
+def whole_groups(mask, size: int) -> tuple[np.ndarray | None, tuple[int, int] | None]:
+    """(the groups of `size` consecutive threads that execute an instruction wholly, None: all;
+    (the first partly executing group, its active threads) or None)."""
     if mask is None:
-        return None
-    lanes = mask.reshape(-1, 32)
+        return None, None
+    lanes = mask.reshape(-1, size)
     partial = lanes.any(1) & ~lanes.all(1)
     if partial.any():
-        w = int(np.flatnonzero(partial)[0])
-        raise EmulationError(f"{where}: only {int(lanes[w].sum())} of 32 lanes of the warp of {m.thread(w * 32)} "
+        g = int(np.flatnonzero(partial)[0])
+        return None, (g, int(lanes[g].sum()))
+    return np.flatnonzero(lanes.all(1)), None
+
+
+def _whole_warps(m: _Machine, mask, where: str, what: str) -> np.ndarray | None:
+    """Warps executing a warp-wide instruction (None: all); a partly active warp is an error."""
+    warps, partial = whole_groups(mask, 32)
+    if partial is not None:
+        w, active = partial
+        raise EmulationError(f"{where}: only {active} of 32 lanes of the warp of {m.thread(w * 32)} "
                              f"execute this {what} (.sync.aligned needs the whole warp)")
-    return np.flatnonzero(lanes.all(1))
+    return warps
 
 
 _CP_ASYNC = re.compile(r"^cp\.async\.(ca|cg)\.shared(?:::cta)?\.global(?:\.L2::(?:64|128|256)B)?$")

@@ -52,6 +52,7 @@ from tilemma.compiler.verify.emulator.machine import EmulationError, _Machine, _
 from tilemma.compiler.verify.emulator.memory_ops import _shared_of
 from tilemma.compiler.verify.emulator.mma import _decode
 from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _Reg, _Vec, _one, _reader
+from tilemma.compiler.verify.emulator.shared_ops import whole_groups
 
 _MMA_ASYNC = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.(\w+)$")
 _SWIZZLES = {0: "no swizzle (the interleaved layout)", 1: "the 128-byte swizzle",
@@ -98,15 +99,12 @@ def _warpgroups(m: _Machine, mask, where: str) -> np.ndarray:
     if threads % 128:
         raise EmulationError(f"{where}: the CTA has {threads} threads, not whole warpgroups of 128 "
                              "(wgmma is executed by warpgroups of four warps)")
-    if mask is None:
-        return np.arange(m.T // 128)
-    lanes = mask.reshape(-1, 128)
-    partial = lanes.any(1) & ~lanes.all(1)
-    if partial.any():
-        g = int(np.flatnonzero(partial)[0])
-        raise EmulationError(f"{where}: only {int(lanes[g].sum())} of the 128 threads of the warpgroup of "
+    groups, partial = whole_groups(mask, 128)
+    if partial is not None:
+        g, active = partial
+        raise EmulationError(f"{where}: only {active} of the 128 threads of the warpgroup of "
                              f"{m.thread(g * 128)} execute this (wgmma needs the whole warpgroup)")
-    return np.flatnonzero(lanes.all(1))
+    return np.arange(m.T // 128) if groups is None else groups
 
 
 def _uniform(m: _Machine, value, groups: np.ndarray, where: str, what: str) -> np.ndarray:
