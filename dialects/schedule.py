@@ -77,6 +77,13 @@ class Schedule:
     def threads(self) -> int:
         return 32 * self.warps[0] * self.warps[1]
 
+    @property
+    def wgmma_in_flight(self) -> int:
+        """Stages of warpgroup mmas left running when the next stage's begin (`warp.wgmma`
+        pending): one where the ring has a stage to spare for it (3 or more), so the copies run
+        S - 2 stages ahead (`warp-pipeline`), else none."""
+        return int(self.mma == "wgmma" and self.stages >= 3)
+
 
 @irdl_attr_definition
 class ScheduleAttr(ParametrizedAttribute):

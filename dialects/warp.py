@@ -681,13 +681,13 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_fill import FILL_BITS, FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  # noqa: E402,F401  (one dialect)
-from tilemma.dialects.warp_wgmma import N_BLOCK, WGMMA_ALIGN, WGMMA_K, WGMMA_MAX_N, WGMMA_ROWS, WGMMA_TYPES, WgmmaOp  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_wgmma import N_BLOCK, WGMMA_ALIGN, WGMMA_K, WGMMA_MAX_N, WGMMA_ROWS, WGMMA_TYPES, WgmmaOp, WgmmaWaitOp  # noqa: E402,F401  (one dialect)
 
 Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, UnpairColumnsOp, PairColumnsOp, UnpairRowsOp, PairRowsOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp, CopyMetaAsyncOp, LoadMetaSharedOp,
      DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp,
-     RowReduceOp, MaskOp, ToLhsOp, WgmmaOp],
+     RowReduceOp, MaskOp, ToLhsOp, WgmmaOp, WgmmaWaitOp],
     [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr, StagedType, RowsType],
 )

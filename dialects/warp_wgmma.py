@@ -8,9 +8,12 @@ C layout, register by register), which is why a wgmma kernel's warps are W x 1 w
 1 x N / 8 (`#warp.schedule` mma = wgmma): everything after the K loop (the epilogue, split-K) is
 the mma.sync kernel's.
 
-The op is synchronous at this level: its lowering fences, issues the K steps, commits them and
-waits for them, so the stage may be refilled once every thread has passed the next barrier, as
-after `warp.ldmatrix` reads. The buffers must be in the layouts the descriptors name: A M x K and
+Its lowering fences, issues the K steps, commits them and waits until at most `pending` such
+groups run: with 0 the stage may be refilled once every thread has passed the next barrier, as after
+`warp.ldmatrix` reads; with 1 (`#warp.schedule`'s `wgmma_in_flight`) the stage's products still run
+while the next stage's are issued, so the ring is refilled a stage later (`warp-pipeline` copies
+S - 2 stages ahead) and `warp.wgmma_wait` after the K loop waits for the last before the
+accumulators are read. The buffers must be in the layouts the descriptors name: A M x K and
 B N x K (K-major) or B as N / 64 blocks of K x 64 (N-major, `b_blocks`), with rows of 128 bytes
 swizzled as `#warp.swizzled<1>` (the hardware's 128-byte swizzle when each stage starts on a
 1024-byte boundary, which the allocation's alignment gives).
@@ -67,15 +70,16 @@ class WgmmaOp(IRDLOperation):
     accs = var_operand_def(FragType)
     outs = var_result_def(FragType)
     b_blocks = prop_def(IntegerAttr)  # 0: B K-major; else N-major blocks of 64 columns a stage
+    pending = prop_def(IntegerAttr)  # groups of wgmmas left running after it (0 or 1)
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
     assembly_format = ("$a `[` $indices `]` `,` $b `after` $token `,` $accs attr-dict `:` type($a) `,` type($b) "
                        "`,` type($accs) `->` type($outs)")
 
     def __init__(self, a: SSAValue, b: SSAValue, indices: Sequence[SSAValue], token: SSAValue,
-                 accs: Sequence[SSAValue], b_blocks: int = 0):
+                 accs: Sequence[SSAValue], b_blocks: int = 0, pending: int = 0):
         super().__init__(operands=[a, b, indices, token, accs], result_types=[[x.type for x in accs]],
-                         properties={"b_blocks": IntegerAttr(b_blocks, i64)})
+                         properties={"b_blocks": IntegerAttr(b_blocks, i64), "pending": IntegerAttr(pending, i64)})
 
     @property
     def n(self) -> int:
@@ -121,5 +125,25 @@ class WgmmaOp(IRDLOperation):
         elif blocks * N_BLOCK != self.n or (rb, cb) != (bk, N_BLOCK) or sb != blocks * a.get_shape()[0]:
             raise VerifyException(f"warp.wgmma: an N-major B is {blocks} blocks of K x {N_BLOCK} = {bk} x {N_BLOCK} "
                                   f"a stage (N = {self.n})")
+        if self.pending.value.data not in (0, 1):
+            raise VerifyException("warp.wgmma: pending is 0 or 1 (groups of wgmmas left running)")
         if bk % WGMMA_K or element_bits(element_name(a.element_type)) != 16:
             raise VerifyException(f"warp.wgmma: the stage's K is a multiple of {WGMMA_K} 16-bit elements")
+
+
+@irdl_op_definition
+class WgmmaWaitOp(IRDLOperation):
+    """`warp.wgmma_wait %accs`: waits for every wgmma of this warp's warpgroup still running
+    (`wgmma.wait_group 0`); the accumulators it returns are theirs, safe to read."""
+
+    name = "warp.wgmma_wait"
+    accs = var_operand_def(FragType)
+    outs = var_result_def(FragType)
+    assembly_format = "$accs attr-dict `:` type($accs) `->` type($outs)"
+
+    def __init__(self, accs: Sequence[SSAValue]):
+        super().__init__(operands=[accs], result_types=[[x.type for x in accs]])
+
+    def verify_(self) -> None:
+        if [x.type for x in self.accs] != [x.type for x in self.outs]:
+            raise VerifyException("warp.wgmma_wait: returns its accumulators, as many and of the same types")

@@ -105,6 +105,9 @@ CASES = {  # spec, options
     "bf16-two-groups": (GemmSpec(130, 192, 136, "bf16", "bf16", "f32"), {"warps": "8x1", "warp_tile": "1x32",
                                                                           "stages": 2}),
     "split-k": (GemmSpec(16, 128, 1024, "f16", "f16", "f32"), {"split_k": 4}),
+    # K of many stages: the ring refilled while a stage's products still run (3 and 4 stages)
+    "long-k-3-stages": (GemmSpec(64, 128, 1088, "f16", "f16", "f32"), {"stages": 3}),
+    "long-k": (GemmSpec(64, 64, 1024, "bf16", "bf16", "f32", b_layout="col"), {}),
     "batched": (GemmSpec(64, 64, 128, "bf16", "bf16", "f32", batch=2, b_layout="col"), {}),
     "no-c": (GemmSpec(64, 128, 64, "f16", "f16", "f32", c=False), {}),
     "epilogue": (GemmSpec(96, 64, 128, "f16", "f16", "f32", bias="col", act="relu", out="f16"), {}),

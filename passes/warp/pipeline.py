@@ -184,7 +184,8 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
 
 @dataclass(frozen=True)
 class WarpPipeline(ModulePass):
-    """Pipeline the staged K loop of every kernel whose `#warp.schedule` has stages, S - 1 deep."""
+    """Pipeline the staged K loop of every kernel whose `#warp.schedule` has stages, S - 1 deep
+    (S - 2 where a stage's warpgroup mmas run on into the next: `Schedule.wgmma_in_flight`)."""
 
     name = "warp-pipeline"
 
@@ -196,4 +197,5 @@ class WarpPipeline(ModulePass):
             loop = k_loop(kernel)
             if not any(isinstance(o, warp.CopyAsyncOp | warp.FillLoadOp) for o in loop.walk()):
                 raise LoweringError(loop, "run warp-stage-shared before warp-pipeline (the K loop has no copies)")
-            pipeline(loop, attr.schedule.stages - 1)
+            # a stage whose warpgroup mmas still run is refilled a stage later (`warp.wgmma` pending)
+            pipeline(loop, attr.schedule.stages - 1 - attr.schedule.wgmma_in_flight)

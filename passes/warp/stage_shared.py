@@ -204,6 +204,8 @@ class _Stage(IndexBuilder):
         self.ops = outer
         staged = self.add(scf.ForOp(zero, steps, self.const(1), accs, body))
         out = self.pairs(list(staged.results), to_pairs=False)
+        if s.wgmma_in_flight:  # the last stage's products may still run
+            out = list(self.add(warp.WgmmaWaitOp(out)).results)
         Rewriter.insert_op(self.ops, InsertPoint.before(loop))
         for old, new in zip(loop.results, out):
             old.replace_all_uses_with(new)
@@ -322,7 +324,7 @@ class _Stage(IndexBuilder):
         """The stage multiplied by this warp's warpgroup (`#warp.schedule` mma = wgmma): its A rows
         are the group's 64 (`group_row`, computed once before the loop)."""
         return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, self.group_row], token, accs,
-                                           self.b_blocks)).results)
+                                           self.b_blocks, self.s.wgmma_in_flight)).results)
 
     def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):
         """Each K step of the stage: its fragment reads (A by instruction row, B by `b_group`),

@@ -69,7 +69,7 @@ from tilemma.passes.warp_to_ptx.rows import LowerMask, LowerRowReduce, LowerToLh
 from tilemma.passes.warp_to_ptx.split_k import LowerSplitKReduce
 from tilemma.passes.warp_to_ptx.sparse_a import LowerCopyMetaAsync, LowerLoadMeta, LowerLoadMetaShared, LowerSparseA
 from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringState, _Kernel
-from tilemma.passes.warp_to_ptx.wgmma import LowerWgmma
+from tilemma.passes.warp_to_ptx.wgmma import LowerWgmma, LowerWgmmaWait
 
 
 # What PTX can spell as a kernel or parameter name (PTX ISA "Identifiers", without the `%` and
@@ -142,7 +142,7 @@ class WarpToPtx(ModulePass):
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
                 LowerLoadMeta(state), LowerCopyMetaAsync(state), LowerLoadMetaShared(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
                 LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),
-                LowerRowReduce(state), LowerMask(state), LowerToLhs(state), LowerWgmma(state),
+                LowerRowReduce(state), LowerMask(state), LowerToLhs(state), LowerWgmma(state), LowerWgmmaWait(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}

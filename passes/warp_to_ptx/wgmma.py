@@ -36,7 +36,7 @@ def descriptor_bits(lbo: int, sbo: int) -> int:
 class LowerWgmma(RewritePattern):
     """`warp.wgmma`: the accumulators into the output registers (in place where this is their
     last use inside the loop), `wgmma.fence`, one `wgmma.mma_async` a K step of the stage on
-    descriptors advanced by immediates, then commit and wait for the group."""
+    descriptors advanced by immediates, then commit, and wait until `pending` groups run."""
 
     state: LoweringState
 
@@ -74,6 +74,8 @@ class LowerWgmma(RewritePattern):
         in_place = all(accumulates_in_place(op, v, regs) for v, regs in zip(op.accs, accs))
         d = list(flat) if in_place else e.reg_list("f32", len(flat))
         if not in_place:
+            if op.pending.value.data:  # the accumulators may be a running group's: wait before reading them
+                e.emit("wgmma.wait_group.sync.aligned", 0)
             for dst, src in zip(d, flat):
                 e.emit("mov.f32", dst, src)
         [scale_d] = kernel.thread_invariant(("wgmma scale-d",), _true)  # D = A B + D
@@ -87,7 +89,7 @@ class LowerWgmma(RewritePattern):
                 e.emit("add.s64", db, b_desc, b_step * s >> 4)
             e.emit(opcode, "{" + ", ".join(d) + "}", da, db, scale_d, 1, 1, 0, 1 if blocks else 0)
         e.emit("wgmma.commit_group.sync.aligned")
-        e.emit("wgmma.wait_group.sync.aligned", 0)
+        e.emit("wgmma.wait_group.sync.aligned", op.pending.value.data)
         per = len(flat) // len(accs)
         _finish(op, rewriter, e, [d[i * per:(i + 1) * per] for i in range(len(accs))])
 
@@ -100,6 +102,22 @@ class LowerWgmma(RewritePattern):
         e.emit("and.b64", desc, desc, 0x3FFF)
         e.emit("or.b64", desc, desc, descriptor_bits(lbo, sbo))
         return desc
+
+
+@dataclass
+class LowerWgmmaWait(RewritePattern):
+    """`warp.wgmma_wait`: `wgmma.wait_group 0`; the accumulators keep their registers."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.WgmmaWaitOp, rewriter: PatternRewriter) -> None:
+        accs = all_regs(op.accs)
+        if accs is None:
+            return
+        e = fio.Emitter(self.state.kernel(op).regs)
+        e.emit("wgmma.wait_group.sync.aligned", 0)
+        _finish(op, rewriter, e, [list(regs) for regs in accs])
 
 
 def _true(e: fio.Emitter) -> list[str]:
