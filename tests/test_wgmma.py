@@ -37,9 +37,9 @@ def schedule(spec: GemmSpec, **kw):
 
 
 @pytest.mark.parametrize("m, n, k, b_layout, warps, warp_tile, stages", [
-    (4096, 4096, 4096, "row", (8, 1), (1, 32), 3),  # the default: 128 x 256 CTAs
+    (4096, 4096, 4096, "row", (8, 1), (1, 32), 4),  # the default: 128 x 256 CTAs
     (512, 4096, 4096, "row", (8, 1), (1, 16), 4),  # fewer CTAs than SMs: m64n128 warpgroups
-    (4096, 4096, 4096, "col", (8, 1), (1, 32), 3),
+    (4096, 4096, 4096, "col", (8, 1), (1, 32), 4),
     (37, 72, 64, "row", (4, 1), (1, 16), 4),  # one warpgroup; an N-major B in whole 64-column blocks
     (37, 72, 64, "col", (4, 1), (1, 9), 4),  # a K-major B cut to N
 ])

@@ -130,11 +130,13 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
 _H100: dict[str, Config] = {
     "16bit": Config("2x2", "4x8", 3, 64),
     # warpgroups multiplying by wgmma.mma_async (`--wgmma`, sm_90a; `plan.plan_wgmma`): two
-    # warpgroups of m64n256 (128 x 256 CTAs), 3 stages of 128-byte K rows. H200, TFLOP/s, f16 / B
-    # K-major / bf16 (results/h200-2026-11-27-wgmma-first.csv): 4096^3 557 / 562 / 560 against
-    # 128 x 128 CTAs' 527 / 542 / 544 (3 stages) and 493 / 502 / 509 (4), one warpgroup of m64n256
-    # 482 / 469 / 497; 8192^3 562 / 535 / 552. The mma.sync default in the same run: 447 / 443 / 456.
-    "16bit-wgmma": Config("8x1", "1x32", 3, 64),
+    # warpgroups of m64n256 (128 x 256 CTAs), 4 stages of 128-byte K rows, one stage's products
+    # running on while the next's are issued (the copies 2 stages ahead). H200, TFLOP/s, f16 / B
+    # K-major / bf16 (results/h200-2026-11-27-wgmma-async-configs.csv): 4096^3 679 / 678 / 698,
+    # 8192^3 661 / 725 / 705; 3 stages (the copies one stage ahead) 506 / 503 / 508; 128 x 128 CTAs
+    # 545 / 535 / 547 (4 stages), 509 / 517 / 525 (5). Waiting for each stage's products
+    # (results/h200-2026-11-27-wgmma-first.csv, 3 stages) gave 557 / 562 / 560 at 4096^3.
+    "16bit-wgmma": Config("8x1", "1x32", 4, 64),
     "8bit": Config("2x2", "4x8", 3, 128),
     # through the transposing fill (plan.default_schedule: the operands filled), H200 at 4096^3,
     # TOP/s (benchmarks/results/h200-2026-11-27-fill-configs.csv): K 64 stages leave the registers
@@ -199,8 +201,9 @@ _H100: dict[str, Config] = {
     "4bit-widened-fill-ab": Config("4x2", "2x8", 4, 128),
 }
 # wgmma kernels whose default CTAs would not fill a wave take m64n128 warpgroups and 4 stages:
-# 512x4096x4096 (H200, f16 / B K-major / bf16) 480 / 483 / 480 against the default's 414 / 433 / 416
-# (64 CTAs; 128 with these), results/h200-2026-11-27-wgmma-first.csv.
+# 512x4096x4096 (H200, f16 / B K-major / bf16) 546 / 519 / 555 (results/h200-2026-11-27-wgmma-async-configs.csv);
+# waiting for each stage, 480 / 483 / 480 against the wide CTAs' 414 / 433 / 416 (64 CTAs; 128 with
+# these), results/h200-2026-11-27-wgmma-first.csv.
 WGMMA_NARROW = Config("8x1", "1x16", 4, 64)
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
