@@ -48,6 +48,27 @@ def test_plan_tiles(m, n, k, b_layout, warps, warp_tile, stages):
     assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, stages, 64)
 
 
+def plain_schedule(spec: GemmSpec, sm: str, **kw):
+    module, locations = parse(str(gemm_module(spec)), spec.name)
+    lower(module, locations, options(sm, **kw), warp_level=True)
+    [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
+    return attr.schedule
+
+
+@pytest.mark.parametrize("spec, sm, kw, mma", [
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), "90a", {}, "wgmma"),  # sm_90a, from 256 rows: by itself
+    (GemmSpec(256, 512, 128, "bf16", "bf16", "f32", b_layout="col"), "90a", {}, "wgmma"),
+    (GemmSpec(128, 4096, 4096, "f16", "f16", "f32"), "90a", {}, "sync"),  # fewer rows: mma.sync wins there
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), "90", {}, "sync"),  # sm_90 has no wgmma
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), "90a", {"warps": "2x2"}, "sync"),  # a forced configuration
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), "90a", {"stages": 3}, "sync"),
+    (GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", b_layout="col"), "90a", {}, "sync"),  # one it cannot take
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", a_layout="col"), "90a", {}, "sync"),
+])
+def test_sm90a_takes_the_warpgroups_where_they_win(spec, sm, kw, mma):
+    assert plain_schedule(spec, sm, **kw).mma == mma
+
+
 @pytest.mark.parametrize("spec, kw, message", [
     (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"sm": "90"}, "the warpgroup mma is the arch-specific target sm_90a's, not sm_90's"),
     (GemmSpec(64, 64, 64, "f16", "f16", "f16"), {}, "the warpgroups here take bf16 x bf16 -> f32, f16 x f16 -> f32"),

@@ -205,6 +205,12 @@ _H100: dict[str, Config] = {
 # waiting for each stage, 480 / 483 / 480 against the wide CTAs' 414 / 433 / 416 (64 CTAs; 128 with
 # these), results/h200-2026-11-27-wgmma-first.csv.
 WGMMA_NARROW = Config("8x1", "1x16", 4, 64)
+# sm_90a kernels of at least this many rows take the warpgroups without being asked (`plan.plan`).
+# H200, wgmma / mma.sync defaults over the matrix's 21 shapes x f16 / bf16 x B row / col
+# (results/h200-2026-11-27-wgmma-matrix-shapes.csv): 512 rows and up 1.32-1.75x (4096^3 f16 678
+# against 438), 2048x2048x256 1.02-1.05x, 1000^3 0.94-1.0x; 128 rows 0.95-1.13x, 64 rows and
+# fewer 0.81-1.15x (mostly below).
+WGMMA_MIN_ROWS = 256
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

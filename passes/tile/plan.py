@@ -550,7 +550,10 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
-    if wgmma:
+    # sm_90a's warpgroups where they can and win (`configs.WGMMA_MIN_ROWS`), unless a configuration is forced
+    automatic = ((warps, warp_tile, stages, stage_k) == (None, None, -1, 0) and g.m >= configs.WGMMA_MIN_ROWS
+                 and wgmma_unsupported(g, variant, target, why_not, fill, gather) is None)
+    if wgmma or automatic:
         return plan_wgmma(kernel, g, variant, target, why_not, fill, gather, warps, warp_tile, stages, stage_k, split_k)
     schedule = default_schedule(g, variant, fill, gather, pair)
     default = configs.default(target, schedule)
@@ -671,9 +674,10 @@ class TilePlan(ModulePass):
     (K of one stage; 0, the default: 128 bytes of K) and `split-k` (CTAs sharing an output tile's K,
     at most: 1 none, 0 (default) automatic where the tiles leave SMs idle, see `split`) and
     `pair-bytes` (true, the default: an M-major 8-bit A or N-major B copied as stored and read by
-    byte-pair ldmatrix .trans, `pairable`; false: transposed by the fill) and `wgmma` (false, the
-    default; true: each stage multiplied by warpgroups' wgmma.mma_async, sm_90a, `plan_wgmma`, or
-    a located refusal where the kernel cannot take it). When none of warps,
+    byte-pair ldmatrix .trans, `pairable`; false: transposed by the fill) and `wgmma` (true: each
+    stage multiplied by warpgroups' wgmma.mma_async, sm_90a, `plan_wgmma`, or a located refusal
+    where the kernel cannot take it; false, the default: so are the sm_90a kernels that can take it
+    of at least `configs.WGMMA_MIN_ROWS` rows whose configuration is not forced). When none of warps,
     warp-tile and stages is given, a configuration in the tuning cache `tune-cache` (JSON,
     `compiler/core/configs.py`) wins. Defaults are the kernel's target's (`configs.default`), their
     stages and stage K cut to fit its shared memory."""
