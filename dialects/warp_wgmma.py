@@ -57,10 +57,12 @@ WGMMA_ALIGN = 1024  # bytes a wgmma stage's start is aligned to: the 128-byte sw
 @irdl_op_definition
 class WgmmaOp(IRDLOperation):
     """`warp.wgmma %a[stage, row], %b[stage] after %token, %accs`: this warp's part of its
-    warpgroup's product of A rows `row` .. + 63 of stage `stage` (an S x BM x BK buffer, K-major)
-    and the stage's B (S x BN x BK K-major, or with `b_blocks` = BN / 64 an (S * b_blocks) x BK x
-    64 N-major buffer whose stage s is blocks s * b_blocks ..), every K step of the stage; `accs`
-    are the warp's N / 8 accumulator fragments, the results the same after the stage."""
+    warpgroup's product of A rows `row` .. + 63 of stage `stage` (an S x BM x BK buffer, K-major,
+    or with `a_blocks` = BM / 64 an (S * a_blocks) x BK x 64 M-major one whose stage s is blocks
+    s * a_blocks .., the warpgroup's rows one block) and the stage's B (S x BN x BK K-major, or with
+    `b_blocks` = BN / 64 an (S * b_blocks) x BK x 64 N-major buffer, its stage s blocks
+    s * b_blocks ..), every K step of the stage; `accs` are the warp's N / 8 accumulator fragments,
+    the results the same after the stage."""
 
     name = "warp.wgmma"
     a = operand_def(MemRefType)
@@ -69,6 +71,7 @@ class WgmmaOp(IRDLOperation):
     token = operand_def(AsyncTokenType)
     accs = var_operand_def(FragType)
     outs = var_result_def(FragType)
+    a_blocks = prop_def(IntegerAttr)  # 0: A K-major; else M-major blocks of 64 rows a stage
     b_blocks = prop_def(IntegerAttr)  # 0: B K-major; else N-major blocks of 64 columns a stage
     pending = prop_def(IntegerAttr)  # groups of wgmmas left running after it (0 or 1)
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
@@ -77,9 +80,10 @@ class WgmmaOp(IRDLOperation):
                        "`,` type($accs) `->` type($outs)")
 
     def __init__(self, a: SSAValue, b: SSAValue, indices: Sequence[SSAValue], token: SSAValue,
-                 accs: Sequence[SSAValue], b_blocks: int = 0, pending: int = 0):
+                 accs: Sequence[SSAValue], b_blocks: int = 0, pending: int = 0, a_blocks: int = 0):
         super().__init__(operands=[a, b, indices, token, accs], result_types=[[x.type for x in accs]],
-                         properties={"b_blocks": IntegerAttr(b_blocks, i64), "pending": IntegerAttr(pending, i64)})
+                         properties={"a_blocks": IntegerAttr(a_blocks, i64), "b_blocks": IntegerAttr(b_blocks, i64),
+                                     "pending": IntegerAttr(pending, i64)})
 
     @property
     def n(self) -> int:
@@ -88,7 +92,12 @@ class WgmmaOp(IRDLOperation):
 
     @property
     def stage_k(self) -> int:
-        return self.a.type.get_shape()[2]  # type: ignore[union-attr]
+        """K of the stage: A's columns, or an M-major A's block rows."""
+        return self.a.type.get_shape()[1 if self.a_blocks.value.data else 2]  # type: ignore[union-attr]
+
+    @property
+    def stages(self) -> int:
+        return self.a.type.get_shape()[0] // max(self.a_blocks.value.data, 1)  # type: ignore[union-attr]
 
     def verify_(self) -> None:
         a = _shared_stage(self.a.type, "warp.wgmma A")
@@ -108,10 +117,13 @@ class WgmmaOp(IRDLOperation):
             raise VerifyException(f"warp.wgmma: {' x '.join(elems[:2])} -> {v.dtype} is not a wgmma here (takes "
                                   f"{', '.join(f'{x} x {y} -> {z}' for x, y, z in sorted(WGMMA_TYPES))}, accumulated "
                                   "as m16n8k16 fragments)")
-        _, bm, bk = a.get_shape()
-        if row_bytes(a) != SWIZZLE_BYTES or bm % WGMMA_ROWS or row_bytes(b) != SWIZZLE_BYTES:
+        sa, ra, ca = a.get_shape()
+        a_blocks, bk = self.a_blocks.value.data, self.stage_k
+        if row_bytes(a) != SWIZZLE_BYTES or row_bytes(b) != SWIZZLE_BYTES or (
+                sa % a_blocks if a_blocks else ra % WGMMA_ROWS):
             raise VerifyException(f"warp.wgmma: A and B stages have rows of {SWIZZLE_BYTES} bytes (64 16-bit "
-                                  f"elements of K, or of N for an N-major B) and A a multiple of {WGMMA_ROWS} rows")
+                                  f"elements of K, or of M or N for an M-major A or N-major B), A a multiple of "
+                                  f"{WGMMA_ROWS} rows or a_blocks blocks a stage")
         for what, ref in (("A", a), ("B", b)):
             layout = ref.layout
             if isinstance(layout, SwizzledLayoutAttr) and (layout.mult.data != 1 or layout.fold.data):
@@ -120,9 +132,9 @@ class WgmmaOp(IRDLOperation):
         blocks = self.b_blocks.value.data
         sb, rb, cb = b.get_shape()
         if blocks == 0:
-            if (rb, cb) != (self.n, bk) or sb != a.get_shape()[0]:
+            if (rb, cb) != (self.n, bk) or sb != self.stages:
                 raise VerifyException(f"warp.wgmma: a K-major B stage is N x K = {self.n} x {bk}, as many stages as A")
-        elif blocks * N_BLOCK != self.n or (rb, cb) != (bk, N_BLOCK) or sb != blocks * a.get_shape()[0]:
+        elif blocks * N_BLOCK != self.n or (rb, cb) != (bk, N_BLOCK) or sb != blocks * self.stages:
             raise VerifyException(f"warp.wgmma: an N-major B is {blocks} blocks of K x {N_BLOCK} = {bk} x {N_BLOCK} "
                                   f"a stage (N = {self.n})")
         if self.pending.value.data not in (0, 1):

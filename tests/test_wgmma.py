@@ -63,7 +63,8 @@ def plain_schedule(spec: GemmSpec, sm: str, **kw):
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), "90a", {"warps": "2x2"}, "sync"),  # a forced configuration
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), "90a", {"stages": 3}, "sync"),
     (GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", b_layout="col"), "90a", {}, "sync"),  # one it cannot take
-    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", a_layout="col"), "90a", {}, "sync"),
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", a_layout="col"), "90a", {}, "wgmma"),  # A M-major too
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", a_layout="col"), "90a", {"split_k": 1, "stage_k": 32}, "sync"),
 ])
 def test_sm90a_takes_the_warpgroups_where_they_win(spec, sm, kw, mma):
     assert plain_schedule(spec, sm, **kw).mma == mma
@@ -73,7 +74,6 @@ def test_sm90a_takes_the_warpgroups_where_they_win(spec, sm, kw, mma):
     (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"sm": "90"}, "the warpgroup mma is the arch-specific target sm_90a's, not sm_90's"),
     (GemmSpec(64, 64, 64, "f16", "f16", "f16"), {}, "the warpgroups here take bf16 x bf16 -> f32, f16 x f16 -> f32"),
     (GemmSpec(64, 64, 64, "s8", "s8", "s32", b_layout="col"), {}, "the warpgroups here take"),
-    (GemmSpec(64, 64, 64, "f16", "f16", "f32", a_layout="col"), {}, "A must be K-major"),
     (GemmSpec(64, 64, 63, "f16", "f16", "f32"), {}, "4-byte aligned"),
     (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"warps": "2x2", "warp_tile": "1x8"}, "warps W x 1"),
     (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"warps": "4x1", "warp_tile": "1x4"}, "blocks of 64 columns"),
@@ -130,6 +130,10 @@ CASES = {  # spec, options
     "long-k-3-stages": (GemmSpec(64, 128, 1088, "f16", "f16", "f32"), {"stages": 3}),
     "long-k": (GemmSpec(64, 64, 1024, "bf16", "bf16", "f32", b_layout="col"), {}),
     "batched": (GemmSpec(64, 64, 128, "bf16", "bf16", "f32", batch=2, b_layout="col"), {}),
+    # an M-major A: K x 64 blocks of rows, read with imm-trans-a
+    "a-col-odd": (GemmSpec(70, 136, 200, "f16", "f16", "f32", a_layout="col"), {}),
+    "a-col-b-col-two-groups": (GemmSpec(130, 72, 1088, "bf16", "bf16", "f32", a_layout="col", b_layout="col"),
+                               {"warps": "8x1"}),
     "no-c": (GemmSpec(64, 128, 64, "f16", "f16", "f32", c=False), {}),
     "epilogue": (GemmSpec(96, 64, 128, "f16", "f16", "f32", bias="col", act="relu", out="f16"), {}),
 }

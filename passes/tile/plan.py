@@ -463,7 +463,7 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None, fill: str, gather: str) -> str | None:
     """Why a kernel cannot be multiplied by warpgroups (`#warp.schedule` mma = wgmma), None if it
     can: sm_90a, a dense 16-bit mma into f32 (`warp.WGMMA_TYPES`) that stages (`stageable`), read
-    as stored from a K-major A and a B of either order, every row copied by cp.async."""
+    as stored from A and B of either order, every row copied by cp.async."""
     if not target.is_arch(90):
         return f"the warpgroup mma is the arch-specific target sm_90a's, not {target}'s"
     if (variant.atype, variant.btype, variant.dtype) not in warp.WGMMA_TYPES or variant.sparse or variant.shape != "m16n8k16":
@@ -473,8 +473,6 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
         return f"the kernel cannot be staged: {why_not}"
     if g.a_meta is not None or g.a.casts or g.b.casts:
         return "A and B must be read as stored"
-    if column_major(g.a):
-        return "A must be K-major (a row-major M x K memref); an M-major A is not read by wgmma here"
     if fill or gather:
         return "every row of A and B must be 4-byte aligned for cp.async (no gather)"
     return None

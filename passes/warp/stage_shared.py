@@ -147,14 +147,15 @@ class _Stage(IndexBuilder):
         space = IntegerAttr(warp.SHARED, i64)
         a_elem, b_elem = self.a_loads[0].ref.type.element_type, self.b_loads[0].ref.type.element_type
         self.wgmma = s.mma == "wgmma"
-        # an N-major B read by wgmma: blocks of 64 columns, each K rows of 128 bytes (the
-        # descriptors' layout), stage s the blocks s * b_blocks ..
-        self.b_blocks = 0 if not self.wgmma or self.b_k_major else bn // warp.N_BLOCK
+        # an M-major A or N-major B read by wgmma: blocks of 64 rows or columns, each K rows of 128
+        # bytes (the descriptors' layout), stage s the blocks s * blocks ..
+        self.a_blocks = bm // warp.N_BLOCK if self.wgmma and self.a_m_major else 0
+        self.b_blocks = bn // warp.N_BLOCK if self.wgmma and not self.b_k_major else 0
+        a_shape = ([S * self.a_blocks, bk, warp.N_BLOCK] if self.a_blocks
+                   else [S, bk, bm] if self.a_m_major else [S, bm, bk // 2 if self.pre else bk])
         b_shape = ([S * self.b_blocks, bk, warp.N_BLOCK] if self.b_blocks
                    else [S, bn, bk] if self.b_k_major else [S, bk, bn])
-        shared = [MemRefType(a_elem, [S, bk, bm] if self.a_m_major else [S, bm, bk // 2 if self.pre else bk],
-                             memory_space=space),
-                  MemRefType(b_elem, b_shape, memory_space=space)]
+        shared = [MemRefType(a_elem, a_shape, memory_space=space), MemRefType(b_elem, b_shape, memory_space=space)]
         if self.pre:  # a lane's words for the stage's k32 steps, 16 lanes a tile of the CTA's rows
             shared.append(MemRefType(self.metas[0].ref.type.element_type, [S, bm, bk // self.variant.k],
                                      memory_space=space))
@@ -266,17 +267,18 @@ class _Stage(IndexBuilder):
             a_k, a_exact = k, k_exact
         m_exact = tile.tiles_exactly(self.m, self.bm, mm)
         n_exact = tile.tiles_exactly(self.n, self.bn, mn)
-        if not self.through_a:
+        if self.a_blocks:  # an M-major A for wgmma: one copy a block of 64 rows
+            self.block_copies(a0, self.s_a, stage, self.a_blocks,
+                              lambda j: [self.bz, self.plus(self.cta_row, j * warp.N_BLOCK), a_k],
+                              (m_exact, a_exact), copy_vector(self.a, True), transpose=True)
+        elif not self.through_a:
             self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
                                           a0.extent_values(), self.threads, copy_vector(self.a, self.a_m_major),
                                           transpose=self.a_m_major), m_exact, a_exact)
         if self.b_blocks:  # an N-major B for wgmma: one copy a block of 64 columns
-            for j in range(self.b_blocks):
-                block = self.add(arith.AddiOp(self.add(arith.MuliOp(stage, self.const(self.b_blocks))).results[0],
-                                              self.const(j))).results[0]
-                self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.plus(self.cta_col, j * warp.N_BLOCK)],
-                                              self.s_b, block, b0.window_values(), b0.extent_values(), self.threads,
-                                              copy_vector(self.b)), k_exact, n_exact)
+            self.block_copies(b0, self.s_b, stage, self.b_blocks,
+                              lambda j: [self.bz, k, self.plus(self.cta_col, j * warp.N_BLOCK)],
+                              (k_exact, n_exact), copy_vector(self.b))
         elif not self.through_b:
             self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
                                           b0.extent_values(), self.threads, copy_vector(self.b, self.b_k_major),
@@ -284,6 +286,16 @@ class _Stage(IndexBuilder):
         if self.s_meta is not None:
             m = self.metas[0]
             self.add(warp.CopyMetaAsyncOp(m.ref, [m.indices[0], self.cta_row, k], self.s_meta, stage, self.threads))
+
+    def block_copies(self, load: warp.LoadOp, dest: SSAValue, stage: SSAValue, blocks: int, at,
+                     exact: tuple[bool, bool], vector: int, transpose: bool = False) -> None:
+        """The copies of an operand the warpgroups read M- or N-major: block j (64 rows or columns,
+        its window at `at(j)`) into stage stage * blocks + j of `dest`."""
+        first = self.add(arith.MuliOp(stage, self.const(blocks))).results[0]
+        for j in range(blocks):
+            block = self.add(arith.AddiOp(first, self.const(j))).results[0]
+            self.bounded(warp.CopyAsyncOp(load.ref, at(j), dest, block, load.window_values(), load.extent_values(),
+                                          self.threads, vector, transpose=transpose), *exact)
 
     def fill(self, k: SSAValue, stage: SSAValue) -> None:
         """The transposing fills of A and B at K `k` into `stage` (those `fill` names; loaded element
@@ -324,7 +336,7 @@ class _Stage(IndexBuilder):
         """The stage multiplied by this warp's warpgroup (`#warp.schedule` mma = wgmma): its A rows
         are the group's 64 (`group_row`, computed once before the loop)."""
         return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, self.group_row], token, accs,
-                                           self.b_blocks, self.s.wgmma_in_flight)).results)
+                                           self.b_blocks, self.s.wgmma_in_flight, self.a_blocks)).results)
 
     def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):
         """Each K step of the stage: its fragment reads (A by instruction row, B by `b_group`),

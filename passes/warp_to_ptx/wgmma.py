@@ -53,23 +53,26 @@ class LowerWgmma(RewritePattern):
         stage, row = idx
         a_ref, b_ref = op.a.type, op.b.type
         assert isinstance(a_ref, MemRefType) and isinstance(b_ref, MemRefType)
-        _, a_row_bytes, a_stage_bytes = _shared_geometry(a_ref)
-        _, b_row_bytes, b_block_bytes = _shared_geometry(b_ref)
-        blocks = op.b_blocks.value.data
+        _, row_bytes, a_block_bytes = _shared_geometry(a_ref)  # 128-byte rows, both (the verifier)
+        _, _, b_block_bytes = _shared_geometry(b_ref)
+        a_blocks, b_blocks = op.a_blocks.value.data, op.b_blocks.value.data
         steps = op.stage_k // warp.WGMMA_K
         frag = op.accs[0].type
         assert isinstance(frag, warp.FragType)
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
-        # A: the group's rows of the stage; B: the stage (an N-major B's first block)
+        # A: the group's rows of the stage (an M-major A's block row / 64); B: the stage (an N-major
+        # B's first block)
         a_addr, b_addr = e.reg("b32"), e.reg("b32")
-        e.emit("mad.lo.u32", a_addr, e.in_register(stage), a_stage_bytes, a_base)
-        e.emit("mad.lo.u32", a_addr, e.in_register(row), a_row_bytes, a_addr)
-        e.emit("mad.lo.u32", b_addr, e.in_register(stage), b_block_bytes * max(blocks, 1), b_base)
-        a_desc = self._descriptor(e, a_addr, 16, ATOM_BYTES)
-        b_desc = self._descriptor(e, b_addr, b_block_bytes if blocks else 16, ATOM_BYTES)
-        # K step s: 32 bytes along a K-major row, 16 rows of 128 bytes down an N-major block
-        b_step = 16 * b_row_bytes if blocks else 32
+        e.emit("mad.lo.u32", a_addr, e.in_register(stage), a_block_bytes * max(a_blocks, 1), a_base)
+        e.emit("mad.lo.u32", a_addr, e.in_register(row), a_block_bytes // warp.WGMMA_ROWS if a_blocks else row_bytes,
+               a_addr)
+        e.emit("mad.lo.u32", b_addr, e.in_register(stage), b_block_bytes * max(b_blocks, 1), b_base)
+        # the leading byte offset: an M- or N-major operand's blocks apart (K-major: unused, 16)
+        a_desc = self._descriptor(e, a_addr, a_block_bytes if a_blocks else 16, ATOM_BYTES)
+        b_desc = self._descriptor(e, b_addr, b_block_bytes if b_blocks else 16, ATOM_BYTES)
+        # K step s: 32 bytes along a K-major row, 16 rows of 128 bytes down an M- or N-major block
+        a_step, b_step = (16 * row_bytes if blocks else 32 for blocks in (a_blocks, b_blocks))
         flat = [r for regs in accs for r in regs]
         in_place = all(accumulates_in_place(op, v, regs) for v, regs in zip(op.accs, accs))
         d = list(flat) if in_place else e.reg_list("f32", len(flat))
@@ -85,9 +88,9 @@ class LowerWgmma(RewritePattern):
             da, db = a_desc, b_desc
             if s:
                 da, db = e.reg("b64"), e.reg("b64")
-                e.emit("add.s64", da, a_desc, 32 * s >> 4)
+                e.emit("add.s64", da, a_desc, a_step * s >> 4)
                 e.emit("add.s64", db, b_desc, b_step * s >> 4)
-            e.emit(opcode, "{" + ", ".join(d) + "}", da, db, scale_d, 1, 1, 0, 1 if blocks else 0)
+            e.emit(opcode, "{" + ", ".join(d) + "}", da, db, scale_d, 1, 1, int(bool(a_blocks)), int(bool(b_blocks)))
         e.emit("wgmma.commit_group.sync.aligned")
         e.emit("wgmma.wait_group.sync.aligned", op.pending.value.data)
         per = len(flat) // len(accs)

@@ -36,6 +36,9 @@ CASES = [  # (spec, options)
     (GemmSpec(96, 64, 128, "f16", "f16", "f32", bias="col", act="gelu", out="f16"), {}),
     (GemmSpec(1000, 1000, 1000, "f16", "f16", "f32"), {}),
     (GemmSpec(2048, 2048, 512, "bf16", "bf16", "f32", b_layout="col"), {}),
+    (GemmSpec(130, 200, 96, "f16", "f16", "f32", a_layout="col"), {}),  # an M-major A (imm-trans-a)
+    (GemmSpec(300, 264, 1088, "bf16", "bf16", "f32", a_layout="col", b_layout="col"), {}),
+    (GemmSpec(1024, 1024, 1024, "f16", "f16", "f32", a_layout="col"), {}),
 ]
 
 
