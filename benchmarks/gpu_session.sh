@@ -182,7 +182,7 @@ matrix)  # issue 23's benchmark matrix (benchmarks/matrix.py), one part per devi
     export TILEMMA_BENCH_TRITON_CACHE=${TILEMMA_BENCH_TRITON_CACHE:-/tmp/tilemma-matrix-triton}
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 > "$OUT/clocks-$tag.csv" &
     smi=$!
-    timeout ${MATRIX_S:-500} python3 -m benchmarks.matrix --part "$part" ${REDO:+--redo $REDO} --budget ${BUDGET:-450} \
+    timeout ${MATRIX_S:-500} python3 -m benchmarks.matrix --part "$part" --sm ${SM:-90} ${REDO:+--redo $REDO} --budget ${BUDGET:-450} \
         --csv "$OUT/matrix-$tag.csv" > "$OUT/matrix-$tag.txt" 2> "$OUT/matrix-$tag.err"
     echo "benchmarks.matrix exit $?"
     kill $smi

@@ -243,14 +243,15 @@ def small_shape(shape: Shape) -> Shape:
 
 
 def dry_job(job: tuple) -> dict:
-    """One dry-run job: ("compile", family, shape): the kernel at that shape compiled;
-    ("emulate", family, shape): compiled and run in the emulator against the reference."""
-    kind, fam_name, shape = job
+    """One dry-run job: ("compile", family, shape, sm): the kernel at that shape compiled for
+    target sm; ("emulate", family, shape, sm): compiled and run in the emulator against the
+    reference."""
+    kind, fam_name, shape, sm = job
     began = time.perf_counter()
     out: dict[str, Any] = {"job": job}
     try:
         if kind == "compile":
-            build = gb.precompile_one((fam_name, shape, "", "90", "9.0"))
+            build = gb.precompile_one((fam_name, shape, "", sm, "9.0"))
             if isinstance(build, str):
                 out["error"] = build
             else:
@@ -262,7 +263,7 @@ def dry_job(job: tuple) -> dict:
             from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 
             text, name = gb.tilemma_ir(FAMILIES[fam_name], shape)
-            [kernel] = compile_text(text, name, CompileOptions(sm="90", ptx="9.0"))
+            [kernel] = compile_text(text, name, CompileOptions(sm=sm, ptx="9.0"))
             result = runner.run_compiled(kernel, 0, "emulator")
             out["config"] = kernel.abi.config
             out["ok"] = result.ok
@@ -274,13 +275,13 @@ def dry_job(job: tuple) -> dict:
     return out
 
 
-def dry_run(selected: Sequence[gb.Cell], processes: int) -> int:
-    """Every cell's kernel compiled, a small analogue of each emulated; 0 if all went right."""
+def dry_run(selected: Sequence[gb.Cell], processes: int, sm: str = "90") -> int:
+    """Every cell's kernel compiled for `sm`, a small analogue of each emulated; 0 if all went right."""
     import concurrent.futures
     import multiprocessing
 
-    jobs = [("compile", f.name, s) for f, s in selected]
-    jobs += list(dict.fromkeys(("emulate", f.name, small_shape(s)) for f, s in selected))
+    jobs = [("compile", f.name, s, sm) for f, s in selected]
+    jobs += list(dict.fromkeys(("emulate", f.name, small_shape(s), sm) for f, s in selected))
     began = time.perf_counter()
     print(f"dry run: {len(selected)} cells to compile, {len(jobs) - len(selected)} small analogues to emulate, "
           f"{processes} processes", file=sys.stderr, flush=True)
@@ -297,9 +298,9 @@ def dry_run(selected: Sequence[gb.Cell], processes: int) -> int:
     print(f"{'family':>20} {'layout':>12} {'shape':>16}  {'compiled at the shape (instruction tiling)':<52} "
           f"{'emulated at':>13}")
     for fam, shape in selected:
-        c = by[("compile", fam.name, shape)]
+        c = by[("compile", fam.name, shape, sm)]
         small = small_shape(shape)
-        e = by[("emulate", fam.name, small)]
+        e = by[("emulate", fam.name, small, sm)]
         compiled = f"ERROR {c['error'][:60]}" if "error" in c else \
             c["config"].split(" ", 1)[1] + ("" if c["staged"] else "  (simple: not staged)")
         emulated = "FAIL " + e["error"][:60] if "error" in e else "PASS"
@@ -330,6 +331,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=list(LAYOUTS),
                    help="operand orders, A then B, r(ow) or c(olumn)-major (default all: rr rc cr cc)")
     p.add_argument("--shapes", nargs="+", metavar="MxNxK", help="these shapes instead of SHAPES (every family)")
+    p.add_argument("--sm", default="90", help="the target tilemma compiles for (default 90; 90a: sm_90a's "
+                   "warpgroup kernels where they apply)")
     p.add_argument("--csv", help="write the rows here")
     p.add_argument("--plot", help="write the heat map here (PNG; needs matplotlib)")
     p.add_argument("--budget", type=float, default=450.0,
@@ -377,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"device call, --budget {args.budget:g})")
         return 0
     if args.dry_run:
-        return dry_run(args.cells, args.processes)
+        return dry_run(args.cells, args.processes, args.sm)
     if args.merge:
         rows = merge(*(gb.read_csv(path) for path in args.merge))
         report(rows, args)
@@ -396,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"estimated, budget {args.budget:.0f} s", file=sys.stderr, flush=True)
     try:
         ptx = gb.default_ptx()
-        compiled = gb.precompile([(f.name, s, "") for f, s in selected], "90", ptx, args.processes)
+        compiled = gb.precompile([(f.name, s, "") for f, s in selected], args.sm, ptx, args.processes)
         print(f"compiled {len(compiled)} kernels in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
         rows = gb.run_cells(selected, budget=max(args.budget - (time.monotonic() - started), 10), skip=args.skip,
                             main_share=MAIN_SHARE, precompiled=compiled, warm_processes=args.processes)
