@@ -4,9 +4,10 @@ A descriptor names a matrix in shared memory: its start address, the leading (LB
 byte offsets between 8 x 16-byte core matrices, and the swizzle mode, each offset in 16-byte units.
 The stages here are all in the 128-byte-swizzle layout (mode 1): 8 rows of 128 bytes a 1024-byte
 atom, so SBO is 1024; a K-major operand's K step s starts 32 s bytes into its rows (the hardware
-applies the swizzle to the address, which is why the stages start on 1024 bytes); an N-major B's
-starts 16 s rows down, its 64-column blocks LBO apart. The encoding and layouts were checked on an
-H200 by tools/wgmma_probe.py (K-major and N-major B, N 64-256), bit for bit against mma_arith.
+applies the swizzle to the address, which is why the stages start on 1024 bytes); an M-major A's or
+N-major B's starts 16 s rows down, its 64-wide blocks LBO apart. The encoding and layouts were
+checked on an H200 by tools/wgmma_probe.py (K-major and N-major B, N 64-256), bit for bit against
+mma_arith; the M-major A by the GPU tests (the kernels' D bit for bit as the mma.sync kernels').
 """
 
 from __future__ import annotations
@@ -53,26 +54,14 @@ class LowerWgmma(RewritePattern):
         stage, row = idx
         a_ref, b_ref = op.a.type, op.b.type
         assert isinstance(a_ref, MemRefType) and isinstance(b_ref, MemRefType)
-        _, row_bytes, a_block_bytes = _shared_geometry(a_ref)  # 128-byte rows, both (the verifier)
-        _, _, b_block_bytes = _shared_geometry(b_ref)
         a_blocks, b_blocks = op.a_blocks.value.data, op.b_blocks.value.data
         steps = op.stage_k // warp.WGMMA_K
         frag = op.accs[0].type
         assert isinstance(frag, warp.FragType)
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
-        # A: the group's rows of the stage (an M-major A's block row / 64); B: the stage (an N-major
-        # B's first block)
-        a_addr, b_addr = e.reg("b32"), e.reg("b32")
-        e.emit("mad.lo.u32", a_addr, e.in_register(stage), a_block_bytes * max(a_blocks, 1), a_base)
-        e.emit("mad.lo.u32", a_addr, e.in_register(row), a_block_bytes // warp.WGMMA_ROWS if a_blocks else row_bytes,
-               a_addr)
-        e.emit("mad.lo.u32", b_addr, e.in_register(stage), b_block_bytes * max(b_blocks, 1), b_base)
-        # the leading byte offset: an M- or N-major operand's blocks apart (K-major: unused, 16)
-        a_desc = self._descriptor(e, a_addr, a_block_bytes if a_blocks else 16, ATOM_BYTES)
-        b_desc = self._descriptor(e, b_addr, b_block_bytes if b_blocks else 16, ATOM_BYTES)
-        # K step s: 32 bytes along a K-major row, 16 rows of 128 bytes down an M- or N-major block
-        a_step, b_step = (16 * row_bytes if blocks else 32 for blocks in (a_blocks, b_blocks))
+        a_desc, a_step = self._operand(e, a_base, stage, a_ref, a_blocks, row)
+        b_desc, b_step = self._operand(e, b_base, stage, b_ref, b_blocks)
         flat = [r for regs in accs for r in regs]
         in_place = all(accumulates_in_place(op, v, regs) for v, regs in zip(op.accs, accs))
         d = list(flat) if in_place else e.reg_list("f32", len(flat))
@@ -95,6 +84,23 @@ class LowerWgmma(RewritePattern):
         e.emit("wgmma.wait_group.sync.aligned", op.pending.value.data)
         per = len(flat) // len(accs)
         _finish(op, rewriter, e, [d[i * per:(i + 1) * per] for i in range(len(accs))])
+
+    @classmethod
+    def _operand(cls, e: fio.Emitter, base: str, stage: str, ref: MemRefType, blocks: int,
+                 row: str | None = None) -> tuple[str, int]:
+        """(descriptor, bytes between K steps) of one operand's part of the stage: the stage (an
+        M- or N-major operand's first block), and for A the warpgroup's `row`s (an M-major A's
+        block row / 64)."""
+        _, row_bytes, block_bytes = _shared_geometry(ref)
+        addr = e.reg("b32")
+        e.emit("mad.lo.u32", addr, e.in_register(stage), block_bytes * max(blocks, 1), base)
+        if row is not None:
+            e.emit("mad.lo.u32", addr, e.in_register(row), block_bytes // warp.WGMMA_ROWS if blocks else row_bytes,
+                   addr)
+        # LBO: an M- or N-major operand's blocks apart (K-major: unused, 16); a K step is 32 bytes
+        # along a K-major row, 16 rows of 128 bytes down a block
+        desc = cls._descriptor(e, addr, block_bytes if blocks else 16, ATOM_BYTES)
+        return desc, 16 * row_bytes if blocks else 32
 
     @staticmethod
     def _descriptor(e: fio.Emitter, addr: str, lbo: int, sbo: int) -> str:
