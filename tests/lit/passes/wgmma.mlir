@@ -26,7 +26,7 @@
 // CHECK:       warp.copy_async %b[{{.*}}], %[[SB]][{{.*}}]
 // CHECK:       warp.async_wait {pending = {{[0-9]+}} : i64, proxy_fence}
 // CHECK-NEXT:  "gpu.barrier"() : () -> ()
-// CHECK:       warp.wgmma %[[SA]][%{{.*}}, %[[ROW]]], %[[SB]] after %{{.*}}, {{.*}} {b_blocks = 2 : i64, pending = 1 : i64} : memref<4x128x64xf16, #warp.swizzled<1>, 3 : i64>, memref<8x64x64xf16, #warp.swizzled<1>, 3 : i64>
+// CHECK:       warp.wgmma %[[SA]][%{{.*}}, %[[ROW]]], %[[SB]] after %{{.*}}, {{.*}} {a_blocks = 0 : i64, b_blocks = 2 : i64, pending = 1 : i64} : memref<4x128x64xf16, #warp.swizzled<1>, 3 : i64>, memref<8x64x64xf16, #warp.swizzled<1>, 3 : i64>
 // CHECK-NOT:   warp.ldmatrix
 // CHECK:       warp.wgmma_wait
 // CHECK:       warp.store
