@@ -151,9 +151,137 @@ def run(n: int, etype: str, b_mn_major: bool, lbo_b: int, sbo_b: int, adversaria
     return int((got != want).sum()), float(np.abs(out[3] - ref64).max())
 
 
+def sparse_probe_ptx(n: int, etype: str, b_mn_major: bool, k: int) -> str:
+    """The kernel for D (64 x n) = A B + C with a 2:4 sparse A (`wgmma.mma_async.sp`, k32 steps,
+    selector 0): A's kept values a 64 x 64 K-major image (K / 2 of them used), each thread's
+    metadata words (one a k32 step) from `pe`, B K-major (K / 64 blocks of n x 64) or N-major
+    (n / 64 blocks of K x 64, LBO the block's bytes)."""
+    regs, steps = n // 2, k // 32
+    a_bytes, b_bytes = 64 * 128, n * 2 * k
+    lines = [
+        ".version 8.2", ".target sm_90a", ".address_size 64",
+        ".extern .shared .align 1024 .b8 smem[];",
+        f".visible .entry {ENTRY}(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd, .param .u64 pe)",
+        "{",
+        ".reg .b32 %r<16>;", ".reg .b32 %e<8>;", ".reg .b64 %rd<16>;", ".reg .b64 %rd_desc, %rd_a, %rd_b;",
+        f".reg .f32 %d<{regs}>;", ".reg .pred %p<4>;",
+        "ld.param.u64 %rd1, [pa];", "ld.param.u64 %rd2, [pb];", "ld.param.u64 %rd3, [pc];",
+        "ld.param.u64 %rd4, [pd];", "ld.param.u64 %rd9, [pe];",
+        "mov.u32 %r1, %tid.x;",
+        "mov.u32 %r2, smem;",
+    ]
+    for src, off, size in (("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)):
+        for base in range(0, size, 128 * 16):
+            lines += [
+                f"mad.wide.u32 %rd5, %r1, 16, {src};",
+                f"ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%rd5+{base}];",
+                "mad.lo.u32 %r3, %r1, 16, %r2;",
+                f"st.shared.v4.u32 [%r3+{off + base}], {{%r4, %r5, %r6, %r7}};",
+            ]
+    lines += ["mul.wide.u32 %rd10, %r1, 32;", "add.u64 %rd10, %rd10, %rd9;"]  # 8 words a thread
+    lines += [f"ld.global.u32 %e{s}, [%rd10+{4 * s}];" for s in range(steps)]
+    lines += ["fence.proxy.async.shared::cta;", "bar.sync 0;"]
+    lines += [
+        "shr.u32 %r8, %r1, 5;", "and.b32 %r9, %r1, 31;",
+        "shr.u32 %r10, %r9, 2;", "and.b32 %r11, %r9, 3;",
+        "mad.lo.u32 %r12, %r8, 16, %r10;",
+        "shl.b32 %r13, %r11, 1;",
+        f"mad.lo.u32 %r14, %r12, {n}, %r13;",
+        "mul.wide.u32 %rd6, %r14, 4;",
+        "add.u64 %rd7, %rd3, %rd6;", "add.u64 %rd8, %rd4, %rd6;",
+    ]
+    for i in range(regs):
+        j, q = divmod(i, 4)
+        lines.append(f"ld.global.f32 %d{i}, [%rd7+{((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4}];")
+    lines += ["wgmma.fence.sync.aligned;", "setp.eq.u32 %p1, 1, 1;"]
+    dregs = ", ".join(f"%d{i}" for i in range(regs))
+    for s in range(steps):
+        lines.append(f"add.u32 %r15, %r2, {s * 32};")
+        lines += descriptor("%r15", 16, 1024)
+        lines.append("mov.b64 %rd_a, %rd_desc;")
+        if b_mn_major:
+            b_off, lbo = a_bytes + s * 32 * 128, k * 128
+        else:
+            b_off, lbo = a_bytes + (s // 2) * n * 128 + (s % 2) * 64, 16
+        lines.append(f"add.u32 %r15, %r2, {b_off};")
+        lines += descriptor("%r15", lbo, 1024)
+        lines.append("mov.b64 %rd_b, %rd_desc;")
+        lines.append(f"wgmma.mma_async.sp.sync.aligned.m64n{n}k32.f32.{etype}.{etype} {{{dregs}}}, %rd_a, %rd_b, "
+                     f"%e{s}, 0, %p1, 1, 1, 0, {int(b_mn_major)};")
+    lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"]
+    for i in range(regs):
+        j, q = divmod(i, 4)
+        lines.append(f"st.global.f32 [%rd8+{((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4}], %d{i};")
+    lines += ["ret;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def sparse_operands(n: int, k: int, etype: str, rng: np.random.Generator, adversarial: bool):
+    """A 2:4 sparse A (64 x k, two random kept positions a chunk of 4), B (k x n), C."""
+    a, b, c = operands(n, etype, rng, adversarial)
+    if k != 64:
+        a2, b2, _ = operands(n, etype, rng, adversarial)
+        a, b = np.concatenate([a, a2], 1)[:, :k], np.concatenate([b, b2], 0)[:k]
+    keep = np.zeros((64, k // 4, 4), bool)
+    for r in range(64):
+        for g in range(k // 4):
+            keep[r, g, rng.choice(4, 2, replace=False)] = True
+    a = np.where(keep.reshape(64, k), a, np.zeros_like(a))
+    a[a == 0] = 0  # -0.0 as +0.0 would still count as kept
+    return a, b, c
+
+
+def sparse_reference(a, b, c, etype: str) -> np.ndarray:
+    """mma.sp m16n8k32's arithmetic, one k32 step after another (the products of kept elements)."""
+    from tilemma.compiler.verify import mma_arith
+    model = mma_arith.model_for("sm_90", etype, None, "m16n8k32")
+    d = c.astype(np.float64)
+    kept = a != 0
+    for s in range(0, a.shape[1], 32):
+        d = mma_arith.fused_mma(a[:, s:s + 32].astype(np.float64), b[s:s + 32].astype(np.float64), d, model,
+                                etype, etype, "f32", kept=kept[:, s:s + 32]).astype(np.float64)
+    return d.astype(np.float32)
+
+
+def run_sparse(n: int, etype: str, b_mn_major: bool, adversarial: bool, seed: int):
+    from tilemma.compiler.layouts import sparse_format
+    from tilemma.compiler.runtime import cuda_runtime
+    rng = np.random.default_rng(seed)
+    k = 128 if n <= 128 else 64
+    a, b, c = sparse_operands(n, k, etype, rng, adversarial)
+    values, meta = sparse_format.compress_a(a)
+    a_img = sw128_kmajor(np.pad(values, ((0, 0), (0, 64 - values.shape[1]))))
+    if b_mn_major:
+        b_img = sw128_mnmajor(b)
+    else:
+        bt = np.ascontiguousarray(b.T)
+        b_img = np.concatenate([sw128_kmajor(bt[:, j:j + 64]) for j in range(0, k, 64)])
+    # thread t's word for k32 step s at e[t, s]: its warp's tile row, its lane's place; the lanes
+    # selector 0 ignores (quad positions 2, 3) get random words
+    e = rng.integers(0, 2**32, (128, 8), dtype=np.uint64).astype(np.uint32)
+    for t in range(128):
+        w, lane = divmod(t, 32)
+        if lane & 3 < 2:
+            for s in range(k // 32):
+                e[t, s] = meta[w, sparse_format.meta_word(s, lane)]
+    ptx = sparse_probe_ptx(n, etype, b_mn_major, k)
+    d = np.zeros((64, n), np.float32)
+    out = cuda_runtime.run_kernel(ptx, ENTRY, (1, 1, 1), (128, 1, 1), [a_img, b_img, c, d, e],
+                                  shared_bytes=len(a_img) + len(b_img))
+    got = out[3].view(np.uint32)
+    want = sparse_reference(a, b, c, etype).view(np.uint32)
+    ref64 = a.astype(np.float64) @ b.astype(np.float64) + c
+    return int((got != want).sum()), float(np.abs(out[3] - ref64).max())
+
+
 def main(argv: list[str]) -> int:
     """Every variant in a process of its own (a fault leaves the CUDA context unusable)."""
     import subprocess
+    if argv and argv[0] == "sp":
+        etype, n, mn, adv = argv[1], int(argv[2]), argv[3] == "1", argv[4] == "1"
+        bad, err = run_sparse(n, etype, mn, adv, seed=n + adv)
+        print(bad, f"{err:.3g}")
+        return 0
     if argv:
         etype, n, mn, lbo, sbo, adv = argv[0], int(argv[1]), argv[2] == "1", int(argv[3]), int(argv[4]), argv[5] == "1"
         bad, err = run(n, etype, mn, lbo, sbo, adv, seed=n + adv)
@@ -168,6 +296,14 @@ def main(argv: list[str]) -> int:
                                        capture_output=True, text=True)
                     verdict = r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
                     print(etype, n, "N-major" if mn else "K-major", lbo, sbo, "adv" if adv else "rand",
+                          verdict, sep="\t", flush=True)
+            for mn in (False, True):
+                for adv in (False, True):
+                    args = ["sp", etype, str(n), str(int(mn)), str(int(adv))]
+                    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", *args],
+                                       capture_output=True, text=True)
+                    verdict = r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
+                    print("sparse", etype, n, "N-major" if mn else "K-major", "adv" if adv else "rand",
                           verdict, sep="\t", flush=True)
     return 0
 
