@@ -37,9 +37,23 @@ def sw128_mnmajor(x: np.ndarray) -> np.ndarray:
     return np.concatenate([sw128_kmajor(x[:, j:j + 64]) for j in range(0, n, 64)])
 
 
-def descriptor(addr_reg: str, lbo: int, sbo: int) -> list[str]:
-    """PTX building a 128-byte-swizzle descriptor in %rd_desc from a 32-bit shared address."""
-    const = (1 << 62) | ((sbo >> 4) << 32) | ((lbo >> 4) << 16)
+def sw64_kmajor(x: np.ndarray) -> np.ndarray:
+    """Bytes of a rows x 32 (16-bit) K-major tile in the 64-byte swizzle: row r at r * 64, its
+    16-byte granule g at g ^ ((r / 2) % 4)."""
+    rows, k = x.shape
+    assert k == 32 and x.dtype.itemsize == 2
+    words = x.view(np.uint16).reshape(rows, 4, 8)
+    out = np.zeros_like(words)
+    for r in range(rows):
+        for g in range(4):
+            out[r, g ^ ((r // 2) % 4)] = words[r, g]
+    return out.reshape(-1).view(np.uint8)
+
+
+def descriptor(addr_reg: str, lbo: int, sbo: int, mode: int = 1) -> list[str]:
+    """PTX building a descriptor in %rd_desc from a 32-bit shared address: swizzle `mode` 1 (128
+    bytes) or 2 (64 bytes)."""
+    const = (mode << 62) | ((sbo >> 4) << 32) | ((lbo >> 4) << 16)
     return [f"cvt.u64.u32 %rd_desc, {addr_reg};",
             "shr.u64 %rd_desc, %rd_desc, 4;",
             "and.b64 %rd_desc, %rd_desc, 0x3FFF;",
@@ -151,13 +165,14 @@ def run(n: int, etype: str, b_mn_major: bool, lbo_b: int, sbo_b: int, adversaria
     return int((got != want).sum()), float(np.abs(out[3] - ref64).max())
 
 
-def sparse_probe_ptx(n: int, etype: str, b_mn_major: bool, k: int) -> str:
+def sparse_probe_ptx(n: int, etype: str, b_mn_major: bool, k: int, a_row: int = 128) -> str:
     """The kernel for D (64 x n) = A B + C with a 2:4 sparse A (`wgmma.mma_async.sp`, k32 steps,
-    selector 0): A's kept values a 64 x 64 K-major image (K / 2 of them used), each thread's
+    selector 0): A's kept values a K-major image of 64 rows of `a_row` bytes (128: the 128-byte
+    swizzle, K / 2 of its 64 columns used; 64: the 64-byte swizzle, K = 64), each thread's
     metadata words (one a k32 step) from `pe`, B K-major (K / 64 blocks of n x 64) or N-major
     (n / 64 blocks of K x 64, LBO the block's bytes)."""
     regs, steps = n // 2, k // 32
-    a_bytes, b_bytes = 64 * 128, n * 2 * k
+    a_bytes, b_bytes = 64 * a_row, n * 2 * k
     lines = [
         ".version 8.2", ".target sm_90a", ".address_size 64",
         ".extern .shared .align 1024 .b8 smem[];",
@@ -197,7 +212,7 @@ def sparse_probe_ptx(n: int, etype: str, b_mn_major: bool, k: int) -> str:
     dregs = ", ".join(f"%d{i}" for i in range(regs))
     for s in range(steps):
         lines.append(f"add.u32 %r15, %r2, {s * 32};")
-        lines += descriptor("%r15", 16, 1024)
+        lines += descriptor("%r15", 16, 8 * a_row, 1 if a_row == 128 else 2)
         lines.append("mov.b64 %rd_a, %rd_desc;")
         if b_mn_major:
             b_off, lbo = a_bytes + s * 32 * 128, k * 128
@@ -243,14 +258,17 @@ def sparse_reference(a, b, c, etype: str) -> np.ndarray:
     return d.astype(np.float32)
 
 
-def run_sparse(n: int, etype: str, b_mn_major: bool, adversarial: bool, seed: int):
+def run_sparse(n: int, etype: str, b_mn_major: bool, adversarial: bool, seed: int, a_row: int = 128):
     from tilemma.compiler.layouts import sparse_format
     from tilemma.compiler.runtime import cuda_runtime
     rng = np.random.default_rng(seed)
-    k = 128 if n <= 128 else 64
+    k = 128 if n <= 128 and a_row == 128 else 64
     a, b, c = sparse_operands(n, k, etype, rng, adversarial)
     values, meta = sparse_format.compress_a(a)
-    a_img = sw128_kmajor(np.pad(values, ((0, 0), (0, 64 - values.shape[1]))))
+    if a_row == 128:
+        a_img = sw128_kmajor(np.pad(values, ((0, 0), (0, 64 - values.shape[1]))))
+    else:
+        a_img = sw64_kmajor(values)
     if b_mn_major:
         b_img = sw128_mnmajor(b)
     else:
@@ -264,7 +282,7 @@ def run_sparse(n: int, etype: str, b_mn_major: bool, adversarial: bool, seed: in
         if lane & 3 < 2:
             for s in range(k // 32):
                 e[t, s] = meta[w, sparse_format.meta_word(s, lane)]
-    ptx = sparse_probe_ptx(n, etype, b_mn_major, k)
+    ptx = sparse_probe_ptx(n, etype, b_mn_major, k, a_row)
     d = np.zeros((64, n), np.float32)
     out = cuda_runtime.run_kernel(ptx, ENTRY, (1, 1, 1), (128, 1, 1), [a_img, b_img, c, d, e],
                                   shared_bytes=len(a_img) + len(b_img))
@@ -279,7 +297,8 @@ def main(argv: list[str]) -> int:
     import subprocess
     if argv and argv[0] == "sp":
         etype, n, mn, adv = argv[1], int(argv[2]), argv[3] == "1", argv[4] == "1"
-        bad, err = run_sparse(n, etype, mn, adv, seed=n + adv)
+        a_row = int(argv[5]) if len(argv) > 5 else 128
+        bad, err = run_sparse(n, etype, mn, adv, seed=n + adv, a_row=a_row)
         print(bad, f"{err:.3g}")
         return 0
     if argv:
@@ -297,14 +316,14 @@ def main(argv: list[str]) -> int:
                     verdict = r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
                     print(etype, n, "N-major" if mn else "K-major", lbo, sbo, "adv" if adv else "rand",
                           verdict, sep="\t", flush=True)
-            for mn in (False, True):
-                for adv in (False, True):
-                    args = ["sp", etype, str(n), str(int(mn)), str(int(adv))]
-                    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", *args],
-                                       capture_output=True, text=True)
-                    verdict = r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
-                    print("sparse", etype, n, "N-major" if mn else "K-major", "adv" if adv else "rand",
-                          verdict, sep="\t", flush=True)
+            for mn, adv, a_row in ((mn, adv, a_row) for mn in (False, True) for adv in (False, True)
+                                   for a_row in (128, 64)):
+                args = ["sp", etype, str(n), str(int(mn)), str(int(adv)), str(a_row)]
+                r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", *args],
+                                   capture_output=True, text=True)
+                verdict = r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
+                print("sparse", etype, n, "N-major" if mn else "K-major", "adv" if adv else "rand",
+                      f"A rows {a_row}", verdict, sep="\t", flush=True)
     return 0
 
 
