@@ -4,6 +4,9 @@ m64nNk16 wgmma.mma_async on 128-byte-swizzle descriptors, K- or N-major B. Every
 `reference`'s, bit for bit, as it was on the GPU. Then the cases that must not run: a swapped
 LBO / SBO (wrong on the GPU too), non-uniform descriptors, swizzle modes, types and forms that are
 not modelled, writes to shared bytes a pending wgmma reads, a missing barrier or wgmma.fence.
+Then the sparse form (wgmma.mma_async.sp m64nNk32, P.sparse_probe_ptx): the 24 variants the H200
+ran, bit for bit `P.sparse_reference`'s, and what it refuses (sp-sel 1, imm-trans-a 1, PTX before
+8.2, undefined metadata).
 
 The probe's text is brought to the subset `ptx_text` reads (one parameter a line, numbered
 registers for its three named ones) and, where its B is smaller than its copy loop's 2048-byte
@@ -262,3 +265,109 @@ def test_first_mma_async_needs_a_fence():
     _, args = case(64, "f16", False, False)
     with pytest.raises(EmulationError, match="has not executed wgmma.fence"):
         run(kernel(64, "f16").replace("wgmma.fence.sync.aligned;\n", ""), args)
+
+
+# The sparse form, wgmma.mma_async.sp m64nNk32 (selector 0): P.sparse_probe_ptx's kernel, which
+# takes A's kept values, B and each thread's metadata words through dynamic shared memory and `pe`.
+
+
+def sparse_kernel(n: int = 64, etype: str = "f16", mn: bool = False, k: int | None = None) -> str:
+    """The sparse probe's text in the parser's subset, as `kernel` adapts the dense one."""
+    text = P.sparse_probe_ptx(n, etype, mn, k or (128 if n <= 128 else 64))
+    head, params, rest = re.match(r"(.*?\.entry \w+)\(([^)]*)\)\n(.*)", text, re.S).groups()
+    text = head + "(\n" + ",\n".join("    " + p.strip() for p in params.split(",")) + "\n)\n" + rest
+    text = text.replace(".reg .b64 %rd_desc, %rd_a, %rd_b;", ".reg .b64 %rq<3>;")
+    for i, name in enumerate(("%rd_desc", "%rd_a", "%rd_b")):
+        text = text.replace(name, f"%rq{i}")
+    return text
+
+
+def run_sparse(text: str, n: int, etype: str, mn: bool, adversarial: bool, edit=None):
+    """(D's words the emulator gives, (A, B, C)) for the sparse probe's data, seeded as on the
+    GPU; `edit` may change the arguments first."""
+    (a, b, c), args, shared, _ = P.sparse_case(n, etype, mn, adversarial, seed=n + adversarial)
+    if edit is not None:
+        edit(args)
+    got = emulate(text, P.ENTRY, 1, 128, args, shared_bytes=shared)[3].view(np.uint32)
+    return got, (a, b, c)
+
+
+@pytest.mark.parametrize("adversarial", [False, True], ids=["random", "adversarial"])
+@pytest.mark.parametrize("mn", [False, True], ids=["K-major", "N-major"])
+@pytest.mark.parametrize("etype", ["f16", "bf16"])
+@pytest.mark.parametrize("n", [64, 128, 256])
+def test_sparse_probe_kernel_matches_reference_bit_for_bit(n, etype, mn, adversarial):
+    """The 24 variants the H200 ran: every D word P.sparse_reference's (as the GPU's were)."""
+    got, (a, b, c) = run_sparse(sparse_kernel(n, etype, mn), n, etype, mn, adversarial)
+    want = bits(P.sparse_reference(a, b, c, etype)).reshape(-1)
+    bad = np.flatnonzero(got.reshape(-1) != want)
+    assert bad.size == 0, f"{bad.size} of {want.size} D words differ, first at {np.unravel_index(bad[0], (64, n))}"
+
+
+def test_sparse_counts_one_mma_per_instruction_and_ignores_other_lanes():
+    """One mma counted per k32 instruction (K / 32 of them). The metadata words of the lanes
+    selector 0 does not read (quad positions 2, 3) change nothing; a word of a lane it reads does."""
+    for n in (64, 256):
+        prog = compile_entry(sparse_kernel(n, "bf16", False))
+        _, args, shared, k = P.sparse_case(n, "bf16", False, True, seed=n + 1)
+        prog.run(1, 128, args, shared_bytes=shared)
+        assert prog.stats.mma == k // 32 == (4 if n == 64 else 2)
+    text = sparse_kernel(64, "bf16", False)
+    (a, b, c), _, _, _ = P.sparse_case(64, "bf16", False, True, seed=65)
+    want = bits(P.sparse_reference(a, b, c, "bf16")).reshape(-1)
+
+    def flip_unread(args):
+        lanes = np.arange(128) % 4 >= 2
+        args[4][lanes] ^= np.uint32(0xFFFFFFFF)
+
+    got, _ = run_sparse(text, 64, "bf16", False, True, edit=flip_unread)
+    assert (got.reshape(-1) == want).all()
+
+    def move_one_index(args):  # lane 0, step 0: chunk 0 of row 0 keeps 0, 1 -> 0, 2 (or 0, 3)
+        w = int(args[4][0, 0])
+        args[4][0, 0] = (w & ~np.uint32(0xF)) | np.uint32(0b1000 if (w & 0xF) != 0b1000 else 0b1100)
+
+    got, _ = run_sparse(text, 64, "bf16", False, True, edit=move_one_index)
+    assert (got.reshape(-1) != want).any()
+
+
+SP_ARGS = "%e0, 0, %p1, 1, 1, 0, 0;"  # the first instruction's sp-meta .. imm-trans-b (K-major B)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    (SP_ARGS, "%e0, 1, %p1, 1, 1, 0, 0;", r"sp-sel 1 is not modelled: only selector 0 .* was measured"),
+    (SP_ARGS, "%e0, 2, %p1, 1, 1, 0, 0;", "sp-sel .* must be one of the constants 0, 1, got 2"),
+    (SP_ARGS, "%e0, %r3, %p1, 1, 1, 0, 0;", "sp-sel .* must be one of the constants 0, 1"),
+    (SP_ARGS, "%e0, 0, %p1, 1, 1, 1, 0;", r"imm-trans-a 1 \(an M-major sparse A\) is not modelled"),
+    (SP_ARGS, "%rq1, 0, %p1, 1, 1, 0, 0;", "sp-meta must be a 32-bit register"),
+    (SP_ARGS, "%p1, 0, %p1, 1, 1, 0, 0;", "sp-meta must be a 32-bit register"),
+    (SP_ARGS, "0, %p1, 1, 1, 0, 0;", "expected 10 operands, got 9"),
+    (".version 8.2", ".version 8.0", "wgmma.mma_async.sp needs PTX ISA 8.2 or newer, the module is 8.0"),
+    (".version 8.2", ".version 7.8", "wgmma needs PTX ISA 8.0 or newer"),
+    (".f32.f16.f16", ".f32.f16.bf16", r"only wgmma.mma_async.sp.sync.aligned.m64nNk32.f32.\{f16,bf16\}.* one type"),
+    ("k32.f32.f16.f16", "k16.f32.f16.f16", r"only wgmma.mma_async.sp.sync.aligned.m64nNk32"),
+])
+def test_unsupported_sparse_forms_are_refused_when_decoded(old, new, message):
+    text = sparse_kernel(64, "f16", False)
+    assert old in text
+    with pytest.raises(EmulationError, match=message):
+        compile_entry(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("nibble, why", [(0b0101, "the same index twice"), (0b0001, "decreasing indices")])
+def test_undefined_metadata_is_refused_with_its_warp(nibble, why):
+    """Lane 1 of warp 1 (thread 33, read by selector 0), step 0: the low two fields (one chunk's
+    two indices) set to 1, 1 or to 1, 0; the error names that warp. The same in lane 3 (not read)
+    changes nothing."""
+    text = sparse_kernel(64, "f16", False)
+
+    def bad(lane):
+        def edit(args):
+            args[4][lane, 0] = (args[4][lane, 0] & ~np.uint32(0xF)) | np.uint32(nibble)
+        return edit
+
+    with pytest.raises(EmulationError, match=r"the warp of thread \(32, 0, 0\) of CTA \(0, 0, 0\) \(A rows 16..31 "
+                                             rf"of its warpgroup\), sp-meta: metadata of A row \d+, chunk \d+ .*{why}"):
+        run_sparse(text, 64, "f16", False, False, edit=bad(33))
+    got, (a, b, c) = run_sparse(text, 64, "f16", False, False, edit=bad(35))
+    assert (got.reshape(-1) == bits(P.sparse_reference(a, b, c, "f16")).reshape(-1)).all()

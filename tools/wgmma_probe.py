@@ -258,9 +258,11 @@ def sparse_reference(a, b, c, etype: str) -> np.ndarray:
     return d.astype(np.float32)
 
 
-def run_sparse(n: int, etype: str, b_mn_major: bool, adversarial: bool, seed: int, a_row: int = 128):
+def sparse_case(n: int, etype: str, b_mn_major: bool, adversarial: bool, seed: int, a_row: int = 128):
+    """((A, B, C), the kernel's arguments [A's image, B's image, C, D, the metadata words], the
+    dynamic shared bytes, K) of one sparse variant (K = 128 for N <= 128 with A's 128-byte rows,
+    else 64)."""
     from tilemma.compiler.layouts import sparse_format
-    from tilemma.compiler.runtime import cuda_runtime
     rng = np.random.default_rng(seed)
     k = 128 if n <= 128 and a_row == 128 else 64
     a, b, c = sparse_operands(n, k, etype, rng, adversarial)
@@ -282,10 +284,15 @@ def run_sparse(n: int, etype: str, b_mn_major: bool, adversarial: bool, seed: in
         if lane & 3 < 2:
             for s in range(k // 32):
                 e[t, s] = meta[w, sparse_format.meta_word(s, lane)]
-    ptx = sparse_probe_ptx(n, etype, b_mn_major, k, a_row)
     d = np.zeros((64, n), np.float32)
-    out = cuda_runtime.run_kernel(ptx, ENTRY, (1, 1, 1), (128, 1, 1), [a_img, b_img, c, d, e],
-                                  shared_bytes=len(a_img) + len(b_img))
+    return (a, b, c), [a_img, b_img, c, d, e], len(a_img) + len(b_img), k
+
+
+def run_sparse(n: int, etype: str, b_mn_major: bool, adversarial: bool, seed: int, a_row: int = 128):
+    from tilemma.compiler.runtime import cuda_runtime
+    (a, b, c), args, shared, k = sparse_case(n, etype, b_mn_major, adversarial, seed, a_row)
+    ptx = sparse_probe_ptx(n, etype, b_mn_major, k, a_row)
+    out = cuda_runtime.run_kernel(ptx, ENTRY, (1, 1, 1), (128, 1, 1), args, shared_bytes=shared)
     got = out[3].view(np.uint32)
     want = sparse_reference(a, b, c, etype).view(np.uint32)
     ref64 = a.astype(np.float64) @ b.astype(np.float64) + c

@@ -1,6 +1,7 @@
-"""Hopper's warpgroup MMA (sm_90a): wgmma.fence, wgmma.commit_group, wgmma.wait_group N and
-wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} with A and B read from shared
-memory through matrix descriptors in the 128-byte swizzle.
+"""Hopper's warpgroup MMA (sm_90a): wgmma.fence, wgmma.commit_group, wgmma.wait_group N,
+wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} and its 2:4 sparse form
+wgmma.mma_async.sp.sync.aligned.m64nNk32 (below), with A and B read from shared memory through
+matrix descriptors in the 128-byte swizzle.
 
 A warpgroup is four consecutive warps (threads 128g .. 128g + 127 of a CTA), and every wgmma
 instruction is executed by whole warpgroups (the CTA's thread count a multiple of 128). D is
@@ -24,6 +25,18 @@ f16 and bf16, K- and N-major B): bit-exact with the arithmetic here.
 Arithmetic: D = A B + C as mma.sync m16n8k16 computes it (`mma_arith.fused_mma` with sm_90's
 model), measured equal on the H200 on random and adversarial data. Not measured: scale-d false,
 taken as a C of +0 (the ISA: D = A B), and imm-scale-a/b -1, taken as negating every element.
+
+Sparse (.sp, PTX ISA 8.2): {d}, a-desc, b-desc, sp-meta, sp-sel, scale-d, then the dense form's
+immediates. A is the compressed A, 64 rows of 16 kept values a k32 instruction, read through its
+descriptor as a dense K-major A of K = 16 (a k32 step advances it 32 bytes); B is dense with
+K = 32 (the layouts above, k 0..31). Warp w of the warpgroup holds the metadata of rows
+16w .. 16w + 15 in sp-meta, exactly the words mma.sp::ordered_metadata m16n8k32 takes with selector 0
+(`mma_sparse._SparseA` decodes them; an index twice in a chunk, which the ISA leaves undefined,
+or decreasing indices, which were not measured, raise, naming the warp), and D is mma.sp
+m16n8k32's arithmetic, one call an instruction. All of this was measured bit-exact on an H200
+(tools/wgmma_probe.py `run_sparse`: f16 and bf16, N = 64, 128, 256, K- and N-major B, random and
+adversarial data), but only with sp-sel 0 and a K-major A: sp-sel 1 and imm-trans-a 1 are
+refused rather than guessed.
 
 Issue, groups, waits. The kernels we emit do fence; mma_async...; commit_group; wait_group 0
 before touching D, so mma_async computes D when it is issued and writes it to the registers at
@@ -50,11 +63,14 @@ from tilemma.compiler.core.targets import PtxVersion
 from tilemma.compiler.verify import mma_arith
 from tilemma.compiler.verify.emulator.machine import EmulationError, _Machine, _per_thread
 from tilemma.compiler.verify.emulator.memory_ops import _shared_of
+from tilemma.compiler.layouts import sparse_fragments
 from tilemma.compiler.verify.emulator.mma import _decode
+from tilemma.compiler.verify.emulator.mma_sparse import _MetadataError, _SparseA
 from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _Reg, _Vec, _one, _reader
 from tilemma.compiler.verify.emulator.shared_ops import whole_groups
 
 _MMA_ASYNC = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.(\w+)$")
+_MMA_ASYNC_SP = re.compile(r"^wgmma\.mma_async\.sp\.sync\.aligned\.m64n(\d+)k32\.f32\.(\w+)\.(\w+)$")
 _SWIZZLES = {0: "no swizzle (the interleaved layout)", 1: "the 128-byte swizzle",
              2: "the 64-byte swizzle", 3: "the 32-byte swizzle"}
 _RESERVED = ~(0x3FFF | 0x3FFF << 16 | 0x3FFF << 32 | 7 << 49 | 3 << 62) & (1 << 64) - 1  # bits no field uses
@@ -139,10 +155,10 @@ def _descriptor(m: _Machine, desc: np.ndarray, groups: np.ndarray, where: str, w
     return field(0), field(16), field(32)
 
 
-def _addresses(start, lbo, sbo, mn: int, mn_major: bool) -> np.ndarray:
-    """[G, mn, 16] shared addresses of the elements (mn, k) of a 16-bit operand of `mn` rows (A:
-    M = 64, B: N) and K = 16, in the canonical 128-byte-swizzle layout."""
-    r, k = np.arange(mn)[:, None], np.arange(16)[None, :]
+def _addresses(start, lbo, sbo, mn: int, mn_major: bool, k: int = 16) -> np.ndarray:
+    """[G, mn, k] shared addresses of the elements (mn, k) of a 16-bit operand of `mn` rows (A:
+    M = 64, B: N) and K = `k` (16; .sp's B 32), in the canonical 128-byte-swizzle layout."""
+    r, k = np.arange(mn)[:, None], np.arange(k)[None, :]
     start, lbo, sbo = (x[:, None, None] for x in (start, lbo, sbo))
     if mn_major:
         logical = start + (r // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + 2 * (r % 64)
@@ -203,20 +219,30 @@ def _dec_wgmma(d, op, mods, args, where) -> Fn:
 
 def _dec_mma_async(d, op, args, where) -> Fn:
     """wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T {d}, a-desc, b-desc, scale-d, imm-scale-a,
-    imm-scale-b, imm-trans-a, imm-trans-b (T f16 or bf16): D = (+-A)(+-B) + (scale-d ? C : 0)."""
-    match = _MMA_ASYNC.match(op.opcode.data)
+    imm-scale-b, imm-trans-a, imm-trans-b (T f16 or bf16): D = (+-A)(+-B) + (scale-d ? C : 0);
+    and wgmma.mma_async.sp.sync.aligned.m64nNk32.f32.T.T {d}, a-desc, b-desc, sp-meta, sp-sel,
+    scale-d, ...: the same with A 2:4 sparse (its 16 kept values a row, K-major, and each warp's
+    metadata words for its 16 rows, as mma.sp m16n8k32 takes them)."""
+    sparse = op.opcode.data.startswith("wgmma.mma_async.sp.")
+    kk = 32 if sparse else 16
+    form = "wgmma.mma_async.sp.sync.aligned.m64nNk32" if sparse else "wgmma.mma_async.sync.aligned.m64nNk16"
+    match = (_MMA_ASYNC_SP if sparse else _MMA_ASYNC).match(op.opcode.data)
     if not match or match.group(2) != match.group(3) or match.group(2) not in ("f16", "bf16"):
-        raise EmulationError(f"{where}: only wgmma.mma_async.sync.aligned.m64nNk16.f32.{{f16,bf16}}.{{f16,bf16}} "
-                             "(A and B of one type) is modelled")
+        raise EmulationError(f"{where}: only {form}.f32.{{f16,bf16}}.{{f16,bf16}} (A and B of one type) is modelled")
     n, etype = int(match.group(1)), match.group(2)
     if not (8 <= n <= 256 and n % 8 == 0):
-        raise EmulationError(f"{where}: N = {n}; m64nNk16 needs N a multiple of 8 from 8 to 256")
+        raise EmulationError(f"{where}: N = {n}; m64nNk{kk} needs N a multiple of 8 from 8 to 256")
+    if sparse and d.version is not None and PtxVersion.parse(d.version) < PtxVersion(8, 2):
+        raise EmulationError(f"{where}: wgmma.mma_async.sp needs PTX ISA 8.2 or newer, the module is {d.version}")
     if len(args) >= 2 and isinstance(d.operand(args[1], op), _Vec):
         raise EmulationError(f"{where}: A from registers is not modelled (only shared-memory descriptors)")
-    dvec, a_desc, b_desc, scale_d, *imms = _one(d, op, args, 8, where)
+    if sparse:
+        dvec, a_desc, b_desc, meta, sel, scale_d, *imms = _one(d, op, args, 10, where)
+    else:
+        dvec, a_desc, b_desc, scale_d, *imms = _one(d, op, args, 8, where)
     regs = list(dvec.items) if isinstance(dvec, _Vec) else [dvec]
     if len(regs) != n // 2:
-        raise EmulationError(f"{where}: m64n{n}k16 with an f32 accumulator needs {n // 2} registers in d, "
+        raise EmulationError(f"{where}: m64n{n}k{kk} with an f32 accumulator needs {n // 2} registers in d, "
                              f"got {len(regs)}")
     for r in regs:
         if not isinstance(r, _Reg) or r.rtype not in ("f32", "b32"):
@@ -235,21 +261,33 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         read_scale = lambda m: np.bool_(value)  # noqa: E731
     sign_a, sign_b = (_int_imm(x, (1, -1), f"imm-scale-{ab}", where) for x, ab in zip(imms[:2], "ab"))
     trans_a, trans_b = (_int_imm(x, (0, 1), f"imm-trans-{ab}", where) == 1 for x, ab in zip(imms[2:], "ab"))
+    sp = None
+    if sparse:
+        if not isinstance(meta, _Reg) or meta.storage.itemsize != 4 or meta.storage.kind == "b":
+            raise EmulationError(f"{where}: sp-meta must be a 32-bit register, got {getattr(meta, 'text', meta)}")
+        if _int_imm(sel, (0, 1), "sp-sel (the sparsity selector)", where) != 0:
+            raise EmulationError(f"{where}: sp-sel 1 is not modelled: only selector 0 (the metadata of lanes 4g "
+                                 "and 4g + 1) was measured on the GPU")
+        if trans_a:
+            raise EmulationError(f"{where}: imm-trans-a 1 (an M-major sparse A) is not modelled: only a K-major "
+                                 "A was measured on the GPU for wgmma.mma_async.sp")
+        # ordered: only increasing indices were measured (decreasing ones are refused as undefined)
+        sp = _SparseA(sparse_fragments.sparse_spec("m16n8k32", etype), "m16n8k32", etype, True)
     if d.arch.rstrip("af") != "sm_90":
         raise EmulationError(f"{where}: wgmma exists only on sm_90a; the emulator imitates {d.arch}")
-    model = mma_arith.model_for(d.arch, etype, None, "m16n8k16")
+    model = mma_arith.model_for(d.arch, etype, None, f"m16n8k{kk}")
     pos = _accumulator_positions(n)
     order = np.argsort(pos.ravel())  # thread-major register words -> row-major D
-    cells = 64 * 16 + n * 16  # elements of A, then of B
+    cells = 64 * 16 + n * kk  # elements of A (the kept ones where sparse), then of B
 
     def operands(m: _Machine, groups: np.ndarray):
-        """[G, 64, 16] A and [G, 16, N] B element bits, read from shared memory and held."""
+        """[G, 64, 16] A and [G, K, N] B element bits, read from shared memory and held."""
         sh = _shared_of(m, where)
         starts = []
-        for read, what, mn, major in ((reads[0], "A", 64, trans_a), (reads[1], "B", n, trans_b)):
+        for read, what, mn, major, k in ((reads[0], "A", 64, trans_a, 16), (reads[1], "B", n, trans_b, kk)):
             desc = _uniform(m, read(m), groups, where, f"{what} descriptor")
             start, lbo, sbo = _descriptor(m, desc, groups, where, what)
-            starts.append(_addresses(start, lbo, sbo, mn, major).reshape(groups.size, -1))
+            starts.append(_addresses(start, lbo, sbo, mn, major, k).reshape(groups.size, -1))
         addr = np.concatenate(starts, 1).reshape(-1)
         threads = np.repeat(groups * 128, cells)
         idx = sh.bytes(m, where, "wgmma.mma_async operand read", addr, threads, 2)
@@ -269,8 +307,22 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         state.pending.append((groups, held, state.committed[groups].copy()))
         bits = np.ascontiguousarray(sh.data[idx]).view(np.uint16).reshape(groups.size, cells)
         a = bits[:, : 64 * 16].reshape(-1, 64, 16)
-        b = bits[:, 64 * 16:].reshape(-1, n, 16).transpose(0, 2, 1)
+        b = bits[:, 64 * 16:].reshape(-1, n, kk).transpose(0, 2, 1)
         return a, b
+
+    def densify(m: _Machine, groups: np.ndarray, a: np.ndarray):
+        """.sp: the compressed [G, 64, 16] A -> ([G, 64, 32] dense A, [G, 64, 32] kept), warp w
+        of each warpgroup decoding rows 16w .. 16w + 15 with its own metadata words."""
+        e = m.banks[meta.bank][meta.index].reshape(-1, 128)[groups].view(np.uint32).reshape(-1, 32)
+        values = a.reshape(-1, 1, 16, 16)
+        try:
+            kept = sp.dense(np.ones_like(values), e, 0) != 0
+            dense = sp.dense(values, e, 0)
+        except _MetadataError as err:
+            g, w = divmod(err.warp, 4)
+            raise EmulationError(f"{where}: the warp of {m.thread(int(groups[g]) * 128 + 32 * w)} (A rows "
+                                 f"{16 * w}..{16 * w + 15} of its warpgroup), sp-meta: {err}") from None
+        return dense.reshape(-1, 64, 32), kept.reshape(-1, 64, 32)
 
     def run(m: _Machine, mask):
         groups = _warpgroups(m, mask, where)
@@ -283,11 +335,14 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         a_bits, b_bits = operands(m, groups)
         a = _decode(a_bits, etype, 16) * sign_a
         b = _decode(b_bits, etype, 16) * sign_b
+        kept = None
+        if sp is not None:
+            a, kept = densify(m, groups, a)
         words = np.stack([m.banks[bk][i].reshape(-1, 128)[groups] for bk, i in ((r.bank, r.index) for r in regs)], 2)
         c = words.reshape(groups.size, -1)[:, order].view(np.float32).astype(np.float64).reshape(-1, 64, n)
         c = np.where(scaled[:, None, None], c, 0.0)
-        out = mma_arith.fused_mma(a, b, c, model, etype, etype, "f32").view(np.uint32).reshape(groups.size, -1)
-        out = out[:, pos]  # [G, 128, N / 2]
+        out = mma_arith.fused_mma(a, b, c, model, etype, etype, "f32", kept=kept)
+        out = out.view(np.uint32).reshape(groups.size, -1)[:, pos]  # [G, 128, N / 2]
         for j, r in enumerate(regs):
             m.banks[r.bank][r.index].reshape(-1, 128)[groups] = out[:, :, j]
         m.mma_count += 1
