@@ -17,6 +17,11 @@ accumulators are read. The buffers must be in the layouts the descriptors name: 
 B N x K (K-major) or B as N / 64 blocks of K x 64 (N-major, `b_blocks`), with rows of 128 bytes
 swizzled as `#warp.swizzled<1>` (the hardware's 128-byte swizzle when each stage starts on a
 1024-byte boundary, which the allocation's alignment gives).
+
+With `metas` (a pre-compressed 2:4 A, `tile.sparse_from`) it is the sparse `wgmma.mma_async.sp`
+m64nNk32: A's stage holds the kept values (K / 2 columns, so a 128-byte row covers K 128) and each
+warp passes one metadata word a k32 step, the `e` word mma.sp m16n8k32 (selector 0) takes for
+its 16 rows - the layout and arithmetic tools/wgmma_probe.py measured on an H200.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects.attributes import Operand, element_bits, element_name
 from tilemma.dialects.swizzle import SwizzledLayoutAttr, row_bytes
-from tilemma.dialects.warp import FragType
+from tilemma.dialects.warp import FragType, verify_meta_fragments
 from tilemma.dialects.warp_shared import AsyncTokenType, _shared_stage
 
 # (A, B) element types wgmma takes from the 128-byte-swizzled stages here, into f32 (the K-step's
@@ -47,6 +52,7 @@ from tilemma.dialects.warp_shared import AsyncTokenType, _shared_stage
 # (tools/wgmma_probe.py)
 WGMMA_TYPES = {("f16", "f16", "f32"), ("bf16", "bf16", "f32")}
 WGMMA_K = 16  # K of one m64nNk16 step
+WGMMA_SP_K = 32  # K of one sparse m64nNk32 step (16 kept values a row)
 WGMMA_ROWS = 64  # rows of A a warpgroup multiplies
 WGMMA_MAX_N = 256
 SWIZZLE_BYTES = 128  # the row the descriptors' 128-byte swizzle mode addresses
@@ -62,7 +68,8 @@ class WgmmaOp(IRDLOperation):
     s * a_blocks .., the warpgroup's rows one block) and the stage's B (S x BN x BK K-major, or with
     `b_blocks` = BN / 64 an (S * b_blocks) x BK x 64 N-major buffer, its stage s blocks
     s * b_blocks ..), every K step of the stage; `accs` are the warp's N / 8 accumulator fragments,
-    the results the same after the stage."""
+    the results the same after the stage. With `metas` (one word a k32 step of the stage) A is a
+    pre-compressed 2:4 A's kept values (K-major, K / 2 columns) and the instruction the sparse one."""
 
     name = "warp.wgmma"
     a = operand_def(MemRefType)
@@ -70,18 +77,20 @@ class WgmmaOp(IRDLOperation):
     indices = var_operand_def(IndexType)  # [stage, A row]
     token = operand_def(AsyncTokenType)
     accs = var_operand_def(FragType)
+    metas = var_operand_def(FragType)  # a sparse A's metadata words, one a k32 step (none: dense)
     outs = var_result_def(FragType)
     a_blocks = prop_def(IntegerAttr)  # 0: A K-major; else M-major blocks of 64 rows a stage
     b_blocks = prop_def(IntegerAttr)  # 0: B K-major; else N-major blocks of 64 columns a stage
     pending = prop_def(IntegerAttr)  # groups of wgmmas left running after it (0 or 1)
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
-    assembly_format = ("$a `[` $indices `]` `,` $b `after` $token `,` $accs attr-dict `:` type($a) `,` type($b) "
-                       "`,` type($accs) `->` type($outs)")
+    assembly_format = ("$a `[` $indices `]` `,` $b `after` $token `,` $accs (`meta` $metas^ `:` type($metas))? "
+                       "attr-dict `:` type($a) `,` type($b) `,` type($accs) `->` type($outs)")
 
     def __init__(self, a: SSAValue, b: SSAValue, indices: Sequence[SSAValue], token: SSAValue,
-                 accs: Sequence[SSAValue], b_blocks: int = 0, pending: int = 0, a_blocks: int = 0):
-        super().__init__(operands=[a, b, indices, token, accs], result_types=[[x.type for x in accs]],
+                 accs: Sequence[SSAValue], b_blocks: int = 0, pending: int = 0, a_blocks: int = 0,
+                 metas: Sequence[SSAValue] = ()):
+        super().__init__(operands=[a, b, indices, token, accs, metas], result_types=[[x.type for x in accs]],
                          properties={"a_blocks": IntegerAttr(a_blocks, i64), "b_blocks": IntegerAttr(b_blocks, i64),
                                      "pending": IntegerAttr(pending, i64)})
 
@@ -91,9 +100,19 @@ class WgmmaOp(IRDLOperation):
         return 8 * len(self.accs)
 
     @property
+    def sparse(self) -> bool:
+        return bool(self.metas)
+
+    @property
+    def k_step(self) -> int:
+        """K of one instruction: k32 sparse, k16 dense."""
+        return WGMMA_SP_K if self.sparse else WGMMA_K
+
+    @property
     def stage_k(self) -> int:
-        """K of the stage: A's columns, or an M-major A's block rows."""
-        return self.a.type.get_shape()[1 if self.a_blocks.value.data else 2]  # type: ignore[union-attr]
+        """K of the stage: A's columns (twice a sparse A's kept ones), or an M-major A's block rows."""
+        k = self.a.type.get_shape()[1 if self.a_blocks.value.data else 2]  # type: ignore[union-attr]
+        return 2 * k if self.sparse else k
 
     @property
     def stages(self) -> int:
@@ -113,12 +132,19 @@ class WgmmaOp(IRDLOperation):
             raise VerifyException("warp.wgmma: accumulators and results are accumulator fragments of one type")
         v = frag.variant
         elems = (element_name(a.element_type), element_name(b.element_type), v.dtype)
-        if elems not in WGMMA_TYPES or (v.atype, v.btype) != elems[:2] or (v.m, v.n, v.k) != (16, 8, 16):
+        shape = (16, 8, self.k_step)
+        if elems not in WGMMA_TYPES or (v.atype, v.btype) != elems[:2] or (v.m, v.n, v.k) != shape \
+                or bool(v.sparse) != self.sparse:
             raise VerifyException(f"warp.wgmma: {' x '.join(elems[:2])} -> {v.dtype} is not a wgmma here (takes "
                                   f"{', '.join(f'{x} x {y} -> {z}' for x, y, z in sorted(WGMMA_TYPES))}, accumulated "
-                                  "as m16n8k16 fragments)")
+                                  f"as {'sparse m16n8k32' if self.sparse else 'm16n8k16'} fragments)")
         sa, ra, ca = a.get_shape()
         a_blocks, bk = self.a_blocks.value.data, self.stage_k
+        if self.sparse:
+            verify_meta_fragments(self.metas, "warp.wgmma metadata")
+            if a_blocks or len(self.metas) != bk // WGMMA_SP_K:
+                raise VerifyException(f"warp.wgmma: a sparse A is K-major, with one metadata word a k{WGMMA_SP_K} "
+                                      f"step of the stage ({bk // WGMMA_SP_K}), not {len(self.metas)}")
         if row_bytes(a) != SWIZZLE_BYTES or row_bytes(b) != SWIZZLE_BYTES or (
                 sa % a_blocks if a_blocks else ra % WGMMA_ROWS):
             raise VerifyException(f"warp.wgmma: A and B stages have rows of {SWIZZLE_BYTES} bytes (64 16-bit "
@@ -139,8 +165,8 @@ class WgmmaOp(IRDLOperation):
                                   f"a stage (N = {self.n})")
         if self.pending.value.data not in (0, 1):
             raise VerifyException("warp.wgmma: pending is 0 or 1 (groups of wgmmas left running)")
-        if bk % WGMMA_K or element_bits(element_name(a.element_type)) != 16:
-            raise VerifyException(f"warp.wgmma: the stage's K is a multiple of {WGMMA_K} 16-bit elements")
+        if bk % self.k_step or element_bits(element_name(a.element_type)) != 16:
+            raise VerifyException(f"warp.wgmma: the stage's K is a multiple of {self.k_step} 16-bit elements")
 
 
 @irdl_op_definition

@@ -98,8 +98,10 @@ def kernel_target(kernel: func.FuncOp) -> targets.SmTarget:
 
 def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
                   warps: tuple[int, int] | None, warp_tile: tuple[int, int] | None,
-                  target: targets.SmTarget) -> Tiling:
-    """The default tiling (or the requested one), checked against the target's limits."""
+                  target: targets.SmTarget, wgmma: bool = False) -> Tiling:
+    """The default tiling (or the requested one), checked against the target's limits. A wgmma
+    warp holds only its accumulators (and a sparse A's metadata words of a K 128 stage): A and B
+    are read from shared memory by the instruction."""
     lays = instruction_layouts(variant)
     mi, ni, ki = lays.warp_shape
     rm, rn = warp_tile or (min(2, ceil_div(m, mi)), min(max(1, 32 // ni), ceil_div(n, ni)))
@@ -112,9 +114,10 @@ def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
             f"{limits.threads_per_cta} ({limits.threads_per_cta // 32} warps) on {target}",
         )
     # 32-bit registers: an f64 value takes two
-    regs = sum(n * lay.regs * max(1, lay.reg_bits // 32) for n, lay in ((rm * rn, lays.c), (rm, lays.a), (rn, lays.b)))
+    held = ((rm * rn, lays.c),) if wgmma else ((rm * rn, lays.c), (rm, lays.a), (rn, lays.b))
+    regs = sum(n * lay.regs * max(1, lay.reg_bits // 32) for n, lay in held)
     if variant.sparse:
-        regs += rm
+        regs += 4 * rm if wgmma else rm
     budget = limits.thread_registers(t.threads)  # .maxntid: the CTA shares the SM's file
     if regs > budget - 40:
         raise LoweringError(
@@ -462,19 +465,25 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 
 def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None, fill: str, gather: str) -> str | None:
     """Why a kernel cannot be multiplied by warpgroups (`#warp.schedule` mma = wgmma), None if it
-    can: sm_90a, a dense 16-bit mma into f32 (`warp.WGMMA_TYPES`) that stages (`stageable`), read
-    as stored from A and B of either order, every row copied by cp.async."""
+    can: sm_90a, a dense 16-bit mma into f32 (`warp.WGMMA_TYPES`) or the sparse one of a
+    pre-compressed A with an N-major B, that stages (`stageable`), read as stored from A and B of
+    either order, every row copied by cp.async."""
     if not target.is_arch(90):
         return f"the warpgroup mma is the arch-specific target sm_90a's, not {target}'s"
-    if (variant.atype, variant.btype, variant.dtype) not in warp.WGMMA_TYPES or variant.sparse or variant.shape != "m16n8k16":
+    shape = sparse_format.SHAPE if g.a_meta is not None else "m16n8k16"
+    if (variant.atype, variant.btype, variant.dtype) not in warp.WGMMA_TYPES or variant.shape != shape \
+            or bool(variant.sparse) != (g.a_meta is not None):
         return (f"the warpgroups here take {', '.join(f'{a} x {b} -> {d}' for a, b, d in sorted(warp.WGMMA_TYPES))} "
-                f"(dense), not {variant.opcode}")
+                f"(dense, or sparse from a pre-compressed A), not {variant.opcode}")
     if why_not:
         return f"the kernel cannot be staged: {why_not}"
-    if g.a_meta is not None or g.a.casts or g.b.casts:
+    if g.a.casts or g.b.casts:
         return "A and B must be read as stored"
     if fill or gather:
         return "every row of A and B must be 4-byte aligned for cp.async (no gather)"
+    if g.a_meta is not None and column_major(g.b):
+        return ("a pre-compressed A's stages are K 128 (its kept values' 128-byte rows), which a K-major B's "
+                "would make 256-byte rows; the sparse warpgroups take an N-major (row-major) B")
     return None
 
 
@@ -507,8 +516,11 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
                 f"(N = 8 RN up to {warp.WGMMA_MAX_N}), not warps {wm}x{wn}, warp tile {rm}x{rn}")
     if not column_major(g.b) and 8 * rn % warp.N_BLOCK:
         return f"an N-major B is read in blocks of {warp.N_BLOCK} columns: warp tile 1 x RN with RN a multiple of 8"
-    if stage_k * g.a.bits != 8 * 128:
-        return f"the descriptors read stages of 128-byte K rows: stage-k {1024 // g.a.bits} for {g.a.bits}-bit operands, not {stage_k}"
+    kept = 2 if g.a_meta is not None else 1  # a pre-compressed A's rows hold K / 2 values
+    if stage_k * g.a.bits != 8 * 128 * kept:
+        return (f"the descriptors read stages of 128-byte K rows: stage-k {1024 * kept // g.a.bits} for "
+                f"{g.a.bits}-bit operands{' (a pre-compressed A: K / 2 values a row)' if kept == 2 else ''}, "
+                f"not {stage_k}")
     return None
 
 
@@ -641,20 +653,22 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"wgmma: {why}")
     if stages == 0:
         raise LoweringError(mma, "wgmma: the warpgroups read their operands from shared memory; stages=0 cannot take it")
-    default = configs.default(target, "16bit-wgmma")
+    schedule = "sparse-wgmma" if g.a_meta is not None else "16bit-wgmma"
+    default = configs.default(target, schedule)
     warps, warp_tile, default_stages = wgmma_tiles(g, default, warps, warp_tile, target)
     stage_k = stage_k or default.stage_k
     if why := wgmma_tiling_error(g, warps, warp_tile, stage_k):
         raise LoweringError(mma, f"wgmma: {why}")
-    t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target)
+    t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target, wgmma=True)
     if t.grid[0] * t.grid[1] > GRID_LIMITS[0]:
         raise LoweringError(mma, f"{t.grid[0] * t.grid[1]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
     bm, bn = t.cta_tile
     limit = target.limits.shared_per_cta
-    bits_per_k = bm * g.a.bits + bn * g.b.bits
+    # a pre-compressed A: K / 2 values, and their metadata staged with them (2 bits a value)
+    bits_per_k = bm * (g.a.bits // 2 + 1 if g.a_meta is not None else g.a.bits) + bn * g.b.bits
     forced = stages > 0
     # the stage K is the descriptors' (128-byte rows): only a default's stages are cut
-    stages, _ = configs.fit_shared(stages if forced else default_stages, stage_k, bits_per_k, limit, "16bit-wgmma",
+    stages, _ = configs.fit_shared(stages if forced else default_stages, stage_k, bits_per_k, limit, schedule,
                                    cut_stages=not forced, cut_k=False, read_k=warp.WGMMA_K)
     if (need := stages * stage_k * bits_per_k // 8) > limit:
         raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {need} bytes of "

@@ -195,10 +195,10 @@ class _Stage(IndexBuilder):
         self.add(warp.AsyncCommitOp())
         token = self.add(warp.AsyncWaitOp(0, proxy_fence=self.wgmma)).results[0]
         self.add(gpu.BarrierOp())
+        metas = self.stage_meta(stage, token)
         if self.wgmma:
-            results = self.stage_wgmma(stage, token, carried)
+            results = self.stage_wgmma(stage, token, carried, metas)
         else:
-            metas = self.stage_meta(stage, token)
             results = self.stage_mmas(stage, token, carried, metas)
         self.add(scf.YieldOp(*results))
         body.add_ops(self.ops)
@@ -332,11 +332,13 @@ class _Stage(IndexBuilder):
         return [r for i in range(rm) for r in self.add(warp.LoadMetaSharedOp(
             self.s_meta, [stage, self.plus(self.warp_row, i * self.variant.m)], token, frag)).results]
 
-    def stage_wgmma(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue]) -> list[SSAValue]:
+    def stage_wgmma(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue],
+                    metas: list[SSAValue]) -> list[SSAValue]:
         """The stage multiplied by this warp's warpgroup (`#warp.schedule` mma = wgmma): its A rows
-        are the group's 64 (`group_row`, computed once before the loop)."""
+        are the group's 64 (`group_row`, computed once before the loop); a pre-compressed A's
+        metadata words are this warp's own 16 rows' (`stage_meta`)."""
         return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, self.group_row], token, accs,
-                                           self.b_blocks, self.s.wgmma_in_flight, self.a_blocks)).results)
+                                           self.b_blocks, self.s.wgmma_in_flight, self.a_blocks, metas)).results)
 
     def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):
         """Each K step of the stage: its fragment reads (A by instruction row, B by `b_group`),

@@ -192,7 +192,7 @@ class WarpToPtx(ModulePass):
                                 "configuration and ABI); nothing to lower a GEMM kernel from")
         variant = (mma.c if isinstance(mma, warp.MmaOp) else mma.accs[0]).type.variant  # type: ignore[union-attr]
         opcode = (variant.opcode if isinstance(mma, warp.MmaOp)
-                  else f"wgmma.mma_async m64n{mma.n}k16 on {variant.opcode} accumulators")
+                  else f"wgmma.mma_async m64n{mma.n}k{mma.k_step} on {variant.opcode} accumulators")
         gx, gy, gz = _grid_text(kernel)
         config = ""
         if tiling is not None:

@@ -8,6 +8,9 @@ applies the swizzle to the address, which is why the stages start on 1024 bytes)
 N-major B's starts 16 s rows down, its 64-wide blocks LBO apart. The encoding and layouts were
 checked on an H200 by tools/wgmma_probe.py (K-major and N-major B, N 64-256), bit for bit against
 mma_arith; the M-major A by the GPU tests (the kernels' D bit for bit as the mma.sync kernels').
+The sparse `wgmma.mma_async.sp` (a pre-compressed A) reads A's kept values as a dense K-major A of
+half the K (a k32 step 32 bytes along the rows) and takes each warp's metadata word of the step
+with selector 0, measured the same way.
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ class LowerWgmma(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: warp.WgmmaOp, rewriter: PatternRewriter) -> None:
         a_base, b_base, idx, accs = reg(op.a), reg(op.b), all_reg(op.indices), all_regs(op.accs)
-        if a_base is None or b_base is None or idx is None or accs is None:
+        metas = all_reg(op.metas)
+        if a_base is None or b_base is None or idx is None or accs is None or metas is None:
             return
         for what, ref in (("A", op.a.type), ("B", op.b.type)):
             on, mult, fold = _swizzle(ref)
@@ -55,13 +59,15 @@ class LowerWgmma(RewritePattern):
         a_ref, b_ref = op.a.type, op.b.type
         assert isinstance(a_ref, MemRefType) and isinstance(b_ref, MemRefType)
         a_blocks, b_blocks = op.a_blocks.value.data, op.b_blocks.value.data
-        steps = op.stage_k // warp.WGMMA_K
+        steps = op.stage_k // op.k_step
         frag = op.accs[0].type
         assert isinstance(frag, warp.FragType)
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
         a_desc, a_step = self._operand(e, a_base, stage, a_ref, a_blocks, row)
         b_desc, b_step = self._operand(e, b_base, stage, b_ref, b_blocks)
+        if op.sparse:  # B's K step is twice a dense one's (A's kept values: as dense)
+            b_step *= op.k_step // warp.WGMMA_K
         flat = [r for regs in accs for r in regs]
         in_place = all(accumulates_in_place(op, v, regs) for v, regs in zip(op.accs, accs))
         d = list(flat) if in_place else e.reg_list("f32", len(flat))
@@ -72,14 +78,18 @@ class LowerWgmma(RewritePattern):
                 e.emit("mov.f32", dst, src)
         [scale_d] = kernel.thread_invariant(("wgmma scale-d",), _true)  # D = A B + D
         e.emit("wgmma.fence.sync.aligned")
-        opcode = f"wgmma.mma_async.sync.aligned.m64n{op.n}k16.f32.{frag.variant.atype}.{frag.variant.btype}"
+        sp = ".sp" if op.sparse else ""
+        opcode = (f"wgmma.mma_async{sp}.sync.aligned.m64n{op.n}k{op.k_step}.f32.{frag.variant.atype}."
+                  f"{frag.variant.btype}")
         for s in range(steps):
             da, db = a_desc, b_desc
             if s:
                 da, db = e.reg("b64"), e.reg("b64")
                 e.emit("add.s64", da, a_desc, a_step * s >> 4)
                 e.emit("add.s64", db, b_desc, b_step * s >> 4)
-            e.emit(opcode, "{" + ", ".join(d) + "}", da, db, scale_d, 1, 1, int(bool(a_blocks)), int(bool(b_blocks)))
+            meta = (metas[s], 0) if op.sparse else ()  # the step's word, selector 0
+            e.emit(opcode, "{" + ", ".join(d) + "}", da, db, *meta, scale_d, 1, 1, int(bool(a_blocks)),
+                   int(bool(b_blocks)))
         e.emit("wgmma.commit_group.sync.aligned")
         e.emit("wgmma.wait_group.sync.aligned", op.pending.value.data)
         per = len(flat) // len(accs)
