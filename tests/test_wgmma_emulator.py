@@ -174,11 +174,12 @@ def test_non_uniform_descriptor():
 @pytest.mark.parametrize("mode, what", [(0, r"no swizzle \(the interleaved layout\)"),
                                        (2, "the 64-byte swizzle"), (3, "the 32-byte swizzle")])
 def test_unmodelled_swizzle_modes_are_refused(mode, what):
+    """A dense A's descriptor of another mode than 1 (mode 2 was measured on a sparse A only)."""
     _, args = case(64, "f16", False, False)
     const = MODE_1 | (1024 >> 4) << 32 | (16 >> 4) << 16
     text = kernel(64, "f16").replace(f", {const};", f", {const - MODE_1 + (mode << 62)};")
     with pytest.raises(EmulationError, match=f"A descriptor 0x[0-9a-f]+ has swizzle mode {mode}, {what} "
-                                             r"\(only mode 1, the 128-byte swizzle, is modelled\)"):
+                                             r"\(only mode 1, the 128-byte swizzle, is modelled"):
         run(text, args)
 
 
@@ -271,9 +272,9 @@ def test_first_mma_async_needs_a_fence():
 # takes A's kept values, B and each thread's metadata words through dynamic shared memory and `pe`.
 
 
-def sparse_kernel(n: int = 64, etype: str = "f16", mn: bool = False, k: int | None = None) -> str:
+def sparse_kernel(n: int = 64, etype: str = "f16", mn: bool = False, k: int | None = None, a_row: int = 128) -> str:
     """The sparse probe's text in the parser's subset, as `kernel` adapts the dense one."""
-    text = P.sparse_probe_ptx(n, etype, mn, k or (128 if n <= 128 else 64))
+    text = P.sparse_probe_ptx(n, etype, mn, k or (128 if n <= 128 and a_row == 128 else 64), a_row)
     head, params, rest = re.match(r"(.*?\.entry \w+)\(([^)]*)\)\n(.*)", text, re.S).groups()
     text = head + "(\n" + ",\n".join("    " + p.strip() for p in params.split(",")) + "\n)\n" + rest
     text = text.replace(".reg .b64 %rd_desc, %rd_a, %rd_b;", ".reg .b64 %rq<3>;")
@@ -282,10 +283,10 @@ def sparse_kernel(n: int = 64, etype: str = "f16", mn: bool = False, k: int | No
     return text
 
 
-def run_sparse(text: str, n: int, etype: str, mn: bool, adversarial: bool, edit=None):
+def run_sparse(text: str, n: int, etype: str, mn: bool, adversarial: bool, edit=None, a_row: int = 128):
     """(D's words the emulator gives, (A, B, C)) for the sparse probe's data, seeded as on the
     GPU; `edit` may change the arguments first."""
-    (a, b, c), args, shared, _ = P.sparse_case(n, etype, mn, adversarial, seed=n + adversarial)
+    (a, b, c), args, shared, _ = P.sparse_case(n, etype, mn, adversarial, seed=n + adversarial, a_row=a_row)
     if edit is not None:
         edit(args)
     got = emulate(text, P.ENTRY, 1, 128, args, shared_bytes=shared)[3].view(np.uint32)
@@ -296,9 +297,11 @@ def run_sparse(text: str, n: int, etype: str, mn: bool, adversarial: bool, edit=
 @pytest.mark.parametrize("mn", [False, True], ids=["K-major", "N-major"])
 @pytest.mark.parametrize("etype", ["f16", "bf16"])
 @pytest.mark.parametrize("n", [64, 128, 256])
-def test_sparse_probe_kernel_matches_reference_bit_for_bit(n, etype, mn, adversarial):
-    """The 24 variants the H200 ran: every D word P.sparse_reference's (as the GPU's were)."""
-    got, (a, b, c) = run_sparse(sparse_kernel(n, etype, mn), n, etype, mn, adversarial)
+@pytest.mark.parametrize("a_row", [128, 64], ids=["A-128B", "A-64B"])
+def test_sparse_probe_kernel_matches_reference_bit_for_bit(n, etype, mn, adversarial, a_row):
+    """The 48 variants the H200 ran (A's kept values in the 128- or the 64-byte swizzle): every D
+    word P.sparse_reference's (as the GPU's were)."""
+    got, (a, b, c) = run_sparse(sparse_kernel(n, etype, mn, a_row=a_row), n, etype, mn, adversarial, a_row=a_row)
     want = bits(P.sparse_reference(a, b, c, etype)).reshape(-1)
     bad = np.flatnonzero(got.reshape(-1) != want)
     assert bad.size == 0, f"{bad.size} of {want.size} D words differ, first at {np.unravel_index(bad[0], (64, n))}"
@@ -371,3 +374,24 @@ def test_undefined_metadata_is_refused_with_its_warp(nibble, why):
         run_sparse(text, 64, "f16", False, False, edit=bad(33))
     got, (a, b, c) = run_sparse(text, 64, "f16", False, False, edit=bad(35))
     assert (got.reshape(-1) == bits(P.sparse_reference(a, b, c, "f16")).reshape(-1)).all()
+
+
+def test_sparse_a_in_the_64_byte_swizzle_read_as_128_is_wrong():
+    """A's 64-byte-swizzled image through a mode 1 descriptor (SBO 1024) reads other elements:
+    the mode is modelled, not ignored."""
+    text = sparse_kernel(64, "f16", False, a_row=64)
+    const = (2 << 62) | (512 >> 4) << 32 | (16 >> 4) << 16
+    assert f", {const};" in text
+    wrong = text.replace(f", {const};", f", {MODE_1 | (1024 >> 4) << 32 | (16 >> 4) << 16};")
+    got, (a, b, c) = run_sparse(wrong, 64, "f16", False, False, a_row=64)
+    assert (got.reshape(-1) != bits(P.sparse_reference(a, b, c, "f16")).reshape(-1)).any()
+
+
+def test_64_byte_swizzle_of_a_sparse_b_is_refused():
+    """Mode 2 was measured on a sparse A alone: a B descriptor of mode 2 is refused."""
+    text = sparse_kernel(64, "f16", False)
+    const = MODE_1 | (1024 >> 4) << 32 | (16 >> 4) << 16
+    head, _, tail = text.partition("mov.b64 %rq1, %rq0;")  # past A's first descriptor: B's
+    text = head + "mov.b64 %rq1, %rq0;" + tail.replace(f", {const};", f", {(2 << 62) | (512 >> 4) << 32 | 1 << 16};", 1)
+    with pytest.raises(EmulationError, match="B descriptor 0x[0-9a-f]+ has swizzle mode 2"):
+        run_sparse(text, 64, "f16", False, False)

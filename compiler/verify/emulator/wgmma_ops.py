@@ -11,7 +11,8 @@ instruction is executed by whole warpgroups (the CTA's thread count a multiple o
 Descriptors (64 bits, the same in all 128 threads): bits 0-13 the start address >> 4 (a shared
 address, as `mov.u32 %r, buffer;` gives), 16-29 the leading byte offset LBO >> 4, 32-45 the
 stride byte offset SBO >> 4, 49-51 the base offset (0 only), 62-63 the swizzle mode (1, the
-128-byte swizzle, only: the layouts of the others were not measured here; every other bit 0).
+128-byte swizzle; 2 for a sparse A, below; the layouts of the others were not measured here;
+every other bit 0).
 The operands' elements, with 128-byte rows of 64 elements:
 
 * K-major (imm-trans 0; A's rows are M, B's N): (row, k) at start + (row / 8) SBO + (row % 8) 128 + 2 k;
@@ -36,7 +37,9 @@ or decreasing indices, which were not measured, raise, naming the warp), and D i
 m16n8k32's arithmetic, one call an instruction. All of this was measured bit-exact on an H200
 (tools/wgmma_probe.py `run_sparse`: f16 and bf16, N = 64, 128, 256, K- and N-major B, random and
 adversarial data), but only with sp-sel 0 and a K-major A: sp-sel 1 and imm-trans-a 1 are
-refused rather than guessed.
+refused rather than guessed. A sparse A may also be in the 64-byte swizzle (mode 2: rows of 64
+bytes, SBO 512, granule bits 4-5 XORed with address bits 7-8), measured the same way (`a_row`
+64); mode 2 is refused elsewhere.
 
 Issue, groups, waits. The kernels we emit do fence; mma_async...; commit_group; wait_group 0
 before touching D, so mma_async computes D when it is issued and writes it to the registers at
@@ -136,12 +139,18 @@ def _uniform(m: _Machine, value, groups: np.ndarray, where: str, what: str) -> n
     return v[:, 0]
 
 
-def _descriptor(m: _Machine, desc: np.ndarray, groups: np.ndarray, where: str, what: str):
-    """(start, LBO, SBO) in bytes, int64 [G], of 128-byte-swizzle descriptors; others raise."""
+def _descriptor(m: _Machine, desc: np.ndarray, groups: np.ndarray, where: str, what: str, modes=(1,)):
+    """(start, LBO, SBO) in bytes, int64 [G], and the row bytes of the swizzle (128 for mode 1, 64
+    for mode 2), of descriptors of a swizzle mode in `modes` (one for all warpgroups); others raise.
+    Mode 2 was measured on a sparse A only (tools/wgmma_probe.py, `a_row` 64)."""
     d = desc.astype(np.uint64)
     base, mode, reserved = (d >> np.uint64(49)) & np.uint64(7), d >> np.uint64(62), d & np.uint64(_RESERVED)
-    for bad, why in ((mode != 1, lambda x: f"swizzle mode {int(mode[x])}, {_SWIZZLES[int(mode[x])]} (only mode 1, "
-                                           "the 128-byte swizzle, is modelled)"),
+    allowed = np.isin(mode, np.array(modes, np.uint64))
+    named = " or ".join(f"{x}, {_SWIZZLES[x]}" for x in modes)
+    for bad, why in ((~allowed, lambda x: f"swizzle mode {int(mode[x])}, {_SWIZZLES[int(mode[x])]} (only mode {named}, "
+                                          f"is modelled for this operand)"),
+                     (mode != mode[0], lambda x: f"swizzle mode {int(mode[x])}, another warpgroup's "
+                                                 f"{int(mode[0])} (one mode an instruction is modelled)"),
                      (base != 0, lambda x: f"base offset {int(base[x])} (only 0 is modelled)"),
                      (reserved != 0, lambda x: f"reserved bits {int(reserved[x]):#x} set")):
         if bad.any():
@@ -152,19 +161,20 @@ def _descriptor(m: _Machine, desc: np.ndarray, groups: np.ndarray, where: str, w
     def field(shift: int) -> np.ndarray:
         return (((d >> np.uint64(shift)) & np.uint64(0x3FFF)) << np.uint64(4)).astype(np.int64)
 
-    return field(0), field(16), field(32)
+    return field(0), field(16), field(32), 128 if int(mode[0]) == 1 else 64
 
 
-def _addresses(start, lbo, sbo, mn: int, mn_major: bool, k: int = 16) -> np.ndarray:
+def _addresses(start, lbo, sbo, mn: int, mn_major: bool, k: int = 16, row: int = 128) -> np.ndarray:
     """[G, mn, k] shared addresses of the elements (mn, k) of a 16-bit operand of `mn` rows (A:
-    M = 64, B: N) and K = `k` (16; .sp's B 32), in the canonical 128-byte-swizzle layout."""
+    M = 64, B: N) and K = `k` (16; .sp's B 32), in the canonical layout of the `row`-byte swizzle
+    (128; 64 only K-major): granule bits 4.. XORed with the row-in-atom bits 7.."""
     r, k = np.arange(mn)[:, None], np.arange(k)[None, :]
     start, lbo, sbo = (x[:, None, None] for x in (start, lbo, sbo))
     if mn_major:
         logical = start + (r // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + 2 * (r % 64)
     else:
-        logical = start + (r // 8) * sbo + (r % 8) * 128 + 2 * k
-    return logical ^ (((logical >> 7) & 7) << 4)
+        logical = start + (r // 8) * sbo + (r % 8) * row + 2 * k
+    return logical ^ (((logical >> 7) & (row // 16 - 1)) << 4)
 
 
 def _accumulator_positions(n: int) -> np.ndarray:
@@ -286,8 +296,10 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         starts = []
         for read, what, mn, major, k in ((reads[0], "A", 64, trans_a, 16), (reads[1], "B", n, trans_b, kk)):
             desc = _uniform(m, read(m), groups, where, f"{what} descriptor")
-            start, lbo, sbo = _descriptor(m, desc, groups, where, what)
-            starts.append(_addresses(start, lbo, sbo, mn, major, k).reshape(groups.size, -1))
+            # the 64-byte swizzle: measured for a sparse (K-major) A
+            modes = (1, 2) if sparse and what == "A" else (1,)
+            start, lbo, sbo, row = _descriptor(m, desc, groups, where, what, modes)
+            starts.append(_addresses(start, lbo, sbo, mn, major, k, row).reshape(groups.size, -1))
         addr = np.concatenate(starts, 1).reshape(-1)
         threads = np.repeat(groups * 128, cells)
         idx = sh.bytes(m, where, "wgmma.mma_async operand read", addr, threads, 2)
