@@ -145,11 +145,14 @@ class WgmmaOp(IRDLOperation):
             if a_blocks or len(self.metas) != bk // WGMMA_SP_K:
                 raise VerifyException(f"warp.wgmma: a sparse A is K-major, with one metadata word a k{WGMMA_SP_K} "
                                       f"step of the stage ({bk // WGMMA_SP_K}), not {len(self.metas)}")
-        if row_bytes(a) != SWIZZLE_BYTES or row_bytes(b) != SWIZZLE_BYTES or (
+        # a sparse A's kept values may also be 64-byte rows (K 64 stages: the 64-byte swizzle)
+        a_rows = (SWIZZLE_BYTES, SWIZZLE_BYTES // 2) if self.sparse else (SWIZZLE_BYTES,)
+        if row_bytes(a) not in a_rows or row_bytes(b) != SWIZZLE_BYTES or (
                 sa % a_blocks if a_blocks else ra % WGMMA_ROWS):
             raise VerifyException(f"warp.wgmma: A and B stages have rows of {SWIZZLE_BYTES} bytes (64 16-bit "
-                                  f"elements of K, or of M or N for an M-major A or N-major B), A a multiple of "
-                                  f"{WGMMA_ROWS} rows or a_blocks blocks a stage")
+                                  f"elements of K, or of M or N for an M-major A or N-major B; a sparse A's kept "
+                                  f"values 128 or 64 bytes), A a multiple of {WGMMA_ROWS} rows or a_blocks blocks "
+                                  "a stage")
         for what, ref in (("A", a), ("B", b)):
             layout = ref.layout
             if isinstance(layout, SwizzledLayoutAttr) and (layout.mult.data != 1 or layout.fold.data):

@@ -137,9 +137,15 @@ _H100: dict[str, Config] = {
     # 545 / 535 / 547 (4 stages), 509 / 517 / 525 (5). Waiting for each stage's products
     # (results/h200-2026-11-27-wgmma-first.csv, 3 stages) gave 557 / 562 / 560 at 4096^3.
     "16bit-wgmma": Config("8x1", "1x32", 4, 64),
-    # a pre-compressed sparse A by wgmma.mma_async.sp: stages of K 128 (A's kept values 128-byte
-    # rows), so two warpgroups of m64n128 (128 x 128 CTAs, 50 KiB a stage with the metadata), 4 stages
-    "sparse-wgmma": Config("8x1", "1x16", 4, 128),
+    # a pre-compressed sparse A by wgmma.mma_async.sp (sm_90a): four warpgroups of m64n128 (256 x 128
+    # CTAs), 2 stages of K 128 (A's kept values 128-byte rows; 68 KiB a stage with the metadata),
+    # each stage's products waited for. H200, dense-equivalent TFLOP/s at 4096^3 / 8192^3
+    # (results/h200-2026-11-27-sparse-wgmma-configs.csv; cuSPARSELt 1037-1062 / 1010-1062 in the
+    # same calls): 790-812 / 850-858; 3 stages 764-797 / 760-837; 128 x 256 CTAs of 2 stages 755 /
+    # 842; 128 x 128 of 4 stages 667-687 / 656-732. Stages of K 64 (A in the 64-byte swizzle, 4-6
+    # of them) lose: 128 x 256 of 4 701 / 736, 256 x 128 of 5 608-620 / 631-635 - a barrier and a
+    # wait every two sparse instructions.
+    "sparse-wgmma": Config("16x1", "1x16", 2, 128),
     "8bit": Config("2x2", "4x8", 3, 128),
     # through the transposing fill (plan.default_schedule: the operands filled), H200 at 4096^3,
     # TOP/s (benchmarks/results/h200-2026-11-27-fill-configs.csv): K 64 stages leave the registers
@@ -208,6 +214,9 @@ _H100: dict[str, Config] = {
 # waiting for each stage, 480 / 483 / 480 against the wide CTAs' 414 / 433 / 416 (64 CTAs; 128 with
 # these), results/h200-2026-11-27-wgmma-first.csv.
 WGMMA_NARROW = Config("8x1", "1x16", 4, 64)
+# ... and the sparse ones two warpgroups (128 x 128 CTAs), 4 stages of K 128: 512x4096x4096 646
+# against the default's 428 (64 CTAs) and mma.sp's 464 (results/h200-2026-11-27-sparse-wgmma-k128.csv).
+WGMMA_SP_NARROW = Config("8x1", "1x16", 4, 128)
 # sm_90a kernels of at least this many rows take the warpgroups without being asked (`plan.plan`).
 # H200, wgmma / mma.sync defaults over the matrix's 21 shapes x f16 / bf16 x B row / col
 # (results/h200-2026-11-27-wgmma-matrix-shapes.csv): 512 rows and up 1.32-1.75x (4096^3 f16 678

@@ -490,19 +490,22 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
 def wgmma_tiles(g, default: configs.Config, warps, warp_tile, target: targets.SmTarget
                 ) -> tuple[tuple[int, int], tuple[int, int], int]:
     """(warps, warp tile, default stages) of a wgmma kernel: the forced ones, else the default's,
-    with `configs.WGMMA_NARROW` where the default's CTAs would not fill a wave; one warpgroup where
-    M fits 64 rows, and B's columns cut to N (whole 64-column blocks for an N-major B)."""
+    with `configs.WGMMA_NARROW` (`WGMMA_SP_NARROW` for a sparse A) where the default's CTAs would
+    not fill a wave; no more warpgroups than M has 64-row blocks, and B's columns cut to N (whole
+    64-column blocks for an N-major B)."""
     stages = default.stages
-    if warps is None:
-        warps = parse_pair(default.warps, "warps")
-        if g.m <= warp.WGMMA_ROWS:
-            warps = (4, 1)
+    forced_warps = warps is not None
+    if warps is None:  # no more warpgroups than M's 64-row blocks
+        wm = parse_pair(default.warps, "warps")[0]  # type: ignore[index]
+        warps = (min(wm, 4 * ceil_div(g.m, warp.WGMMA_ROWS)), 1)
     if warp_tile is None:
         rn = parse_pair(default.warp_tile, "warp-tile")[1]  # type: ignore[index]
         ctas = ceil_div(g.m, warps[0] * 16) * ceil_div(g.n, 8 * rn) * g.batch  # type: ignore[index]
         if ctas < target.limits.one_wave:
-            narrow = configs.WGMMA_NARROW
+            narrow = configs.WGMMA_SP_NARROW if g.a_meta is not None else configs.WGMMA_NARROW
             rn, stages = parse_pair(narrow.warp_tile, "warp-tile")[1], narrow.stages  # type: ignore[index]
+            if not forced_warps:
+                warps = (min(warps[0], parse_pair(narrow.warps, "warps")[0]), 1)  # type: ignore[index]
         block = 1 if column_major(g.b) else warp.N_BLOCK // 8
         warp_tile = (1, min(rn, ceil_div(ceil_div(g.n, 8), block) * block))
     return warps, warp_tile, stages  # type: ignore[return-value]
@@ -516,11 +519,12 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
                 f"(N = 8 RN up to {warp.WGMMA_MAX_N}), not warps {wm}x{wn}, warp tile {rm}x{rn}")
     if not column_major(g.b) and 8 * rn % warp.N_BLOCK:
         return f"an N-major B is read in blocks of {warp.N_BLOCK} columns: warp tile 1 x RN with RN a multiple of 8"
-    kept = 2 if g.a_meta is not None else 1  # a pre-compressed A's rows hold K / 2 values
-    if stage_k * g.a.bits != 8 * 128 * kept:
-        return (f"the descriptors read stages of 128-byte K rows: stage-k {1024 * kept // g.a.bits} for "
-                f"{g.a.bits}-bit operands{' (a pre-compressed A: K / 2 values a row)' if kept == 2 else ''}, "
-                f"not {stage_k}")
+    if g.a_meta is not None:  # the kept values' rows: 128 bytes, or 64 (the 64-byte swizzle)
+        if stage_k * g.a.bits not in (8 * 256, 8 * 128):
+            return (f"a pre-compressed A's stages are K 128 or 64 for the descriptors (its K / 2 values rows of "
+                    f"128 or 64 bytes, B's 128-byte rows a multiple), not {stage_k}")
+    elif stage_k * g.a.bits != 8 * 128:
+        return f"the descriptors read stages of 128-byte K rows: stage-k {1024 // g.a.bits} for {g.a.bits}-bit operands, not {stage_k}"
     return None
 
 

@@ -9,7 +9,8 @@ N-major B's starts 16 s rows down, its 64-wide blocks LBO apart. The encoding an
 checked on an H200 by tools/wgmma_probe.py (K-major and N-major B, N 64-256), bit for bit against
 mma_arith; the M-major A by the GPU tests (the kernels' D bit for bit as the mma.sync kernels').
 The sparse `wgmma.mma_async.sp` (a pre-compressed A) reads A's kept values as a dense K-major A of
-half the K (a k32 step 32 bytes along the rows) and takes each warp's metadata word of the step
+half the K (a k32 step 32 bytes along the rows; rows of 128 bytes, or of 64 in the 64-byte
+swizzle, mode 2, SBO 512, for stages of K 64) and takes each warp's metadata word of the step
 with selector 0, measured the same way.
 """
 
@@ -27,13 +28,13 @@ from tilemma.passes.warp_to_ptx.fragment_ops import accumulates_in_place
 from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _swizzle
 from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, all_reg, all_regs, reg
 
-SWIZZLE_128B = 1 << 62  # descriptor bits 62-63: the 128-byte swizzle
+SWIZZLE_MODES = {128: 1, 64: 2}  # descriptor bits 62-63 by swizzled row bytes (the 64-byte: a sparse A)
 ATOM_BYTES = 1024  # 8 rows of 128 bytes: the stride between 8-row groups (SBO)
 
 
-def descriptor_bits(lbo: int, sbo: int) -> int:
-    """The constant part of a 128-byte-swizzle descriptor (all but the start address)."""
-    return SWIZZLE_128B | ((sbo >> 4) << 32) | ((lbo >> 4) << 16)
+def descriptor_bits(lbo: int, sbo: int, row_bytes: int = 128) -> int:
+    """The constant part of a descriptor of `row_bytes`-byte swizzled rows (all but the start address)."""
+    return (SWIZZLE_MODES[row_bytes] << 62) | ((sbo >> 4) << 32) | ((lbo >> 4) << 16)
 
 
 @dataclass
@@ -107,19 +108,19 @@ class LowerWgmma(RewritePattern):
         if row is not None:
             e.emit("mad.lo.u32", addr, e.in_register(row), block_bytes // warp.WGMMA_ROWS if blocks else row_bytes,
                    addr)
-        # LBO: an M- or N-major operand's blocks apart (K-major: unused, 16); a K step is 32 bytes
-        # along a K-major row, 16 rows of 128 bytes down a block
-        desc = cls._descriptor(e, addr, block_bytes if blocks else 16, ATOM_BYTES)
+        # LBO: an M- or N-major operand's blocks apart (K-major: unused, 16); SBO: 8 rows; a K
+        # step is 32 bytes along a K-major row, 16 rows of 128 bytes down a block
+        desc = cls._descriptor(e, addr, block_bytes if blocks else 16, 8 * row_bytes, row_bytes)
         return desc, 16 * row_bytes if blocks else 32
 
     @staticmethod
-    def _descriptor(e: fio.Emitter, addr: str, lbo: int, sbo: int) -> str:
+    def _descriptor(e: fio.Emitter, addr: str, lbo: int, sbo: int, row_bytes: int) -> str:
         """A 64-bit descriptor of the matrix at shared address `addr` (14 bits of addr / 16)."""
         desc = e.reg("b64")
         e.emit("cvt.u64.u32", desc, addr)
         e.emit("shr.u64", desc, desc, 4)
         e.emit("and.b64", desc, desc, 0x3FFF)
-        e.emit("or.b64", desc, desc, descriptor_bits(lbo, sbo))
+        e.emit("or.b64", desc, desc, descriptor_bits(lbo, sbo, row_bytes))
         return desc
 
 

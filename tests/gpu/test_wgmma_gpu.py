@@ -1,8 +1,10 @@
 """Stages multiplied by warpgroups (`--wgmma`, sm_90a) on the GPU: D within the reference's bound
 and bit for bit as the emulator computes it (the runner's twin check, where the kernel is small
 enough to emulate) and as the GPU's own mma.sync kernel of the same problem computes it (both add
-each k16 step in K order); and the raw instruction probe (tools/wgmma_probe.py: descriptors, both
-B orders, N 64-256, random and adversarial data, against mma_arith)."""
+each k16 step in K order; the sparse ones, of a pre-compressed A, as the mma.sp kernel, each k32
+step); and the raw instruction probe (tools/wgmma_probe.py: descriptors, both B orders, N 64-256,
+random and adversarial data, against mma_arith; the sparse form with A in the 128- and the
+64-byte swizzle)."""
 
 import subprocess
 import sys
@@ -54,6 +56,47 @@ def test_wgmma_on_the_gpu(spec, options):
     want = run_compiled(sync, seed=5, on="gpu")
     for name, out in result.outputs.items():
         assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name
+
+
+SPARSE_CASES = [  # (spec, options): a pre-compressed A, an N-major B
+    (GemmSpec(130, 200, 300, "f16", "f16", "f32", pre_compressed=True), {}),
+    (GemmSpec(70, 136, 200, "bf16", "bf16", "f32", pre_compressed=True, batch=2, bcast="a"), {}),
+    (GemmSpec(300, 136, 520, "f16", "f16", "f32", pre_compressed=True), {"warps": "16x1", "warp_tile": "1x16", "stages": 2}),
+    (GemmSpec(200, 264, 520, "bf16", "bf16", "f32", pre_compressed=True),
+     {"warps": "4x1", "warp_tile": "1x32", "stages": 3, "stage_k": 64}),  # A in the 64-byte swizzle
+    (GemmSpec(96, 64, 128, "f16", "f16", "f32", pre_compressed=True, bias="col", act="gelu", out="f16"), {}),
+    (GemmSpec(1024, 1024, 1024, "f16", "f16", "f32", pre_compressed=True), {}),
+    (GemmSpec(2048, 2048, 512, "bf16", "bf16", "f32", pre_compressed=True), {}),  # the default 256 x 128 tiles
+]
+
+
+@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.parametrize("spec, options", SPARSE_CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
+def test_sparse_wgmma_on_the_gpu(spec, options):
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90a", wgmma=True, **options))
+    assert "wgmma.mma_async.sp" in kernel.ptx
+    result = run_compiled(kernel, seed=5, on="gpu")
+    assert result.ok, result.line()
+    [sync] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
+    want = run_compiled(sync, seed=5, on="gpu")
+    assert want.variant.startswith("mma.sp")
+    for name, out in result.outputs.items():
+        assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name
+
+
+@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.parametrize("etype", ["f16", "bf16"])
+@pytest.mark.parametrize("n", [64, 128, 256])
+@pytest.mark.parametrize("b_major", ["k", "n"])
+@pytest.mark.parametrize("adversarial", [False, True])
+@pytest.mark.parametrize("a_row", [128, 64])
+def test_sparse_probe(etype, n, b_major, adversarial, a_row):
+    """One wgmma.mma_async.sp kernel of the probe in its own process."""
+    args = ["sp", etype, str(n), str(int(b_major == "n")), str(int(adversarial)), str(a_row)]
+    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    mismatched = int(r.stdout.split()[0])
+    assert mismatched == 0, r.stdout
 
 
 @pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")

@@ -1,0 +1,151 @@
+"""A pre-compressed 2:4 A (`tile.sparse_from`) multiplied by sparse warpgroups
+(`wgmma.mma_async.sp`, sm_90a): what `tile-plan` chooses and refuses, the PTX (the .sp opcode with
+each warp's metadata word and selector 0; A's descriptors in the 128-byte swizzle for stages of
+K 128, the 64-byte one for K 64), ptxas, and in the emulator the kernels' D bit for bit as the
+mma.sp kernels' of the same problem (tools/wgmma_probe.py showed wgmma.sp's arithmetic to be
+mma.sp m16n8k32's, a k32 step at a time, on an H200) and within the reference's bound; the
+kernel follows the metadata it is given. (GPU: tests/gpu/test_wgmma_gpu.py.)"""
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
+from tilemma.compiler.driver.runner import run_compiled
+from tilemma.compiler.layouts import sparse_format
+
+
+def spec(m, n, k, t="f16", **kw) -> GemmSpec:
+    return GemmSpec(m, n, k, t, t, "f32", pre_compressed=True, **kw)
+
+
+def compiled(s: GemmSpec, sm: str = "90a", **kw):
+    [kernel] = compile_text(str(gemm_module(s)), s.name, CompileOptions(sm=sm, tune_cache="", **kw))
+    return kernel
+
+
+def schedule(s: GemmSpec, sm: str = "90a", **kw):
+    module, locations = parse(str(gemm_module(s)), s.name)
+    lower(module, locations, CompileOptions(sm=sm, tune_cache="", **kw), warp_level=True)
+    [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
+    return attr.schedule
+
+
+@pytest.mark.parametrize("m, n, k, warps, warp_tile, stages", [
+    (4096, 4096, 4096, (16, 1), (1, 16), 2),  # the default: 256 x 128 CTAs, 2 stages of K 128
+    (512, 4096, 4096, (8, 1), (1, 16), 4),  # fewer CTAs than SMs: two warpgroups, 4 stages
+    (130, 200, 300, (8, 1), (1, 16), 4),  # no more warpgroups than 64-row blocks (3), narrow
+    (40, 64, 64, (4, 1), (1, 8), 4),  # one warpgroup, one 64-column block of B
+])
+def test_plan_tiles(m, n, k, warps, warp_tile, stages):
+    s = schedule(spec(m, n, k), wgmma=True)
+    assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, stages, 128)
+
+
+@pytest.mark.parametrize("s, sm, kw, mma", [
+    (spec(4096, 4096, 4096), "90a", {}, "wgmma"),  # sm_90a, from 256 rows: by itself
+    (spec(256, 512, 256, "bf16"), "90a", {}, "wgmma"),
+    (spec(128, 4096, 4096), "90a", {}, "sync"),  # fewer rows: mma.sp
+    (spec(4096, 4096, 4096), "90", {}, "sync"),  # sm_90 has no wgmma
+    (spec(4096, 4096, 4096, b_layout="col"), "90a", {}, "sync"),  # a K-major B: mma.sp
+    (spec(4096, 4096, 4096), "90a", {"stages": 3}, "sync"),  # a forced configuration
+])
+def test_sm90a_takes_the_sparse_warpgroups_where_they_can(s, sm, kw, mma):
+    assert schedule(s, sm, **kw).mma == mma
+
+
+@pytest.mark.parametrize("s, kw, message", [
+    (spec(64, 64, 128, b_layout="col"), {}, "the sparse warpgroups take an N-major (row-major) B"),
+    (spec(64, 64, 128), {"stage_k": 32}, "a pre-compressed A's stages are K 128 or 64"),
+    (spec(64, 64, 128), {"stage_k": 256}, "a pre-compressed A's stages are K 128 or 64"),
+    (spec(64, 64, 128), {"sm": "90"}, "the arch-specific target sm_90a's"),
+    (spec(256, 256, 128), {"warps": "8x1", "warp_tile": "1x32", "stages": 3}, "bytes of shared memory"),
+])
+def test_refusals_are_located(s, kw, message):
+    sm = kw.pop("sm", "90a")
+    with pytest.raises(LocatedVerifyError) as e:
+        compiled(s, sm, wgmma=True, **kw)
+    assert message in str(e.value)
+    assert e.value.span is not None
+
+
+@pytest.mark.parametrize("stage_k, a_bits", [
+    (128, (1 << 62) | (1024 >> 4 << 32) | (16 >> 4 << 16)),  # the kept values' 128-byte rows
+    (64, (2 << 62) | (512 >> 4 << 32) | (16 >> 4 << 16)),  # 64-byte rows: the 64-byte swizzle
+])
+def test_ptx(stage_k, a_bits):
+    """The .sp opcode with each K step's metadata register and selector 0; A's descriptors of the
+    stage's row bytes; the N-major B's LBO its 64-column block (K x 128 bytes), its k32 steps 32
+    rows (4096 bytes, 256 in descriptor units) apart, A's 32 bytes (2); one ld.shared.v4 (K 128) or
+    .v2 (K 64) of metadata words a stage."""
+    kernel = compiled(spec(256, 256, 512), wgmma=True, stage_k=stage_k, stages=2)
+    ptx = kernel.ptx
+    b_bits = (1 << 62) | (1024 >> 4 << 32) | (stage_k * 128 >> 4 << 16)
+    assert re.search(rf"or\.b64 %rd\d+, %rd\d+, {a_bits};", ptx) and re.search(rf"or\.b64 %rd\d+, %rd\d+, {b_bits};", ptx)
+    steps = stage_k // 32
+    words = re.findall(r"ld\.shared\.v(\d)\.u32 \{([^}]*)\}", ptx)
+    assert words and all(int(v) == steps for v, _ in words)
+    calls = re.findall(r"wgmma\.mma_async\.sp\.sync\.aligned\.m64n128k32\.f32\.f16\.f16 \{[^}]*\}, %rd\d+, %rd\d+, "
+                       r"(%r\d+), 0, %p\d+, 1, 1, 0, 1;", ptx)
+    assert len(calls) % steps == 0 and calls[:steps] == [w.strip() for w in words[0][1].split(",")]
+    body = ptx[ptx.index("wgmma.fence"):]
+    assert [int(x) for x in re.findall(r"add\.s64 %rd\d+, %rd\d+, (\d+);", body)[:2]] == [2, 256]
+    assert kernel.variant == "wgmma.mma_async.sp.sync.aligned.m64n128k32.f32.f16.f16"
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
+@pytest.mark.parametrize("kw", [{}, {"warps": "8x1", "warp_tile": "1x32", "stages": 4, "stage_k": 64}],
+                         ids=["default", "k64"])
+def test_ptxas_takes_it(tmp_path, kw):
+    kernel = compiled(spec(4096, 4096, 4096), wgmma=True, **kw)
+    src = tmp_path / "k.ptx"
+    src.write_text(kernel.ptx)
+    r = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 bytes spill stores" in r.stderr
+
+
+CASES = {  # spec, options
+    "odd": (spec(130, 200, 300), {}),  # ragged M, N and K (K pads to 320: a partial last stage)
+    "bf16-batch-bcast": (spec(70, 136, 200, "bf16", batch=2, bcast="a"), {}),
+    "k64-stages": (spec(130, 200, 300), {"stage_k": 64, "stages": 4}),  # A in the 64-byte swizzle
+    "in-flight": (spec(200, 264, 520, "bf16"), {"warps": "4x1", "warp_tile": "1x32", "stages": 3, "stage_k": 64}),
+    "default-tiles": (spec(300, 136, 520), {"warps": "16x1", "warp_tile": "1x16", "stages": 2}),
+    "epilogue": (spec(96, 64, 128, bias="col", act="gelu", out="f16"), {}),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_emulated_like_the_mma_sp_kernel(name):
+    s, kw = CASES[name]
+    kernel = compiled(s, wgmma=True, **kw)
+    assert kernel.variant.startswith("wgmma.mma_async.sp")
+    result = run_compiled(kernel, 7, "emulator")
+    assert result.ok, result.line()
+    want = run_compiled(compiled(s, "90"), 7, "emulator")
+    assert want.variant.startswith("mma.sp")
+    for out, words in result.outputs.items():
+        assert np.array_equal(words.view(np.uint8), want.outputs[out].view(np.uint8)), out
+
+
+def test_the_kernel_follows_the_metadata():
+    """The values of one 2:4 A with the metadata of another: the reference decompresses what it is
+    given, so D is right for that A, and differs from D of the first."""
+    s = spec(128, 128, 256)
+    kernel = compiled(s, wgmma=True)
+    rng = np.random.default_rng(0)
+    a = sparse_format.decompress_a(*sparse_format.compress_a(rng.standard_normal((128, 256)).astype(np.float16), prune=True))
+    values, meta = sparse_format.compress_a(a)
+    good = run_compiled(kernel, 1, "emulator", inputs={"a_values": values, "a_meta": meta})
+    assert good.ok, good.line()
+    other = sparse_format.compress_a(np.roll(a, 1, axis=1), prune=True)[1]
+    assert (other != meta).any()
+    bad = run_compiled(kernel, 1, "emulator", inputs={"a_values": values, "a_meta": other})
+    assert bad.ok, bad.line()
+    assert not np.array_equal(bad.outputs["d"], good.outputs["d"])
