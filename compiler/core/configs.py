@@ -223,6 +223,10 @@ WGMMA_SP_NARROW = Config("8x1", "1x16", 4, 128)
 # against 438), 2048x2048x256 1.02-1.05x, 1000^3 0.94-1.0x; 128 rows 0.95-1.13x, 64 rows and
 # fewer 0.81-1.15x (mostly below).
 WGMMA_MIN_ROWS = 256
+# ... and the sparse ones (a pre-compressed A) from 16 rows: wgmma.sp / mma.sp over the matrix's shapes
+# (H200, results/h200-2026-11-27-sparse-wgmma-matrix-shapes.csv): 512 rows and up 1.05-1.41x, 16 and
+# 64 rows 1.09-1.56x, 128 rows 0.97-1.30x, 1000^3 0.98x, 2048x2048x256 1.0x; one row 0.95-1.06x.
+WGMMA_SP_MIN_ROWS = 16
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.
