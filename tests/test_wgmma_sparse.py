@@ -1,7 +1,7 @@
 """A pre-compressed 2:4 A (`tile.sparse_from`) multiplied by sparse warpgroups
-(`wgmma.mma_async.sp`, sm_90a): what `tile-plan` chooses and refuses, the PTX (the .sp opcode with
-each warp's metadata word and selector 0; A's descriptors in the 128-byte swizzle for stages of
-K 128, the 64-byte one for K 64), ptxas, and in the emulator the kernels' D bit for bit as the
+(`wgmma.mma_async.sp`, sm_90a), with an N-major or a K-major B: what `tile-plan` chooses and
+refuses, the PTX (the .sp opcode with each warp's metadata word and selector 0; A's descriptors in
+the 128-byte swizzle for stages of K 128, the 64-byte one for K 64), ptxas, and in the emulator the kernels' D bit for bit as the
 mma.sp kernels' of the same problem (tools/wgmma_probe.py showed wgmma.sp's arithmetic to be
 mma.sp m16n8k32's, a k32 step at a time, on an H200) and within the reference's bound; the
 kernel follows the metadata it is given. (GPU: tests/gpu/test_wgmma_gpu.py.)"""
@@ -47,13 +47,23 @@ def test_plan_tiles(m, n, k, warps, warp_tile, stages):
     assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, stages, 128)
 
 
+@pytest.mark.parametrize("m, n, k, warps, warp_tile", [
+    (4096, 4096, 4096, (8, 1), (1, 32)),  # 128 x 256 CTAs, 4 stages of K 64
+    (512, 4096, 4096, (8, 1), (1, 16)),  # fewer CTAs than SMs: m64n128
+    (45, 33, 90, (4, 1), (1, 5)),  # a K-major B cut to N
+])
+def test_plan_tiles_k_major_b(m, n, k, warps, warp_tile):
+    s = schedule(spec(m, n, k, b_layout="col"), wgmma=True)
+    assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, 4, 64)
+
+
 @pytest.mark.parametrize("s, sm, kw, mma", [
     (spec(4096, 4096, 4096), "90a", {}, "wgmma"),  # sm_90a, from 256 rows: by itself
     (spec(256, 512, 256, "bf16"), "90a", {}, "wgmma"),
     (spec(16, 4096, 4096), "90a", {}, "wgmma"),  # from 16 rows (`configs.WGMMA_SP_MIN_ROWS`)
     (spec(8, 4096, 4096), "90a", {}, "sync"),  # fewer rows: mma.sp
     (spec(4096, 4096, 4096), "90", {}, "sync"),  # sm_90 has no wgmma
-    (spec(4096, 4096, 4096, b_layout="col"), "90a", {}, "sync"),  # a K-major B: mma.sp
+    (spec(4096, 4096, 4096, b_layout="col"), "90a", {}, "wgmma"),  # a K-major B: stages of K 64
     (spec(4096, 4096, 4096), "90a", {"stages": 3}, "sync"),  # a forced configuration
 ])
 def test_sm90a_takes_the_sparse_warpgroups_where_they_can(s, sm, kw, mma):
@@ -61,7 +71,7 @@ def test_sm90a_takes_the_sparse_warpgroups_where_they_can(s, sm, kw, mma):
 
 
 @pytest.mark.parametrize("s, kw, message", [
-    (spec(64, 64, 128, b_layout="col"), {}, "the sparse warpgroups take an N-major (row-major) B"),
+    (spec(64, 64, 128, b_layout="col"), {"stage_k": 128}, "with a K-major B a pre-compressed A's stages are K 64"),
     (spec(64, 64, 128), {"stage_k": 32}, "a pre-compressed A's stages are K 128 or 64"),
     (spec(64, 64, 128), {"stage_k": 256}, "a pre-compressed A's stages are K 128 or 64"),
     (spec(64, 64, 128), {"sm": "90"}, "the arch-specific target sm_90a's"),
@@ -119,6 +129,9 @@ CASES = {  # spec, options
     "in-flight": (spec(200, 264, 520, "bf16"), {"warps": "4x1", "warp_tile": "1x32", "stages": 3, "stage_k": 64}),
     "default-tiles": (spec(300, 136, 520), {"warps": "16x1", "warp_tile": "1x16", "stages": 2}),
     "epilogue": (spec(96, 64, 128, bias="col", act="gelu", out="f16"), {}),
+    "b-col-odd": (spec(130, 200, 300, b_layout="col"), {}),  # K-major B: stages of K 64
+    "b-col-narrow": (spec(45, 33, 90, "bf16", b_layout="col", batch=2), {}),  # m64n40k32
+    "b-col-in-flight": (spec(300, 136, 520, b_layout="col"), {"warps": "8x1", "warp_tile": "1x32", "stages": 3}),
 }
 
 

@@ -146,6 +146,8 @@ _H100: dict[str, Config] = {
     # of them) lose: 128 x 256 of 4 701 / 736, 256 x 128 of 5 608-620 / 631-635 - a barrier and a
     # wait every two sparse instructions.
     "sparse-wgmma": Config("16x1", "1x16", 2, 128),
+    # ... with a K-major B: stages of K 64 (B's 128-byte rows; A's kept values in the 64-byte swizzle)
+    "sparse-wgmma-k-major-b": Config("8x1", "1x32", 4, 64),
     "8bit": Config("2x2", "4x8", 3, 128),
     # through the transposing fill (plan.default_schedule: the operands filled), H200 at 4096^3,
     # TOP/s (benchmarks/results/h200-2026-11-27-fill-configs.csv): K 64 stages leave the registers
@@ -247,7 +249,7 @@ def default(target: str | targets.SmTarget, schedule: str) -> Config:
 
 
 # The candidate family whose shortest stage K bounds how far `fit_shared` cuts a schedule's.
-SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "8bit-pairs-a": "8bit", "8bit-pairs-b": "8bit", "8bit-pairs-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "16bit-wgmma": "16bit", "sparse-wgmma": "16bit", "4bit-widened": "4bit",
+SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "8bit-pairs-a": "8bit", "8bit-pairs-b": "8bit", "8bit-pairs-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "16bit-wgmma": "16bit", "sparse-wgmma": "16bit", "sparse-wgmma-k-major-b": "16bit", "4bit-widened": "4bit",
                    **{f"4bit{w}-fill-{f}": "4bit" for w in ("", "-widened") for f in ("a", "b", "ab")}}
 
 

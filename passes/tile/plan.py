@@ -466,8 +466,8 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None, fill: str, gather: str) -> str | None:
     """Why a kernel cannot be multiplied by warpgroups (`#warp.schedule` mma = wgmma), None if it
     can: sm_90a, a dense 16-bit mma into f32 (`warp.WGMMA_TYPES`) or the sparse one of a
-    pre-compressed A with an N-major B, that stages (`stageable`), read as stored from A and B of
-    either order, every row copied by cp.async."""
+    pre-compressed A, that stages (`stageable`), read as stored from A and B of either order, every
+    row copied by cp.async."""
     if not target.is_arch(90):
         return f"the warpgroup mma is the arch-specific target sm_90a's, not {target}'s"
     shape = sparse_format.SHAPE if g.a_meta is not None else "m16n8k16"
@@ -481,9 +481,6 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
         return "A and B must be read as stored"
     if fill or gather:
         return "every row of A and B must be 4-byte aligned for cp.async (no gather)"
-    if g.a_meta is not None and column_major(g.b):
-        return ("a pre-compressed A's stages are K 128 (its kept values' 128-byte rows), which a K-major B's "
-                "would make 256-byte rows; the sparse warpgroups take an N-major (row-major) B")
     return None
 
 
@@ -502,7 +499,7 @@ def wgmma_tiles(g, default: configs.Config, warps, warp_tile, target: targets.Sm
         rn = parse_pair(default.warp_tile, "warp-tile")[1]  # type: ignore[index]
         ctas = ceil_div(g.m, warps[0] * 16) * ceil_div(g.n, 8 * rn) * g.batch  # type: ignore[index]
         if ctas < target.limits.one_wave:
-            narrow = configs.WGMMA_SP_NARROW if g.a_meta is not None else configs.WGMMA_NARROW
+            narrow = configs.WGMMA_SP_NARROW if g.a_meta is not None and not column_major(g.b) else configs.WGMMA_NARROW
             rn, stages = parse_pair(narrow.warp_tile, "warp-tile")[1], narrow.stages  # type: ignore[index]
             if not forced_warps:
                 warps = (min(warps[0], parse_pair(narrow.warps, "warps")[0]), 1)  # type: ignore[index]
@@ -523,6 +520,9 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
         if stage_k * g.a.bits not in (8 * 256, 8 * 128):
             return (f"a pre-compressed A's stages are K 128 or 64 for the descriptors (its K / 2 values rows of "
                     f"128 or 64 bytes, B's 128-byte rows a multiple), not {stage_k}")
+        if column_major(g.b) and stage_k * g.b.bits != 8 * 128:
+            return (f"with a K-major B a pre-compressed A's stages are K 64 (B's rows 128 bytes, A's kept values "
+                    f"64), not {stage_k}")
     elif stage_k * g.a.bits != 8 * 128:
         return f"the descriptors read stages of 128-byte K rows: stage-k {1024 // g.a.bits} for {g.a.bits}-bit operands, not {stage_k}"
     return None
@@ -659,7 +659,8 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"wgmma: {why}")
     if stages == 0:
         raise LoweringError(mma, "wgmma: the warpgroups read their operands from shared memory; stages=0 cannot take it")
-    schedule = "sparse-wgmma" if g.a_meta is not None else "16bit-wgmma"
+    schedule = ("16bit-wgmma" if g.a_meta is None
+                else "sparse-wgmma-k-major-b" if column_major(g.b) else "sparse-wgmma")
     default = configs.default(target, schedule)
     warps, warp_tile, default_stages = wgmma_tiles(g, default, warps, warp_tile, target)
     stage_k = stage_k or default.stage_k

@@ -67,6 +67,8 @@ SPARSE_CASES = [  # (spec, options): a pre-compressed A, an N-major B
     (GemmSpec(96, 64, 128, "f16", "f16", "f32", pre_compressed=True, bias="col", act="gelu", out="f16"), {}),
     (GemmSpec(1024, 1024, 1024, "f16", "f16", "f32", pre_compressed=True), {}),
     (GemmSpec(2048, 2048, 512, "bf16", "bf16", "f32", pre_compressed=True), {}),  # the default 256 x 128 tiles
+    (GemmSpec(130, 200, 300, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), {}),  # K-major B: K 64
+    (GemmSpec(1024, 1024, 1024, "bf16", "bf16", "f32", pre_compressed=True, b_layout="col"), {}),
 ]
 
 
