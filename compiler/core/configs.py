@@ -146,7 +146,10 @@ _H100: dict[str, Config] = {
     # of them) lose: 128 x 256 of 4 701 / 736, 256 x 128 of 5 608-620 / 631-635 - a barrier and a
     # wait every two sparse instructions.
     "sparse-wgmma": Config("16x1", "1x16", 2, 128),
-    # ... with a K-major B: stages of K 64 (B's 128-byte rows; A's kept values in the 64-byte swizzle)
+    # ... with a K-major B: stages of K 64 (B's 128-byte rows; A's kept values in the 64-byte swizzle),
+    # 128 x 256 CTAs of 4: 4096^3 / 8192^3 / 4096x11008x4096 700 / 712 / 685 (mma.sp 577 / 544 / 591;
+    # 5 stages 640 / 688 / 632, 256 x 128 of 4 637 / 653 / 618, 2 stages 511 / 566 / 503;
+    # results/h200-2026-11-27-sparse-wgmma-bcol-configs.csv)
     "sparse-wgmma-k-major-b": Config("8x1", "1x32", 4, 64),
     "8bit": Config("2x2", "4x8", 3, 128),
     # through the transposing fill (plan.default_schedule: the operands filled), H200 at 4096^3,
