@@ -299,9 +299,112 @@ def run_sparse(n: int, etype: str, b_mn_major: bool, adversarial: bool, seed: in
     return int((got != want).sum()), float(np.abs(out[3] - ref64).max())
 
 
+def sw128_bytes(x: np.ndarray) -> np.ndarray:
+    """Bytes of a rows x 128-byte K-major tile (any element size) in the 128-byte swizzle."""
+    rows = x.shape[0]
+    raw = np.ascontiguousarray(x).view(np.uint8).reshape(rows, 8, 16)
+    out = np.zeros_like(raw)
+    for r in range(rows):
+        for g in range(8):
+            out[r, g ^ (r % 8)] = raw[r, g]
+    return out.reshape(-1)
+
+
+def int8_probe_ptx(n: int, etype: str = "s8") -> str:
+    """The kernel for D (64 x n, s32) = A (64 x 128) B (128 x n) + C with 8-bit integers
+    (`wgmma.mma_async ... m64nNk32.s32.T.T`, both operands K-major: 128 K a 128-byte row, 4 k32
+    steps 32 bytes apart), C and D s32 in the f32 accumulator's fragment."""
+    regs = n // 2
+    a_bytes, b_bytes = 64 * 128, n * 128
+    lines = [
+        ".version 8.0", ".target sm_90a", ".address_size 64",
+        ".extern .shared .align 1024 .b8 smem[];",
+        f".visible .entry {ENTRY}(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)",
+        "{",
+        ".reg .b32 %r<16>;", ".reg .b64 %rd<16>;", ".reg .b64 %rd_desc, %rd_a, %rd_b;",
+        f".reg .s32 %d<{regs}>;", ".reg .pred %p<4>;",
+        "ld.param.u64 %rd1, [pa];", "ld.param.u64 %rd2, [pb];", "ld.param.u64 %rd3, [pc];",
+        "ld.param.u64 %rd4, [pd];",
+        "mov.u32 %r1, %tid.x;",
+        "mov.u32 %r2, smem;",
+    ]
+    for src, off, size in (("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)):
+        for base in range(0, size, 128 * 16):
+            lines += [
+                f"mad.wide.u32 %rd5, %r1, 16, {src};",
+                f"ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%rd5+{base}];",
+                "mad.lo.u32 %r3, %r1, 16, %r2;",
+                f"st.shared.v4.u32 [%r3+{off + base}], {{%r4, %r5, %r6, %r7}};",
+            ]
+    lines += ["fence.proxy.async.shared::cta;", "bar.sync 0;"]
+    lines += [
+        "shr.u32 %r8, %r1, 5;", "and.b32 %r9, %r1, 31;",
+        "shr.u32 %r10, %r9, 2;", "and.b32 %r11, %r9, 3;",
+        "mad.lo.u32 %r12, %r8, 16, %r10;",
+        "shl.b32 %r13, %r11, 1;",
+        f"mad.lo.u32 %r14, %r12, {n}, %r13;",
+        "mul.wide.u32 %rd6, %r14, 4;",
+        "add.u64 %rd7, %rd3, %rd6;", "add.u64 %rd8, %rd4, %rd6;",
+    ]
+    for i in range(regs):
+        j, q = divmod(i, 4)
+        lines.append(f"ld.global.s32 %d{i}, [%rd7+{((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4}];")
+    lines += ["wgmma.fence.sync.aligned;", "setp.eq.u32 %p1, 1, 1;"]
+    dregs = ", ".join(f"%d{i}" for i in range(regs))
+    for s in range(4):
+        lines.append(f"add.u32 %r15, %r2, {s * 32};")
+        lines += descriptor("%r15", 16, 1024)
+        lines.append("mov.b64 %rd_a, %rd_desc;")
+        lines.append(f"add.u32 %r15, %r2, {a_bytes + s * 32};")
+        lines += descriptor("%r15", 16, 1024)
+        lines.append("mov.b64 %rd_b, %rd_desc;")
+        lines.append(f"wgmma.mma_async.sync.aligned.m64n{n}k32.s32.{etype}.{etype} {{{dregs}}}, %rd_a, %rd_b, %p1;")
+    lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"]
+    for i in range(regs):
+        j, q = divmod(i, 4)
+        lines.append(f"st.global.s32 [%rd8+{((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4}], %d{i};")
+    lines += ["ret;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def int8_case(n: int, etype: str, adversarial: bool, seed: int):
+    """(A, B, C) and the kernel's arguments: 8-bit A (64 x 128) and B (128 x n), s32 C; adversarial:
+    the extremes of the type and a C near the int32 limits, so that D wraps."""
+    rng = np.random.default_rng(seed)
+    dt = np.int8 if etype == "s8" else np.uint8
+    lo, hi = (-128, 128) if etype == "s8" else (0, 256)
+    a = rng.integers(lo, hi, (64, 128)).astype(dt)
+    b = rng.integers(lo, hi, (128, n)).astype(dt)
+    c = rng.integers(-2**31, 2**31, (64, n)).astype(np.int32) if adversarial else rng.integers(-1000, 1000, (64, n)).astype(np.int32)
+    if adversarial:
+        a[::3] = lo if etype == "s8" else hi - 1
+        b[:, ::2] = lo if etype == "s8" else hi - 1
+    args = [sw128_bytes(a), sw128_bytes(np.ascontiguousarray(b.T)), c, np.zeros((64, n), np.int32)]
+    return (a, b, c), args
+
+
+def int8_reference(a, b, c) -> np.ndarray:
+    """D = A B + C in int32, wrapping (no .satfinite)."""
+    total = a.astype(np.int64) @ b.astype(np.int64) + c
+    return ((total + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+def run_int8(n: int, etype: str, adversarial: bool, seed: int):
+    from tilemma.compiler.runtime import cuda_runtime
+    (a, b, c), args = int8_case(n, etype, adversarial, seed)
+    out = cuda_runtime.run_kernel(int8_probe_ptx(n, etype), ENTRY, (1, 1, 1), (128, 1, 1), args,
+                                  shared_bytes=len(args[0]) + len(args[1]))
+    return int((out[3] != int8_reference(a, b, c)).sum()), 0.0
+
+
 def main(argv: list[str]) -> int:
     """Every variant in a process of its own (a fault leaves the CUDA context unusable)."""
     import subprocess
+    if argv and argv[0] == "i8":
+        etype, n, adv = argv[1], int(argv[2]), argv[3] == "1"
+        bad, _ = run_int8(n, etype, adv, seed=n + adv)
+        print(bad, 0)
+        return 0
     if argv and argv[0] == "sp":
         etype, n, mn, adv = argv[1], int(argv[2]), argv[3] == "1", argv[4] == "1"
         a_row = int(argv[5]) if len(argv) > 5 else 128
