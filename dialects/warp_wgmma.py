@@ -42,16 +42,19 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.dialects.attributes import Operand, element_bits, element_name
 from tilemma.dialects.swizzle import SwizzledLayoutAttr, row_bytes
 from tilemma.dialects.warp import FragType, verify_meta_fragments
 from tilemma.dialects.warp_shared import AsyncTokenType, _shared_stage
 
-# (A, B) element types wgmma takes from the 128-byte-swizzled stages here, into f32 (the K-step's
-# elements fill the 128-byte rows 64 at a time); proven bit for bit against mma_arith on an H200
-# (tools/wgmma_probe.py)
-WGMMA_TYPES = {("f16", "f16", "f32"), ("bf16", "bf16", "f32")}
-WGMMA_K = 16  # K of one m64nNk16 step
+# (A, B, D) element types (PTX names) wgmma takes from the 128-byte-swizzled stages here: 16-bit
+# floats into f32 (A and B in either order), 8-bit integers into s32 (K-major only: the integer
+# forms have no transposes); proven bit for bit on an H200 (tools/wgmma_probe.py: against mma_arith,
+# and the wrapped int32 sums)
+WGMMA_TYPES = {("f16", "f16", "f32"), ("bf16", "bf16", "f32"), ("s8", "s8", "s32"), ("u8", "u8", "s32")}
+WGMMA_K = 16  # K of one m64nNk16 step (16-bit)
+WGMMA_STEP_BYTES = 32  # bytes of K a dense step reads along a K-major row (k16 16-bit, k32 8-bit)
 WGMMA_SP_K = 32  # K of one sparse m64nNk32 step (16 kept values a row)
 WGMMA_ROWS = 64  # rows of A a warpgroup multiplies
 WGMMA_MAX_N = 256
@@ -105,8 +108,9 @@ class WgmmaOp(IRDLOperation):
 
     @property
     def k_step(self) -> int:
-        """K of one instruction: k32 sparse, k16 dense."""
-        return WGMMA_SP_K if self.sparse else WGMMA_K
+        """K of one instruction: 32 bytes of K (k16 16-bit, k32 8-bit), twice that sparse."""
+        bits = element_bits(element_name(self.a.type.element_type))  # type: ignore[union-attr]
+        return 8 * WGMMA_STEP_BYTES // bits * (2 if self.sparse else 1)
 
     @property
     def stage_k(self) -> int:
@@ -131,13 +135,15 @@ class WgmmaOp(IRDLOperation):
         if len(types) != 1 or not isinstance(frag, FragType) or frag.role != Operand.ACC:
             raise VerifyException("warp.wgmma: accumulators and results are accumulator fragments of one type")
         v = frag.variant
-        elems = (element_name(a.element_type), element_name(b.element_type), v.dtype)
+        elems = (ELEMENTS[element_name(a.element_type)].ptx, ELEMENTS[element_name(b.element_type)].ptx, v.dtype)
         shape = (16, 8, self.k_step)
         if elems not in WGMMA_TYPES or (v.atype, v.btype) != elems[:2] or (v.m, v.n, v.k) != shape \
                 or bool(v.sparse) != self.sparse:
             raise VerifyException(f"warp.wgmma: {' x '.join(elems[:2])} -> {v.dtype} is not a wgmma here (takes "
                                   f"{', '.join(f'{x} x {y} -> {z}' for x, y, z in sorted(WGMMA_TYPES))}, accumulated "
-                                  f"as {'sparse m16n8k32' if self.sparse else 'm16n8k16'} fragments)")
+                                  f"as m16n8k{self.k_step}{' sparse' if self.sparse else ''} fragments)")
+        if elems[2] == "s32" and (self.a_blocks.value.data or self.b_blocks.value.data):
+            raise VerifyException("warp.wgmma: 8-bit integer operands are read K-major (no a_blocks / b_blocks)")
         sa, ra, ca = a.get_shape()
         a_blocks, bk = self.a_blocks.value.data, self.stage_k
         if self.sparse:
@@ -149,8 +155,8 @@ class WgmmaOp(IRDLOperation):
         a_rows = (SWIZZLE_BYTES, SWIZZLE_BYTES // 2) if self.sparse else (SWIZZLE_BYTES,)
         if row_bytes(a) not in a_rows or row_bytes(b) != SWIZZLE_BYTES or (
                 sa % a_blocks if a_blocks else ra % WGMMA_ROWS):
-            raise VerifyException(f"warp.wgmma: A and B stages have rows of {SWIZZLE_BYTES} bytes (64 16-bit "
-                                  f"elements of K, or of M or N for an M-major A or N-major B; a sparse A's kept "
+            raise VerifyException(f"warp.wgmma: A and B stages have rows of {SWIZZLE_BYTES} bytes (64 16-bit or 128 "
+                                  f"8-bit elements of K, or of M or N for an M-major A or N-major B; a sparse A's kept "
                                   f"values 128 or 64 bytes), A a multiple of {WGMMA_ROWS} rows or a_blocks blocks "
                                   "a stage")
         for what, ref in (("A", a), ("B", b)):
@@ -168,8 +174,8 @@ class WgmmaOp(IRDLOperation):
                                   f"a stage (N = {self.n})")
         if self.pending.value.data not in (0, 1):
             raise VerifyException("warp.wgmma: pending is 0 or 1 (groups of wgmmas left running)")
-        if bk % self.k_step or element_bits(element_name(a.element_type)) != 16:
-            raise VerifyException(f"warp.wgmma: the stage's K is a multiple of {self.k_step} 16-bit elements")
+        if bk % self.k_step:
+            raise VerifyException(f"warp.wgmma: the stage's K is a multiple of the instruction's K ({self.k_step})")
 
 
 @irdl_op_definition

@@ -395,3 +395,54 @@ def test_64_byte_swizzle_of_a_sparse_b_is_refused():
     text = head + "mov.b64 %rq1, %rq0;" + tail.replace(f", {const};", f", {(2 << 62) | (512 >> 4) << 32 | 1 << 16};", 1)
     with pytest.raises(EmulationError, match="B descriptor 0x[0-9a-f]+ has swizzle mode 2"):
         run_sparse(text, 64, "f16", False, False)
+
+
+# The 8-bit integer form, wgmma.mma_async m64nNk32.s32.{s8,u8} (K-major, no immediates):
+# P.int8_probe_ptx's kernel, as the H200 ran it.
+
+
+def int8_kernel(n: int = 64, etype: str = "s8") -> str:
+    """The integer probe's text in the parser's subset, as `sparse_kernel` adapts the sparse one."""
+    text = P.int8_probe_ptx(n, etype)
+    head, params, rest = re.match(r"(.*?\.entry \w+)\(([^)]*)\)\n(.*)", text, re.S).groups()
+    text = head + "(\n" + ",\n".join("    " + p.strip() for p in params.split(",")) + "\n)\n" + rest
+    text = text.replace(".reg .b64 %rd_desc, %rd_a, %rd_b;", ".reg .b64 %rq<3>;")
+    for i, name in enumerate(("%rd_desc", "%rd_a", "%rd_b")):
+        text = text.replace(name, f"%rq{i}")
+    return text
+
+
+def run_int8(text: str, n: int, etype: str, adversarial: bool):
+    (a, b, c), args = P.int8_case(n, etype, adversarial, seed=n + adversarial)
+    got = emulate(text, P.ENTRY, 1, 128, args, shared_bytes=len(args[0]) + len(args[1]))[3]
+    return got, P.int8_reference(a, b, c)
+
+
+@pytest.mark.parametrize("adversarial", [False, True], ids=["random", "adversarial"])
+@pytest.mark.parametrize("etype", ["s8", "u8"])
+@pytest.mark.parametrize("n", [64, 128, 256])
+def test_int8_probe_kernel_matches_reference(n, etype, adversarial):
+    """The 12 variants the H200 ran: every D word the wrapped int32 sum (C near the limits)."""
+    got, want = run_int8(int8_kernel(n, etype), n, etype, adversarial)
+    assert np.array_equal(got, want), f"{int((got != want).sum())} of {want.size} D words differ"
+
+
+def test_int8_probe_catches_a_wrong_b_descriptor():
+    """B's descriptor pointed at A: other products, other D (the descriptor is modelled, not ignored)."""
+    text = int8_kernel(64, "s8")
+    wrong = re.sub(r"add\.u32 %r15, %r2, 8192;", "add.u32 %r15, %r2, 0;", text, count=1)
+    assert wrong != text
+    got, want = run_int8(wrong, 64, "s8", False)
+    assert not np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("k32.s32.s8.s8 {", "k32.s32.s8.u8 {", r"A and B of one type"),
+    ("%rq2, %p1;", "%rq2, %p1, 1, 1;", "4 operands"),
+    (".reg .s32 %d<32>;", ".reg .f32 %d<32>;", r"d must be \.s32 registers"),
+])
+def test_unsupported_int8_forms_are_refused_when_decoded(old, new, message):
+    text = int8_kernel(64, "s8")
+    assert old in text
+    with pytest.raises(EmulationError, match=message):
+        compile_entry(text.replace(old, new), P.ENTRY, "sm_90a")

@@ -137,6 +137,8 @@ _H100: dict[str, Config] = {
     # 545 / 535 / 547 (4 stages), 509 / 517 / 525 (5). Waiting for each stage's products
     # (results/h200-2026-11-27-wgmma-first.csv, 3 stages) gave 557 / 562 / 560 at 4096^3.
     "16bit-wgmma": Config("8x1", "1x32", 4, 64),
+    # 8-bit integers (K-major) by warpgroups: the 16-bit ones' tiles and stage bytes (K 128), not yet tuned
+    "8bit-wgmma": Config("8x1", "1x32", 4, 128),
     # a pre-compressed sparse A by wgmma.mma_async.sp (sm_90a): four warpgroups of m64n128 (256 x 128
     # CTAs), 2 stages of K 128 (A's kept values 128-byte rows; 68 KiB a stage with the metadata),
     # each stage's products waited for. H200, dense-equivalent TFLOP/s at 4096^3 / 8192^3
@@ -252,7 +254,7 @@ def default(target: str | targets.SmTarget, schedule: str) -> Config:
 
 
 # The candidate family whose shortest stage K bounds how far `fit_shared` cuts a schedule's.
-SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "8bit-pairs-a": "8bit", "8bit-pairs-b": "8bit", "8bit-pairs-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "16bit-wgmma": "16bit", "sparse-wgmma": "16bit", "sparse-wgmma-k-major-b": "16bit", "4bit-widened": "4bit",
+SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "8bit-pairs-a": "8bit", "8bit-pairs-b": "8bit", "8bit-pairs-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "16bit-wgmma": "16bit", "8bit-wgmma": "8bit", "sparse-wgmma": "16bit", "sparse-wgmma-k-major-b": "16bit", "4bit-widened": "4bit",
                    **{f"4bit{w}-fill-{f}": "4bit" for w in ("", "-widened") for f in ("a", "b", "ab")}}
 
 

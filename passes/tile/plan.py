@@ -466,15 +466,17 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None, fill: str, gather: str) -> str | None:
     """Why a kernel cannot be multiplied by warpgroups (`#warp.schedule` mma = wgmma), None if it
     can: sm_90a, a dense 16-bit mma into f32 (`warp.WGMMA_TYPES`) or the sparse one of a
-    pre-compressed A, that stages (`stageable`), read as stored from A and B of either order, every
-    row copied by cp.async."""
+    pre-compressed A, or an 8-bit integer one into s32 (K-major A and B), that stages
+    (`stageable`), read as stored (16-bit A and B in either order), every row copied by cp.async."""
     if not target.is_arch(90):
         return f"the warpgroup mma is the arch-specific target sm_90a's, not {target}'s"
-    shape = sparse_format.SHAPE if g.a_meta is not None else "m16n8k16"
+    shape = sparse_format.SHAPE if g.a_meta is not None else f"m16n8k{8 * warp.WGMMA_STEP_BYTES // max(g.a.bits, 1)}"
     if (variant.atype, variant.btype, variant.dtype) not in warp.WGMMA_TYPES or variant.shape != shape \
-            or bool(variant.sparse) != (g.a_meta is not None):
+            or bool(variant.sparse) != (g.a_meta is not None) or variant.satfinite:
         return (f"the warpgroups here take {', '.join(f'{a} x {b} -> {d}' for a, b, d in sorted(warp.WGMMA_TYPES))} "
-                f"(dense, or sparse from a pre-compressed A), not {variant.opcode}")
+                f"(dense, the 16-bit ones also sparse from a pre-compressed A), not {variant.opcode}")
+    if g.a.bits == 8 and (column_major(g.a) or not column_major(g.b)):
+        return "8-bit integers are read K-major (no transposes): A row-major and B column-major"
     if why_not:
         return f"the kernel cannot be staged: {why_not}"
     if g.a.casts or g.b.casts:
@@ -659,7 +661,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"wgmma: {why}")
     if stages == 0:
         raise LoweringError(mma, "wgmma: the warpgroups read their operands from shared memory; stages=0 cannot take it")
-    schedule = ("16bit-wgmma" if g.a_meta is None
+    schedule = ("8bit-wgmma" if g.a.bits == 8 else "16bit-wgmma" if g.a_meta is None
                 else "sparse-wgmma-k-major-b" if column_major(g.b) else "sparse-wgmma")
     default = configs.default(target, schedule)
     warps, warp_tile, default_stages = wgmma_tiles(g, default, warps, warp_tile, target)

@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tilemma.dialects import warp
+from tilemma.dialects.attributes import element_bits, element_name
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.fragment_ops import accumulates_in_place
@@ -65,23 +66,25 @@ class LowerWgmma(RewritePattern):
         assert isinstance(frag, warp.FragType)
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
-        a_desc, a_step = self._operand(e, a_base, stage, a_ref, a_blocks, row)
-        b_desc, b_step = self._operand(e, b_base, stage, b_ref, b_blocks)
-        if op.sparse:  # B's K step is twice a dense one's (A's kept values: as dense)
-            b_step *= op.k_step // warp.WGMMA_K
+        # K of a step: B's the instruction's, A's half that for a sparse A's kept values
+        a_desc, a_step = self._operand(e, a_base, stage, a_ref, a_blocks, op.k_step // (2 if op.sparse else 1), row)
+        b_desc, b_step = self._operand(e, b_base, stage, b_ref, b_blocks, op.k_step)
+        dtype = frag.variant.dtype  # f32, or s32 for 8-bit integers
         flat = [r for regs in accs for r in regs]
         in_place = all(accumulates_in_place(op, v, regs) for v, regs in zip(op.accs, accs))
-        d = list(flat) if in_place else e.reg_list("f32", len(flat))
+        d = list(flat) if in_place else e.reg_list(dtype, len(flat))
         if not in_place:
             if op.pending.value.data:  # the accumulators may be a running group's: wait before reading them
                 e.emit("wgmma.wait_group.sync.aligned", 0)
             for dst, src in zip(d, flat):
-                e.emit("mov.f32", dst, src)
+                e.emit(f"mov.{'b32' if dtype == 's32' else dtype}", dst, src)
         [scale_d] = kernel.thread_invariant(("wgmma scale-d",), _true)  # D = A B + D
         e.emit("wgmma.fence.sync.aligned")
         sp = ".sp" if op.sparse else ""
-        opcode = (f"wgmma.mma_async{sp}.sync.aligned.m64n{op.n}k{op.k_step}.f32.{frag.variant.atype}."
+        opcode = (f"wgmma.mma_async{sp}.sync.aligned.m64n{op.n}k{op.k_step}.{dtype}.{frag.variant.atype}."
                   f"{frag.variant.btype}")
+        # the floats' immediates: scale-a, scale-b, trans-a, trans-b (the integer forms have none)
+        imms = () if dtype == "s32" else (1, 1, int(bool(a_blocks)), int(bool(b_blocks)))
         for s in range(steps):
             da, db = a_desc, b_desc
             if s:
@@ -89,19 +92,18 @@ class LowerWgmma(RewritePattern):
                 e.emit("add.s64", da, a_desc, a_step * s >> 4)
                 e.emit("add.s64", db, b_desc, b_step * s >> 4)
             meta = (metas[s], 0) if op.sparse else ()  # the step's word, selector 0
-            e.emit(opcode, "{" + ", ".join(d) + "}", da, db, *meta, scale_d, 1, 1, int(bool(a_blocks)),
-                   int(bool(b_blocks)))
+            e.emit(opcode, "{" + ", ".join(d) + "}", da, db, *meta, scale_d, *imms)
         e.emit("wgmma.commit_group.sync.aligned")
         e.emit("wgmma.wait_group.sync.aligned", op.pending.value.data)
         per = len(flat) // len(accs)
         _finish(op, rewriter, e, [d[i * per:(i + 1) * per] for i in range(len(accs))])
 
     @classmethod
-    def _operand(cls, e: fio.Emitter, base: str, stage: str, ref: MemRefType, blocks: int,
+    def _operand(cls, e: fio.Emitter, base: str, stage: str, ref: MemRefType, blocks: int, k: int,
                  row: str | None = None) -> tuple[str, int]:
-        """(descriptor, bytes between K steps) of one operand's part of the stage: the stage (an
-        M- or N-major operand's first block), and for A the warpgroup's `row`s (an M-major A's
-        block row / 64)."""
+        """(descriptor, bytes between K steps of `k` elements) of one operand's part of the stage:
+        the stage (an M- or N-major operand's first block), and for A the warpgroup's `row`s (an
+        M-major A's block row / 64)."""
         _, row_bytes, block_bytes = _shared_geometry(ref)
         addr = e.reg("b32")
         e.emit("mad.lo.u32", addr, e.in_register(stage), block_bytes * max(blocks, 1), base)
@@ -109,9 +111,10 @@ class LowerWgmma(RewritePattern):
             e.emit("mad.lo.u32", addr, e.in_register(row), block_bytes // warp.WGMMA_ROWS if blocks else row_bytes,
                    addr)
         # LBO: an M- or N-major operand's blocks apart (K-major: unused, 16); SBO: 8 rows; a K
-        # step is 32 bytes along a K-major row, 16 rows of 128 bytes down a block
+        # step is its elements' bytes along a K-major row, k rows down a block
         desc = cls._descriptor(e, addr, block_bytes if blocks else 16, 8 * row_bytes, row_bytes)
-        return desc, 16 * row_bytes if blocks else 32
+        elem_bytes = element_bits(element_name(ref.element_type)) // 8
+        return desc, k * row_bytes if blocks else k * elem_bytes
 
     @staticmethod
     def _descriptor(e: fio.Emitter, addr: str, lbo: int, sbo: int, row_bytes: int) -> str:

@@ -4,7 +4,8 @@ enough to emulate) and as the GPU's own mma.sync kernel of the same problem comp
 each k16 step in K order; the sparse ones, of a pre-compressed A, as the mma.sp kernel, each k32
 step); and the raw instruction probe (tools/wgmma_probe.py: descriptors, both B orders, N 64-256,
 random and adversarial data, against mma_arith; the sparse form with A in the 128- and the
-64-byte swizzle)."""
+64-byte swizzle; the 8-bit integer form against the wrapped int32 sums); 8-bit integer kernels
+exact and equal to the mma.sync kernels'."""
 
 import subprocess
 import sys
@@ -84,6 +85,39 @@ def test_sparse_wgmma_on_the_gpu(spec, options):
     assert want.variant.startswith("mma.sp")
     for name, out in result.outputs.items():
         assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name
+
+
+INT8_CASES = [  # 8-bit integers, K-major A and B: D exact, the same words as the mma.sync kernel's
+    (GemmSpec(130, 200, 300, "s8", "s8", "s32", b_layout="col"), {}),
+    (GemmSpec(70, 136, 264, "u8", "u8", "s32", b_layout="col", batch=2), {}),
+    (GemmSpec(1024, 1024, 1024, "s8", "s8", "s32", b_layout="col"), {}),
+    (GemmSpec(200, 264, 520, "s8", "s8", "s32", b_layout="col"), {"warps": "4x1", "warp_tile": "1x32", "stages": 3}),
+]
+
+
+@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.parametrize("spec, options", INT8_CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
+def test_int8_wgmma_on_the_gpu(spec, options):
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90a", wgmma=True, **options))
+    assert "wgmma.mma_async.sync.aligned.m64n" in kernel.ptx and ".s32." in kernel.variant
+    result = run_compiled(kernel, seed=5, on="gpu")
+    assert result.ok and result.max_abs == 0, result.line()
+    [sync] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
+    want = run_compiled(sync, seed=5, on="gpu")
+    for name, out in result.outputs.items():
+        assert np.array_equal(out, want.outputs[name]), name
+
+
+@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.parametrize("etype", ["s8", "u8"])
+@pytest.mark.parametrize("n", [64, 128, 256])
+@pytest.mark.parametrize("adversarial", [False, True])
+def test_int8_probe(etype, n, adversarial):
+    """One integer wgmma kernel of the probe in its own process."""
+    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", "i8", etype, str(n), str(int(adversarial))],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[0]) == 0, r.stdout
 
 
 @pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")

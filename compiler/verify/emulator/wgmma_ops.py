@@ -74,6 +74,8 @@ from tilemma.compiler.verify.emulator.shared_ops import whole_groups
 
 _MMA_ASYNC = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.(\w+)$")
 _MMA_ASYNC_SP = re.compile(r"^wgmma\.mma_async\.sp\.sync\.aligned\.m64n(\d+)k32\.f32\.(\w+)\.(\w+)$")
+_MMA_ASYNC_INT = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.s32\.(\w+)\.(\w+)$")
+_INT8 = {"s8": np.int8, "u8": np.uint8}
 _SWIZZLES = {0: "no swizzle (the interleaved layout)", 1: "the 128-byte swizzle",
              2: "the 64-byte swizzle", 3: "the 32-byte swizzle"}
 _RESERVED = ~(0x3FFF | 0x3FFF << 16 | 0x3FFF << 32 | 7 << 49 | 3 << 62) & (1 << 64) - 1  # bits no field uses
@@ -164,16 +166,17 @@ def _descriptor(m: _Machine, desc: np.ndarray, groups: np.ndarray, where: str, w
     return field(0), field(16), field(32), 128 if int(mode[0]) == 1 else 64
 
 
-def _addresses(start, lbo, sbo, mn: int, mn_major: bool, k: int = 16, row: int = 128) -> np.ndarray:
-    """[G, mn, k] shared addresses of the elements (mn, k) of a 16-bit operand of `mn` rows (A:
-    M = 64, B: N) and K = `k` (16; .sp's B 32), in the canonical layout of the `row`-byte swizzle
-    (128; 64 only K-major): granule bits 4.. XORed with the row-in-atom bits 7.."""
+def _addresses(start, lbo, sbo, mn: int, mn_major: bool, k: int = 16, row: int = 128, elem: int = 2) -> np.ndarray:
+    """[G, mn, k] shared addresses of the elements (mn, k) of an operand of `elem`-byte elements
+    (2; 1 for 8-bit integers, K-major only) of `mn` rows (A: M = 64, B: N) and K = `k` (16; .sp's
+    B and the integers' 32), in the canonical layout of the `row`-byte swizzle (128; 64 only
+    K-major): granule bits 4.. XORed with the row-in-atom bits 7.."""
     r, k = np.arange(mn)[:, None], np.arange(k)[None, :]
     start, lbo, sbo = (x[:, None, None] for x in (start, lbo, sbo))
     if mn_major:
         logical = start + (r // 64) * lbo + (k // 8) * sbo + (k % 8) * 128 + 2 * (r % 64)
     else:
-        logical = start + (r // 8) * sbo + (r % 8) * row + 2 * k
+        logical = start + (r // 8) * sbo + (r % 8) * row + elem * k
     return logical ^ (((logical >> 7) & (row // 16 - 1)) << 4)
 
 
@@ -232,13 +235,25 @@ def _dec_mma_async(d, op, args, where) -> Fn:
     imm-scale-b, imm-trans-a, imm-trans-b (T f16 or bf16): D = (+-A)(+-B) + (scale-d ? C : 0);
     and wgmma.mma_async.sp.sync.aligned.m64nNk32.f32.T.T {d}, a-desc, b-desc, sp-meta, sp-sel,
     scale-d, ...: the same with A 2:4 sparse (its 16 kept values a row, K-major, and each warp's
-    metadata words for its 16 rows, as mma.sp m16n8k32 takes them)."""
+    metadata words for its 16 rows, as mma.sp m16n8k32 takes them); and
+    wgmma.mma_async.sync.aligned.m64nNk32.s32.T.T {d}, a-desc, b-desc, scale-d (T s8 or u8, both
+    K-major): D = A B + (scale-d ? C : 0), the exact sum wrapped to 32 bits."""
     sparse = op.opcode.data.startswith("wgmma.mma_async.sp.")
-    kk = 32 if sparse else 16
-    form = "wgmma.mma_async.sp.sync.aligned.m64nNk32" if sparse else "wgmma.mma_async.sync.aligned.m64nNk16"
-    match = (_MMA_ASYNC_SP if sparse else _MMA_ASYNC).match(op.opcode.data)
-    if not match or match.group(2) != match.group(3) or match.group(2) not in ("f16", "bf16"):
-        raise EmulationError(f"{where}: only {form}.f32.{{f16,bf16}}.{{f16,bf16}} (A and B of one type) is modelled")
+    integer = _MMA_ASYNC_INT.match(op.opcode.data)
+    kk = 32 if sparse or integer else 16  # K of an instruction (B's rows)
+    a_k = 32 if integer else 16  # A's elements of K an instruction reads (the kept ones where sparse)
+    elem = 1 if integer else 2
+    if integer:
+        match = integer
+        if match.group(2) != match.group(3) or match.group(2) not in _INT8:
+            raise EmulationError(f"{where}: only wgmma.mma_async.sync.aligned.m64nNk32.s32.{{s8,u8}}.{{s8,u8}} (A and B "
+                                 "of one type) is modelled among the integer forms")
+    else:
+        form = "wgmma.mma_async.sp.sync.aligned.m64nNk32" if sparse else "wgmma.mma_async.sync.aligned.m64nNk16"
+        match = (_MMA_ASYNC_SP if sparse else _MMA_ASYNC).match(op.opcode.data)
+        if not match or match.group(2) != match.group(3) or match.group(2) not in ("f16", "bf16"):
+            raise EmulationError(f"{where}: only {form}.f32.{{f16,bf16}}.{{f16,bf16}} (A and B of one type) is "
+                                 "modelled")
     n, etype = int(match.group(1)), match.group(2)
     if not (8 <= n <= 256 and n % 8 == 0):
         raise EmulationError(f"{where}: N = {n}; m64nNk{kk} needs N a multiple of 8 from 8 to 256")
@@ -248,15 +263,19 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         raise EmulationError(f"{where}: A from registers is not modelled (only shared-memory descriptors)")
     if sparse:
         dvec, a_desc, b_desc, meta, sel, scale_d, *imms = _one(d, op, args, 10, where)
+    elif integer:  # no immediates: no negation, no transposes
+        dvec, a_desc, b_desc, scale_d = _one(d, op, args, 4, where)
+        imms = [_Imm("1", 1), _Imm("1", 1), _Imm("0", 0), _Imm("0", 0)]
     else:
         dvec, a_desc, b_desc, scale_d, *imms = _one(d, op, args, 8, where)
     regs = list(dvec.items) if isinstance(dvec, _Vec) else [dvec]
+    acc = "s32" if integer else "f32"
     if len(regs) != n // 2:
-        raise EmulationError(f"{where}: m64n{n}k{kk} with an f32 accumulator needs {n // 2} registers in d, "
+        raise EmulationError(f"{where}: m64n{n}k{kk} with an {acc} accumulator needs {n // 2} registers in d, "
                              f"got {len(regs)}")
     for r in regs:
-        if not isinstance(r, _Reg) or r.rtype not in ("f32", "b32"):
-            raise EmulationError(f"{where}: d must be .f32 registers, got {getattr(r, 'name', r)}")
+        if not isinstance(r, _Reg) or r.rtype not in (("s32", "u32", "b32") if integer else ("f32", "b32")):
+            raise EmulationError(f"{where}: d must be .{acc} registers, got {getattr(r, 'name', r)}")
     if len({(r.bank, r.index) for r in regs}) != len(regs):
         raise EmulationError(f"{where}: a register appears twice in d")
     reads = []
@@ -285,24 +304,24 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         sp = _SparseA(sparse_fragments.sparse_spec("m16n8k32", etype), "m16n8k32", etype, True)
     if d.arch.rstrip("af") != "sm_90":
         raise EmulationError(f"{where}: wgmma exists only on sm_90a; the emulator imitates {d.arch}")
-    model = mma_arith.model_for(d.arch, etype, None, f"m16n8k{kk}")
+    model = None if integer else mma_arith.model_for(d.arch, etype, None, f"m16n8k{kk}")
     pos = _accumulator_positions(n)
     order = np.argsort(pos.ravel())  # thread-major register words -> row-major D
-    cells = 64 * 16 + n * kk  # elements of A (the kept ones where sparse), then of B
+    cells = 64 * a_k + n * kk  # elements of A (the kept ones where sparse), then of B
 
     def operands(m: _Machine, groups: np.ndarray):
-        """[G, 64, 16] A and [G, K, N] B element bits, read from shared memory and held."""
+        """[G, 64, a_k] A and [G, K, N] B element bits, read from shared memory and held."""
         sh = _shared_of(m, where)
         starts = []
-        for read, what, mn, major, k in ((reads[0], "A", 64, trans_a, 16), (reads[1], "B", n, trans_b, kk)):
+        for read, what, mn, major, k in ((reads[0], "A", 64, trans_a, a_k), (reads[1], "B", n, trans_b, kk)):
             desc = _uniform(m, read(m), groups, where, f"{what} descriptor")
             # the 64-byte swizzle: measured for a sparse (K-major) A
             modes = (1, 2) if sparse and what == "A" else (1,)
             start, lbo, sbo, row = _descriptor(m, desc, groups, where, what, modes)
-            starts.append(_addresses(start, lbo, sbo, mn, major, k, row).reshape(groups.size, -1))
+            starts.append(_addresses(start, lbo, sbo, mn, major, k, row, elem).reshape(groups.size, -1))
         addr = np.concatenate(starts, 1).reshape(-1)
         threads = np.repeat(groups * 128, cells)
-        idx = sh.bytes(m, where, "wgmma.mma_async operand read", addr, threads, 2)
+        idx = sh.bytes(m, where, "wgmma.mma_async operand read", addr, threads, elem)
         for busy in (sh.inflight[idx], sh.writer[idx] >= 0):  # copies in flight first
             if busy.any():
                 k, j = (int(x) for x in np.argwhere(busy)[0])
@@ -317,9 +336,9 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         sh.hold(held)
         state = _state(m)
         state.pending.append((groups, held, state.committed[groups].copy()))
-        bits = np.ascontiguousarray(sh.data[idx]).view(np.uint16).reshape(groups.size, cells)
-        a = bits[:, : 64 * 16].reshape(-1, 64, 16)
-        b = bits[:, 64 * 16:].reshape(-1, n, kk).transpose(0, 2, 1)
+        bits = np.ascontiguousarray(sh.data[idx]).view(_INT8[etype] if integer else np.uint16).reshape(groups.size, cells)
+        a = bits[:, : 64 * a_k].reshape(-1, 64, a_k)
+        b = bits[:, 64 * a_k:].reshape(-1, n, kk).transpose(0, 2, 1)
         return a, b
 
     def densify(m: _Machine, groups: np.ndarray, a: np.ndarray):
@@ -345,12 +364,20 @@ def _dec_mma_async(d, op, args, where) -> Fn:
                                  "(needed before its first wgmma.mma_async)")
         scaled = _uniform(m, read_scale(m), groups, where, "scale-d predicate")
         a_bits, b_bits = operands(m, groups)
+        words = np.stack([m.banks[bk][i].reshape(-1, 128)[groups] for bk, i in ((r.bank, r.index) for r in regs)], 2)
+        if integer:  # exact, wrapped to 32 bits
+            c = words.reshape(groups.size, -1)[:, order].view(np.int32).astype(np.int64).reshape(-1, 64, n)
+            total = a_bits.astype(np.int64) @ b_bits.astype(np.int64) + np.where(scaled[:, None, None], c, 0)
+            out = ((total + 2**31) % 2**32 - 2**31).astype(np.int32).view(np.uint32).reshape(groups.size, -1)[:, pos]
+            for j, r in enumerate(regs):
+                m.banks[r.bank][r.index].reshape(-1, 128)[groups] = out[:, :, j]
+            m.mma_count += 1
+            return
         a = _decode(a_bits, etype, 16) * sign_a
         b = _decode(b_bits, etype, 16) * sign_b
         kept = None
         if sp is not None:
             a, kept = densify(m, groups, a)
-        words = np.stack([m.banks[bk][i].reshape(-1, 128)[groups] for bk, i in ((r.bank, r.index) for r in regs)], 2)
         c = words.reshape(groups.size, -1)[:, order].view(np.float32).astype(np.float64).reshape(-1, 64, n)
         c = np.where(scaled[:, None, None], c, 0.0)
         out = mma_arith.fused_mma(a, b, c, model, etype, etype, "f32", kept=kept)

@@ -1,0 +1,103 @@
+"""8-bit integers multiplied by warpgroups (`wgmma.mma_async ... m64nNk32.s32.{s8,u8}`, sm_90a):
+what `tile-plan` chooses and refuses (K-major A and B only: the integer forms have no transposes),
+the PTX (no immediates after scale-d; K steps 32 bytes), ptxas, and in the emulator D equal to the
+mma.sync kernel's word for word (both exact: the int32 sum, wrapped; tools/wgmma_probe.py showed
+wgmma's to be that on an H200). (GPU: tests/gpu/test_wgmma_gpu.py.)"""
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
+from tilemma.compiler.driver.runner import run_compiled
+
+
+def spec(m, n, k, t="s8", **kw) -> GemmSpec:
+    return GemmSpec(m, n, k, t, t, "s32", **{"b_layout": "col", **kw})
+
+
+def compiled(s: GemmSpec, sm: str = "90a", **kw):
+    [kernel] = compile_text(str(gemm_module(s)), s.name, CompileOptions(sm=sm, tune_cache="", **kw))
+    return kernel
+
+
+def schedule(s: GemmSpec, sm: str = "90a", **kw):
+    module, locations = parse(str(gemm_module(s)), s.name)
+    lower(module, locations, CompileOptions(sm=sm, tune_cache="", **kw), warp_level=True)
+    [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
+    return attr.schedule
+
+
+@pytest.mark.parametrize("s, sm, kw, want", [
+    (spec(4096, 4096, 4096), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # by itself from 256 rows
+    (spec(512, 4096, 4096, "u8"), "90a", {}, ("wgmma", (8, 1), (1, 16), 4, 128)),  # fewer CTAs than SMs
+    (spec(128, 4096, 4096), "90a", {}, ("sync",)),  # fewer rows: mma.sync
+    (spec(4096, 4096, 4096), "90", {}, ("sync",)),  # sm_90 has no wgmma
+    (spec(4096, 4096, 4096, b_layout="row"), "90a", {}, ("sync",)),  # an N-major B: no transposes
+    (spec(4096, 4096, 4096, a_layout="col"), "90a", {}, ("sync",)),
+])
+def test_plan(s, sm, kw, want):
+    got = schedule(s, sm, **kw)
+    assert (got.mma, got.warps, got.warp_tile, got.stages, got.stage_k)[:len(want)] == want
+
+
+@pytest.mark.parametrize("s, kw, message", [
+    (spec(64, 64, 128, b_layout="row"), {}, "8-bit integers are read K-major"),
+    (spec(64, 64, 128, a_layout="col"), {}, "8-bit integers are read K-major"),
+    (spec(64, 64, 128), {"stage_k": 64}, "stage-k 128 for 8-bit operands"),
+    (GemmSpec(64, 64, 128, "e4m3", "e4m3", "f32", b_layout="col"), {}, "the warpgroups here take"),
+])
+def test_refusals_are_located(s, kw, message):
+    with pytest.raises(LocatedVerifyError) as e:
+        compiled(s, wgmma=True, **kw)
+    assert message in str(e.value)
+    assert e.value.span is not None
+
+
+def test_ptx():
+    """The integer opcode with scale-d last (no immediates), s32 accumulators, both descriptors'
+    K steps 32 bytes (2 units) along the 128-byte rows (128 K a stage: 4 steps)."""
+    kernel = compiled(spec(256, 256, 512), wgmma=True)
+    ptx = kernel.ptx
+    calls = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.s32\.s8\.s8 \{[^}]*\}, %rd\d+, %rd\d+, %p\d+;", ptx)
+    assert calls and len(calls) % 4 == 0
+    body = ptx[ptx.index("wgmma.fence"):]
+    assert [int(x) for x in re.findall(r"add\.s64 %rd\d+, %rd\d+, (\d+);", body)[:6]] == [2, 2, 4, 4, 6, 6]
+    assert kernel.variant == "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8"
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
+def test_ptxas_takes_it(tmp_path):
+    kernel = compiled(spec(4096, 4096, 4096), wgmma=True)
+    src = tmp_path / "k.ptx"
+    src.write_text(kernel.ptx)
+    r = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "0 bytes spill stores" in r.stderr
+
+
+CASES = {  # spec, options
+    "odd": (spec(130, 200, 300), {}),  # ragged M, N and K
+    "u8-batch": (spec(70, 136, 264, "u8", batch=2), {}),
+    "in-flight": (spec(200, 264, 520), {"warps": "4x1", "warp_tile": "1x32", "stages": 3}),
+    "wait-each": (spec(96, 64, 300, "u8"), {"stages": 2}),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_emulated_like_the_mma_sync_kernel(name):
+    s, kw = CASES[name]
+    kernel = compiled(s, wgmma=True, **kw)
+    assert kernel.variant.startswith("wgmma.mma_async")
+    result = run_compiled(kernel, 7, "emulator")
+    assert result.ok and result.max_abs == 0, result.line()
+    want = run_compiled(compiled(s, "90"), 7, "emulator")
+    assert want.variant.startswith("mma.sync")
+    for out, words in result.outputs.items():
+        assert np.array_equal(words, want.outputs[out]), out
