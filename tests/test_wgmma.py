@@ -62,7 +62,8 @@ def plain_schedule(spec: GemmSpec, sm: str, **kw):
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), "90", {}, "sync"),  # sm_90 has no wgmma
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), "90a", {"warps": "2x2"}, "sync"),  # a forced configuration
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), "90a", {"stages": 3}, "sync"),
-    (GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", b_layout="col"), "90a", {}, "sync"),  # one it cannot take
+    (GemmSpec(4096, 4096, 4096, "s8", "s8", "s32"), "90a", {}, "sync"),  # one it cannot take (8-bit N-major B)
+    (GemmSpec(4096, 4096, 4096, "f64", "f64", "f64", b_layout="col"), "90a", {}, "sync"),
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", a_layout="col"), "90a", {}, "wgmma"),  # A M-major too
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", a_layout="col"), "90a", {"split_k": 1, "stage_k": 32}, "sync"),
 ])
@@ -73,7 +74,7 @@ def test_sm90a_takes_the_warpgroups_where_they_win(spec, sm, kw, mma):
 @pytest.mark.parametrize("spec, kw, message", [
     (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"sm": "90"}, "the warpgroup mma is the arch-specific target sm_90a's, not sm_90's"),
     (GemmSpec(64, 64, 64, "f16", "f16", "f16"), {}, "the warpgroups here take bf16 x bf16 -> f32, f16 x f16 -> f32"),
-    (GemmSpec(64, 64, 64, "s8", "s8", "s32", b_layout="col"), {}, "the warpgroups here take"),
+    (GemmSpec(64, 64, 64, "f64", "f64", "f64", b_layout="col"), {}, "the warpgroups here take"),
     (GemmSpec(64, 64, 63, "f16", "f16", "f32"), {}, "4-byte aligned"),
     (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"warps": "2x2", "warp_tile": "1x8"}, "warps W x 1"),
     (GemmSpec(64, 64, 64, "f16", "f16", "f32"), {"warps": "4x1", "warp_tile": "1x4"}, "blocks of 64 columns"),

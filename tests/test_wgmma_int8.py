@@ -34,9 +34,9 @@ def schedule(s: GemmSpec, sm: str = "90a", **kw):
 
 
 @pytest.mark.parametrize("s, sm, kw, want", [
-    (spec(4096, 4096, 4096), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # by itself from 256 rows
+    (spec(4096, 4096, 4096), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # by itself from 512 rows
     (spec(512, 4096, 4096, "u8"), "90a", {}, ("wgmma", (8, 1), (1, 16), 4, 128)),  # fewer CTAs than SMs
-    (spec(128, 4096, 4096), "90a", {}, ("sync",)),  # fewer rows: mma.sync
+    (spec(257, 129, 4096), "90a", {}, ("sync",)),  # fewer rows: mma.sync (its split K)
     (spec(4096, 4096, 4096), "90", {}, ("sync",)),  # sm_90 has no wgmma
     (spec(4096, 4096, 4096, b_layout="row"), "90a", {}, ("sync",)),  # an N-major B: no transposes
     (spec(4096, 4096, 4096, a_layout="col"), "90a", {}, ("sync",)),

@@ -137,7 +137,8 @@ _H100: dict[str, Config] = {
     # 545 / 535 / 547 (4 stages), 509 / 517 / 525 (5). Waiting for each stage's products
     # (results/h200-2026-11-27-wgmma-first.csv, 3 stages) gave 557 / 562 / 560 at 4096^3.
     "16bit-wgmma": Config("8x1", "1x32", 4, 64),
-    # 8-bit integers (K-major) by warpgroups: the 16-bit ones' tiles and stage bytes (K 128), not yet tuned
+    # 8-bit integers (K-major) by warpgroups: the 16-bit ones' tiles and stage bytes (K 128); 4096^3
+    # 1337 TOP/s on an H200 (results/h200-2026-11-27-s8-wgmma-matrix-shapes.csv; other tiles not tried)
     "8bit-wgmma": Config("8x1", "1x32", 4, 128),
     # a pre-compressed sparse A by wgmma.mma_async.sp (sm_90a): four warpgroups of m64n128 (256 x 128
     # CTAs), 2 stages of K 128 (A's kept values 128-byte rows; 68 KiB a stage with the metadata),
@@ -234,6 +235,12 @@ WGMMA_MIN_ROWS = 256
 # (H200, results/h200-2026-11-27-sparse-wgmma-matrix-shapes.csv): 512 rows and up 1.05-1.41x, 16 and
 # 64 rows 1.09-1.56x, 128 rows 0.97-1.30x, 1000^3 0.98x, 2048x2048x256 1.0x; one row 0.95-1.06x.
 WGMMA_SP_MIN_ROWS = 16
+# ... and the 8-bit integer ones (K-major) from 512 rows: wgmma / mma.sync, H200, TOP/s
+# (results/h200-2026-11-27-s8-wgmma-matrix-shapes.csv): 4096^3 1337 / 890 (cuBLAS 879, Triton 1080),
+# 8192^3 1373 / 958, 512x4096x4096 1215 / 766; 512 rows and up 1.17-1.60x, 1000^3 1.19x,
+# 2048x2048x256 0.99x; 257x129x4096 0.71x (six CTAs: mma.sync's split K fills the SMs), 128 rows
+# 0.84-1.05x, 64 rows 0.82-1.17x.
+WGMMA_INT8_MIN_ROWS = 512
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

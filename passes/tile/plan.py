@@ -566,9 +566,10 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
-    # sm_90a's warpgroups where they can and win (`configs.WGMMA_MIN_ROWS`, `WGMMA_SP_MIN_ROWS`), unless a
-    # configuration is forced
-    min_rows = configs.WGMMA_SP_MIN_ROWS if g.a_meta is not None else configs.WGMMA_MIN_ROWS
+    # sm_90a's warpgroups where they can and win (`configs.WGMMA_MIN_ROWS`, `WGMMA_SP_MIN_ROWS`,
+    # `WGMMA_INT8_MIN_ROWS`), unless a configuration is forced
+    min_rows = (configs.WGMMA_SP_MIN_ROWS if g.a_meta is not None else
+                configs.WGMMA_INT8_MIN_ROWS if g.a.bits == 8 else configs.WGMMA_MIN_ROWS)
     automatic = ((warps, warp_tile, stages, stage_k) == (None, None, -1, 0) and g.m >= min_rows
                  and wgmma_unsupported(g, variant, target, why_not, fill, gather) is None)
     if wgmma or automatic:
@@ -698,8 +699,8 @@ class TilePlan(ModulePass):
     byte-pair ldmatrix .trans, `pairable`; false: transposed by the fill) and `wgmma` (true: each
     stage multiplied by warpgroups' wgmma.mma_async, sm_90a, `plan_wgmma`, or a located refusal
     where the kernel cannot take it; false, the default: so are the sm_90a kernels that can take it
-    of at least `configs.WGMMA_MIN_ROWS` rows (`WGMMA_SP_MIN_ROWS` for a pre-compressed sparse A) whose
-    configuration is not forced). When none of warps,
+    of at least `configs.WGMMA_MIN_ROWS` rows (`WGMMA_SP_MIN_ROWS` for a pre-compressed sparse A,
+    `WGMMA_INT8_MIN_ROWS` for 8-bit integers) whose configuration is not forced). When none of warps,
     warp-tile and stages is given, a configuration in the tuning cache `tune-cache` (JSON,
     `compiler/core/configs.py`) wins. Defaults are the kernel's target's (`configs.default`), their
     stages and stage K cut to fit its shared memory."""
