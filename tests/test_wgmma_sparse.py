@@ -64,6 +64,7 @@ def test_plan_tiles_k_major_b(m, n, k, warps, warp_tile):
     (spec(8, 4096, 4096), "90a", {}, "sync"),  # fewer rows: mma.sp
     (spec(4096, 4096, 4096), "90", {}, "sync"),  # sm_90 has no wgmma
     (spec(4096, 4096, 4096, b_layout="col"), "90a", {}, "wgmma"),  # a K-major B: stages of K 64
+    (spec(128, 4096, 4096, b_layout="col"), "90a", {}, "sync"),  # ... from 512 rows
     (spec(4096, 4096, 4096), "90a", {"stages": 3}, "sync"),  # a forced configuration
 ])
 def test_sm90a_takes_the_sparse_warpgroups_where_they_can(s, sm, kw, mma):

@@ -235,6 +235,10 @@ WGMMA_MIN_ROWS = 256
 # (H200, results/h200-2026-11-27-sparse-wgmma-matrix-shapes.csv): 512 rows and up 1.05-1.41x, 16 and
 # 64 rows 1.09-1.56x, 128 rows 0.97-1.30x, 1000^3 0.98x, 2048x2048x256 1.0x; one row 0.95-1.06x.
 WGMMA_SP_MIN_ROWS = 16
+# ... but with a K-major B (stages of K 64) from 512 rows: against stop 38's mma.sp cells (H200,
+# results/h200-2026-11-27-matrix-sm90a-s8-sparse.csv against -matrix-sparse-s8.csv) 4096-class
+# 1.26-1.40x, 512 rows 0.98-1.20x, 1000^3 0.89x, 2048x2048x256 1.0x; 128 rows and fewer 0.73-1.09x.
+WGMMA_SP_K_MAJOR_B_MIN_ROWS = 512
 # ... and the 8-bit integer ones (K-major) from 512 rows: wgmma / mma.sync, H200, TOP/s
 # (results/h200-2026-11-27-s8-wgmma-matrix-shapes.csv): 4096^3 1337 / 890 (cuBLAS 879, Triton 1080),
 # 8192^3 1373 / 958, 512x4096x4096 1215 / 766; 512 rows and up 1.17-1.60x, 1000^3 1.19x,

@@ -568,7 +568,8 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
     # sm_90a's warpgroups where they can and win (`configs.WGMMA_MIN_ROWS`, `WGMMA_SP_MIN_ROWS`,
     # `WGMMA_INT8_MIN_ROWS`), unless a configuration is forced
-    min_rows = (configs.WGMMA_SP_MIN_ROWS if g.a_meta is not None else
+    min_rows = (configs.WGMMA_SP_K_MAJOR_B_MIN_ROWS if g.a_meta is not None and column_major(g.b) else
+                configs.WGMMA_SP_MIN_ROWS if g.a_meta is not None else
                 configs.WGMMA_INT8_MIN_ROWS if g.a.bits == 8 else configs.WGMMA_MIN_ROWS)
     automatic = ((warps, warp_tile, stages, stage_k) == (None, None, -1, 0) and g.m >= min_rows
                  and wgmma_unsupported(g, variant, target, why_not, fill, gather) is None)
