@@ -1,5 +1,7 @@
 """Probe of one warpgroup `wgmma.mma_async` on the GPU: shared-memory descriptors, swizzled operand
-layouts and the accumulator fragment, against the emulator's tensor-core arithmetic.
+layouts and the accumulator fragment, against the emulator's tensor-core arithmetic; also its
+2:4 sparse form (`sparse_probe_ptx`, A in the 128- or 64-byte swizzle) and the 8-bit integer one
+(`int8_probe_ptx`, against the wrapped int32 sums).
 
 A one-CTA kernel (128 threads, one warpgroup) copies host-made images of A and B (already in the
 128-byte-swizzle layout the descriptors name) into shared memory, loads C into the accumulator
@@ -434,6 +436,13 @@ def main(argv: list[str]) -> int:
                 verdict = r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
                 print("sparse", etype, n, "N-major" if mn else "K-major", "adv" if adv else "rand",
                       f"A rows {a_row}", verdict, sep="\t", flush=True)
+    for etype in ("s8", "u8"):
+        for n in (64, 128, 256):
+            for adv in (False, True):
+                r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", "i8", etype, str(n), str(int(adv))],
+                                   capture_output=True, text=True)
+                verdict = r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
+                print("int8", etype, n, "adv" if adv else "rand", verdict, sep="\t", flush=True)
     return 0
 
 
