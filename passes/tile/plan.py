@@ -475,14 +475,15 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
             or bool(variant.sparse) != (g.a_meta is not None) or variant.satfinite:
         return (f"the warpgroups here take {', '.join(f'{a} x {b} -> {d}' for a, b, d in sorted(warp.WGMMA_TYPES))} "
                 f"(dense, the 16-bit ones also sparse from a pre-compressed A), not {variant.opcode}")
-    if g.a.bits == 8 and (column_major(g.a) or not column_major(g.b)):
-        return "8-bit integers are read K-major (no transposes): A row-major and B column-major"
     if why_not:
         return f"the kernel cannot be staged: {why_not}"
     if g.a.casts or g.b.casts:
         return "A and B must be read as stored"
-    if fill or gather:
+    if gather:
         return "every row of A and B must be 4-byte aligned for cp.async (no gather)"
+    if g.a.bits == 8 and any(wrong_order(g, w) and w not in fill for w in "ab"):
+        return ("8-bit integers are read K-major (no transposes): A row-major and B column-major, or an operand "
+                "the transposing fill can stage K-major")
     return None
 
 
@@ -562,6 +563,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     why_not = stageable(g, variant, fill, gather)
     # 8-bit operands the fill would transpose, read by byte-pair ldmatrix .trans instead
     pair = pairable(g, variant, fill, gather) if pair_bytes else ""
+    wgmma_fill = fill if g.a.bits == 8 else ""  # the warpgroups read 8-bit stages K-major: filled
     fill = "".join(w for w in fill if w not in pair)
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
@@ -572,9 +574,12 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                 configs.WGMMA_SP_MIN_ROWS if g.a_meta is not None else
                 configs.WGMMA_INT8_MIN_ROWS if g.a.bits == 8 else configs.WGMMA_MIN_ROWS)
     automatic = ((warps, warp_tile, stages, stage_k) == (None, None, -1, 0) and g.m >= min_rows
-                 and wgmma_unsupported(g, variant, target, why_not, fill, gather) is None)
+                 and wgmma_unsupported(g, variant, target, why_not, wgmma_fill, gather) is None)
     if wgmma or automatic:
-        return plan_wgmma(kernel, g, variant, target, why_not, fill, gather, warps, warp_tile, stages, stage_k, split_k)
+        planned = plan_wgmma(kernel, g, variant, target, why_not, wgmma_fill, gather, warps, warp_tile, stages,
+                             stage_k, split_k, automatic=not wgmma)
+        if planned is not None:
+            return planned
     schedule = default_schedule(g, variant, fill, gather, pair)
     default = configs.default(target, schedule)
     fit = dict(cut_stages=stages < 0, cut_k=not stage_k)  # defaults, cut to fit the target below
@@ -654,10 +659,12 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
 
 
 def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_not, fill: str, gather: str,
-               warps, warp_tile, stages: int, stage_k: int, split_k: int) -> Schedule:
+               warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False) -> Schedule | None:
     """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
     default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
-    memory (at least 2), or a LoweringError saying why not."""
+    memory (at least 2), the 8-bit operands `fill` names transposed K-major by the fill, or a
+    LoweringError saying why not (None, when `automatic`, where the fill cannot split the tiles'
+    stages evenly: the kernel keeps mma.sync)."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")
@@ -684,8 +691,15 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     if (need := stages * stage_k * bits_per_k // 8) > limit:
         raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {need} bytes of "
                             f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")
+    for what in fill:  # each filled operand's K-major stage over the CTA's threads (`FillLayout`)
+        lines = bm if what == "a" else bn
+        if warp.FillLayout.of(lines, stage_k, 8, t.threads) is None:
+            if automatic:
+                return None
+            raise LoweringError(mma, f"wgmma: the transposing fill of {what.upper()} cannot split a {lines} x "
+                                f"{stage_k} stage evenly over {t.threads} threads; choose other warps or warp-tile")
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
-    return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, mma="wgmma")
+    return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma")
 
 
 @dataclass(frozen=True)
