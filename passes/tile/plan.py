@@ -563,7 +563,10 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     why_not = stageable(g, variant, fill, gather)
     # 8-bit operands the fill would transpose, read by byte-pair ldmatrix .trans instead
     pair = pairable(g, variant, fill, gather) if pair_bytes else ""
-    wgmma_fill = fill if g.a.bits == 8 else ""  # the warpgroups read 8-bit stages K-major: filled
+    # the warpgroups read 8-bit stages K-major: the operands the fill transposes, when asked for them
+    # (`--wgmma`); never by themselves, the fill loses to the byte-pair reads there (H200, s8 B
+    # row-major 4096^3 632 against 805 TOP/s, results/h200-2026-11-27-s8-wgmma-fill.csv)
+    wgmma_fill = fill if g.a.bits == 8 and wgmma else ""
     fill = "".join(w for w in fill if w not in pair)
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
