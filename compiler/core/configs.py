@@ -137,8 +137,10 @@ _H100: dict[str, Config] = {
     # 545 / 535 / 547 (4 stages), 509 / 517 / 525 (5). Waiting for each stage's products
     # (results/h200-2026-11-27-wgmma-first.csv, 3 stages) gave 557 / 562 / 560 at 4096^3.
     "16bit-wgmma": Config("8x1", "1x32", 4, 64),
-    # 8-bit integers (K-major) by warpgroups: the 16-bit ones' tiles and stage bytes (K 128); 4096^3
-    # 1337 TOP/s on an H200 (results/h200-2026-11-27-s8-wgmma-matrix-shapes.csv; other tiles not tried)
+    # 8-bit integers (K-major) by warpgroups: the 16-bit ones' tiles and stage bytes (K 128). H200,
+    # TOP/s at 4096^3 / 8192^3 / 4096x11008x4096 (results/h200-2026-11-27-s8-wgmma-configs.csv; cuBLAS
+    # 881 / 952 / 865): 1340 / 1501 / 1280; 256 x 128 CTAs 1294 / 1457 / 1255, 192 x 256 1218 / 1485 /
+    # 1258, 3 stages 963 / 1026 / 920, 128 x 128 1031 / 1141 / 1001
     "8bit-wgmma": Config("8x1", "1x32", 4, 128),
     # a pre-compressed sparse A by wgmma.mma_async.sp (sm_90a): four warpgroups of m64n128 (256 x 128
     # CTAs), 2 stages of K 128 (A's kept values 128-byte rows; 68 KiB a stage with the metadata),
