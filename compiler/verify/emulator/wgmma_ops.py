@@ -60,6 +60,7 @@ generic stores and the wgmma reading them (the emulator has one proxy; a barrier
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 from tilemma.compiler.core.targets import PtxVersion
@@ -230,6 +231,40 @@ def _dec_wgmma(d, op, mods, args, where) -> Fn:
     raise EmulationError(f"{where}: expected wgmma.fence/commit_group/wait_group N/mma_async (.sync.aligned)")
 
 
+@dataclass(frozen=True)
+class _Form:
+    """What an mma_async opcode names: dense 16-bit floats (k16), their 2:4 sparse form (k32, 16
+    kept values of A an instruction) or 8-bit integers (k32, 1-byte elements)."""
+
+    sparse: bool
+    integer: bool
+    n: int
+    etype: str
+    k: int  # K of an instruction (B's rows)
+    a_k: int  # A's elements of K it reads (the kept ones where sparse)
+    elem: int  # bytes of an element
+
+
+def _form(opcode: str, where: str) -> _Form:
+    sparse = opcode.startswith("wgmma.mma_async.sp.")
+    if match := _MMA_ASYNC_INT.match(opcode):
+        if match.group(2) != match.group(3) or match.group(2) not in _INT8:
+            raise EmulationError(f"{where}: only wgmma.mma_async.sync.aligned.m64nNk32.s32.{{s8,u8}}.{{s8,u8}} (A and B "
+                                 "of one type) is modelled among the integer forms")
+        return _Form(False, True, int(match.group(1)), match.group(2), 32, 32, 1)
+    form = "wgmma.mma_async.sp.sync.aligned.m64nNk32" if sparse else "wgmma.mma_async.sync.aligned.m64nNk16"
+    match = (_MMA_ASYNC_SP if sparse else _MMA_ASYNC).match(opcode)
+    if not match or match.group(2) != match.group(3) or match.group(2) not in ("f16", "bf16"):
+        raise EmulationError(f"{where}: only {form}.f32.{{f16,bf16}}.{{f16,bf16}} (A and B of one type) is modelled")
+    return _Form(sparse, False, int(match.group(1)), match.group(2), 32 if sparse else 16, 16, 2)
+
+
+def _int_mma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """D = A B + C of 8-bit integers into int32, exact and wrapped to 32 bits (no .satfinite)."""
+    total = a.astype(np.int64) @ b.astype(np.int64) + c
+    return ((total + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
 def _dec_mma_async(d, op, args, where) -> Fn:
     """wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T {d}, a-desc, b-desc, scale-d, imm-scale-a,
     imm-scale-b, imm-trans-a, imm-trans-b (T f16 or bf16): D = (+-A)(+-B) + (scale-d ? C : 0);
@@ -238,23 +273,8 @@ def _dec_mma_async(d, op, args, where) -> Fn:
     metadata words for its 16 rows, as mma.sp m16n8k32 takes them); and
     wgmma.mma_async.sync.aligned.m64nNk32.s32.T.T {d}, a-desc, b-desc, scale-d (T s8 or u8, both
     K-major): D = A B + (scale-d ? C : 0), the exact sum wrapped to 32 bits."""
-    sparse = op.opcode.data.startswith("wgmma.mma_async.sp.")
-    integer = _MMA_ASYNC_INT.match(op.opcode.data)
-    kk = 32 if sparse or integer else 16  # K of an instruction (B's rows)
-    a_k = 32 if integer else 16  # A's elements of K an instruction reads (the kept ones where sparse)
-    elem = 1 if integer else 2
-    if integer:
-        match = integer
-        if match.group(2) != match.group(3) or match.group(2) not in _INT8:
-            raise EmulationError(f"{where}: only wgmma.mma_async.sync.aligned.m64nNk32.s32.{{s8,u8}}.{{s8,u8}} (A and B "
-                                 "of one type) is modelled among the integer forms")
-    else:
-        form = "wgmma.mma_async.sp.sync.aligned.m64nNk32" if sparse else "wgmma.mma_async.sync.aligned.m64nNk16"
-        match = (_MMA_ASYNC_SP if sparse else _MMA_ASYNC).match(op.opcode.data)
-        if not match or match.group(2) != match.group(3) or match.group(2) not in ("f16", "bf16"):
-            raise EmulationError(f"{where}: only {form}.f32.{{f16,bf16}}.{{f16,bf16}} (A and B of one type) is "
-                                 "modelled")
-    n, etype = int(match.group(1)), match.group(2)
+    f = _form(op.opcode.data, where)
+    sparse, integer, n, etype, kk, a_k, elem = f.sparse, f.integer, f.n, f.etype, f.k, f.a_k, f.elem
     if not (8 <= n <= 256 and n % 8 == 0):
         raise EmulationError(f"{where}: N = {n}; m64nNk{kk} needs N a multiple of 8 from 8 to 256")
     if sparse and d.version is not None and PtxVersion.parse(d.version) < PtxVersion(8, 2):
@@ -365,23 +385,20 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         scaled = _uniform(m, read_scale(m), groups, where, "scale-d predicate")
         a_bits, b_bits = operands(m, groups)
         words = np.stack([m.banks[bk][i].reshape(-1, 128)[groups] for bk, i in ((r.bank, r.index) for r in regs)], 2)
-        if integer:  # exact, wrapped to 32 bits
+        if integer:
             c = words.reshape(groups.size, -1)[:, order].view(np.int32).astype(np.int64).reshape(-1, 64, n)
-            total = a_bits.astype(np.int64) @ b_bits.astype(np.int64) + np.where(scaled[:, None, None], c, 0)
-            out = ((total + 2**31) % 2**32 - 2**31).astype(np.int32).view(np.uint32).reshape(groups.size, -1)[:, pos]
-            for j, r in enumerate(regs):
-                m.banks[r.bank][r.index].reshape(-1, 128)[groups] = out[:, :, j]
-            m.mma_count += 1
-            return
-        a = _decode(a_bits, etype, 16) * sign_a
-        b = _decode(b_bits, etype, 16) * sign_b
-        kept = None
-        if sp is not None:
-            a, kept = densify(m, groups, a)
-        c = words.reshape(groups.size, -1)[:, order].view(np.float32).astype(np.float64).reshape(-1, 64, n)
-        c = np.where(scaled[:, None, None], c, 0.0)
-        out = mma_arith.fused_mma(a, b, c, model, etype, etype, "f32", kept=kept)
-        out = out.view(np.uint32).reshape(groups.size, -1)[:, pos]  # [G, 128, N / 2]
+            out = _int_mma(a_bits, b_bits, np.where(scaled[:, None, None], c, 0))
+            out = out.view(np.uint32).reshape(groups.size, -1)[:, pos]  # [G, 128, N / 2]
+        else:
+            a = _decode(a_bits, etype, 16) * sign_a
+            b = _decode(b_bits, etype, 16) * sign_b
+            kept = None
+            if sp is not None:
+                a, kept = densify(m, groups, a)
+            c = words.reshape(groups.size, -1)[:, order].view(np.float32).astype(np.float64).reshape(-1, 64, n)
+            c = np.where(scaled[:, None, None], c, 0.0)
+            out = mma_arith.fused_mma(a, b, c, model, etype, etype, "f32", kept=kept)
+            out = out.view(np.uint32).reshape(groups.size, -1)[:, pos]  # [G, 128, N / 2]
         for j, r in enumerate(regs):
             m.banks[r.bank][r.index].reshape(-1, 128)[groups] = out[:, :, j]
         m.mma_count += 1
