@@ -30,7 +30,6 @@ from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _swizzle
 from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, all_reg, all_regs, reg
 
 SWIZZLE_MODES = {128: 1, 64: 2}  # descriptor bits 62-63 by swizzled row bytes (the 64-byte: a sparse A)
-ATOM_BYTES = 1024  # 8 rows of 128 bytes: the stride between 8-row groups (SBO)
 
 
 def descriptor_bits(lbo: int, sbo: int, row_bytes: int = 128) -> int:
