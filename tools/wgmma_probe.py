@@ -62,6 +62,46 @@ def descriptor(addr_reg: str, lbo: int, sbo: int, mode: int = 1) -> list[str]:
             f"or.b64 %rd_desc, %rd_desc, {const};"]
 
 
+def copy_images(images: list[tuple[str, int, int]]) -> list[str]:
+    """PTX copying host-made images into shared memory (%r2 its base, %r1 the thread): for each
+    (global pointer register, shared offset, bytes), 16 bytes a thread a step of 2048."""
+    lines = []
+    for src, off, size in images:
+        for base in range(0, size, 128 * 16):
+            lines += [
+                f"mad.wide.u32 %rd5, %r1, 16, {src};",
+                f"ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%rd5+{base}];",
+                "mad.lo.u32 %r3, %r1, 16, %r2;",
+                f"st.shared.v4.u32 [%r3+{off + base}], {{%r4, %r5, %r6, %r7}};",
+            ]
+    return lines
+
+
+def lane_pointers(n: int) -> list[str]:
+    """PTX pointing %rd7 into C (%rd3) and %rd8 into D (%rd4) at this lane's first accumulator
+    element of the 64 x n tile: row = 16 * warp + lane / 4, col = 2 (lane % 4)."""
+    return [
+        "shr.u32 %r8, %r1, 5;", "and.b32 %r9, %r1, 31;",
+        "shr.u32 %r10, %r9, 2;", "and.b32 %r11, %r9, 3;",
+        "mad.lo.u32 %r12, %r8, 16, %r10;",  # row
+        "shl.b32 %r13, %r11, 1;",  # col base
+        f"mad.lo.u32 %r14, %r12, {n}, %r13;",  # element index of (row, col)
+        "mul.wide.u32 %rd6, %r14, 4;",
+        "add.u64 %rd7, %rd3, %rd6;", "add.u64 %rd8, %rd4, %rd6;",
+    ]
+
+
+def accumulators(n: int, dtype: str, store: bool) -> list[str]:
+    """PTX loading C into (or storing D from) the n / 2 accumulator registers %d<i> by the
+    fragment layout: register i holds row + 8 ((i % 4) / 2), col 8 (i / 4) + i % 2."""
+    lines = []
+    for i in range(n // 2):
+        j, q = divmod(i, 4)
+        off = ((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4
+        lines.append(f"st.global.{dtype} [%rd8+{off}], %d{i};" if store else f"ld.global.{dtype} %d{i}, [%rd7+{off}];")
+    return lines
+
+
 def probe_ptx(n: int, etype: str, b_mn_major: bool, lbo_b: int, sbo_b: int) -> str:
     """The kernel for D (64 x n, f32) = A (64 x 64) B (64 x n) + C; B K-major (an n x 64 image) or
     N-major (n / 64 blocks of 64 x 64)."""
@@ -79,30 +119,9 @@ def probe_ptx(n: int, etype: str, b_mn_major: bool, lbo_b: int, sbo_b: int) -> s
         "mov.u32 %r1, %tid.x;",
         "mov.u32 %r2, smem;",
     ]
-    # copy the images: 16 bytes a thread a step
-    for src, off, size in (("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)):
-        for base in range(0, size, 128 * 16):
-            lines += [
-                f"mad.wide.u32 %rd5, %r1, 16, {src};",
-                f"ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%rd5+{base}];",
-                f"mad.lo.u32 %r3, %r1, 16, %r2;",
-                f"st.shared.v4.u32 [%r3+{off + base}], {{%r4, %r5, %r6, %r7}};",
-            ]
+    lines += copy_images([("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)])
     lines += ["fence.proxy.async.shared::cta;", "bar.sync 0;"]
-    # lane coordinates: row = 16 * warp + lane / 4 (+ 8), col = 8 j + 2 (lane % 4) (+ 1)
-    lines += [
-        "shr.u32 %r8, %r1, 5;", "and.b32 %r9, %r1, 31;",
-        "shr.u32 %r10, %r9, 2;", "and.b32 %r11, %r9, 3;",
-        "mad.lo.u32 %r12, %r8, 16, %r10;",  # row
-        "shl.b32 %r13, %r11, 1;",  # col base
-        f"mad.lo.u32 %r14, %r12, {n}, %r13;",  # element index of (row, col)
-        "mul.wide.u32 %rd6, %r14, 4;",
-        "add.u64 %rd7, %rd3, %rd6;", "add.u64 %rd8, %rd4, %rd6;",
-    ]
-    for i in range(regs):
-        j, q = divmod(i, 4)
-        off = ((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4
-        lines.append(f"ld.global.f32 %d{i}, [%rd7+{off}];")
+    lines += lane_pointers(n) + accumulators(n, "f32", store=False)
     lines += ["wgmma.fence.sync.aligned;"]
     trans_b = 1 if b_mn_major else 0
     shape = f"m64n{n}k16.f32.{etype}.{etype}"
@@ -118,10 +137,7 @@ def probe_ptx(n: int, etype: str, b_mn_major: bool, lbo_b: int, sbo_b: int) -> s
         lines.append("mov.b64 %rd_b, %rd_desc;")
         lines.append(f"wgmma.mma_async.sync.aligned.{shape} {{{dregs}}}, %rd_a, %rd_b, %p1, 1, 1, 0, {trans_b};")
     lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"]
-    for i in range(regs):
-        j, q = divmod(i, 4)
-        off = ((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4
-        lines.append(f"st.global.f32 [%rd8+{off}], %d{i};")
+    lines += accumulators(n, "f32", store=True)
     lines += ["ret;", "}"]
     return "\n".join(lines) + "\n"
 
@@ -187,29 +203,12 @@ def sparse_probe_ptx(n: int, etype: str, b_mn_major: bool, k: int, a_row: int = 
         "mov.u32 %r1, %tid.x;",
         "mov.u32 %r2, smem;",
     ]
-    for src, off, size in (("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)):
-        for base in range(0, size, 128 * 16):
-            lines += [
-                f"mad.wide.u32 %rd5, %r1, 16, {src};",
-                f"ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%rd5+{base}];",
-                "mad.lo.u32 %r3, %r1, 16, %r2;",
-                f"st.shared.v4.u32 [%r3+{off + base}], {{%r4, %r5, %r6, %r7}};",
-            ]
+    lines += copy_images([("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)])
     lines += ["mul.wide.u32 %rd10, %r1, 32;", "add.u64 %rd10, %rd10, %rd9;"]  # 8 words a thread
     lines += [f"ld.global.u32 %e{s}, [%rd10+{4 * s}];" for s in range(steps)]
     lines += ["fence.proxy.async.shared::cta;", "bar.sync 0;"]
-    lines += [
-        "shr.u32 %r8, %r1, 5;", "and.b32 %r9, %r1, 31;",
-        "shr.u32 %r10, %r9, 2;", "and.b32 %r11, %r9, 3;",
-        "mad.lo.u32 %r12, %r8, 16, %r10;",
-        "shl.b32 %r13, %r11, 1;",
-        f"mad.lo.u32 %r14, %r12, {n}, %r13;",
-        "mul.wide.u32 %rd6, %r14, 4;",
-        "add.u64 %rd7, %rd3, %rd6;", "add.u64 %rd8, %rd4, %rd6;",
-    ]
-    for i in range(regs):
-        j, q = divmod(i, 4)
-        lines.append(f"ld.global.f32 %d{i}, [%rd7+{((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4}];")
+    lines += lane_pointers(n)
+    lines += accumulators(n, "f32", store=False)
     lines += ["wgmma.fence.sync.aligned;", "setp.eq.u32 %p1, 1, 1;"]
     dregs = ", ".join(f"%d{i}" for i in range(regs))
     for s in range(steps):
@@ -226,9 +225,7 @@ def sparse_probe_ptx(n: int, etype: str, b_mn_major: bool, k: int, a_row: int = 
         lines.append(f"wgmma.mma_async.sp.sync.aligned.m64n{n}k32.f32.{etype}.{etype} {{{dregs}}}, %rd_a, %rd_b, "
                      f"%e{s}, 0, %p1, 1, 1, 0, {int(b_mn_major)};")
     lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"]
-    for i in range(regs):
-        j, q = divmod(i, 4)
-        lines.append(f"st.global.f32 [%rd8+{((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4}], %d{i};")
+    lines += accumulators(n, "f32", store=True)
     lines += ["ret;", "}"]
     return "\n".join(lines) + "\n"
 
@@ -330,27 +327,10 @@ def int8_probe_ptx(n: int, etype: str = "s8") -> str:
         "mov.u32 %r1, %tid.x;",
         "mov.u32 %r2, smem;",
     ]
-    for src, off, size in (("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)):
-        for base in range(0, size, 128 * 16):
-            lines += [
-                f"mad.wide.u32 %rd5, %r1, 16, {src};",
-                f"ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%rd5+{base}];",
-                "mad.lo.u32 %r3, %r1, 16, %r2;",
-                f"st.shared.v4.u32 [%r3+{off + base}], {{%r4, %r5, %r6, %r7}};",
-            ]
+    lines += copy_images([("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)])
     lines += ["fence.proxy.async.shared::cta;", "bar.sync 0;"]
-    lines += [
-        "shr.u32 %r8, %r1, 5;", "and.b32 %r9, %r1, 31;",
-        "shr.u32 %r10, %r9, 2;", "and.b32 %r11, %r9, 3;",
-        "mad.lo.u32 %r12, %r8, 16, %r10;",
-        "shl.b32 %r13, %r11, 1;",
-        f"mad.lo.u32 %r14, %r12, {n}, %r13;",
-        "mul.wide.u32 %rd6, %r14, 4;",
-        "add.u64 %rd7, %rd3, %rd6;", "add.u64 %rd8, %rd4, %rd6;",
-    ]
-    for i in range(regs):
-        j, q = divmod(i, 4)
-        lines.append(f"ld.global.s32 %d{i}, [%rd7+{((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4}];")
+    lines += lane_pointers(n)
+    lines += accumulators(n, "s32", store=False)
     lines += ["wgmma.fence.sync.aligned;", "setp.eq.u32 %p1, 1, 1;"]
     dregs = ", ".join(f"%d{i}" for i in range(regs))
     for s in range(4):
@@ -362,9 +342,7 @@ def int8_probe_ptx(n: int, etype: str = "s8") -> str:
         lines.append("mov.b64 %rd_b, %rd_desc;")
         lines.append(f"wgmma.mma_async.sync.aligned.m64n{n}k32.s32.{etype}.{etype} {{{dregs}}}, %rd_a, %rd_b, %p1;")
     lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"]
-    for i in range(regs):
-        j, q = divmod(i, 4)
-        lines.append(f"st.global.s32 [%rd8+{((8 * n if q >= 2 else 0) + 8 * j + (q % 2)) * 4}], %d{i};")
+    lines += accumulators(n, "s32", store=True)
     lines += ["ret;", "}"]
     return "\n".join(lines) + "\n"
 
@@ -399,9 +377,16 @@ def run_int8(n: int, etype: str, adversarial: bool, seed: int):
     return int((out[3] != int8_reference(a, b, c)).sum()), 0.0
 
 
+def variant(*args) -> str:
+    """One variant's verdict ("mismatched-words max-error", or ERR and the last line of its
+    error), run as `python -m tools.wgmma_probe ARGS` in a process of its own."""
+    import subprocess
+    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", *map(str, args)], capture_output=True, text=True)
+    return r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
+
+
 def main(argv: list[str]) -> int:
     """Every variant in a process of its own (a fault leaves the CUDA context unusable)."""
-    import subprocess
     if argv and argv[0] == "i8":
         etype, n, adv = argv[1], int(argv[2]), argv[3] == "1"
         bad, _ = run_int8(n, etype, adv, seed=n + adv)
@@ -422,29 +407,18 @@ def main(argv: list[str]) -> int:
         for n in (64, 128, 256):
             for mn, lbo, sbo in ((False, 16, 1024), (True, 64 * 128, 1024), (True, 1024, 64 * 128)):
                 for adv in (False, True):
-                    args = [etype, str(n), str(int(mn)), str(lbo), str(sbo), str(int(adv))]
-                    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", *args],
-                                       capture_output=True, text=True)
-                    verdict = r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
                     print(etype, n, "N-major" if mn else "K-major", lbo, sbo, "adv" if adv else "rand",
-                          verdict, sep="\t", flush=True)
-            for mn, adv, a_row in ((mn, adv, a_row) for mn in (False, True) for adv in (False, True)
-                                   for a_row in (128, 64)):
-                args = ["sp", etype, str(n), str(int(mn)), str(int(adv)), str(a_row)]
-                r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", *args],
-                                   capture_output=True, text=True)
-                verdict = r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
-                print("sparse", etype, n, "N-major" if mn else "K-major", "adv" if adv else "rand",
-                      f"A rows {a_row}", verdict, sep="\t", flush=True)
+                          variant(etype, n, int(mn), lbo, sbo, int(adv)), sep="\t", flush=True)
+            for mn in (False, True):
+                for adv in (False, True):
+                    for a_row in (128, 64):
+                        print("sparse", etype, n, "N-major" if mn else "K-major", "adv" if adv else "rand",
+                              f"A rows {a_row}", variant("sp", etype, n, int(mn), int(adv), a_row), sep="\t", flush=True)
     for etype in ("s8", "u8"):
         for n in (64, 128, 256):
             for adv in (False, True):
-                r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", "i8", etype, str(n), str(int(adv))],
-                                   capture_output=True, text=True)
-                verdict = r.stdout.strip() or ("ERR " + r.stderr.strip().splitlines()[-1][:90])
-                print("int8", etype, n, "adv" if adv else "rand", verdict, sep="\t", flush=True)
+                print("int8", etype, n, "adv" if adv else "rand", variant("i8", etype, n, int(adv)), sep="\t", flush=True)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
