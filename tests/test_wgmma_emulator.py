@@ -35,14 +35,20 @@ def _b_bytes(n: int, mn: bool) -> int:
     return -(-(64 * 128 * -(-n // 64) if mn else n * 128) // STEP) * STEP
 
 
-def kernel(n: int = 64, etype: str = "f16", mn: bool = False, lbo: int | None = None, sbo: int = 1024) -> str:
-    lbo = lbo if lbo is not None else (64 * 128 if mn else 16)
-    text = P.probe_ptx(n, etype, mn, lbo, sbo)
+def parser_subset(text: str) -> str:
+    """A probe's text in the subset `ptx_text` reads: one parameter a line, numbered registers
+    for its three named ones."""
     head, params, rest = re.match(r"(.*?\.entry \w+)\(([^)]*)\)\n(.*)", text, re.S).groups()
     text = head + "(\n" + ",\n".join("    " + p.strip() for p in params.split(",")) + "\n)\n" + rest
     text = text.replace(".reg .b64 %rd_desc, %rd_a, %rd_b;", ".reg .b64 %rq<3>;")
     for i, name in enumerate(("%rd_desc", "%rd_a", "%rd_b")):
         text = text.replace(name, f"%rq{i}")
+    return text
+
+
+def kernel(n: int = 64, etype: str = "f16", mn: bool = False, lbo: int | None = None, sbo: int = 1024) -> str:
+    lbo = lbo if lbo is not None else (64 * 128 if mn else 16)
+    text = parser_subset(P.probe_ptx(n, etype, mn, lbo, sbo))
     size = _b_bytes(n, mn)
     text = text.replace(f"smem[{A_BYTES + n * 128}]", f"smem[{A_BYTES + size}]")
     more = []
@@ -273,14 +279,8 @@ def test_first_mma_async_needs_a_fence():
 
 
 def sparse_kernel(n: int = 64, etype: str = "f16", mn: bool = False, k: int | None = None, a_row: int = 128) -> str:
-    """The sparse probe's text in the parser's subset, as `kernel` adapts the dense one."""
-    text = P.sparse_probe_ptx(n, etype, mn, k or (128 if n <= 128 and a_row == 128 else 64), a_row)
-    head, params, rest = re.match(r"(.*?\.entry \w+)\(([^)]*)\)\n(.*)", text, re.S).groups()
-    text = head + "(\n" + ",\n".join("    " + p.strip() for p in params.split(",")) + "\n)\n" + rest
-    text = text.replace(".reg .b64 %rd_desc, %rd_a, %rd_b;", ".reg .b64 %rq<3>;")
-    for i, name in enumerate(("%rd_desc", "%rd_a", "%rd_b")):
-        text = text.replace(name, f"%rq{i}")
-    return text
+    """The sparse probe's text in the parser's subset."""
+    return parser_subset(P.sparse_probe_ptx(n, etype, mn, k or (128 if n <= 128 and a_row == 128 else 64), a_row))
 
 
 def run_sparse(text: str, n: int, etype: str, mn: bool, adversarial: bool, edit=None, a_row: int = 128):
@@ -402,14 +402,8 @@ def test_64_byte_swizzle_of_a_sparse_b_is_refused():
 
 
 def int8_kernel(n: int = 64, etype: str = "s8") -> str:
-    """The integer probe's text in the parser's subset, as `sparse_kernel` adapts the sparse one."""
-    text = P.int8_probe_ptx(n, etype)
-    head, params, rest = re.match(r"(.*?\.entry \w+)\(([^)]*)\)\n(.*)", text, re.S).groups()
-    text = head + "(\n" + ",\n".join("    " + p.strip() for p in params.split(",")) + "\n)\n" + rest
-    text = text.replace(".reg .b64 %rd_desc, %rd_a, %rd_b;", ".reg .b64 %rq<3>;")
-    for i, name in enumerate(("%rd_desc", "%rd_a", "%rd_b")):
-        text = text.replace(name, f"%rq{i}")
-    return text
+    """The integer probe's text in the parser's subset."""
+    return parser_subset(P.int8_probe_ptx(n, etype))
 
 
 def run_int8(text: str, n: int, etype: str, adversarial: bool):
