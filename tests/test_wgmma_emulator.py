@@ -4,9 +4,10 @@ m64nNk16 wgmma.mma_async on 128-byte-swizzle descriptors, K- or N-major B. Every
 `reference`'s, bit for bit, as it was on the GPU. Then the cases that must not run: a swapped
 LBO / SBO (wrong on the GPU too), non-uniform descriptors, swizzle modes, types and forms that are
 not modelled, writes to shared bytes a pending wgmma reads, a missing barrier or wgmma.fence.
-Then the sparse form (wgmma.mma_async.sp m64nNk32, P.sparse_probe_ptx): the 24 variants the H200
-ran, bit for bit `P.sparse_reference`'s, and what it refuses (sp-sel 1, imm-trans-a 1, PTX before
-8.2, undefined metadata).
+Then the sparse form (wgmma.mma_async.sp m64nNk32, P.sparse_probe_ptx): the 48 variants the H200
+ran (A in the 128- and the 64-byte swizzle), bit for bit `P.sparse_reference`'s, and what it refuses
+(sp-sel 1, imm-trans-a 1, PTX before 8.2, undefined metadata, mode 2 for B); and the 8-bit integer
+form (m64nNk32.s32, P.int8_probe_ptx): the 12 variants, word for word the wrapped int32 sums.
 
 The probe's text is brought to the subset `ptx_text` reads (one parameter a line, numbered
 registers for its three named ones) and, where its B is smaller than its copy loop's 2048-byte
