@@ -1,7 +1,8 @@
 """The pre-compressed sparse A (`tile.sparse_from`, `compiler/sparse_format.py`) compiled for
 sm_90 and run in the CPU emulator, simple and staged, at odd sizes, batched and broadcast, f16 and
 bf16: every element of D against the reference on the decompressed A. Also: the kernel really
-reads the metadata (a wrong word fails), the ABI roles, and the located refusals."""
+reads the metadata (a wrong word fails; the sm_90a sparse warpgroups' kernel too), the ABI roles,
+and the located refusals."""
 
 import numpy as np
 import pytest
@@ -14,10 +15,11 @@ from tilemma.compiler.driver.runner import run_compiled
 
 STAGED = {"stages": -1}
 SIMPLE = {"stages": 0}
+WGMMA = {"sm": "90a", "wgmma": True}  # sparse warpgroups (wgmma.mma_async.sp)
 
 
 def compile_spec(spec: GemmSpec, **options):
-    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", **options))
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(**{"sm": "90", **options}))
     return kernel
 
 
@@ -65,11 +67,12 @@ def test_metadata_stage_past_the_last_tile(config):
     assert result.ok, result.line()
 
 
-@pytest.mark.parametrize("options", [SIMPLE, STAGED], ids=["simple", "staged"])
+@pytest.mark.parametrize("options", [SIMPLE, STAGED, WGMMA], ids=["simple", "staged", "wgmma"])
 def test_metadata_is_read(options):
     """Values of one 2:4 A with the metadata of another: D must differ from the reference."""
     s = spec(32, 16, 64)
     kernel = compile_spec(s, **options)
+    assert kernel.variant.startswith("wgmma.mma_async.sp" if options is WGMMA else "mma.sp"), kernel.variant
     rng = np.random.default_rng(0)
     a = sparse_format.decompress_a(*sparse_format.compress_a(rng.standard_normal((32, 64)).astype(np.float16), prune=True))
     values, meta = sparse_format.compress_a(a)

@@ -6,34 +6,15 @@ mma.sync's on an H200) and within the reference's bound, at odd sizes, both B or
 batches and an epilogue. (GPU: tests/gpu/test_wgmma_gpu.py.)"""
 
 import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
 from tilemma.compiler.driver.runner import run_compiled
-from tilemma.dialects.schedule import ScheduleAttr
 
-
-def options(sm: str = "90a", **kw) -> CompileOptions:
-    return CompileOptions(sm=sm, tune_cache="", **kw)
-
-
-def compiled(spec: GemmSpec, sm: str = "90a", **kw):
-    [kernel] = compile_text(str(gemm_module(spec)), spec.name, options(sm, **kw))
-    return kernel
-
-
-def schedule(spec: GemmSpec, **kw):
-    module, locations = parse(str(gemm_module(spec)), spec.name)
-    lower(module, locations, options(wgmma=True, **kw), warp_level=True)
-    [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
-    assert isinstance(attr, ScheduleAttr)
-    return attr.schedule
+from tests.wgmma_cases import assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas, schedule
 
 
 @pytest.mark.parametrize("m, n, k, b_layout, warps, warp_tile, stages", [
@@ -44,15 +25,8 @@ def schedule(spec: GemmSpec, **kw):
     (37, 72, 64, "col", (4, 1), (1, 9), 4),  # a K-major B cut to N
 ])
 def test_plan_tiles(m, n, k, b_layout, warps, warp_tile, stages):
-    s = schedule(GemmSpec(m, n, k, "f16", "f16", "f32", b_layout=b_layout))
+    s = schedule(GemmSpec(m, n, k, "f16", "f16", "f32", b_layout=b_layout), wgmma=True)
     assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, stages, 64)
-
-
-def plain_schedule(spec: GemmSpec, sm: str, **kw):
-    module, locations = parse(str(gemm_module(spec)), spec.name)
-    lower(module, locations, options(sm, **kw), warp_level=True)
-    [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
-    return attr.schedule
 
 
 @pytest.mark.parametrize("spec, sm, kw, mma", [
@@ -68,7 +42,7 @@ def plain_schedule(spec: GemmSpec, sm: str, **kw):
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", a_layout="col"), "90a", {"split_k": 1, "stage_k": 32}, "sync"),
 ])
 def test_sm90a_takes_the_warpgroups_where_they_win(spec, sm, kw, mma):
-    assert plain_schedule(spec, sm, **kw).mma == mma
+    assert schedule(spec, sm, **kw).mma == mma
 
 
 @pytest.mark.parametrize("spec, kw, message", [
@@ -109,16 +83,11 @@ def test_ptx():
     assert kernel.variant == "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"
 
 
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
+@needs_ptxas
 @pytest.mark.parametrize("b_layout, n", [("row", 256), ("col", 200)])
-def test_ptxas_takes_it(tmp_path, b_layout, n):
-    kernel = compiled(GemmSpec(300, n, 192, "bf16", "bf16", "f32", b_layout=b_layout), wgmma=True)
-    src = tmp_path / "k.ptx"
-    src.write_text(kernel.ptx)
-    r = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "0 bytes spill stores" in r.stderr
+def test_ptxas_takes_it(b_layout, n):
+    assert_assembles_without_spills(compiled(GemmSpec(300, n, 192, "bf16", "bf16", "f32", b_layout=b_layout),
+                                             wgmma=True).ptx)
 
 
 CASES = {  # spec, options
@@ -143,15 +112,7 @@ CASES = {  # spec, options
 @pytest.mark.parametrize("name", CASES)
 def test_emulated_like_the_mma_sync_kernel(name):
     spec, kw = CASES[name]
-    wg = compiled(spec, wgmma=True, **kw)
-    assert "wgmma.mma_async" in wg.ptx
-    splits = wg.abi.tiling[6] if len(wg.abi.tiling) > 6 else 1  # the same K parts, added alike
-    sync = compiled(spec, sm="90", split_k=splits)
-    got = run_compiled(wg, seed=5, on="emulator")
-    assert got.ok, got.line()
-    want = run_compiled(sync, seed=5, on="emulator")
-    for name_, out in got.outputs.items():
-        assert np.array_equal(out.view(np.uint8), want.outputs[name_].view(np.uint8)), name_
+    like_the_sm90_kernel(spec, kw, "emulator", 5, "wgmma.mma_async", "mma.sync")
 
 
 def test_the_check_catches_a_wrong_descriptor():

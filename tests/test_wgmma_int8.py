@@ -6,32 +6,17 @@ mma.sync kernel's word for word (both exact: the int32 sum, wrapped; tools/wgmma
 wgmma's to be that on an H200). (GPU: tests/gpu/test_wgmma_gpu.py.)"""
 
 import re
-import shutil
-import subprocess
 
-import numpy as np
 import pytest
 
 from tilemma.compiler.driver.diagnostics import LocatedVerifyError
-from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
-from tilemma.compiler.driver.runner import run_compiled
+from tilemma.compiler.driver.gemm_generator import GemmSpec
+
+from tests.wgmma_cases import assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas, schedule
 
 
 def spec(m, n, k, t="s8", **kw) -> GemmSpec:
     return GemmSpec(m, n, k, t, t, "s32", **{"b_layout": "col", **kw})
-
-
-def compiled(s: GemmSpec, sm: str = "90a", **kw):
-    [kernel] = compile_text(str(gemm_module(s)), s.name, CompileOptions(sm=sm, tune_cache="", **kw))
-    return kernel
-
-
-def schedule(s: GemmSpec, sm: str = "90a", **kw):
-    module, locations = parse(str(gemm_module(s)), s.name)
-    lower(module, locations, CompileOptions(sm=sm, tune_cache="", **kw), warp_level=True)
-    [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
-    return attr.schedule
 
 
 @pytest.mark.parametrize("s, sm, kw, want", [
@@ -78,15 +63,9 @@ def test_ptx():
     assert kernel.variant == "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8"
 
 
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
-def test_ptxas_takes_it(tmp_path):
-    kernel = compiled(spec(4096, 4096, 4096), wgmma=True)
-    src = tmp_path / "k.ptx"
-    src.write_text(kernel.ptx)
-    r = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "0 bytes spill stores" in r.stderr
+@needs_ptxas
+def test_ptxas_takes_it():
+    assert_assembles_without_spills(compiled(spec(4096, 4096, 4096), wgmma=True).ptx)
 
 
 CASES = {  # spec, options
@@ -102,11 +81,5 @@ CASES = {  # spec, options
 @pytest.mark.parametrize("name", CASES)
 def test_emulated_like_the_mma_sync_kernel(name):
     s, kw = CASES[name]
-    kernel = compiled(s, wgmma=True, **kw)
-    assert kernel.variant.startswith("wgmma.mma_async")
-    result = run_compiled(kernel, 7, "emulator")
-    assert result.ok and result.max_abs == 0, result.line()
-    want = run_compiled(compiled(s, "90"), 7, "emulator")
-    assert want.variant.startswith("mma.sync")
-    for out, words in result.outputs.items():
-        assert np.array_equal(words, want.outputs[out]), out
+    result = like_the_sm90_kernel(s, kw, "emulator", 7, "wgmma.mma_async", "mma.sync")
+    assert result.max_abs == 0, result.line()

@@ -3,37 +3,21 @@
 refuses, the PTX (the .sp opcode with each warp's metadata word and selector 0; A's descriptors in
 the 128-byte swizzle for stages of K 128, the 64-byte one for K 64), ptxas, and in the emulator the kernels' D bit for bit as the
 mma.sp kernels' of the same problem (tools/wgmma_probe.py showed wgmma.sp's arithmetic to be
-mma.sp m16n8k32's, a k32 step at a time, on an H200) and within the reference's bound; the
-kernel follows the metadata it is given. (GPU: tests/gpu/test_wgmma_gpu.py.)"""
+mma.sp m16n8k32's, a k32 step at a time, on an H200) and within the reference's bound. (That the
+kernel follows the metadata it is given: tests/test_sparse_precompressed.py.) (GPU: tests/gpu/test_wgmma_gpu.py.)"""
 
 import re
-import shutil
-import subprocess
 
-import numpy as np
 import pytest
 
 from tilemma.compiler.driver.diagnostics import LocatedVerifyError
-from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
-from tilemma.compiler.driver.runner import run_compiled
-from tilemma.compiler.layouts import sparse_format
+from tilemma.compiler.driver.gemm_generator import GemmSpec
+
+from tests.wgmma_cases import assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas, schedule
 
 
 def spec(m, n, k, t="f16", **kw) -> GemmSpec:
     return GemmSpec(m, n, k, t, t, "f32", pre_compressed=True, **kw)
-
-
-def compiled(s: GemmSpec, sm: str = "90a", **kw):
-    [kernel] = compile_text(str(gemm_module(s)), s.name, CompileOptions(sm=sm, tune_cache="", **kw))
-    return kernel
-
-
-def schedule(s: GemmSpec, sm: str = "90a", **kw):
-    module, locations = parse(str(gemm_module(s)), s.name)
-    lower(module, locations, CompileOptions(sm=sm, tune_cache="", **kw), warp_level=True)
-    [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
-    return attr.schedule
 
 
 @pytest.mark.parametrize("m, n, k, warps, warp_tile, stages", [
@@ -110,17 +94,11 @@ def test_ptx(stage_k, a_bits):
     assert kernel.variant == "wgmma.mma_async.sp.sync.aligned.m64n128k32.f32.f16.f16"
 
 
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
+@needs_ptxas
 @pytest.mark.parametrize("kw", [{}, {"warps": "8x1", "warp_tile": "1x32", "stages": 4, "stage_k": 64}],
                          ids=["default", "k64"])
-def test_ptxas_takes_it(tmp_path, kw):
-    kernel = compiled(spec(4096, 4096, 4096), wgmma=True, **kw)
-    src = tmp_path / "k.ptx"
-    src.write_text(kernel.ptx)
-    r = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert "0 bytes spill stores" in r.stderr
+def test_ptxas_takes_it(kw):
+    assert_assembles_without_spills(compiled(spec(4096, 4096, 4096), wgmma=True, **kw).ptx)
 
 
 CASES = {  # spec, options
@@ -139,28 +117,4 @@ CASES = {  # spec, options
 @pytest.mark.parametrize("name", CASES)
 def test_emulated_like_the_mma_sp_kernel(name):
     s, kw = CASES[name]
-    kernel = compiled(s, wgmma=True, **kw)
-    assert kernel.variant.startswith("wgmma.mma_async.sp")
-    result = run_compiled(kernel, 7, "emulator")
-    assert result.ok, result.line()
-    want = run_compiled(compiled(s, "90"), 7, "emulator")
-    assert want.variant.startswith("mma.sp")
-    for out, words in result.outputs.items():
-        assert np.array_equal(words.view(np.uint8), want.outputs[out].view(np.uint8)), out
-
-
-def test_the_kernel_follows_the_metadata():
-    """The values of one 2:4 A with the metadata of another: the reference decompresses what it is
-    given, so D is right for that A, and differs from D of the first."""
-    s = spec(128, 128, 256)
-    kernel = compiled(s, wgmma=True)
-    rng = np.random.default_rng(0)
-    a = sparse_format.decompress_a(*sparse_format.compress_a(rng.standard_normal((128, 256)).astype(np.float16), prune=True))
-    values, meta = sparse_format.compress_a(a)
-    good = run_compiled(kernel, 1, "emulator", inputs={"a_values": values, "a_meta": meta})
-    assert good.ok, good.line()
-    other = sparse_format.compress_a(np.roll(a, 1, axis=1), prune=True)[1]
-    assert (other != meta).any()
-    bad = run_compiled(kernel, 1, "emulator", inputs={"a_values": values, "a_meta": other})
-    assert bad.ok, bad.line()
-    assert not np.array_equal(bad.outputs["d"], good.outputs["d"])
+    like_the_sm90_kernel(s, kw, "emulator", 7, "wgmma.mma_async.sp", "mma.sp")

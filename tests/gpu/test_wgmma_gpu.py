@@ -10,13 +10,12 @@ exact and equal to the mma.sync kernels'."""
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
-from tilemma.compiler.driver.runner import run_compiled
+from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.runtime import cuda_runtime
+
+from tests.wgmma_cases import like_the_sm90_kernel
 
 pytestmark = [
     pytest.mark.gpu,
@@ -48,15 +47,7 @@ CASES = [  # (spec, options)
 @pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("spec, options", CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
 def test_wgmma_on_the_gpu(spec, options):
-    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90a", wgmma=True, **options))
-    assert "wgmma.mma_async" in kernel.ptx
-    result = run_compiled(kernel, seed=5, on="gpu")
-    assert result.ok, result.line()
-    splits = kernel.abi.tiling[6] if len(kernel.abi.tiling) > 6 else 1  # the same K parts, added alike
-    [sync] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", split_k=splits))
-    want = run_compiled(sync, seed=5, on="gpu")
-    for name, out in result.outputs.items():
-        assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name
+    like_the_sm90_kernel(spec, options, "gpu", 5, "wgmma.mma_async", "mma.sync")
 
 
 SPARSE_CASES = [  # (spec, options): a pre-compressed A, an N-major B
@@ -76,15 +67,7 @@ SPARSE_CASES = [  # (spec, options): a pre-compressed A, an N-major B
 @pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("spec, options", SPARSE_CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
 def test_sparse_wgmma_on_the_gpu(spec, options):
-    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90a", wgmma=True, **options))
-    assert "wgmma.mma_async.sp" in kernel.ptx
-    result = run_compiled(kernel, seed=5, on="gpu")
-    assert result.ok, result.line()
-    [sync] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
-    want = run_compiled(sync, seed=5, on="gpu")
-    assert want.variant.startswith("mma.sp")
-    for name, out in result.outputs.items():
-        assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name
+    like_the_sm90_kernel(spec, options, "gpu", 5, "wgmma.mma_async.sp", "mma.sp")
 
 
 INT8_CASES = [  # 8-bit integers, K-major A and B: D exact, the same words as the mma.sync kernel's
@@ -101,14 +84,8 @@ INT8_CASES = [  # 8-bit integers, K-major A and B: D exact, the same words as th
 @pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("spec, options", INT8_CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
 def test_int8_wgmma_on_the_gpu(spec, options):
-    [kernel] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90a", wgmma=True, **options))
-    assert "wgmma.mma_async.sync.aligned.m64n" in kernel.ptx and ".s32." in kernel.variant
-    result = run_compiled(kernel, seed=5, on="gpu")
-    assert result.ok and result.max_abs == 0, result.line()
-    [sync] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90"))
-    want = run_compiled(sync, seed=5, on="gpu")
-    for name, out in result.outputs.items():
-        assert np.array_equal(out, want.outputs[name]), name
+    result = like_the_sm90_kernel(spec, options, "gpu", 5, "wgmma.mma_async.sync.aligned.m64n", "mma.sync")
+    assert ".s32." in result.variant and result.max_abs == 0, result.line()
 
 
 @pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")

@@ -1,0 +1,59 @@
+"""What the warpgroup tests share (tests/test_wgmma*.py, tests/gpu/test_wgmma_gpu.py): a GemmSpec
+compiled for sm_90a with no tuning cache, the schedule `tile-plan` writes for it, ptxas's verdict
+on its PTX, and the check that a warpgroup kernel's D is the sm_90 kernel's of the same problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
+from tilemma.compiler.driver.runner import RunResult, run_compiled
+from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
+from tilemma.dialects.schedule import Schedule, ScheduleAttr
+
+needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found ($PTXAS, PATH, nvidia-cuda-nvcc)")
+
+
+def options(sm: str = "90a", **kw) -> CompileOptions:
+    return CompileOptions(sm=sm, tune_cache="", **kw)
+
+
+def compiled(spec: GemmSpec, sm: str = "90a", **kw):
+    [kernel] = compile_text(str(gemm_module(spec)), spec.name, options(sm, **kw))
+    return kernel
+
+
+def schedule(spec: GemmSpec, sm: str = "90a", **kw) -> Schedule:
+    """The `#warp.schedule` tile-plan chooses for `spec` under these options."""
+    module, locations = parse(str(gemm_module(spec)), spec.name)
+    lower(module, locations, options(sm, **kw), warp_level=True)
+    [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
+    assert isinstance(attr, ScheduleAttr)
+    return attr.schedule
+
+
+def assert_assembles_without_spills(ptx: str) -> None:
+    result = run_ptxas(ptx, "sm_90a", ("-v",))
+    assert result.ok, result.log
+    assert "0 bytes spill stores" in result.log, result.log
+
+
+def like_the_sm90_kernel(spec: GemmSpec, options_: dict, on: str, seed: int, instruction: str,
+                         sm90_instruction: str) -> RunResult:
+    """`spec` multiplied by warpgroups (`wgmma`, `options_`) on `on` ("emulator" or "gpu"): its
+    instruction starts with `instruction`, D is within the reference's bound, and every output
+    word is the sm_90 kernel's (`sm90_instruction`: mma.sync, or mma.sp) of the same problem,
+    which takes the warpgroup kernel's split of K so that both add the same sums in the same
+    order. Returns the warpgroup kernel's run."""
+    kernel = compiled(spec, wgmma=True, **options_)
+    assert kernel.variant.startswith(instruction), kernel.variant
+    result = run_compiled(kernel, seed, on)
+    assert result.ok, result.line()
+    splits = kernel.abi.tiling[6] if len(kernel.abi.tiling) > 6 else 1
+    want = run_compiled(compiled(spec, "90", split_k=splits), seed, on)
+    assert want.variant.startswith(sm90_instruction), want.variant
+    for name, out in result.outputs.items():
+        assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name
+    return result
