@@ -245,3 +245,12 @@ def _one(d: _Decode, op, args: list[str], n: int, where: str) -> list:
     if len(args) != n:
         raise EmulationError(f"{where}: expected {n} operands, got {len(args)}")
     return [d.operand(a, op) for a in args]
+
+
+def _group_count(d: _Decode, op, args: list[str], where: str, name: str) -> int:
+    """The one operand of a `NAME N` wait (cp.async.wait_group, wgmma.wait_group): groups left
+    pending, a non-negative integer constant."""
+    (n,) = _one(d, op, args, 1, where)
+    if not isinstance(n, _Imm) or isinstance(n.value, float) or n.fbits or n.value < 0:
+        raise EmulationError(f"{where}: {name} takes a non-negative integer constant")
+    return int(n.value)

@@ -9,7 +9,7 @@ import re
 import numpy as np
 from tilemma.compiler.verify.emulator.machine import EmulationError, _Machine, _per_thread
 from tilemma.compiler.verify.emulator.memory_ops import _addresses, _shared_addresses, _shared_of, _threads
-from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _Reg, _Vec, _one, _reader, _writer
+from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _Reg, _Vec, _group_count, _one, _reader, _writer
 
 
 def whole_groups(mask, size: int) -> tuple[np.ndarray | None, tuple[int, int] | None]:
@@ -54,10 +54,7 @@ def _dec_cp(d, op, mods, args, where) -> Fn:
 
         return run_all
     if opcode == "cp.async.wait_group":
-        (n,) = _one(d, op, args, 1, where)
-        if not isinstance(n, _Imm) or isinstance(n.value, float) or n.fbits or n.value < 0:
-            raise EmulationError(f"{where}: cp.async.wait_group takes a non-negative integer constant")
-        pending = int(n.value)
+        pending = _group_count(d, op, args, where, "cp.async.wait_group")
         return lambda m, mask: _shared_of(m, where).wait(_threads(m, mask), pending)
     match = _CP_ASYNC.match(opcode)
     if not match or len(args) not in (3, 4):

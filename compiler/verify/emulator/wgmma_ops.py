@@ -70,7 +70,7 @@ from tilemma.compiler.verify.emulator.memory_ops import _shared_of
 from tilemma.compiler.layouts import sparse_fragments
 from tilemma.compiler.verify.emulator.mma import _decode
 from tilemma.compiler.verify.emulator.mma_sparse import _MetadataError, _SparseA
-from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _Reg, _Vec, _one, _reader
+from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _Reg, _Vec, _group_count, _one, _reader
 from tilemma.compiler.verify.emulator.shared_ops import whole_groups
 
 _MMA_ASYNC = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.(\w+)$")
@@ -221,10 +221,7 @@ def _dec_wgmma(d, op, mods, args, where) -> Fn:
 
         return run_mark
     if opcode == "wgmma.wait_group.sync.aligned":
-        (n,) = _one(d, op, args, 1, where)
-        if not isinstance(n, _Imm) or isinstance(n.value, float) or n.fbits or n.value < 0:
-            raise EmulationError(f"{where}: wgmma.wait_group takes a non-negative integer constant")
-        keep = int(n.value)
+        keep = _group_count(d, op, args, where, "wgmma.wait_group")
         return lambda m, mask: _state(m).wait(m, _warpgroups(m, mask, where), keep)
     if opcode.startswith("wgmma.mma_async"):
         return _dec_mma_async(d, op, args, where)
