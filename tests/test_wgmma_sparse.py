@@ -44,7 +44,7 @@ def test_plan_tiles_k_major_b(m, n, k, warps, warp_tile):
 @pytest.mark.parametrize("s, sm, kw, mma", [
     (spec(4096, 4096, 4096), "90a", {}, "wgmma"),  # sm_90a, from 256 rows: by itself
     (spec(256, 512, 256, "bf16"), "90a", {}, "wgmma"),
-    (spec(16, 4096, 4096), "90a", {}, "wgmma"),  # from 16 rows (`configs.WGMMA_SP_MIN_ROWS`)
+    (spec(16, 4096, 4096), "90a", {}, "wgmma"),  # from 16 rows (`configs.WGMMA_MIN_ROWS`)
     (spec(8, 4096, 4096), "90a", {}, "sync"),  # fewer rows: mma.sp
     (spec(4096, 4096, 4096), "90", {}, "sync"),  # sm_90 has no wgmma
     (spec(4096, 4096, 4096, b_layout="col"), "90a", {}, "wgmma"),  # a K-major B: stages of K 64

@@ -219,34 +219,32 @@ _H100: dict[str, Config] = {
     "4bit-widened-fill-a": Config("2x4", "4x8", 4, 128),
     "4bit-widened-fill-ab": Config("4x2", "2x8", 4, 128),
 }
-# wgmma kernels whose default CTAs would not fill a wave take m64n128 warpgroups and 4 stages:
-# 512x4096x4096 (H200, f16 / B K-major / bf16) 546 / 519 / 555 (results/h200-2026-11-27-wgmma-async-configs.csv);
-# waiting for each stage, 480 / 483 / 480 against the wide CTAs' 414 / 433 / 416 (64 CTAs; 128 with
-# these), results/h200-2026-11-27-wgmma-first.csv.
-WGMMA_NARROW = Config("8x1", "1x16", 4, 64)
-# ... and the sparse ones two warpgroups (128 x 128 CTAs), 4 stages of K 128: 512x4096x4096 646
-# against the default's 428 (64 CTAs) and mma.sp's 464 (results/h200-2026-11-27-sparse-wgmma-k128.csv).
-WGMMA_SP_NARROW = Config("8x1", "1x16", 4, 128)
-# sm_90a kernels of at least this many rows take the warpgroups without being asked (`plan.plan`).
-# H200, wgmma / mma.sync defaults over the matrix's 21 shapes x f16 / bf16 x B row / col
-# (results/h200-2026-11-27-wgmma-matrix-shapes.csv): 512 rows and up 1.32-1.75x (4096^3 f16 678
-# against 438), 2048x2048x256 1.02-1.05x, 1000^3 0.94-1.0x; 128 rows 0.95-1.13x, 64 rows and
-# fewer 0.81-1.15x (mostly below).
-WGMMA_MIN_ROWS = 256
-# ... and the sparse ones (a pre-compressed A) from 16 rows: wgmma.sp / mma.sp over the matrix's shapes
-# (H200, results/h200-2026-11-27-sparse-wgmma-matrix-shapes.csv): 512 rows and up 1.05-1.41x, 16 and
-# 64 rows 1.09-1.56x, 128 rows 0.97-1.30x, 1000^3 0.98x, 2048x2048x256 1.0x; one row 0.95-1.06x.
-WGMMA_SP_MIN_ROWS = 16
-# ... but with a K-major B (stages of K 64) from 512 rows: against stop 38's mma.sp cells (H200,
-# results/h200-2026-11-27-matrix-sm90a-s8-sparse.csv against -matrix-sparse-s8.csv) 4096-class
-# 1.26-1.40x, 512 rows 0.98-1.20x, 1000^3 0.89x, 2048x2048x256 1.0x; 128 rows and fewer 0.73-1.09x.
-WGMMA_SP_K_MAJOR_B_MIN_ROWS = 512
-# ... and the 8-bit integer ones (K-major) from 512 rows: wgmma / mma.sync, H200, TOP/s
-# (results/h200-2026-11-27-s8-wgmma-matrix-shapes.csv): 4096^3 1337 / 890 (cuBLAS 879, Triton 1080),
-# 8192^3 1373 / 958, 512x4096x4096 1215 / 766; 512 rows and up 1.17-1.60x, 1000^3 1.19x,
-# 2048x2048x256 0.99x; 257x129x4096 0.71x (six CTAs: mma.sync's split K fills the SMs), 128 rows
-# 0.84-1.05x, 64 rows 0.82-1.17x.
-WGMMA_INT8_MIN_ROWS = 512
+# wgmma kernels whose default CTAs would not fill a wave, by wgmma schedule (`plan.wgmma_schedule`;
+# the dense ones' for those not named). Dense: m64n128 warpgroups and 4 stages: 512x4096x4096 (H200,
+# f16 / B K-major / bf16) 546 / 519 / 555 (results/h200-2026-11-27-wgmma-async-configs.csv); waiting
+# for each stage, 480 / 483 / 480 against the wide CTAs' 414 / 433 / 416 (64 CTAs; 128 with these),
+# results/h200-2026-11-27-wgmma-first.csv. Sparse with an N-major B: two warpgroups (128 x 128 CTAs),
+# 4 stages of K 128: 512x4096x4096 646 against the default's 428 (64 CTAs) and mma.sp's 464
+# (results/h200-2026-11-27-sparse-wgmma-k128.csv).
+WGMMA_NARROW = {"16bit-wgmma": Config("8x1", "1x16", 4, 64), "sparse-wgmma": Config("8x1", "1x16", 4, 128)}
+# sm_90a kernels of at least this many rows take the warpgroups without being asked (`plan.plan`),
+# by wgmma schedule:
+# - 16-bit: H200, wgmma / mma.sync defaults over the matrix's 21 shapes x f16 / bf16 x B row / col
+#   (results/h200-2026-11-27-wgmma-matrix-shapes.csv): 512 rows and up 1.32-1.75x (4096^3 f16 678
+#   against 438), 2048x2048x256 1.02-1.05x, 1000^3 0.94-1.0x; 128 rows 0.95-1.13x, 64 rows and
+#   fewer 0.81-1.15x (mostly below).
+# - sparse (a pre-compressed A): wgmma.sp / mma.sp over the matrix's shapes (H200,
+#   results/h200-2026-11-27-sparse-wgmma-matrix-shapes.csv): 512 rows and up 1.05-1.41x, 16 and
+#   64 rows 1.09-1.56x, 128 rows 0.97-1.30x, 1000^3 0.98x, 2048x2048x256 1.0x; one row 0.95-1.06x.
+# - sparse with a K-major B (stages of K 64): against stop 38's mma.sp cells (H200,
+#   results/h200-2026-11-27-matrix-sm90a-s8-sparse.csv against -matrix-sparse-s8.csv) 4096-class
+#   1.26-1.40x, 512 rows 0.98-1.20x, 1000^3 0.89x, 2048x2048x256 1.0x; 128 rows and fewer 0.73-1.09x.
+# - 8-bit integers (K-major): wgmma / mma.sync, H200, TOP/s
+#   (results/h200-2026-11-27-s8-wgmma-matrix-shapes.csv): 4096^3 1337 / 890 (cuBLAS 879, Triton 1080),
+#   8192^3 1373 / 958, 512x4096x4096 1215 / 766; 512 rows and up 1.17-1.60x, 1000^3 1.19x,
+#   2048x2048x256 0.99x; 257x129x4096 0.71x (six CTAs: mma.sync's split K fills the SMs), 128 rows
+#   0.84-1.05x, 64 rows 0.82-1.17x.
+WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-b": 512, "8bit-wgmma": 512}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

@@ -487,12 +487,21 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
     return None
 
 
-def wgmma_tiles(g, default: configs.Config, warps, warp_tile, target: targets.SmTarget
+def wgmma_schedule(g) -> str:
+    """The wgmma kernel's key in `configs` (its defaults, `WGMMA_NARROW`, `WGMMA_MIN_ROWS`)."""
+    if g.a.bits == 8:
+        return "8bit-wgmma"
+    if g.a_meta is None:
+        return "16bit-wgmma"
+    return "sparse-wgmma-k-major-b" if column_major(g.b) else "sparse-wgmma"
+
+
+def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, target: targets.SmTarget
                 ) -> tuple[tuple[int, int], tuple[int, int], int]:
     """(warps, warp tile, default stages) of a wgmma kernel: the forced ones, else the default's,
-    with `configs.WGMMA_NARROW` (`WGMMA_SP_NARROW` for a sparse A) where the default's CTAs would
-    not fill a wave; no more warpgroups than M has 64-row blocks, and B's columns cut to N (whole
-    64-column blocks for an N-major B)."""
+    with `configs.WGMMA_NARROW`'s where the default's CTAs would not fill a wave; no more
+    warpgroups than M has 64-row blocks, and B's columns cut to N (whole 64-column blocks for an
+    N-major B)."""
     stages = default.stages
     forced_warps = warps is not None
     if warps is None:  # no more warpgroups than M's 64-row blocks
@@ -502,7 +511,7 @@ def wgmma_tiles(g, default: configs.Config, warps, warp_tile, target: targets.Sm
         rn = parse_pair(default.warp_tile, "warp-tile")[1]  # type: ignore[index]
         ctas = ceil_div(g.m, warps[0] * 16) * ceil_div(g.n, 8 * rn) * g.batch  # type: ignore[index]
         if ctas < target.limits.one_wave:
-            narrow = configs.WGMMA_SP_NARROW if g.a_meta is not None and not column_major(g.b) else configs.WGMMA_NARROW
+            narrow = configs.WGMMA_NARROW.get(schedule, configs.WGMMA_NARROW["16bit-wgmma"])
             rn, stages = parse_pair(narrow.warp_tile, "warp-tile")[1], narrow.stages  # type: ignore[index]
             if not forced_warps:
                 warps = (min(warps[0], parse_pair(narrow.warps, "warps")[0]), 1)  # type: ignore[index]
@@ -571,12 +580,9 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
-    # sm_90a's warpgroups where they can and win (`configs.WGMMA_MIN_ROWS`, `WGMMA_SP_MIN_ROWS`,
-    # `WGMMA_INT8_MIN_ROWS`), unless a configuration is forced
-    min_rows = (configs.WGMMA_SP_K_MAJOR_B_MIN_ROWS if g.a_meta is not None and column_major(g.b) else
-                configs.WGMMA_SP_MIN_ROWS if g.a_meta is not None else
-                configs.WGMMA_INT8_MIN_ROWS if g.a.bits == 8 else configs.WGMMA_MIN_ROWS)
-    automatic = ((warps, warp_tile, stages, stage_k) == (None, None, -1, 0) and g.m >= min_rows
+    # sm_90a's warpgroups where they can and win (`configs.WGMMA_MIN_ROWS`), unless a configuration is forced
+    automatic = ((warps, warp_tile, stages, stage_k) == (None, None, -1, 0)
+                 and g.m >= configs.WGMMA_MIN_ROWS[wgmma_schedule(g)]
                  and wgmma_unsupported(g, variant, target, why_not, wgmma_fill, gather) is None)
     if wgmma or automatic:
         planned = plan_wgmma(kernel, g, variant, target, why_not, wgmma_fill, gather, warps, warp_tile, stages,
@@ -673,10 +679,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"wgmma: {why}")
     if stages == 0:
         raise LoweringError(mma, "wgmma: the warpgroups read their operands from shared memory; stages=0 cannot take it")
-    schedule = ("8bit-wgmma" if g.a.bits == 8 else "16bit-wgmma" if g.a_meta is None
-                else "sparse-wgmma-k-major-b" if column_major(g.b) else "sparse-wgmma")
+    schedule = wgmma_schedule(g)
     default = configs.default(target, schedule)
-    warps, warp_tile, default_stages = wgmma_tiles(g, default, warps, warp_tile, target)
+    warps, warp_tile, default_stages = wgmma_tiles(g, schedule, default, warps, warp_tile, target)
     stage_k = stage_k or default.stage_k
     if why := wgmma_tiling_error(g, warps, warp_tile, stage_k):
         raise LoweringError(mma, f"wgmma: {why}")
@@ -717,8 +722,8 @@ class TilePlan(ModulePass):
     byte-pair ldmatrix .trans, `pairable`; false: transposed by the fill) and `wgmma` (true: each
     stage multiplied by warpgroups' wgmma.mma_async, sm_90a, `plan_wgmma`, or a located refusal
     where the kernel cannot take it; false, the default: so are the sm_90a kernels that can take it
-    of at least `configs.WGMMA_MIN_ROWS` rows (`WGMMA_SP_MIN_ROWS` for a pre-compressed sparse A,
-    `WGMMA_INT8_MIN_ROWS` for 8-bit integers) whose configuration is not forced). When none of warps,
+    of at least `configs.WGMMA_MIN_ROWS` rows (by their wgmma schedule: 16-bit, sparse, 8-bit) whose
+    configuration is not forced). When none of warps,
     warp-tile and stages is given, a configuration in the tuning cache `tune-cache` (JSON,
     `compiler/core/configs.py`) wins. Defaults are the kernel's target's (`configs.default`), their
     stages and stage K cut to fit its shared memory."""
