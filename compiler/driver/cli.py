@@ -137,8 +137,10 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
                         "by byte-pair ldmatrix .trans")
     p.add_argument("--wgmma", action="store_true",
                    help="multiply each stage by warpgroups' wgmma.mma_async from the swizzled shared stages "
-                        "(--sm 90a; f16/bf16 into f32, A and B in either order) instead of mma.sync, or say "
-                        "why not; without it sm_90a takes them where they can from 256 rows up (--sm 90: mma.sync)")
+                        "(--sm 90a; f16/bf16 into f32, A and B in either order; a pre-compressed sparse A; "
+                        "s8/u8 into s32, a transposed operand through the fill) instead of mma.sync, or say "
+                        "why not; without it sm_90a takes them where they can and win (configs.WGMMA_MIN_ROWS; "
+                        "--sm 90: mma.sync)")
     instrument.add_arguments(p)
 
 

@@ -22,8 +22,8 @@ A buffer read by byte-pair `ldmatrix .trans` (an 8-bit M-major A or N-major B) f
 phase puts two to a bank group (2-way conflicts on every such read).
 
 A buffer `warp.wgmma` reads keeps the plain XOR (no reader of its own weighs in): with its rows of
-128 bytes and its stages on 1024-byte boundaries that is the hardware's 128-byte swizzle, the
-layout the instruction's descriptors name.
+128 bytes and its stages on 1024-byte boundaries that is the hardware's 128-byte swizzle (with a
+sparse A's 64-byte rows, the 64-byte one), the layout the instruction's descriptors name.
 """
 
 from __future__ import annotations
