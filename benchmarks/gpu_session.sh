@@ -24,13 +24,15 @@ sanitized() {
 case $step in
 wgmma)  # warpgroup kernels (--wgmma, sm_90a): their GPU tests, memcheck / racecheck, then the 16-bit
     # families they take at the matrix's shapes against mma.sync, Triton (both paths) and cuBLAS
-    # (FAMILIES=sparse-f16-pre: the sparse ones against mma.sp and cuSPARSELt; FAMILIES=s8: 8-bit integers)
+    # (FAMILIES=sparse-f16-pre: the sparse ones against mma.sp and cuSPARSELt; FAMILIES=s8: 8-bit integers;
+    # FAMILIES='tf32 tf32-brow tf32-acol tf32-acol-brow': tf32)
     # BENCH_ONLY=1: the benchmark alone
     [ -n "${BENCH_ONLY:-}" ] || {
     timeout 400 python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_wgmma_gpu.py > "$OUT/wgmma_tests.txt" 2>&1
     echo "wgmma tests: $(tail -1 "$OUT/wgmma_tests.txt")"; grep -E "^FAILED|^ERROR" "$OUT/wgmma_tests.txt" | head -5
     for k in "--a f16 --b f16 --acc f32" "--a bf16 --b bf16 --acc f32 --b-layout col" "--a f16 --b f16 --acc f32 --sparse-a compressed" \
-             "--a f16 --b f16 --acc f32 --sparse-a compressed --b-layout col" "--a s8 --b s8 --acc s32 --b-layout col"; do
+             "--a f16 --b f16 --acc f32 --sparse-a compressed --b-layout col" "--a s8 --b s8 --acc s32 --b-layout col" \
+             "--a tf32 --b tf32 --acc f32" "--a tf32 --b tf32 --acc f32 --a-layout col --b-layout col --rounding rz"; do
         tilemma gemm --m 200 --n 136 --k 200 --batch 2 $k > /tmp/w.mlir
         for tool in memcheck racecheck; do
             timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/w.mlir --on gpu --sm 90a --wgmma \

@@ -679,9 +679,9 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
     is_shared,
 )
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
-from tilemma.dialects.warp_fill import FILL_BITS, FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_fill import FILL_BITS, WIDE_BITS, FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  # noqa: E402,F401  (one dialect)
-from tilemma.dialects.warp_wgmma import N_BLOCK, WGMMA_ALIGN, WGMMA_K, WGMMA_SP_K, WGMMA_STEP_BYTES, WGMMA_MAX_N, WGMMA_ROWS, WGMMA_TYPES, WgmmaOp, WgmmaWaitOp  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_wgmma import K_MAJOR_ONLY, N_BLOCK, WGMMA_ALIGN, WGMMA_K, WGMMA_SP_K, WGMMA_STEP_BYTES, WGMMA_MAX_N, WGMMA_ROWS, WGMMA_TYPES, WgmmaOp, WgmmaWaitOp  # noqa: E402,F401  (one dialect)
 
 Warp = Dialect(
     "warp",

@@ -3,14 +3,19 @@
 `cp.async` copies bytes as they lie, and `ldmatrix .trans` transposes only 16-bit elements, so an
 8- or 4-bit operand stored the other way round from what its fragments need (a B with N
 contiguous, an A with M contiguous) cannot reach the K-major stage that `ldmatrix` reads by either.
-The fill does it in two halves, so that the global latency hides behind a stage of mmas:
+The warpgroups' tf32 (`wgmma`, K-major only) cannot be read from an f32 operand stored M- or
+N-major either, and an operand rounded to tf32 must be rounded before it reaches shared memory
+(wgmma reads the stage itself): the fill takes 32-bit elements too, and a gather copies K-major
+ones, both rounding as `warp.fill_store`'s `rounding` says. The fill does it in two halves, so
+that the global latency hides behind a stage of mmas:
 
 - `warp.fill_load`: each thread loads, for each of its chunks, the 32-bit words of `32 / bits`
-  consecutive lines across the window's contiguous dimension, into a `!warp.staged<N>` value (N
-  words, zero past the window's extent);
+  consecutive lines (one line of 32-bit elements) across the window's contiguous dimension, into
+  a `!warp.staged<N>` value (N words, zero past the window's extent);
 - `warp.fill_store`: the thread transposes each chunk's words in registers (`prmt`, and for 4-bit
   elements a nibble interleave first: word q of the result holds element q of every loaded line)
-  and stores them into the K-major stage, one 32-bit `st.shared` each. `warp-pipeline` runs it an
+  and stores them into the K-major stage, one 32-bit `st.shared` each; a 32-bit chunk is already
+  its line's 4 elements across, stored as one 16-byte vector. `warp-pipeline` runs it an
   iteration after its load, the words carried.
 
 Which thread holds which chunk is `FillLayout`, the meaning of a `!warp.staged` value; both ops'
@@ -39,22 +44,25 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-from tilemma.dialects.attributes import element_bits, element_name
+from tilemma.dialects.attributes import Rounding, RoundingAttr, element_bits, element_name
 from tilemma.dialects.warp import _ints, _WindowOp
 from tilemma.dialects.warp_shared import _shared_stage
 
 # Lanes of a warp that read neighbouring words of one line (a 32-byte sector each at 8), the
 # others reading the next blocks of lines; tried in this order.
 LANES_ALONG = (8, 16, 32, 4, 2, 1)
-FILL_BITS = (8, 4)  # element widths the fill transposes (4 or 8 a word: prmt, and shifts and masks)
-GATHER_BITS = (8, 16)  # element widths a gather loads one by one (rows not 4-byte aligned)
+FILL_BITS = (8, 4)  # element widths the fill transposes for ldmatrix (4 or 8 a word: prmt, and shifts and masks)
+WIDE_BITS = 32  # ... and for the warpgroups' tf32: one element a word, a chunk's 4 of a line a vector
+GATHER_BITS = (8, 16, 32)  # element widths a gather loads one by one (rows not 4-byte aligned; 32: tf32 rounded)
+VECTOR = 4  # 32-bit elements across a chunk: one 16-byte st.shared
 
 
 @dataclass(frozen=True)
 class FillLayout:
     """Chunks of a fill: the destination tile is `lines` rows (the window's contiguous dimension)
     of `across` elements (the other); a chunk is `per_word` consecutive elements across (a block)
-    of `per_word` consecutive lines (a word of each). Chunk c goes to thread c % threads; within a
+    of `lines_per_word` consecutive lines (a word of each: as many lines as a word holds elements,
+    one for 32-bit elements). Chunk c goes to thread c % threads; within a
     warp, `lanes` lanes take neighbouring words of the same block and the rest the next blocks;
     warps then cover whole line groups (`word` is the same for all of a thread's chunks), so
     chunk i of a thread is at block `block(thread) + i * block_step`."""
@@ -67,12 +75,18 @@ class FillLayout:
 
     @property
     def per_word(self) -> int:
-        return 32 // self.bits
+        """Elements across a chunk (the words each of its lines is loaded as)."""
+        return VECTOR if self.bits == WIDE_BITS else 32 // self.bits
+
+    @property
+    def lines_per_word(self) -> int:
+        """Lines a loaded word holds an element of."""
+        return 1 if self.bits == WIDE_BITS else 32 // self.bits
 
     @property
     def words(self) -> int:
-        """Words across the lines (lines / per_word)."""
-        return self.lines // self.per_word
+        """Words across the lines (lines / lines_per_word)."""
+        return self.lines // self.lines_per_word
 
     @property
     def chunks_per_thread(self) -> int:
@@ -101,12 +115,12 @@ class FillLayout:
     def of(cls, lines: int, across: int, bits: int, threads: int) -> FillLayout | None:
         """The layout of a tile, None where none covers it evenly (every thread the same chunks,
         a thread's chunks one word apart across blocks only)."""
-        if bits not in FILL_BITS or threads % 32:
+        if bits not in (*FILL_BITS, WIDE_BITS) or threads % 32:
             return None
-        per = 32 // bits
-        if lines % per or across % per:
+        per, per_line = (VECTOR, 1) if bits == WIDE_BITS else (32 // bits, 32 // bits)
+        if lines % per_line or across % per:
             return None
-        words, blocks = lines // per, across // per
+        words, blocks = lines // per_line, across // per
         if (words * blocks) % threads:
             return None
         for lanes in LANES_ALONG:
@@ -268,8 +282,9 @@ class FillLoadOp(_WindowOp):
 class FillStoreOp(IRDLOperation):
     """`warp.fill_store`: a fill's words into stage `stage` of `dest`, swizzled as its type says:
     transposed in registers (K-major: each 32-bit word of a line holds `32 / bits` consecutive
-    elements across), or with `gather` as they are (each word its stage row's, as loaded). Its
-    readers wait at the barrier after it."""
+    elements across; 32-bit ones a chunk's 4 a vector), or with `gather` as they are (each word its
+    stage row's, as loaded); with `rounding` each f32 rounded to tf32 first. Its readers wait at
+    the barrier after it."""
 
     name = "warp.fill_store"
     value = operand_def(StagedType)
@@ -277,14 +292,18 @@ class FillStoreOp(IRDLOperation):
     stage = operand_def(IndexType)
     threads = prop_def(IntegerAttr)
     gather = opt_prop_def(UnitAttr)
+    rounding = opt_prop_def(RoundingAttr)  # f32 stored as tf32 (`cvt.<rounding>.tf32.f32`; trunc: as loaded)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$value `,` $dest `[` $stage `]` attr-dict `:` type($value) `,` type($dest)"
 
-    def __init__(self, value: SSAValue, dest: SSAValue, stage: SSAValue, threads: int, gather: bool = False):
+    def __init__(self, value: SSAValue, dest: SSAValue, stage: SSAValue, threads: int, gather: bool = False,
+                 rounding: str | None = None):
         props: dict[str, Attribute] = {"threads": IntegerAttr(threads, i64)}
         if gather:
             props["gather"] = UnitAttr()
+        if rounding:
+            props["rounding"] = RoundingAttr(Rounding(rounding))
         super().__init__(operands=[value, dest, stage], properties=props)
 
     def layout(self) -> FillLayout | GatherLayout:
@@ -294,6 +313,9 @@ class FillStoreOp(IRDLOperation):
 
     def verify_(self) -> None:
         words = self.layout().words_per_thread
+        if self.rounding is not None and element_name(self.dest.type.element_type) != "f32":  # type: ignore[attr-defined]
+            raise VerifyException("warp.fill_store: a rounding stores f32 as tf32; the stage holds "
+                                  f"{self.dest.type.element_type}")  # type: ignore[attr-defined]
         if self.value.type.words.data != words:  # type: ignore[attr-defined]
             raise VerifyException(f"warp.fill_store: each thread stores {words} words of this stage, "
                                   f"not {self.value.type.words.data}")  # type: ignore[attr-defined]

@@ -1,7 +1,7 @@
 """`warp.wgmma`: one stage of the K loop multiplied by a warpgroup's `wgmma.mma_async` (sm_90a).
 
 A warpgroup (4 consecutive warps) multiplies a 64-row slice of the stage's A by the stage's whole B
-with one m64nNk16 instruction a K step; both operands are read from shared memory through
+with one m64nNk16 instruction a K step (k32 for 8-bit integers, k8 for tf32: 32 bytes of K); both operands are read from shared memory through
 descriptors, so no fragment of A or B lives in registers. Warp w of the group holds rows
 16 (w mod 4) .. + 15 of the m64 x N accumulator as N / 8 m16n8 accumulator fragments (the mma.sync
 C layout, register by register), which is why a wgmma kernel's warps are W x 1 with warp tile
@@ -49,10 +49,12 @@ from tilemma.dialects.warp import FragType, verify_meta_fragments
 from tilemma.dialects.warp_shared import AsyncTokenType, _shared_stage
 
 # (A, B, D) element types (PTX names) wgmma takes from the 128-byte-swizzled stages here: 16-bit
-# floats into f32 (A and B in either order), 8-bit integers into s32 (K-major only: the integer
-# forms have no transposes); proven bit for bit on an H200 (tools/wgmma_probe.py: against mma_arith,
-# and the wrapped int32 sums)
-WGMMA_TYPES = {("f16", "f16", "f32"), ("bf16", "bf16", "f32"), ("s8", "s8", "s32"), ("u8", "u8", "s32")}
+# floats into f32 (A and B in either order), 8-bit integers into s32 and tf32 (f32 stages, their
+# low 13 bits ignored) into f32, both K-major only (those forms have no transposes); proven bit for
+# bit on an H200 / H100 (tools/wgmma_probe.py: against mma_arith, and the wrapped int32 sums)
+WGMMA_TYPES = {("f16", "f16", "f32"), ("bf16", "bf16", "f32"), ("s8", "s8", "s32"), ("u8", "u8", "s32"),
+               ("tf32", "tf32", "f32")}
+K_MAJOR_ONLY = {"s8", "u8", "tf32"}  # operand types whose wgmma has no transposes
 WGMMA_K = 16  # K of one m64nNk16 step (16-bit)
 WGMMA_STEP_BYTES = 32  # bytes of K a dense step reads along a K-major row (k16 16-bit, k32 8-bit)
 WGMMA_SP_K = 32  # K of one sparse m64nNk32 step (16 kept values a row)
@@ -135,15 +137,16 @@ class WgmmaOp(IRDLOperation):
         if len(types) != 1 or not isinstance(frag, FragType) or frag.role != Operand.ACC:
             raise VerifyException("warp.wgmma: accumulators and results are accumulator fragments of one type")
         v = frag.variant
-        elems = (ELEMENTS[element_name(a.element_type)].ptx, ELEMENTS[element_name(b.element_type)].ptx, v.dtype)
+        # an f32 stage is read as tf32 (the tensor cores ignore its low 13 bits)
+        elems = (*(_read_as(ELEMENTS[element_name(x.element_type)].ptx) for x in (a, b)), v.dtype)
         shape = (16, 8, self.k_step)
         if elems not in WGMMA_TYPES or (v.atype, v.btype) != elems[:2] or (v.m, v.n, v.k) != shape \
                 or bool(v.sparse) != self.sparse:
             raise VerifyException(f"warp.wgmma: {' x '.join(elems[:2])} -> {v.dtype} is not a wgmma here (takes "
                                   f"{', '.join(f'{x} x {y} -> {z}' for x, y, z in sorted(WGMMA_TYPES))}, accumulated "
                                   f"as m16n8k{self.k_step}{' sparse' if self.sparse else ''} fragments)")
-        if elems[2] == "s32" and (self.a_blocks.value.data or self.b_blocks.value.data):
-            raise VerifyException("warp.wgmma: 8-bit integer operands are read K-major (no a_blocks / b_blocks)")
+        if elems[0] in K_MAJOR_ONLY and (self.a_blocks.value.data or self.b_blocks.value.data):
+            raise VerifyException("warp.wgmma: 8-bit integer and tf32 operands are read K-major (no a_blocks / b_blocks)")
         sa, ra, ca = a.get_shape()
         a_blocks, bk = self.a_blocks.value.data, self.stage_k
         if self.sparse:
@@ -176,6 +179,11 @@ class WgmmaOp(IRDLOperation):
             raise VerifyException("warp.wgmma: pending is 0 or 1 (groups of wgmmas left running)")
         if bk % self.k_step:
             raise VerifyException(f"warp.wgmma: the stage's K is a multiple of the instruction's K ({self.k_step})")
+
+
+def _read_as(ptx: str) -> str:
+    """The type wgmma reads a stage's elements as: f32 as tf32."""
+    return "tf32" if ptx == "f32" else ptx
 
 
 @irdl_op_definition

@@ -89,7 +89,7 @@ def probe(n: int, etype: str, mn: bool, adversarial: bool):
 @pytest.mark.parametrize("adversarial", [False, True], ids=["random", "adversarial"])
 @pytest.mark.parametrize("mn", [False, True], ids=["K-major", "N-major"])
 @pytest.mark.parametrize("etype", ["f16", "bf16"])
-@pytest.mark.parametrize("n", [8, 64, 128, 256])
+@pytest.mark.parametrize("n", [64, 128, 256])
 def test_probe_kernel_matches_reference_bit_for_bit(n, etype, mn, adversarial):
     """What the H200 gave for N = 64, 128, 256 (N = 8: the same layouts, not run on a GPU)."""
     got, (a, b, c) = probe(n, etype, mn, adversarial)
@@ -438,6 +438,61 @@ def test_int8_probe_catches_a_wrong_b_descriptor():
 ])
 def test_unsupported_int8_forms_are_refused_when_decoded(old, new, message):
     text = int8_kernel(64, "s8")
+    assert old in text
+    with pytest.raises(EmulationError, match=message):
+        compile_entry(text.replace(old, new), P.ENTRY, "sm_90a")
+
+
+# The tf32 form, wgmma.mma_async m64nNk8.f32.tf32.tf32 (K-major, f32 elements whose low 13 bits
+# the tensor cores ignore): P.tf32_probe_ptx's kernel, as the H200 ran it.
+
+
+def tf32_kernel(n: int = 64) -> str:
+    """The tf32 probe's text in the parser's subset."""
+    return parser_subset(P.tf32_probe_ptx(n))
+
+
+def run_tf32(text: str, n: int, adversarial: bool):
+    (a, b, c), args = P.tf32_case(n, adversarial, seed=n + adversarial)
+    got = emulate(text, P.ENTRY, 1, 128, args, shared_bytes=len(args[0]) + len(args[1]))[3]
+    return got.view(np.uint32), P.tf32_reference(a, b, c).view(np.uint32), (a, b, c)
+
+
+@pytest.mark.parametrize("adversarial", [False, True], ids=["random", "adversarial"])
+@pytest.mark.parametrize("n", [64, 128, 256])
+def test_tf32_probe_kernel_matches_reference(n, adversarial):
+    """The 6 variants the H200 ran: every D word mma.sync m16n8k8 tf32's on the operands' top 19 bits."""
+    got, want, _ = run_tf32(tf32_kernel(n), n, adversarial)
+    assert np.array_equal(got, want), f"{int((got != want).sum())} of {want.size} D words differ"
+
+
+def test_tf32_operands_low_bits_are_ignored_not_rounded():
+    """The probe's operands carry low mantissa bits; D is the truncated operands' product, which
+    differs from the product of the operands rounded to nearest (so truncation is what is checked)."""
+    got, want, (a, b, c) = run_tf32(tf32_kernel(64), 64, False)
+    rounded = mma_arith.fused_mma(mma_arith.round_tf32(a, "rn").astype(np.float64),
+                                  mma_arith.round_tf32(b, "rn").astype(np.float64), c.astype(np.float64),
+                                  mma_arith.model_for("sm_90", "tf32"), "tf32", "tf32", "f32")
+    assert np.array_equal(got, want)
+    assert (got != rounded.astype(np.float32).view(np.uint32)).mean() > 0.5
+
+
+def test_tf32_probe_catches_a_wrong_b_descriptor():
+    """B's descriptor pointed at A: other products, other D."""
+    text = tf32_kernel(64)
+    wrong = re.sub(r"add\.u32 %r15, %r2, 8192;", "add.u32 %r15, %r2, 0;", text, count=1)
+    assert wrong != text
+    got, want, _ = run_tf32(wrong, 64, False)
+    assert not np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("%rq2, %p1, 1, 1;", "%rq2, %p1, 1, 1, 0, 0;", "6 operands"),
+    (".reg .f32 %d<32>;", ".reg .s32 %d<32>;", r"d must be \.f32 registers"),
+    ("k8.f32.tf32.tf32 {", "k8.f16.tf32.tf32 {", r"is modelled"),
+])
+def test_unsupported_tf32_forms_are_refused_when_decoded(old, new, message):
+    text = tf32_kernel(64)
     assert old in text
     with pytest.raises(EmulationError, match=message):
         compile_entry(text.replace(old, new), P.ENTRY, "sm_90a")

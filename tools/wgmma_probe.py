@@ -1,7 +1,8 @@
 """Probe of one warpgroup `wgmma.mma_async` on the GPU: shared-memory descriptors, swizzled operand
 layouts and the accumulator fragment, against the emulator's tensor-core arithmetic; also its
-2:4 sparse form (`sparse_probe_ptx`, A in the 128- or 64-byte swizzle) and the 8-bit integer one
-(`int8_probe_ptx`, against the wrapped int32 sums).
+2:4 sparse form (`sparse_probe_ptx`, A in the 128- or 64-byte swizzle), the 8-bit integer one
+(`int8_probe_ptx`, against the wrapped int32 sums) and the tf32 one (`tf32_probe_ptx`, f32 operands
+whose low 13 bits the tensor cores must ignore).
 
 A one-CTA kernel (128 threads, one warpgroup) copies host-made images of A and B (already in the
 128-byte-swizzle layout the descriptors name) into shared memory, loads C into the accumulator
@@ -309,19 +310,20 @@ def sw128_bytes(x: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
-def int8_probe_ptx(n: int, etype: str = "s8") -> str:
-    """The kernel for D (64 x n, s32) = A (64 x 128) B (128 x n) + C with 8-bit integers
-    (`wgmma.mma_async ... m64nNk32.s32.T.T`, both operands K-major: 128 K a 128-byte row, 4 k32
-    steps 32 bytes apart), C and D s32 in the f32 accumulator's fragment."""
+def kmajor_probe_ptx(n: int, shape: str, dtype: str, a_rows_bytes: int = 128, steps: int = 4,
+                     immediates: str = "") -> str:
+    """The kernel for D (64 x n) = A B + C, both operands K-major images of 128-byte rows (A 64 rows,
+    B n rows) in the 128-byte swizzle, `steps` instructions `shape` 32 bytes of K apart; C and D
+    `dtype` in the accumulator's fragment, `immediates` after scale-d."""
     regs = n // 2
-    a_bytes, b_bytes = 64 * 128, n * 128
+    a_bytes, b_bytes = 64 * a_rows_bytes, n * 128
     lines = [
         ".version 8.0", ".target sm_90a", ".address_size 64",
         ".extern .shared .align 1024 .b8 smem[];",
         f".visible .entry {ENTRY}(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)",
         "{",
         ".reg .b32 %r<16>;", ".reg .b64 %rd<16>;", ".reg .b64 %rd_desc, %rd_a, %rd_b;",
-        f".reg .s32 %d<{regs}>;", ".reg .pred %p<4>;",
+        f".reg .{dtype} %d<{regs}>;", ".reg .pred %p<4>;",
         "ld.param.u64 %rd1, [pa];", "ld.param.u64 %rd2, [pb];", "ld.param.u64 %rd3, [pc];",
         "ld.param.u64 %rd4, [pd];",
         "mov.u32 %r1, %tid.x;",
@@ -330,21 +332,28 @@ def int8_probe_ptx(n: int, etype: str = "s8") -> str:
     lines += copy_images([("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)])
     lines += ["fence.proxy.async.shared::cta;", "bar.sync 0;"]
     lines += lane_pointers(n)
-    lines += accumulators(n, "s32", store=False)
+    lines += accumulators(n, dtype, store=False)
     lines += ["wgmma.fence.sync.aligned;", "setp.eq.u32 %p1, 1, 1;"]
     dregs = ", ".join(f"%d{i}" for i in range(regs))
-    for s in range(4):
+    for s in range(steps):
         lines.append(f"add.u32 %r15, %r2, {s * 32};")
         lines += descriptor("%r15", 16, 1024)
         lines.append("mov.b64 %rd_a, %rd_desc;")
         lines.append(f"add.u32 %r15, %r2, {a_bytes + s * 32};")
         lines += descriptor("%r15", 16, 1024)
         lines.append("mov.b64 %rd_b, %rd_desc;")
-        lines.append(f"wgmma.mma_async.sync.aligned.m64n{n}k32.s32.{etype}.{etype} {{{dregs}}}, %rd_a, %rd_b, %p1;")
+        lines.append(f"wgmma.mma_async.sync.aligned.m64n{n}{shape} {{{dregs}}}, %rd_a, %rd_b, %p1{immediates};")
     lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"]
-    lines += accumulators(n, "s32", store=True)
+    lines += accumulators(n, dtype, store=True)
     lines += ["ret;", "}"]
     return "\n".join(lines) + "\n"
+
+
+def int8_probe_ptx(n: int, etype: str = "s8") -> str:
+    """The kernel for D (64 x n, s32) = A (64 x 128) B (128 x n) + C with 8-bit integers
+    (`wgmma.mma_async ... m64nNk32.s32.T.T`, both operands K-major: 128 K a 128-byte row, 4 k32
+    steps 32 bytes apart), C and D s32 in the f32 accumulator's fragment."""
+    return kmajor_probe_ptx(n, f"k32.s32.{etype}.{etype}", "s32")
 
 
 def int8_case(n: int, etype: str, adversarial: bool, seed: int):
@@ -377,6 +386,55 @@ def run_int8(n: int, etype: str, adversarial: bool, seed: int):
     return int((out[3] != int8_reference(a, b, c)).sum()), 0.0
 
 
+def tf32_probe_ptx(n: int) -> str:
+    """The kernel for D (64 x n, f32) = A (64 x 32) B (32 x n) + C with tf32 operands held as f32
+    (`wgmma.mma_async ... m64nNk8.f32.tf32.tf32`, both K-major: K 32 a 128-byte row, 4 k8 steps 32
+    bytes apart; no transpose immediates exist for tf32)."""
+    return kmajor_probe_ptx(n, "k8.f32.tf32.tf32", "f32", immediates=", 1, 1")
+
+
+def tf32_case(n: int, adversarial: bool, seed: int):
+    """(A, B, C) and the kernel's arguments: f32 A (64 x 32), B (32 x n) with random low mantissa
+    bits (which tf32 must ignore), C f32; adversarial: wide exponents, cancelling pairs down K,
+    f32 subnormals and a wide C."""
+    rng = np.random.default_rng(seed)
+    if adversarial:
+        a = (rng.standard_normal((64, 32)) * np.exp2(rng.integers(-60, 60, (64, 32)))).astype(np.float32)
+        b = (rng.standard_normal((32, n)) * np.exp2(rng.integers(-60, 60, (32, n)))).astype(np.float32)
+        b[1::2] = -b[0::2]  # cancellation down K
+        a[:, 1::2] = a[:, 0::2]
+        a[::7, ::5] = np.float32(3e-39)  # subnormal
+        b[::3, ::11] = np.float32(-7e-40)
+        c = (rng.standard_normal((64, n)) * np.exp2(rng.integers(-60, 60, (64, n)))).astype(np.float32)
+    else:
+        a = rng.standard_normal((64, 32)).astype(np.float32)
+        b = rng.standard_normal((32, n)).astype(np.float32)
+        c = rng.standard_normal((64, n)).astype(np.float32)
+    args = [sw128_bytes(a), sw128_bytes(np.ascontiguousarray(b.T)), c, np.zeros((64, n), np.float32)]
+    return (a, b, c), args
+
+
+def tf32_reference(a, b, c) -> np.ndarray:
+    """mma.sync m16n8k8 tf32's arithmetic on the operands' top 19 bits (the low 13 ignored)."""
+    from tilemma.compiler.verify import mma_arith
+    model = mma_arith.model_for("sm_90", "tf32", None, "m16n8k8")
+
+    def tf32(x):
+        return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+
+    return mma_arith.fused_mma(tf32(a), tf32(b), c.astype(np.float64), model, "tf32", "tf32", "f32").astype(np.float32)
+
+
+def run_tf32(n: int, adversarial: bool, seed: int):
+    from tilemma.compiler.runtime import cuda_runtime
+    (a, b, c), args = tf32_case(n, adversarial, seed)
+    out = cuda_runtime.run_kernel(tf32_probe_ptx(n), ENTRY, (1, 1, 1), (128, 1, 1), args,
+                                  shared_bytes=len(args[0]) + len(args[1]))
+    want = tf32_reference(a, b, c)
+    ref64 = a.astype(np.float64) @ b.astype(np.float64) + c
+    return int((out[3].view(np.uint32) != want.view(np.uint32)).sum()), float(np.abs(out[3] - ref64).max())
+
+
 def variant(*args) -> str:
     """One variant's verdict ("mismatched-words max-error", or ERR and the last line of its
     error), run as `python -m tools.wgmma_probe ARGS` in a process of its own."""
@@ -391,6 +449,11 @@ def main(argv: list[str]) -> int:
         etype, n, adv = argv[1], int(argv[2]), argv[3] == "1"
         bad, _ = run_int8(n, etype, adv, seed=n + adv)
         print(bad, 0)
+        return 0
+    if argv and argv[0] == "tf32":
+        n, adv = int(argv[1]), argv[2] == "1"
+        bad, err = run_tf32(n, adv, seed=n + adv)
+        print(bad, f"{err:.3g}")
         return 0
     if argv and argv[0] == "sp":
         etype, n, mn, adv = argv[1], int(argv[2]), argv[3] == "1", argv[4] == "1"
@@ -418,6 +481,9 @@ def main(argv: list[str]) -> int:
         for n in (64, 128, 256):
             for adv in (False, True):
                 print("int8", etype, n, "adv" if adv else "rand", variant("i8", etype, n, int(adv)), sep="\t", flush=True)
+    for n in (64, 128, 256):
+        for adv in (False, True):
+            print("tf32", n, "adv" if adv else "rand", variant("tf32", n, int(adv)), sep="\t", flush=True)
     return 0
 
 if __name__ == "__main__":

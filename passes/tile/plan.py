@@ -477,8 +477,8 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
                 f"(dense, the 16-bit ones also sparse from a pre-compressed A), not {variant.opcode}")
     if why_not:
         return f"the kernel cannot be staged: {why_not}"
-    if g.a.casts or g.b.casts:
-        return "A and B must be read as stored"
+    if (g.a.casts or g.b.casts) and not (variant.atype == "tf32" and tf32_rounding(g.a) and tf32_rounding(g.b)):
+        return "A and B must be read as stored (or f32 read as tf32)"
     if gather:
         return "every row of A and B must be 4-byte aligned for cp.async (no gather)"
     if g.a.bits == 8 and any(wrong_order(g, w) and w not in fill for w in "ab"):
@@ -487,10 +487,29 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
     return None
 
 
+def tf32_rounding(mem) -> str | None:
+    """The rounding by which an f32 operand becomes tf32 (its one cast), None if it is not one."""
+    if len(mem.casts) == 1 and mem.casts[0][:2] == ("f32", "tf32"):
+        return mem.casts[0][2] or tile.CAST_RULES[("f32", "tf32")].default
+    return None
+
+
+def tf32_staging(g) -> tuple[str, str]:
+    """(fill, gather) of a tf32 wgmma kernel: wgmma reads tf32 K-major from the stage itself, so
+    an operand stored M- or N-major is transposed by the fill, and a K-major one rounded (rna, rn,
+    rz) is gathered (copied through registers), both rounding it on the way into shared memory; a
+    K-major truncated one is copied by cp.async as stored (the tensor cores ignore the low bits)."""
+    fill = "".join(w for w in "ab" if wrong_order(g, w))
+    gather = "".join(w for w, mem in (("a", g.a), ("b", g.b)) if w not in fill and tf32_rounding(mem) != "trunc")
+    return fill, gather
+
+
 def wgmma_schedule(g) -> str:
     """The wgmma kernel's key in `configs` (its defaults, `WGMMA_NARROW`, `WGMMA_MIN_ROWS`)."""
     if g.a.bits == 8:
         return "8bit-wgmma"
+    if g.a.bits == 32:
+        return "tf32-wgmma"
     if g.a_meta is None:
         return "16bit-wgmma"
     return "sparse-wgmma-k-major-b" if column_major(g.b) else "sparse-wgmma"
@@ -581,9 +600,12 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
     # sm_90a's warpgroups where they can and win (`configs.WGMMA_MIN_ROWS`), unless a configuration is forced
+    # (tf32: only where cp.async stages both operands; the fill and the rounding copies lose to
+    # mma.sync, H100 4096^3 tf32 rna 162 against 199 TFLOP/s, results/h100-2026-11-27-tf32-wgmma.csv)
     automatic = ((warps, warp_tile, stages, stage_k) == (None, None, -1, 0)
                  and g.m >= configs.WGMMA_MIN_ROWS[wgmma_schedule(g)]
-                 and wgmma_unsupported(g, variant, target, why_not, wgmma_fill, gather) is None)
+                 and wgmma_unsupported(g, variant, target, why_not, wgmma_fill, gather) is None
+                 and (variant.atype != "tf32" or tf32_staging(g) == ("", "")))
     if wgmma or automatic:
         planned = plan_wgmma(kernel, g, variant, target, why_not, wgmma_fill, gather, warps, warp_tile, stages,
                              stage_k, split_k, automatic=not wgmma)
@@ -677,6 +699,8 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")
+    if variant.atype == "tf32":
+        fill, gather = tf32_staging(g)
     if stages == 0:
         raise LoweringError(mma, "wgmma: the warpgroups read their operands from shared memory; stages=0 cannot take it")
     schedule = wgmma_schedule(g)
@@ -699,15 +723,19 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     if (need := stages * stage_k * bits_per_k // 8) > limit:
         raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {need} bytes of "
                             f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")
-    for what in fill:  # each filled operand's K-major stage over the CTA's threads (`FillLayout`)
-        lines = bm if what == "a" else bn
-        if warp.FillLayout.of(lines, stage_k, 8, t.threads) is None:
+    # each filled operand's K-major stage over the CTA's threads (`FillLayout`), each gathered one's
+    for what in fill + gather:
+        lines, mem = (bm, g.a) if what == "a" else (bn, g.b)
+        layout = (warp.FillLayout if what in fill else warp.GatherLayout).of(lines, stage_k, mem.bits, t.threads)
+        if layout is None:
             if automatic:
                 return None
-            raise LoweringError(mma, f"wgmma: the transposing fill of {what.upper()} cannot split a {lines} x "
+            how = "transposing fill" if what in fill else "rounding copy"
+            raise LoweringError(mma, f"wgmma: the {how} of {what.upper()} cannot split a {lines} x "
                                 f"{stage_k} stage evenly over {t.threads} threads; choose other warps or warp-tile")
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
-    return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma")
+    return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, gather,
+                    mma="wgmma")
 
 
 @dataclass(frozen=True)

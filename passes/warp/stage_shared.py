@@ -320,7 +320,8 @@ class _Stage(IndexBuilder):
                                                     shape, self.threads, transpose=transpose, gather=gathered,
                                                     by_element=not gathered and what in gather),
                                     rows_in, cols_in)
-                self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gathered))
+                rounding = None if load0.rounding is None else str(load0.rounding.data)  # f32 stored as tf32
+                self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gathered, rounding=rounding))
 
     def stage_meta(self, stage: SSAValue, token: SSAValue) -> list[SSAValue]:
         """A pre-compressed A's metadata for the stage: per instruction row of the warp tile, its

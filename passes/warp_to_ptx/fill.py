@@ -87,17 +87,20 @@ class LowerFillLoad(RewritePattern):
                                 f"window's {'columns' if lines_dim == 2 else 'rows'} must have stride 1")
         per = layout.per_word
         step = layout.block_step * per  # elements across between a thread's chunks
-        stride = window.strides[across_dim]  # elements: a register where `?` (8-bit only)
+        stride = window.strides[across_dim]  # elements: a register where `?` (not sub-byte)
         if isinstance(stride, int):
             stride = stride * layout.bits // 8  # bytes: tile-plan asked for whole words a line
-        elif layout.bits != 8:
+        elif layout.bits < 8:
             raise LoweringError(op, "warp.fill_load: sub-byte elements need static strides")
+        elif layout.bits == warp.WIDE_BITS:  # bytes, once
+            elements = stride
+            stride = kernel.thread_invariant(("fill-stride", elements), lambda e2: _bytes_of(e2, elements, 4))
 
         def parts(e: fio.Emitter) -> tuple[str, str, str]:
             """(line, first element across, byte offset of the first word) of the thread."""
             word, block = kernel.thread_invariant(("fill-thread", layout), lambda e2: _thread_parts(e2, layout))
             line, across = e.reg("b32"), e.reg("b32")
-            e.emit("mul.lo.u32", line, word, per)
+            e.emit("mul.lo.u32", line, word, layout.lines_per_word)
             e.emit("mul.lo.u32", across, block, per)
             offset, line64 = e.reg("b64"), e.reg("b64")
             fio._mul_wide(e, offset, across, stride)
@@ -168,6 +171,13 @@ class LowerFillLoad(RewritePattern):
         _finish(op, rewriter, e, [words])
 
 
+def _bytes_of(e: fio.Emitter, elements: str, size: int) -> str:
+    """A register holding `elements` (a register) times the element size `size` (a power of 2)."""
+    out = e.reg("b32")
+    e.emit("shl.b32", out, elements, size.bit_length() - 1)
+    return out
+
+
 def _word_by_element(e: fio.Emitter, word: str, at: str, offset: int, guards: list[str | None]) -> None:
     """`word` = the 4 bytes at `at` + `offset` (byte c: line c), loaded one by one (`ld.global.u8`,
     each zero where its guard fails) and packed by `prmt`: a fill's word whose lines are not 4-byte
@@ -211,8 +221,14 @@ class LowerFillStore(RewritePattern):
         if fold:
             raise LoweringError(op, "warp.fill_store: a folded swizzle (#warp.swizzled<_, fold>) is for byte-pair "
                                 "ldmatrix reads; a filled or gathered stage takes the plain one")
+        rounding = None if op.rounding is None else str(op.rounding.data)
         if isinstance(layout, warp.GatherLayout):
-            _finish(op, rewriter, _gather_stores(kernel, layout, words, dst, stage, row_bytes, stage_bytes, swizzle, mult))
+            _finish(op, rewriter, _gather_stores(kernel, layout, words, dst, stage, row_bytes, stage_bytes, swizzle, mult,
+                                                 rounding))
+            return
+        if layout.bits == warp.WIDE_BITS:
+            _finish(op, rewriter, _vector_stores(kernel, layout, words, dst, stage, row_bytes, stage_bytes, swizzle,
+                                                 mult, rounding))
             return
         per = layout.per_word
         step_bytes = layout.block_step * per * layout.bits // 8  # bytes across between chunks
@@ -282,6 +298,54 @@ class LowerFillStore(RewritePattern):
                     e.emit("add.u32", addr, addr, stage_base)
                     e.emit("st.shared.b32", f"[{addr}]", out)
         _finish(op, rewriter, e)
+
+
+def _rounded(e: fio.Emitter, word: str, rounding: str | None) -> str:
+    """An f32 word as the tf32 `rounding` makes it (`cvt.<rounding>.tf32.f32`); trunc (the tensor
+    cores ignore the low bits) and none leave it as loaded."""
+    if rounding in (None, "trunc"):
+        return word
+    out = e.reg("b32")
+    e.emit(f"cvt.{rounding}.tf32.f32", out, word)
+    return out
+
+
+def _vector_stores(kernel, layout: warp.FillLayout, words: list[str], dst: str, stage: str, row_bytes: int,
+                   stage_bytes: int, swizzle: bool, mult: int, rounding: str | None) -> fio.Emitter:
+    """A 32-bit fill's stores: each chunk, its line's 4 elements across already, rounded and
+    stored as one `st.shared.v4.b32` at the thread's line (its word) and the chunk's 16 bytes of
+    the row, swizzled. A warp's 8 lanes of a store phase take 8 neighbouring lines of one column,
+    which the swizzle spreads over 8 granules: no bank conflicts, no rotation needed."""
+    vector = layout.per_word * 4  # bytes a chunk's line holds
+
+    def parts(e: fio.Emitter) -> tuple[str, str | None, str]:
+        """(the line's byte offset, its swizzle phase, the first chunk's byte column)."""
+        word, block = kernel.thread_invariant(("fill-thread", layout), lambda e2: _thread_parts(e2, layout))
+        row, col = e.reg("b32"), e.reg("b32")
+        e.emit("mul.lo.u32", row, word, row_bytes)
+        phase = _swizzle_phase(e, word, row_bytes, mult) if swizzle else None
+        e.emit("mul.lo.u32", col, block, vector)
+        return row, phase, col
+
+    row, phase, col = kernel.thread_invariant(("fill-store-wide", layout, row_bytes, swizzle, mult), parts)
+    e = fio.Emitter(kernel.regs)
+    stage_base = e.reg("b32")
+    e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
+    per = layout.per_word
+    for i in range(layout.chunks_per_thread):
+        values = [_rounded(e, w, rounding) for w in words[i * per:(i + 1) * per]]
+        c, addr = col, e.reg("b32")
+        if i:
+            c = e.reg("b32")
+            e.emit("add.u32", c, col, i * layout.block_step * vector)
+        if phase is not None:
+            e.emit("xor.b32", addr, c, phase)
+            e.emit("add.u32", addr, addr, row)
+        else:
+            e.emit("add.u32", addr, c, row)
+        e.emit("add.u32", addr, addr, stage_base)
+        e.emit("st.shared.v4.b32", f"[{addr}]", "{" + ", ".join(values) + "}")
+    return e
 
 
 _LOW_NIBBLES, _HIGH_NIBBLES = 0x0F0F0F0F, 0xF0F0F0F0
@@ -441,6 +505,9 @@ def _gather_loads(op: warp.FillLoadOp, kernel, layout: warp.GatherLayout, window
                 e.emit("mov.b32", v, 0)
             e.emit(f"ld.global.{suffix}", v, address, guard=guard)
             elems.append(v)
+        if per == 1:  # a 32-bit element is its word
+            words.append(elems[0])
+            continue
         w = e.reg("b32")
         if per == 2:
             e.emit("prmt.b32", w, elems[0], elems[1], _HALVES_LOW)
@@ -451,8 +518,8 @@ def _gather_loads(op: warp.FillLoadOp, kernel, layout: warp.GatherLayout, window
 
 
 def _gather_stores(kernel, layout: warp.GatherLayout, words: list[str], dst: str, stage: str, row_bytes: int,
-                   stage_bytes: int, swizzle: bool, mult: int) -> fio.Emitter:
-    """Each word into its stage row, `st.shared.b32`, swizzled."""
+                   stage_bytes: int, swizzle: bool, mult: int, rounding: str | None) -> fio.Emitter:
+    """Each word into its stage row, `st.shared.b32`, swizzled (an f32 one rounded to tf32 first)."""
 
     def parts(e: fio.Emitter) -> str:
         """The byte column of the thread's word."""
@@ -471,5 +538,5 @@ def _gather_stores(kernel, layout: warp.GatherLayout, words: list[str], dst: str
         e.emit("add.u32", r, row, i * layout.row_step)
         addr = _shared_offset(e, r, row_bytes, col, swizzle, mult)
         e.emit("add.u32", addr, addr, stage_base)
-        e.emit("st.shared.b32", f"[{addr}]", w)
+        e.emit("st.shared.b32", f"[{addr}]", _rounded(e, w, rounding))
     return e

@@ -82,8 +82,10 @@ class LowerWgmma(RewritePattern):
         sp = ".sp" if op.sparse else ""
         opcode = (f"wgmma.mma_async{sp}.sync.aligned.m64n{op.n}k{op.k_step}.{dtype}.{frag.variant.atype}."
                   f"{frag.variant.btype}")
-        # the floats' immediates: scale-a, scale-b, trans-a, trans-b (the integer forms have none)
-        imms = () if dtype == "s32" else (1, 1, int(bool(a_blocks)), int(bool(b_blocks)))
+        # the floats' immediates: scale-a, scale-b, and for 16-bit ones trans-a, trans-b (the
+        # integer forms have none, tf32 no transposes)
+        imms = () if dtype == "s32" else (1, 1) if frag.variant.atype == "tf32" else \
+            (1, 1, int(bool(a_blocks)), int(bool(b_blocks)))
         for s in range(steps):
             da, db = a_desc, b_desc
             if s:

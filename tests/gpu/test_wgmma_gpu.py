@@ -4,8 +4,9 @@ enough to emulate) and as the GPU's own mma.sync kernel of the same problem comp
 each k16 step in K order; the sparse ones, of a pre-compressed A, as the mma.sp kernel, each k32
 step); and the raw instruction probe (tools/wgmma_probe.py: descriptors, both B orders, N 64-256,
 random and adversarial data, against mma_arith; the sparse form with A in the 128- and the
-64-byte swizzle; the 8-bit integer form against the wrapped int32 sums); 8-bit integer kernels
-exact and equal to the mma.sync kernels'."""
+64-byte swizzle; the 8-bit integer form against the wrapped int32 sums; the tf32 form, its operands
+f32 with low bits to ignore); 8-bit integer kernels exact and equal to the mma.sync kernels',
+tf32 ones (rounded by the fill or a rounding copy, or truncated) bit for bit the mma.sync kernels'."""
 
 import subprocess
 import sys
@@ -88,6 +89,24 @@ def test_int8_wgmma_on_the_gpu(spec, options):
     assert ".s32." in result.variant and result.max_abs == 0, result.line()
 
 
+TF32_CASES = [  # (spec, options): every order, every rounding, ragged sizes, a batch, both rings
+    (GemmSpec(130, 200, 300, "tf32", "tf32", "f32", b_layout="col"), {}),  # rounding copies
+    (GemmSpec(130, 200, 300, "tf32", "tf32", "f32"), {}),  # the fill stages B K-major
+    (GemmSpec(136, 200, 96, "tf32", "tf32", "f32", a_layout="col", b_layout="col", rounding="rz"), {}),
+    (GemmSpec(70, 136, 100, "tf32", "tf32", "f32", a_layout="col", batch=2, rounding="rn"), {}),
+    (GemmSpec(130, 72, 64, "tf32", "tf32", "f32", b_layout="col", rounding="trunc"), {}),  # cp.async
+    (GemmSpec(200, 264, 96, "tf32", "tf32", "f32"), {"warps": "4x1", "warp_tile": "1x16", "stages": 3}),
+    (GemmSpec(1024, 1024, 1024, "tf32", "tf32", "f32"), {}),  # the default tiles
+    (GemmSpec(96, 64, 100, "tf32", "tf32", "f32", b_layout="col"), {"stages": 2}),
+]
+
+
+@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.parametrize("spec, options", TF32_CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
+def test_tf32_wgmma_on_the_gpu(spec, options):
+    like_the_sm90_kernel(spec, options, "gpu", 5, "wgmma.mma_async.sync.aligned.m64n", "mma.sync")
+
+
 @pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("etype", ["s8", "u8"])
 @pytest.mark.parametrize("n", [64, 128, 256])
@@ -128,3 +147,14 @@ def test_probe(etype, n, b_major, adversarial):
     assert r.returncode == 0, r.stderr
     mismatched = int(r.stdout.split()[0])
     assert mismatched == 0, r.stdout
+
+
+@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.parametrize("n", [64, 128, 256])
+@pytest.mark.parametrize("adversarial", [False, True])
+def test_tf32_probe(n, adversarial):
+    """One tf32 wgmma kernel of the probe (f32 operands, their low 13 bits ignored) in its own process."""
+    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", "tf32", str(n), str(int(adversarial))],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[0]) == 0, r.stdout

@@ -76,6 +76,7 @@ from tilemma.compiler.verify.emulator.shared_ops import whole_groups
 _MMA_ASYNC = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.(\w+)$")
 _MMA_ASYNC_SP = re.compile(r"^wgmma\.mma_async\.sp\.sync\.aligned\.m64n(\d+)k32\.f32\.(\w+)\.(\w+)$")
 _MMA_ASYNC_INT = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k32\.s32\.(\w+)\.(\w+)$")
+_MMA_ASYNC_TF32 = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k8\.f32\.tf32\.tf32$")
 _INT8 = {"s8": np.int8, "u8": np.uint8}
 _SWIZZLES = {0: "no swizzle (the interleaved layout)", 1: "the 128-byte swizzle",
              2: "the 64-byte swizzle", 3: "the 32-byte swizzle"}
@@ -231,7 +232,8 @@ def _dec_wgmma(d, op, mods, args, where) -> Fn:
 @dataclass(frozen=True)
 class _Form:
     """What an mma_async opcode names: dense 16-bit floats (k16), their 2:4 sparse form (k32, 16
-    kept values of A an instruction) or 8-bit integers (k32, 1-byte elements)."""
+    kept values of A an instruction), 8-bit integers (k32, 1-byte elements) or tf32 (k8, 4-byte
+    elements, K-major only)."""
 
     sparse: bool
     integer: bool
@@ -249,6 +251,8 @@ def _form(opcode: str, where: str) -> _Form:
             raise EmulationError(f"{where}: only wgmma.mma_async.sync.aligned.m64nNk32.s32.{{s8,u8}}.{{s8,u8}} (A and B "
                                  "of one type) is modelled among the integer forms")
         return _Form(False, True, int(match.group(1)), match.group(2), 32, 32, 1)
+    if match := _MMA_ASYNC_TF32.match(opcode):
+        return _Form(False, False, int(match.group(1)), "tf32", 8, 8, 4)
     form = "wgmma.mma_async.sp.sync.aligned.m64nNk32" if sparse else "wgmma.mma_async.sync.aligned.m64nNk16"
     match = (_MMA_ASYNC_SP if sparse else _MMA_ASYNC).match(opcode)
     if not match or match.group(2) != match.group(3) or match.group(2) not in ("f16", "bf16"):
@@ -269,7 +273,10 @@ def _dec_mma_async(d, op, args, where) -> Fn:
     scale-d, ...: the same with A 2:4 sparse (its 16 kept values a row, K-major, and each warp's
     metadata words for its 16 rows, as mma.sp m16n8k32 takes them); and
     wgmma.mma_async.sync.aligned.m64nNk32.s32.T.T {d}, a-desc, b-desc, scale-d (T s8 or u8, both
-    K-major): D = A B + (scale-d ? C : 0), the exact sum wrapped to 32 bits."""
+    K-major): D = A B + (scale-d ? C : 0), the exact sum wrapped to 32 bits; and
+    wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32 {d}, a-desc, b-desc, scale-d, imm-scale-a,
+    imm-scale-b (both K-major, f32 elements of which the low 13 bits are ignored): mma.sync
+    m16n8k8 tf32's arithmetic."""
     f = _form(op.opcode.data, where)
     sparse, integer, n, etype, kk, a_k, elem = f.sparse, f.integer, f.n, f.etype, f.k, f.a_k, f.elem
     if not (8 <= n <= 256 and n % 8 == 0):
@@ -283,6 +290,9 @@ def _dec_mma_async(d, op, args, where) -> Fn:
     elif integer:  # no immediates: no negation, no transposes
         dvec, a_desc, b_desc, scale_d = _one(d, op, args, 4, where)
         imms = [_Imm("1", 1), _Imm("1", 1), _Imm("0", 0), _Imm("0", 0)]
+    elif etype == "tf32":  # negations, no transposes (K-major only)
+        dvec, a_desc, b_desc, scale_d, *imms = _one(d, op, args, 6, where)
+        imms += [_Imm("0", 0), _Imm("0", 0)]
     else:
         dvec, a_desc, b_desc, scale_d, *imms = _one(d, op, args, 8, where)
     regs = list(dvec.items) if isinstance(dvec, _Vec) else [dvec]
@@ -353,7 +363,8 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         sh.hold(held)
         state = _state(m)
         state.pending.append((groups, held, state.committed[groups].copy()))
-        bits = np.ascontiguousarray(sh.data[idx]).view(_INT8[etype] if integer else np.uint16).reshape(groups.size, cells)
+        view = _INT8[etype] if integer else np.uint32 if elem == 4 else np.uint16
+        bits = np.ascontiguousarray(sh.data[idx]).view(view).reshape(groups.size, cells)
         a = bits[:, : 64 * a_k].reshape(-1, 64, a_k)
         b = bits[:, 64 * a_k:].reshape(-1, n, kk).transpose(0, 2, 1)
         return a, b
@@ -387,8 +398,8 @@ def _dec_mma_async(d, op, args, where) -> Fn:
             out = _int_mma(a_bits, b_bits, np.where(scaled[:, None, None], c, 0))
             out = out.view(np.uint32).reshape(groups.size, -1)[:, pos]  # [G, 128, N / 2]
         else:
-            a = _decode(a_bits, etype, 16) * sign_a
-            b = _decode(b_bits, etype, 16) * sign_b
+            a = _decode(a_bits, etype, 8 * elem) * sign_a
+            b = _decode(b_bits, etype, 8 * elem) * sign_b
             kept = None
             if sp is not None:
                 a, kept = densify(m, groups, a)

@@ -1,0 +1,101 @@
+"""tf32 multiplied by warpgroups (`wgmma.mma_async ... m64nNk8.f32.tf32.tf32`, sm_90a): what
+`tile-plan` chooses (the warpgroups read tf32 K-major from the stage itself, so every operand that
+is rounded (rna, rn, rz) is rounded on its way into shared memory: an M-major A or N-major B by the
+32-bit transposing fill, a K-major one by a rounding copy; a truncated K-major one is copied as
+stored by cp.async, its low bits ignored by the tensor cores), the PTX (scale-a and scale-b only, K
+steps 32 bytes), ptxas, and in the emulator D equal to the mma.sync kernel's word for word (both
+chain m16n8k8's arithmetic in K order; tools/wgmma_probe.py showed wgmma's to be that on an H100).
+(GPU: tests/gpu/test_wgmma_gpu.py.)"""
+
+import re
+
+import pytest
+
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.gemm_generator import GemmSpec
+
+from tests.wgmma_cases import assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas, schedule
+
+
+def spec(m, n, k, rounding="rna", **kw) -> GemmSpec:
+    return GemmSpec(m, n, k, "tf32", "tf32", "f32", rounding=rounding, **{"b_layout": "col", **kw})
+
+
+@pytest.mark.parametrize("s, want", [
+    (spec(4096, 4096, 4096), ("wgmma", "", "ab")),  # K-major, rounded: both copied through registers
+    (spec(4096, 4096, 4096, "trunc"), ("wgmma", "", "")),  # truncated: cp.async as stored
+    (spec(4096, 4096, 4096, b_layout="row"), ("wgmma", "b", "a")),  # N-major B: the fill
+    (spec(4096, 4096, 4096, "trunc", a_layout="col"), ("wgmma", "a", "")),
+    (spec(4096, 4096, 4096, "rz", a_layout="col", b_layout="row"), ("wgmma", "ab", "")),
+])
+def test_staging(s, want):
+    got = schedule(s, "90a", wgmma=True)
+    assert (got.mma, got.fill, got.gather) == want
+    assert (got.warps, got.warp_tile, got.stages, got.stage_k) == ((8, 1), (1, 32), 4, 32)
+
+
+def test_chosen_by_itself_where_cp_async_stages_both():
+    assert schedule(spec(4096, 4096, 4096, "trunc"), "90a").mma == "wgmma"
+
+
+@pytest.mark.parametrize("s, sm", [
+    (spec(4096, 4096, 4096, "trunc"), "90"),  # sm_90 has no wgmma
+    (spec(128, 4096, 4096, "trunc"), "90a"),  # fewer rows than configs.WGMMA_MIN_ROWS
+    (spec(4096, 4096, 4096), "90a"),  # rounded: the copies through registers lose to mma.sync
+    (spec(4096, 4096, 4096, "trunc", b_layout="row"), "90a"),  # so does the fill
+])
+def test_mma_sync_where_wgmma_is_not_chosen(s, sm):
+    assert schedule(s, sm).mma == "sync"
+
+
+@pytest.mark.parametrize("s, kw, message", [
+    (spec(64, 64, 128), {"stage_k": 64}, "stage-k 32 for 32-bit operands"),
+    (spec(256, 256, 128, b_layout="row"), {"warps": "12x1", "warp_tile": "1x32"},
+     "the transposing fill of B cannot split a 256 x 32 stage evenly over 384 threads"),
+])
+def test_refusals_are_located(s, kw, message):
+    with pytest.raises(LocatedVerifyError) as e:
+        compiled(s, wgmma=True, **kw)
+    assert message in str(e.value)
+    assert e.value.span is not None
+
+
+def test_ptx():
+    """The tf32 opcode with scale-a and scale-b after scale-d (no transposes), both descriptors' K
+    steps 32 bytes (2 units) along the 128-byte rows (K 32 a stage: 4 steps); the rounding copy's
+    cvt.rna and the fill's 16-byte stores."""
+    ptx = compiled(spec(256, 256, 512), wgmma=True).ptx
+    calls = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k8\.f32\.tf32\.tf32 \{[^}]*\}, %rd\d+, %rd\d+, "
+                       r"%p\d+, 1, 1;", ptx)
+    assert calls and len(calls) % 4 == 0
+    body = ptx[ptx.index("wgmma.fence"):]
+    assert [int(x) for x in re.findall(r"add\.s64 %rd\d+, %rd\d+, (\d+);", body)[:6]] == [2, 2, 4, 4, 6, 6]
+    assert "cvt.rna.tf32.f32" in ptx and not re.search(r"cp\.async\.c[ag]", ptx)
+    filled = compiled(spec(256, 256, 512, "rz", b_layout="row"), wgmma=True).ptx
+    assert "cvt.rz.tf32.f32" in filled and "st.shared.v4.b32" in filled
+    truncated = compiled(spec(256, 256, 512, "trunc"), wgmma=True).ptx
+    assert "tf32.f32" not in truncated.replace("tf32.tf32", "") and re.search(r"cp\.async\.c[ag]", truncated)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("layouts", [("row", "col"), ("row", "row"), ("col", "col"), ("col", "row")])
+def test_ptxas_takes_it(layouts):
+    a, b = layouts
+    assert_assembles_without_spills(compiled(spec(4096, 4096, 4096, a_layout=a, b_layout=b), wgmma=True).ptx)
+
+
+CASES = {  # spec, options
+    "odd": (spec(130, 200, 300), {}),  # ragged M, N and K: the rounding copies
+    "b-row-filled": (spec(130, 200, 300, b_layout="row"), {}),  # the fill stages B K-major
+    "a-col-filled-rz": (spec(136, 200, 96, "rz", a_layout="col"), {}),
+    "both-filled-rn": (spec(70, 136, 100, "rn", a_layout="col", b_layout="row", batch=2), {}),
+    "trunc": (spec(130, 72, 64, "trunc"), {}),  # cp.async as stored
+    "in-flight": (spec(200, 264, 96, b_layout="row"), {"warps": "4x1", "warp_tile": "1x16", "stages": 3}),
+    "wait-each": (spec(96, 64, 100), {"stages": 2}),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_emulated_like_the_mma_sync_kernel(name):
+    s, kw = CASES[name]
+    like_the_sm90_kernel(s, kw, "emulator", 7, "wgmma.mma_async", "mma.sync")
