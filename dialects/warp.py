@@ -676,6 +676,7 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
     LdMatrixOp,
     LoadMetaSharedOp,
     LoadSharedOp,
+    RoundStageOp,
     is_shared,
 )
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
@@ -688,6 +689,6 @@ Warp = Dialect(
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, UnpairColumnsOp, PairColumnsOp, UnpairRowsOp, PairRowsOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp, CopyMetaAsyncOp, LoadMetaSharedOp,
      DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp,
-     RowReduceOp, MaskOp, ToLhsOp, WgmmaOp, WgmmaWaitOp],
+     RowReduceOp, MaskOp, ToLhsOp, WgmmaOp, WgmmaWaitOp, RoundStageOp],
     [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr, StagedType, RowsType],
 )

@@ -5,8 +5,9 @@
 contiguous, an A with M contiguous) cannot reach the K-major stage that `ldmatrix` reads by either.
 The warpgroups' tf32 (`wgmma`, K-major only) cannot be read from an f32 operand stored M- or
 N-major either, and an operand rounded to tf32 must be rounded before it reaches shared memory
-(wgmma reads the stage itself): the fill takes 32-bit elements too, and a gather copies K-major
-ones, both rounding as `warp.fill_store`'s `rounding` says. The fill does it in two halves, so
+(wgmma reads the stage itself): the fill takes 32-bit elements too, rounding them as
+`warp.fill_store`'s `rounding` says (a K-major one is copied by cp.async and rounded where it
+lies, `warp.round_stage`). The fill does it in two halves, so
 that the global latency hides behind a stage of mmas:
 
 - `warp.fill_load`: each thread loads, for each of its chunks, the 32-bit words of `32 / bits`
@@ -53,7 +54,7 @@ from tilemma.dialects.warp_shared import _shared_stage
 LANES_ALONG = (8, 16, 32, 4, 2, 1)
 FILL_BITS = (8, 4)  # element widths the fill transposes for ldmatrix (4 or 8 a word: prmt, and shifts and masks)
 WIDE_BITS = 32  # ... and for the warpgroups' tf32: one element a word, a chunk's 4 of a line a vector
-GATHER_BITS = (8, 16, 32)  # element widths a gather loads one by one (rows not 4-byte aligned; 32: tf32 rounded)
+GATHER_BITS = (8, 16)  # element widths a gather loads one by one (rows not 4-byte aligned)
 VECTOR = 4  # 32-bit elements across a chunk: one 16-byte st.shared
 
 
@@ -283,8 +284,8 @@ class FillStoreOp(IRDLOperation):
     """`warp.fill_store`: a fill's words into stage `stage` of `dest`, swizzled as its type says:
     transposed in registers (K-major: each 32-bit word of a line holds `32 / bits` consecutive
     elements across; 32-bit ones a chunk's 4 a vector), or with `gather` as they are (each word its
-    stage row's, as loaded); with `rounding` each f32 rounded to tf32 first. Its readers wait at
-    the barrier after it."""
+    stage row's, as loaded); with `rounding` (a 32-bit fill) each f32 rounded to tf32 first. Its
+    readers wait at the barrier after it."""
 
     name = "warp.fill_store"
     value = operand_def(StagedType)
@@ -312,10 +313,12 @@ class FillStoreOp(IRDLOperation):
         return layout_of(rows, cols, dest.element_type, self.threads.value.data, self.gather is not None)
 
     def verify_(self) -> None:
+        if self.rounding is not None and (element_name(self.dest.type.element_type) != "f32"  # type: ignore[attr-defined]
+                                          or self.gather is not None):
+            raise VerifyException("warp.fill_store: a rounding stores f32 as tf32 by a transposing fill; the stage "
+                                  f"holds {self.dest.type.element_type}"  # type: ignore[attr-defined]
+                                  f"{', gathered' if self.gather is not None else ''}")
         words = self.layout().words_per_thread
-        if self.rounding is not None and element_name(self.dest.type.element_type) != "f32":  # type: ignore[attr-defined]
-            raise VerifyException("warp.fill_store: a rounding stores f32 as tf32; the stage holds "
-                                  f"{self.dest.type.element_type}")  # type: ignore[attr-defined]
         if self.value.type.words.data != words:  # type: ignore[attr-defined]
             raise VerifyException(f"warp.fill_store: each thread stores {words} words of this stage, "
                                   f"not {self.value.type.words.data}")  # type: ignore[attr-defined]

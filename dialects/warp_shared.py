@@ -1,7 +1,7 @@
 """The `warp` ops of shared memory: CTA-wide asynchronous copies into the stages of a shared
 buffer (`warp.copy_async`; a pre-compressed sparse A's metadata: `warp.copy_meta_async`), their
 groups and waits (`warp.async_commit`, `warp.async_wait` and its `!warp.async_token`, which every
-read of a stage takes), and the reads of fragments from a stage (`warp.ldmatrix`,
+read of a stage takes), the tf32 rounding of a copied stage in place (`warp.round_stage`), and the reads of fragments from a stage (`warp.ldmatrix`,
 `warp.load_shared`, `warp.load_meta_shared`). A shared buffer is a `memref<stages x rows x cols, 3>`,
 row-major or `#warp.swizzled` (`swizzle`); the lowering addresses it by that type alone.
 """
@@ -143,6 +143,47 @@ class AsyncWaitOp(IRDLOperation):
         if proxy_fence:
             props["proxy_fence"] = UnitAttr()
         super().__init__(properties=props, result_types=[AsyncTokenType()])
+
+
+@irdl_op_definition
+class RoundStageOp(IRDLOperation):
+    """`warp.round_stage %dest[%stage] after %token`: each thread rounds to tf32, in place, the f32
+    elements of the stage that its own `warp.copy_async` of `vector`-byte chunks wrote (chunks t,
+    t + T, ... of the stage, row-major: that op's placement), once the wait whose `token` it takes
+    has landed them (a thread's completed copies are visible to it: no barrier between). For the
+    warpgroups, which read a stage as it lies (`warp.wgmma`): an operand copied as stored is rounded
+    where it lies, before the barrier that publishes the stage; with `proxy_fence` the thread then
+    fences its stores for the async proxy. Its token orders the stage's reads after it."""
+
+    name = "warp.round_stage"
+    dest = operand_def(MemRefType)
+    stage = operand_def(IndexType)
+    token = operand_def(AsyncTokenType)
+    threads = prop_def(IntegerAttr)
+    vector = prop_def(IntegerAttr)
+    rounding = prop_def(RoundingAttr)
+    proxy_fence = opt_prop_def(UnitAttr)
+    result = result_def(AsyncTokenType)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = "$dest `[` $stage `]` `after` $token attr-dict `:` type($dest)"
+
+    def __init__(self, dest: SSAValue, stage: SSAValue, token: SSAValue, threads: int, vector: int, rounding: str,
+                 proxy_fence: bool = False):
+        props: dict[str, Attribute] = {"threads": IntegerAttr(threads, i64), "vector": IntegerAttr(vector, i64),
+                                       "rounding": RoundingAttr(Rounding(rounding))}
+        if proxy_fence:
+            props["proxy_fence"] = UnitAttr()
+        super().__init__(operands=[dest, stage, token], properties=props, result_types=[AsyncTokenType()])
+
+    def verify_(self) -> None:
+        dest = _shared_stage(self.dest.type, "warp.round_stage destination")
+        if element_name(dest.element_type) != "f32":
+            raise VerifyException(f"warp.round_stage rounds f32 to tf32; the stage holds {dest.element_type}")
+        if self.vector.value.data not in (4, 8, 16) or row_bytes(dest) % self.vector.value.data:
+            raise VerifyException("warp.round_stage: vector is the copy's (4, 8 or 16 bytes), whole chunks a row")
+        if str(self.rounding.data) == "trunc":  # type: ignore[union-attr]
+            raise VerifyException("warp.round_stage: trunc is no rounding (the tensor cores ignore the low bits)")
 
 
 class _StageReadOp(IRDLOperation):

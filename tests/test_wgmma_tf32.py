@@ -1,11 +1,11 @@
 """tf32 multiplied by warpgroups (`wgmma.mma_async ... m64nNk8.f32.tf32.tf32`, sm_90a): what
-`tile-plan` chooses (the warpgroups read tf32 K-major from the stage itself, so every operand that
-is rounded (rna, rn, rz) is rounded on its way into shared memory: an M-major A or N-major B by the
-32-bit transposing fill, a K-major one by a rounding copy; a truncated K-major one is copied as
-stored by cp.async, its low bits ignored by the tensor cores), the PTX (scale-a and scale-b only, K
-steps 32 bytes), ptxas, and in the emulator D equal to the mma.sync kernel's word for word (both
-chain m16n8k8's arithmetic in K order; tools/wgmma_probe.py showed wgmma's to be that on an H100).
-(GPU: tests/gpu/test_wgmma_gpu.py.)"""
+`tile-plan` chooses (the warpgroups read tf32 K-major from the stage itself, so an operand that is
+rounded (rna, rn, rz) is rounded in shared memory: an M-major A or N-major B by the 32-bit
+transposing fill on its way in, a K-major one copied by cp.async and rounded where it lies
+(`warp.round_stage`); a truncated K-major one is copied as stored, its low bits ignored by the
+tensor cores), the PTX (scale-a and scale-b only, K steps 32 bytes), ptxas, and in the emulator D
+equal to the mma.sync kernel's word for word (both chain m16n8k8's arithmetic in K order;
+tools/wgmma_probe.py showed wgmma's to be that on an H100). (GPU: tests/gpu/test_wgmma_gpu.py.)"""
 
 import re
 
@@ -22,27 +22,32 @@ def spec(m, n, k, rounding="rna", **kw) -> GemmSpec:
 
 
 @pytest.mark.parametrize("s, want", [
-    (spec(4096, 4096, 4096), ("wgmma", "", "ab")),  # K-major, rounded: both copied through registers
-    (spec(4096, 4096, 4096, "trunc"), ("wgmma", "", "")),  # truncated: cp.async as stored
-    (spec(4096, 4096, 4096, b_layout="row"), ("wgmma", "b", "a")),  # N-major B: the fill
-    (spec(4096, 4096, 4096, "trunc", a_layout="col"), ("wgmma", "a", "")),
-    (spec(4096, 4096, 4096, "rz", a_layout="col", b_layout="row"), ("wgmma", "ab", "")),
+    (spec(4096, 4096, 4096), ("wgmma", "")),  # K-major: cp.async, then rounded in place
+    (spec(4096, 4096, 4096, "trunc"), ("wgmma", "")),  # truncated: cp.async as stored
+    (spec(4096, 4096, 4096, b_layout="row"), ("wgmma", "b")),  # N-major B: the fill
+    (spec(4096, 4096, 4096, "trunc", a_layout="col"), ("wgmma", "a")),
+    (spec(4096, 4096, 4096, "rz", a_layout="col", b_layout="row"), ("wgmma", "ab")),
 ])
 def test_staging(s, want):
     got = schedule(s, "90a", wgmma=True)
-    assert (got.mma, got.fill, got.gather) == want
+    assert (got.mma, got.fill, got.gather) == (*want, "")
     assert (got.warps, got.warp_tile, got.stages, got.stage_k) == ((8, 1), (1, 32), 4, 32)
 
 
-def test_chosen_by_itself_where_cp_async_stages_both():
-    assert schedule(spec(4096, 4096, 4096, "trunc"), "90a").mma == "wgmma"
+@pytest.mark.parametrize("s", [
+    spec(4096, 4096, 4096, "trunc"), spec(256, 4096, 4096, "trunc"),  # from configs.WGMMA_MIN_ROWS' 256 rows
+    spec(4096, 4096, 4096), spec(2048, 2048, 256, "rn"),  # rounded in place: from 2048
+    spec(4096, 4096, 4096, b_layout="row"), spec(2048, 2048, 256, a_layout="col"),  # filled: from 2048
+])
+def test_chosen_by_itself(s):
+    assert schedule(s, "90a").mma == "wgmma"
 
 
 @pytest.mark.parametrize("s, sm", [
     (spec(4096, 4096, 4096, "trunc"), "90"),  # sm_90 has no wgmma
     (spec(128, 4096, 4096, "trunc"), "90a"),  # fewer rows than configs.WGMMA_MIN_ROWS
-    (spec(4096, 4096, 4096), "90a"),  # rounded: the copies through registers lose to mma.sync
-    (spec(4096, 4096, 4096, "trunc", b_layout="row"), "90a"),  # so does the fill
+    (spec(1000, 1000, 1000), "90a"),  # rounded in place: mma.sync wins below 2048 rows
+    (spec(512, 4096, 4096, b_layout="row"), "90a"),  # so does it over the fill
 ])
 def test_mma_sync_where_wgmma_is_not_chosen(s, sm):
     assert schedule(s, sm).mma == "sync"
@@ -62,15 +67,19 @@ def test_refusals_are_located(s, kw, message):
 
 def test_ptx():
     """The tf32 opcode with scale-a and scale-b after scale-d (no transposes), both descriptors' K
-    steps 32 bytes (2 units) along the 128-byte rows (K 32 a stage: 4 steps); the rounding copy's
-    cvt.rna and the fill's 16-byte stores."""
+    steps 32 bytes (2 units) along the 128-byte rows (K 32 a stage: 4 steps); a K-major rounded
+    operand copied by cp.async and rounded where it lies (16-byte shared loads and stores around
+    cvt.rna, then the proxy fence), a filled one through the fill's 16-byte stores, a truncated one
+    never converted."""
     ptx = compiled(spec(256, 256, 512), wgmma=True).ptx
     calls = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k8\.f32\.tf32\.tf32 \{[^}]*\}, %rd\d+, %rd\d+, "
                        r"%p\d+, 1, 1;", ptx)
     assert calls and len(calls) % 4 == 0
     body = ptx[ptx.index("wgmma.fence"):]
     assert [int(x) for x in re.findall(r"add\.s64 %rd\d+, %rd\d+, (\d+);", body)[:6]] == [2, 2, 4, 4, 6, 6]
-    assert "cvt.rna.tf32.f32" in ptx and not re.search(r"cp\.async\.c[ag]", ptx)
+    loop = ptx[ptx.index("cp.async.wait_group"):ptx.index("wgmma.fence")]
+    assert re.search(r"cp\.async\.cg", ptx) and "ld.shared.v4.b32" in loop and "st.shared.v4.b32" in loop
+    assert loop.index("cvt.rna.tf32.f32") < loop.index("fence.proxy.async") < loop.index("bar.sync")
     filled = compiled(spec(256, 256, 512, "rz", b_layout="row"), wgmma=True).ptx
     assert "cvt.rz.tf32.f32" in filled and "st.shared.v4.b32" in filled
     truncated = compiled(spec(256, 256, 512, "trunc"), wgmma=True).ptx
@@ -85,7 +94,7 @@ def test_ptxas_takes_it(layouts):
 
 
 CASES = {  # spec, options
-    "odd": (spec(130, 200, 300), {}),  # ragged M, N and K: the rounding copies
+    "odd": (spec(130, 200, 300), {}),  # ragged M, N and K: cp.async, rounded in place
     "b-row-filled": (spec(130, 200, 300, b_layout="row"), {}),  # the fill stages B K-major
     "a-col-filled-rz": (spec(136, 200, 96, "rz", a_layout="col"), {}),
     "both-filled-rn": (spec(70, 136, 100, "rn", a_layout="col", b_layout="row", batch=2), {}),
@@ -99,3 +108,57 @@ CASES = {  # spec, options
 def test_emulated_like_the_mma_sync_kernel(name):
     s, kw = CASES[name]
     like_the_sm90_kernel(s, kw, "emulator", 7, "wgmma.mma_async", "mma.sync")
+
+
+@pytest.mark.parametrize("lines, across, threads", [(256, 32, 256), (128, 32, 256), (128, 32, 128), (64, 32, 128),
+                                                    (512, 64, 512)])
+def test_wide_fill_layout_covers_every_chunk_once(lines, across, threads):
+    """A 32-bit fill's chunk is one line's 4 elements across: every (line, block of 4) once."""
+    from tilemma.dialects import warp
+    layout = warp.FillLayout.of(lines, across, 32, threads)
+    assert layout is not None and (layout.per_word, layout.lines_per_word) == (4, 1)
+    seen = [(layout.word(t), layout.block(t) + i * layout.block_step)
+            for t in range(threads) for i in range(layout.chunks_per_thread)]
+    assert sorted(seen) == [(w, b) for w in range(lines) for b in range(across // 4)]
+    assert layout.words_per_thread == lines * across // threads
+
+
+def _stage(element, shape=(4, 128, 32)):
+    from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
+    from tilemma.dialects import warp
+    return MemRefType(element, list(shape), memory_space=IntegerAttr(warp.SHARED, i64))
+
+
+def test_round_stage_verifier():
+    """warp.round_stage rounds f32 stages (to tf32, never `trunc`) in whole chunks of the copy's vector."""
+    from xdsl.dialects.builtin import IndexType, f16, f32
+    from xdsl.ir import Block
+    from xdsl.utils.exceptions import VerifyException
+    from tilemma.dialects import warp
+
+    for element, vector, rounding, message in ((f16, 16, "rna", "rounds f32 to tf32"),
+                                               (f32, 32, "rna", "vector is the copy's"),
+                                               (f32, 16, "trunc", "trunc is no rounding")):
+        block = Block(arg_types=[_stage(element), IndexType(), warp.AsyncTokenType()])
+        op = warp.RoundStageOp(block.args[0], block.args[1], block.args[2], 256, vector, rounding)
+        block.add_op(op)
+        with pytest.raises(VerifyException, match=message):
+            op.verify()
+    block = Block(arg_types=[_stage(f32), IndexType(), warp.AsyncTokenType()])
+    block.add_op(ok := warp.RoundStageOp(block.args[0], block.args[1], block.args[2], 256, 16, "rn", proxy_fence=True))
+    ok.verify()
+
+
+def test_a_fill_store_rounds_only_f32_it_transposes():
+    from xdsl.dialects.builtin import IndexType, f16, f32
+    from xdsl.ir import Block
+    from xdsl.utils.exceptions import VerifyException
+    from tilemma.dialects import warp
+
+    for element, gather in ((f16, False), (f32, True)):
+        stage = _stage(element, (4, 128, 32))
+        block = Block(arg_types=[warp.StagedType(16), stage, IndexType()])
+        op = warp.FillStoreOp(block.args[0], block.args[1], block.args[2], 256, gather=gather, rounding="rna")
+        block.add_op(op)
+        with pytest.raises(VerifyException, match="a rounding stores f32 as tf32 by a transposing fill"):
+            op.verify()

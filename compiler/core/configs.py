@@ -142,9 +142,13 @@ _H100: dict[str, Config] = {
     # 881 / 952 / 865): 1340 / 1501 / 1280; 256 x 128 CTAs 1294 / 1457 / 1255, 192 x 256 1218 / 1485 /
     # 1258, 3 stages 963 / 1026 / 920, 128 x 128 1031 / 1141 / 1001
     "8bit-wgmma": Config("8x1", "1x32", 4, 128),
-    # tf32 (f32 operands) by warpgroups: the 16-bit ones' tiles and stage bytes (K 32), each operand
-    # staged K-major and rounded by the fill or a rounding copy where it must be (`plan.tf32_staging`)
+    # tf32 (f32 operands) by warpgroups: the 16-bit ones' tiles and stage bytes (K 32), K-major A and
+    # B copied as stored (truncated), copied and rounded in place, or a transposed one filled
+    # (`plan.tf32_staging`). H200 4096^3 TFLOP/s (results/h200-2026-11-27-tf32-wgmma-matrix-shapes.csv):
+    # 382 / 231 / B row 206 (cuBLAS 408, Triton's mma.sync path 211-217)
     "tf32-wgmma": Config("8x1", "1x32", 4, 32),
+    "tf32-wgmma-rounded": Config("8x1", "1x32", 4, 32),
+    "tf32-wgmma-fill": Config("8x1", "1x32", 4, 32),
     # a pre-compressed sparse A by wgmma.mma_async.sp (sm_90a): four warpgroups of m64n128 (256 x 128
     # CTAs), 2 stages of K 128 (A's kept values 128-byte rows; 68 KiB a stage with the metadata),
     # each stage's products waited for. H200, dense-equivalent TFLOP/s at 4096^3 / 8192^3
@@ -247,8 +251,13 @@ WGMMA_NARROW = {"16bit-wgmma": Config("8x1", "1x16", 4, 64), "sparse-wgmma": Con
 #   8192^3 1373 / 958, 512x4096x4096 1215 / 766; 512 rows and up 1.17-1.60x, 1000^3 1.19x,
 #   2048x2048x256 0.99x; 257x129x4096 0.71x (six CTAs: mma.sync's split K fills the SMs), 128 rows
 #   0.84-1.05x, 64 rows 0.82-1.17x.
+# - tf32 (wgmma / mma.sync over the matrix's shapes, H200, results/h200-2026-11-27-tf32-wgmma-matrix-shapes.csv):
+#   truncated K-major (cp.async as stored) 4096-class 369-400 TFLOP/s, 512 rows 272-293 (mma.sync on an
+#   H100, results/h100-2026-11-27-tf32-wgmma.csv: 231-247 and 219); rounded (in place) 4096-class 1.09-1.15x, 2048x2048x256 1.04x, 512 rows 0.91-1.06x,
+#   1000^3 0.81x; filled (an M-major A or N-major B) 4096-class 1.06-1.26x, 2048x2048x256 1.11-1.15x,
+#   512 rows 0.72-0.89x, 1000^3 0.77-0.85x: hence 2048 for those two.
 WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-b": 512, "8bit-wgmma": 512,
-                  "tf32-wgmma": 256}
+                  "tf32-wgmma": 256, "tf32-wgmma-rounded": 2048, "tf32-wgmma-fill": 2048}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.
@@ -269,7 +278,7 @@ def default(target: str | targets.SmTarget, schedule: str) -> Config:
 
 
 # The candidate family whose shortest stage K bounds how far `fit_shared` cuts a schedule's.
-SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "8bit-pairs-a": "8bit", "8bit-pairs-b": "8bit", "8bit-pairs-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "16bit-wgmma": "16bit", "8bit-wgmma": "8bit", "tf32-wgmma": "32bit", "sparse-wgmma": "16bit", "sparse-wgmma-k-major-b": "16bit", "4bit-widened": "4bit",
+SCHEDULE_FAMILY = {"16bit-gather": "16bit", "8bit-gather": "8bit", "fp8": "8bit", "8bit-fill-a": "8bit", "8bit-fill-b": "8bit", "8bit-fill-ab": "8bit", "8bit-pairs-a": "8bit", "8bit-pairs-b": "8bit", "8bit-pairs-ab": "8bit", "32bit-row-b": "32bit", "32bit-trunc": "32bit", "32bit-row-b-trunc": "32bit", "sparse-16bit": "16bit", "16bit-wgmma": "16bit", "8bit-wgmma": "8bit", "tf32-wgmma": "32bit", "tf32-wgmma-rounded": "32bit", "tf32-wgmma-fill": "32bit", "sparse-wgmma": "16bit", "sparse-wgmma-k-major-b": "16bit", "4bit-widened": "4bit",
                    **{f"4bit{w}-fill-{f}": "4bit" for w in ("", "-widened") for f in ("a", "b", "ab")}}
 
 

@@ -494,22 +494,24 @@ def tf32_rounding(mem) -> str | None:
     return None
 
 
-def tf32_staging(g) -> tuple[str, str]:
-    """(fill, gather) of a tf32 wgmma kernel: wgmma reads tf32 K-major from the stage itself, so
-    an operand stored M- or N-major is transposed by the fill, and a K-major one rounded (rna, rn,
-    rz) is gathered (copied through registers), both rounding it on the way into shared memory; a
-    K-major truncated one is copied by cp.async as stored (the tensor cores ignore the low bits)."""
-    fill = "".join(w for w in "ab" if wrong_order(g, w))
-    gather = "".join(w for w, mem in (("a", g.a), ("b", g.b)) if w not in fill and tf32_rounding(mem) != "trunc")
-    return fill, gather
+def tf32_staging(g) -> str:
+    """The operands a tf32 wgmma kernel fills: wgmma reads tf32 K-major from the stage itself, so
+    an operand stored M- or N-major is transposed by the fill, which rounds it on its way into
+    shared memory; a K-major one is copied as stored by cp.async and, unless truncated (the tensor
+    cores ignore the low bits), rounded where it lies (`warp.round_stage`). Copying the K-major ones
+    through registers instead, rounding on the way, lost (H200 4096^3 rna: 204 TFLOP/s with 16-byte
+    vectors, 160 a word at a time, against 227 rounded in place; results/h200-2026-11-27-tf32-rounding-*.csv)."""
+    return "".join(w for w in "ab" if wrong_order(g, w))
 
 
 def wgmma_schedule(g) -> str:
     """The wgmma kernel's key in `configs` (its defaults, `WGMMA_NARROW`, `WGMMA_MIN_ROWS`)."""
     if g.a.bits == 8:
         return "8bit-wgmma"
-    if g.a.bits == 32:
-        return "tf32-wgmma"
+    if g.a.bits == 32:  # tf32: as stored, rounded in place, or filled (`tf32_staging`)
+        if tf32_staging(g):
+            return "tf32-wgmma-fill"
+        return "tf32-wgmma" if tf32_rounding(g.a) == tf32_rounding(g.b) == "trunc" else "tf32-wgmma-rounded"
     if g.a_meta is None:
         return "16bit-wgmma"
     return "sparse-wgmma-k-major-b" if column_major(g.b) else "sparse-wgmma"
@@ -600,12 +602,9 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     if stages > 0 and why_not:
         raise LoweringError(mma, f"stages={stages}: this kernel cannot be staged through shared memory: {why_not}")
     # sm_90a's warpgroups where they can and win (`configs.WGMMA_MIN_ROWS`), unless a configuration is forced
-    # (tf32: only where cp.async stages both operands; the fill and the rounding copies lose to
-    # mma.sync, H100 4096^3 tf32 rna 162 against 199 TFLOP/s, results/h100-2026-11-27-tf32-wgmma.csv)
     automatic = ((warps, warp_tile, stages, stage_k) == (None, None, -1, 0)
                  and g.m >= configs.WGMMA_MIN_ROWS[wgmma_schedule(g)]
-                 and wgmma_unsupported(g, variant, target, why_not, wgmma_fill, gather) is None
-                 and (variant.atype != "tf32" or tf32_staging(g) == ("", "")))
+                 and wgmma_unsupported(g, variant, target, why_not, wgmma_fill, gather) is None)
     if wgmma or automatic:
         planned = plan_wgmma(kernel, g, variant, target, why_not, wgmma_fill, gather, warps, warp_tile, stages,
                              stage_k, split_k, automatic=not wgmma)
@@ -700,7 +699,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")
     if variant.atype == "tf32":
-        fill, gather = tf32_staging(g)
+        fill = tf32_staging(g)
     if stages == 0:
         raise LoweringError(mma, "wgmma: the warpgroups read their operands from shared memory; stages=0 cannot take it")
     schedule = wgmma_schedule(g)

@@ -193,7 +193,11 @@ class _Stage(IndexBuilder):
         if self.through_a or self.through_b:  # its own stage index, as the copies': stage 0's alone
             self.fill(k, self.add(arith.RemUIOp(kt, self.const(S))).results[0])
         self.add(warp.AsyncCommitOp())
-        token = self.add(warp.AsyncWaitOp(0, proxy_fence=self.wgmma)).results[0]
+        rounded = self.rounded_in_place()
+        token = self.add(warp.AsyncWaitOp(0, proxy_fence=self.wgmma and not rounded)).results[0]
+        for i, (dest, vector, rounding) in enumerate(rounded):  # the last one fences for the warpgroups
+            token = self.add(warp.RoundStageOp(dest, stage, token, self.threads, vector, rounding,
+                                               proxy_fence=i == len(rounded) - 1)).result
         self.add(gpu.BarrierOp())
         metas = self.stage_meta(stage, token)
         if self.wgmma:
@@ -211,6 +215,21 @@ class _Stage(IndexBuilder):
         for old, new in zip(loop.results, out):
             old.replace_all_uses_with(new)
         Rewriter.erase_op(loop, safe_erase=False)
+
+    def rounded_in_place(self) -> list[tuple[SSAValue, int, str]]:
+        """(stage buffer, copy vector, rounding) of each operand the warpgroups read as tf32 that
+        cp.async copies as stored and that must be rounded (rna, rn, rz: not trunc, whose low bits
+        the tensor cores ignore): `warp.round_stage` rounds it where it lies (the fill rounds
+        those it stages itself)."""
+        if not self.wgmma:
+            return []
+        out = []
+        for load, dest, through, mem, by_col in ((self.a_loads[0], self.s_a, self.through_a, self.a, self.a_m_major),
+                                                 (self.b_loads[0], self.s_b, self.through_b, self.b, self.b_k_major)):
+            rounding = None if load.rounding is None else str(load.rounding.data)
+            if rounding not in (None, "trunc") and not through:
+                out.append((dest, copy_vector(mem, by_col), rounding))
+        return out
 
     def pairs(self, accs: list[SSAValue], to_pairs: bool) -> list[SSAValue]:
         """With `pair_bytes`, an A read by byte pairs gives each instruction row's accumulator its

@@ -7,7 +7,7 @@ so an `ldmatrix` (8 row addresses per phase) is serialized up to 8 ways. Storing
 r at g ^ ((r / rows-per-128-byte-line) mod period) spreads them over 8 distinct bank groups (as
 MLIR's nvgpu-optimize-shared-memory and Triton's swizzled shared layouts). The layout is
 `warp.swizzle_granule`; it is written on the `memref.alloc`'s result type, so every op that
-addresses the buffer has it (a buffer with another user, which would not know it, stays plain).
+addresses the buffer (its copies, fills, reads and `warp.round_stage`) has it (a buffer with another user, which would not know it, stays plain).
 
 A buffer read by `warp.load_shared` may need a phase multiplier other than 1: 8-byte
 loads are served a half-warp at a time, and with the plain XOR the 16 lanes of an f64 fragment
@@ -92,7 +92,8 @@ class SwizzleShared(ModulePass):
             if not isinstance(ref, MemRefType) or not warp.is_shared(ref) or not isinstance(ref.layout, NoneAttr):
                 continue  # a layout given already is kept
             users = [use.operation for use in alloc.memref.uses]
-            if not all(isinstance(u, (warp.CopyAsyncOp, warp.FillStoreOp, warp.LdMatrixOp, warp.LoadSharedOp, warp.WgmmaOp))
+            if not all(isinstance(u, (warp.CopyAsyncOp, warp.FillStoreOp, warp.RoundStageOp, warp.LdMatrixOp,
+                                      warp.LoadSharedOp, warp.WgmmaOp))
                        for u in users):
                 continue  # an access that does not know the swizzle (metadata stages): keep the plain layout
             if not warp.swizzles(ref):

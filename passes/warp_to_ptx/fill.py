@@ -1,8 +1,8 @@
 """`warp-to-ptx` patterns of the transposing fill and the gather (`dialects/warp_fill.py`).
 
 `warp.fill_load`: for each chunk of the thread (`FillLayout`), 4 `ld.global.b32`, one for each
-of its 4 elements across, each word holding that element of the chunk's 4 lines; zero (nothing
-read) past the extent. With `by_element` (lines not 4-byte aligned, or an extent ending inside a
+of its 4 elements across, each word holding that element of the chunk's 4 lines (of 32-bit
+elements: of its one line); zero (nothing read) past the extent. With `by_element` (lines not 4-byte aligned, or an extent ending inside a
 word) each word's 4 bytes are loaded one by one (`ld.global.u8`, each zero past the extent) and
 packed by `prmt` into the same word. `warp.fill_store`: a chunk's 4 words transposed by 8 `prmt`
 (word q then holds the 4 elements across of line q) and stored with one `st.shared.b32` each into
@@ -18,6 +18,9 @@ swizzle, simulated on the layout (s = 1 where 8 lanes share a block: each store 
 conflict-free; s = 0, the low bits, left 2-way conflicts: ncu, s8 B row-major 4096^3, 2.8 M
 conflicts on 2.1 M stores). The rotation costs nothing: it is in the `prmt` selectors,
 registers computed once per thread.
+
+A 32-bit chunk (tf32 for the warpgroups, `_vector_stores`) needs no transpose: its 4 words are
+its line's 4 elements across, rounded as `rounding` says and stored as one 16-byte vector.
 
 With `gather` (rows not 4-byte aligned), the same ops copy the tile as stored: each word's
 elements loaded one by one (`ld.global.u16`/`.u8`, predicated), packed by `prmt`, and stored to
@@ -223,8 +226,7 @@ class LowerFillStore(RewritePattern):
                                 "ldmatrix reads; a filled or gathered stage takes the plain one")
         rounding = None if op.rounding is None else str(op.rounding.data)
         if isinstance(layout, warp.GatherLayout):
-            _finish(op, rewriter, _gather_stores(kernel, layout, words, dst, stage, row_bytes, stage_bytes, swizzle, mult,
-                                                 rounding))
+            _finish(op, rewriter, _gather_stores(kernel, layout, words, dst, stage, row_bytes, stage_bytes, swizzle, mult))
             return
         if layout.bits == warp.WIDE_BITS:
             _finish(op, rewriter, _vector_stores(kernel, layout, words, dst, stage, row_bytes, stage_bytes, swizzle,
@@ -505,9 +507,6 @@ def _gather_loads(op: warp.FillLoadOp, kernel, layout: warp.GatherLayout, window
                 e.emit("mov.b32", v, 0)
             e.emit(f"ld.global.{suffix}", v, address, guard=guard)
             elems.append(v)
-        if per == 1:  # a 32-bit element is its word
-            words.append(elems[0])
-            continue
         w = e.reg("b32")
         if per == 2:
             e.emit("prmt.b32", w, elems[0], elems[1], _HALVES_LOW)
@@ -518,8 +517,8 @@ def _gather_loads(op: warp.FillLoadOp, kernel, layout: warp.GatherLayout, window
 
 
 def _gather_stores(kernel, layout: warp.GatherLayout, words: list[str], dst: str, stage: str, row_bytes: int,
-                   stage_bytes: int, swizzle: bool, mult: int, rounding: str | None) -> fio.Emitter:
-    """Each word into its stage row, `st.shared.b32`, swizzled (an f32 one rounded to tf32 first)."""
+                   stage_bytes: int, swizzle: bool, mult: int) -> fio.Emitter:
+    """Each word into its stage row, `st.shared.b32`, swizzled."""
 
     def parts(e: fio.Emitter) -> str:
         """The byte column of the thread's word."""
@@ -538,5 +537,5 @@ def _gather_stores(kernel, layout: warp.GatherLayout, words: list[str], dst: str
         e.emit("add.u32", r, row, i * layout.row_step)
         addr = _shared_offset(e, r, row_bytes, col, swizzle, mult)
         e.emit("add.u32", addr, addr, stage_base)
-        e.emit("st.shared.b32", f"[{addr}]", _rounded(e, w, rounding))
+        e.emit("st.shared.b32", f"[{addr}]", w)
     return e

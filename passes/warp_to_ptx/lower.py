@@ -63,6 +63,7 @@ from tilemma.passes.warp_to_ptx.shared import (
     LowerCopyAsync,
     LowerLdMatrix,
     LowerLoadShared,
+    LowerRoundStage,
     LowerSharedAlloc,
 )
 from tilemma.passes.warp_to_ptx.rows import LowerMask, LowerRowReduce, LowerToLhs
@@ -139,7 +140,7 @@ class WarpToPtx(ModulePass):
                 LowerConstant(), LowerArith(state), LowerCmpi(state), LowerDim(state), LowerId(state), LowerFor(state), LowerIf(state),
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerColumnPairs(state), LowerRowPairs(state), LowerMma(state), LowerReturn(state),
-                LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerLdMatrix(state),
+                LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerRoundStage(state), LowerLdMatrix(state),
                 LowerLoadMeta(state), LowerCopyMetaAsync(state), LowerLoadMetaShared(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
                 LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),
                 LowerRowReduce(state), LowerMask(state), LowerToLhs(state), LowerWgmma(state), LowerWgmmaWait(state),

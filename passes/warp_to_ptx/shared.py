@@ -200,6 +200,79 @@ def thread_chunks(e: fio.Emitter, threads: int, total: int, count: int) -> Itera
         yield c, guard
 
 
+@dataclass
+class LowerRoundStage(RewritePattern):
+    """`warp.round_stage`: for each chunk of the thread's copy (`LowerCopyAsync`'s placement: chunk
+    t + i T of the stage, row-major, `vector` bytes), `ld.shared` its words (all chunks' loads
+    first), `cvt.<rounding>.tf32.f32` each and `st.shared` them back; the chunks' offsets one register and immediates where they are
+    whole swizzle periods of rows apart (`_uniform_steps`), else one a chunk; then, with
+    `proxy_fence`, `fence.proxy.async`."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.RoundStageOp, rewriter: PatternRewriter) -> None:
+        dst, stage = reg(op.dest), reg(op.stage)
+        if dst is None or stage is None:
+            return
+        kernel = self.state.kernel(op)
+        ref = op.dest.type
+        assert isinstance(ref, MemRefType)
+        _, row_bytes, stage_bytes = _shared_geometry(ref)
+        rows = ref.get_shape()[1]
+        w, threads = op.vector.value.data, op.threads.value.data
+        per_row = row_bytes // w
+        total = rows * per_row
+        swizzle, mult, fold = _swizzle(ref)
+        chunks = -(-total // threads)
+        steps = _uniform_steps(threads, per_row, total, 0, row_bytes, swizzle, mult, fold)
+
+        def offsets(e: fio.Emitter, count: int) -> list[tuple[str | None, str]]:
+            """Per chunk (the first `count`): (guard, shared byte offset)."""
+            out = []
+            for c, guard in thread_chunks(e, threads, total, count):
+                row, col_bytes = e.reg("b32"), e.reg("b32")
+                e.emit("div.u32", row, c, per_row)
+                e.emit("rem.u32", col_bytes, c, per_row)
+                e.emit("mul.lo.u32", col_bytes, col_bytes, w)
+                out.append((guard, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult, fold)))
+            return out
+
+        key = ("round-stage", threads, w, per_row, total, row_bytes, swizzle, mult, fold)
+        if steps is not None:
+            [(_, first)] = kernel.thread_invariant(key + (1,), lambda e: offsets(e, 1))
+            parts = [(None if (i + 1) * threads <= total else kernel.thread_invariant(
+                ("copy-guard", threads, total - i * threads), lambda e, n=total - i * threads: [_below(e, n)])[0],
+                first, i * steps[1]) for i in range(chunks)]
+        else:
+            parts = [(g, o, 0) for g, o in kernel.thread_invariant(key, lambda e: offsets(e, chunks))]
+        e = fio.Emitter(kernel.regs)
+        base = e.reg("b32")
+        e.emit("mad.lo.u32", base, e.in_register(stage), stage_bytes, dst)
+        mode = str(op.rounding.data)
+        words = w // 4
+        vec = f".v{words}" if words > 1 else ""
+        # every load first: ptxas cannot move a load above a store that may alias it, and a chain
+        # of load-round-store a chunk leaves each load's latency exposed
+        chunks_at = []
+        for guard, offset, imm in parts:
+            addr = e.reg("b32")
+            e.emit("add.u32", addr, base, offset)
+            at = f"[{addr}+{imm}]" if imm else f"[{addr}]"
+            regs = [e.reg("b32") for _ in range(words)]
+            e.emit(f"ld.shared{vec}.b32", "{" + ", ".join(regs) + "}" if vec else regs[0], at, guard=guard)
+            chunks_at.append((guard, at, regs))
+        for guard, at, regs in chunks_at:
+            for r in regs:
+                e.emit(f"cvt.{mode}.tf32.f32", r, r, guard=guard)
+            e.emit(f"st.shared{vec}.b32", at, "{" + ", ".join(regs) + "}" if vec else regs[0], guard=guard)
+        if op.proxy_fence is not None:
+            e.emit("fence.proxy.async.shared::cta")
+        token = ptx.RegsOp([], op.result.type)
+        e.ops.append(token)
+        rewriter.replace(op, e.ops, [token.results[0]])
+
+
 def _below(e: fio.Emitter, n: int) -> str:
     """A predicate: the thread's index is below n (a partial last chunk's guard)."""
     tid, p = e.reg("b32"), e.reg("pred")

@@ -1,26 +1,34 @@
 // tf32 multiplied by warpgroups (`tile-to-warp{wgmma=true}`, sm_90a): wgmma reads tf32 K-major from
-// the stage itself (f32 elements, stages of K 32: 128-byte rows), so the rounding happens on the way
-// into shared memory. Here A is K-major and rounded rna: a rounding copy (`warp.fill_load` /
-// `warp.fill_store` with `gather`, `rounding`); B is N-major (row-major): the 32-bit transposing fill
-// stages it K-major, rounded as well. The PTX has `cvt.rna.tf32.f32` before the stores, the fill's
-// 16-byte `st.shared.v4.b32`, and per stage 4 `wgmma.mma_async ... m64n256k8.f32.tf32.tf32` whose
-// immediates are scale-a and scale-b only (no transposes for tf32), K steps 32 bytes (2 units).
+// the stage itself (f32 elements, stages of K 32: 128-byte rows), so a rounded operand is rounded in
+// shared memory. Here A is K-major and rounded rna: copied by cp.async, then each thread rounds its
+// own copies where they lie once they have landed (`warp.round_stage`, which fences for the async
+// proxy in place of the wait); B is N-major (row-major): the 32-bit transposing fill stages it
+// K-major, rounded on its way in (`warp.fill_store` with `rounding`). The PTX has the in-place
+// rounding (16-byte shared loads, `cvt.rna.tf32.f32`, stores, the fence) before the barrier, and per
+// stage 4 `wgmma.mma_async ... m64n256k8.f32.tf32.tf32` whose immediates are scale-a and scale-b only
+// (no transposes for tf32), K steps 32 bytes (2 units).
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared' | filecheck %s
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
 
 // CHECK-LABEL: func.func @wgtf32
-// CHECK-SAME:  stages = 4, stage_k = 32, {{.*}}fill = b, gather = a, mma = wgmma>
+// CHECK-SAME:  stages = 4, stage_k = 32, {{.*}}fill = b, mma = wgmma>
 // CHECK:       %[[SA:.*]] = memref.alloc() {alignment = 1024 : i64} : memref<4x128x32xf32, #warp.swizzled<1>, 3 : i64>
 // CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 1024 : i64} : memref<4x256x32xf32, #warp.swizzled<1>, 3 : i64>
+// CHECK:       warp.copy_async %{{.*}}, %[[SA]][{{.*}}] {{.*}}vector = 16 : i64
 // CHECK:       scf.for
-// CHECK-DAG:   warp.fill_store {{.*}}, %[[SB]][{{.*}}] {threads = 256 : i64, rounding = #tile<rounding rna>}
-// CHECK-DAG:   warp.fill_store {{.*}}, %[[SA]][{{.*}}] {threads = 256 : i64, gather, rounding = #tile<rounding rna>}
-// CHECK:       warp.wgmma %[[SA]][{{.*}}], %[[SB]] after {{.*}} {a_blocks = 0 : i64, b_blocks = 0 : i64, pending = 1 : i64} : {{.*}} -> !warp.frag<acc, f32
+// CHECK:       %[[W:.*]] = warp.async_wait {pending = 1 : i64}
+// CHECK-NEXT:  %[[R:.*]] = warp.round_stage %[[SA]][{{.*}}] after %[[W]] {threads = 256 : i64, vector = 16 : i64, rounding = #tile<rounding rna>, proxy_fence}
+// CHECK:       warp.fill_store {{.*}}, %[[SB]][{{.*}}] {threads = 256 : i64, rounding = #tile<rounding rna>}
+// CHECK:       warp.wgmma %[[SA]][{{.*}}], %[[SB]] after %[[R]], {{.*}} {a_blocks = 0 : i64, b_blocks = 0 : i64, pending = 1 : i64} : {{.*}} -> !warp.frag<acc, f32
 // CHECK-NOT:   warp.ldmatrix
 // CHECK:       warp.wgmma_wait
 
+// PTX:         cp.async.wait_group 1;
+// PTX:         ld.shared.v4.b32
 // PTX:         cvt.rna.tf32.f32
 // PTX:         st.shared.v4.b32
+// PTX:         fence.proxy.async.shared::cta;
+// PTX-NEXT:    bar.sync 0;
 // PTX:         wgmma.fence.sync.aligned;
 // PTX-NEXT:    wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {{{.*}}}, [[A:%rd[0-9]+]], [[B:%rd[0-9]+]], {{%p[0-9]+}}, 1, 1;
 // PTX-NEXT:    add.s64 [[A1:%rd[0-9]+]], [[A]], 2;
