@@ -36,8 +36,9 @@ def test_staging(s, want):
 
 @pytest.mark.parametrize("s", [
     spec(4096, 4096, 4096, "trunc"), spec(256, 4096, 4096, "trunc"),  # from configs.WGMMA_MIN_ROWS' 256 rows
-    spec(4096, 4096, 4096), spec(2048, 2048, 256, "rn"),  # rounded in place: from 2048
-    spec(4096, 4096, 4096, b_layout="row"), spec(2048, 2048, 256, a_layout="col"),  # filled: from 2048
+    spec(4096, 4096, 4096), spec(2048, 2048, 256, "rn"),  # rounded in place: 128 x 256 CTAs that fill a wave
+    spec(512, 4096, 4096), spec(128, 11008, 4096),  # ... K split in 2 and 3 (configs.WGMMA_WAVE)
+    spec(4096, 4096, 4096, b_layout="row"), spec(2048, 2048, 256, a_layout="col"),  # filled: the same
 ])
 def test_chosen_by_itself(s):
     assert schedule(s, "90a").mma == "wgmma"
@@ -46,11 +47,19 @@ def test_chosen_by_itself(s):
 @pytest.mark.parametrize("s, sm", [
     (spec(4096, 4096, 4096, "trunc"), "90"),  # sm_90 has no wgmma
     (spec(128, 4096, 4096, "trunc"), "90a"),  # fewer rows than configs.WGMMA_MIN_ROWS
-    (spec(1000, 1000, 1000), "90a"),  # rounded in place: mma.sync wins below 2048 rows
-    (spec(512, 4096, 4096, b_layout="row"), "90a"),  # so does it over the fill
+    (spec(1000, 1000, 1000), "90a"),  # rounded in place: 32 CTAs, not a wave (configs.WGMMA_WAVE)
+    (spec(128, 4096, 4096, b_layout="row"), "90a"),  # filled: a wave only by 8 splits of K
+    (spec(64, 11008, 4096), "90a"),  # fewer rows than configs.WGMMA_MIN_ROWS
 ])
 def test_mma_sync_where_wgmma_is_not_chosen(s, sm):
     assert schedule(s, sm).mma == "sync"
+
+
+def test_split_k_fills_the_wave_of_wide_ctas():
+    """tf32 rounded in place keeps 128 x 256 CTAs where they would not fill a wave (no narrower
+    configs.WGMMA_NARROW) and splits K instead."""
+    got = schedule(spec(512, 4096, 4096), "90a")
+    assert (got.warp_tile, got.split_k) == ((1, 32), 2)
 
 
 @pytest.mark.parametrize("s, kw, message", [
@@ -72,7 +81,7 @@ def test_ptx():
     cvt.rna, then the proxy fence), a filled one through the fill's 16-byte stores, a truncated one
     never converted."""
     ptx = compiled(spec(256, 256, 512), wgmma=True).ptx
-    calls = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k8\.f32\.tf32\.tf32 \{[^}]*\}, %rd\d+, %rd\d+, "
+    calls = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k8\.f32\.tf32\.tf32 \{[^}]*\}, %rd\d+, %rd\d+, "
                        r"%p\d+, 1, 1;", ptx)
     assert calls and len(calls) % 4 == 0
     body = ptx[ptx.index("wgmma.fence"):]

@@ -233,7 +233,13 @@ _H100: dict[str, Config] = {
 # results/h200-2026-11-27-wgmma-first.csv. Sparse with an N-major B: two warpgroups (128 x 128 CTAs),
 # 4 stages of K 128: 512x4096x4096 646 against the default's 428 (64 CTAs) and mma.sp's 464
 # (results/h200-2026-11-27-sparse-wgmma-k128.csv).
-WGMMA_NARROW = {"16bit-wgmma": Config("8x1", "1x16", 4, 64), "sparse-wgmma": Config("8x1", "1x16", 4, 128)}
+# tf32 rounded in place or filled: none narrower: the 128 x 256 CTAs, their K split where they leave SMs
+# idle (`split`), are the faster (their stage's rounding or fill is shared by twice the columns): H200,
+# rna 512x4096x4096 / 512x4096x11008 / 128x11008x4096 203 / 224 / 168 TFLOP/s against 160 / 166 / 100
+# with 128 x 128 CTAs, N-major B 176 / 198 / 137 against 121 / 124 / 74
+# (results/h200-2026-11-27-tf32-wgmma-split.csv).
+WGMMA_NARROW = {"16bit-wgmma": Config("8x1", "1x16", 4, 64), "sparse-wgmma": Config("8x1", "1x16", 4, 128),
+                "tf32-wgmma-rounded": Config("8x1", "1x32", 4, 32), "tf32-wgmma-fill": Config("8x1", "1x32", 4, 32)}
 # sm_90a kernels of at least this many rows take the warpgroups without being asked (`plan.plan`),
 # by wgmma schedule:
 # - 16-bit: H200, wgmma / mma.sync defaults over the matrix's 21 shapes x f16 / bf16 x B row / col
@@ -253,11 +259,20 @@ WGMMA_NARROW = {"16bit-wgmma": Config("8x1", "1x16", 4, 64), "sparse-wgmma": Con
 #   0.84-1.05x, 64 rows 0.82-1.17x.
 # - tf32 (wgmma / mma.sync over the matrix's shapes, H200, results/h200-2026-11-27-tf32-wgmma-matrix-shapes.csv):
 #   truncated K-major (cp.async as stored) 4096-class 369-400 TFLOP/s, 512 rows 272-293 (mma.sync on an
-#   H100, results/h100-2026-11-27-tf32-wgmma.csv: 231-247 and 219); rounded (in place) 4096-class 1.09-1.15x, 2048x2048x256 1.04x, 512 rows 0.91-1.06x,
-#   1000^3 0.81x; filled (an M-major A or N-major B) 4096-class 1.06-1.26x, 2048x2048x256 1.11-1.15x,
-#   512 rows 0.72-0.89x, 1000^3 0.77-0.85x: hence 2048 for those two.
+#   H100, results/h100-2026-11-27-tf32-wgmma.csv: 231-247 and 219); rounded in place or filled (an
+#   M-major A or N-major B): 4096-class 1.06-1.26x, and from 128 rows where the grid fills a wave
+#   (`WGMMA_WAVE`, below); 64 rows 0.71-1.0x.
 WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-b": 512, "8bit-wgmma": 512,
-                  "tf32-wgmma": 256, "tf32-wgmma-rounded": 2048, "tf32-wgmma-fill": 2048}
+                  "tf32-wgmma": 256, "tf32-wgmma-rounded": 128, "tf32-wgmma-fill": 128}
+# wgmma schedules chosen by themselves only where their CTAs (128 x 256, `WGMMA_NARROW`), K split in
+# at most this many (`plan.split`), fill a wave (`targets` one_wave): tf32 rounded in place or filled,
+# whose stage work (the rounding, the fill) the wide CTAs share and whose split-K costs grow with the
+# splits. H200, wgmma / mma.sync, rounded (rna) in place and filled (the three transposed orders)
+# (results/h200-2026-11-27-tf32-wgmma-wave.csv): 128 CTAs of 2 splits (512x4096x4096, 512x4096x11008)
+# 1.15-1.24x and 1.09-1.28x, 43 x 3 (128x11008x4096) 1.43x and 1.28-1.31x, 128 x 1 (2048x2048x256)
+# 1.03x and 1.11-1.17x, 172 x 1 (512x11008x4096) 1.16x and 0.89-0.96x (taken); 16 x 8
+# (128x4096x4096, 128x4096x11008) 0.87-1.02x and 0.74-0.96x, 32 x 1 (1000^3) 0.49x and 0.54-0.68x.
+WGMMA_WAVE = {"tf32-wgmma-rounded": 4, "tf32-wgmma-fill": 4}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

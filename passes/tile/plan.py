@@ -522,7 +522,7 @@ def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, tar
     """(warps, warp tile, default stages) of a wgmma kernel: the forced ones, else the default's,
     with `configs.WGMMA_NARROW`'s where the default's CTAs would not fill a wave; no more
     warpgroups than M has 64-row blocks, and B's columns cut to N (whole 64-column blocks for an
-    N-major B)."""
+    N-major B; a power of two of them for a filled 32-bit one, which `FillLayout` splits)."""
     stages = default.stages
     forced_warps = warps is not None
     if warps is None:  # no more warpgroups than M's 64-row blocks
@@ -537,7 +537,10 @@ def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, tar
             if not forced_warps:
                 warps = (min(warps[0], parse_pair(narrow.warps, "warps")[0]), 1)  # type: ignore[index]
         block = 1 if column_major(g.b) else warp.N_BLOCK // 8
-        warp_tile = (1, min(rn, ceil_div(ceil_div(g.n, 8), block) * block))
+        cut = ceil_div(ceil_div(g.n, 8), block) * block
+        if g.a.bits == 32 and wrong_order(g, "b"):  # B's lines a power of two, which the 32-bit fill splits
+            cut = 1 << (cut - 1).bit_length()
+        warp_tile = (1, min(rn, cut))
     return warps, warp_tile, stages  # type: ignore[return-value]
 
 
@@ -692,9 +695,10 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False) -> Schedule | None:
     """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
     default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
-    memory (at least 2), the 8-bit operands `fill` names transposed K-major by the fill, or a
-    LoweringError saying why not (None, when `automatic`, where the fill cannot split the tiles'
-    stages evenly: the kernel keeps mma.sync)."""
+    memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
+    by the fill, or a LoweringError saying why not (None, when `automatic`, where the fill cannot
+    split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
+    the kernel keeps mma.sync)."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")
@@ -733,6 +737,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
             raise LoweringError(mma, f"wgmma: the {how} of {what.upper()} cannot split a {lines} x "
                                 f"{stage_k} stage evenly over {t.threads} threads; choose other warps or warp-tile")
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
+    most = configs.WGMMA_WAVE.get(schedule)
+    if automatic and most is not None and (splits > most or t.tiles * splits < target.limits.one_wave):
+        return None  # (`configs.WGMMA_WAVE`) mma.sync's smaller tiles do better
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, gather,
                     mma="wgmma")
 
