@@ -10,11 +10,10 @@ import re
 import numpy as np
 import pytest
 
-from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.runner import run_compiled
 
-from tests.wgmma_cases import assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas, schedule
+from tests.wgmma_cases import assert_assembles_without_spills, assert_refused_at_the_mma, compiled, like_the_sm90_kernel, needs_ptxas, schedule
 
 
 @pytest.mark.parametrize("m, n, k, b_layout, warps, warp_tile, stages", [
@@ -59,10 +58,7 @@ def test_sm90a_takes_the_warpgroups_where_they_win(spec, sm, kw, mma):
 ])
 def test_refusals_are_located(spec, kw, message):
     sm = kw.pop("sm", "90a")
-    with pytest.raises(LocatedVerifyError) as e:
-        compiled(spec, sm, wgmma=True, **kw)
-    assert message in str(e.value)
-    assert e.value.span is not None  # at the tile.mma that asked for it
+    assert_refused_at_the_mma(spec, message, sm, **kw)
 
 
 def test_ptx():

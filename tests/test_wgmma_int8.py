@@ -9,10 +9,9 @@ import re
 
 import pytest
 
-from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 from tilemma.compiler.driver.gemm_generator import GemmSpec
 
-from tests.wgmma_cases import assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas, schedule
+from tests.wgmma_cases import assert_assembles_without_spills, assert_refused_at_the_mma, compiled, like_the_sm90_kernel, needs_ptxas, schedule
 
 
 def spec(m, n, k, t="s8", **kw) -> GemmSpec:
@@ -45,10 +44,7 @@ def test_a_transposed_operand_is_filled_k_major():
     (GemmSpec(64, 64, 128, "e4m3", "e4m3", "f32", b_layout="col"), {}, "the warpgroups here take"),
 ])
 def test_refusals_are_located(s, kw, message):
-    with pytest.raises(LocatedVerifyError) as e:
-        compiled(s, wgmma=True, **kw)
-    assert message in str(e.value)
-    assert e.value.span is not None
+    assert_refused_at_the_mma(s, message, **kw)
 
 
 def test_ptx():

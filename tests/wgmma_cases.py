@@ -1,12 +1,13 @@
 """What the warpgroup tests share (tests/test_wgmma*.py, tests/gpu/test_wgmma_gpu.py): a GemmSpec
-compiled for sm_90a with no tuning cache, the schedule `tile-plan` writes for it, ptxas's verdict
-on its PTX, and the check that a warpgroup kernel's D is the sm_90 kernel's of the same problem."""
+compiled for sm_90a with no tuning cache, the schedule `tile-plan` writes for it, a located
+refusal, ptxas's verdict on its PTX, and the check that a warpgroup kernel's D is the sm_90 kernel's of the same problem."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
 from tilemma.compiler.driver.runner import RunResult, run_compiled
@@ -32,6 +33,14 @@ def schedule(spec: GemmSpec, sm: str = "90a", **kw) -> Schedule:
     [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
     assert isinstance(attr, ScheduleAttr)
     return attr.schedule
+
+
+def assert_refused_at_the_mma(spec: GemmSpec, message: str, sm: str = "90a", **kw) -> None:
+    """`--wgmma` on `spec` is a located error (at the tile.mma that asked for it) saying `message`."""
+    with pytest.raises(LocatedVerifyError) as e:
+        compiled(spec, sm, wgmma=True, **kw)
+    assert message in str(e.value)
+    assert e.value.span is not None
 
 
 def assert_assembles_without_spills(ptx: str) -> None:
