@@ -163,12 +163,10 @@ class ScheduleAttr(ParametrizedAttribute):
         if s.mma not in MMAS:
             raise VerifyException(f"#warp.schedule: mma must be one of {', '.join(MMAS)}, got {s.mma!r}")
         if s.mma == "wgmma" and (not s.stages or s.warps[0] % 4 or s.warps[1] != 1 or s.warp_tile[0] != 1
-                                 or s.warp_tile[1] > 32 or any(w in s.fill for w in s.gather) or s.pair_bytes
-                                 or s.widen):
+                                 or s.warp_tile[1] > 32 or s.gather or s.pair_bytes or s.widen):
             raise VerifyException("#warp.schedule: mma = wgmma needs a staged schedule of warps W x 1 (W a multiple "
-                                  "of 4) and warp tile 1 x RN (RN at most 32: N up to 256), with no pair_bytes or "
-                                  "widen, and no operand both filled and gathered (a fill writes its K-major stages "
-                                  "as the warpgroups read them, a gather the stage cp.async would)")
+                                  "of 4) and warp tile 1 x RN (RN at most 32: N up to 256), with no gather, "
+                                  "pair_bytes or widen (a fill writes its K-major stages as the warpgroups read them)")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 

@@ -167,3 +167,33 @@ def test_a_fill_store_rounds_only_f32_it_transposes():
         block.add_op(op)
         with pytest.raises(VerifyException, match="a rounding stores f32 as tf32 by a transposing fill"):
             op.verify()
+
+
+@pytest.mark.parametrize("a_layout, b_layout", [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")])
+def test_sizes_known_at_launch(a_layout, b_layout):
+    """One `--wgmma` compile of `?` sizes serves ragged ones in every order (the fill's strides
+    registers, its byte steps computed once; the in-place rounding), every element within the
+    tf32 reference's bound in the emulator."""
+    import numpy as np
+
+    import tilemma
+    from tilemma.compiler.driver.gemm_generator import gemm_module
+    from tilemma.compiler.verify import reference
+
+    [kernel] = tilemma.compile(str(gemm_module(spec(64, 64, 64, a_layout=a_layout, b_layout=b_layout, dynamic="mnk"))),
+                               sm="90a", wgmma=True)
+    rng = np.random.default_rng(5)
+    for m, n, k in ((37, 91, 53), (130, 68, 96)):
+        a = reference.random_matrix("tf32", (m, k), rng).astype(np.float32)
+        b = reference.random_matrix("tf32", (k, n), rng).astype(np.float32)
+        c = reference.random_matrix("f32", (m, n), rng).astype(np.float32)
+        a = a if a_layout == "row" else np.asfortranarray(a)
+        b = b if b_layout == "row" else np.asfortranarray(b)
+        d = np.full_like(c, np.nan)
+        arrays = (a, b, c, d)
+        bound = kernel.bind([x.shape for x in arrays], [tuple(s // x.itemsize for s in x.strides) for x in arrays])
+        assert bound.instruction.startswith("wgmma.mma_async.sync.aligned.m64n"), bound.instruction
+        kernel.emulate(a, b, c, d)
+        want = reference.mma_reference(a, b, c, a_type="tf32", b_type="tf32", acc_type="f32")
+        result = reference.compare(d, want, acc_type="f32", a_type="tf32", k=k, a=a, b=b, c=c)
+        assert result.ok, f"{m}x{n}x{k}: {result}"

@@ -726,22 +726,18 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     if (need := stages * stage_k * bits_per_k // 8) > limit:
         raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {need} bytes of "
                             f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")
-    # each filled operand's K-major stage over the CTA's threads (`FillLayout`), each gathered one's
-    for what in fill + gather:
+    for what in fill:  # each filled operand's K-major stage over the CTA's threads (`FillLayout`)
         lines, mem = (bm, g.a) if what == "a" else (bn, g.b)
-        layout = (warp.FillLayout if what in fill else warp.GatherLayout).of(lines, stage_k, mem.bits, t.threads)
-        if layout is None:
+        if warp.FillLayout.of(lines, stage_k, mem.bits, t.threads) is None:
             if automatic:
                 return None
-            how = "transposing fill" if what in fill else "rounding copy"
-            raise LoweringError(mma, f"wgmma: the {how} of {what.upper()} cannot split a {lines} x "
+            raise LoweringError(mma, f"wgmma: the transposing fill of {what.upper()} cannot split a {lines} x "
                                 f"{stage_k} stage evenly over {t.threads} threads; choose other warps or warp-tile")
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
     most = configs.WGMMA_WAVE.get(schedule)
     if automatic and most is not None and (splits > most or t.tiles * splits < target.limits.one_wave):
         return None  # (`configs.WGMMA_WAVE`) mma.sync's smaller tiles do better
-    return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, gather,
-                    mma="wgmma")
+    return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma")
 
 
 @dataclass(frozen=True)
