@@ -106,6 +106,8 @@ CASES = {  # spec, options
     "trunc": (spec(130, 72, 64, "trunc"), {}),  # cp.async as stored
     "in-flight": (spec(200, 264, 96, b_layout="row"), {"warps": "4x1", "warp_tile": "1x16", "stages": 3}),
     "wait-each": (spec(96, 64, 100), {"stages": 2}),
+    "split-k": (spec(64, 128, 1024, b_layout="row"), {"split_k": 4}),  # the fill, K split in 4
+    "epilogue": (spec(96, 64, 128, bias="col", act="gelu", out="f16"), {}),  # the mma.sync kernel's epilogue
 }
 
 

@@ -98,6 +98,9 @@ TF32_CASES = [  # (spec, options): every order, every rounding, ragged sizes, a 
     (GemmSpec(200, 264, 96, "tf32", "tf32", "f32"), {"warps": "4x1", "warp_tile": "1x16", "stages": 3}),
     (GemmSpec(1024, 1024, 1024, "tf32", "tf32", "f32"), {}),  # the default tiles
     (GemmSpec(96, 64, 100, "tf32", "tf32", "f32", b_layout="col"), {"stages": 2}),
+    (GemmSpec(64, 128, 1024, "tf32", "tf32", "f32"), {"split_k": 4}),  # the fill, K split in 4
+    (GemmSpec(96, 64, 128, "tf32", "tf32", "f32", b_layout="col", bias="col", act="gelu", out="f16"), {}),
+    (GemmSpec(512, 4096, 1024, "tf32", "tf32", "f32", b_layout="col"), {}),  # 128 x 256 CTAs, K split in 2
 ]
 
 
