@@ -158,7 +158,7 @@ class WgmmaOp(IRDLOperation):
         a_rows = (SWIZZLE_BYTES, SWIZZLE_BYTES // 2) if self.sparse else (SWIZZLE_BYTES,)
         if row_bytes(a) not in a_rows or row_bytes(b) != SWIZZLE_BYTES or (
                 sa % a_blocks if a_blocks else ra % WGMMA_ROWS):
-            raise VerifyException(f"warp.wgmma: A and B stages have rows of {SWIZZLE_BYTES} bytes (64 16-bit or 128 "
+            raise VerifyException(f"warp.wgmma: A and B stages have rows of {SWIZZLE_BYTES} bytes (32 f32, 64 16-bit or 128 "
                                   f"8-bit elements of K, or of M or N for an M-major A or N-major B; a sparse A's kept "
                                   f"values 128 or 64 bytes), A a multiple of {WGMMA_ROWS} rows or a_blocks blocks "
                                   "a stage")

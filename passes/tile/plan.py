@@ -466,7 +466,8 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None, fill: str, gather: str) -> str | None:
     """Why a kernel cannot be multiplied by warpgroups (`#warp.schedule` mma = wgmma), None if it
     can: sm_90a, a dense 16-bit mma into f32 (`warp.WGMMA_TYPES`) or the sparse one of a
-    pre-compressed A, or an 8-bit integer one into s32 (K-major A and B), that stages
+    pre-compressed A, an 8-bit integer one into s32 (K-major A and B, or those the fill stages
+    K-major), or a tf32 one of f32 operands (any order and rounding: `tf32_staging`), that stages
     (`stageable`), read as stored (16-bit A and B in either order), every row copied by cp.async."""
     if not target.is_arch(90):
         return f"the warpgroup mma is the arch-specific target sm_90a's, not {target}'s"
@@ -752,7 +753,7 @@ class TilePlan(ModulePass):
     byte-pair ldmatrix .trans, `pairable`; false: transposed by the fill) and `wgmma` (true: each
     stage multiplied by warpgroups' wgmma.mma_async, sm_90a, `plan_wgmma`, or a located refusal
     where the kernel cannot take it; false, the default: so are the sm_90a kernels that can take it
-    of at least `configs.WGMMA_MIN_ROWS` rows (by their wgmma schedule: 16-bit, sparse, 8-bit) whose
+    of at least `configs.WGMMA_MIN_ROWS` rows (by their wgmma schedule: 16-bit, sparse, 8-bit, tf32) whose
     configuration is not forced). When none of warps,
     warp-tile and stages is given, a configuration in the tuning cache `tune-cache` (JSON,
     `compiler/core/configs.py`) wins. Defaults are the kernel's target's (`configs.default`), their

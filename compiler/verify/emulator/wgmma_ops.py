@@ -1,7 +1,8 @@
 """Hopper's warpgroup MMA (sm_90a): wgmma.fence, wgmma.commit_group, wgmma.wait_group N,
-wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} and its 2:4 sparse form
-wgmma.mma_async.sp.sync.aligned.m64nNk32 (below), with A and B read from shared memory through
-matrix descriptors in the 128-byte swizzle.
+wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16}, its 2:4 sparse form
+wgmma.mma_async.sp.sync.aligned.m64nNk32, and the 8-bit integer (m64nNk32.s32) and tf32
+(m64nNk8.f32) forms (below), with A and B read from shared memory through matrix descriptors in
+the 128-byte swizzle.
 
 A warpgroup is four consecutive warps (threads 128g .. 128g + 127 of a CTA), and every wgmma
 instruction is executed by whole warpgroups (the CTA's thread count a multiple of 128). D is
@@ -26,6 +27,12 @@ f16 and bf16, K- and N-major B): bit-exact with the arithmetic here.
 Arithmetic: D = A B + C as mma.sync m16n8k16 computes it (`mma_arith.fused_mma` with sm_90's
 model), measured equal on the H200 on random and adversarial data. Not measured: scale-d false,
 taken as a C of +0 (the ISA: D = A B), and imm-scale-a/b -1, taken as negating every element.
+
+tf32 (m64nNk8.f32.tf32.tf32 {d}, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b: no
+transposes, both operands K-major, 4-byte elements, a k8 step 32 bytes along the rows): the tensor
+cores read each f32 element's top 19 bits (the low 13 ignored, not rounded) and D is mma.sync
+m16n8k8 tf32's arithmetic; measured bit-exact on an H100 (tools/wgmma_probe.py `run_tf32`: N = 64,
+128, 256, random operands with their low bits set, and wide exponents, cancellation and subnormals).
 
 Sparse (.sp, PTX ISA 8.2): {d}, a-desc, b-desc, sp-meta, sp-sel, scale-d, then the dense form's
 immediates. A is the compressed A, 64 rows of 16 kept values a k32 instruction, read through its
