@@ -265,14 +265,16 @@ WGMMA_NARROW = {"16bit-wgmma": Config("8x1", "1x16", 4, 64), "sparse-wgmma": Con
 WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-b": 512, "8bit-wgmma": 512,
                   "tf32-wgmma": 256, "tf32-wgmma-rounded": 128, "tf32-wgmma-fill": 128}
 # wgmma schedules chosen by themselves only where their CTAs (128 x 256, `WGMMA_NARROW`), K split in
-# at most this many (`plan.split`), fill a wave (`targets` one_wave): tf32 rounded in place or filled,
+# at most (splits) many (`plan.split`), fill a wave (`targets` one_wave) and keep at least (use) of
+# the SMs' CTA slots busy over their waves (`plan.wave_use`): tf32 rounded in place or filled,
 # whose stage work (the rounding, the fill) the wide CTAs share and whose split-K costs grow with the
 # splits. H200, wgmma / mma.sync, rounded (rna) in place and filled (the three transposed orders)
 # (results/h200-2026-11-27-tf32-wgmma-wave.csv): 128 CTAs of 2 splits (512x4096x4096, 512x4096x11008)
 # 1.15-1.24x and 1.09-1.28x, 43 x 3 (128x11008x4096) 1.43x and 1.28-1.31x, 128 x 1 (2048x2048x256)
-# 1.03x and 1.11-1.17x, 172 x 1 (512x11008x4096) 1.16x and 0.89-0.96x (taken); 16 x 8
-# (128x4096x4096, 128x4096x11008) 0.87-1.02x and 0.74-0.96x, 32 x 1 (1000^3) 0.49x and 0.54-0.68x.
-WGMMA_WAVE = {"tf32-wgmma-rounded": 4, "tf32-wgmma-fill": 4}
+# 1.03x and 1.11-1.17x, 172 x 1 (512x11008x4096: two waves, the second 30% full) 1.16x and
+# 0.89-0.96x (hence the fill's 3/4); 16 x 8 (128x4096x4096, 128x4096x11008) 0.87-1.02x and
+# 0.74-0.96x, 32 x 1 (1000^3) 0.49x and 0.54-0.68x.
+WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fraction(3, 4))}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

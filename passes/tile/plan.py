@@ -735,8 +735,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
             raise LoweringError(mma, f"wgmma: the transposing fill of {what.upper()} cannot split a {lines} x "
                                 f"{stage_k} stage evenly over {t.threads} threads; choose other warps or warp-tile")
     splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
-    most = configs.WGMMA_WAVE.get(schedule)
-    if automatic and most is not None and (splits > most or t.tiles * splits < target.limits.one_wave):
+    wave = configs.WGMMA_WAVE.get(schedule)
+    if automatic and wave is not None and (splits > wave[0] or t.tiles * splits < target.limits.one_wave
+                                           or wave_use(t.tiles * splits, target) < wave[1]):
         return None  # (`configs.WGMMA_WAVE`) mma.sync's smaller tiles do better
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma")
 
