@@ -102,6 +102,8 @@ def test_ptxas_takes_it(layouts):
 
 CASES = {  # spec, options
     "odd": (spec(130, 200, 300), {}),  # ragged M, N and K: cp.async, rounded in place
+    "odd-rows": (spec(130, 200, 97), {}),  # rows of 97 f32: 4-byte copies, each rounded alone
+    "odd-filled": (spec(67, 131, 45, "rz", a_layout="col"), {}),  # A filled, B's rows 4-byte copies
     "b-row-filled": (spec(130, 200, 300, b_layout="row"), {}),  # the fill stages B K-major
     "a-col-filled-rz": (spec(136, 200, 96, "rz", a_layout="col"), {}),
     "both-filled-rn": (spec(70, 136, 100, "rn", a_layout="col", b_layout="row", batch=2), {}),
