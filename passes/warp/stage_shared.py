@@ -117,6 +117,9 @@ class _Stage(IndexBuilder):
         self.through_a, self.through_b = self.fill_a or "a" in s.gather, self.fill_b or "b" in s.gather
         self.a_m_major = column_major(self.a) and not self.fill_a
         self.b_k_major = column_major(self.b) or self.fill_b
+        # bytes a cp.async of A's and of B's stage copies (their runs' alignment), which the
+        # warpgroups' in-place rounding follows chunk for chunk
+        self.a_vector, self.b_vector = copy_vector(self.a, self.a_m_major), copy_vector(self.b, self.b_k_major)
         v = self.mmas[0].a.type.variant
         self.variant = v
         # one element per register (f64; tf32 stored across its fragments' K rows): warp.load_shared
@@ -224,11 +227,11 @@ class _Stage(IndexBuilder):
         if not self.wgmma:
             return []
         out = []
-        for load, dest, through, mem, by_col in ((self.a_loads[0], self.s_a, self.through_a, self.a, self.a_m_major),
-                                                 (self.b_loads[0], self.s_b, self.through_b, self.b, self.b_k_major)):
+        for load, dest, through, vector in ((self.a_loads[0], self.s_a, self.through_a, self.a_vector),
+                                            (self.b_loads[0], self.s_b, self.through_b, self.b_vector)):
             rounding = None if load.rounding is None else str(load.rounding.data)
             if rounding not in (None, "trunc") and not through:
-                out.append((dest, copy_vector(mem, by_col), rounding))
+                out.append((dest, vector, rounding))
         return out
 
     def pairs(self, accs: list[SSAValue], to_pairs: bool) -> list[SSAValue]:
@@ -289,18 +292,18 @@ class _Stage(IndexBuilder):
         if self.a_blocks:  # an M-major A for wgmma: one copy a block of 64 rows
             self.block_copies(a0, self.s_a, stage, self.a_blocks,
                               lambda j: [self.bz, self.plus(self.cta_row, j * warp.N_BLOCK), a_k],
-                              (m_exact, a_exact), copy_vector(self.a, True), transpose=True)
+                              (m_exact, a_exact), self.a_vector, transpose=True)
         elif not self.through_a:
             self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
-                                          a0.extent_values(), self.threads, copy_vector(self.a, self.a_m_major),
+                                          a0.extent_values(), self.threads, self.a_vector,
                                           transpose=self.a_m_major), m_exact, a_exact)
         if self.b_blocks:  # an N-major B for wgmma: one copy a block of 64 columns
             self.block_copies(b0, self.s_b, stage, self.b_blocks,
                               lambda j: [self.bz, k, self.plus(self.cta_col, j * warp.N_BLOCK)],
-                              (k_exact, n_exact), copy_vector(self.b))
+                              (k_exact, n_exact), self.b_vector)
         elif not self.through_b:
             self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
-                                          b0.extent_values(), self.threads, copy_vector(self.b, self.b_k_major),
+                                          b0.extent_values(), self.threads, self.b_vector,
                                           transpose=self.b_k_major), k_exact, n_exact)
         if self.s_meta is not None:
             m = self.metas[0]
