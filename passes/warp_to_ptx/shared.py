@@ -231,9 +231,7 @@ class LowerRoundStage(RewritePattern):
             """Per chunk (the first `count`): (guard, shared byte offset)."""
             out = []
             for c, guard in thread_chunks(e, threads, total, count):
-                row, col_bytes = e.reg("b32"), e.reg("b32")
-                e.emit("div.u32", row, c, per_row)
-                e.emit("rem.u32", col_bytes, c, per_row)
+                row, col_bytes = chunk_position(e, c, per_row)
                 e.emit("mul.lo.u32", col_bytes, col_bytes, w)
                 out.append((guard, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult, fold)))
             return out
@@ -271,6 +269,15 @@ class LowerRoundStage(RewritePattern):
         token = ptx.RegsOp([], op.result.type)
         e.ops.append(token)
         rewriter.replace(op, e.ops, [token.results[0]])
+
+
+def chunk_position(e: fio.Emitter, c: str, per_row: int) -> tuple[str, str]:
+    """(row, chunk in the row) of a copy's chunk `c` (row-major, `per_row` chunks a row): where
+    `warp.copy_async` puts it and `warp.round_stage` finds it."""
+    row, vec = e.reg("b32"), e.reg("b32")
+    e.emit("div.u32", row, c, per_row)
+    e.emit("rem.u32", vec, c, per_row)
+    return row, vec
 
 
 def _below(e: fio.Emitter, n: int) -> str:
@@ -329,9 +336,8 @@ class LowerCopyAsync(RewritePattern):
             offset, shared byte offset)."""
             parts = []
             for c, guard in thread_chunks(e, threads, total, count):
-                row, vec, col, col_bytes = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
-                e.emit("div.u32", row, c, per_row)
-                e.emit("rem.u32", vec, c, per_row)
+                row, vec = chunk_position(e, c, per_row)
+                col, col_bytes = e.reg("b32"), e.reg("b32")
                 e.emit("mul.lo.u32", col, vec, w * 8 // bits)
                 e.emit("mul.lo.u32", col_bytes, vec, w)
                 offset, col64 = e.reg("b64"), e.reg("b64")
