@@ -103,23 +103,35 @@ def accumulators(n: int, dtype: str, store: bool) -> list[str]:
     return lines
 
 
+def entry(n: int, dtype: str, version: str = "8.0", shared_bytes: int | None = None, meta: bool = False) -> list[str]:
+    """The probe kernels' head: the module header, the entry (A, B, C, D pointers, and with `meta`
+    the metadata words' `pe`), its registers (n / 2 accumulators of `dtype`; with `meta` the words
+    %e), the parameters loaded, %r1 the thread and %r2 the shared base; shared memory declared
+    inside with `shared_bytes`, else dynamic (`.extern`)."""
+    params = ", ".join(f".param .u64 p{x}" for x in ("abcde" if meta else "abcd"))
+    shared = [f".shared .align 1024 .b8 smem[{shared_bytes}];"] if shared_bytes is not None else []
+    return [
+        f".version {version}", ".target sm_90a", ".address_size 64",
+        *([] if shared else [".extern .shared .align 1024 .b8 smem[];"]),
+        f".visible .entry {ENTRY}({params})",
+        "{",
+        *shared,
+        ".reg .b32 %r<16>;", *([".reg .b32 %e<8>;"] if meta else []), ".reg .b64 %rd<16>;",
+        ".reg .b64 %rd_desc, %rd_a, %rd_b;",
+        f".reg .{dtype} %d<{n // 2}>;", ".reg .pred %p<4>;",
+        "ld.param.u64 %rd1, [pa];", "ld.param.u64 %rd2, [pb];", "ld.param.u64 %rd3, [pc];",
+        "ld.param.u64 %rd4, [pd];", *(["ld.param.u64 %rd9, [pe];"] if meta else []),
+        "mov.u32 %r1, %tid.x;",
+        "mov.u32 %r2, smem;",
+    ]
+
+
 def probe_ptx(n: int, etype: str, b_mn_major: bool, lbo_b: int, sbo_b: int) -> str:
     """The kernel for D (64 x n, f32) = A (64 x 64) B (64 x n) + C; B K-major (an n x 64 image) or
     N-major (n / 64 blocks of 64 x 64)."""
     regs = n // 2
     a_bytes, b_bytes = 64 * 128, n * 128
-    lines = [
-        ".version 8.0", ".target sm_90a", ".address_size 64",
-        f".visible .entry {ENTRY}(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)",
-        "{",
-        f".shared .align 1024 .b8 smem[{a_bytes + b_bytes}];",
-        ".reg .b32 %r<16>;", ".reg .b64 %rd<16>;", ".reg .b64 %rd_desc, %rd_a, %rd_b;",
-        f".reg .f32 %d<{regs}>;", ".reg .pred %p<4>;",
-        "ld.param.u64 %rd1, [pa];", "ld.param.u64 %rd2, [pb];", "ld.param.u64 %rd3, [pc];",
-        "ld.param.u64 %rd4, [pd];",
-        "mov.u32 %r1, %tid.x;",
-        "mov.u32 %r2, smem;",
-    ]
+    lines = entry(n, "f32", shared_bytes=a_bytes + b_bytes)
     lines += copy_images([("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)])
     lines += ["fence.proxy.async.shared::cta;", "bar.sync 0;"]
     lines += lane_pointers(n) + accumulators(n, "f32", store=False)
@@ -192,18 +204,7 @@ def sparse_probe_ptx(n: int, etype: str, b_mn_major: bool, k: int, a_row: int = 
     (n / 64 blocks of K x 64, LBO the block's bytes)."""
     regs, steps = n // 2, k // 32
     a_bytes, b_bytes = 64 * a_row, n * 2 * k
-    lines = [
-        ".version 8.2", ".target sm_90a", ".address_size 64",
-        ".extern .shared .align 1024 .b8 smem[];",
-        f".visible .entry {ENTRY}(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd, .param .u64 pe)",
-        "{",
-        ".reg .b32 %r<16>;", ".reg .b32 %e<8>;", ".reg .b64 %rd<16>;", ".reg .b64 %rd_desc, %rd_a, %rd_b;",
-        f".reg .f32 %d<{regs}>;", ".reg .pred %p<4>;",
-        "ld.param.u64 %rd1, [pa];", "ld.param.u64 %rd2, [pb];", "ld.param.u64 %rd3, [pc];",
-        "ld.param.u64 %rd4, [pd];", "ld.param.u64 %rd9, [pe];",
-        "mov.u32 %r1, %tid.x;",
-        "mov.u32 %r2, smem;",
-    ]
+    lines = entry(n, "f32", "8.2", meta=True)
     lines += copy_images([("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)])
     lines += ["mul.wide.u32 %rd10, %r1, 32;", "add.u64 %rd10, %rd10, %rd9;"]  # 8 words a thread
     lines += [f"ld.global.u32 %e{s}, [%rd10+{4 * s}];" for s in range(steps)]
@@ -317,18 +318,7 @@ def kmajor_probe_ptx(n: int, shape: str, dtype: str, a_rows_bytes: int = 128, st
     `dtype` in the accumulator's fragment, `immediates` after scale-d."""
     regs = n // 2
     a_bytes, b_bytes = 64 * a_rows_bytes, n * 128
-    lines = [
-        ".version 8.0", ".target sm_90a", ".address_size 64",
-        ".extern .shared .align 1024 .b8 smem[];",
-        f".visible .entry {ENTRY}(.param .u64 pa, .param .u64 pb, .param .u64 pc, .param .u64 pd)",
-        "{",
-        ".reg .b32 %r<16>;", ".reg .b64 %rd<16>;", ".reg .b64 %rd_desc, %rd_a, %rd_b;",
-        f".reg .{dtype} %d<{regs}>;", ".reg .pred %p<4>;",
-        "ld.param.u64 %rd1, [pa];", "ld.param.u64 %rd2, [pb];", "ld.param.u64 %rd3, [pc];",
-        "ld.param.u64 %rd4, [pd];",
-        "mov.u32 %r1, %tid.x;",
-        "mov.u32 %r2, smem;",
-    ]
+    lines = entry(n, dtype)
     lines += copy_images([("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)])
     lines += ["fence.proxy.async.shared::cta;", "bar.sync 0;"]
     lines += lane_pointers(n)
