@@ -129,7 +129,7 @@ CANDIDATES: dict[str, tuple[Config, ...]] = {
 # among the configurations that do not spill.
 _H100: dict[str, Config] = {
     "16bit": Config("2x2", "4x8", 3, 64),
-    # warpgroups multiplying by wgmma.mma_async (`--wgmma`, sm_90a; `plan.plan_wgmma`): two
+    # warpgroups multiplying by wgmma.mma_async (`--wgmma`, sm_90a; `plan_warpgroups.plan_wgmma`): two
     # warpgroups of m64n256 (128 x 256 CTAs), 4 stages of 128-byte K rows, one stage's products
     # running on while the next's are issued (the copies 2 stages ahead). H200, TFLOP/s, f16 / B
     # K-major / bf16 (results/h200-2026-11-27-wgmma-async-configs.csv): 4096^3 679 / 678 / 698,
@@ -144,7 +144,7 @@ _H100: dict[str, Config] = {
     "8bit-wgmma": Config("8x1", "1x32", 4, 128),
     # tf32 (f32 operands) by warpgroups: the 16-bit ones' tiles and stage bytes (K 32), K-major A and
     # B copied as stored (truncated), copied and rounded in place, or a transposed one filled
-    # (`plan.tf32_staging`). H200 4096^3 TFLOP/s (results/h200-2026-11-27-tf32-wgmma-matrix-shapes.csv):
+    # (`plan_warpgroups.tf32_staging`). H200 4096^3 TFLOP/s (results/h200-2026-11-27-tf32-wgmma-matrix-shapes.csv):
     # 382 / 231 / B row 206 (cuBLAS 408, Triton's mma.sync path 211-217)
     "tf32-wgmma": Config("8x1", "1x32", 4, 32),
     "tf32-wgmma-rounded": Config("8x1", "1x32", 4, 32),
@@ -226,7 +226,7 @@ _H100: dict[str, Config] = {
     "4bit-widened-fill-a": Config("2x4", "4x8", 4, 128),
     "4bit-widened-fill-ab": Config("4x2", "2x8", 4, 128),
 }
-# wgmma kernels whose default CTAs would not fill a wave, by wgmma schedule (`plan.wgmma_schedule`;
+# wgmma kernels whose default CTAs would not fill a wave, by wgmma schedule (`plan_warpgroups.wgmma_schedule`;
 # the dense ones' for those not named). Dense: m64n128 warpgroups and 4 stages: 512x4096x4096 (H200,
 # f16 / B K-major / bf16) 546 / 519 / 555 (results/h200-2026-11-27-wgmma-async-configs.csv); waiting
 # for each stage, 480 / 483 / 480 against the wide CTAs' 414 / 433 / 416 (64 CTAs; 128 with these),

@@ -1,0 +1,180 @@
+"""`tile-plan`'s warpgroup kernels (sm_90a's `wgmma.mma_async`, `#warp.schedule` mma = wgmma): which
+kernels the warpgroups can take (`wgmma_unsupported`), how a tf32 one stages its operands
+(`tf32_staging`), the schedule key of their defaults and rules in `configs` (`wgmma_schedule`), their
+tiles and stages (`wgmma_tiles`, `plan_wgmma`), and the refusals of forced ones. `plan.plan` asks
+here when `--wgmma` forces them or `configs.WGMMA_MIN_ROWS` lets them choose themselves; the tiling,
+split-K and wave arithmetic they share with the mma.sync kernels stays in `plan`.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import func
+
+from tilemma.compiler.core import configs, targets
+from tilemma.compiler.layouts import sparse_format
+from tilemma.dialects import tile, warp
+from tilemma.dialects.schedule import Schedule
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.tile.plan import (
+    GRID_LIMITS,
+    GROUP_M,
+    ceil_div,
+    choose_tiling,
+    column_major,
+    parse_pair,
+    split,
+    wave_use,
+    wrong_order,
+)
+
+
+def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None, fill: str, gather: str) -> str | None:
+    """Why a kernel cannot be multiplied by warpgroups (`#warp.schedule` mma = wgmma), None if it
+    can: sm_90a, a dense 16-bit mma into f32 (`warp.WGMMA_TYPES`) or the sparse one of a
+    pre-compressed A, an 8-bit integer one into s32 (K-major A and B, or those the fill stages
+    K-major), or a tf32 one of f32 operands (any order and rounding: `tf32_staging`), that stages
+    (`stageable`), read as stored (16-bit A and B in either order), every row copied by cp.async."""
+    if not target.is_arch(90):
+        return f"the warpgroup mma is the arch-specific target sm_90a's, not {target}'s"
+    shape = sparse_format.SHAPE if g.a_meta is not None else f"m16n8k{8 * warp.WGMMA_STEP_BYTES // max(g.a.bits, 1)}"
+    if (variant.atype, variant.btype, variant.dtype) not in warp.WGMMA_TYPES or variant.shape != shape \
+            or bool(variant.sparse) != (g.a_meta is not None) or variant.satfinite:
+        return (f"the warpgroups here take {', '.join(f'{a} x {b} -> {d}' for a, b, d in sorted(warp.WGMMA_TYPES))} "
+                f"(dense, the 16-bit ones also sparse from a pre-compressed A), not {variant.opcode}")
+    if why_not:
+        return f"the kernel cannot be staged: {why_not}"
+    if (g.a.casts or g.b.casts) and not (variant.atype == "tf32" and tf32_rounding(g.a) and tf32_rounding(g.b)):
+        return "A and B must be read as stored (or f32 read as tf32)"
+    if gather:
+        return "every row of A and B must be 4-byte aligned for cp.async (no gather)"
+    if g.a.bits == 8 and any(wrong_order(g, w) and w not in fill for w in "ab"):
+        return ("8-bit integers are read K-major (no transposes): A row-major and B column-major, or an operand "
+                "the transposing fill can stage K-major")
+    return None
+
+
+def tf32_rounding(mem) -> str | None:
+    """The rounding by which an f32 operand becomes tf32 (its one cast), None if it is not one."""
+    if len(mem.casts) == 1 and mem.casts[0][:2] == ("f32", "tf32"):
+        return mem.casts[0][2] or tile.CAST_RULES[("f32", "tf32")].default
+    return None
+
+
+def tf32_staging(g) -> str:
+    """The operands a tf32 wgmma kernel fills: wgmma reads tf32 K-major from the stage itself, so
+    an operand stored M- or N-major is transposed by the fill, which rounds it on its way into
+    shared memory; a K-major one is copied as stored by cp.async and, unless truncated (the tensor
+    cores ignore the low bits), rounded where it lies (`warp.round_stage`). Copying the K-major ones
+    through registers instead, rounding on the way, lost (H200 4096^3 rna: 204 TFLOP/s with 16-byte
+    vectors, 160 a word at a time, against 227 rounded in place; results/h200-2026-11-27-tf32-rounding-*.csv)."""
+    return "".join(w for w in "ab" if wrong_order(g, w))
+
+
+def wgmma_schedule(g) -> str:
+    """The wgmma kernel's key in `configs` (its defaults, `WGMMA_NARROW`, `WGMMA_MIN_ROWS`)."""
+    if g.a.bits == 8:
+        return "8bit-wgmma"
+    if g.a.bits == 32:  # tf32: as stored, rounded in place, or filled (`tf32_staging`)
+        if tf32_staging(g):
+            return "tf32-wgmma-fill"
+        return "tf32-wgmma" if tf32_rounding(g.a) == tf32_rounding(g.b) == "trunc" else "tf32-wgmma-rounded"
+    if g.a_meta is None:
+        return "16bit-wgmma"
+    return "sparse-wgmma-k-major-b" if column_major(g.b) else "sparse-wgmma"
+
+
+def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, target: targets.SmTarget
+                ) -> tuple[tuple[int, int], tuple[int, int], int]:
+    """(warps, warp tile, default stages) of a wgmma kernel: the forced ones, else the default's,
+    with `configs.WGMMA_NARROW`'s where the default's CTAs would not fill a wave; no more
+    warpgroups than M has 64-row blocks, and B's columns cut to N (whole 64-column blocks for an
+    N-major B; a power of two of them for a filled 32-bit one, which `FillLayout` splits)."""
+    stages = default.stages
+    forced_warps = warps is not None
+    if warps is None:  # no more warpgroups than M's 64-row blocks
+        wm = parse_pair(default.warps, "warps")[0]  # type: ignore[index]
+        warps = (min(wm, 4 * ceil_div(g.m, warp.WGMMA_ROWS)), 1)
+    if warp_tile is None:
+        rn = parse_pair(default.warp_tile, "warp-tile")[1]  # type: ignore[index]
+        ctas = ceil_div(g.m, warps[0] * 16) * ceil_div(g.n, 8 * rn) * g.batch  # type: ignore[index]
+        if ctas < target.limits.one_wave:
+            narrow = configs.WGMMA_NARROW.get(schedule, configs.WGMMA_NARROW["16bit-wgmma"])
+            rn, stages = parse_pair(narrow.warp_tile, "warp-tile")[1], narrow.stages  # type: ignore[index]
+            if not forced_warps:
+                warps = (min(warps[0], parse_pair(narrow.warps, "warps")[0]), 1)  # type: ignore[index]
+        block = 1 if column_major(g.b) else warp.N_BLOCK // 8
+        cut = ceil_div(ceil_div(g.n, 8), block) * block
+        if g.a.bits == 32 and wrong_order(g, "b"):  # B's lines a power of two, which the 32-bit fill splits
+            cut = 1 << (cut - 1).bit_length()
+        warp_tile = (1, min(rn, cut))
+    return warps, warp_tile, stages  # type: ignore[return-value]
+
+
+def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
+    """Why forced wgmma tiles do not fit the instruction (None if they do)."""
+    (wm, wn), (rm, rn) = warps, warp_tile
+    if wm % 4 or wn != 1 or rm != 1 or 8 * rn > warp.WGMMA_MAX_N:
+        return (f"warpgroups take warps W x 1 (W a multiple of 4: warpgroups down M) and warp tile 1 x RN "
+                f"(N = 8 RN up to {warp.WGMMA_MAX_N}), not warps {wm}x{wn}, warp tile {rm}x{rn}")
+    if not column_major(g.b) and 8 * rn % warp.N_BLOCK:
+        return f"an N-major B is read in blocks of {warp.N_BLOCK} columns: warp tile 1 x RN with RN a multiple of 8"
+    if g.a_meta is not None:  # the kept values' rows: 128 bytes, or 64 (the 64-byte swizzle)
+        if stage_k * g.a.bits not in (8 * 256, 8 * 128):
+            return (f"a pre-compressed A's stages are K 128 or 64 for the descriptors (its K / 2 values rows of "
+                    f"128 or 64 bytes, B's 128-byte rows a multiple), not {stage_k}")
+        if column_major(g.b) and stage_k * g.b.bits != 8 * 128:
+            return (f"with a K-major B a pre-compressed A's stages are K 64 (B's rows 128 bytes, A's kept values "
+                    f"64), not {stage_k}")
+    elif stage_k * g.a.bits != 8 * 128:
+        return f"the descriptors read stages of 128-byte K rows: stage-k {1024 // g.a.bits} for {g.a.bits}-bit operands, not {stage_k}"
+    return None
+
+
+def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_not, fill: str, gather: str,
+               warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False) -> Schedule | None:
+    """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
+    default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
+    memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
+    by the fill, or a LoweringError saying why not (None, when `automatic`, where the fill cannot
+    split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
+    the kernel keeps mma.sync)."""
+    mma = g.mma
+    if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
+        raise LoweringError(mma, f"wgmma: {why}")
+    if variant.atype == "tf32":
+        fill = tf32_staging(g)
+    if stages == 0:
+        raise LoweringError(mma, "wgmma: the warpgroups read their operands from shared memory; stages=0 cannot take it")
+    schedule = wgmma_schedule(g)
+    default = configs.default(target, schedule)
+    warps, warp_tile, default_stages = wgmma_tiles(g, schedule, default, warps, warp_tile, target)
+    stage_k = stage_k or default.stage_k
+    if why := wgmma_tiling_error(g, warps, warp_tile, stage_k):
+        raise LoweringError(mma, f"wgmma: {why}")
+    t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target, wgmma=True)
+    if t.grid[0] * t.grid[1] > GRID_LIMITS[0]:
+        raise LoweringError(mma, f"{t.grid[0] * t.grid[1]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
+    bm, bn = t.cta_tile
+    limit = target.limits.shared_per_cta
+    # a pre-compressed A: K / 2 values, and their metadata staged with them (2 bits a value)
+    bits_per_k = bm * (g.a.bits // 2 + 1 if g.a_meta is not None else g.a.bits) + bn * g.b.bits
+    forced = stages > 0
+    # the stage K is the descriptors' (128-byte rows): only a default's stages are cut
+    stages, _ = configs.fit_shared(stages if forced else default_stages, stage_k, bits_per_k, limit, schedule,
+                                   cut_stages=not forced, cut_k=False, read_k=warp.WGMMA_K)
+    if (need := stages * stage_k * bits_per_k // 8) > limit:
+        raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {need} bytes of "
+                            f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")
+    for what in fill:  # each filled operand's K-major stage over the CTA's threads (`FillLayout`)
+        lines, mem = (bm, g.a) if what == "a" else (bn, g.b)
+        if warp.FillLayout.of(lines, stage_k, mem.bits, t.threads) is None:
+            if automatic:
+                return None
+            raise LoweringError(mma, f"wgmma: the transposing fill of {what.upper()} cannot split a {lines} x "
+                                f"{stage_k} stage evenly over {t.threads} threads; choose other warps or warp-tile")
+    splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
+    wave = configs.WGMMA_WAVE.get(schedule)
+    if automatic and wave is not None and (splits > wave[0] or t.tiles * splits < target.limits.one_wave
+                                           or wave_use(t.tiles * splits, target) < wave[1]):
+        return None  # (`configs.WGMMA_WAVE`) mma.sync's smaller tiles do better
+    return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma")
