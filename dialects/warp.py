@@ -284,6 +284,11 @@ class LoadOp(_WindowOp):
         if frag.role in (Operand.META,):
             raise VerifyException("warp.load: metadata fragments come from warp.load_sparse_a or warp.load_meta")
 
+    @property
+    def rounding_mode(self) -> str | None:
+        """The f32 -> tf32 rounding's name (rna, rn, rz, trunc), None where nothing is rounded."""
+        return None if self.rounding is None else str(self.rounding.data)  # type: ignore[attr-defined]
+
 
 @irdl_op_definition
 class StoreOp(_WindowOp):

@@ -229,7 +229,7 @@ class _Stage(IndexBuilder):
         out = []
         for load, dest, through, vector in ((self.a_loads[0], self.s_a, self.through_a, self.a_vector),
                                             (self.b_loads[0], self.s_b, self.through_b, self.b_vector)):
-            rounding = None if load.rounding is None else str(load.rounding.data)
+            rounding = load.rounding_mode
             if rounding not in (None, "trunc") and not through:
                 out.append((dest, vector, rounding))
         return out
@@ -342,8 +342,8 @@ class _Stage(IndexBuilder):
                                                     shape, self.threads, transpose=transpose, gather=gathered,
                                                     by_element=not gathered and what in gather),
                                     rows_in, cols_in)
-                rounding = None if load0.rounding is None else str(load0.rounding.data)  # f32 stored as tf32
-                self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gathered, rounding=rounding))
+                self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gathered,
+                                          rounding=load0.rounding_mode))  # f32 stored as tf32
 
     def stage_meta(self, stage: SSAValue, token: SSAValue) -> list[SSAValue]:
         """A pre-compressed A's metadata for the stage: per instruction row of the warp tile, its
@@ -392,8 +392,7 @@ class _Stage(IndexBuilder):
         rn = self.s.warp_tile[1]
         pre = self.pre
         a_load, b_load = self.a_loads[0], self.b_loads[0]
-        a_round = None if a_load.rounding is None else str(a_load.rounding.data)
-        b_round = None if b_load.rounding is None else str(b_load.rounding.data)
+        a_round, b_round = a_load.rounding_mode, b_load.rounding_mode
         a_type, b_type = a_load.result.type, b_load.result.type
         at, zero = self.const(kk), self.const(0)
         a_read = warp.LoadSharedOp if self.a_shared else warp.LdMatrixOp

@@ -111,14 +111,14 @@ def _swizzle(ref: Attribute) -> tuple[bool, int, bool]:
     return mult is not None, mult or 1, warp.swizzle_fold(ref)
 
 
-def _round_tf32(e: fio.Emitter, op: warp.LdMatrixOp | warp.LoadSharedOp, regs: list[str]) -> None:
-    """An f32 buffer read as tf32 fragments: each register converted as the op's rounding says
-    (`trunc`: not at all, the mma reads the top 19 bits)."""
-    rounding = op.rounding
-    if rounding is not None and rounding.data.value != "trunc":
+def _round_tf32(e: fio.Emitter, rounding: Attribute | None, regs: list[str], guard: str | None = None) -> None:
+    """f32 registers made tf32 in place as `rounding` (a #tile<rounding ...>, None: nothing) says:
+    an f32 buffer read as tf32 fragments, or a stage rounded where it lies (`trunc`: not at all,
+    the tensor cores read the top 19 bits)."""
+    if rounding is not None and rounding.data.value != "trunc":  # type: ignore[attr-defined]
         assert isinstance(rounding, tile.RoundingAttr)
         for r in regs:
-            e.emit(f"cvt.{rounding.data.value}.tf32.f32", r, r)
+            e.emit(f"cvt.{rounding.data.value}.tf32.f32", r, r, guard=guard)
 
 
 def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row: str, row_bytes: int,
@@ -247,7 +247,6 @@ class LowerRoundStage(RewritePattern):
         e = fio.Emitter(kernel.regs)
         base = e.reg("b32")
         e.emit("mad.lo.u32", base, e.in_register(stage), stage_bytes, dst)
-        mode = str(op.rounding.data)
         words = w // 4
         vec = f".v{words}" if words > 1 else ""
         # every load first: ptxas cannot move a load above a store that may alias it, and a chain
@@ -261,8 +260,7 @@ class LowerRoundStage(RewritePattern):
             e.emit(f"ld.shared{vec}.b32", "{" + ", ".join(regs) + "}" if vec else regs[0], at, guard=guard)
             chunks_at.append((guard, at, regs))
         for guard, at, regs in chunks_at:
-            for r in regs:
-                e.emit(f"cvt.{mode}.tf32.f32", r, r, guard=guard)
+            _round_tf32(e, op.rounding, regs, guard)
             e.emit(f"st.shared{vec}.b32", at, "{" + ", ".join(regs) + "}" if vec else regs[0], guard=guard)
         if op.proxy_fence is not None:
             e.emit("fence.proxy.async.shared::cta")
@@ -519,7 +517,7 @@ class LowerLdMatrix(RewritePattern):
         shape = ("x4" if wide else "x2") + (".trans" if trans else "")
         e.emit(f"ldmatrix.sync.aligned.m8n8.{shape}.shared.b16", "{" + ", ".join(out) + "}",
                f"[{addr}+{imm_rows * row_bytes + line}]")
-        _round_tf32(e, op, out)
+        _round_tf32(e, op.rounding, out)
         if pairs:  # out = k rows 4t, 4t+1 | 4t+2, 4t+3 of m or n 2g, 2g+1, then k + 16: bytes regrouped
             # (even, odd) of each K half: B's two fragments (b0, b1 each), or A's a0, a1 and a2, a3
             parts = [[e.reg("b32") for _ in range(2)] for _ in range(2)]
@@ -620,5 +618,5 @@ class LowerLoadShared(RewritePattern):
                 e.emit("xor.b32", addr, addrs[at], moved)
             imm = (dr - key[0]) * row_bytes + (dc - key[1]) * esz
             e.emit(f"ld.shared.{suffix}", r, f"[{addr}+{imm}]")
-        _round_tf32(e, op, out)
+        _round_tf32(e, op.rounding, out)
         _finish(op, rewriter, e, [out])
