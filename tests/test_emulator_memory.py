@@ -308,7 +308,8 @@ def test_shared_memory_is_per_cta():
 
 @pytest.mark.parametrize("body, message", [
     ("    setp.lt.u32 %p1, %r1, 32;\n    @%p1 bar.sync 0;\n", r"only 32 of the 64 live threads of the CTA of thread \(32, 0, 0\).* reach this barrier"),
-    ("    bar.sync 0, 32;\n", "thread count 32 is not the CTA's 64 threads"),
+    ("    bar.sync 0, 32;\n", "64 threads of CTA 0 reach barrier 0, which waits for 32"),
+    ("    bar.sync 1, 48;\n", "a barrier's thread count is a multiple of 32, not 48"),
     ("    setp.lt.u32 %p1, %r1, 16;\n    @%p1 ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r4}, [%r3];\n", "only 16 of 32 lanes .* execute this ldmatrix"),
     ("    ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r4}, [%r3];\n", "ldmatrix .x2 writes 2 registers"),
     ("    ldmatrix.sync.aligned.m8n8.x1.b16 {%r4}, [%r3];\n", r"expected ldmatrix.sync.aligned.m8n8.\{x1,x2,x4\}\[.trans\].shared\[::cta\].b16"),
@@ -319,8 +320,8 @@ def test_shared_memory_is_per_cta():
     ("    mov.u32 %r9, 9;\n    cp.async.ca.shared.global [%r3], [%rd3], 8, %r9;\n", "src-size 9 exceeds cp-size 8"),
     ("    cp.async.wait_group %r1;\n", "wait_group takes a non-negative integer constant"),
     ("    cp.async.bulk.shared.global [%r3], [%rd3], 16;\n", r"expected cp.async.\{ca,cg\}"),
-    ("    bar.arrive 0;\n", "expected bar.sync 0"),
-    ("    bar.sync 1;\n", "only barrier 0"),
+    ("    bar.arrive 0;\n", "expected bar.sync B"),
+    ("    bar.sync 16;\n", "only a constant barrier 0-15"),
     ("    ld.shared.v4.u32 {%r4, %r5}, [%r3];\n", r"the destination needs \{%r, %r, %r, %r\}"),
 ])  # fmt: skip
 def test_refused(body, message):

@@ -193,6 +193,8 @@ class _Machine:
         self.done = False
         self.mma_count = 0
         self.wgmma = None  # per-warpgroup wgmma state (`wgmma_ops._Warpgroups`), made on first use
+        self.mbarriers = None  # the CTAs' mbarrier objects (`mbarrier_ops.Barriers`), made on first use
+        self.parked: np.ndarray | None = None  # live threads of the other contexts (`Program._execute`)
         self.shared = None if shared_size is None else _Shared(self, shared_size)
 
     def thread(self, t: int) -> str:
@@ -321,6 +323,17 @@ class _Shared:
         else:
             self.writer.reshape(ctas.size, -1)[ctas] = -1
             self.reader.reshape(ctas.size, -1)[ctas] = -1
+
+    def publish(self, seen: np.ndarray) -> None:
+        """A wait on an mbarrier phase that threads `seen` (bool per thread) arrived at: their writes
+        and reads so far are ordered before the waiters, so their marks go (a read mark of several
+        threads, as a warpgroup's wgmma leaves, goes when any of them arrived: imprecise)."""
+        per_cta = seen.size // (self.writer.size // self.size)
+        w, r = self.writer, self.reader
+        mine = (w >= 0) & seen[np.maximum(w, 0)]
+        w[mine] = -1
+        someone = np.repeat(seen.reshape(-1, per_cta).any(1), self.size)
+        r[((r >= 0) & seen[np.maximum(r, 0)]) | ((r == -2) & someone)] = -1
 
     def issue(self, m: _Machine, where: str, threads: np.ndarray, idx: np.ndarray, data: np.ndarray) -> None:
         """A cp.async by `threads` of `data` to bytes `idx`: in flight until its group is waited for."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from tilemma.compiler.core import collector
@@ -21,11 +21,12 @@ from tilemma.compiler.verify.emulator.float_ops import DECODERS as _FLOAT_DECODE
 from tilemma.compiler.verify.emulator.machine import (
     _SHARED_BASE, _STORAGE, _TYPES, EmulationError, RunStats, _Machine, _Memory,
 )
+from tilemma.compiler.verify.emulator.mbarrier_ops import _dec_mbarrier
 from tilemma.compiler.verify.emulator.memory_ops import _dec_atom, _dec_fence, _dec_ld, _dec_st
 from tilemma.compiler.verify.emulator.mma_instruction import _dec_mma
 from tilemma.compiler.verify.emulator.operands import Fn, _Decode
 from tilemma.compiler.verify.emulator.shared_ops import _dec_bar, _dec_cp, _dec_ldmatrix
-from tilemma.compiler.verify.emulator.wgmma_ops import _dec_wgmma
+from tilemma.compiler.verify.emulator.wgmma_ops import _dec_setmaxnreg, _dec_wgmma
 from tilemma.compiler.verify.ptx_text import ParsedPtx, parse_ptx_modules, print_ptx
 from tilemma.dialects import ptx
 from xdsl.dialects.builtin import ModuleOp
@@ -40,6 +41,7 @@ _DECODERS = {
     "popc": _dec_popc, "abs": _dec_abs_neg, "neg": _dec_abs_neg, "atom": _dec_atom,
     "cp": _dec_cp, "ldmatrix": _dec_ldmatrix, "bar": _dec_bar, "barrier": _dec_bar,
     "fence": _dec_fence, "membar": _dec_fence, "shfl": _dec_shfl, "wgmma": _dec_wgmma,
+    "mbarrier": _dec_mbarrier, "setmaxnreg": _dec_setmaxnreg,
     **_FLOAT_DECODERS,  # float forms of add/sub/mul/div/min/max/neg/abs/setp/cvt/mov, fma, ex2, ...
 }  # fmt: skip
 
@@ -47,7 +49,7 @@ _DECODERS = {
 @dataclass
 class _Step:
     fn: Fn | None
-    kind: str  # "op", "bra", "ret"
+    kind: str  # "op", "bra", "ret", "wait" (an mbarrier try_wait: fn returns whether it passed)
     guard: tuple[str, int, bool] | None  # (bank, index, negated)
     where: str
     target: int = -1
@@ -152,6 +154,8 @@ class Program:
             if len(parts) > 1 or args:
                 raise EmulationError(f"{where}: expected plain {parts[0]}")
             return _Step(None, "ret", guard, where)
+        if parts[:2] == ["mbarrier", "try_wait"]:
+            return _Step(_dec_mbarrier(d, op, parts[1:], args, where), "wait", guard, where)
         decoder = _DECODERS.get(parts[0])
         if decoder is None:
             raise EmulationError(f"{where}: the emulator does not implement {parts[0]!r}")
@@ -229,10 +233,41 @@ class Program:
         return self.dynamic_at - _SHARED_BASE + int(shared_bytes)
 
     def _execute(self, m: _Machine, max_steps: int) -> int:
-        steps, n, pc, count = self.steps, len(self.steps), 0, 0
+        """Run the chunk's threads to the end. They start as one context (pc, active threads); a
+        branch that parts whole warps of a CTA (a warp-specialized kernel's roles) gives the warps
+        that take it a context of their own, and the contexts take turns: one runs until it ends
+        or waits for an mbarrier phase that is not complete (`mbarrier_ops`), then the next."""
+        contexts = [_Context(0, m.active)]
+        count, turn, idle = 0, 0, 0
+        while contexts:
+            turn %= len(contexts)
+            ctx = contexts[turn]
+            others = [c.threads(m.T) for c in contexts if c is not ctx]
+            m.parked = np.logical_or.reduce(others) if others else None
+            m.active, m.done = ctx.active, ctx.done
+            ran, paused = self._run(m, ctx, contexts, max_steps - count)
+            count += ran
+            ctx.active, ctx.done = m.active, m.done
+            if not paused:
+                contexts.remove(ctx)
+                idle = 0
+                continue
+            # paused at once at a wait that does not pass: no progress
+            idle = idle + 1 if ctx.stuck else 0
+            if idle >= len(contexts):
+                waits = "; ".join(sorted({str(self.steps[c.pc].where) for c in contexts}))
+                raise EmulationError(f"deadlock: every live thread waits for an mbarrier phase that no thread can "
+                                     f"complete any more ({waits})")
+            turn += 1
+        return count
+
+    def _run(self, m: _Machine, ctx: _Context, contexts: list[_Context], max_steps: int) -> tuple[int, bool]:
+        """Run context `ctx` until its threads end (False) or it waits for an incomplete mbarrier
+        phase (True, its pc at the wait); the instructions issued."""
+        steps, n, pc, count = self.steps, len(self.steps), ctx.pc, 0
         # CTAs that branch apart (a K loop whose trip count is the CTA's, as a split-K kernel's
         # last split): (pc where they meet again, the threads waiting there), innermost last
-        waiting: list[tuple[int, np.ndarray]] = []
+        waiting = ctx.waiting
         while pc < n:
             while waiting and pc == waiting[-1][0]:
                 m.active = m.active | waiting.pop()[1]
@@ -260,19 +295,41 @@ class Program:
             if step.kind == "op":
                 step.fn(m, mask)
                 pc += 1
+                if m.mbarriers is not None and m.mbarriers.completed:
+                    # a phase completed: let its waiters run now, so that a thread which goes on
+                    # to write what they still read (a missing wait) meets their race marks
+                    m.mbarriers.completed = False
+                    if len(contexts) > 1:
+                        ctx.pc, ctx.stuck = pc, False
+                        return count, True
+            elif step.kind == "wait":
+                if not step.fn(m, mask):
+                    ctx.pc, ctx.stuck = pc, count == 1
+                    return count, True
+                pc += 1
             elif step.kind == "bra":
                 if mask is not None and (m.active is None or not np.array_equal(mask, m.active)):
                     live = m.active if m.active is not None else np.ones(m.T, bool)
+                    taken = mask.copy()  # (a guard without negation is the register's own row)
                     by_cta = (mask | ~live).reshape(m.nctas, -1).all(1) | ~mask.reshape(m.nctas, -1).any(1)
-                    if not by_cta.all():  # threads of one CTA part: SIMT divergence, not modelled
-                        off = np.flatnonzero(live & ~mask)
-                        raise EmulationError(
-                            f"{step.where}: non-uniform branch: {int(mask.sum())} live threads take it, "
-                            f"{off.size} do not (first: {m.thread(int(off[0]))}); the emulator runs "
-                            "the threads of a CTA in lockstep")
+                    if not by_cta.all():
+                        t, lv = (taken & live).reshape(-1, 32), live.reshape(-1, 32)
+                        if not ((t == lv).all(1) | ~t.any(1)).all():  # lanes of one warp part: SIMT divergence
+                            off = np.flatnonzero(live & ~mask)
+                            raise EmulationError(
+                                f"{step.where}: non-uniform branch: {int(mask.sum())} live threads take it, "
+                                f"{off.size} do not (first: {m.thread(int(off[0]))}); the emulator runs "
+                                "the threads of a warp in lockstep")
+                        if waiting:
+                            raise EmulationError(f"{step.where}: warps of a CTA part where CTAs have parted already; "
+                                                 "the emulator does not model that")
+                        # whole warps part (roles): the ones taking it run as a context of their own
+                        contexts.append(_Context(step.target, taken & live))
+                        m.active = live & ~taken
+                        pc += 1
+                        continue
                     # whole CTAs part: the ones behind run first, the others wait where both meet
                     # (a forward branch's target; after a backward one)
-                    taken = mask.copy()  # (a guard without negation is the register's own row)
                     if step.target > pc:
                         waiting.append((step.target, taken))
                         m.active = live & ~taken
@@ -291,7 +348,26 @@ class Program:
                     m.active = (m.active if m.active is not None else np.ones(m.T, bool)) & ~mask
                     m.done = not m.active.any()
                 pc += 1
-        return count
+        ctx.pc = pc
+        return count, False
+
+
+@dataclass
+class _Context:
+    """Threads of a chunk that run together: their pc, their active threads (None: all), the
+    CTAs waiting to rejoin them, and whether all have ended."""
+
+    pc: int
+    active: np.ndarray | None
+    waiting: list = field(default_factory=list)
+    done: bool = False
+    stuck: bool = False  # paused at a wait without running anything else since its last turn
+
+    def threads(self, total: int) -> np.ndarray:
+        out = np.ones(total, bool) if self.active is None else self.active.copy()
+        for _, w in self.waiting:
+            out |= w
+        return out
 
 
 def _dims(d, what: str) -> tuple[int, int, int]:

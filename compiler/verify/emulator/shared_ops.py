@@ -171,32 +171,47 @@ def _dec_bar_red_or(d, op, args, where) -> Fn:
 
 
 def _dec_bar(d, op, mods, args, where) -> Fn:
-    """bar.sync 0 / barrier.sync[.aligned] 0 [, N]: all warps run in lockstep, so the barrier's
-    work here is to end the race-detection window (and to refuse a barrier in divergent code)."""
+    """bar.sync B [, N] / barrier.sync[.aligned] B [, N]: the warps of a context run in lockstep,
+    so the barrier's work here is to end the race-detection window and to refuse a barrier that
+    would hang: barrier 0 without a count waits for every live thread of the CTA (also those of
+    other contexts, `_Machine.parked`); with a count N (named barriers 0-15, a warp-specialized
+    kernel's consumers) exactly N threads of each CTA that reaches it must, and only their marks end."""
     head = op.opcode.data.split(".")[0]
     if head == "bar" and mods == ["red", "or", "pred"]:
         return _dec_bar_red_or(d, op, args, where)
     if mods not in (["sync"], ["sync", "aligned"]) or (head == "bar" and mods != ["sync"]):
-        raise EmulationError(f"{where}: expected bar.sync 0 or barrier.sync[.aligned] 0 (optionally ', N')")
+        raise EmulationError(f"{where}: expected bar.sync B or barrier.sync[.aligned] B (optionally ', N')")
     ops = [d.operand(a, op) for a in args]
     if len(ops) not in (1, 2) or not all(isinstance(x, _Imm) and not isinstance(x.value, float) for x in ops) \
-            or ops[0].value != 0:
-        raise EmulationError(f"{where}: only barrier 0 with a constant thread count is supported")
+            or not 0 <= ops[0].value < 16:
+        raise EmulationError(f"{where}: only a constant barrier 0-15 with a constant thread count is supported")
     count = int(ops[1].value) if len(ops) == 2 else None
+    if count is not None and (count < 32 or count % 32):
+        raise EmulationError(f"{where}: a barrier's thread count is a multiple of 32, not {count}")
 
     def run(m, mask):
-        if count is not None and count != m.per_cta:
-            raise EmulationError(f"{where}: thread count {count} is not the CTA's {m.per_cta} threads (whole warps); "
-                                 "the emulator runs all warps in lockstep and supports only whole-CTA barriers")
         live = np.ones(m.T, bool) if m.active is None else m.active
         there = live if mask is None else mask
-        arrived, expected = there.reshape(m.nctas, -1).sum(1), live.reshape(m.nctas, -1).sum(1)
+        arrived = there.reshape(m.nctas, -1).sum(1)
+        if count is not None and count != m.per_cta:
+            partial = (arrived > 0) & (arrived != count)
+            if partial.any():
+                c = int(np.flatnonzero(partial)[0])
+                raise EmulationError(f"{where}: {int(arrived[c])} threads of CTA {m.cta0 + c} reach barrier "
+                                     f"{int(ops[0].value)}, which waits for {count} (a barrier that never fills "
+                                     "hangs the GPU)")
+            if m.shared is not None:
+                m.shared.publish(there)
+            return
+        alive = live if m.parked is None else live | m.parked
+        expected = alive.reshape(m.nctas, -1).sum(1)
         partial = (arrived > 0) & (arrived < expected)
         if partial.any():
             c = int(np.flatnonzero(partial)[0])
-            missing = int(np.flatnonzero(live & ~there)[0])
+            missing = int(np.flatnonzero(alive.reshape(m.nctas, -1)[c] & ~there.reshape(m.nctas, -1)[c])[0])
             raise EmulationError(f"{where}: only {int(arrived[c])} of the {int(expected[c])} live threads of the CTA of "
-                                 f"{m.thread(missing)} reach this barrier (a barrier in divergent code hangs the GPU)")
+                                 f"{m.thread(c * m.per_cta + missing)} reach this barrier (a barrier in divergent code "
+                                 "hangs the GPU)")
         if m.shared is not None:
             m.shared.barrier(None if mask is None else arrived > 0)
 

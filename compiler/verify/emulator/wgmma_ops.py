@@ -236,6 +236,20 @@ def _dec_wgmma(d, op, mods, args, where) -> Fn:
     raise EmulationError(f"{where}: expected wgmma.fence/commit_group/wait_group N/mma_async (.sync.aligned)")
 
 
+def _dec_setmaxnreg(d, op, mods, args, where) -> Fn:
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 N: a warpgroup takes or gives back registers (a
+    warp-specialized kernel's producers give theirs to the consumers). Registers are not a
+    resource here, so it checks its form (N a multiple of 8 from 24 to 256, whole warpgroups,
+    sm_90a) and does nothing."""
+    if mods[:1] not in (["inc"], ["dec"]) or mods[1:] != ["sync", "aligned", "u32"]:
+        raise EmulationError(f"{where}: expected setmaxnreg.inc/.dec.sync.aligned.u32 N")
+    if d.target is not None and d.target != "sm_90a":
+        raise EmulationError(f"{where}: setmaxnreg needs sm_90a, the module targets {d.target}")
+    [n] = _one(d, op, args, 1, where)
+    _int_imm(n, tuple(range(24, 257, 8)), "setmaxnreg's register count", where)
+    return lambda m, mask: _warpgroups(m, mask, where)
+
+
 @dataclass(frozen=True)
 class _Form:
     """What an mma_async opcode names: dense 16-bit floats (k16), their 2:4 sparse form (k32, 16

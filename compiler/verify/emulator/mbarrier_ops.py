@@ -1,0 +1,185 @@
+"""mbarrier objects in shared memory (sm_90: `mbarrier.init`, `mbarrier.arrive`,
+`mbarrier.try_wait.parity`): what a warp-specialized kernel's producer and consumer warps meet at
+instead of a CTA-wide bar.sync.
+
+A barrier is 8 bytes of shared memory, made by `mbarrier.init` with the arrivals each phase expects.
+Each `mbarrier.arrive` counts one arrival a thread; the arrival that brings the count to zero
+completes the phase (the phase number goes up by one and the count starts again).
+`mbarrier.try_wait.parity p, [bar], parity` is true once the phase of that parity has completed
+(the current phase's parity differs from it), so a fresh barrier passes a wait for parity 1 at once.
+
+Threads of different roles run as separate contexts (`program._execute`); a try_wait that is not
+yet true blocks its context (the kernel's own retry loop would spin), and the other contexts run
+until one completes the phase. What the arrivals order: a thread that passes a wait sees what the
+threads that arrived in the completed phase wrote and read before arriving (their race marks are
+cleared then, as a bar.sync clears everyone's). Not modelled: the `.sem`/`.scope` qualifiers other
+than the defaults (release arrivals, acquire waits, CTA scope), expected-transaction counts
+(`.expect_tx`, TMA) and `cp.async.mbarrier.arrive`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tilemma.compiler.verify.emulator.machine import _SHARED_BASE, EmulationError, _Machine, _per_thread
+from tilemma.compiler.verify.emulator.memory_ops import _shared_addresses, _shared_of, _threads
+from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _one, _reader, _writer
+
+_SPACES = (["shared::cta", "b64"], ["shared", "b64"])
+
+
+class Barriers:
+    """The mbarrier objects of a chunk's CTAs, by shared byte offset: per CTA the arrivals a phase
+    expects, those still missing, the phase number, and which threads arrived in the current phase
+    and in the last completed phase of each parity."""
+
+    def __init__(self, m: _Machine):
+        self.m = m
+        self.expected: dict[int, np.ndarray] = {}
+        self.pending: dict[int, np.ndarray] = {}
+        self.phase: dict[int, np.ndarray] = {}
+        self.arrived: dict[int, np.ndarray] = {}
+        self.published: dict[int, list[np.ndarray]] = {}
+        self.completed = False  # a phase completed since the scheduler last looked
+
+    def _at(self, where: str, addr: np.ndarray, threads: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """(offset, threads using the barrier at that offset) groups, after checking alignment and range."""
+        sh = _shared_of(self.m, where)
+        off = addr - _SHARED_BASE
+        bad = (off % 8 != 0) | (off < 0) | (off + 8 > sh.size)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise EmulationError(f"{where}: {self.m.thread(int(threads[k]))} names an mbarrier at shared address "
+                                 f"{int(addr[k]):#x}, which is not 8-byte aligned inside the CTA's shared memory")
+        return [(int(o), threads[off == o]) for o in np.unique(off)]
+
+    def _ctas(self, threads: np.ndarray) -> np.ndarray:
+        return np.bincount(threads // self.m.per_cta, minlength=self.m.nctas)
+
+    def init(self, where: str, addr: np.ndarray, threads: np.ndarray, count: np.ndarray) -> None:
+        for o, ts in self._at(where, addr, threads):
+            per_cta = self._ctas(ts)
+            if (per_cta > 1).any():
+                c = int(np.flatnonzero(per_cta > 1)[0])
+                raise EmulationError(f"{where}: {int(per_cta[c])} threads of one CTA initialize the mbarrier at "
+                                     f"{_SHARED_BASE + o:#x} at once")
+            counts = count[np.searchsorted(threads, ts)]
+            if ((counts < 1) | (counts > (1 << 20) - 1)).any():
+                raise EmulationError(f"{where}: an mbarrier's expected count is 1 to 2^20 - 1, not {int(counts.min())}")
+            n = self.m.nctas
+            for name, fill in (("expected", 0), ("pending", 0), ("phase", 0)):
+                getattr(self, name).setdefault(o, np.full(n, fill, np.int64))
+            self.arrived.setdefault(o, np.zeros(self.m.T, bool))
+            self.published.setdefault(o, [np.zeros(self.m.T, bool), np.zeros(self.m.T, bool)])
+            ctas = ts // self.m.per_cta
+            self.expected[o][ctas] = counts
+            self.pending[o][ctas] = counts
+            self.phase[o][ctas] = 0
+            mine = np.repeat(per_cta > 0, self.m.per_cta)
+            self.arrived[o][mine] = False
+            for p in self.published[o]:
+                p[mine] = False
+
+    def _known(self, where: str, o: int, ts: np.ndarray) -> None:
+        if o not in self.expected or (self.expected[o][ts // self.m.per_cta] == 0).any():
+            raise EmulationError(f"{where}: the mbarrier at {_SHARED_BASE + o:#x} is used before mbarrier.init "
+                                 f"(by {self.m.thread(int(ts[0]))})")
+
+    def arrive(self, where: str, addr: np.ndarray, threads: np.ndarray) -> None:
+        for o, ts in self._at(where, addr, threads):
+            self._known(where, o, ts)
+            per_cta = self._ctas(ts)
+            over = per_cta > self.pending[o]
+            if over.any():
+                c = int(np.flatnonzero(over)[0])
+                raise EmulationError(f"{where}: {int(per_cta[c])} threads of CTA {self.m.cta0 + c} arrive at the mbarrier "
+                                     f"at {_SHARED_BASE + o:#x}, whose phase awaits {int(self.pending[o][c])} more")
+            self.arrived[o][ts] = True
+            self.pending[o] -= per_cta
+            done = (self.pending[o] == 0) & (per_cta > 0)
+            for c in np.flatnonzero(done):
+                cta = slice(c * self.m.per_cta, (c + 1) * self.m.per_cta)
+                self.published[o][int(self.phase[o][c]) & 1][cta] = self.arrived[o][cta]
+                self.arrived[o][cta] = False
+                self.phase[o][c] += 1
+                self.pending[o][c] = self.expected[o][c]
+                self.completed = True
+
+    def try_wait(self, where: str, addr: np.ndarray, threads: np.ndarray, parity: np.ndarray) -> bool:
+        """Whether the phase of `parity` has completed for every thread; if so, the threads that
+        arrived in it are ordered before the waiters (their race marks cleared)."""
+        groups = self._at(where, addr, threads)
+        for o, ts in groups:
+            self._known(where, o, ts)
+            p = parity[np.searchsorted(threads, ts)]
+            if ((self.phase[o][ts // self.m.per_cta] & 1) == p).any():
+                return False
+        sh = _shared_of(self.m, where)
+        for o, ts in groups:
+            seen = np.zeros(self.m.T, bool)
+            for p in np.unique(parity[np.searchsorted(threads, ts)]):
+                seen |= self.published[o][int(p)]
+            sh.publish(seen)
+        return True
+
+
+def _barriers(m: _Machine) -> Barriers:
+    if m.mbarriers is None:
+        m.mbarriers = Barriers(m)
+    return m.mbarriers
+
+
+def _dec_mbarrier(d, op, mods, args, where) -> Fn:
+    """mbarrier.init / arrive / try_wait.parity on `.shared::cta` barriers (see the module)."""
+    kind, rest = (mods[0], mods[1:]) if mods else ("", [])
+    if kind == "try_wait" and rest[:1] == ["parity"]:
+        kind, rest = "try_wait.parity", rest[1:]
+    for default in (["release", "cta"], ["acquire", "cta"]):  # the default .sem and .scope, spelled out
+        if rest[:2] == default:
+            rest = rest[2:]
+    if kind not in ("init", "arrive", "try_wait.parity") or rest not in _SPACES:
+        raise EmulationError(f"{where}: expected mbarrier.init, mbarrier.arrive or mbarrier.try_wait.parity "
+                             ".shared::cta.b64 (the default release/acquire CTA-scope forms)")
+    if kind == "init":
+        addr, count = _one(d, op, args, 2, where)
+        reads_count = _reader(d, count, "u32", where)
+    elif kind == "arrive":
+        state, addr = _one(d, op, args, 2, where)
+        write_state = _writer(state, where)
+    else:
+        done, addr, parity = _one(d, op, args, 3, where)
+        write_done, read_parity = _writer(done, where), _reader(d, parity, "u32", where)
+        if isinstance(parity, _Imm) and parity.value not in (0, 1):
+            raise EmulationError(f"{where}: a phase parity is 0 or 1")
+    if not isinstance(addr, _Addr):
+        raise EmulationError(f"{where}: the mbarrier's address goes in brackets")
+    saddr = _shared_addresses(d, addr, where)
+
+    def at(m, mask) -> tuple[np.ndarray, np.ndarray]:
+        threads = _threads(m, mask)
+        return (saddr(m) if mask is None else saddr(m)[mask]), threads
+
+    if kind == "init":
+        def run_init(m, mask):
+            a, threads = at(m, mask)
+            c = _per_thread(reads_count(m), m.T).astype(np.int64)
+            _barriers(m).init(where, a, threads, c if mask is None else c[mask])
+        return run_init
+    if kind == "arrive":
+        def run_arrive(m, mask):
+            a, threads = at(m, mask)
+            _barriers(m).arrive(where, a, threads)
+            write_state(m, np.zeros(m.T, np.uint64), mask)  # the state token: opaque, never read here
+        return run_arrive
+
+    def run_wait(m, mask) -> bool:
+        a, threads = at(m, mask)
+        p = _per_thread(read_parity(m), m.T).astype(np.int64)
+        p = p if mask is None else p[mask]
+        if (p > 1).any():
+            raise EmulationError(f"{where}: a phase parity is 0 or 1, not {int(p.max())}")
+        if not _barriers(m).try_wait(where, a, threads, p):
+            return False
+        write_done(m, np.ones(m.T, bool), mask)
+        return True
+
+    return run_wait
