@@ -72,6 +72,12 @@ def _pipeline():
     return WarpPipeline
 
 
+def _specialize():
+    from tilemma.passes.warp.specialize import WarpSpecialize
+
+    return WarpSpecialize
+
+
 def _prefetch():
     from tilemma.passes.warp.prefetch import WarpPrefetchFragments
 
@@ -150,6 +156,7 @@ PASSES = {
     "tile-distribute-epilogue": _distribute_epilogue,
     "warp-stage-shared": _stage_shared,
     "warp-pipeline": _pipeline,
+    "warp-specialize": _specialize,
     "warp-prefetch-fragments": _prefetch,
     "warp-widen-int4": _widen_int4,
     "tile-to-warp": _tile_to_warp,

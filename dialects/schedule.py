@@ -31,7 +31,9 @@ and the odd columns of 16; the accumulators go into that order before the K loop
 `wgmma.mma_async` reading both operands from the 128-byte-swizzled stage, sm_90a) instead of each
 warp's ldmatrix + `mma.sync`; warps W x 1 (W a multiple of 4: W / 4 warpgroups down M) of warp tile
 1 x RN, so that warp w's accumulators are rows 16 (w mod 4) .. + 15 of its warpgroup's m64 tile,
-the wgmma accumulator layout.
+the wgmma accumulator layout. `producers` (printed when set: 4): a warp-specialized kernel, whose
+producer warpgroup (those warps, after the W x 1 consumers) fills the stage ring while the consumers
+multiply, the two meeting at mbarriers a stage (`warp-specialize`) instead of a CTA-wide barrier.
 """
 
 from __future__ import annotations
@@ -72,10 +74,17 @@ class Schedule:
     gather: str = ""
     pair_bytes: str = ""
     mma: str = "sync"
+    producers: int = 0
 
     @property
     def threads(self) -> int:
+        """The threads that compute (a warp-specialized kernel's consumers)."""
         return 32 * self.warps[0] * self.warps[1]
+
+    @property
+    def block_threads(self) -> int:
+        """The CTA's threads: the computing warps and any producer warps after them."""
+        return self.threads + 32 * self.producers
 
     @property
     def wgmma_in_flight(self) -> int:
@@ -104,6 +113,7 @@ class ScheduleAttr(ParametrizedAttribute):
     gather: StringAttr
     pair_bytes: StringAttr
     mma: StringAttr
+    producers: IntegerAttr
 
     def __init__(self, s: Schedule):
         super().__init__(
@@ -120,6 +130,7 @@ class ScheduleAttr(ParametrizedAttribute):
             StringAttr(s.gather),
             StringAttr(s.pair_bytes),
             StringAttr(s.mma),
+            IntegerAttr(s.producers, i64),
         )
 
     @property
@@ -138,6 +149,7 @@ class ScheduleAttr(ParametrizedAttribute):
             self.gather.data,
             self.pair_bytes.data,
             self.mma.data,
+            self.producers.value.data,
         )
 
     def verify(self) -> None:
@@ -167,6 +179,9 @@ class ScheduleAttr(ParametrizedAttribute):
             raise VerifyException("#warp.schedule: mma = wgmma needs a staged schedule of warps W x 1 (W a multiple "
                                   "of 4) and warp tile 1 x RN (RN at most 32: N up to 256), with no gather, "
                                   "pair_bytes or widen (a fill writes its K-major stages as the warpgroups read them)")
+        if s.producers not in (0, 4) or (s.producers and (s.mma != "wgmma" or s.fill or s.split_k > 1)):
+            raise VerifyException("#warp.schedule: producers is 0 or 4 (one producer warpgroup), for mma = wgmma "
+                                  "with operands copied as stored (no fill) and no split_k")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 
@@ -184,6 +199,8 @@ class ScheduleAttr(ParametrizedAttribute):
                 parts.append(f"pair_bytes = {s.pair_bytes}")
             if s.mma != "sync":
                 parts.append(f"mma = {s.mma}")
+            if s.producers:
+                parts.append(f"producers = {s.producers}")
         if s.split_k > 1:
             parts += [f"split_k = {s.split_k}", f"split_chunk = {s.split_chunk}"]
         printer.print_string("<" + ", ".join(parts))
@@ -203,7 +220,7 @@ class ScheduleAttr(ParametrizedAttribute):
                 parser.parse_punctuation("=")
                 if key in ("warps", "warp_tile"):
                     fields[key] = _parse_pair(parser)
-                elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk"):
+                elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk", "producers"):
                     fields[key] = parser.parse_integer()
                 elif key in ("reads", "fill", "gather", "pair_bytes", "mma"):
                     fields[key] = parser.parse_identifier()

@@ -54,6 +54,20 @@ def _shared_stage(ref: Attribute, what: str) -> MemRefType:
     return ref
 
 
+def thread_props(threads: int, first_thread: int) -> dict[str, Attribute]:
+    """`threads` (and `first_thread` where not 0) of a CTA-wide copy: the copy is dealt to threads
+    first_thread .. first_thread + threads - 1 of the CTA (a warp-specialized kernel's producers)."""
+    props: dict[str, Attribute] = {"threads": IntegerAttr(threads, i64)}
+    if first_thread:
+        props["first_thread"] = IntegerAttr(first_thread, i64)
+    return props
+
+
+def first_thread(op) -> int:
+    """The CTA's first thread of those a copy is dealt to (`thread_props`)."""
+    return op.first_thread.value.data if op.first_thread is not None else 0
+
+
 @irdl_op_definition
 class CopyAsyncOp(_WindowOp):
     """`warp.copy_async`: the whole CTA copies a rows x cols tile of a global window into one
@@ -75,6 +89,7 @@ class CopyAsyncOp(_WindowOp):
     extent = prop_def(DenseArrayBase)
     in_bounds = opt_prop_def(DenseArrayBase)
     threads = prop_def(IntegerAttr)
+    first_thread = opt_prop_def(IntegerAttr)
     vector = prop_def(IntegerAttr)
     transpose = opt_prop_def(UnitAttr)
     # Registers before scheduling freedom: a thread's chunks share one offset, each at an
@@ -89,9 +104,9 @@ class CopyAsyncOp(_WindowOp):
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], dest: SSAValue, stage: SSAValue,
                  window: Sequence[int], extent: Sequence[int], threads: int, vector: int, transpose: bool = False,
-                 one_offset: bool = False):
+                 one_offset: bool = False, first_thread: int = 0):
         props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent),
-                                       "threads": IntegerAttr(threads, i64), "vector": IntegerAttr(vector, i64)}
+                                       **thread_props(threads, first_thread), "vector": IntegerAttr(vector, i64)}
         if transpose:
             props["transpose"] = UnitAttr()
         if one_offset:
@@ -160,6 +175,7 @@ class RoundStageOp(IRDLOperation):
     stage = operand_def(IndexType)
     token = operand_def(AsyncTokenType)
     threads = prop_def(IntegerAttr)
+    first_thread = opt_prop_def(IntegerAttr)
     vector = prop_def(IntegerAttr)
     rounding = prop_def(RoundingAttr)
     proxy_fence = opt_prop_def(UnitAttr)
@@ -169,8 +185,8 @@ class RoundStageOp(IRDLOperation):
     assembly_format = "$dest `[` $stage `]` `after` $token attr-dict `:` type($dest)"
 
     def __init__(self, dest: SSAValue, stage: SSAValue, token: SSAValue, threads: int, vector: int, rounding: str,
-                 proxy_fence: bool = False):
-        props: dict[str, Attribute] = {"threads": IntegerAttr(threads, i64), "vector": IntegerAttr(vector, i64),
+                 proxy_fence: bool = False, first_thread: int = 0):
+        props: dict[str, Attribute] = {**thread_props(threads, first_thread), "vector": IntegerAttr(vector, i64),
                                        "rounding": RoundingAttr(Rounding(rounding))}
         if proxy_fence:
             props["proxy_fence"] = UnitAttr()
@@ -358,12 +374,14 @@ class CopyMetaAsyncOp(IRDLOperation):
     dest = operand_def(MemRefType)
     stage = operand_def(IndexType)
     threads = prop_def(IntegerAttr)
+    first_thread = opt_prop_def(IntegerAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = "$ref `[` $indices `]` `,` $dest `[` $stage `]` attr-dict `:` type($ref) `,` type($dest)"
 
-    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], dest: SSAValue, stage: SSAValue, threads: int):
-        super().__init__(operands=[ref, indices, dest, stage], properties={"threads": IntegerAttr(threads, i64)})
+    def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], dest: SSAValue, stage: SSAValue, threads: int,
+                 first_thread: int = 0):
+        super().__init__(operands=[ref, indices, dest, stage], properties=thread_props(threads, first_thread))
 
     def verify_(self) -> None:
         verify_meta_memref(self.ref.type, self.name)

@@ -275,6 +275,9 @@ WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-
 # 0.89-0.96x (hence the fill's 3/4); 16 x 8 (128x4096x4096, 128x4096x11008) 0.87-1.02x and
 # 0.74-0.96x, 32 x 1 (1000^3) 0.49x and 0.54-0.68x.
 WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fraction(3, 4))}
+# wgmma schedules whose kernels take a producer warpgroup by themselves (`Schedule.producers`:
+# it fills the stages, the others multiply, mbarriers between; `warp-specialize`).
+WGMMA_PRODUCERS: dict[str, int] = {}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

@@ -39,6 +39,7 @@ def _option_values(args: argparse.Namespace) -> dict:
         swizzle=not args.no_swizzle,
         pair_bytes=not args.no_pair_bytes,
         wgmma=args.wgmma,
+        producers=args.producers,
         tune_cache=_tune_cache(args.tune_cache),
         attention_rows=args.attention_rows,
         attention_block_n=args.attention_block_n,
@@ -59,7 +60,7 @@ def _compile_options(args: argparse.Namespace):
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
                       sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, pair_bytes=True, wgmma=False,
-                      attention_rows=0,
+                      producers=-1, attention_rows=0,
                       attention_block_n=0, attention_q_shared="", attention_ctas=0)
 
 
@@ -141,6 +142,10 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
                         "s8/u8 into s32, a transposed operand through the fill) instead of mma.sync, or say "
                         "why not; without it sm_90a takes them where they can and win (configs.WGMMA_MIN_ROWS; "
                         "--sm 90: mma.sync)")
+    p.add_argument("--producers", type=int, default=-1, choices=(-1, 0, 4),
+                   help="a wgmma kernel's producer warpgroup: 4 warps that fill the stages while the others "
+                        "multiply, meeting them at mbarriers (warp-specialize); 0: none; -1 (default): "
+                        "configs.WGMMA_PRODUCERS's choice")
     instrument.add_arguments(p)
 
 

@@ -59,6 +59,8 @@ class CompileOptions:
     pair_bytes: bool = True
     # each stage multiplied by warpgroups' wgmma.mma_async (sm_90a, `tile-plan`)
     wgmma: bool = False
+    # a producer warpgroup that fills the stages of a wgmma kernel: -1 automatic, 0 none, 4 (`tile-plan`)
+    producers: int = -1
     tune_cache: str = field(default_factory=configs.default_cache)
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
     stride_multiple: int = 0
@@ -77,7 +79,7 @@ class CompileOptions:
             # attention kernels (tile.softmax); a no-op on the others
             TileAttention(self.attention_rows, self.attention_block_n, self.attention_q_shared, self.attention_ctas),
             *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
-                            self.pair_bytes, self.wgmma)),
+                            self.pair_bytes, self.wgmma, self.producers)),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
             CommonSubexpressionElimination(),

@@ -357,7 +357,8 @@ class _Kernel(IndexBuilder):
         if grid_sizes is not None:
             kernel.attributes["warp.grid_sizes"] = grid_sizes
 
-        kernel.attributes["warp.block"] = DenseArrayBase.from_list(i64, [t.threads, 1, 1])
+        # a warp-specialized kernel's producer warps after the computing ones (`Schedule.producers`)
+        kernel.attributes["warp.block"] = DenseArrayBase.from_list(i64, [t.threads + 32 * self.s.producers, 1, 1])
 
     def lhs_fragments(self, arg_of, roles, bz, rows, k, error):
         mma, rm = self.mma, self.t.warp_tile[0]

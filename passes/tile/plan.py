@@ -464,7 +464,7 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 
 
 def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
-         split_k: int = 0, pair_bytes: bool = True, wgmma: bool = False) -> Schedule:
+         split_k: int = 0, pair_bytes: bool = True, wgmma: bool = False, producers: int = -1) -> Schedule:
     """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
     not forced), or a LoweringError at its mma saying which limit a configuration breaks."""
     mma = g.mma
@@ -509,9 +509,13 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                  and plan_warpgroups.wgmma_unsupported(g, variant, target, why_not, wgmma_fill, gather) is None)
     if wgmma or automatic:
         planned = plan_warpgroups.plan_wgmma(kernel, g, variant, target, why_not, wgmma_fill, gather, warps,
-                                             warp_tile, stages, stage_k, split_k, automatic=not wgmma)
+                                             warp_tile, stages, stage_k, split_k, automatic=not wgmma,
+                                             producers=producers)
         if planned is not None:
             return planned
+    if producers > 0:
+        raise LoweringError(mma, "producers: a producer warpgroup feeds the warpgroup mma (wgmma, sm_90a); this "
+                                 "kernel runs mma.sync")
     schedule = default_schedule(g, variant, fill, gather, pair)
     default = configs.default(target, schedule)
     fit = dict(cut_stages=stages < 0, cut_k=not stage_k)  # defaults, cut to fit the target below
@@ -603,7 +607,8 @@ class TilePlan(ModulePass):
     stage multiplied by warpgroups' wgmma.mma_async, sm_90a, `plan_warpgroups.plan_wgmma`, or a located refusal
     where the kernel cannot take it; false, the default: so are the sm_90a kernels that can take it
     of at least `configs.WGMMA_MIN_ROWS` rows (by their wgmma schedule: 16-bit, sparse, 8-bit, tf32) whose
-    configuration is not forced). When none of warps,
+    configuration is not forced) and `producers` (4: a warpgroup kernel whose producer warpgroup fills
+    the stages, `warp-specialize`; 0: none; -1, the default: `configs.WGMMA_PRODUCERS`). When none of warps,
     warp-tile and stages is given, a configuration in the tuning cache `tune-cache` (JSON,
     `compiler/core/configs.py`) wins. Defaults are the kernel's target's (`configs.default`), their
     stages and stage K cut to fit its shared memory."""
@@ -618,11 +623,15 @@ class TilePlan(ModulePass):
     split_k: int = 0
     pair_bytes: bool = True
     wgmma: bool = False
+    producers: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = parse_pair(self.warps, "warps"), parse_pair(self.warp_tile, "warp-tile")
         if why := configs.stages_error(self.stages) or configs.stage_k_error(self.stage_k):
             raise ValueError(f"tile-plan: {why}")
+        if self.producers not in (-1, 0, 4):
+            raise ValueError(f"tile-plan: producers is -1 (automatic), 0 (none) or 4 (a producer warpgroup), "
+                             f"got {self.producers!r}")
         if not isinstance(self.split_k, int) or isinstance(self.split_k, bool) or not 0 <= self.split_k <= SPLIT_MAX:
             raise ValueError(f"tile-plan: split-k must be 0 (automatic), 1 (none) or up to {SPLIT_MAX}, got {self.split_k!r}")
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
@@ -645,7 +654,8 @@ class TilePlan(ModulePass):
                     print(f"tilemma: note: {self.tune_cache}: the tuned configuration {tuned} does not apply to "
                           f"@{kernel.sym_name.data} ({e.message}); using the defaults", file=sys.stderr)
             kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk, self.split_k,
-                                                                               self.pair_bytes, self.wgmma))
+                                                                               self.pair_bytes, self.wgmma,
+                                                                               self.producers))
 
     def tuned(self, kernel: func.FuncOp, mma):
         """The tuning cache's configuration for this kernel, if it has one."""

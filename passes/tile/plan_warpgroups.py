@@ -131,13 +131,15 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
 
 
 def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_not, fill: str, gather: str,
-               warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False) -> Schedule | None:
+               warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False,
+               producers: int = -1) -> Schedule | None:
     """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
     default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
     by the fill, or a LoweringError saying why not (None, when `automatic`, where the fill cannot
     split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
-    the kernel keeps mma.sync)."""
+    the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`'s): a producer warpgroup
+    that fills the stages while the others multiply (operands copied as stored, K not split)."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")
@@ -172,9 +174,17 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                 return None
             raise LoweringError(mma, f"wgmma: the transposing fill of {what.upper()} cannot split a {lines} x "
                                 f"{stage_k} stage evenly over {t.threads} threads; choose other warps or warp-tile")
-    splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
+    if producers < 0:
+        producers = configs.WGMMA_PRODUCERS.get(schedule, 0) if not fill else 0
+    if producers and fill:
+        raise LoweringError(mma, f"producers: the transposing fill of {fill.upper()} is not done by a producer "
+                                 "warpgroup; only operands copied as stored are")
+    if producers and split_k > 1:
+        raise LoweringError(mma, "producers: a producer warpgroup's kernel does not split K (split-k 1)")
+    splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma)
     wave = configs.WGMMA_WAVE.get(schedule)
     if automatic and wave is not None and (splits > wave[0] or t.tiles * splits < target.limits.one_wave
                                            or wave_use(t.tiles * splits, target) < wave[1]):
         return None  # (`configs.WGMMA_WAVE`) mma.sync's smaller tiles do better
-    return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma")
+    return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma",
+                    producers=producers)

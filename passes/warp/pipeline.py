@@ -194,6 +194,8 @@ class WarpPipeline(ModulePass):
             attr = kernel.attributes.get("warp.schedule")
             if not (isinstance(attr, ScheduleAttr) and attr.schedule.stages and "warp.grid" in kernel.attributes):
                 continue
+            if attr.schedule.producers:  # a producer warpgroup fills the ring (`warp-specialize`)
+                continue
             loop = k_loop(kernel)
             if not any(isinstance(o, warp.CopyAsyncOp | warp.FillLoadOp) for o in loop.walk()):
                 raise LoweringError(loop, "run warp-stage-shared before warp-pipeline (the K loop has no copies)")

@@ -131,7 +131,9 @@ class _Stage(IndexBuilder):
         # (`xor_columns`: fewer live address registers, what lets the 4x8 warp tiles fit)
         self.xor_a = self.a_shared and self.a_m_major and self.a.bits == 32 and rm * v.m * 4 % 128 == 0
         self.xor_b = self.b_shared and not self.b_k_major and self.b.bits == 32 and rn * v.n * 4 % 128 == 0
-        self.threads = s.threads
+        # the threads the copies are dealt to: all, or a warp-specialized kernel's producers (after the others)
+        self.threads = 32 * s.producers if s.producers else s.threads
+        self.first_thread = s.threads if s.producers else 0
         wm, wn = s.warps
         self.bm, self.bn = wm * rm * v.m, wn * rn * v.n
         # M from A's window (a pre-compressed A's is its values, M x Kp/2), K and N from B's
@@ -200,7 +202,7 @@ class _Stage(IndexBuilder):
         token = self.add(warp.AsyncWaitOp(0, proxy_fence=self.wgmma and not rounded)).results[0]
         for i, (dest, vector, rounding) in enumerate(rounded):  # the last one fences for the warpgroups
             token = self.add(warp.RoundStageOp(dest, stage, token, self.threads, vector, rounding,
-                                               proxy_fence=i == len(rounded) - 1)).result
+                                               proxy_fence=i == len(rounded) - 1, first_thread=self.first_thread)).result
         self.add(gpu.BarrierOp())
         metas = self.stage_meta(stage, token)
         if self.wgmma:
@@ -296,7 +298,7 @@ class _Stage(IndexBuilder):
         elif not self.through_a:
             self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
                                           a0.extent_values(), self.threads, self.a_vector,
-                                          transpose=self.a_m_major), m_exact, a_exact)
+                                          transpose=self.a_m_major, first_thread=self.first_thread), m_exact, a_exact)
         if self.b_blocks:  # an N-major B for wgmma: one copy a block of 64 columns
             self.block_copies(b0, self.s_b, stage, self.b_blocks,
                               lambda j: [self.bz, k, self.plus(self.cta_col, j * warp.N_BLOCK)],
@@ -304,10 +306,11 @@ class _Stage(IndexBuilder):
         elif not self.through_b:
             self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
                                           b0.extent_values(), self.threads, self.b_vector,
-                                          transpose=self.b_k_major), k_exact, n_exact)
+                                          transpose=self.b_k_major, first_thread=self.first_thread), k_exact, n_exact)
         if self.s_meta is not None:
             m = self.metas[0]
-            self.add(warp.CopyMetaAsyncOp(m.ref, [m.indices[0], self.cta_row, k], self.s_meta, stage, self.threads))
+            self.add(warp.CopyMetaAsyncOp(m.ref, [m.indices[0], self.cta_row, k], self.s_meta, stage, self.threads,
+                                          self.first_thread))
 
     def block_copies(self, load: warp.LoadOp, dest: SSAValue, stage: SSAValue, blocks: int, at,
                      exact: tuple[bool, bool], vector: int, transpose: bool = False) -> None:
@@ -317,7 +320,8 @@ class _Stage(IndexBuilder):
         for j in range(blocks):
             block = self.add(arith.AddiOp(first, self.const(j))).results[0]
             self.bounded(warp.CopyAsyncOp(load.ref, at(j), dest, block, load.window_values(), load.extent_values(),
-                                          self.threads, vector, transpose=transpose), *exact)
+                                          self.threads, vector, transpose=transpose, first_thread=self.first_thread),
+                          *exact)
 
     def fill(self, k: SSAValue, stage: SSAValue) -> None:
         """The transposing fills of A and B at K `k` into `stage` (those `fill` names; loaded element

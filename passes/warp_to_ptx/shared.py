@@ -183,13 +183,13 @@ def _uniform_steps(threads: int, per_row: int, total: int, row_step, row_bytes: 
     return steps if (chunks - 1) * max(steps) < 2**31 else None
 
 
-def thread_chunks(e: fio.Emitter, threads: int, total: int, count: int) -> Iterator[tuple[str, str | None]]:
-    """This thread's first `count` chunks of `total` dealt round-robin to `threads` threads
-    (chunk i is %tid.x + i * threads), one at a time (the caller emits a chunk's own code before
-    the next): its index register and, where some threads have none, the predicate that this
-    one does (None where all do)."""
-    tid = e.reg("b32")
-    e.emit("mov.u32", tid, "%tid.x")
+def thread_chunks(e: fio.Emitter, threads: int, total: int, count: int, first: int = 0
+                  ) -> Iterator[tuple[str, str | None]]:
+    """This thread's first `count` chunks of `total` dealt round-robin to `threads` threads from
+    the CTA's thread `first` (chunk i is %tid.x - first + i * threads), one at a time (the caller
+    emits a chunk's own code before the next): its index register and, where some threads have
+    none, the predicate that this one does (None where all do)."""
+    tid = _thread(e, first)
     for i in range(count):
         c = e.reg("b32")
         e.emit("add.u32", c, tid, i * threads)
@@ -220,7 +220,7 @@ class LowerRoundStage(RewritePattern):
         assert isinstance(ref, MemRefType)
         _, row_bytes, stage_bytes = _shared_geometry(ref)
         rows = ref.get_shape()[1]
-        w, threads = op.vector.value.data, op.threads.value.data
+        w, threads, first = op.vector.value.data, op.threads.value.data, warp.first_thread(op)
         per_row = row_bytes // w
         total = rows * per_row
         swizzle, mult, fold = _swizzle(ref)
@@ -230,18 +230,19 @@ class LowerRoundStage(RewritePattern):
         def offsets(e: fio.Emitter, count: int) -> list[tuple[str | None, str]]:
             """Per chunk (the first `count`): (guard, shared byte offset)."""
             out = []
-            for c, guard in thread_chunks(e, threads, total, count):
+            for c, guard in thread_chunks(e, threads, total, count, first):
                 row, col_bytes = chunk_position(e, c, per_row)
                 e.emit("mul.lo.u32", col_bytes, col_bytes, w)
                 out.append((guard, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult, fold)))
             return out
 
-        key = ("round-stage", threads, w, per_row, total, row_bytes, swizzle, mult, fold)
+        key = ("round-stage", threads, w, per_row, total, row_bytes, swizzle, mult, fold) + ((first,) if first else ())
         if steps is not None:
-            [(_, first)] = kernel.thread_invariant(key + (1,), lambda e: offsets(e, 1))
+            [(_, offset0)] = kernel.thread_invariant(key + (1,), lambda e: offsets(e, 1))
             parts = [(None if (i + 1) * threads <= total else kernel.thread_invariant(
-                ("copy-guard", threads, total - i * threads), lambda e, n=total - i * threads: [_below(e, n)])[0],
-                first, i * steps[1]) for i in range(chunks)]
+                ("copy-guard", threads, total - i * threads) + ((first,) if first else ()),
+                lambda e, n=total - i * threads: [_below(e, n, first)])[0],
+                offset0, i * steps[1]) for i in range(chunks)]
         else:
             parts = [(g, o, 0) for g, o in kernel.thread_invariant(key, lambda e: offsets(e, chunks))]
         e = fio.Emitter(kernel.regs)
@@ -278,11 +279,19 @@ def chunk_position(e: fio.Emitter, c: str, per_row: int) -> tuple[str, str]:
     return row, vec
 
 
-def _below(e: fio.Emitter, n: int) -> str:
-    """A predicate: the thread's index is below n (a partial last chunk's guard)."""
-    tid, p = e.reg("b32"), e.reg("pred")
+def _thread(e: fio.Emitter, first: int) -> str:
+    """The thread's index among those from the CTA's thread `first`."""
+    tid = e.reg("b32")
     e.emit("mov.u32", tid, "%tid.x")
-    e.emit("setp.lt.u32", p, tid, n)
+    if first:
+        e.emit("sub.u32", tid, tid, first)
+    return tid
+
+
+def _below(e: fio.Emitter, n: int, first: int = 0) -> str:
+    """A predicate: the thread's index (from thread `first`) is below n (a partial last chunk's guard)."""
+    p = e.reg("pred")
+    e.emit("setp.lt.u32", p, _thread(e, first), n)
     return p
 
 
@@ -321,7 +330,7 @@ class LowerCopyAsync(RewritePattern):
         bits, row_bytes, stage_bytes = _shared_geometry(ref)
         _, rows, _ = ref.get_shape()
         w = op.vector.value.data
-        threads = op.threads.value.data
+        threads, first_thread = op.threads.value.data, warp.first_thread(op)
         per_row = row_bytes // w
         total = rows * per_row
         stride = window.strides[outer]  # a register where it is `?`: bytes by a multiply below
@@ -333,7 +342,7 @@ class LowerCopyAsync(RewritePattern):
             """Per chunk (the first `count`): (guard, shared row, element in the row, global byte
             offset, shared byte offset)."""
             parts = []
-            for c, guard in thread_chunks(e, threads, total, count):
+            for c, guard in thread_chunks(e, threads, total, count, first_thread):
                 row, vec = chunk_position(e, c, per_row)
                 col, col_bytes = e.reg("b32"), e.reg("b32")
                 e.emit("mul.lo.u32", col, vec, w * 8 // bits)
@@ -349,15 +358,16 @@ class LowerCopyAsync(RewritePattern):
 
         steps = (_uniform_steps(threads, per_row, total, row_step, row_bytes, swizzle, mult, fold)
                  if op.one_offset is not None and o_in and i_in else None)
+        dealt = (first_thread,) if first_thread else ()  # in the keys only where set: PTX as before
         if steps is not None:  # one thread offset, the chunks at immediates from it
-            first = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold, 1),
-                                            lambda e: thread_parts(e, 1))[0]
+            first = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold, 1)
+                                            + dealt, lambda e: thread_parts(e, 1))[0]
             guards = [None if (i + 1) * threads <= total else kernel.thread_invariant(
-                ("copy-guard", threads, total - i * threads), lambda e, n=total - i * threads: [_below(e, n)])[0]
-                for i in range(chunks)]
+                ("copy-guard", threads, total - i * threads) + dealt,
+                lambda e, n=total - i * threads: [_below(e, n, first_thread)])[0] for i in range(chunks)]
         else:
-            parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold),
-                                            thread_parts)
+            parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold)
+                                            + dealt, thread_parts)
         e = fio.Emitter(kernel.regs)
         origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
         if window.sub_byte:  # a bit address; tile origins start on 4-byte runs (plan.copy_vector)

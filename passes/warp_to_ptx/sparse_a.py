@@ -411,12 +411,12 @@ class LowerCopyMetaAsync(RewritePattern):
         shape = ref.get_shape()
         tiles, width = shape[-2:]
         _, rows, steps = dest.get_shape()
-        size, threads = 4 * steps, op.threads.value.data
+        size, threads, first = 4 * steps, op.threads.value.data, warp.first_thread(op)
 
         def thread_parts(e: fio.Emitter) -> list:
             """Per chunk: (guard, tile within the CTA's, word of its lane in a group, shared offset)."""
             parts = []
-            for r, guard in thread_chunks(e, threads, rows, -(-rows // threads)):
+            for r, guard in thread_chunks(e, threads, rows, -(-rows // threads), first):
                 t, q, shared = e.reg("b32"), e.reg("b32"), e.reg("b32")
                 e.emit("shr.u32", t, r, 4)
                 e.emit("and.b32", q, r, fmt.META_LANES - 1)
@@ -425,7 +425,7 @@ class LowerCopyMetaAsync(RewritePattern):
                 parts.append((guard, t, q, shared))
             return parts
 
-        parts = kernel.thread_invariant(("copy-meta", threads, rows, size), thread_parts)
+        parts = kernel.thread_invariant(("copy-meta", threads, rows, size) + ((first,) if first else ()), thread_parts)
         e = fio.Emitter(kernel.regs)
         tile0, step, group, word = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b32")
         e.emit("shr.u32", tile0, e.in_register(row), 4)

@@ -1,0 +1,99 @@
+"""The `warp` ops of a warp-specialized kernel (`#warp.schedule` producers): its mbarriers and roles.
+
+A producer warpgroup fills the stage ring while the consumer warps multiply, and the two meet at
+two mbarriers a stage instead of a CTA-wide barrier: `full` (the producers arrive once a stage
+has landed) and `empty` (the consumers arrive once their mmas no longer read it). An mbarrier
+array is a `memref<S x i64, 3>` (8 bytes a barrier, shared memory); `warp.mbarrier_init` makes
+them, `warp.mbarrier_arrive` counts a thread's arrival, `warp.mbarrier_wait` waits for a phase
+(its parity: the n-th use of a stage waits for phase n) and gives the `!warp.async_token` that
+orders the stage's reads after it, as `warp.async_wait` does in the unspecialized kernel.
+`warp.retire` ends the threads whose condition holds (the producers, after their loop), so that
+what follows is the consumers' alone.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import I1, IndexType, IntegerAttr, IntegerType, MemRefType, i64
+from xdsl.ir import SSAValue
+from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, prop_def, result_def
+from xdsl.utils.exceptions import VerifyException
+
+from tilemma.dialects.warp_shared import AsyncTokenType, is_shared
+
+MBARRIER_BYTES = 8
+MAX_ARRIVALS = (1 << 20) - 1  # an mbarrier's expected count (PTX ISA: 2^20 - 1)
+
+
+def _barriers(ref, what: str) -> MemRefType:
+    if not (isinstance(ref, MemRefType) and is_shared(ref) and len(ref.get_shape()) == 1
+            and isinstance(ref.element_type, IntegerType) and ref.element_type.width.data == 64):
+        raise VerifyException(f"{what} must be a 1-d shared memref of i64 (one 8-byte mbarrier each)")
+    return ref
+
+
+@irdl_op_definition
+class MbarrierInitOp(IRDLOperation):
+    """`warp.mbarrier_init %bars {count = N}`: thread 0 of the CTA makes every barrier of the array,
+    each phase expecting N arrivals. A CTA-wide barrier after it publishes them."""
+
+    name = "warp.mbarrier_init"
+    bars = operand_def(MemRefType)
+    count = prop_def(IntegerAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$bars attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, count: int):
+        super().__init__(operands=[bars], properties={"count": IntegerAttr(count, i64)})
+
+    def verify_(self) -> None:
+        _barriers(self.bars.type, "warp.mbarrier_init")
+        if not 1 <= self.count.value.data <= MAX_ARRIVALS:
+            raise VerifyException(f"warp.mbarrier_init: count is 1 to {MAX_ARRIVALS}")
+
+
+@irdl_op_definition
+class MbarrierArriveOp(IRDLOperation):
+    """`warp.mbarrier_arrive %bars[%i]`: each thread that runs it arrives once at barrier i."""
+
+    name = "warp.mbarrier_arrive"
+    bars = operand_def(MemRefType)
+    index = operand_def(IndexType)
+    assembly_format = "$bars `[` $index `]` attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, index: SSAValue):
+        super().__init__(operands=[bars, index])
+
+    def verify_(self) -> None:
+        _barriers(self.bars.type, "warp.mbarrier_arrive")
+
+
+@irdl_op_definition
+class MbarrierWaitOp(IRDLOperation):
+    """`%t = warp.mbarrier_wait %bars[%i], %parity`: waits until the phase of that parity (0 or 1)
+    of barrier i has completed; what the threads that arrived in it wrote is then visible, which
+    the token carries to the reads."""
+
+    name = "warp.mbarrier_wait"
+    bars = operand_def(MemRefType)
+    index = operand_def(IndexType)
+    parity = operand_def(IndexType)
+    token = result_def(AsyncTokenType)
+    assembly_format = "$bars `[` $index `]` `,` $parity attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, index: SSAValue, parity: SSAValue):
+        super().__init__(operands=[bars, index, parity], result_types=[AsyncTokenType()])
+
+    def verify_(self) -> None:
+        _barriers(self.bars.type, "warp.mbarrier_wait")
+
+
+@irdl_op_definition
+class RetireOp(IRDLOperation):
+    """`warp.retire %cond`: the threads for which `cond` holds end here (whole warps: a role)."""
+
+    name = "warp.retire"
+    cond = operand_def(I1)
+    assembly_format = "$cond attr-dict"
+
+    def __init__(self, cond: SSAValue):
+        super().__init__(operands=[cond])

@@ -1,0 +1,213 @@
+"""`warp-specialize`: splits a staged warpgroup K loop between a producer warpgroup and the
+consumers, who meet at mbarriers instead of a CTA-wide barrier a stage (`#warp.schedule` producers).
+
+The input is the loop `warp-stage-shared` writes (one iteration: copy stage kt, commit, wait, the
+barrier, the warpgroups' mmas); `warp-pipeline` leaves these kernels alone. With S stages and
+`warp.wgmma` leaving P stages' products running (`Schedule.wgmma_in_flight`), the copies run
+L = S - 1 - P stages ahead, as they do in the pipelined kernel, and the kernel becomes:
+
+- two arrays of S mbarriers (`warp.mbarrier_init`, thread 0, then a CTA barrier): `full[s]` (the
+  producers' arrivals: stage s has landed) and `empty[s]` (the consumers': their mmas no longer
+  read it);
+- the producer warpgroup (threads from the consumers' count on) loops over kt = 0 .. n + L - 1:
+  for kt < n it waits for `empty[kt % S]`'s phase kt / S - 1 (parity kt / S + 1: the first S
+  pass at once) and issues stage kt's copies (the loop's own `warp.copy_async`s, dealt to it by
+  `warp-stage-shared`); it commits a group every iteration, and from kt = L on waits until L
+  groups remain (stage kt - L landed), rounds that stage where the loop does (`warp.round_stage`),
+  fences for the async proxy and arrives at `full[(kt - L) % S]`; then it retires (`warp.retire`);
+- the consumers loop over kt = 0 .. n - 1: wait for `full[kt % S]`'s phase kt / S, read and
+  multiply the stage (the loop's own ops, their wait token replaced by the mbarrier's), and arrive
+  at `empty` for the stage whose products the mma's own wait retired (kt - P).
+
+No deadlock: the producer's wait at kt needs the consumers past stage kt - S + P, which needs
+`full` of that stage, arrived at producer iteration kt - S + P + L = kt - 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, gpu, memref, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, ModuleOp, i64
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from tilemma.dialects import warp
+from tilemma.dialects.warp_mbarrier import MBARRIER_BYTES
+from tilemma.dialects.schedule import ScheduleAttr
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.warp.loop_clone import Cloner, const_before, hoist_constants, insert_before
+from tilemma.passes.warp.pipeline import _operand_chain, fill_ops, is_pure
+from tilemma.passes.warp.stage_shared import k_loop
+
+_LANDING = (warp.AsyncWaitOp, warp.RoundStageOp)  # what lands a stage: the producers' after the copies
+
+
+def _barriers(stages: int) -> memref.AllocOp:
+    ref = MemRefType(IntegerType(64), [stages], memory_space=IntegerAttr(warp.SHARED, i64))
+    return memref.AllocOp([], [], ref, IntegerAttr(MBARRIER_BYTES, i64))
+
+
+class _Builder(Cloner):
+    """A `Cloner` that also builds the index arithmetic the roles add."""
+
+    def op(self, op: Operation) -> SSAValue:
+        self.ops.append(op)
+        return op.results[0] if op.results else None  # type: ignore[return-value]
+
+    def slot_parity(self, kt: SSAValue, stages: int, ahead: int) -> tuple[SSAValue, SSAValue]:
+        """(kt % S, (kt / S + ahead) % 2): the stage's barrier and the parity of its phase kt / S + ahead."""
+        s = self.const(stages)
+        slot = self.op(arith.RemUIOp(kt, s))
+        use = self.op(arith.DivUIOp(kt, s))
+        if ahead:
+            use = self.op(arith.AddiOp(use, self.const(ahead)))
+        return slot, self.op(arith.RemUIOp(use, self.const(2)))
+
+    def when(self, cond: SSAValue, build) -> None:
+        """`scf.if cond` around what `build(inner builder)` adds."""
+        inner = _Builder(self.map)
+        build(inner)
+        inner.ops.append(scf.YieldOp())
+        self.map.update(inner.map)
+        self.ops.append(scf.IfOp(cond, [], inner.ops))
+
+
+def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int, consumers: int, producers: int) -> None:
+    ahead = stages - 1 - in_flight
+    if ahead < 1:
+        raise LoweringError(loop, f"warp-specialize: {stages} stages with {in_flight} in flight leave no stage to fill ahead")
+    hoist_constants(loop)
+    body = loop.body.block
+    kt, accs = body.args[0], list(body.args[1:])
+    fill = fill_ops(body)
+    landing = [o for o in body.ops if isinstance(o, _LANDING)]
+    barriers = [o for o in body.ops if isinstance(o, gpu.BarrierOp)]
+    if not landing or not isinstance(landing[0], warp.AsyncWaitOp) or len(barriers) != 1:
+        raise LoweringError(loop, "warp-specialize: expected a staged loop (copies, a wait, a barrier), as "
+                                  "warp-stage-shared writes it")
+    yield_op = body.last_op
+    assert isinstance(yield_op, scf.YieldOp)
+    consume = [o for o in body.ops if o not in fill and o not in landing and o not in barriers and o is not yield_op]
+    pure = [o for o in body.ops if is_pure(o) and o not in fill]
+    fill_chain = _operand_chain(fill, pure)
+    landing_chain = _operand_chain(landing, pure)
+    wgmmas = [o for o in consume if isinstance(o, warp.WgmmaOp)]
+    if not wgmmas or any(isinstance(o, warp.MmaOp | warp.LdMatrixOp | warp.LoadSharedOp) for o in consume):
+        raise LoweringError(loop, "warp-specialize: the consumers' stage is read by warp.wgmma alone")
+
+    pre = _Builder()
+    full, empty = pre.op(_barriers(stages)), pre.op(_barriers(stages))
+    pre.op(warp.MbarrierInitOp(full, producers))
+    pre.op(warp.MbarrierInitOp(empty, consumers))
+    pre.op(gpu.BarrierOp())
+    tid = pre.op(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
+    is_producer = pre.op(arith.CmpiOp(tid, pre.const(consumers), "uge"))
+    insert_before(loop, pre.ops)
+
+    # the producer warpgroup: copies of stage kt, landing and arrival of stage kt - L
+    n = loop.ub
+    steps = arith.AddiOp(n, const_before(loop, ahead))
+    insert_before(loop, [steps])
+    p_body = Block(arg_types=[IndexType()])
+    pk = p_body.args[0]
+    p = _Builder({kt: pk})
+
+    def copy(b: _Builder) -> None:
+        slot, parity = b.slot_parity(pk, stages, 1)
+        b.op(warp.MbarrierWaitOp(empty, slot, parity))
+        b.clone_all(fill_chain + [o for o in fill if not isinstance(o, warp.AsyncCommitOp)])
+
+    p.when(p.op(arith.CmpiOp(pk, n, "ult")), copy)
+    p.op(warp.AsyncCommitOp())
+
+    def land(b: _Builder) -> None:
+        b.map[kt] = b.op(arith.SubiOp(pk, b.const(ahead)))
+        b.clone_all(landing_chain)
+        for op in landing:
+            b.clone(op)
+            if isinstance(op, warp.AsyncWaitOp):
+                b.map[op.token].owner.pending = IntegerAttr(ahead, i64)  # type: ignore[union-attr]
+        slot, _ = b.slot_parity(b.map[kt], stages, 0)
+        b.op(warp.MbarrierArriveOp(full, slot))
+
+    p.when(p.op(arith.CmpiOp(pk, p.const(ahead), "uge")), land)
+    p.ops.append(scf.YieldOp())
+    p_body.add_ops(p.ops)
+    producer = scf.ForOp(loop.lb, steps.result, loop.step, [], p_body)
+    role = _Builder()
+    role.ops.append(producer)
+    role.ops.append(scf.YieldOp())
+    split = scf.IfOp(is_producer, [], role.ops)
+    retire = warp.RetireOp(is_producer)
+    insert_before(loop, [split, retire])
+    _consumers_only(kernel, split, retire)
+
+    # the consumers: wait for stage kt, its mmas, release the stage whose products are done
+    c_body = Block(arg_types=[IndexType()] + [a.type for a in accs])
+    ck = c_body.args[0]
+    c = _Builder(dict(zip(body.args, c_body.args)))
+    slot, parity = c.slot_parity(ck, stages, 0)
+    token = c.op(warp.MbarrierWaitOp(full, slot, parity))
+    for op in landing:
+        c.map[op.results[0]] = token
+    c.clone_all(consume)
+    if in_flight:
+        def release(b: _Builder) -> None:
+            done, _ = b.slot_parity(b.op(arith.SubiOp(ck, b.const(in_flight))), stages, 0)
+            b.op(warp.MbarrierArriveOp(empty, done))
+        c.when(c.op(arith.CmpiOp(ck, c.const(in_flight), "uge")), release)
+    else:
+        c.op(warp.MbarrierArriveOp(empty, slot))
+    c.ops.append(scf.YieldOp(*(c.value(v) for v in yield_op.operands)))
+    c_body.add_ops(c.ops)
+    consumer = scf.ForOp(loop.lb, n, loop.step, list(loop.iter_args), c_body)
+    Rewriter.insert_op(consumer, InsertPoint.before(loop))
+    for old, new in zip(loop.results, consumer.results):
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(loop, safe_erase=False)
+
+
+def _consumers_only(kernel: func.FuncOp, split: scf.IfOp, retire: warp.RetireOp) -> None:
+    """Move what precedes the role split but only the consumers use (their accumulators' and the
+    epilogue's loads, say) after `retire`, so that the producers do not run it."""
+    block = kernel.body.block
+    before = []
+    for op in block.ops:
+        if op is split:
+            break
+        before.append(op)
+    needed, work = set(), [split]
+    while work:
+        op = work.pop()
+        for inner in op.walk():
+            for v in inner.operands:
+                owner = v.owner
+                if isinstance(owner, Operation) and owner.parent_block() is block and owner not in needed:
+                    needed.add(owner)
+                    work.append(owner)
+    # (ops without results - the barriers' setup - and the buffers stay: everyone's)
+    moved = [op for op in before if op not in needed and op.results and not isinstance(op, memref.AllocOp)]
+    for op in reversed(moved):
+        op.detach()
+        Rewriter.insert_op(op, InsertPoint.after(retire))
+
+
+@dataclass(frozen=True)
+class WarpSpecialize(ModulePass):
+    """Split the staged K loop of every kernel whose `#warp.schedule` has producers (see the module)."""
+
+    name = "warp-specialize"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
+            attr = kernel.attributes.get("warp.schedule")
+            if not (isinstance(attr, ScheduleAttr) and attr.schedule.producers and "warp.grid" in kernel.attributes):
+                continue
+            s = attr.schedule
+            loop = k_loop(kernel)
+            if not any(isinstance(o, warp.CopyAsyncOp) for o in loop.walk()):
+                raise LoweringError(loop, "run warp-stage-shared before warp-specialize (the K loop has no copies)")
+            specialize(kernel, loop, s.stages, s.wgmma_in_flight, s.threads, 32 * s.producers)
