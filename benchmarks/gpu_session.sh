@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -44,6 +44,27 @@ wgmma)  # warpgroup kernels (--wgmma, sm_90a): their GPU tests, memcheck / racec
     shapes=$(python3 -c "from benchmarks.matrix import SHAPES; print(' '.join('x'.join(map(str, s)) for s in SHAPES))")
     timeout 560 python3 -m benchmarks.gemm_bench --families ${FAMILIES:-f16 f16-bcol bf16 bf16-bcol} --shapes ${SHAPES:-$shapes} \
         --tilemma-configs '' 'wgmma=1' --samples 6 --warmup-ms 20 --budget ${BUDGET:-420} --csv "$OUT/wgmma.csv" 2>&1 | tail -5
+    ;;
+specialize)  # warp-specialized warpgroup kernels (--producers 4): the mbarrier kernel and their GPU tests,
+    # memcheck / racecheck, then FAMILIES at SHAPES unspecialized and specialized against cuBLAS (and Triton
+    # unless SKIP says otherwise). BENCH_ONLY=1: the benchmark alone
+    [ -n "${BENCH_ONLY:-}" ] || {
+    timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_specialize_gpu.py tests/test_emulator_mbarrier.py \
+        > "$OUT/specialize_tests.txt" 2>&1
+    echo "specialize tests: $(tail -1 "$OUT/specialize_tests.txt")"; grep -E "^FAILED|^ERROR" "$OUT/specialize_tests.txt" | head -5
+    for k in "--a f16 --b f16 --acc f32" "--a f16 --b f16 --acc f32 --sparse-a compressed" "--a s8 --b s8 --acc s32 --b-layout col" \
+             "--a tf32 --b tf32 --acc f32 --b-layout col"; do
+        tilemma gemm --m 200 --n 136 --k 400 --batch 2 $k > /tmp/w.mlir
+        for tool in memcheck racecheck synccheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/w.mlir --on gpu --sm 90a --wgmma \
+                --producers 4 > "$OUT/ws.$tool.txt" 2>&1
+            printf '%-50s %-9s exit %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' "$OUT/ws.$tool.txt" | head -1)"
+        done
+    done
+    }
+    timeout 560 python3 -m benchmarks.gemm_bench --sm 90a --families ${FAMILIES:-f16 tf32 tf32-trunc s8 sparse-f16-pre} \
+        --shapes ${SHAPES:-4096x4096x4096 8192x8192x8192} --tilemma-configs '' 'wgmma=1,producers=4' ${SKIP:-} \
+        --samples 6 --warmup-ms 20 --budget ${BUDGET:-420} --csv "$OUT/specialize.csv" 2>&1 | tail -${TAIL:-40}
     ;;
 tests)  # every GPU test (pytest -m gpu) in three shards at once, and what was skipped and why
     shards=("tests/gpu/test_dense_gpu.py" "tests/gpu --ignore=tests/gpu/test_dense_gpu.py" "tests --ignore=tests/gpu")

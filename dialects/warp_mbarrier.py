@@ -8,14 +8,22 @@ them, `warp.mbarrier_arrive` counts a thread's arrival, `warp.mbarrier_wait` wai
 (its parity: the n-th use of a stage waits for phase n) and gives the `!warp.async_token` that
 orders the stage's reads after it, as `warp.async_wait` does in the unspecialized kernel.
 `warp.retire` ends the threads whose condition holds (the producers, after their loop), so that
-what follows is the consumers' alone.
+what follows is the consumers' alone; `warp.set_max_registers` moves registers between the roles.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import I1, IndexType, IntegerAttr, IntegerType, MemRefType, i64
+from xdsl.dialects.builtin import I1, IndexType, IntegerAttr, IntegerType, MemRefType, UnitAttr, i64
 from xdsl.ir import SSAValue
-from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, prop_def, result_def
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects.warp_shared import AsyncTokenType, is_shared
@@ -97,3 +105,28 @@ class RetireOp(IRDLOperation):
 
     def __init__(self, cond: SSAValue):
         super().__init__(operands=[cond])
+
+
+@irdl_op_definition
+class SetMaxRegistersOp(IRDLOperation):
+    """`warp.set_max_registers {count = N, increase}`: the warpgroups that run it hold at most N
+    registers a thread from here on (`setmaxnreg`, sm_90a): taken (`increase`) or given back. A
+    warp-specialized CTA starts with the registers file / threads each; its producers give theirs
+    back, its consumers take them for the accumulators."""
+
+    name = "warp.set_max_registers"
+    count = prop_def(IntegerAttr)
+    increase = opt_prop_def(UnitAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict"
+
+    def __init__(self, count: int, increase: bool):
+        props: dict = {"count": IntegerAttr(count, i64)}
+        if increase:
+            props["increase"] = UnitAttr()
+        super().__init__(properties=props)
+
+    def verify_(self) -> None:
+        n = self.count.value.data
+        if n % 8 or not 24 <= n <= 256:
+            raise VerifyException(f"warp.set_max_registers: count is a multiple of 8 from 24 to 256, not {n}")

@@ -70,6 +70,11 @@ def fill_ops(body: Block) -> list[Operation]:
     return [o for o in body.ops if o in stage0]
 
 
+def wgmma_pending(loop: scf.ForOp) -> int:
+    """Stages of products the loop's `warp.wgmma`s leave running (their `pending`; 0 without)."""
+    return max((o.pending.value.data for o in loop.walk() if isinstance(o, warp.WgmmaOp)), default=0)
+
+
 def is_pure(op: Operation) -> bool:
     """Index arithmetic: placed anywhere before its users."""
     return isinstance(op, (arith.AddiOp, arith.SubiOp, arith.MuliOp, arith.DivUIOp, arith.RemUIOp, arith.MinUIOp,
@@ -185,7 +190,7 @@ def pipeline(loop: scf.ForOp, distance: int) -> None:
 @dataclass(frozen=True)
 class WarpPipeline(ModulePass):
     """Pipeline the staged K loop of every kernel whose `#warp.schedule` has stages, S - 1 deep
-    (S - 2 where a stage's warpgroup mmas run on into the next: `Schedule.wgmma_in_flight`)."""
+    (S - 2 where a stage's warpgroup mmas run on into the next: their `pending`)."""
 
     name = "warp-pipeline"
 
@@ -200,4 +205,4 @@ class WarpPipeline(ModulePass):
             if not any(isinstance(o, warp.CopyAsyncOp | warp.FillLoadOp) for o in loop.walk()):
                 raise LoweringError(loop, "run warp-stage-shared before warp-pipeline (the K loop has no copies)")
             # a stage whose warpgroup mmas still run is refilled a stage later (`warp.wgmma` pending)
-            pipeline(loop, attr.schedule.stages - 1 - attr.schedule.wgmma_in_flight)
+            pipeline(loop, attr.schedule.stages - 1 - wgmma_pending(loop))

@@ -3,7 +3,7 @@ consumers, who meet at mbarriers instead of a CTA-wide barrier a stage (`#warp.s
 
 The input is the loop `warp-stage-shared` writes (one iteration: copy stage kt, commit, wait, the
 barrier, the warpgroups' mmas); `warp-pipeline` leaves these kernels alone. With S stages and
-`warp.wgmma` leaving P stages' products running (`Schedule.wgmma_in_flight`), the copies run
+`warp.wgmma` leaving P stages' products running (its `pending`), the copies run
 L = S - 1 - P stages ahead, as they do in the pipelined kernel, and the kernel becomes:
 
 - two arrays of S mbarriers (`warp.mbarrier_init`, thread 0, then a CTA barrier): `full[s]` (the
@@ -34,15 +34,18 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from tilemma.compiler.core import targets
 from tilemma.dialects import warp
 from tilemma.dialects.warp_mbarrier import MBARRIER_BYTES
 from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp.loop_clone import Cloner, const_before, hoist_constants, insert_before
-from tilemma.passes.warp.pipeline import _operand_chain, fill_ops, is_pure
+from tilemma.passes.warp.pipeline import _operand_chain, fill_ops, is_pure, wgmma_pending
 from tilemma.passes.warp.stage_shared import k_loop
 
-_LANDING = (warp.AsyncWaitOp, warp.RoundStageOp)  # what lands a stage: the producers' after the copies
+_LANDING = (warp.AsyncWaitOp, warp.RoundStageOp)
+# registers a producer thread keeps (`setmaxnreg`): its copies' addresses (CUTLASS's producers keep 40)
+PRODUCER_REGISTERS = 40  # what lands a stage: the producers' after the copies
 
 
 def _barriers(stages: int) -> memref.AllocOp:
@@ -138,12 +141,18 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     p_body.add_ops(p.ops)
     producer = scf.ForOp(loop.lb, steps.result, loop.step, [], p_body)
     role = _Builder()
+    role.ops.append(warp.SetMaxRegistersOp(PRODUCER_REGISTERS, increase=False))
     role.ops.append(producer)
     role.ops.append(scf.YieldOp())
     split = scf.IfOp(is_producer, [], role.ops)
     retire = warp.RetireOp(is_producer)
     insert_before(loop, [split, retire])
     _consumers_only(kernel, split, retire)
+    # the registers the producers give back, shared by the consumers (whole multiples of 8)
+    target = kernel.attributes.get("warp.target")
+    file = targets.limits(target.sm.data if isinstance(target, warp.TargetAttr) else "sm_90").registers_per_sm
+    take = min(256, (file - producers * PRODUCER_REGISTERS) // consumers // 8 * 8)
+    Rewriter.insert_op(warp.SetMaxRegistersOp(take, increase=True), InsertPoint.after(retire))
 
     # the consumers: wait for stage kt, its mmas, release the stage whose products are done
     c_body = Block(arg_types=[IndexType()] + [a.type for a in accs])
@@ -210,4 +219,4 @@ class WarpSpecialize(ModulePass):
             loop = k_loop(kernel)
             if not any(isinstance(o, warp.CopyAsyncOp) for o in loop.walk()):
                 raise LoweringError(loop, "run warp-stage-shared before warp-specialize (the K loop has no copies)")
-            specialize(kernel, loop, s.stages, s.wgmma_in_flight, s.threads, 32 * s.producers)
+            specialize(kernel, loop, s.stages, wgmma_pending(loop), s.threads, 32 * s.producers)

@@ -152,6 +152,11 @@ class _Stage(IndexBuilder):
         space = IntegerAttr(warp.SHARED, i64)
         a_elem, b_elem = self.a_loads[0].ref.type.element_type, self.b_loads[0].ref.type.element_type
         self.wgmma = s.mma == "wgmma"
+        # stages whose products run on (`warp.wgmma` pending): none for a sparse A, whose metadata
+        # registers the tensor cores read until the products retire while the next stage's
+        # metadata loads would overwrite them (the emulator refuses that; an H200 computed wrong
+        # products so, and ptxas serialized those kernels' wgmmas anyway, C7513)
+        self.in_flight = 0 if self.pre else s.wgmma_in_flight
         # an M-major A or N-major B read by wgmma: blocks of 64 rows or columns, each K rows of 128
         # bytes (the descriptors' layout), stage s the blocks s * blocks ..
         self.a_blocks = bm // warp.N_BLOCK if self.wgmma and self.a_m_major else 0
@@ -214,7 +219,7 @@ class _Stage(IndexBuilder):
         self.ops = outer
         staged = self.add(scf.ForOp(zero, steps, self.const(1), accs, body))
         out = self.pairs(list(staged.results), to_pairs=False)
-        if s.wgmma_in_flight:  # the last stage's products may still run
+        if self.wgmma and self.in_flight:  # the last stage's products may still run
             out = list(self.add(warp.WgmmaWaitOp(out)).results)
         Rewriter.insert_op(self.ops, InsertPoint.before(loop))
         for old, new in zip(loop.results, out):
@@ -298,7 +303,8 @@ class _Stage(IndexBuilder):
         elif not self.through_a:
             self.bounded(warp.CopyAsyncOp(a0.ref, [self.bz, self.cta_row, a_k], self.s_a, stage, a0.window_values(),
                                           a0.extent_values(), self.threads, self.a_vector,
-                                          transpose=self.a_m_major, first_thread=self.first_thread), m_exact, a_exact)
+                                          transpose=self.a_m_major, first_thread=self.first_thread,
+                                          one_offset=bool(self.first_thread)), m_exact, a_exact)
         if self.b_blocks:  # an N-major B for wgmma: one copy a block of 64 columns
             self.block_copies(b0, self.s_b, stage, self.b_blocks,
                               lambda j: [self.bz, k, self.plus(self.cta_col, j * warp.N_BLOCK)],
@@ -306,7 +312,8 @@ class _Stage(IndexBuilder):
         elif not self.through_b:
             self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
                                           b0.extent_values(), self.threads, self.b_vector,
-                                          transpose=self.b_k_major, first_thread=self.first_thread), k_exact, n_exact)
+                                          transpose=self.b_k_major, first_thread=self.first_thread,
+                                          one_offset=bool(self.first_thread)), k_exact, n_exact)
         if self.s_meta is not None:
             m = self.metas[0]
             self.add(warp.CopyMetaAsyncOp(m.ref, [m.indices[0], self.cta_row, k], self.s_meta, stage, self.threads,
@@ -365,7 +372,7 @@ class _Stage(IndexBuilder):
         are the group's 64 (`group_row`, computed once before the loop); a pre-compressed A's
         metadata words are this warp's own 16 rows' (`stage_meta`)."""
         return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, self.group_row], token, accs,
-                                           self.b_blocks, self.s.wgmma_in_flight, self.a_blocks, metas)).results)
+                                           self.b_blocks, self.in_flight, self.a_blocks, metas)).results)
 
     def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):
         """Each K step of the stage: its fragment reads (A by instruction row, B by `b_group`),

@@ -37,7 +37,9 @@ from tilemma.passes.rewriting import TypedPatternApplier, TypedPatternWalker
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.elementwise import LowerCast, LowerMap
 from tilemma.passes.warp_to_ptx.fill import LowerFillLoad, LowerFillStore
-from tilemma.passes.warp_to_ptx.mbarrier import LowerMbarrierArrive, LowerMbarrierInit, LowerMbarrierWait, LowerRetire
+from tilemma.passes.warp_to_ptx.mbarrier import (
+    LowerMbarrierArrive, LowerMbarrierInit, LowerMbarrierWait, LowerRetire, LowerSetMaxRegisters,
+)
 from tilemma.passes.warp_to_ptx.fragment_ops import (
     LowerFragConstant,
     LowerLoad,
@@ -146,6 +148,7 @@ class WarpToPtx(ModulePass):
                 LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),
                 LowerRowReduce(state), LowerMask(state), LowerToLhs(state), LowerWgmma(state), LowerWgmmaWait(state),
                 LowerMbarrierInit(state), LowerMbarrierArrive(state), LowerMbarrierWait(state), LowerRetire(state),
+                LowerSetMaxRegisters(),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}

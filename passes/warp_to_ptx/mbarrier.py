@@ -1,6 +1,6 @@
 """A warp-specialized kernel's mbarriers and roles in PTX (`dialects/warp_mbarrier.py`): each barrier
 is 8 bytes at the array's shared address + 8 i; `mbarrier.init` by thread 0, `mbarrier.arrive`,
-a `mbarrier.try_wait.parity` retry loop, and `ret` for the threads a role ends."""
+a `mbarrier.try_wait.parity` retry loop, `ret` for the threads a role ends and `setmaxnreg`."""
 
 from __future__ import annotations
 
@@ -88,3 +88,11 @@ class LowerRetire(RewritePattern):
         if cond is None:
             return
         rewriter.replace(op, ptx.InstOp("ret", [], guard=cond), [])
+
+
+@dataclass
+class LowerSetMaxRegisters(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.SetMaxRegistersOp, rewriter: PatternRewriter) -> None:
+        how = "inc" if op.increase is not None else "dec"
+        rewriter.replace(op, ptx.InstOp(f"setmaxnreg.{how}.sync.aligned.u32", [str(op.count.value.data)]), [])

@@ -98,21 +98,34 @@ class _Warpgroups:
         n = m.T // 128
         self.fenced = np.zeros(n, bool)
         self.committed = np.zeros(n, np.int64)
-        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # warpgroups, [G, bytes], group
+        # warpgroups, [G, bytes], group, and a sparse one's metadata register with the words it held
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]] = []
 
-    def wait(self, m: _Machine, groups: np.ndarray, keep: int) -> None:
+    def wait(self, m: _Machine, groups: np.ndarray, keep: int, where: str = "") -> None:
         """wgmma.wait_group `keep` by warpgroups `groups`: their mma_asyncs of all but the `keep`
-        newest committed groups retire and release their bytes."""
+        newest committed groups retire and release their bytes. A retiring .sp whose metadata
+        register was written since its issue is an error: the tensor cores read it until here (an
+        H200 computed wrong products where the next stage's metadata was loaded into it early)."""
         waiting = np.zeros(self.committed.size, bool)
         waiting[groups] = True
         limit = self.committed - keep
         rest = []
-        for g, idx, group in self.pending:
+        for g, idx, group, meta in self.pending:
             done = waiting[g] & (group < limit[g])
             if done.any():
                 m.shared.release(idx[done])
+                if meta is not None:
+                    reg, words = meta
+                    now = m.banks[reg.bank][reg.index].reshape(-1, 128)[g[done]].view(np.uint32)
+                    changed = np.argwhere(now != words[done])
+                    if changed.size:
+                        k, lane = (int(x) for x in changed[0])
+                        raise EmulationError(
+                            f"{where}: {m.thread(int(g[done][k]) * 128 + lane)} wrote {reg.name}, the sp-meta register "
+                            "of a wgmma.mma_async.sp of its warpgroup, before the wait_group that retires it")
             if not done.all():
-                rest.append((g[~done], idx[~done], group[~done]))
+                rest.append((g[~done], idx[~done], group[~done], None if meta is None else
+                             (meta[0], meta[1][~done])))
         self.pending = rest
 
 
@@ -230,7 +243,7 @@ def _dec_wgmma(d, op, mods, args, where) -> Fn:
         return run_mark
     if opcode == "wgmma.wait_group.sync.aligned":
         keep = _group_count(d, op, args, where, "wgmma.wait_group")
-        return lambda m, mask: _state(m).wait(m, _warpgroups(m, mask, where), keep)
+        return lambda m, mask: _state(m).wait(m, _warpgroups(m, mask, where), keep, where)
     if opcode.startswith("wgmma.mma_async"):
         return _dec_mma_async(d, op, args, where)
     raise EmulationError(f"{where}: expected wgmma.fence/commit_group/wait_group N/mma_async (.sync.aligned)")
@@ -383,7 +396,8 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         held = idx.reshape(groups.size, -1)
         sh.hold(held)
         state = _state(m)
-        state.pending.append((groups, held, state.committed[groups].copy()))
+        words = m.banks[meta.bank][meta.index].reshape(-1, 128)[groups].view(np.uint32).copy() if sparse else None
+        state.pending.append((groups, held, state.committed[groups].copy(), None if words is None else (meta, words)))
         view = _INT8[etype] if integer else np.uint32 if elem == 4 else np.uint16
         bits = np.ascontiguousarray(sh.data[idx]).view(view).reshape(groups.size, cells)
         a = bits[:, : 64 * a_k].reshape(-1, 64, a_k)

@@ -1,0 +1,40 @@
+"""Warp-specialized warpgroup kernels (`producers=4`: a producer warpgroup fills the stages, the
+consumers multiply, full/empty mbarriers between) on the GPU: D within the reference's bound and
+bit for bit the GPU's own mma.sync (mma.sp) kernel of the same problem, and the emulator's where the
+kernel is small enough to emulate (the runner's twin check); and big ones, whose rings wrap many
+times, equal to the unspecialized warpgroup kernel word for word."""
+
+import numpy as np
+import pytest
+
+from tilemma.compiler.driver.gemm_generator import GemmSpec
+from tilemma.compiler.driver.runner import run_compiled
+from tilemma.compiler.runtime import cuda_runtime
+
+from tests.specialize_cases import CASES, SPECIALIZED
+from tests.wgmma_cases import compiled, like_the_sm90_kernel
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not cuda_runtime.gpu_available() or cuda_runtime.device_arch() not in ("sm_90", "sm_90a"),
+                       reason="needs an sm_90 GPU (wgmma, setmaxnreg: sm_90a)"),
+]
+
+
+@pytest.mark.parametrize("spec, options, sm90", CASES, ids=[c[0].name for c in CASES])
+def test_like_the_mma_sync_kernel(spec, options, sm90):
+    like_the_sm90_kernel(spec, {**SPECIALIZED, **options}, "gpu", 7, "wgmma", sm90)
+
+
+@pytest.mark.parametrize("spec", [
+    GemmSpec(2048, 2048, 4096, "f16", "f16", "f32"),
+    GemmSpec(1024, 2048, 4096, "tf32", "tf32", "f32", b_layout="col", rounding="rna"),
+    GemmSpec(1024, 2048, 4096, "s8", "s8", "s32", b_layout="col"),
+    GemmSpec(1024, 1024, 4096, "f16", "f16", "f32", pre_compressed=True),
+], ids=lambda s: s.name)
+def test_like_the_unspecialized_kernel(spec):
+    fed = run_compiled(compiled(spec, wgmma=True, **SPECIALIZED), 3, "gpu")
+    plain = run_compiled(compiled(spec, wgmma=True, producers=0, split_k=1), 3, "gpu")  # K unsplit, as the specialized
+    assert fed.ok and plain.ok, (fed.line(), plain.line())
+    for name, out in fed.outputs.items():
+        assert np.array_equal(out.view(np.uint8), plain.outputs[name].view(np.uint8)), name

@@ -1,0 +1,21 @@
+"""The warp-specialized kernels (`producers=4`) the CPU and GPU tests both run: every operand family
+the producer warpgroup copies as stored, odd sizes (ragged M, N and K), rings that wrap, the stages
+kept in flight or waited for, a batch and an epilogue."""
+
+from __future__ import annotations
+
+from tilemma.compiler.driver.gemm_generator import GemmSpec
+
+SPECIALIZED = dict(producers=4)
+
+CASES = [  # (spec, extra options, the sm_90 kernel's instruction)
+    (GemmSpec(130, 200, 1000, "f16", "f16", "f32"), {}, "mma"),
+    (GemmSpec(130, 200, 1000, "bf16", "bf16", "f32", a_layout="col", b_layout="col"), {}, "mma"),
+    (GemmSpec(192, 256, 700, "tf32", "tf32", "f32", b_layout="col", rounding="rna"), {}, "mma"),
+    (GemmSpec(256, 256, 512, "tf32", "tf32", "f32", b_layout="col", rounding="trunc"), {}, "mma"),
+    (GemmSpec(130, 256, 600, "s8", "s8", "s32", b_layout="col"), {}, "mma"),
+    (GemmSpec(128, 256, 1024, "f16", "f16", "f32", pre_compressed=True), {}, "mma.sp"),
+    (GemmSpec(96, 64, 320, "f16", "f16", "f32", batch=3, bias="col", act="gelu", out="f16"), {}, "mma"),
+    (GemmSpec(200, 136, 72, "f16", "f16", "f32", b_layout="col"), {"stages": 2}, "mma"),  # products waited for
+    (GemmSpec(64, 128, 64, "f16", "f16", "f32"), {}, "mma"),  # one stage: the producers' drain alone
+]
