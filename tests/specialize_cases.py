@@ -18,4 +18,7 @@ CASES = [  # (spec, extra options, the sm_90 kernel's instruction)
     (GemmSpec(96, 64, 320, "f16", "f16", "f32", batch=3, bias="col", act="gelu", out="f16"), {}, "mma"),
     (GemmSpec(200, 136, 72, "f16", "f16", "f32", b_layout="col"), {"stages": 2}, "mma"),  # products waited for
     (GemmSpec(64, 128, 64, "f16", "f16", "f32"), {}, "mma"),  # one stage: the producers' drain alone
+    # 16 consumer warps: the registers they take are their share of what the producers give back
+    (GemmSpec(256, 128, 512, "f16", "f16", "f32", pre_compressed=True),
+     {"warps": "16x1", "warp_tile": "1x16", "stages": 2}, "mma.sp"),
 ]

@@ -125,7 +125,7 @@ def test_producer_consumer(n):
     (("    mbarrier.try_wait.parity.shared::cta.b64 %p5, [%r14], %r8;\n    @!%p5 bra $pwait;\n", ""),
      r"shared-memory race: thread \(32, 0, 0\).* writes .* which thread \(\d+, 0, 0\).* read"),
     # the producer waits for the phase that completes only after its own next arrival
-    (("    xor.b32 %r8, %r8, 1;\n", ""), r"deadlock: every live thread waits for an mbarrier phase"),
+    (("    xor.b32 %r8, %r8, 1;\n", ""), r"deadlock: every live thread waits"),
     # a whole-CTA barrier in one role while the other still runs
     (("    ld.shared.u32 %r12, [%r11];\n", "    ld.shared.u32 %r12, [%r11];\n    bar.sync 0;\n"),
      r"only 32 of the 64 live threads of the CTA .* reach this barrier"),

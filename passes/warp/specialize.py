@@ -141,18 +141,15 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     p_body.add_ops(p.ops)
     producer = scf.ForOp(loop.lb, steps.result, loop.step, [], p_body)
     role = _Builder()
-    role.ops.append(warp.SetMaxRegistersOp(PRODUCER_REGISTERS, increase=False))
+    role.ops.append(warp.SetMaxRegistersOp(PRODUCER_REGISTERS, increase=False))  # (`consumer_registers`)
     role.ops.append(producer)
     role.ops.append(scf.YieldOp())
     split = scf.IfOp(is_producer, [], role.ops)
     retire = warp.RetireOp(is_producer)
     insert_before(loop, [split, retire])
     _consumers_only(kernel, split, retire)
-    # the registers the producers give back, shared by the consumers (whole multiples of 8)
-    target = kernel.attributes.get("warp.target")
-    file = targets.limits(target.sm.data if isinstance(target, warp.TargetAttr) else "sm_90").registers_per_sm
-    take = min(256, (file - producers * PRODUCER_REGISTERS) // consumers // 8 * 8)
-    Rewriter.insert_op(warp.SetMaxRegistersOp(take, increase=True), InsertPoint.after(retire))
+    Rewriter.insert_op(warp.SetMaxRegistersOp(consumer_registers(kernel, consumers, producers), increase=True),
+                       InsertPoint.after(retire))
 
     # the consumers: wait for stage kt, its mmas, release the stage whose products are done
     c_body = Block(arg_types=[IndexType()] + [a.type for a in accs])
@@ -177,6 +174,18 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     for old, new in zip(loop.results, consumer.results):
         old.replace_all_uses_with(new)
     Rewriter.erase_op(loop, safe_erase=False)
+
+
+def consumer_registers(kernel: func.FuncOp, consumers: int, producers: int) -> int:
+    """Registers a consumer thread takes (`setmaxnreg.inc`): what it starts with (the target's file
+    over the CTA's threads, in multiples of 8: ptxas gives a kernel that uses setmaxnreg all of
+    it) plus its share of what the producers give back (`PRODUCER_REGISTERS` each). The CTA's
+    .incs draw only on its own .decs: asking more hangs the GPU (an H200 did so for 512 consumers
+    that asked for 112 where 104 was their share)."""
+    target = kernel.attributes.get("warp.target")
+    file = targets.limits(target.sm.data if isinstance(target, warp.TargetAttr) else "sm_90").registers_per_sm
+    start = min(255, file // (consumers + producers)) // 8 * 8
+    return min(256, start + (start - PRODUCER_REGISTERS) * producers // consumers // 8 * 8)
 
 
 def _consumers_only(kernel: func.FuncOp, split: scf.IfOp, retire: warp.RetireOp) -> None:

@@ -41,7 +41,7 @@ _DECODERS = {
     "popc": _dec_popc, "abs": _dec_abs_neg, "neg": _dec_abs_neg, "atom": _dec_atom,
     "cp": _dec_cp, "ldmatrix": _dec_ldmatrix, "bar": _dec_bar, "barrier": _dec_bar,
     "fence": _dec_fence, "membar": _dec_fence, "shfl": _dec_shfl, "wgmma": _dec_wgmma,
-    "mbarrier": _dec_mbarrier, "setmaxnreg": _dec_setmaxnreg,
+    "mbarrier": _dec_mbarrier,
     **_FLOAT_DECODERS,  # float forms of add/sub/mul/div/min/max/neg/abs/setp/cvt/mov, fma, ex2, ...
 }  # fmt: skip
 
@@ -156,6 +156,8 @@ class Program:
             return _Step(None, "ret", guard, where)
         if parts[:2] == ["mbarrier", "try_wait"]:
             return _Step(_dec_mbarrier(d, op, parts[1:], args, where), "wait", guard, where)
+        if parts[0] == "setmaxnreg":
+            return _Step(_dec_setmaxnreg(d, op, parts[1:], args, where), "wait", guard, where)
         decoder = _DECODERS.get(parts[0])
         if decoder is None:
             raise EmulationError(f"{where}: the emulator does not implement {parts[0]!r}")
@@ -256,8 +258,8 @@ class Program:
             idle = idle + 1 if ctx.stuck else 0
             if idle >= len(contexts):
                 waits = "; ".join(sorted({str(self.steps[c.pc].where) for c in contexts}))
-                raise EmulationError(f"deadlock: every live thread waits for an mbarrier phase that no thread can "
-                                     f"complete any more ({waits})")
+                raise EmulationError(f"deadlock: every live thread waits (for an mbarrier phase, or registers of "
+                                     f"setmaxnreg.inc) for what no thread can give any more ({waits})")
             turn += 1
         return count
 

@@ -98,6 +98,8 @@ class _Warpgroups:
         n = m.T // 128
         self.fenced = np.zeros(n, bool)
         self.committed = np.zeros(n, np.int64)
+        self.registers: np.ndarray | None = None  # per warpgroup, registers a thread (setmaxnreg)
+        self.pool: np.ndarray | None = None  # per CTA, registers given back and not taken again
         # warpgroups, [G, bytes], group, and a sparse one's metadata register with the words it held
         self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]] = []
 
@@ -250,17 +252,44 @@ def _dec_wgmma(d, op, mods, args, where) -> Fn:
 
 
 def _dec_setmaxnreg(d, op, mods, args, where) -> Fn:
-    """setmaxnreg.{inc,dec}.sync.aligned.u32 N: a warpgroup takes or gives back registers (a
-    warp-specialized kernel's producers give theirs to the consumers). Registers are not a
-    resource here, so it checks its form (N a multiple of 8 from 24 to 256, whole warpgroups,
-    sm_90a) and does nothing."""
+    """setmaxnreg.{inc,dec}.sync.aligned.u32 N (a "wait" step: whether it could run): a warpgroup
+    gives registers back to its CTA's pool (.dec) or takes them from it (.inc, waiting until the
+    pool has them: an .inc the CTA's .decs never cover hangs the GPU, here a deadlock). Each
+    warpgroup starts with the registers a thread of the CTA gets when it launches (the target's
+    file over the CTA's threads, in multiples of 8: what ptxas gives a kernel that uses
+    setmaxnreg); N is a multiple of 8 from 24 to 256, below (.dec) or above (.inc) the count held."""
     if mods[:1] not in (["inc"], ["dec"]) or mods[1:] != ["sync", "aligned", "u32"]:
         raise EmulationError(f"{where}: expected setmaxnreg.inc/.dec.sync.aligned.u32 N")
     if d.target is not None and d.target != "sm_90a":
         raise EmulationError(f"{where}: setmaxnreg needs sm_90a, the module targets {d.target}")
     [n] = _one(d, op, args, 1, where)
-    _int_imm(n, tuple(range(24, 257, 8)), "setmaxnreg's register count", where)
-    return lambda m, mask: _warpgroups(m, mask, where)
+    count = _int_imm(n, tuple(range(24, 257, 8)), "setmaxnreg's register count", where)
+    increase = mods[0] == "inc"
+    from tilemma.compiler.core.targets import limits
+
+    file = limits(d.target or "sm_90").registers_per_sm
+
+    def run(m, mask) -> bool:
+        groups = _warpgroups(m, mask, where)
+        state = _state(m)
+        if state.registers is None:
+            start = min(255, file // m.per_cta) // 8 * 8
+            state.registers = np.full(m.T // 128, start, np.int64)
+            state.pool = np.zeros(m.nctas, np.int64)
+        held = state.registers[groups]
+        if (held > count if increase else held < count).any():
+            g = int(groups[np.flatnonzero(held > count if increase else held < count)[0]])
+            raise EmulationError(f"{where}: the warpgroup of {m.thread(g * 128)} holds {int(state.registers[g])} "
+                                 f"registers a thread; setmaxnreg.{mods[0]} {count} would {'lower' if increase else 'raise'} it")
+        ctas = groups * 128 // m.per_cta
+        change = np.bincount(ctas, (count - held) * 128, minlength=m.nctas).astype(np.int64)
+        if increase and (change > state.pool).any():
+            return False  # the CTA's pool does not have them (yet)
+        state.pool -= change
+        state.registers[groups] = count
+        return True
+
+    return run
 
 
 @dataclass(frozen=True)
