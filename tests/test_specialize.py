@@ -1,0 +1,136 @@
+"""Warp-specialized warpgroup kernels (`producers=4`, `warp-specialize`): the schedule and launch
+shape `tile-plan` writes, its located refusals, the warp IR (roles, mbarriers), the PTX (barriers
+made by thread 0, the try_wait loops, the producers' `ret`, the registers they give the consumers),
+ptxas with no spills, and in the emulator - which runs the two roles as contexts meeting at the
+mbarriers - every output word equal to the mma.sync (mma.sp) kernel's of the same problem. A
+sparse warpgroup keeps no products in flight (its metadata registers). (GPU:
+tests/gpu/test_specialize_gpu.py.)"""
+
+import re
+
+import pytest
+
+from tilemma.compiler.driver.gemm_generator import GemmSpec
+from tilemma.compiler.driver.pipeline import parse, lower
+from tilemma.dialects import warp
+from tilemma.passes.warp.specialize import PRODUCER_REGISTERS
+
+from tests.specialize_cases import CASES, SPECIALIZED
+from tests.wgmma_cases import (
+    assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas, options, schedule,
+)
+
+F16 = GemmSpec(4096, 4096, 4096, "f16", "f16", "f32")
+
+
+def test_schedule_and_launch():
+    s = schedule(F16, wgmma=True, **SPECIALIZED)
+    assert (s.mma, s.producers, s.threads, s.block_threads, s.split_k) == ("wgmma", 4, 256, 384, 1)
+    k = compiled(F16, wgmma=True, **SPECIALIZED)
+    assert k.abi.block == (384, 1, 1)
+    assert ".maxntid 384, 1, 1" in k.ptx
+    # automatic: no producers (configs.WGMMA_PRODUCERS is empty: measured no better, see the module)
+    assert schedule(F16).producers == 0 and schedule(F16, wgmma=True).producers == 0
+
+
+def test_k_is_not_split_for_producers():
+    """512 rows would split K to fill the SMs; a producer warpgroup's kernel keeps it whole."""
+    small = GemmSpec(512, 1024, 8192, "f16", "f16", "f32")
+    assert schedule(small, wgmma=True).split_k > 1
+    assert schedule(small, wgmma=True, **SPECIALIZED).split_k == 1
+
+
+@pytest.mark.parametrize("s, sm, kw, message", [
+    (F16, "90", {}, "producers: a producer warpgroup feeds the warpgroup mma (wgmma, sm_90a)"),
+    (GemmSpec(256, 256, 256, "tf32", "tf32", "f32"), "90a", {"wgmma": True},
+     "producers: the transposing fill of B is not done by a producer warpgroup"),
+    (F16, "90a", {"wgmma": True, "split_k": 2}, "producers: a producer warpgroup's kernel does not split K"),
+])
+def test_refusals_are_located(s, sm, kw, message):
+    from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+
+    with pytest.raises(LocatedVerifyError) as e:
+        compiled(s, sm, **SPECIALIZED, **kw)
+    assert message in str(e.value) and e.value.span is not None
+
+
+def test_producers_option_is_checked():
+    with pytest.raises(ValueError, match="producers is -1 .automatic., 0 .none. or 4"):
+        compiled(F16, wgmma=True, producers=3)
+
+
+def _warp_ir(spec: GemmSpec) -> str:
+    module, locations = parse(str(__import__("tilemma.compiler.driver.gemm_generator", fromlist=["x"]).gemm_module(spec)),
+                              spec.name)
+    lower(module, locations, options(wgmma=True, **SPECIALIZED), warp_level=True)
+    return str(module)
+
+
+def test_warp_ir_roles():
+    """The producers' loop (empty wait, copies dealt to threads 256.., commit, landing, full arrive)
+    in their branch, then `warp.retire`, then the consumers' (full wait, wgmma, empty arrive)."""
+    text = _warp_ir(GemmSpec(256, 256, 512, "f16", "f16", "f32"))
+    assert text.count("warp.mbarrier_init") == 2 and "count = 128 : i64" in text and "count = 256 : i64" in text
+    producer, consumer = text.split("warp.retire")
+    assert "first_thread = 256 : i64" in producer and "threads = 128 : i64" in producer
+    assert "warp.set_max_registers {count = 40 : i64}" in producer
+    assert producer.index("warp.mbarrier_wait") < producer.index("warp.copy_async") < producer.index("warp.async_wait")
+    assert producer.rindex("warp.async_wait") < producer.rindex("warp.mbarrier_arrive")
+    assert "warp.wgmma" not in producer and "warp.copy_async" not in consumer
+    assert "warp.set_max_registers {count = 232 : i64, increase}" in consumer
+    assert consumer.index("warp.mbarrier_wait") < consumer.index("warp.wgmma") < consumer.index("warp.mbarrier_arrive")
+    assert '"gpu.barrier"' not in consumer
+
+
+def test_ptx_roles():
+    k = compiled(GemmSpec(256, 256, 512, "f16", "f16", "f32"), wgmma=True, **SPECIALIZED)
+    ptx = k.ptx
+    assert len(re.findall(r"@%p\d+ mbarrier\.init\.shared::cta\.b64 \[%r\d+(\+\d+)?\], 128;", ptx)) == 4
+    assert len(re.findall(r"@%p\d+ mbarrier\.init\.shared::cta\.b64 \[%r\d+(\+\d+)?\], 256;", ptx)) == 4
+    assert ptx.count("bar.sync 0;") == 1  # after the barriers are made; none in the loops
+    waits = re.findall(r"(\$wait_\d+):\n    mbarrier\.try_wait\.parity\.shared::cta\.b64 (%p\d+), \[%r\d+\], %r\d+;\n"
+                       r"    @!(%p\d+) bra\.uni (\$wait_\d+);", ptx)
+    assert len(waits) == 2 and all(w[0] == w[3] and w[1] == w[2] for w in waits)
+    producer_end = re.search(r"@%p\d+ ret;\n    setmaxnreg\.inc\.sync\.aligned\.u32 232;", ptx)
+    assert producer_end is not None
+    assert ptx.index("setmaxnreg.dec.sync.aligned.u32 40;") < producer_end.start()
+    assert "cp.async.wait_group 2;\n    fence.proxy.async.shared::cta;" in ptx  # stage kt - 2 landed, fenced
+
+
+@pytest.mark.parametrize("consumers, take", [(256, 232), (512, 104)])
+def test_consumers_take_their_share(consumers, take):
+    """The registers the consumers take are what they start with plus their share of what the
+    producers give back (a CTA's .incs draw on its own .decs; more hangs the GPU)."""
+    from tilemma.passes.warp.specialize import consumer_registers
+
+    kernel = __import__("xdsl.dialects.func", fromlist=["FuncOp"]).FuncOp("k", ((), ()))
+    kernel.attributes["warp.target"] = warp.TargetAttr("sm_90a", "8.0")
+    assert consumer_registers(kernel, consumers, 128) == take
+    start = 65536 // (consumers + 128) // 8 * 8
+    assert (take - start) * consumers <= (start - PRODUCER_REGISTERS) * 128
+
+
+def test_sparse_warpgroups_keep_nothing_in_flight():
+    """With 4 stages a dense wgmma leaves a stage's products running; a sparse one does not (the
+    next stage's metadata would overwrite the registers it still reads)."""
+    dense = compiled(GemmSpec(512, 4096, 4096, "f16", "f16", "f32"), wgmma=True)
+    sparse = compiled(GemmSpec(512, 4096, 4096, "f16", "f16", "f32", pre_compressed=True), wgmma=True)
+    assert "stages=4" in dense.abi.config and "stages=4" in sparse.abi.config
+    assert "wgmma.wait_group.sync.aligned 1;" in dense.ptx
+    assert "wgmma.wait_group.sync.aligned 1;" not in sparse.ptx
+
+
+@needs_ptxas
+@pytest.mark.parametrize("spec", [
+    F16,
+    GemmSpec(4096, 4096, 4096, "tf32", "tf32", "f32", b_layout="col", rounding="rna"),
+    GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", b_layout="col"),
+    GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True),
+], ids=lambda s: s.name)
+def test_ptxas_no_spills(spec):
+    assert_assembles_without_spills(compiled(spec, wgmma=True, **SPECIALIZED).ptx)
+
+
+@pytest.mark.parametrize("spec, extra, sm90", CASES, ids=[c[0].name for c in CASES])
+def test_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
+    like_the_sm90_kernel(spec, {**SPECIALIZED, **extra}, "emulator", 11, "wgmma", sm90)
