@@ -5,7 +5,9 @@
 // 4 k32 steps (`warp.load_meta_shared` at the warp's 16 rows).
 // In the PTX, per stage 4 `wgmma.mma_async.sp ... m64n128k32` on descriptors whose K steps are
 // immediates (A: 32 bytes = 2 units, B: 32 rows of 128 bytes = 256 units), each with its step's
-// metadata register and selector 0.
+// metadata register and selector 0. No stage's products stay in flight (pending = 0), although the
+// ring has 4 stages: the tensor cores read the metadata registers until the products retire, and
+// the next stage's would overwrite them; so the copies run 3 stages ahead.
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared' | filecheck %s
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
 // RUN: not tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true stage-k=32}' 2>&1 | filecheck %s --check-prefix=STAGEK
@@ -16,12 +18,12 @@
 // CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 1024 : i64} : memref<8x128x64xf16, #warp.swizzled<1>, 3 : i64>
 // CHECK:       %[[SM:.*]] = memref.alloc() {alignment = 1024 : i64} : memref<4x128x4xui32, 3 : i64>
 // CHECK:       scf.for
-// CHECK:       warp.async_wait {pending = 1 : i64, proxy_fence}
+// CHECK:       warp.async_wait {pending = 2 : i64, proxy_fence}
 // CHECK:       warp.copy_meta_async %a_meta[{{.*}}], %[[SM]][{{.*}}]
 // CHECK:       %[[E0:.*]], %[[E1:.*]], %[[E2:.*]], %[[E3:.*]] = warp.load_meta_shared %[[SM]][{{.*}}]
-// CHECK-NEXT:  warp.wgmma %[[SA]][{{.*}}], %[[SB]] after {{.*}} meta %[[E0]], %[[E1]], %[[E2]], %[[E3]] : {{.*}} {a_blocks = 0 : i64, b_blocks = 2 : i64, pending = 1 : i64}
+// CHECK-NEXT:  warp.wgmma %[[SA]][{{.*}}], %[[SB]] after {{.*}} meta %[[E0]], %[[E1]], %[[E2]], %[[E3]] : {{.*}} {a_blocks = 0 : i64, b_blocks = 2 : i64, pending = 0 : i64}
 // CHECK-NOT:   warp.ldmatrix
-// CHECK:       warp.wgmma_wait
+// CHECK-NOT:   warp.wgmma_wait
 
 // PTX:         .target sm_90a
 // PTX:         ld.shared.v4.u32 {[[E0:%r[0-9]+]], [[E1:%r[0-9]+]], [[E2:%r[0-9]+]], [[E3:%r[0-9]+]]}
@@ -31,7 +33,7 @@
 // PTX-NEXT:    add.s64 [[B1:%rd[0-9]+]], [[B]], 256;
 // PTX-NEXT:    wgmma.mma_async.sp.sync.aligned.m64n128k32.f32.f16.f16 {{{.*}}}, [[A1]], [[B1]], [[E1]], 0, {{%p[0-9]+}}, 1, 1, 0, 1;
 // PTX:         wgmma.commit_group.sync.aligned;
-// PTX-NEXT:    wgmma.wait_group.sync.aligned 1;
+// PTX-NEXT:    wgmma.wait_group.sync.aligned 0;
 
 // STAGEK: error: tile.mma: wgmma: a pre-compressed A's stages are K 128 or 64 for the descriptors
 func.func @wgsp(%a_values: memref<256x128xf16>, %a_meta: memref<16x128xui32>, %b: memref<256x128xf16>, %c: memref<256x128xf32>, %d: memref<256x128xf32>) {
