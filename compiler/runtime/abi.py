@@ -245,8 +245,10 @@ class KernelABI:
         if len(self.tiling) not in (6, 7):
             return ""
         wm, wn, rm, rn, stages, stage_k = self.tiling[:6]
+        producers = self.block[0] * self.block[1] * self.block[2] // 32 - wm * wn  # warps past the computing ones
         return (f"warps={wm}x{wn} warp-tile={rm}x{rn} stages={stages}" + (f" stage-k={stage_k}" if stages else "")
-                + (f" split-k={self.tiling[6]}" if len(self.tiling) == 7 else ""))
+                + (f" split-k={self.tiling[6]}" if len(self.tiling) == 7 else "")
+                + (f" producers={producers}" if producers > 0 else ""))
 
     def to_dict(self) -> dict:
         """The ABI as plain data (what `tilemma compile --emit json` writes per kernel)."""

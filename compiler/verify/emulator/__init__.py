@@ -67,7 +67,15 @@ How it runs, and why:
   f16/bf16 with A and B from shared-memory descriptors in the 128-byte swizzle, by whole
   warpgroups (4 warps), with mma.sync's arithmetic (both checked bit-exact on an H200 by
   tools/wgmma_probe.py). D is computed at issue; the operand bytes stay held until the
-  wait_group that retires the group, and a store or copy to them before then raises.
+  wait_group that retires the group, and a store or copy to them before then raises; so does a
+  write to a .sp's metadata register before then (an H200 computed wrong products so).
+  `setmaxnreg` moves registers between a warpgroup and its CTA's pool; an .inc waits for them.
+* `mbarrier` (`mbarrier_ops`): init, arrive and try_wait.parity on shared::cta barriers. Threads
+  that a branch parts by whole warps (a warp-specialized kernel's roles) run as contexts that take
+  turns: one runs until it ends or waits for a phase (or registers) it cannot have yet; when no
+  context can go on, the kernel deadlocks on the GPU and raises here. A wait orders the arrivers'
+  shared accesses before the waiter's (their race marks cleared), and a context that completes a
+  phase yields to its waiters, so a role that forgets a wait meets the other's marks.
 * `atom.global.min/max` and `atom.global.add.u32` apply threads one after another in thread order
   (the GPU's order is unspecified; the final memory is the same for every order, the returned old
   values are those of this order: split-K's last CTA to arrive is the one of the highest split
@@ -77,7 +85,7 @@ How it runs, and why:
 
 The package has a module per concern, each importing at run time only those listed before it:
 `machine` (types, registers, global and shared memory), `operands` (operand reading and writing),
-`alu`, `memory_ops` (ld, st, atom), `shared_ops` (cp.async, ldmatrix, bar.sync), `mma_sparse`,
+`alu`, `memory_ops` (ld, st, atom), `shared_ops` (cp.async, ldmatrix, bar.sync), `mbarrier_ops`, `mma_sparse`,
 `mma_block_scale`, `mma` (the semantics of every variant), `mma_instruction`, `wgmma_ops` (the
 warpgroup MMA), and `program` (decoding a kernel, running a grid, `emulate`).
 """
