@@ -13,12 +13,13 @@ How it runs, and why:
   each PTX instruction is a handful of NumPy operations, not a Python loop over threads. Each
   instruction is decoded once into a closure (operand readers, result writer, precomputed
   immediates); running the kernel is a loop over those closures.
-* One program counter. The emitted kernels branch uniformly per CTA (the K loop's `bra.uni`), so
+* One program counter a context. The emitted kernels branch uniformly per CTA (the K loop's `bra.uni`), so
   the threads of a CTA run in lockstep; where whole CTAs part (a split-K kernel's last split runs
   fewer K steps), the side behind runs first and the others wait where both meet again (a
-  forward branch's target, the instruction after a backward one). A branch that parts the threads
-  of one CTA raises `EmulationError` instead of being executed wrongly. Guards (`@%p` / `@!%p`)
-  become masks.
+  forward branch's target, the instruction after a backward one). A branch that parts whole warps
+  of a CTA starts a context of their own (see `mbarrier` below); one that parts the lanes of a
+  warp raises `EmulationError` instead of being executed wrongly. Guards (`@%p` / `@!%p`) become
+  masks.
 * Memory is the argument arrays, addressed through fake 64-bit pointers (argument i lives at
   (i + 1) << 40). Every load and store of a thread whose guard holds is checked against its
   buffer: an out-of-bounds or misaligned access raises, naming the instruction, its line, the
