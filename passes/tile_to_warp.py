@@ -35,7 +35,7 @@ def chain(plan: TilePlan) -> list[ModulePass]:
 @dataclass(frozen=True)
 class TileToWarp(ModulePass):
     """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`, `split-k`,
-    `pair-bytes`, `wgmma`)."""
+    `pair-bytes`, `wgmma`, `producers`)."""
 
     name = "tile-to-warp"
 

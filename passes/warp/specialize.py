@@ -60,14 +60,16 @@ class _Builder(Cloner):
         self.ops.append(op)
         return op.results[0] if op.results else None  # type: ignore[return-value]
 
+    def slot(self, kt: SSAValue, stages: int) -> SSAValue:
+        """kt % S: the stage's barrier."""
+        return self.op(arith.RemUIOp(kt, self.const(stages)))
+
     def slot_parity(self, kt: SSAValue, stages: int, ahead: int) -> tuple[SSAValue, SSAValue]:
         """(kt % S, (kt / S + ahead) % 2): the stage's barrier and the parity of its phase kt / S + ahead."""
-        s = self.const(stages)
-        slot = self.op(arith.RemUIOp(kt, s))
-        use = self.op(arith.DivUIOp(kt, s))
+        use = self.op(arith.DivUIOp(kt, self.const(stages)))
         if ahead:
             use = self.op(arith.AddiOp(use, self.const(ahead)))
-        return slot, self.op(arith.RemUIOp(use, self.const(2)))
+        return self.slot(kt, stages), self.op(arith.RemUIOp(use, self.const(2)))
 
     def when(self, cond: SSAValue, build) -> None:
         """`scf.if cond` around what `build(inner builder)` adds."""
@@ -133,8 +135,7 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
             b.clone(op)
             if isinstance(op, warp.AsyncWaitOp):
                 b.map[op.token].owner.pending = IntegerAttr(ahead, i64)  # type: ignore[union-attr]
-        slot, _ = b.slot_parity(b.map[kt], stages, 0)
-        b.op(warp.MbarrierArriveOp(full, slot))
+        b.op(warp.MbarrierArriveOp(full, b.slot(b.map[kt], stages)))
 
     p.when(p.op(arith.CmpiOp(pk, p.const(ahead), "uge")), land)
     p.ops.append(scf.YieldOp())
@@ -162,8 +163,7 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     c.clone_all(consume)
     if in_flight:
         def release(b: _Builder) -> None:
-            done, _ = b.slot_parity(b.op(arith.SubiOp(ck, b.const(in_flight))), stages, 0)
-            b.op(warp.MbarrierArriveOp(empty, done))
+            b.op(warp.MbarrierArriveOp(empty, b.slot(b.op(arith.SubiOp(ck, b.const(in_flight))), stages)))
         c.when(c.op(arith.CmpiOp(ck, c.const(in_flight), "uge")), release)
     else:
         c.op(warp.MbarrierArriveOp(empty, slot))
