@@ -134,3 +134,30 @@ def test_ptxas_no_spills(spec):
 @pytest.mark.parametrize("spec, extra, sm90", CASES, ids=[c[0].name for c in CASES])
 def test_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
     like_the_sm90_kernel(spec, {**SPECIALIZED, **extra}, "emulator", 11, "wgmma", sm90)
+
+
+def test_sizes_known_at_launch():
+    """One compile of `?` sizes serves ragged ones, K from under a stage to many (the producers'
+    loop runs n + L iterations of a launch-time n; tf32 K-major rounded where it lies by them),
+    every element within the reference's bound."""
+    import numpy as np
+
+    import tilemma
+    from tilemma.compiler.driver.gemm_generator import gemm_module
+    from tilemma.compiler.verify import reference
+
+    [kernel] = tilemma.compile(str(gemm_module(GemmSpec(64, 64, 64, "tf32", "tf32", "f32", b_layout="col", dynamic="mnk"))),
+                               sm="90a", wgmma=True, **SPECIALIZED)
+    assert "mbarrier.try_wait" in kernel.ptx
+    rng = np.random.default_rng(9)
+    for m, n, k in ((37, 91, 53), (130, 68, 300), (64, 200, 8)):
+        a = reference.random_matrix("tf32", (m, k), rng).astype(np.float32)
+        b = np.asfortranarray(reference.random_matrix("tf32", (k, n), rng).astype(np.float32))
+        c = reference.random_matrix("f32", (m, n), rng).astype(np.float32)
+        d = np.full_like(c, np.nan)
+        arrays = (a, b, c, d)
+        kernel.bind([x.shape for x in arrays], [tuple(s // x.itemsize for s in x.strides) for x in arrays])
+        kernel.emulate(a, b, c, d)
+        want = reference.mma_reference(a, b, c, a_type="tf32", b_type="tf32", acc_type="f32")
+        result = reference.compare(d, want, acc_type="f32", a_type="tf32", k=k, a=a, b=b, c=c)
+        assert result.ok, f"{m}x{n}x{k}: {result}"
