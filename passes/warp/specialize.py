@@ -72,11 +72,10 @@ class _Builder(Cloner):
         return self.slot(kt, stages), self.op(arith.RemUIOp(use, self.const(2)))
 
     def when(self, cond: SSAValue, build) -> None:
-        """`scf.if cond` around what `build(inner builder)` adds."""
+        """`scf.if cond` around what `build(inner builder)` adds (its values stay inside)."""
         inner = _Builder(self.map)
         build(inner)
         inner.ops.append(scf.YieldOp())
-        self.map.update(inner.map)
         self.ops.append(scf.IfOp(cond, [], inner.ops))
 
 
@@ -197,7 +196,8 @@ def _consumers_only(kernel: func.FuncOp, split: scf.IfOp, retire: warp.RetireOp)
         if op is split:
             break
         before.append(op)
-    needed, work = set(), [split]
+    # what the producers' branch uses, and what the ops that stay for everyone use
+    needed, work = set(), [split, *(op for op in before if not op.results or isinstance(op, memref.AllocOp))]
     while work:
         op = work.pop()
         for inner in op.walk():
