@@ -276,7 +276,10 @@ WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-
 # 0.74-0.96x, 32 x 1 (1000^3) 0.49x and 0.54-0.68x.
 WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fraction(3, 4))}
 # wgmma schedules whose kernels take a producer warpgroup by themselves (`Schedule.producers`:
-# it fills the stages, the others multiply, mbarriers between; `warp-specialize`).
+# it fills the stages, the others multiply, mbarriers between; `warp-specialize`). None yet: H200
+# 4096^3 / 8192^3 without / with (results/h200-2026-11-27-specialize-dense-peers.csv,
+# -specialize-sparse.csv): f16 703 / 703 and 741 / 732, tf32 truncated 374 / 382 and 399 / 380,
+# s8 1352 / 1335 and 1537 / 1510, sparse 810 / 691 and 841 / 745; tf32 rounded in place 228 / 232.
 WGMMA_PRODUCERS: dict[str, int] = {}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
