@@ -160,8 +160,7 @@ def test_named_barrier_of_one_role():
 
 
 def test_setmaxnreg_form():
-    text = GOOD.replace(".target sm_90", ".target sm_90a").replace(
-        "$producer:\n", "$producer:\n").replace("    @%p2 bra $producer;\n", "    @%p2 bra $producer;\n")
+    text = GOOD.replace(".target sm_90", ".target sm_90a")
     body = text.replace("    bar.sync 0;\n", "    bar.sync 0;\n    setmaxnreg.inc.sync.aligned.u32 100;\n")
     with pytest.raises(EmulationError, match="setmaxnreg's register count must be one of"):
         emulate(body, "k", 1, 128, _args(np.random.default_rng(0), 2))

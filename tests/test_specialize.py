@@ -161,3 +161,19 @@ def test_sizes_known_at_launch():
         want = reference.mma_reference(a, b, c, a_type="tf32", b_type="tf32", acc_type="f32")
         result = reference.compare(d, want, acc_type="f32", a_type="tf32", k=k, a=a, b=b, c=c)
         assert result.ok, f"{m}x{n}x{k}: {result}"
+
+
+def test_registers_beyond_the_share_deadlock_in_the_emulator():
+    """512 consumers asking 112 registers where the producers gave back 104 a consumer hung an
+    H200; the emulator's register pool finds the same kernel waiting forever."""
+    import dataclasses
+
+    from tilemma.compiler.driver.runner import run_compiled
+    from tilemma.compiler.verify.emulator import EmulationError
+
+    spec, extra, _ = CASES[-1]
+    kernel = compiled(spec, wgmma=True, **SPECIALIZED, **extra)
+    assert "setmaxnreg.inc.sync.aligned.u32 104;" in kernel.ptx
+    greedy = dataclasses.replace(kernel, ptx=kernel.ptx.replace("u32 104;", "u32 112;"))
+    with pytest.raises(EmulationError, match="deadlock: every live thread waits"):
+        run_compiled(greedy, 1, "emulator")
