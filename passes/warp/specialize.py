@@ -40,7 +40,7 @@ from tilemma.dialects.warp_mbarrier import MBARRIER_BYTES
 from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp.loop_clone import Cloner, const_before, hoist_constants, insert_before
-from tilemma.passes.warp.pipeline import _operand_chain, fill_ops, is_pure, wgmma_pending
+from tilemma.passes.warp.loop_stages import fill_ops, is_pure, operand_chain, wgmma_pending
 from tilemma.passes.warp.stage_shared import k_loop
 
 _LANDING = (warp.AsyncWaitOp, warp.RoundStageOp)
@@ -96,8 +96,8 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     assert isinstance(yield_op, scf.YieldOp)
     consume = [o for o in body.ops if o not in fill and o not in landing and o not in barriers and o is not yield_op]
     pure = [o for o in body.ops if is_pure(o) and o not in fill]
-    fill_chain = _operand_chain(fill, pure)
-    landing_chain = _operand_chain(landing, pure)
+    fill_chain = operand_chain(fill, pure)
+    landing_chain = operand_chain(landing, pure)
     wgmmas = [o for o in consume if isinstance(o, warp.WgmmaOp)]
     if not wgmmas or any(isinstance(o, warp.MmaOp | warp.LdMatrixOp | warp.LoadSharedOp) for o in consume):
         raise LoweringError(loop, "warp-specialize: the consumers' stage is read by warp.wgmma alone")
