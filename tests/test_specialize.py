@@ -120,6 +120,22 @@ def test_sparse_warpgroups_keep_nothing_in_flight():
     assert "wgmma.wait_group.sync.aligned 1;" not in sparse.ptx
 
 
+
+def test_a_sparse_wgmma_in_flight_is_not_valid_ir():
+    from xdsl.dialects.builtin import IntegerAttr, i64
+    from xdsl.utils.exceptions import VerifyException
+
+    spec = GemmSpec(512, 4096, 4096, "f16", "f16", "f32", pre_compressed=True)
+    module, locations = parse(str(__import__("tilemma.compiler.driver.gemm_generator", fromlist=["x"]).gemm_module(spec)),
+                              spec.name)
+    lower(module, locations, options(wgmma=True), warp_level=True)
+    op = next(o for o in module.walk() if isinstance(o, warp.WgmmaOp))
+    op.verify()
+    op.pending = IntegerAttr(1, i64)
+    with pytest.raises(VerifyException, match="a sparse one leaves nothing running"):
+        op.verify()
+
+
 @needs_ptxas
 @pytest.mark.parametrize("spec", [
     F16,

@@ -266,6 +266,12 @@ class Limits:
         `.maxntid` and keeps the CTA within the SM's register file (spilling the rest)."""
         return min(self.registers_per_thread, self.registers_per_sm // threads)
 
+    def launch_registers(self, threads: int) -> int:
+        """Registers each thread of a CTA of `threads` threads holds when it launches with all the
+        file allows, in setmaxnreg's units of 8: what ptxas gives a kernel that uses setmaxnreg,
+        and the count its warpgroups' `.inc`s and `.dec`s start from."""
+        return self.thread_registers(threads) // 8 * 8
+
 
 _N, _E = NATIVE, EMULATED
 # One row per SM number: shared memory per CTA and per SM (KiB), int4 and fp8 mma.sync, SM count

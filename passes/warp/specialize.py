@@ -182,8 +182,8 @@ def consumer_registers(kernel: func.FuncOp, consumers: int, producers: int) -> i
     .incs draw only on its own .decs: asking more hangs the GPU (an H200 did so for 512 consumers
     that asked for 112 where 104 was their share)."""
     target = kernel.attributes.get("warp.target")
-    file = targets.limits(target.sm.data if isinstance(target, warp.TargetAttr) else "sm_90").registers_per_sm
-    start = min(255, file // (consumers + producers)) // 8 * 8
+    start = targets.limits(target.sm.data if isinstance(target, warp.TargetAttr) else "sm_90"
+                           ).launch_registers(consumers + producers)
     return min(256, start + (start - PRODUCER_REGISTERS) * producers // consumers // 8 * 8)
 
 

@@ -49,7 +49,7 @@ _DECODERS = {
 @dataclass
 class _Step:
     fn: Fn | None
-    kind: str  # "op", "bra", "ret", "wait" (an mbarrier try_wait: fn returns whether it passed)
+    kind: str  # "op", "bra", "ret", "wait" (mbarrier try_wait, setmaxnreg: fn returns whether it could run)
     guard: tuple[str, int, bool] | None  # (bank, index, negated)
     where: str
     target: int = -1

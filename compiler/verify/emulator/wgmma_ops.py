@@ -267,13 +267,13 @@ def _dec_setmaxnreg(d, op, mods, args, where) -> Fn:
     increase = mods[0] == "inc"
     from tilemma.compiler.core.targets import limits
 
-    file = limits(d.target or "sm_90").registers_per_sm
+    record = limits(d.target or "sm_90")
 
     def run(m, mask) -> bool:
         groups = _warpgroups(m, mask, where)
         state = _state(m)
         if state.registers is None:
-            start = min(255, file // m.per_cta) // 8 * 8
+            start = record.launch_registers(m.per_cta)
             state.registers = np.full(m.T // 128, start, np.int64)
             state.pool = np.zeros(m.nctas, np.int64)
         held = state.registers[groups]
