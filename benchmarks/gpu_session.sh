@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -65,6 +65,27 @@ specialize)  # warp-specialized warpgroup kernels (--producers 4): the mbarrier 
     timeout 560 python3 -m benchmarks.gemm_bench --sm 90a --families ${FAMILIES:-f16 tf32 tf32-trunc s8 sparse-f16-pre} \
         --shapes ${SHAPES:-4096x4096x4096 8192x8192x8192} --tilemma-configs '' 'wgmma=1,producers=4' ${SKIP:-} \
         --samples 6 --warmup-ms 20 --budget ${BUDGET:-420} --csv "$OUT/specialize.csv" 2>&1 | tail -${TAIL:-40}
+    ;;
+sparse)  # sparse warpgroups with a stage in flight (warp-unroll-sparse): their GPU tests, memcheck /
+    # racecheck of an unrolled kernel with one stage left over, pipelined and specialized, then CONFIGS
+    # (and the default) at SHAPES against cuSPARSELt and cuBLAS (dense). BENCH_ONLY=1: the benchmark alone
+    [ -n "${BENCH_ONLY:-}" ] || {
+    timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_wgmma_gpu.py -k sparse \
+        tests/gpu/test_specialize_gpu.py > "$OUT/sparse_tests.txt" 2>&1
+    echo "sparse tests: $(tail -1 "$OUT/sparse_tests.txt")"; grep -E "^FAILED|^ERROR" "$OUT/sparse_tests.txt" | head -5
+    tilemma gemm --m 200 --n 136 --k 1000 --a f16 --b f16 --acc f32 --sparse-a compressed > /tmp/s.mlir
+    for p in 0 4; do
+        for tool in memcheck racecheck; do
+            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/s.mlir --on gpu --sm 90a --wgmma \
+                --producers $p > "$OUT/sp.$tool.txt" 2>&1
+            printf 'producers %s %-9s exit %s  %s\n' $p $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' "$OUT/sp.$tool.txt" | head -1)"
+        done
+    done
+    }
+    read -ra configs <<< "${CONFIGS:-}"  # besides the default: e.g. CONFIGS='producers=4 stages=3'
+    timeout 560 python3 -m benchmarks.gemm_bench --sm 90a --families ${FAMILIES:-sparse-f16-pre sparse-f16-pre-bcol} \
+        --shapes ${SHAPES:-4096x4096x4096 8192x8192x8192} --tilemma-configs '' "${configs[@]}" --skip triton triton-mma.sync \
+        --samples 5 --warmup-ms 15 --budget ${BUDGET:-480} --csv "$OUT/sparse.csv" 2>&1 | tail -${TAIL:-40}
     ;;
 tests)  # every GPU test (pytest -m gpu) in three shards at once, and what was skipped and why
     shards=("tests/gpu/test_dense_gpu.py" "tests/gpu --ignore=tests/gpu/test_dense_gpu.py" "tests --ignore=tests/gpu")

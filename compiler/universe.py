@@ -78,6 +78,12 @@ def _specialize():
     return WarpSpecialize
 
 
+def _unroll_sparse():
+    from tilemma.passes.warp.unroll_sparse import WarpUnrollSparse
+
+    return WarpUnrollSparse
+
+
 def _prefetch():
     from tilemma.passes.warp.prefetch import WarpPrefetchFragments
 
@@ -157,6 +163,7 @@ PASSES = {
     "warp-stage-shared": _stage_shared,
     "warp-pipeline": _pipeline,
     "warp-specialize": _specialize,
+    "warp-unroll-sparse": _unroll_sparse,
     "warp-prefetch-fragments": _prefetch,
     "warp-widen-int4": _widen_int4,
     "tile-to-warp": _tile_to_warp,

@@ -90,8 +90,8 @@ class Schedule:
     def wgmma_in_flight(self) -> int:
         """Stages of warpgroup mmas left running when the next stage's begin (`warp.wgmma`
         pending): one where the ring has a stage to spare for it (3 or more), so the copies run
-        S - 2 stages ahead (`warp-pipeline`), else none; at most: a sparse A's keep none
-        (`warp-stage-shared`)."""
+        S - 2 stages ahead (`warp-pipeline`), else none (a sparse A's loop is then unrolled by
+        two, `warp-unroll-sparse`, for its metadata registers)."""
         return int(self.mma == "wgmma" and self.stages >= 3)
 
 

@@ -154,9 +154,6 @@ class WgmmaOp(IRDLOperation):
             if a_blocks or len(self.metas) != bk // WGMMA_SP_K:
                 raise VerifyException(f"warp.wgmma: a sparse A is K-major, with one metadata word a k{WGMMA_SP_K} "
                                       f"step of the stage ({bk // WGMMA_SP_K}), not {len(self.metas)}")
-            if self.pending.value.data:  # the tensor cores read the metadata registers until it retires
-                raise VerifyException("warp.wgmma: a sparse one leaves nothing running (pending 0): the next stage's "
-                                      "metadata would overwrite the registers it still reads")
         # a sparse A's kept values may also be 64-byte rows (K 64 stages: the 64-byte swizzle)
         a_rows = (SWIZZLE_BYTES, SWIZZLE_BYTES // 2) if self.sparse else (SWIZZLE_BYTES,)
         if row_bytes(a) not in a_rows or row_bytes(b) != SWIZZLE_BYTES or (

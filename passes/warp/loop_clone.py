@@ -1,4 +1,4 @@
-"""Cloning loop-body ops for another iteration, as the pipelining and prefetching passes need.
+"""Cloning loop-body ops for another iteration, as the pipelining, prefetching and unrolling passes need.
 
 `Cloner` copies ops with their operands remapped (the induction variable to a shifted value
 or a constant); index arithmetic whose operands are all constants folds to a constant, and an
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 _FOLD = {
@@ -100,3 +100,53 @@ def insert_before(anchor: Operation, ops: list[Operation]) -> None:
     if ops:
         Rewriter.insert_op(ops, InsertPoint.before(anchor))
 
+
+
+def unroll(loop: scf.ForOp, factor: int) -> tuple[scf.ForOp | None, scf.ForOp | None]:
+    """Unroll `loop` (step 1) by `factor`, as MLIR's `loopUnrollByFactor`: a loop of step `factor`
+    over the whole groups of iterations, whose body is `factor` copies of the old one (the i-th at
+    iv + i, each taking the last one's yields), inserted before `loop`; `loop` itself runs the
+    iterations left over (fewer than `factor`) from where the new one ends. Returns (the unrolled
+    loop, `loop`), either None where the trip count is known and leaves it nothing to run."""
+    lb, ub, step = (constant_value(v) for v in (loop.lb, loop.ub, loop.step))
+    if step != 1:
+        raise ValueError("unroll: a loop of step 1")
+    if lb is not None and ub is not None and (ub - lb) // factor == 0:
+        return None, loop  # no whole group: every iteration is left over
+    hoist_constants(loop)
+    body = loop.body.block
+    iv, iters = body.args[0], body.args[1:]
+    yield_op = body.last_op
+    assert isinstance(yield_op, scf.YieldOp)
+    step_by = const_before(loop, factor)
+    if lb is not None and ub is not None:
+        end = const_before(loop, lb + max(ub - lb, 0) // factor * factor)
+    else:
+        span = arith.SubiOp(loop.ub, loop.lb)
+        groups = arith.DivUIOp(span, step_by)
+        whole = arith.MuliOp(groups, step_by)
+        ends = arith.AddiOp(loop.lb, whole)
+        insert_before(loop, [span, groups, whole, ends])
+        end = ends.result
+    new_body = Block(arg_types=[a.type for a in body.args])
+    copies = Cloner(dict(zip(body.args, new_body.args)))
+    carried = list(new_body.args[1:])
+    for i in range(factor):
+        copies.map.update(zip(iters, carried))
+        if i:
+            shifted = arith.AddiOp(new_body.args[0], const_before(loop, i))
+            copies.ops.append(shifted)
+            copies.map[iv] = shifted.result
+        copies.clone_all([o for o in body.ops if o is not yield_op])
+        carried = [copies.value(v) for v in yield_op.operands]
+    copies.ops.append(scf.YieldOp(*carried))
+    new_body.add_ops(copies.ops)
+    main = scf.ForOp(loop.lb, end, step_by, list(loop.iter_args), new_body)
+    Rewriter.insert_op(main, InsertPoint.before(loop))
+    if lb is not None and ub is not None and (ub - lb) % factor == 0:
+        for old, new in zip(loop.results, main.results):
+            old.replace_all_uses_with(new)
+        Rewriter.erase_op(loop, safe_erase=False)
+        return main, None
+    loop.operands = [end, loop.ub, loop.step, *main.results]
+    return main, loop

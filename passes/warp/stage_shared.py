@@ -152,11 +152,10 @@ class _Stage(IndexBuilder):
         space = IntegerAttr(warp.SHARED, i64)
         a_elem, b_elem = self.a_loads[0].ref.type.element_type, self.b_loads[0].ref.type.element_type
         self.wgmma = s.mma == "wgmma"
-        # stages whose products run on (`warp.wgmma` pending): none for a sparse A, whose metadata
-        # registers the tensor cores read until the products retire while the next stage's
-        # metadata loads would overwrite them (the emulator refuses that; an H200 computed wrong
-        # products so, and ptxas serialized those kernels' wgmmas anyway, C7513)
-        self.in_flight = 0 if self.pre else s.wgmma_in_flight
+        # stages whose products run on (`warp.wgmma` pending); a sparse A's metadata registers,
+        # which the tensor cores read until the products retire, get one set a stage in flight
+        # when `warp-unroll-sparse` unrolls the loop
+        self.in_flight = s.wgmma_in_flight
         # an M-major A or N-major B read by wgmma: blocks of 64 rows or columns, each K rows of 128
         # bytes (the descriptors' layout), stage s the blocks s * blocks ..
         self.a_blocks = bm // warp.N_BLOCK if self.wgmma and self.a_m_major else 0

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func
+from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -74,6 +74,7 @@ from tilemma.passes.warp_to_ptx.split_k import LowerSplitKReduce
 from tilemma.passes.warp_to_ptx.sparse_a import LowerCopyMetaAsync, LowerLoadMeta, LowerLoadMetaShared, LowerSparseA
 from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringState, _Kernel
 from tilemma.passes.warp_to_ptx.wgmma import LowerWgmma, LowerWgmmaWait
+from tilemma.passes.warp.unroll_sparse import meta_overwritten
 
 
 # What PTX can spell as a kernel or parameter name (PTX ISA "Identifiers", without the `%` and
@@ -131,6 +132,10 @@ class WarpToPtx(ModulePass):
             return
         for k in kernels:
             _check_names(k)
+        for k in kernels:  # (at the kernel: the loop is a pass's, with no source line)
+            if any(isinstance(o, scf.ForOp) and meta_overwritten(o) for o in k.walk()):
+                raise LoweringError(k, "run warp-unroll-sparse before warp-to-ptx (a loop's next stage would load "
+                                       "metadata into the registers of a sparse warp.wgmma that still runs)")
         for mma in (o for k in kernels for o in k.walk() if isinstance(o, warp.MmaOp)):
             if mma.split_tf32 is not None:
                 raise LoweringError(mma, "run warp-split-tf32 before warp-to-ptx (3xTF32 mmas)")

@@ -62,6 +62,12 @@ SPARSE_CASES = [  # (spec, options): a pre-compressed A, an N-major B
     (GemmSpec(2048, 2048, 512, "bf16", "bf16", "f32", pre_compressed=True), {}),  # the default 256 x 128 tiles
     (GemmSpec(130, 200, 300, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), {}),  # K-major B: K 64
     (GemmSpec(1024, 1024, 1024, "bf16", "bf16", "f32", pre_compressed=True, b_layout="col"), {}),
+    # a stage's products in flight, the loop unrolled by two (`warp-unroll-sparse`): 7 iterations
+    # (three pairs and one left over), 8 (four pairs), a K-major B's 11, the consumers' 33
+    (GemmSpec(128, 128, 1024, "f16", "f16", "f32", pre_compressed=True), {}),
+    (GemmSpec(64, 256, 1100, "bf16", "bf16", "f32", pre_compressed=True), {}),
+    (GemmSpec(130, 200, 700, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), {"warps": "8x1", "warp_tile": "1x32"}),
+    (GemmSpec(512, 512, 4224, "f16", "f16", "f32", pre_compressed=True), {"producers": 4}),
 ]
 
 

@@ -5,9 +5,10 @@
 // 4 k32 steps (`warp.load_meta_shared` at the warp's 16 rows).
 // In the PTX, per stage 4 `wgmma.mma_async.sp ... m64n128k32` on descriptors whose K steps are
 // immediates (A: 32 bytes = 2 units, B: 32 rows of 128 bytes = 256 units), each with its step's
-// metadata register and selector 0. No stage's products stay in flight (pending = 0), although the
-// ring has 4 stages: the tensor cores read the metadata registers until the products retire, and
-// the next stage's would overwrite them; so the copies run 3 stages ahead.
+// metadata register and selector 0. With a ring of 4 stages a stage's products stay in flight, so
+// the copies run 2 stages ahead (pending = 1); the loop's one iteration, too few for the pairs
+// `warp-unroll-sparse` makes (each with its own metadata registers, which the tensor cores read
+// until the products retire), keeps nothing running (pending = 0), the last stage one.
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared' | filecheck %s
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
 // RUN: not tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true stage-k=32}' 2>&1 | filecheck %s --check-prefix=STAGEK
@@ -18,12 +19,14 @@
 // CHECK:       %[[SB:.*]] = memref.alloc() {alignment = 1024 : i64} : memref<8x128x64xf16, #warp.swizzled<1>, 3 : i64>
 // CHECK:       %[[SM:.*]] = memref.alloc() {alignment = 1024 : i64} : memref<4x128x4xui32, 3 : i64>
 // CHECK:       scf.for
-// CHECK:       warp.async_wait {pending = 2 : i64, proxy_fence}
+// CHECK:       warp.async_wait {pending = 1 : i64, proxy_fence}
 // CHECK:       warp.copy_meta_async %a_meta[{{.*}}], %[[SM]][{{.*}}]
 // CHECK:       %[[E0:.*]], %[[E1:.*]], %[[E2:.*]], %[[E3:.*]] = warp.load_meta_shared %[[SM]][{{.*}}]
 // CHECK-NEXT:  warp.wgmma %[[SA]][{{.*}}], %[[SB]] after {{.*}} meta %[[E0]], %[[E1]], %[[E2]], %[[E3]] : {{.*}} {a_blocks = 0 : i64, b_blocks = 2 : i64, pending = 0 : i64}
 // CHECK-NOT:   warp.ldmatrix
-// CHECK-NOT:   warp.wgmma_wait
+// CHECK:       warp.wgmma {{.*}}pending = 1 : i64}
+// CHECK-NEXT:  warp.async_wait {pending = 0 : i64}
+// CHECK-NEXT:  warp.wgmma_wait
 
 // PTX:         .target sm_90a
 // PTX:         ld.shared.v4.u32 {[[E0:%r[0-9]+]], [[E1:%r[0-9]+]], [[E2:%r[0-9]+]], [[E3:%r[0-9]+]]}
