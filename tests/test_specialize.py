@@ -28,7 +28,7 @@ def test_schedule_and_launch():
     k = compiled(F16, wgmma=True, **SPECIALIZED)
     assert k.abi.block == (384, 1, 1)
     assert ".maxntid 384, 1, 1" in k.ptx
-    # automatic: no producers (configs.WGMMA_PRODUCERS is empty: measured no better, see the module)
+    # automatic: no producers for dense kernels (configs.WGMMA_PRODUCERS: measured no better, see the module)
     assert schedule(F16).producers == 0 and schedule(F16, wgmma=True).producers == 0
 
 

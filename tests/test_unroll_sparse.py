@@ -139,7 +139,8 @@ def test_warp_to_ptx_refuses_a_loop_not_unrolled(monkeypatch):
 
 CONFIGURATIONS = {  # the stage counts and loops that leave products running
     "pipelined-odd": (_sparse(), {}),  # 31 iterations in the loop: one left over
-    "b-col": (_sparse(4096, 4096, 4096, b_layout="col"), {}),  # 4 stages of K 64, 8 warps
+    "b-col": (_sparse(4096, 4096, 4096, b_layout="col"), {"producers": 0}),  # 4 stages of K 64, 8 warps
+    "default": (_sparse(4096, 4096, 4096), {}),  # 128 x 256 CTAs of 4 K 64 stages, producers
     "specialized": (_sparse(), {"producers": 4}),  # the consumers' loop, 32 iterations
     "specialized-odd": (_sparse(k=4096 + 128), {"producers": 4}),  # 33: one left over
 }
@@ -156,7 +157,7 @@ def test_ptxas_keeps_the_wgmma_pipeline(name, monkeypatch):
     assert "wgmma.wait_group.sync.aligned 1;" in kernel.ptx
     log = run_ptxas(kernel.ptx, "sm_90a", ("-v",)).log
     assert "C751" not in log, log
-    if "producers" in kw:
+    if "producers=4" in kernel.abi.config:
         return
     _without_the_pass(monkeypatch)
     monkeypatch.setattr("tilemma.passes.warp_to_ptx.lower.meta_overwritten", lambda loop: False)

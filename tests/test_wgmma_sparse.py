@@ -19,15 +19,16 @@ def spec(m, n, k, t="f16", **kw) -> GemmSpec:
     return GemmSpec(m, n, k, t, t, "f32", pre_compressed=True, **kw)
 
 
-@pytest.mark.parametrize("m, n, k, warps, warp_tile, stages", [
-    (4096, 4096, 4096, (16, 1), (1, 16), 2),  # the default: 256 x 128 CTAs, 2 stages of K 128
-    (512, 4096, 4096, (8, 1), (1, 16), 4),  # fewer CTAs than SMs: two warpgroups, 4 stages
-    (130, 200, 300, (8, 1), (1, 16), 4),  # no more warpgroups than 64-row blocks (3), narrow
-    (40, 64, 64, (4, 1), (1, 8), 4),  # one warpgroup, one 64-column block of B
+@pytest.mark.parametrize("m, n, k, warps, warp_tile, stages, stage_k, producers", [
+    (4096, 4096, 4096, (8, 1), (1, 32), 4, 64, 4),  # the default: 128 x 256 CTAs, 4 stages of K 64, producers
+    (512, 4096, 4096, (8, 1), (1, 16), 4, 128, 0),  # fewer CTAs than SMs: two warpgroups, 4 stages of K 128
+    (130, 200, 300, (8, 1), (1, 16), 4, 128, 0),  # no more warpgroups than 64-row blocks (3), narrow
+    (40, 64, 64, (4, 1), (1, 8), 4, 128, 0),  # one warpgroup, one 64-column block of B
 ])
-def test_plan_tiles(m, n, k, warps, warp_tile, stages):
+def test_plan_tiles(m, n, k, warps, warp_tile, stages, stage_k, producers):
     s = schedule(spec(m, n, k), wgmma=True)
-    assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, stages, 128)
+    assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k, s.producers) == (
+        "wgmma", warps, warp_tile, stages, stage_k, producers)
 
 
 @pytest.mark.parametrize("m, n, k, warps, warp_tile", [
@@ -38,6 +39,7 @@ def test_plan_tiles(m, n, k, warps, warp_tile, stages):
 def test_plan_tiles_k_major_b(m, n, k, warps, warp_tile):
     s = schedule(spec(m, n, k, b_layout="col"), wgmma=True)
     assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, 4, 64)
+    assert s.producers == (4 if warp_tile == (1, 32) else 0)  # the default's CTAs: a producer warpgroup
 
 
 @pytest.mark.parametrize("s, sm, kw, mma", [
@@ -59,7 +61,7 @@ def test_sm90a_takes_the_sparse_warpgroups_where_they_can(s, sm, kw, mma):
     (spec(64, 64, 128), {"stage_k": 32}, "a pre-compressed A's stages are K 128 or 64"),
     (spec(64, 64, 128), {"stage_k": 256}, "a pre-compressed A's stages are K 128 or 64"),
     (spec(64, 64, 128), {"sm": "90"}, "the arch-specific target sm_90a's"),
-    (spec(256, 256, 128), {"warps": "8x1", "warp_tile": "1x32", "stages": 3}, "bytes of shared memory"),
+    (spec(256, 256, 128), {"warps": "8x1", "warp_tile": "1x32", "stages": 3, "stage_k": 128}, "bytes of shared memory"),
 ])
 def test_refusals_are_located(s, kw, message):
     sm = kw.pop("sm", "90a")

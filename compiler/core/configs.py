@@ -149,15 +149,18 @@ _H100: dict[str, Config] = {
     "tf32-wgmma": Config("8x1", "1x32", 4, 32),
     "tf32-wgmma-rounded": Config("8x1", "1x32", 4, 32),
     "tf32-wgmma-fill": Config("8x1", "1x32", 4, 32),
-    # a pre-compressed sparse A by wgmma.mma_async.sp (sm_90a): four warpgroups of m64n128 (256 x 128
-    # CTAs), 2 stages of K 128 (A's kept values 128-byte rows; 68 KiB a stage with the metadata),
-    # each stage's products waited for. H200, dense-equivalent TFLOP/s at 4096^3 / 8192^3
-    # (results/h200-2026-11-27-sparse-wgmma-configs.csv; cuSPARSELt 1037-1062 / 1010-1062 in the
-    # same calls): 790-812 / 850-858; 3 stages 764-797 / 760-837; 128 x 256 CTAs of 2 stages 755 /
-    # 842; 128 x 128 of 4 stages 667-687 / 656-732. Stages of K 64 (A in the 64-byte swizzle, 4-6
-    # of them) lose: 128 x 256 of 4 701 / 736, 256 x 128 of 5 608-620 / 631-635 - a barrier and a
-    # wait every two sparse instructions.
-    "sparse-wgmma": Config("16x1", "1x16", 2, 128),
+    # a pre-compressed sparse A by wgmma.mma_async.sp (sm_90a): two warpgroups of m64n256 (128 x 256
+    # CTAs), 4 stages of K 64 (A's kept values in the 64-byte swizzle), a stage's products in flight
+    # (the loop unrolled by two for their metadata registers, `warp-unroll-sparse`), filled by a
+    # producer warpgroup (`WGMMA_PRODUCERS`). H100, dense-equivalent TFLOP/s at 4096^3 / 8192^3
+    # (results/h100-2026-11-28-sparse-producers-configs.csv, cuSPARSELt 907 / 1061 in the same call):
+    # 845 / 911; without producers 772 (-in-flight-4096.csv); the former default, four m64n128
+    # warpgroups (256 x 128) of 2 stages of K 128, 774 / 838 (694 / 751 with producers: two stages
+    # keep nothing in flight); 128 x 128 of 4 K 128 stages with producers 723 / 707. Before the
+    # products could stay in flight (ptxas had serialized those kernels, C7513), 256 x 128 of 2 K 128
+    # stages led (H200, results/h200-2026-11-27-sparse-wgmma-configs.csv: 790-812 / 850-858; 128 x 256
+    # of 4 K 64 stages 701 / 736).
+    "sparse-wgmma": Config("8x1", "1x32", 4, 64),
     # ... with a K-major B: stages of K 64 (B's 128-byte rows; A's kept values in the 64-byte swizzle),
     # 128 x 256 CTAs of 4: 4096^3 / 8192^3 / 4096x11008x4096 700 / 712 / 685 (mma.sp 577 / 544 / 591;
     # 5 stages 640 / 688 / 632, 256 x 128 of 4 637 / 653 / 618, 2 stages 511 / 566 / 503;
@@ -276,11 +279,20 @@ WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-
 # 0.74-0.96x, 32 x 1 (1000^3) 0.49x and 0.54-0.68x.
 WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fraction(3, 4))}
 # wgmma schedules whose kernels take a producer warpgroup by themselves (`Schedule.producers`:
-# it fills the stages, the others multiply, mbarriers between; `warp-specialize`). None yet: H200
-# 4096^3 / 8192^3 without / with (results/h200-2026-11-27-specialize-dense-peers.csv,
-# -specialize-sparse.csv): f16 703 / 703 and 741 / 732, tf32 truncated 374 / 382 and 399 / 380,
-# s8 1352 / 1335 and 1537 / 1510, sparse 810 / 691 and 841 / 745; tf32 rounded in place 228 / 232.
-WGMMA_PRODUCERS: dict[str, int] = {}
+# it fills the stages, the others multiply, mbarriers between; `warp-specialize`), with the
+# default's CTAs (not `WGMMA_NARROW`'s).
+# - Sparse, a stage's products in flight (`warp-unroll-sparse`), H100, dense-equivalent TFLOP/s
+#   without / with (results/h100-2026-11-28-sparse-producers-shapes.csv, 11 shapes x both B orders):
+#   the default 128 x 256 CTAs gain where they fill the SMs, N-major B 4096^3 766 / 830, 8192^3
+#   840 / 918, 4096x11008x4096 744 / 813, 512x11008x4096 529 / 589 (K-major B alike: 758 / 825,
+#   843 / 916, 749 / 819, 528 / 586), and barely lose over 4 stages of K (2048x2048x256 212 / 205,
+#   207 / 206). The narrow CTAs lose with an N-major B (512x4096x4096 718 / 660, 128x4096x4096
+#   230 / 185, 1000^3 220 / 76) and, with a K-major one, gain over a long K (512x4096x4096 487 /
+#   561) but lose over a short one (1000^3 194 / 125): none.
+# - Dense: none. H200 4096^3 / 8192^3 without / with (results/h200-2026-11-27-specialize-dense-peers.csv):
+#   f16 703 / 703 and 741 / 732, tf32 truncated 374 / 382 and 399 / 380, s8 1352 / 1335 and 1537 /
+#   1510; tf32 rounded in place 228 / 232.
+WGMMA_PRODUCERS: dict[str, int] = {"sparse-wgmma": 4, "sparse-wgmma-k-major-b": 4}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

@@ -145,7 +145,7 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--producers", type=int, default=-1, choices=(-1, 0, 4),
                    help="a wgmma kernel's producer warpgroup: 4 warps that fill the stages while the others "
                         "multiply, meeting them at mbarriers (warp-specialize); 0: none; -1 (default): "
-                        "configs.WGMMA_PRODUCERS's choice")
+                        "configs.WGMMA_PRODUCERS's choice (the sparse kernels)")
     instrument.add_arguments(p)
 
 

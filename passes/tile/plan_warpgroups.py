@@ -8,6 +8,8 @@ split-K and wave arithmetic they share with the mma.sync kernels stays in `plan`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from xdsl.dialects import func
 
 from tilemma.compiler.core import configs, targets
@@ -83,13 +85,23 @@ def wgmma_schedule(g) -> str:
     return "sparse-wgmma-k-major-b" if column_major(g.b) else "sparse-wgmma"
 
 
-def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, target: targets.SmTarget
-                ) -> tuple[tuple[int, int], tuple[int, int], int]:
-    """(warps, warp tile, default stages) of a wgmma kernel: the forced ones, else the default's,
+@dataclass(frozen=True)
+class WgmmaTiles:
+    """A wgmma kernel's tiles, and the stages (count, K) that go with them unless forced."""
+
+    warps: tuple[int, int]
+    warp_tile: tuple[int, int]
+    stages: int
+    stage_k: int
+    narrow: bool  # `configs.WGMMA_NARROW`'s CTAs: the default's would not fill a wave
+
+
+def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, target: targets.SmTarget) -> WgmmaTiles:
+    """The tiles of a wgmma kernel: the forced ones, else the default's,
     with `configs.WGMMA_NARROW`'s where the default's CTAs would not fill a wave; no more
     warpgroups than M has 64-row blocks, and B's columns cut to N (whole 64-column blocks for an
     N-major B; a power of two of them for a filled 32-bit one, which `FillLayout` splits)."""
-    stages = default.stages
+    stages, stage_k, narrowed = default.stages, default.stage_k, False
     forced_warps = warps is not None
     if warps is None:  # no more warpgroups than M's 64-row blocks
         wm = parse_pair(default.warps, "warps")[0]  # type: ignore[index]
@@ -99,7 +111,9 @@ def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, tar
         ctas = ceil_div(g.m, warps[0] * 16) * ceil_div(g.n, 8 * rn) * g.batch  # type: ignore[index]
         if ctas < target.limits.one_wave:
             narrow = configs.WGMMA_NARROW.get(schedule, configs.WGMMA_NARROW["16bit-wgmma"])
-            rn, stages = parse_pair(narrow.warp_tile, "warp-tile")[1], narrow.stages  # type: ignore[index]
+            rn, stages, narrowed = parse_pair(narrow.warp_tile, "warp-tile")[1], narrow.stages, True  # type: ignore[index]
+            if schedule in configs.WGMMA_NARROW:  # (the dense 16-bit ones' stage K is theirs alone)
+                stage_k = narrow.stage_k
             if not forced_warps:
                 warps = (min(warps[0], parse_pair(narrow.warps, "warps")[0]), 1)  # type: ignore[index]
         block = 1 if column_major(g.b) else warp.N_BLOCK // 8
@@ -107,7 +121,7 @@ def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, tar
         if g.a.bits == 32 and wrong_order(g, "b"):  # B's lines a power of two, which the 32-bit fill splits
             cut = 1 << (cut - 1).bit_length()
         warp_tile = (1, min(rn, cut))
-    return warps, warp_tile, stages  # type: ignore[return-value]
+    return WgmmaTiles(warps, warp_tile, stages, stage_k, narrowed)  # type: ignore[arg-type]
 
 
 def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
@@ -138,7 +152,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
     by the fill, or a LoweringError saying why not (None, when `automatic`, where the fill cannot
     split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
-    the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`'s): a producer warpgroup
+    the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', with the default's tiles): a producer warpgroup
     that fills the stages while the others multiply (operands copied as stored, K not split)."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
@@ -149,8 +163,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, "wgmma: the warpgroups read their operands from shared memory; stages=0 cannot take it")
     schedule = wgmma_schedule(g)
     default = configs.default(target, schedule)
-    warps, warp_tile, default_stages = wgmma_tiles(g, schedule, default, warps, warp_tile, target)
-    stage_k = stage_k or default.stage_k
+    tiles = wgmma_tiles(g, schedule, default, warps, warp_tile, target)
+    warps, warp_tile, default_stages = tiles.warps, tiles.warp_tile, tiles.stages
+    stage_k = stage_k or tiles.stage_k
     if why := wgmma_tiling_error(g, warps, warp_tile, stage_k):
         raise LoweringError(mma, f"wgmma: {why}")
     t = choose_tiling(mma, variant, g.m, g.n, g.batch, warps, warp_tile, target, wgmma=True)
@@ -175,7 +190,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
             raise LoweringError(mma, f"wgmma: the transposing fill of {what.upper()} cannot split a {lines} x "
                                 f"{stage_k} stage evenly over {t.threads} threads; choose other warps or warp-tile")
     if producers < 0:
-        producers = configs.WGMMA_PRODUCERS.get(schedule, 0) if not fill else 0
+        producers = configs.WGMMA_PRODUCERS.get(schedule, 0) if not (fill or tiles.narrow) else 0
     if producers and fill:
         raise LoweringError(mma, f"producers: the transposing fill of {fill.upper()} is not done by a producer "
                                  "warpgroup; only operands copied as stored are")
