@@ -608,10 +608,11 @@ class TilePlan(ModulePass):
     where the kernel cannot take it; false, the default: so are the sm_90a kernels that can take it
     of at least `configs.WGMMA_MIN_ROWS` rows (by their wgmma schedule: 16-bit, sparse, 8-bit, tf32) whose
     configuration is not forced) and `producers` (4: a warpgroup kernel whose producer warpgroup fills
-    the stages, `warp-specialize`; 0: none; -1, the default: `configs.WGMMA_PRODUCERS`, the sparse warpgroup kernels of wide CTAs). When none of warps,
-    warp-tile and stages is given, a configuration in the tuning cache `tune-cache` (JSON,
-    `compiler/core/configs.py`) wins. Defaults are the kernel's target's (`configs.default`), their
-    stages and stage K cut to fit its shared memory."""
+    the stages, `warp-specialize`; 0: none; -1, the default: `configs.WGMMA_PRODUCERS`, the sparse
+    warpgroup kernels of wide CTAs). When none of warps, warp-tile and stages is given, a
+    configuration in the tuning cache `tune-cache` (JSON, `compiler/core/configs.py`) wins. Defaults
+    are the kernel's target's (`configs.default`), their stages and stage K cut to fit its shared
+    memory."""
 
     name = "tile-plan"
 

@@ -152,8 +152,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
     by the fill, or a LoweringError saying why not (None, when `automatic`, where the fill cannot
     split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
-    the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', with the default's tiles): a producer warpgroup
-    that fills the stages while the others multiply (operands copied as stored, K not split)."""
+    the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', with the default's
+    tiles): a producer warpgroup that fills the stages while the others multiply (operands copied
+    as stored, K not split)."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")

@@ -101,7 +101,6 @@ def insert_before(anchor: Operation, ops: list[Operation]) -> None:
         Rewriter.insert_op(ops, InsertPoint.before(anchor))
 
 
-
 def unroll(loop: scf.ForOp, factor: int) -> tuple[scf.ForOp | None, scf.ForOp | None]:
     """Unroll `loop` (step 1) by `factor`, as MLIR's `loopUnrollByFactor`: a loop of step `factor`
     over the whole groups of iterations, whose body is `factor` copies of the old one (the i-th at

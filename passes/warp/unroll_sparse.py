@@ -3,16 +3,16 @@ products running, so that no stage's metadata loads overwrite the registers a ru
 
 The tensor cores read a `wgmma.mma_async.sp`'s metadata registers (sp-meta) until its products
 retire (`wgmma.wait_group`). In a loop the next iteration's `warp.load_meta_shared` writes the same
-registers while the mma it fed still runs: wrong products on an H200 (stop 42), or, where ptxas
-sees it, every wgmma of the kernel serialized (warning C7513). With the body copied P + 1 times
+registers while the mma it fed still runs: an H200 computed wrong products so, and where ptxas
+sees it, it serializes every wgmma of the kernel (C7513). With the body copied P + 1 times
 each copy loads into its own registers, and writes them again only after P + 1 later stages
 committed, whose waits (each leaving P running) retired the mma that read them.
 
 The iterations past the last whole group (fewer than P + 1, known only at launch where K is) stay
 in the old loop after the unrolled one, which starts once the unrolled loop's products retired
 and whose sparse mmas keep nothing running (`pending` 0), so no back edge reaches a running mma
-there either. Loops that already hold P + 1 sparse mmas are left
-alone (`meta_overwritten`), so the pass is idempotent.
+there either. Loops that already hold P + 1 sparse mmas are left alone (`meta_overwritten`), so
+the pass is idempotent.
 """
 
 from __future__ import annotations
