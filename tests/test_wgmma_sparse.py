@@ -116,3 +116,17 @@ CASES = {  # spec, options
 def test_emulated_like_the_mma_sp_kernel(name):
     s, kw = CASES[name]
     like_the_sm90_kernel(s, kw, "emulator", 7, "wgmma.mma_async.sp", "mma.sp")
+
+
+@pytest.mark.parametrize("m, n, k, b_layout, producers", [
+    (4096, 4096, 4096, "row", 4),  # the default's 128 x 256 CTAs, B's stages whole: a producer warpgroup
+    (4096, 4096, 4096, "col", 4),
+    (4000, 4096, 4096, "row", 4),  # a ragged M leaves B's stages whole
+    (4000, 4000, 4000, "row", 0),  # N not a multiple of 256
+    (4096, 4096, 1000, "col", 0),  # K not a multiple of 64
+    (512, 4096, 4096, "row", 0),  # the narrow CTAs
+])
+def test_producers_by_themselves(m, n, k, b_layout, producers):
+    """`configs.WGMMA_PRODUCERS` (H100: faster there, slower with ragged B stages or narrow CTAs)."""
+    assert schedule(spec(m, n, k, b_layout=b_layout)).producers == producers
+    assert schedule(spec(m, n, k, b_layout=b_layout), producers=0).producers == 0

@@ -280,7 +280,7 @@ WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-
 WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fraction(3, 4))}
 # wgmma schedules whose kernels take a producer warpgroup by themselves (`Schedule.producers`:
 # it fills the stages, the others multiply, mbarriers between; `warp-specialize`), with the
-# default's CTAs (not `WGMMA_NARROW`'s).
+# default's CTAs (not `WGMMA_NARROW`'s) and where N and K divide into B's stages (`plan_wgmma`).
 # - Sparse, a stage's products in flight (`warp-unroll-sparse`), H100, dense-equivalent TFLOP/s
 #   without / with (results/h100-2026-11-28-sparse-producers-shapes.csv, 11 shapes x both B orders):
 #   the default 128 x 256 CTAs gain where they fill the SMs, N-major B 4096^3 766 / 830, 8192^3
@@ -288,7 +288,13 @@ WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fra
 #   843 / 916, 749 / 819, 528 / 586), and barely lose over 4 stages of K (2048x2048x256 212 / 205,
 #   207 / 206). The narrow CTAs lose with an N-major B (512x4096x4096 718 / 660, 128x4096x4096
 #   230 / 185, 1000^3 220 / 76) and, with a K-major one, gain over a long K (512x4096x4096 487 /
-#   561) but lose over a short one (1000^3 194 / 125): none.
+#   561) but lose over a short one (1000^3 194 / 125): none. Ragged B stages (N not a multiple
+#   of 256, or K of 64) lose: results/h100-2026-11-28-sparse-producers-ragged.csv, N-major /
+#   K-major B, 4000^3 564 / 414 and 551 / 192, 8000^3 658 / 512 and 707 / 257, 4096x4096x1000
+#   555 / 564 and 406 / 283; a ragged M does not (4000x4096x4096 745 / 747 and 740 / 787).
+#   Taller CTAs (256 x 128, four m64n128 warpgroups) with producers: 790 / 841 at 4096^3 / 8192^3
+#   against 847 / 894 (results/h100-2026-11-28-sparse-tall-ctas.csv); 5 stages lose (836 / 834,
+#   -sparse-stages.csv).
 # - Dense: none. H200 4096^3 / 8192^3 without / with (results/h200-2026-11-27-specialize-dense-peers.csv):
 #   f16 703 / 703 and 741 / 732, tf32 truncated 374 / 382 and 399 / 380, s8 1352 / 1335 and 1537 /
 #   1510; tf32 rounded in place 228 / 232.

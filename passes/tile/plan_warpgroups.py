@@ -153,7 +153,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     by the fill, or a LoweringError saying why not (None, when `automatic`, where the fill cannot
     split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
     the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', with the default's
-    tiles): a producer warpgroup that fills the stages while the others multiply (operands copied
+    tiles where N and K divide into B's stages): a producer warpgroup that fills the stages while the others multiply (operands copied
     as stored, K not split)."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
@@ -190,8 +190,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                 return None
             raise LoweringError(mma, f"wgmma: the transposing fill of {what.upper()} cannot split a {lines} x "
                                 f"{stage_k} stage evenly over {t.threads} threads; choose other warps or warp-tile")
-    if producers < 0:
-        producers = configs.WGMMA_PRODUCERS.get(schedule, 0) if not (fill or tiles.narrow) else 0
+    if producers < 0:  # (`configs.WGMMA_PRODUCERS`: the default's CTAs, B's stages whole)
+        whole = g.n % bn == 0 and g.k % stage_k == 0
+        producers = configs.WGMMA_PRODUCERS.get(schedule, 0) if whole and not (fill or tiles.narrow) else 0
     if producers and fill:
         raise LoweringError(mma, f"producers: the transposing fill of {fill.upper()} is not done by a producer "
                                  "warpgroup; only operands copied as stored are")
