@@ -287,8 +287,10 @@ WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fra
 #   840 / 918, 4096x11008x4096 744 / 813, 512x11008x4096 529 / 589 (K-major B alike: 758 / 825,
 #   843 / 916, 749 / 819, 528 / 586), and barely lose over 4 stages of K (2048x2048x256 212 / 205,
 #   207 / 206). The narrow CTAs lose with an N-major B (512x4096x4096 718 / 660, 128x4096x4096
-#   230 / 185, 1000^3 220 / 76) and, with a K-major one, gain over a long K (512x4096x4096 487 /
-#   561) but lose over a short one (1000^3 194 / 125): none. Ragged B stages (N not a multiple
+#   230 / 185, 1000^3 220 / 76; -sparse-producers-narrow.csv: 1024x2048x4096 837 / 677,
+#   512x4096x11008 832 / 754) and, with a K-major one, mostly gain (512x4096x4096 490 / 562,
+#   512x4096x11008 539 / 624, 2048x1024x4096 576 / 615, 1024x2048x4096 614 / 621) but not always
+#   (768x4096x4096 578 / 462; 1000^3, ragged, 194 / 125): none. Ragged B stages (N not a multiple
 #   of 256, or K of 64) lose: results/h100-2026-11-28-sparse-producers-ragged.csv, N-major /
 #   K-major B, 4000^3 564 / 414 and 551 / 192, 8000^3 658 / 512 and 707 / 257, 4096x4096x1000
 #   555 / 564 and 406 / 283; a ragged M does not (4000x4096x4096 745 / 747 and 740 / 787).
