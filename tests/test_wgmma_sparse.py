@@ -101,10 +101,14 @@ def test_ptxas_takes_it(kw):
 
 CASES = {  # spec, options
     "odd": (spec(130, 200, 300), {}),  # ragged M, N and K (K pads to 320: a partial last stage)
+    # the default's kernel where its CTAs fill the SMs (`test_producers_by_themselves`): 128 x 256
+    # CTAs of 4 K 64 stages, a stage in flight, a producer warpgroup; 11 stages, N ragged
+    "wide-producers": (spec(256, 500, 700), {"warps": "8x1", "warp_tile": "1x32", "stages": 4, "stage_k": 64,
+                                             "producers": 4}),
     "bf16-batch-bcast": (spec(70, 136, 200, "bf16", batch=2, bcast="a"), {}),
     "k64-stages": (spec(130, 200, 300), {"stage_k": 64, "stages": 4}),  # A in the 64-byte swizzle
     "in-flight": (spec(200, 264, 520, "bf16"), {"warps": "4x1", "warp_tile": "1x32", "stages": 3, "stage_k": 64}),
-    "default-tiles": (spec(300, 136, 520), {"warps": "16x1", "warp_tile": "1x16", "stages": 2}),
+    "tall-ctas": (spec(300, 136, 520), {"warps": "16x1", "warp_tile": "1x16", "stages": 2, "stage_k": 128}),  # 256 x 128
     "epilogue": (spec(96, 64, 128, bias="col", act="gelu", out="f16"), {}),
     "b-col-odd": (spec(130, 200, 300, b_layout="col"), {}),  # K-major B: stages of K 64
     "b-col-narrow": (spec(45, 33, 90, "bf16", b_layout="col", batch=2), {}),  # m64n40k32

@@ -59,7 +59,7 @@ SPARSE_CASES = [  # (spec, options): a pre-compressed A, an N-major B
      {"warps": "4x1", "warp_tile": "1x32", "stages": 3, "stage_k": 64}),  # A in the 64-byte swizzle
     (GemmSpec(96, 64, 128, "f16", "f16", "f32", pre_compressed=True, bias="col", act="gelu", out="f16"), {}),
     (GemmSpec(1024, 1024, 1024, "f16", "f16", "f32", pre_compressed=True), {}),
-    (GemmSpec(2048, 2048, 512, "bf16", "bf16", "f32", pre_compressed=True), {}),  # the default 256 x 128 tiles
+    (GemmSpec(2048, 2048, 512, "bf16", "bf16", "f32", pre_compressed=True), {}),  # the default 128 x 256 tiles: a producer warpgroup, a stage in flight
     (GemmSpec(130, 200, 300, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), {}),  # K-major B: K 64
     (GemmSpec(1024, 1024, 1024, "bf16", "bf16", "f32", pre_compressed=True, b_layout="col"), {}),
     # a stage's products in flight, the loop unrolled by two (`warp-unroll-sparse`): 7 iterations
