@@ -115,6 +115,16 @@ def test_sparse_loops_are_unrolled_by_two():
     assert isinstance(before, warp.WgmmaWaitOp) and before.accs[0] in main.results
 
 
+def test_the_unrolled_loop_retires_its_products_as_it_ends():
+    """3 stages: the pipelined loop's 2 iterations are one pair, none left over; its products
+    retire before the last stage's mmas (without, ptxas serializes the kernel: `CONFIGURATIONS`)."""
+    module = _warp_ir(_sparse(128, 128, 384))
+    [loop] = [o for o in module.walk() if isinstance(o, scf.ForOp)]
+    after = loop.next_op
+    assert isinstance(after, warp.WgmmaWaitOp) and list(after.accs) == list(loop.results)
+    assert all(u.operation is after for r in loop.results for u in r.uses)
+
+
 def test_dense_loops_are_left_alone():
     dense = _warp_ir(GemmSpec(512, 4096, 4096, "f16", "f16", "f32"))
     assert [o.step.owner.value.value.data for o in dense.walk() if isinstance(o, scf.ForOp)] == [1]
@@ -139,6 +149,7 @@ def test_warp_to_ptx_refuses_a_loop_not_unrolled(monkeypatch):
 
 CONFIGURATIONS = {  # the stage counts and loops that leave products running
     "pipelined-odd": (_sparse(), {}),  # 31 iterations in the loop: one left over
+    "pipelined-even": (_sparse(128, 128, 384), {}),  # 2: none left over, the last stage straight after
     "b-col": (_sparse(4096, 4096, 4096, b_layout="col"), {"producers": 0}),  # 4 stages of K 64, 8 warps
     "default": (_sparse(4096, 4096, 4096), {}),  # 128 x 256 CTAs of 4 K 64 stages, producers
     "specialized": (_sparse(), {"producers": 4}),  # the consumers' loop, 32 iterations

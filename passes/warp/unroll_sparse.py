@@ -8,9 +8,9 @@ sees it, it serializes every wgmma of the kernel (C7513). With the body copied P
 each copy loads into its own registers, and writes them again only after P + 1 later stages
 committed, whose waits (each leaving P running) retired the mma that read them.
 
-The iterations past the last whole group (fewer than P + 1, known only at launch where K is) stay
-in the old loop after the unrolled one, which starts once the unrolled loop's products retired
-and whose sparse mmas keep nothing running (`pending` 0), so no back edge reaches a running mma
+The unrolled loop's last products retire as it ends (`warp.wgmma_wait`). The iterations past the
+last whole group (fewer than P + 1, known only at launch where K is) stay in the old loop after
+it, whose sparse mmas keep nothing running (`pending` 0), so no back edge reaches a running mma
 there either. Loops that already hold P + 1 sparse mmas are left alone (`meta_overwritten`), so
 the pass is idempotent.
 """
@@ -51,23 +51,23 @@ class WarpUnrollSparse(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for loop in [o for o in op.walk() if isinstance(o, scf.ForOp) and meta_overwritten(o)]:
             main, rest = unroll(loop, 1 + max(o.pending.value.data for o in _sparse_running(loop)))
-            if rest is not None:
-                _one_after_another(rest, main is not None)
+            if main is not None:
+                _retire_after(main)
+            if rest is not None:  # the iterations left over: one after another
+                for mma in _sparse_running(rest):
+                    mma.pending = IntegerAttr(0, i64)
 
 
-def _one_after_another(rest: scf.ForOp, after_unrolled: bool) -> None:
-    """The left-over iterations: their sparse mmas keep nothing running, and the unrolled loop's
-    last products retire before they start (`warp.wgmma_wait`): a loop's carried accumulators are
-    copied into its own registers, which must not read registers a running mma still writes
-    (ptxas would serialize every wgmma of the kernel, C7513)."""
-    for mma in _sparse_running(rest):
-        mma.pending = IntegerAttr(0, i64)
-    if not after_unrolled:
+def _retire_after(main: scf.ForOp) -> None:
+    """The unrolled loop's last products retire as it ends (`warp.wgmma_wait` on its accumulators,
+    unless its users are such a wait already): ptxas serializes every wgmma of a kernel whose loop
+    exits with a sparse mma running into more of them (C7513), and the iterations left over copy
+    the carried accumulators into their loop's registers, which must not read registers a running
+    mma still writes."""
+    accs = [r for r in main.results if isinstance(r.type, FragType) and r.type.role == Operand.ACC]
+    if not accs or all(isinstance(u.operation, warp.WgmmaWaitOp) for r in accs for u in r.uses):
         return
-    carried = list(rest.iter_args)
-    accs = [i for i, v in enumerate(carried) if isinstance(v.type, FragType) and v.type.role == Operand.ACC]
-    wait = warp.WgmmaWaitOp([carried[i] for i in accs])
-    Rewriter.insert_op(wait, InsertPoint.before(rest))
-    for i, out in zip(accs, wait.results):
-        carried[i] = out
-    rest.operands = [rest.lb, rest.ub, rest.step, *carried]
+    wait = warp.WgmmaWaitOp(accs)
+    Rewriter.insert_op(wait, InsertPoint.after(main))
+    for old, new in zip(accs, wait.results):
+        old.replace_uses_with_if(new, lambda use: use.operation is not wait)
