@@ -142,8 +142,11 @@ def _without_the_pass(monkeypatch):
 
 
 def test_warp_to_ptx_refuses_a_loop_not_unrolled(monkeypatch):
+    """A located error at the kernel (the loop is a pass's, with no source line)."""
+    from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+
     _without_the_pass(monkeypatch)
-    with pytest.raises(Exception, match="run warp-unroll-sparse before warp-to-ptx"):
+    with pytest.raises(LocatedVerifyError, match=r"_f32:2:3: error: func.func: run warp-unroll-sparse before warp-to-ptx"):
         compiled(_sparse(), wgmma=True)
 
 
