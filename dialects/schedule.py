@@ -180,9 +180,9 @@ class ScheduleAttr(ParametrizedAttribute):
             raise VerifyException("#warp.schedule: mma = wgmma needs a staged schedule of warps W x 1 (W a multiple "
                                   "of 4) and warp tile 1 x RN (RN at most 32: N up to 256), with no gather, "
                                   "pair_bytes or widen (a fill writes its K-major stages as the warpgroups read them)")
-        if s.producers not in (0, 4) or (s.producers and (s.mma != "wgmma" or s.fill or s.split_k > 1)):
+        if s.producers not in (0, 4) or (s.producers and (s.mma != "wgmma" or s.split_k > 1)):
             raise VerifyException("#warp.schedule: producers is 0 or 4 (one producer warpgroup), for mma = wgmma "
-                                  "with operands copied as stored (no fill) and no split_k")
+                                  "and no split_k")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 

@@ -47,7 +47,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects.attributes import Rounding, RoundingAttr, element_bits, element_name
 from tilemma.dialects.warp import _ints, _WindowOp
-from tilemma.dialects.warp_shared import _shared_stage
+from tilemma.dialects.warp_shared import _shared_stage, first_thread, thread_props
 
 # Lanes of a warp that read neighbouring words of one line (a 32-byte sector each at 8), the
 # others reading the next blocks of lines; tried in this order.
@@ -238,6 +238,7 @@ class FillLoadOp(_WindowOp):
     in_bounds = opt_prop_def(DenseArrayBase)
     shape = prop_def(DenseArrayBase)  # (lines, across) of the destination stage
     threads = prop_def(IntegerAttr)
+    first_thread = opt_prop_def(IntegerAttr)  # dealt to threads first_thread .. (a producer warpgroup)
     transpose = opt_prop_def(UnitAttr)
     gather = opt_prop_def(UnitAttr)
     by_element = opt_prop_def(UnitAttr)
@@ -248,9 +249,9 @@ class FillLoadOp(_WindowOp):
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], window: Sequence[int], extent: Sequence[int],
                  shape: Sequence[int], threads: int, transpose: bool = False, gather: bool = False,
-                 by_element: bool = False):
+                 by_element: bool = False, first_thread: int = 0):
         props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent), "shape": _ints(shape),
-                                       "threads": IntegerAttr(threads, i64)}
+                                       **thread_props(threads, first_thread)}
         for name, on in (("transpose", transpose), ("gather", gather), ("by_element", by_element)):
             if on:
                 props[name] = UnitAttr()
@@ -292,6 +293,7 @@ class FillStoreOp(IRDLOperation):
     dest = operand_def(MemRefType)
     stage = operand_def(IndexType)
     threads = prop_def(IntegerAttr)
+    first_thread = opt_prop_def(IntegerAttr)  # stored by threads first_thread .. (a producer warpgroup)
     gather = opt_prop_def(UnitAttr)
     rounding = opt_prop_def(RoundingAttr)  # f32 stored as tf32 (`cvt.<rounding>.tf32.f32`; trunc: as loaded)
     irdl_options = (ParsePropInAttrDict(),)
@@ -299,8 +301,8 @@ class FillStoreOp(IRDLOperation):
     assembly_format = "$value `,` $dest `[` $stage `]` attr-dict `:` type($value) `,` type($dest)"
 
     def __init__(self, value: SSAValue, dest: SSAValue, stage: SSAValue, threads: int, gather: bool = False,
-                 rounding: str | None = None):
-        props: dict[str, Attribute] = {"threads": IntegerAttr(threads, i64)}
+                 rounding: str | None = None, first_thread: int = 0):
+        props: dict[str, Attribute] = thread_props(threads, first_thread)
         if gather:
             props["gather"] = UnitAttr()
         if rounding:
@@ -326,7 +328,8 @@ class FillStoreOp(IRDLOperation):
         if isinstance(load, FillLoadOp):
             if tuple(load.shape.get_values()) != tuple(self.dest.type.get_shape()[1:]):  # type: ignore[attr-defined]
                 raise VerifyException("warp.fill_store: the stage's shape is not the one its fill_load read")
-            if load.threads != self.threads or (load.gather is None) != (self.gather is None):
+            if load.threads != self.threads or first_thread(load) != first_thread(self) \
+                    or (load.gather is None) != (self.gather is None):
                 raise VerifyException("warp.fill_store: stored by other threads, or otherwise, than its fill_load loaded")
             if load.ref.type.element_type != self.dest.type.element_type:  # type: ignore[attr-defined]
                 raise VerifyException("warp.fill_store: source and destination element types differ")

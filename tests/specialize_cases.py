@@ -1,6 +1,6 @@
 """The warp-specialized kernels (`producers=4`) the CPU and GPU tests both run: every operand family
-the producer warpgroup copies as stored, odd sizes (ragged M, N and K), rings that wrap, the stages
-kept in flight or waited for, a batch and an epilogue."""
+the producer warpgroup copies as stored or transposes by the fill, odd sizes (ragged M, N and K),
+rings that wrap, the stages kept in flight or waited for, a batch and an epilogue."""
 
 from __future__ import annotations
 
@@ -14,6 +14,12 @@ CASES = [  # (spec, extra options, the sm_90 kernel's instruction)
     (GemmSpec(192, 256, 700, "tf32", "tf32", "f32", b_layout="col", rounding="rna"), {}, "mma"),
     (GemmSpec(256, 256, 512, "tf32", "tf32", "f32", b_layout="col", rounding="trunc"), {}, "mma"),
     (GemmSpec(130, 256, 600, "s8", "s8", "s32", b_layout="col"), {}, "mma"),
+    # the transposing fill done by the producers (their words held between loads and stores):
+    # an N-major 8-bit B, both 8-bit operands, a rounded tf32 N-major B, a batch
+    (GemmSpec(130, 256, 600, "s8", "s8", "s32"), {}, "mma"),
+    (GemmSpec(128, 256, 512, "s8", "s8", "s32", a_layout="col"), {}, "mma"),
+    (GemmSpec(192, 128, 700, "tf32", "tf32", "f32", rounding="rna"), {"warps": "8x1", "warp_tile": "1x16"}, "mma"),
+    (GemmSpec(96, 256, 384, "u8", "u8", "s32", batch=2, bcast="b"), {}, "mma"),
     (GemmSpec(128, 256, 1024, "f16", "f16", "f32", pre_compressed=True), {}, "mma.sp"),
     (GemmSpec(96, 64, 320, "f16", "f16", "f32", batch=3, bias="col", act="gelu", out="f16"), {}, "mma"),
     (GemmSpec(200, 136, 72, "f16", "f16", "f32", b_layout="col"), {"stages": 2}, "mma"),  # products waited for

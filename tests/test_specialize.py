@@ -42,7 +42,7 @@ def test_k_is_not_split_for_producers():
 @pytest.mark.parametrize("s, sm, kw, message", [
     (F16, "90", {}, "producers: a producer warpgroup feeds the warpgroup mma (wgmma, sm_90a)"),
     (GemmSpec(256, 256, 256, "tf32", "tf32", "f32"), "90a", {"wgmma": True},
-     "producers: the transposing fill of B is not done by a producer warpgroup"),
+     "the transposing fill of B cannot split a 256 x 32 stage evenly over 128 threads"),
     (F16, "90a", {"wgmma": True, "split_k": 2}, "producers: a producer warpgroup's kernel does not split K"),
 ])
 def test_refusals_are_located(s, sm, kw, message):
@@ -123,6 +123,7 @@ def test_sparse_consumers_keep_a_stage_in_flight():
 @needs_ptxas
 @pytest.mark.parametrize("spec", [
     F16,
+    GemmSpec(4096, 4096, 4096, "s8", "s8", "s32"),  # an N-major B transposed by the producers' fill
     GemmSpec(4096, 4096, 4096, "tf32", "tf32", "f32", b_layout="col", rounding="rna"),
     GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", b_layout="col"),
     GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True),
@@ -177,3 +178,12 @@ def test_registers_beyond_the_share_deadlock_in_the_emulator():
     greedy = dataclasses.replace(kernel, ptx=kernel.ptx.replace("u32 104;", "u32 112;"))
     with pytest.raises(EmulationError, match="deadlock: every live thread waits"):
         run_compiled(greedy, 1, "emulator")
+
+
+def test_fill_producers_keep_their_words():
+    """An N-major 8-bit B transposed by the producers: each keeps the fill's 64 words a thread
+    (128 x 256 CTAs, K 128 stages) besides its addresses, and the consumers take the rest."""
+    kernel = compiled(GemmSpec(4096, 4096, 4096, "s8", "s8", "s32"), wgmma=True, **SPECIALIZED)
+    assert "st.shared.b32" in kernel.ptx and "ld.global" in kernel.ptx  # the fill, not cp.async, for B
+    assert f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS + 64};" in kernel.ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 200;" in kernel.ptx  # 168 + (168 - 104) * 128 / 256

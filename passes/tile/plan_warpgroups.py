@@ -153,8 +153,8 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     by the fill, or a LoweringError saying why not (None, when `automatic`, where the fill cannot
     split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
     the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', with the default's
-    tiles where N and K divide into B's stages): a producer warpgroup that fills the stages while the others multiply (operands copied
-    as stored, K not split)."""
+    tiles where N and K divide into B's stages): a producer warpgroup that fills the stages (copies
+    or the transposing fill) while the others multiply (K not split)."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")
@@ -183,19 +183,17 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     if (need := stages * stage_k * bits_per_k // 8) > limit:
         raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {need} bytes of "
                             f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")
-    for what in fill:  # each filled operand's K-major stage over the CTA's threads (`FillLayout`)
-        lines, mem = (bm, g.a) if what == "a" else (bn, g.b)
-        if warp.FillLayout.of(lines, stage_k, mem.bits, t.threads) is None:
-            if automatic:
-                return None
-            raise LoweringError(mma, f"wgmma: the transposing fill of {what.upper()} cannot split a {lines} x "
-                                f"{stage_k} stage evenly over {t.threads} threads; choose other warps or warp-tile")
     if producers < 0:  # (`configs.WGMMA_PRODUCERS`: the default's CTAs, B's stages whole)
         whole = g.n % bn == 0 and g.k % stage_k == 0
         producers = configs.WGMMA_PRODUCERS.get(schedule, 0) if whole and not (fill or tiles.narrow) else 0
-    if producers and fill:
-        raise LoweringError(mma, f"producers: the transposing fill of {fill.upper()} is not done by a producer "
-                                 "warpgroup; only operands copied as stored are")
+    fillers = 32 * producers if producers else t.threads  # the threads that fill (a producer warpgroup's)
+    for what in fill:  # each filled operand's K-major stage over those threads (`FillLayout`)
+        lines, mem = (bm, g.a) if what == "a" else (bn, g.b)
+        if warp.FillLayout.of(lines, stage_k, mem.bits, fillers) is None:
+            if automatic:
+                return None
+            raise LoweringError(mma, f"wgmma: the transposing fill of {what.upper()} cannot split a {lines} x "
+                                f"{stage_k} stage evenly over {fillers} threads; choose other warps or warp-tile")
     if producers and split_k > 1:
         raise LoweringError(mma, "producers: a producer warpgroup's kernel does not split K (split-k 1)")
     splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma)

@@ -11,8 +11,10 @@ L = S - 1 - P stages ahead, as they do in the pipelined kernel, and the kernel b
   read it);
 - the producer warpgroup (threads from the consumers' count on) loops over kt = 0 .. n + L - 1:
   for kt < n it waits for `empty[kt % S]`'s phase kt / S - 1 (parity kt / S + 1: the first S
-  pass at once) and issues stage kt's copies (the loop's own `warp.copy_async`s, dealt to it by
-  `warp-stage-shared`); it commits a group every iteration, and from kt = L on waits until L
+  pass at once) and issues stage kt's copies (the loop's own `warp.copy_async`s, and a
+  transposing fill's `warp.fill_load` and `warp.fill_store`, dealt to it by `warp-stage-shared`;
+  the fill's stores are the generic proxy's, fenced with the copies below before the arrival);
+  it commits a group every iteration, and from kt = L on waits until L
   groups remain (stage kt - L landed), rounds that stage where the loop does (`warp.round_stage`),
   fences for the async proxy and arrives at `full[(kt - L) % S]`; then it retires (`warp.retire`);
 - the consumers loop over kt = 0 .. n - 1: wait for `full[kt % S]`'s phase kt / S, read and
@@ -44,8 +46,9 @@ from tilemma.passes.warp.loop_stages import fill_ops, is_pure, operand_chain, wg
 from tilemma.passes.warp.stage_shared import k_loop
 
 _LANDING = (warp.AsyncWaitOp, warp.RoundStageOp)
-# registers a producer thread keeps (`setmaxnreg`): its copies' addresses (CUTLASS's producers keep 40)
-PRODUCER_REGISTERS = 40  # what lands a stage: the producers' after the copies
+# registers a producer thread keeps (`setmaxnreg`) for its copies' addresses (CUTLASS's producers keep
+# 40); a transposing fill's words come on top (`producer_registers`)
+PRODUCER_REGISTERS = 40
 
 
 def _barriers(stages: int) -> memref.AllocOp:
@@ -140,15 +143,16 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     p.ops.append(scf.YieldOp())
     p_body.add_ops(p.ops)
     producer = scf.ForOp(loop.lb, steps.result, loop.step, [], p_body)
+    keep = producer_registers(kernel, fill, consumers + producers)
     role = _Builder()
-    role.ops.append(warp.SetMaxRegistersOp(PRODUCER_REGISTERS, increase=False))  # (`consumer_registers`)
+    role.ops.append(warp.SetMaxRegistersOp(keep, increase=False))  # (`consumer_registers`)
     role.ops.append(producer)
     role.ops.append(scf.YieldOp())
     split = scf.IfOp(is_producer, [], role.ops)
     retire = warp.RetireOp(is_producer)
     insert_before(loop, [split, retire])
     _consumers_only(kernel, split, retire)
-    Rewriter.insert_op(warp.SetMaxRegistersOp(consumer_registers(kernel, consumers, producers), increase=True),
+    Rewriter.insert_op(warp.SetMaxRegistersOp(consumer_registers(kernel, consumers, producers, keep), increase=True),
                        InsertPoint.after(retire))
 
     # the consumers: wait for stage kt, its mmas, release the stage whose products are done
@@ -175,16 +179,28 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     Rewriter.erase_op(loop, safe_erase=False)
 
 
-def consumer_registers(kernel: func.FuncOp, consumers: int, producers: int) -> int:
+def _launch_registers(kernel: func.FuncOp, threads: int) -> int:
+    target = kernel.attributes.get("warp.target")
+    return targets.limits(target.sm.data if isinstance(target, warp.TargetAttr) else "sm_90").launch_registers(threads)
+
+
+def producer_registers(kernel: func.FuncOp, fill: list[Operation], threads: int) -> int:
+    """Registers a producer thread keeps (`setmaxnreg.dec`): `PRODUCER_REGISTERS` for its copies'
+    addresses, plus the words a transposing fill holds between its loads and stores (in multiples
+    of 8, at most what it starts with)."""
+    words = sum(o.result.type.words.data for o in fill if isinstance(o, warp.FillLoadOp))  # type: ignore[attr-defined]
+    return min(_launch_registers(kernel, threads), PRODUCER_REGISTERS + -(-words // 8) * 8)
+
+
+def consumer_registers(kernel: func.FuncOp, consumers: int, producers: int,
+                       keep: int = PRODUCER_REGISTERS) -> int:
     """Registers a consumer thread takes (`setmaxnreg.inc`): what it starts with (the target's file
     over the CTA's threads, in multiples of 8: ptxas gives a kernel that uses setmaxnreg all of
-    it) plus its share of what the producers give back (`PRODUCER_REGISTERS` each). The CTA's
+    it) plus its share of what the producers give back (all but `keep` each). The CTA's
     .incs draw only on its own .decs: asking more hangs the GPU (an H200 did so for 512 consumers
     that asked for 112 where 104 was their share)."""
-    target = kernel.attributes.get("warp.target")
-    start = targets.limits(target.sm.data if isinstance(target, warp.TargetAttr) else "sm_90"
-                           ).launch_registers(consumers + producers)
-    return min(256, start + (start - PRODUCER_REGISTERS) * producers // consumers // 8 * 8)
+    start = _launch_registers(kernel, consumers + producers)
+    return min(256, start + (start - keep) * producers // consumers // 8 * 8)
 
 
 def _consumers_only(kernel: func.FuncOp, split: scf.IfOp, retire: warp.RetireOp) -> None:
@@ -226,6 +242,6 @@ class WarpSpecialize(ModulePass):
                 continue
             s = attr.schedule
             loop = k_loop(kernel)
-            if not any(isinstance(o, warp.CopyAsyncOp) for o in loop.walk()):
+            if not any(isinstance(o, warp.CopyAsyncOp | warp.FillLoadOp) for o in loop.walk()):
                 raise LoweringError(loop, "run warp-stage-shared before warp-specialize (the K loop has no copies)")
             specialize(kernel, loop, s.stages, wgmma_pending(loop), s.threads, 32 * s.producers)

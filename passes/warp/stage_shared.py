@@ -350,10 +350,12 @@ class _Stage(IndexBuilder):
                 shape = dest.type.get_shape()[1:]  # type: ignore[union-attr]
                 load = self.bounded(warp.FillLoadOp(load0.ref, indices, load0.window_values(), load0.extent_values(),
                                                     shape, self.threads, transpose=transpose, gather=gathered,
-                                                    by_element=not gathered and what in gather),
+                                                    by_element=not gathered and what in gather,
+                                                    first_thread=self.first_thread),
                                     rows_in, cols_in)
                 self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gathered,
-                                          rounding=load0.rounding_mode))  # f32 stored as tf32
+                                          rounding=load0.rounding_mode,  # f32 stored as tf32
+                                          first_thread=self.first_thread))
 
     def stage_meta(self, stage: SSAValue, token: SSAValue) -> list[SSAValue]:
         """A pre-compressed A's metadata for the stage: per instruction row of the warp tile, its

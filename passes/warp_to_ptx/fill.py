@@ -39,7 +39,7 @@ from tilemma.dialects import warp
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.fragment_io import window_of
-from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _shared_offset, _swizzle, _swizzle_phase
+from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _shared_offset, _swizzle, _swizzle_phase, _thread
 from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, all_reg, reg, regs
 
 # prmt selectors: the low and high byte pairs of two words interleaved (level 1), and the low
@@ -47,10 +47,10 @@ from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, all_reg, re
 _PAIRS_LOW, _HALVES_LOW, _SWAP = 0x5140, 0x5410, 0x2222
 
 
-def _thread_parts(e: fio.Emitter, layout: warp.FillLayout) -> tuple[str, str]:
-    """(word, first block) of this thread's chunks, from %tid.x (`FillLayout.word/block`)."""
-    tid, warp_id, lane = e.reg("b32"), e.reg("b32"), e.reg("b32")
-    e.emit("mov.u32", tid, "%tid.x")
+def _thread_parts(e: fio.Emitter, layout: warp.FillLayout, first: int) -> tuple[str, str]:
+    """(word, first block) of this thread's chunks, from its index among the threads from the
+    CTA's thread `first` (`FillLayout.word/block`)."""
+    tid, warp_id, lane = _thread(e, first), e.reg("b32"), e.reg("b32")
     e.emit("shr.u32", warp_id, tid, 5)
     e.emit("and.b32", lane, tid, 31)
     groups = layout.words // layout.lanes
@@ -79,7 +79,7 @@ class LowerFillLoad(RewritePattern):
             return
         batch, row0, col0 = idx
         kernel = self.state.kernel(op)
-        layout = op.layout()
+        layout, dealt = op.layout(), warp.first_thread(op)
         window = window_of(op, kernel.memrefs.get(ptr))
         if isinstance(layout, warp.GatherLayout):
             _finish(op, rewriter, *_gather_loads(op, kernel, layout, window, ptr, batch, row0, col0))
@@ -101,7 +101,7 @@ class LowerFillLoad(RewritePattern):
 
         def parts(e: fio.Emitter) -> tuple[str, str, str]:
             """(line, first element across, byte offset of the first word) of the thread."""
-            word, block = kernel.thread_invariant(("fill-thread", layout), lambda e2: _thread_parts(e2, layout))
+            word, block = kernel.thread_invariant(("fill-thread", layout, dealt), lambda e2: _thread_parts(e2, layout, dealt))
             line, across = e.reg("b32"), e.reg("b32")
             e.emit("mul.lo.u32", line, word, layout.lines_per_word)
             e.emit("mul.lo.u32", across, block, per)
@@ -114,7 +114,7 @@ class LowerFillLoad(RewritePattern):
             e.emit("add.s64", offset, offset, line64)
             return line, across, offset
 
-        line, across, offset = kernel.thread_invariant(("fill-load", layout, stride), parts)
+        line, across, offset = kernel.thread_invariant(("fill-load", layout, stride, dealt), parts)
         e = fio.Emitter(kernel.regs)
         origin = fio.open_access(e, window, ptr, batch, row0, col0)  # type: ignore[arg-type]
         start = origin.ptr
@@ -216,7 +216,7 @@ class LowerFillStore(RewritePattern):
         if words is None or dst is None or stage is None:
             return
         kernel = self.state.kernel(op)
-        layout = op.layout()
+        layout, first = op.layout(), warp.first_thread(op)
         ref = op.dest.type
         assert isinstance(ref, MemRefType)
         _, row_bytes, stage_bytes = _shared_geometry(ref)
@@ -230,7 +230,7 @@ class LowerFillStore(RewritePattern):
             return
         if layout.bits == warp.WIDE_BITS:
             _finish(op, rewriter, _vector_stores(kernel, layout, words, dst, stage, row_bytes, stage_bytes, swizzle,
-                                                 mult, rounding))
+                                                 mult, rounding, first))
             return
         per = layout.per_word
         step_bytes = layout.block_step * per * layout.bits // 8  # bytes across between chunks
@@ -238,7 +238,7 @@ class LowerFillStore(RewritePattern):
         def parts(e: fio.Emitter) -> tuple[list[str], list[str], str, list[str]]:
             """Per store j: the line's byte offset and its swizzle phase (as a granule XOR); the
             byte column of the first chunk; the four prmt selectors of the rotation."""
-            word, block = kernel.thread_invariant(("fill-thread", layout), lambda e2: _thread_parts(e2, layout))
+            word, block = kernel.thread_invariant(("fill-thread", layout, first), lambda e2: _thread_parts(e2, layout, first))
             r, r0, r1 = e.reg("b32"), e.reg("b32"), e.reg("b32")
             shift = _rotation(layout, row_bytes, swizzle, mult)
             if shift:
@@ -270,7 +270,7 @@ class LowerFillStore(RewritePattern):
             return rows, phases, col, sels
 
         rows, phases, col, (pair_a, pair_b, half_even, half_odd) = kernel.thread_invariant(
-            ("fill-store", layout, row_bytes, swizzle, mult), parts)
+            ("fill-store", layout, row_bytes, swizzle, mult, first), parts)
         e = fio.Emitter(kernel.regs)
         stage_base = e.reg("b32")
         e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
@@ -313,7 +313,7 @@ def _rounded(e: fio.Emitter, word: str, rounding: str | None) -> str:
 
 
 def _vector_stores(kernel, layout: warp.FillLayout, words: list[str], dst: str, stage: str, row_bytes: int,
-                   stage_bytes: int, swizzle: bool, mult: int, rounding: str | None) -> fio.Emitter:
+                   stage_bytes: int, swizzle: bool, mult: int, rounding: str | None, first: int) -> fio.Emitter:
     """A 32-bit fill's stores: each chunk, its line's 4 elements across already, rounded and
     stored as one `st.shared.v4.b32` at the thread's line (its word) and the chunk's 16 bytes of
     the row, swizzled. A warp's 8 lanes of a store phase take 8 neighbouring lines of one column,
@@ -322,14 +322,14 @@ def _vector_stores(kernel, layout: warp.FillLayout, words: list[str], dst: str, 
 
     def parts(e: fio.Emitter) -> tuple[str, str | None, str]:
         """(the line's byte offset, its swizzle phase, the first chunk's byte column)."""
-        word, block = kernel.thread_invariant(("fill-thread", layout), lambda e2: _thread_parts(e2, layout))
+        word, block = kernel.thread_invariant(("fill-thread", layout, first), lambda e2: _thread_parts(e2, layout, first))
         row, col = e.reg("b32"), e.reg("b32")
         e.emit("mul.lo.u32", row, word, row_bytes)
         phase = _swizzle_phase(e, word, row_bytes, mult) if swizzle else None
         e.emit("mul.lo.u32", col, block, vector)
         return row, phase, col
 
-    row, phase, col = kernel.thread_invariant(("fill-store-wide", layout, row_bytes, swizzle, mult), parts)
+    row, phase, col = kernel.thread_invariant(("fill-store-wide", layout, row_bytes, swizzle, mult, first), parts)
     e = fio.Emitter(kernel.regs)
     stage_base = e.reg("b32")
     e.emit("mad.lo.u32", stage_base, e.in_register(stage), stage_bytes, dst)
