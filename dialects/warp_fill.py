@@ -271,6 +271,8 @@ class FillLoadOp(_WindowOp):
         if len(self.shape.get_values()) != 2:  # type: ignore[attr-defined]
             raise VerifyException("warp.fill_load: shape is the stage's (rows, cols)")
         bits = element_bits(element_name(self.ref.type.element_type))  # type: ignore[attr-defined]
+        if self.gather is not None and first_thread(self):
+            raise VerifyException("warp.fill_load: a gather is dealt to the whole CTA (no first_thread)")
         if self.by_element is not None and (self.gather is not None or bits != 8):
             raise VerifyException("warp.fill_load: by_element loads a transposing fill's 8-bit elements one by "
                                   "one (a gather always loads them so)")

@@ -11,6 +11,7 @@ import numpy as np
 import re
 
 import pytest
+from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.utils.exceptions import VerifyException
 
 import tilemma
@@ -285,3 +286,27 @@ def test_gather_layout_covers_every_word_once(rows, cols, bits, threads):
     seen = [(layout.row(t) + i * layout.row_step, layout.word(t))
             for t in range(threads) for i in range(layout.chunks_per_thread)]
     assert sorted(seen) == [(r, w) for r in range(rows) for w in range(cols * bits // 32)]
+
+
+def test_fills_dealt_to_a_producer_warpgroup_and_a_gather_that_cannot_be():
+    """`first_thread` deals a transposing fill to threads first_thread .. (a producer warpgroup:
+    its loads and stores the same threads'); a gather is always the whole CTA's."""
+    spec = GemmSpec(37, 91, 53, "f16", "f16", "f32")  # rows not 4-byte aligned: gathered
+    module, locations = parse(str(gemm_module(spec)), spec.name)
+    lower(module, locations, CompileOptions(sm="90", tune_cache=""), warp_level=True)
+    gather = next(o for o in module.walk() if isinstance(o, warp.FillLoadOp))
+    gather.verify()
+    gather.properties["first_thread"] = IntegerAttr(256, i64)
+    with pytest.raises(VerifyException, match="a gather is dealt to the whole CTA"):
+        gather.verify()
+    store = next(o for o in _warp_ops(GemmSpec(256, 256, 512, "s8", "s8", "s32")) if isinstance(o, warp.FillStoreOp))
+    assert (store.threads.value.data, warp.first_thread(store)) == (128, 256)
+    store.properties["first_thread"] = IntegerAttr(0, i64)
+    with pytest.raises(VerifyException, match="stored by other threads"):
+        store.verify()
+
+
+def _warp_ops(spec: GemmSpec):
+    module, locations = parse(str(gemm_module(spec)), spec.name)
+    lower(module, locations, CompileOptions(sm="90a", tune_cache="", wgmma=True, producers=4), warp_level=True)
+    return list(module.walk())
