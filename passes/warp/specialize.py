@@ -36,11 +36,11 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from tilemma.compiler.core import targets
 from tilemma.dialects import warp
 from tilemma.dialects.warp_mbarrier import MBARRIER_BYTES
 from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.passes.errors import LoweringError
+from tilemma.passes.tile.plan import kernel_target
 from tilemma.passes.warp.loop_clone import Cloner, const_before, hoist_constants, insert_before
 from tilemma.passes.warp.loop_stages import fill_ops, is_pure, operand_chain, wgmma_pending
 from tilemma.passes.warp.stage_shared import k_loop
@@ -179,17 +179,12 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     Rewriter.erase_op(loop, safe_erase=False)
 
 
-def _launch_registers(kernel: func.FuncOp, threads: int) -> int:
-    target = kernel.attributes.get("warp.target")
-    return targets.limits(target.sm.data if isinstance(target, warp.TargetAttr) else "sm_90").launch_registers(threads)
-
-
 def producer_registers(kernel: func.FuncOp, fill: list[Operation], threads: int) -> int:
     """Registers a producer thread keeps (`setmaxnreg.dec`): `PRODUCER_REGISTERS` for its copies'
     addresses, plus the words a transposing fill holds between its loads and stores (in multiples
     of 8, at most what it starts with)."""
     words = sum(o.result.type.words.data for o in fill if isinstance(o, warp.FillLoadOp))  # type: ignore[attr-defined]
-    return min(_launch_registers(kernel, threads), PRODUCER_REGISTERS + -(-words // 8) * 8)
+    return min(kernel_target(kernel).limits.launch_registers(threads), PRODUCER_REGISTERS + -(-words // 8) * 8)
 
 
 def consumer_registers(kernel: func.FuncOp, consumers: int, producers: int,
@@ -199,7 +194,7 @@ def consumer_registers(kernel: func.FuncOp, consumers: int, producers: int,
     it) plus its share of what the producers give back (all but `keep` each). The CTA's
     .incs draw only on its own .decs: asking more hangs the GPU (an H200 did so for 512 consumers
     that asked for 112 where 104 was their share)."""
-    start = _launch_registers(kernel, consumers + producers)
+    start = kernel_target(kernel).limits.launch_registers(consumers + producers)
     return min(256, start + (start - keep) * producers // consumers // 8 * 8)
 
 
