@@ -17,17 +17,17 @@ from xdsl.utils.exceptions import VerifyException
 import tilemma
 from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 from tilemma.compiler.driver.runner import run_compiled
 from tilemma.dialects import warp
+
+from tests.wgmma_cases import warp_module
 
 
 def warp_text(spec: GemmSpec, **options) -> str:
     """The kernel at the warp level (what `tilemma compile --emit warp` prints), B filled."""
     options.setdefault("pair_bytes", False)
-    module, locations = parse(str(gemm_module(spec)), spec.name)
-    lower(module, locations, CompileOptions(sm="90", tune_cache="", **options), warp_level=True)
-    return str(module)
+    return str(warp_module(spec, "90", **options))
 
 
 def compiled(spec: GemmSpec, **options):
@@ -291,22 +291,15 @@ def test_gather_layout_covers_every_word_once(rows, cols, bits, threads):
 def test_fills_dealt_to_a_producer_warpgroup_and_a_gather_that_cannot_be():
     """`first_thread` deals a transposing fill to threads first_thread .. (a producer warpgroup:
     its loads and stores the same threads'); a gather is always the whole CTA's."""
-    spec = GemmSpec(37, 91, 53, "f16", "f16", "f32")  # rows not 4-byte aligned: gathered
-    module, locations = parse(str(gemm_module(spec)), spec.name)
-    lower(module, locations, CompileOptions(sm="90", tune_cache=""), warp_level=True)
-    gather = next(o for o in module.walk() if isinstance(o, warp.FillLoadOp))
+    gathered = warp_module(GemmSpec(37, 91, 53, "f16", "f16", "f32"), "90")  # rows not 4-byte aligned
+    gather = next(o for o in gathered.walk() if isinstance(o, warp.FillLoadOp))
     gather.verify()
     gather.properties["first_thread"] = IntegerAttr(256, i64)
     with pytest.raises(VerifyException, match="a gather is dealt to the whole CTA"):
         gather.verify()
-    store = next(o for o in _warp_ops(GemmSpec(256, 256, 512, "s8", "s8", "s32")) if isinstance(o, warp.FillStoreOp))
+    filled = warp_module(GemmSpec(256, 256, 512, "s8", "s8", "s32"), wgmma=True, producers=4)
+    store = next(o for o in filled.walk() if isinstance(o, warp.FillStoreOp))
     assert (store.threads.value.data, warp.first_thread(store)) == (128, 256)
     store.properties["first_thread"] = IntegerAttr(0, i64)
     with pytest.raises(VerifyException, match="stored by other threads"):
         store.verify()
-
-
-def _warp_ops(spec: GemmSpec):
-    module, locations = parse(str(gemm_module(spec)), spec.name)
-    lower(module, locations, CompileOptions(sm="90a", tune_cache="", wgmma=True, producers=4), warp_level=True)
-    return list(module.walk())

@@ -10,13 +10,12 @@ import re
 import pytest
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec
-from tilemma.compiler.driver.pipeline import parse, lower
 from tilemma.dialects import warp
 from tilemma.passes.warp.specialize import PRODUCER_REGISTERS
 
 from tests.specialize_cases import CASES, SPECIALIZED
 from tests.wgmma_cases import (
-    assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas, options, schedule,
+    assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas, schedule, warp_module,
 )
 
 F16 = GemmSpec(4096, 4096, 4096, "f16", "f16", "f32")
@@ -59,10 +58,7 @@ def test_producers_option_is_checked():
 
 
 def _warp_ir(spec: GemmSpec) -> str:
-    module, locations = parse(str(__import__("tilemma.compiler.driver.gemm_generator", fromlist=["x"]).gemm_module(spec)),
-                              spec.name)
-    lower(module, locations, options(wgmma=True, **SPECIALIZED), warp_level=True)
-    return str(module)
+    return str(warp_module(spec, wgmma=True, **SPECIALIZED))
 
 
 def test_warp_ir_roles():

@@ -17,15 +17,14 @@ from xdsl.interpreters.func import FuncFunctions
 from xdsl.interpreters.scf import ScfFunctions
 from xdsl.parser import Parser
 
-from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
-from tilemma.compiler.driver.pipeline import lower, parse
+from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.runtime.ptxas import run_ptxas
 from tilemma.compiler.universe import make_context
 from tilemma.dialects import warp
 from tilemma.passes.warp import unroll_sparse
 from tilemma.passes.warp.loop_clone import unroll
 
-from tests.wgmma_cases import compiled, like_the_sm90_kernel, needs_ptxas, options
+from tests.wgmma_cases import compiled, like_the_sm90_kernel, needs_ptxas, warp_module
 
 
 @register_impls
@@ -91,9 +90,7 @@ def _sparse(m=512, n=4096, k=4096, t="f16", **kw) -> GemmSpec:
 
 
 def _warp_ir(spec: GemmSpec, **kw):
-    module, locations = parse(str(gemm_module(spec)), spec.name)
-    lower(module, locations, options(wgmma=True, **kw), warp_level=True)
-    return module
+    return warp_module(spec, wgmma=True, **kw)
 
 
 def test_sparse_loops_are_unrolled_by_two():

@@ -26,10 +26,16 @@ def compiled(spec: GemmSpec, sm: str = "90a", **kw):
     return kernel
 
 
-def schedule(spec: GemmSpec, sm: str = "90a", **kw) -> Schedule:
-    """The `#warp.schedule` tile-plan chooses for `spec` under these options."""
+def warp_module(spec: GemmSpec, sm: str = "90a", **kw):
+    """`spec`'s kernel lowered to the warp level under these options (the module)."""
     module, locations = parse(str(gemm_module(spec)), spec.name)
     lower(module, locations, options(sm, **kw), warp_level=True)
+    return module
+
+
+def schedule(spec: GemmSpec, sm: str = "90a", **kw) -> Schedule:
+    """The `#warp.schedule` tile-plan chooses for `spec` under these options."""
+    module = warp_module(spec, sm, **kw)
     [attr] = [o.attributes["warp.schedule"] for o in module.walk() if "warp.schedule" in o.attributes]
     assert isinstance(attr, ScheduleAttr)
     return attr.schedule
