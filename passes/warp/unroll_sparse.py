@@ -35,11 +35,16 @@ def _sparse_running(loop: scf.ForOp) -> list[warp.WgmmaOp]:
     return [o for o in loop.body.block.ops if isinstance(o, warp.WgmmaOp) and o.sparse and o.pending.value.data]
 
 
+def _copies(running: list[warp.WgmmaOp]) -> int:
+    """Copies of the body that keep each running mma's metadata registers: P + 1."""
+    return 1 + max(o.pending.value.data for o in running)
+
+
 def meta_overwritten(loop: scf.ForOp) -> bool:
     """Whether the next iteration of `loop` may load metadata into the registers of a sparse mma
-    that still runs: its body holds fewer sparse mmas than one leaves running, plus one."""
+    that still runs: its body holds fewer sparse mmas than `_copies`."""
     running = _sparse_running(loop)
-    return bool(running) and len(running) < 1 + max(o.pending.value.data for o in running)
+    return bool(running) and len(running) < _copies(running)
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ class WarpUnrollSparse(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for loop in [o for o in op.walk() if isinstance(o, scf.ForOp) and meta_overwritten(o)]:
-            main, rest = unroll(loop, 1 + max(o.pending.value.data for o in _sparse_running(loop)))
+            main, rest = unroll(loop, _copies(_sparse_running(loop)))
             if main is not None:
                 _retire_after(main)
             if rest is not None:  # the iterations left over: one after another
