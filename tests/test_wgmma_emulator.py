@@ -202,7 +202,7 @@ def test_base_offset_and_reserved_bits_are_refused():
     (".f32.f16.f16", ".f16.f16.f16", r"only wgmma.mma_async.sync.aligned.m64nNk16.f32.\{f16,bf16\}"),
     (".f32.f16.f16", ".f32.f16.bf16", "A and B of one type"),
     (".f32.f16.f16", ".f32.e4m3.e4m3", "m64nNk16.f32"),
-    ("%rq1, %rq2, %p1", "{%r4, %r5, %r6, %r7}, %rq2, %p1", "A from registers is not modelled"),
+    ("%rq1, %rq2, %p1", "{%r4, %r5, %r6, %r7}, %rq2, %p1", "A from registers is modelled for tf32 only"),
     ("%p1, 1, 1, 0, 0;", "%p1, 2, 1, 0, 0;", "imm-scale-a must be one of the constants 1, -1, got 2"),
     ("%p1, 1, 1, 0, 0;", "%p1, 1, 1, 0, 2;", "imm-trans-b must be one of the constants 0, 1"),
     ("%p1, 1, 1, 0, 0;", "%r3, 1, 1, 0, 0;", "scale-d"),
@@ -447,23 +447,45 @@ def test_unsupported_int8_forms_are_refused_when_decoded(old, new, message):
 # the tensor cores ignore): P.tf32_probe_ptx's kernel, as the H200 ran it.
 
 
-def tf32_kernel(n: int = 64) -> str:
+def tf32_kernel(n: int = 64, a_registers: bool = False) -> str:
     """The tf32 probe's text in the parser's subset."""
-    return parser_subset(P.tf32_probe_ptx(n))
+    return parser_subset(P.tf32_probe_ptx(n, a_registers))
 
 
-def run_tf32(text: str, n: int, adversarial: bool):
-    (a, b, c), args = P.tf32_case(n, adversarial, seed=n + adversarial)
-    got = emulate(text, P.ENTRY, 1, 128, args, shared_bytes=len(args[0]) + len(args[1]))[3]
+def run_tf32(text: str, n: int, adversarial: bool, a_registers: bool = False):
+    (a, b, c), args = P.tf32_case(n, adversarial, seed=n + adversarial, a_registers=a_registers)
+    got = emulate(text, P.ENTRY, 1, 128, args, shared_bytes=64 * 128 + n * 128)[3]
     return got.view(np.uint32), P.tf32_reference(a, b, c).view(np.uint32), (a, b, c)
 
 
+@pytest.mark.parametrize("a_registers", [False, True], ids=["a-shared", "a-registers"])
 @pytest.mark.parametrize("adversarial", [False, True], ids=["random", "adversarial"])
 @pytest.mark.parametrize("n", [64, 128, 256])
-def test_tf32_probe_kernel_matches_reference(n, adversarial):
-    """The 6 variants the H200 ran: every D word mma.sync m16n8k8 tf32's on the operands' top 19 bits."""
-    got, want, _ = run_tf32(tf32_kernel(n), n, adversarial)
+def test_tf32_probe_kernel_matches_reference(n, adversarial, a_registers):
+    """The 12 variants the GPU ran (A from shared memory on an H200, from registers on an H100):
+    every D word mma.sync m16n8k8 tf32's on the operands' top 19 bits."""
+    got, want, _ = run_tf32(tf32_kernel(n, a_registers), n, adversarial, a_registers)
     assert np.array_equal(got, want), f"{int((got != want).sum())} of {want.size} D words differ"
+
+
+def test_tf32_a_registers_are_the_mma_sync_fragment():
+    """A from registers: swapping two of a thread's A registers (a0 <-> a1: rows g and g + 8)
+    changes D, so the fragment layout is what is checked."""
+    text = tf32_kernel(64, a_registers=True)
+    wrong = text.replace("{%a0, %a1, %a2, %a3}", "{%a1, %a0, %a2, %a3}")
+    assert wrong != text
+    got, want, _ = run_tf32(wrong, 64, False, a_registers=True)
+    assert not np.array_equal(got, want)
+
+
+def test_tf32_a_register_written_while_the_wgmma_runs_is_an_error():
+    """An A register of a running mma_async overwritten before the wait_group that retires it
+    (the tensor cores may still read it)."""
+    text = tf32_kernel(64, a_registers=True)
+    early = text.replace("wgmma.commit_group.sync.aligned;", "wgmma.commit_group.sync.aligned;\nmov.b32 %a0, 0;")
+    assert early != text
+    with pytest.raises(EmulationError, match=r"wrote %a0, an A register of a wgmma.mma_async"):
+        run_tf32(early, 64, False, a_registers=True)
 
 
 def test_tf32_operands_low_bits_are_ignored_not_rounded():

@@ -312,27 +312,42 @@ def sw128_bytes(x: np.ndarray) -> np.ndarray:
 
 
 def kmajor_probe_ptx(n: int, shape: str, dtype: str, a_rows_bytes: int = 128, steps: int = 4,
-                     immediates: str = "") -> str:
+                     immediates: str = "", a_registers: bool = False) -> str:
     """The kernel for D (64 x n) = A B + C, both operands K-major images of 128-byte rows (A 64 rows,
     B n rows) in the 128-byte swizzle, `steps` instructions `shape` 32 bytes of K apart; C and D
-    `dtype` in the accumulator's fragment, `immediates` after scale-d."""
+    `dtype` in the accumulator's fragment, `immediates` after scale-d. With `a_registers` (tf32)
+    A is a plain row-major 64 x 32 f32 array instead, each thread loading its 4 words a k8 step
+    into registers as mma.sync m16n8k8's A fragment (a0 (g, c), a1 (g + 8, c), a2 (g, c + 4), a3
+    (g + 8, c + 4) of its warp's 16 rows; g = lane / 4, c = lane % 4), the A the instruction
+    takes from registers."""
     regs = n // 2
     a_bytes, b_bytes = 64 * a_rows_bytes, n * 128
     lines = entry(n, dtype)
+    if a_registers:
+        lines.insert(lines.index(".reg .b64 %rd_desc, %rd_a, %rd_b;"), f".reg .b32 %a<{4 * steps}>;")
     lines += copy_images([("%rd1", 0, a_bytes), ("%rd2", a_bytes, b_bytes)])
     lines += ["fence.proxy.async.shared::cta;", "bar.sync 0;"]
     lines += lane_pointers(n)
     lines += accumulators(n, dtype, store=False)
+    if a_registers:  # the lane's A words: row 16 w + g (%r12), column c (%r11), 32 f32 a row
+        lines += ["mad.lo.u32 %r15, %r12, 32, %r11;", "mul.wide.u32 %rd10, %r15, 4;", "add.u64 %rd10, %rd1, %rd10;"]
+        for s in range(steps):
+            for i in range(4):
+                lines.append(f"ld.global.b32 %a{4 * s + i}, [%rd10+{(8 * (i % 2) * 32 + 8 * s + 4 * (i // 2)) * 4}];")
     lines += ["wgmma.fence.sync.aligned;", "setp.eq.u32 %p1, 1, 1;"]
     dregs = ", ".join(f"%d{i}" for i in range(regs))
     for s in range(steps):
-        lines.append(f"add.u32 %r15, %r2, {s * 32};")
-        lines += descriptor("%r15", 16, 1024)
-        lines.append("mov.b64 %rd_a, %rd_desc;")
+        if a_registers:
+            a_operand = "{" + ", ".join(f"%a{4 * s + i}" for i in range(4)) + "}"
+        else:
+            lines.append(f"add.u32 %r15, %r2, {s * 32};")
+            lines += descriptor("%r15", 16, 1024)
+            lines.append("mov.b64 %rd_a, %rd_desc;")
+            a_operand = "%rd_a"
         lines.append(f"add.u32 %r15, %r2, {a_bytes + s * 32};")
         lines += descriptor("%r15", 16, 1024)
         lines.append("mov.b64 %rd_b, %rd_desc;")
-        lines.append(f"wgmma.mma_async.sync.aligned.m64n{n}{shape} {{{dregs}}}, %rd_a, %rd_b, %p1{immediates};")
+        lines.append(f"wgmma.mma_async.sync.aligned.m64n{n}{shape} {{{dregs}}}, {a_operand}, %rd_b, %p1{immediates};")
     lines += ["wgmma.commit_group.sync.aligned;", "wgmma.wait_group.sync.aligned 0;"]
     lines += accumulators(n, dtype, store=True)
     lines += ["ret;", "}"]
@@ -376,17 +391,18 @@ def run_int8(n: int, etype: str, adversarial: bool, seed: int):
     return int((out[3] != int8_reference(a, b, c)).sum()), 0.0
 
 
-def tf32_probe_ptx(n: int) -> str:
+def tf32_probe_ptx(n: int, a_registers: bool = False) -> str:
     """The kernel for D (64 x n, f32) = A (64 x 32) B (32 x n) + C with tf32 operands held as f32
     (`wgmma.mma_async ... m64nNk8.f32.tf32.tf32`, both K-major: K 32 a 128-byte row, 4 k8 steps 32
-    bytes apart; no transpose immediates exist for tf32)."""
-    return kmajor_probe_ptx(n, "k8.f32.tf32.tf32", "f32", immediates=", 1, 1")
+    bytes apart; no transpose immediates exist for tf32), or with `a_registers` A from registers."""
+    return kmajor_probe_ptx(n, "k8.f32.tf32.tf32", "f32", immediates=", 1, 1", a_registers=a_registers)
 
 
-def tf32_case(n: int, adversarial: bool, seed: int):
+def tf32_case(n: int, adversarial: bool, seed: int, a_registers: bool = False):
     """(A, B, C) and the kernel's arguments: f32 A (64 x 32), B (32 x n) with random low mantissa
     bits (which tf32 must ignore), C f32; adversarial: wide exponents, cancelling pairs down K,
-    f32 subnormals and a wide C."""
+    f32 subnormals and a wide C. With `a_registers` A is passed as it is (row-major), else as its
+    swizzled image."""
     rng = np.random.default_rng(seed)
     if adversarial:
         a = (rng.standard_normal((64, 32)) * np.exp2(rng.integers(-60, 60, (64, 32)))).astype(np.float32)
@@ -400,7 +416,8 @@ def tf32_case(n: int, adversarial: bool, seed: int):
         a = rng.standard_normal((64, 32)).astype(np.float32)
         b = rng.standard_normal((32, n)).astype(np.float32)
         c = rng.standard_normal((64, n)).astype(np.float32)
-    args = [sw128_bytes(a), sw128_bytes(np.ascontiguousarray(b.T)), c, np.zeros((64, n), np.float32)]
+    args = [a.copy() if a_registers else sw128_bytes(a), sw128_bytes(np.ascontiguousarray(b.T)), c,
+            np.zeros((64, n), np.float32)]
     return (a, b, c), args
 
 
@@ -415,11 +432,11 @@ def tf32_reference(a, b, c) -> np.ndarray:
     return mma_arith.fused_mma(tf32(a), tf32(b), c.astype(np.float64), model, "tf32", "tf32", "f32").astype(np.float32)
 
 
-def run_tf32(n: int, adversarial: bool, seed: int):
+def run_tf32(n: int, adversarial: bool, seed: int, a_registers: bool = False):
     from tilemma.compiler.runtime import cuda_runtime
-    (a, b, c), args = tf32_case(n, adversarial, seed)
-    out = cuda_runtime.run_kernel(tf32_probe_ptx(n), ENTRY, (1, 1, 1), (128, 1, 1), args,
-                                  shared_bytes=len(args[0]) + len(args[1]))
+    (a, b, c), args = tf32_case(n, adversarial, seed, a_registers)
+    out = cuda_runtime.run_kernel(tf32_probe_ptx(n, a_registers), ENTRY, (1, 1, 1), (128, 1, 1), args,
+                                  shared_bytes=64 * 128 + n * 128)
     want = tf32_reference(a, b, c)
     ref64 = a.astype(np.float64) @ b.astype(np.float64) + c
     return int((out[3].view(np.uint32) != want.view(np.uint32)).sum()), float(np.abs(out[3] - ref64).max())
@@ -442,7 +459,7 @@ def main(argv: list[str]) -> int:
         return 0
     if argv and argv[0] == "tf32":
         n, adv = int(argv[1]), argv[2] == "1"
-        bad, err = run_tf32(n, adv, seed=n + adv)
+        bad, err = run_tf32(n, adv, seed=n + adv, a_registers=len(argv) > 3 and argv[3] == "1")
         print(bad, f"{err:.3g}")
         return 0
     if argv and argv[0] == "sp":
@@ -473,7 +490,9 @@ def main(argv: list[str]) -> int:
                 print("int8", etype, n, "adv" if adv else "rand", variant("i8", etype, n, int(adv)), sep="\t", flush=True)
     for n in (64, 128, 256):
         for adv in (False, True):
-            print("tf32", n, "adv" if adv else "rand", variant("tf32", n, int(adv)), sep="\t", flush=True)
+            for regs in (False, True):
+                print("tf32", n, "adv" if adv else "rand", "A registers" if regs else "A shared",
+                      variant("tf32", n, int(adv), int(regs)), sep="\t", flush=True)
     return 0
 
 if __name__ == "__main__":

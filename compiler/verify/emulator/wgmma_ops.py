@@ -33,6 +33,12 @@ transposes, both operands K-major, 4-byte elements, a k8 step 32 bytes along the
 cores read each f32 element's top 19 bits (the low 13 ignored, not rounded) and D is mma.sync
 m16n8k8 tf32's arithmetic; measured bit-exact on an H100 (tools/wgmma_probe.py `run_tf32`: N = 64,
 128, 256, random operands with their low bits set, and wide exponents, cancellation and subnormals).
+A may also come from registers ({a0, a1, a2, a3} in place of a-desc): warp w of the warpgroup holds
+A's rows 16 w .. 16 w + 15 as mma.sync m16n8k8 tf32's A fragment (a0 (g, c), a1 (g + 8, c), a2
+(g, c + 4), a3 (g + 8, c + 4); g = lane / 4, c = lane % 4), measured bit-exact the same way on an
+H100 (`run_tf32` with `a_registers`). Those registers are read until the wait_group that retires
+the instruction: writing them before is an error, as for a sparse one's metadata. A from registers
+is modelled for tf32 only.
 
 Sparse (.sp, PTX ISA 8.2): {d}, a-desc, b-desc, sp-meta, sp-sel, scale-d, then the dense form's
 immediates. A is the compressed A, 64 rows of 16 kept values a k32 instruction, read through its
@@ -100,34 +106,34 @@ class _Warpgroups:
         self.committed = np.zeros(n, np.int64)
         self.registers: np.ndarray | None = None  # per warpgroup, registers a thread (setmaxnreg)
         self.pool: np.ndarray | None = None  # per CTA, registers given back and not taken again
-        # warpgroups, [G, bytes], group, and a sparse one's metadata register with the words it held
-        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]] = []
+        # warpgroups, [G, bytes], group, and the registers it reads (a sparse one's metadata, an A
+        # from registers): (register, [G, 128] words it held, what it is) each
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple]] = []
 
     def wait(self, m: _Machine, groups: np.ndarray, keep: int, where: str = "") -> None:
         """wgmma.wait_group `keep` by warpgroups `groups`: their mma_asyncs of all but the `keep`
-        newest committed groups retire and release their bytes. A retiring .sp whose metadata
-        register was written since its issue is an error: the tensor cores read it until here (an
-        H200 computed wrong products where the next stage's metadata was loaded into it early)."""
+        newest committed groups retire and release their bytes. A retiring mma_async whose register
+        operands (a .sp's metadata, an A from registers) were written since its issue is an error:
+        the tensor cores read them until here (an H200 computed wrong products where the next
+        stage's metadata was loaded into its register early)."""
         waiting = np.zeros(self.committed.size, bool)
         waiting[groups] = True
         limit = self.committed - keep
         rest = []
-        for g, idx, group, meta in self.pending:
+        for g, idx, group, held in self.pending:
             done = waiting[g] & (group < limit[g])
             if done.any():
                 m.shared.release(idx[done])
-                if meta is not None:
-                    reg, words = meta
+                for reg, words, what in held:
                     now = m.banks[reg.bank][reg.index].reshape(-1, 128)[g[done]].view(np.uint32)
                     changed = np.argwhere(now != words[done])
                     if changed.size:
                         k, lane = (int(x) for x in changed[0])
                         raise EmulationError(
-                            f"{where}: {m.thread(int(g[done][k]) * 128 + lane)} wrote {reg.name}, the sp-meta register "
-                            "of a wgmma.mma_async.sp of its warpgroup, before the wait_group that retires it")
+                            f"{where}: {m.thread(int(g[done][k]) * 128 + lane)} wrote {reg.name}, {what} "
+                            "of a wgmma.mma_async of its warpgroup, before the wait_group that retires it")
             if not done.all():
-                rest.append((g[~done], idx[~done], group[~done], None if meta is None else
-                             (meta[0], meta[1][~done])))
+                rest.append((g[~done], idx[~done], group[~done], tuple((r, w[~done], x) for r, w, x in held)))
         self.pending = rest
 
 
@@ -214,6 +220,22 @@ def _accumulator_positions(n: int) -> np.ndarray:
     if np.bincount(pos.ravel(), minlength=64 * n).max() != 1:
         raise AssertionError(f"m64n{n}k16: the accumulator fragment does not hold every element once")
     return pos
+
+
+def _a_positions() -> np.ndarray:
+    """[128, 4]: the position row * 8 + col of a tf32 A (64 x 8) that register i of thread t of the
+    warpgroup holds when A comes from registers: warp w's rows 16 w .., each warp's 16 x 8 as
+    mma.sync m16n8k8 tf32's A fragment (a0 (g, c), a1 (g + 8, c), a2 (g, c + 4), a3 (g + 8, c + 4);
+    g = lane / 4, c = lane % 4)."""
+    t, i = np.arange(128)[:, None], np.arange(4)[None, :]
+    w, lane = t // 32, t % 32
+    pos = (16 * w + lane // 4 + 8 * (i % 2)) * 8 + lane % 4 + 4 * (i // 2)
+    if np.bincount(pos.ravel(), minlength=64 * 8).max() != 1:
+        raise AssertionError("m64nNk8: the A fragment does not hold every element once")
+    return pos
+
+
+_A_POSITIONS = _a_positions()
 
 
 def _int_imm(x, allowed: tuple[int, ...], name: str, where: str) -> int:
@@ -346,8 +368,11 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         raise EmulationError(f"{where}: N = {n}; m64nNk{kk} needs N a multiple of 8 from 8 to 256")
     if sparse and d.version is not None and PtxVersion.parse(d.version) < PtxVersion(8, 2):
         raise EmulationError(f"{where}: wgmma.mma_async.sp needs PTX ISA 8.2 or newer, the module is {d.version}")
+    a_regs: list | None = None  # A from registers (tf32 only): its 4 registers a thread
     if len(args) >= 2 and isinstance(d.operand(args[1], op), _Vec):
-        raise EmulationError(f"{where}: A from registers is not modelled (only shared-memory descriptors)")
+        if etype != "tf32":
+            raise EmulationError(f"{where}: A from registers is modelled for tf32 only (the other forms read A "
+                                 "through a shared-memory descriptor here)")
     if sparse:
         dvec, a_desc, b_desc, meta, sel, scale_d, *imms = _one(d, op, args, 10, where)
     elif integer:  # no immediates: no negation, no transposes
@@ -356,6 +381,10 @@ def _dec_mma_async(d, op, args, where) -> Fn:
     elif etype == "tf32":  # negations, no transposes (K-major only)
         dvec, a_desc, b_desc, scale_d, *imms = _one(d, op, args, 6, where)
         imms += [_Imm("0", 0), _Imm("0", 0)]
+        if isinstance(a_desc, _Vec):
+            a_regs = list(a_desc.items)
+            if len(a_regs) != 4 or any(not isinstance(r, _Reg) or r.storage.itemsize != 4 for r in a_regs):
+                raise EmulationError(f"{where}: an A from registers is 4 32-bit registers a thread (m64nNk8 tf32)")
     else:
         dvec, a_desc, b_desc, scale_d, *imms = _one(d, op, args, 8, where)
     regs = list(dvec.items) if isinstance(dvec, _Vec) else [dvec]
@@ -370,6 +399,9 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         raise EmulationError(f"{where}: a register appears twice in d")
     reads = []
     for x, name in ((a_desc, "a-desc"), (b_desc, "b-desc")):
+        if name == "a-desc" and a_regs is not None:
+            reads.append(None)
+            continue
         if not isinstance(x, _Reg) or x.rtype not in ("u64", "b64"):
             raise EmulationError(f"{where}: {name} must be a .u64 or .b64 register holding a matrix descriptor")
         reads.append(_reader(d, x, "u64", where))
@@ -397,13 +429,17 @@ def _dec_mma_async(d, op, args, where) -> Fn:
     model = None if integer else mma_arith.model_for(d.arch, etype, None, f"m16n8k{kk}")
     pos = _accumulator_positions(n)
     order = np.argsort(pos.ravel())  # thread-major register words -> row-major D
-    cells = 64 * a_k + n * kk  # elements of A (the kept ones where sparse), then of B
+    a_cells = 0 if a_regs is not None else 64 * a_k
+    cells = a_cells + n * kk  # elements of A (the kept ones where sparse; none from registers), then of B
 
     def operands(m: _Machine, groups: np.ndarray):
-        """[G, 64, a_k] A and [G, K, N] B element bits, read from shared memory and held."""
+        """[G, 64, a_k] A and [G, K, N] B element bits, read from shared memory (A, or from its
+        registers) and held."""
         sh = _shared_of(m, where)
         starts = []
         for read, what, mn, major, k in ((reads[0], "A", 64, trans_a, a_k), (reads[1], "B", n, trans_b, kk)):
+            if read is None:  # A from registers
+                continue
             desc = _uniform(m, read(m), groups, where, f"{what} descriptor")
             # the 64-byte swizzle: measured for a sparse (K-major) A
             modes = (1, 2) if sparse and what == "A" else (1,)
@@ -425,13 +461,18 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         held = idx.reshape(groups.size, -1)
         sh.hold(held)
         state = _state(m)
-        words = m.banks[meta.bank][meta.index].reshape(-1, 128)[groups].view(np.uint32).copy() if sparse else None
-        state.pending.append((groups, held, state.committed[groups].copy(), None if words is None else (meta, words)))
+        registers = [(meta, "the sp-meta register")] if sparse else [(r, "an A register") for r in a_regs or ()]
+        state.pending.append((groups, held, state.committed[groups].copy(), tuple(
+            (r, m.banks[r.bank][r.index].reshape(-1, 128)[groups].view(np.uint32).copy(), what) for r, what in registers)))
         view = _INT8[etype] if integer else np.uint32 if elem == 4 else np.uint16
         bits = np.ascontiguousarray(sh.data[idx]).view(view).reshape(groups.size, cells)
-        a = bits[:, : 64 * a_k].reshape(-1, 64, a_k)
-        b = bits[:, 64 * a_k:].reshape(-1, n, kk).transpose(0, 2, 1)
-        return a, b
+        b = bits[:, a_cells:].reshape(-1, n, kk).transpose(0, 2, 1)
+        if a_regs is None:
+            return bits[:, :a_cells].reshape(-1, 64, a_k), b
+        a = np.zeros((groups.size, 64 * a_k), np.uint32)
+        for i, r in enumerate(a_regs):  # register i of thread t: A (rows, cols) of _A_POSITIONS
+            a[:, _A_POSITIONS[:, i]] = m.banks[r.bank][r.index].reshape(-1, 128)[groups].view(np.uint32)
+        return a.reshape(-1, 64, a_k), b
 
     def densify(m: _Machine, groups: np.ndarray, a: np.ndarray):
         """.sp: the compressed [G, 64, 16] A -> ([G, 64, 32] dense A, [G, 64, 32] kept), warp w
