@@ -68,7 +68,13 @@ def tf32_staging(g) -> str:
     shared memory; a K-major one is copied as stored by cp.async and, unless truncated (the tensor
     cores ignore the low bits), rounded where it lies (`warp.round_stage`). Copying the K-major ones
     through registers instead, rounding on the way, lost (H200 4096^3 rna: 204 TFLOP/s with 16-byte
-    vectors, 160 a word at a time, against 227 rounded in place; results/h200-2026-11-27-tf32-rounding-*.csv)."""
+    vectors, 160 a word at a time, against 227 rounded in place; results/h200-2026-11-27-tf32-rounding-*.csv).
+    So did A taken from registers (wgmma's register-A form: ldmatrix of the K-major stage, rounded
+    in registers, the loop unrolled by two for them; H100 rna 4096^3 / 8192^3 228 / 235 against
+    226 / 226 in place, rn 242 / 247 against 227 / 232, N-major B 204 against 207 with spills), though
+    an A not rounded at all runs 245 against 228 (H200): results/h100-2026-11-28-tf32-a-registers.csv.
+    A 32-bit fill loading 16 bytes (4 lines) at a time, a quarter of the loads, lost 20-30%
+    (H100 4096^3, N-major B, truncated: 192 against 279; results/h100-2026-11-28-tf32-fill-quads.csv)."""
     return "".join(w for w in "ab" if wrong_order(g, w))
 
 

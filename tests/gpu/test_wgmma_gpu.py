@@ -161,9 +161,11 @@ def test_probe(etype, n, b_major, adversarial):
 @pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("n", [64, 128, 256])
 @pytest.mark.parametrize("adversarial", [False, True])
-def test_tf32_probe(n, adversarial):
-    """One tf32 wgmma kernel of the probe (f32 operands, their low 13 bits ignored) in its own process."""
-    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", "tf32", str(n), str(int(adversarial))],
-                       capture_output=True, text=True)
+@pytest.mark.parametrize("a_registers", [False, True])
+def test_tf32_probe(n, adversarial, a_registers):
+    """One tf32 wgmma kernel of the probe (f32 operands, their low 13 bits ignored; A from shared
+    memory or from registers) in its own process."""
+    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", "tf32", str(n), str(int(adversarial)),
+                        str(int(a_registers))], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.split()[0]) == 0, r.stdout
