@@ -23,6 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from tilemma.compiler.runtime.tensor_map import MAP_BYTES, TensorMap
+
 __all__ = [
     "CudaError",
     "NoGpuError",
@@ -355,6 +357,7 @@ class _Launch:
         self.host: list[np.ndarray] = []  # contiguous host copies of the array arguments
         self.device: list[Any] = []  # matching CUdeviceptr
         self._holders: list[np.ndarray] = []
+        pointers: dict[int, int] = {}  # argument index -> device address of an array argument
         try:
             for index, arg in enumerate(args):
                 if isinstance(arg, np.ndarray):
@@ -364,15 +367,24 @@ class _Launch:
                     self.device.append(dptr)
                     if host.nbytes:
                         _call("cuMemcpyHtoD", dptr, host.ctypes.data, host.nbytes)
+                    pointers[index] = int(dptr)
                     self._holders.append(np.array([int(dptr)], dtype=np.uint64))
                 elif isinstance(arg, np.generic):
                     self._holders.append(np.array([arg], dtype=arg.dtype))
+                elif isinstance(arg, TensorMap):  # its 128 bytes, once its array has an address
+                    self._holders.append(np.zeros(MAP_BYTES, np.uint8))
                 else:
                     raise TypeError(
                         f"kernel argument {index} is {type(arg).__name__}; pass an np.ndarray (copied "
-                        "to the device) or a NumPy scalar such as np.int32(n) (its dtype fixes the "
-                        "parameter's size)"
+                        "to the device), a NumPy scalar such as np.int32(n) (its dtype fixes the "
+                        "parameter's size) or a TensorMap of an array argument"
                     )
+            for index, arg in enumerate(args):
+                if isinstance(arg, TensorMap):
+                    if arg.of not in pointers:
+                        raise TypeError(f"kernel argument {index}: a TensorMap of argument {arg.of}, which is not "
+                                        "an array")
+                    self._holders[index][:] = np.frombuffer(arg.encode(pointers[arg.of]), np.uint8)
             self._pointers = np.array([h.ctypes.data for h in self._holders], dtype=np.uint64)
         except BaseException:
             self.close(raising=False)

@@ -71,7 +71,8 @@ _HEADER = (("version", re.compile(r"^\.version\s+(\d+\.\d+)$")),
            ("target", re.compile(r"^\.target\s+([\w,\s]+?)$")),
            ("address_size", re.compile(r"^\.address_size\s+(\d+)$")))  # fmt: skip
 _ENTRY = re.compile(r"^\.visible\s+\.entry\s+([A-Za-z_$][\w$]*)\s*\($")
-_PARAM = re.compile(r"^\.param\s+(\.\w+\s+[A-Za-z_$][\w$]*)\s*(,?)$")
+# a scalar `.TYPE NAME`, or a tensor map `.align 64 .b8 NAME[128]` (compiler/runtime/tensor_map.py)
+_PARAM = re.compile(r"^\.param\s+(\.\w+\s+[A-Za-z_$][\w$]*|\.align\s+64\s+\.b8\s+[A-Za-z_$][\w$]*\[128\])\s*(,?)$")
 _MAXNTID = re.compile(r"^\.maxntid\s+(\d+)\s*,\s*1\s*,\s*1$")
 _MINNCTAPERSM = re.compile(r"^\.minnctapersm\s+(\d+)$")
 _REG = re.compile(r"^\.reg\s+\.(\w+)\s+(%[A-Za-z_$][A-Za-z_$]*)<(\d+)>;$")
@@ -80,6 +81,7 @@ _LABEL = re.compile(r"^([A-Za-z_$][\w$]*):$")
 _GUARD = re.compile(r"^@(!?%[A-Za-z_$][\w$]*)\s+")
 _OPCODE = re.compile(r"^[a-z][\w.:]*$")
 _ARG = re.compile(r"^[^\s,;{}]+$")
+_TENSOR_ARG = re.compile(r"^\[\s*([%\w$]+)\s*,\s*\{([^{}]*)\}\s*\]$")
 _PLAIN_ARGS = re.compile(r"(?:[^\s,;{}]+(?:\s*,\s*[^\s,;{}]+)*)?")  # operands, no vectors: most lines
 
 
@@ -87,9 +89,9 @@ def _split_top(text: str) -> list[str]:
     """Split at commas outside braces; the pieces stripped."""
     out, depth, cur = [], 0, []
     for ch in text:
-        if ch == "{":
+        if ch in "{[":
             depth += 1
-        elif ch == "}":
+        elif ch in "}]":
             depth -= 1
             if depth < 0:
                 raise ValueError("unbalanced '}'")
@@ -304,6 +306,9 @@ class _Reader:
                 if not all(x and _ARG.match(x) for x in items):
                     raise self.error(f"malformed vector operand {a!r}")
                 args[i] = "{" + ", ".join(items) + "}"
+            elif _TENSOR_ARG.match(a):  # cp.async.bulk.tensor's [map, {coordinates}]
+                base, coords = _TENSOR_ARG.match(a).groups()  # type: ignore[union-attr]
+                args[i] = f"[{base}, {{{', '.join(x.strip() for x in coords.split(','))}}}]"
             elif not a or not _ARG.match(a):
                 raise self.error(f"malformed operand {a!r}")
         return ptx.InstOp(opcode, args, guard)

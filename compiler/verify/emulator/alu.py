@@ -400,7 +400,7 @@ def _dec_cvta(d, op, mods, args, where) -> Fn:
     dst, a = _one(d, op, args, 2, where)
     ra, write = _reader(d, a, "u64", where), _writer(dst, where)
     window = np.uint64((_SHARED_SPACE + 1) << _SPACE_SHIFT)
-    if mods in (["to", "global", "u64"], ["global", "u64"]):
+    if mods in (["to", "global", "u64"], ["global", "u64"], ["param", "u64"]):  # (a parameter's: as `mov` gave it)
         return lambda m, mask: write(m, ra(m), mask)
     if mods == ["shared", "u64"]:
         return lambda m, mask: write(m, np.asarray(ra(m)) | window, mask)
@@ -414,7 +414,7 @@ def _dec_cvta(d, op, mods, args, where) -> Fn:
                 raise EmulationError(f"{where}: {m.thread(t)}: {int(x[t]):#x} is not a generic shared address")
             write(m, x & np.uint64(_OFFSET_MASK), mask)
         return run
-    raise EmulationError(f"{where}: expected cvta[.to].global.u64 or cvta[.to].shared.u64")
+    raise EmulationError(f"{where}: expected cvta[.to].global.u64, cvta[.to].shared.u64 or cvta.param.u64")
 
 
 def _dec_shfl(d, op, mods, args, where) -> Fn:

@@ -56,6 +56,13 @@ _SPACE_SHIFT = 40  # argument i occupies addresses [(i + 1) << 40, (i + 2) << 40
 _OFFSET_MASK = (1 << _SPACE_SHIFT) - 1
 _SHARED_SPACE = 0xFE  # cvta.shared puts shared address x at generic (0xFF << 40) | x
 _SHARED_BASE = 1024  # the first shared byte's address; kernels must not assume 0
+_PARAM_SPACE = 0xFD  # a tensor-map parameter i's address (mov NAME, cvta.param): ((0xFE << 40) | 256 i)
+MAP_PARAM = "map"  # the type the emulator gives a `.align 64 .b8 NAME[128]` parameter (a tensor map)
+
+
+def param_address(index: int) -> int:
+    """The address `mov.b64 %rd, NAME` gives parameter `index` (and cvta.param keeps)."""
+    return ((_PARAM_SPACE + 1) << _SPACE_SHIFT) | (index << 8)
 
 
 def _per_thread(value, threads: int) -> np.ndarray:

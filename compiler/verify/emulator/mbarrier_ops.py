@@ -12,9 +12,16 @@ Threads of different roles run as separate contexts (`program._execute`); a try_
 yet true blocks its context (the kernel's own retry loop would spin), and the other contexts run
 until one completes the phase. What the arrivals order: a thread that passes a wait sees what the
 threads that arrived in the completed phase wrote and read before arriving (their race marks are
-cleared then, as a bar.sync clears everyone's). Not modelled: the `.sem`/`.scope` qualifiers other
-than the defaults (release arrivals, acquire waits, CTA scope), expected-transaction counts
-(`.expect_tx`, TMA) and `cp.async.mbarrier.arrive`.
+cleared then, as a bar.sync clears everyone's).
+
+Transactions (TMA): `mbarrier.arrive.expect_tx ... state, [bar], tx` arrives and adds tx bytes to
+the phase's transaction count, which a `cp.async.bulk.tensor ... mbarrier::complete_tx::bytes`
+naming the barrier takes off as its bytes land (`complete_tx`, `tma_ops`); the phase completes
+once both its arrivals and its bytes are in (the count may go below zero before its expect_tx,
+as the ISA allows). The bytes a copy wrote stay "in flight" (reading them is an error) until the
+phase it completes on completes. Not modelled: the `.sem`/`.scope` qualifiers other than the
+defaults (release arrivals, acquire waits, CTA scope), `mbarrier.expect_tx` alone and
+`cp.async.mbarrier.arrive`.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ class Barriers:
         self.phase: dict[int, np.ndarray] = {}
         self.arrived: dict[int, np.ndarray] = {}
         self.published: dict[int, list[np.ndarray]] = {}
+        self.tx: dict[int, np.ndarray] = {}  # per CTA the bytes the current phase still awaits
+        self.landing: dict[int, list[np.ndarray]] = {}  # shared bytes of copies completing on it, in flight
         self.completed = False  # a phase completed since the scheduler last looked
 
     def _at(self, where: str, addr: np.ndarray, threads: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -66,14 +75,16 @@ class Barriers:
             if ((counts < 1) | (counts > (1 << 20) - 1)).any():
                 raise EmulationError(f"{where}: an mbarrier's expected count is 1 to 2^20 - 1, not {int(counts.min())}")
             n = self.m.nctas
-            for name, fill in (("expected", 0), ("pending", 0), ("phase", 0)):
+            for name, fill in (("expected", 0), ("pending", 0), ("phase", 0), ("tx", 0)):
                 getattr(self, name).setdefault(o, np.full(n, fill, np.int64))
+            self.landing.setdefault(o, [])
             self.arrived.setdefault(o, np.zeros(self.m.T, bool))
             self.published.setdefault(o, [np.zeros(self.m.T, bool), np.zeros(self.m.T, bool)])
             ctas = ts // self.m.per_cta
             self.expected[o][ctas] = counts
             self.pending[o][ctas] = counts
             self.phase[o][ctas] = 0
+            self.tx[o][ctas] = 0
             mine = np.repeat(per_cta > 0, self.m.per_cta)
             self.arrived[o][mine] = False
             for p in self.published[o]:
@@ -84,7 +95,8 @@ class Barriers:
             raise EmulationError(f"{where}: the mbarrier at {_SHARED_BASE + o:#x} is used before mbarrier.init "
                                  f"(by {self.m.thread(int(ts[0]))})")
 
-    def arrive(self, where: str, addr: np.ndarray, threads: np.ndarray) -> None:
+    def arrive(self, where: str, addr: np.ndarray, threads: np.ndarray, tx: np.ndarray | None = None) -> None:
+        """Arrivals of `threads` (with `tx`, each adding that many bytes to its phase's count first)."""
         for o, ts in self._at(where, addr, threads):
             self._known(where, o, ts)
             per_cta = self._ctas(ts)
@@ -93,16 +105,42 @@ class Barriers:
                 c = int(np.flatnonzero(over)[0])
                 raise EmulationError(f"{where}: {int(per_cta[c])} threads of CTA {self.m.cta0 + c} arrive at the mbarrier "
                                      f"at {_SHARED_BASE + o:#x}, whose phase awaits {int(self.pending[o][c])} more")
+            if tx is not None:
+                np.add.at(self.tx[o], ts // self.m.per_cta, tx[np.searchsorted(threads, ts)])
             self.arrived[o][ts] = True
             self.pending[o] -= per_cta
-            done = (self.pending[o] == 0) & (per_cta > 0)
-            for c in np.flatnonzero(done):
-                cta = slice(c * self.m.per_cta, (c + 1) * self.m.per_cta)
-                self.published[o][int(self.phase[o][c]) & 1][cta] = self.arrived[o][cta]
-                self.arrived[o][cta] = False
-                self.phase[o][c] += 1
-                self.pending[o][c] = self.expected[o][c]
-                self.completed = True
+            self._complete(o, np.flatnonzero((self.pending[o] == 0) & (per_cta > 0)))
+
+    def complete_tx(self, where: str, o: int, cta: int, nbytes: int, landed: np.ndarray) -> None:
+        """A copy of `nbytes` (shared bytes `landed`, in flight until then) completes on the
+        barrier at offset `o` of CTA `cta` (its index in the chunk)."""
+        self._known(where, o, np.array([cta * self.m.per_cta]))
+        self.tx[o][cta] -= nbytes
+        self.landing[o].append(landed)
+        if self.pending[o][cta] == 0:
+            self._complete(o, np.array([cta]))
+
+    def _complete(self, o: int, ctas: np.ndarray) -> None:
+        """Phases of `ctas` whose arrivals are all in: those whose bytes are too complete."""
+        sh = self.m.shared
+        for c in ctas:
+            if self.tx[o][c] != 0:
+                continue
+            cta = slice(c * self.m.per_cta, (c + 1) * self.m.per_cta)
+            self.published[o][int(self.phase[o][c]) & 1][cta] = self.arrived[o][cta]
+            self.arrived[o][cta] = False
+            self.phase[o][c] += 1
+            self.pending[o][c] = self.expected[o][c]
+            if sh is not None:  # the copies that completed on this phase land
+                size = sh.size
+                keep = []
+                for idx in self.landing[o]:
+                    mine = (idx // size) == c
+                    sh.inflight[idx[mine]] = False
+                    if not mine.all():
+                        keep.append(idx[~mine])
+                self.landing[o] = keep
+            self.completed = True
 
     def try_wait(self, where: str, addr: np.ndarray, threads: np.ndarray, parity: np.ndarray) -> bool:
         """Whether the phase of `parity` has completed for every thread; if so, the threads that
@@ -133,18 +171,23 @@ def _dec_mbarrier(d, op, mods, args, where) -> Fn:
     kind, rest = (mods[0], mods[1:]) if mods else ("", [])
     if kind == "try_wait" and rest[:1] == ["parity"]:
         kind, rest = "try_wait.parity", rest[1:]
+    if kind == "arrive" and rest[:1] == ["expect_tx"]:
+        kind, rest = "arrive.expect_tx", rest[1:]
     for default in (["release", "cta"], ["acquire", "cta"]):  # the default .sem and .scope, spelled out
         if rest[:2] == default:
             rest = rest[2:]
-    if kind not in ("init", "arrive", "try_wait.parity") or rest not in _SPACES:
-        raise EmulationError(f"{where}: expected mbarrier.init, mbarrier.arrive or mbarrier.try_wait.parity "
-                             ".shared::cta.b64 (the default release/acquire CTA-scope forms)")
+    if kind not in ("init", "arrive", "arrive.expect_tx", "try_wait.parity") or rest not in _SPACES:
+        raise EmulationError(f"{where}: expected mbarrier.init, mbarrier.arrive[.expect_tx] or "
+                             "mbarrier.try_wait.parity .shared::cta.b64 (the default release/acquire CTA-scope forms)")
     if kind == "init":
         addr, count = _one(d, op, args, 2, where)
         reads_count = _reader(d, count, "u32", where)
     elif kind == "arrive":
         state, addr = _one(d, op, args, 2, where)
         write_state = _writer(state, where)
+    elif kind == "arrive.expect_tx":
+        state, addr, tx = _one(d, op, args, 3, where)
+        write_state, read_tx = _writer(state, where), _reader(d, tx, "u32", where)
     else:
         done, addr, parity = _one(d, op, args, 3, where)
         write_done, read_parity = _writer(done, where), _reader(d, parity, "u32", where)
@@ -164,10 +207,14 @@ def _dec_mbarrier(d, op, mods, args, where) -> Fn:
             c = _per_thread(reads_count(m), m.T).astype(np.int64)
             _barriers(m).init(where, a, threads, c if mask is None else c[mask])
         return run_init
-    if kind == "arrive":
+    if kind in ("arrive", "arrive.expect_tx"):
         def run_arrive(m, mask):
             a, threads = at(m, mask)
-            _barriers(m).arrive(where, a, threads)
+            tx = None
+            if kind == "arrive.expect_tx":
+                tx = _per_thread(read_tx(m), m.T).astype(np.int64)
+                tx = tx if mask is None else tx[mask]
+            _barriers(m).arrive(where, a, threads, tx)
             write_state(m, np.zeros(m.T, np.uint64), mask)  # the state token: opaque, never read here
         return run_arrive
 

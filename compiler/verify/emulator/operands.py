@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from tilemma.compiler.verify.emulator.machine import (
-    _STORAGE, _TYPES, _UNSIGNED, EmulationError, _as_storage, _Machine,
+    _STORAGE, _TYPES, _UNSIGNED, MAP_PARAM, EmulationError, _as_storage, _Machine, param_address,
 )
 from tilemma.dialects import ptx
 
@@ -54,6 +54,7 @@ _SPECIALS = {
     f"%{s}.{c}" for s in ("tid", "ntid", "ctaid", "nctaid") for c in "xyz"
 } | {"%laneid", "%warpid", "%nwarpid"}
 _REG_RE = re.compile(r"^(%[A-Za-z_$][A-Za-z_$]*?)(\d+)$")
+_MAP_PARAM = re.compile(r"\.align\s+64\s+\.b8\s+([A-Za-z_$][\w$]*)\[128\]")
 _ADDR_RE = re.compile(r"^\[([%A-Za-z_$][\w$]*)(?:\+(-?\d+)|-(\d+))?\]$")
 
 
@@ -102,6 +103,9 @@ class _Decode:
         self.readers: dict[tuple, Callable] = {}  # (operand, type) -> its reader (see `_reader`)
         for p in entry.params.data:
             parts = p.data.split()
+            if m := _MAP_PARAM.fullmatch(p.data):  # a tensor map (cp.async.bulk.tensor's)
+                self.params.append((MAP_PARAM, m.group(1)))
+                continue
             if len(parts) != 2 or not parts[0].startswith(".") or parts[0][1:] not in _TYPES:
                 raise EmulationError(f"{source}: kernel {entry.sym_name.data}: cannot read parameter {p.data!r}")
             self.params.append((parts[0][1:], parts[1]))
@@ -136,6 +140,9 @@ class _Decode:
             return _Vec(tuple(self.operand(x.strip(), op) for x in text[1:-1].split(",")))
         if text in self.shared:
             return _Imm(text, self.shared[text])
+        maps = [n for t, n in self.params if t == MAP_PARAM]
+        if text in maps:  # its address (`mov.b64 %rd, NAME`)
+            return _Imm(text, param_address([n for _, n in self.params].index(text)))
         if text in _SPECIALS:
             return _Special(text)
         if text.startswith("%"):

@@ -18,8 +18,9 @@ from tilemma.compiler.verify.emulator.alu import (
     _dec_not, _dec_popc, _dec_selp, _dec_setp, _dec_shfl, _dec_shift,
 )
 from tilemma.compiler.verify.emulator.float_ops import DECODERS as _FLOAT_DECODERS
+from tilemma.compiler.runtime.tensor_map import TensorMap
 from tilemma.compiler.verify.emulator.machine import (
-    _SHARED_BASE, _STORAGE, _TYPES, EmulationError, RunStats, _Machine, _Memory,
+    _SHARED_BASE, _STORAGE, _TYPES, MAP_PARAM, EmulationError, RunStats, _Machine, _Memory,
 )
 from tilemma.compiler.verify.emulator.mbarrier_ops import _dec_mbarrier
 from tilemma.compiler.verify.emulator.memory_ops import _dec_atom, _dec_fence, _dec_ld, _dec_st
@@ -180,6 +181,12 @@ class Program:
         memory = _Memory(args)
         params = {}
         for i, ((ptype, pname), arg) in enumerate(zip(self.params, args)):
+            if ptype == MAP_PARAM:  # a tensor map: the emulator's own encoding of it
+                if not isinstance(arg, TensorMap) or not isinstance(args[arg.of], np.ndarray):
+                    raise EmulationError(f"parameter {pname} is a tensor map; argument {i} must be a TensorMap of "
+                                         "an array argument")
+                params[pname] = np.frombuffer(arg.emulated(memory.pointer(arg.of)), np.uint8)
+                continue
             size = _TYPES[ptype].itemsize
             if isinstance(arg, np.ndarray):
                 if size != 8:
