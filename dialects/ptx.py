@@ -92,6 +92,7 @@ class EntryOp(IRDLOperation):
     params = prop_def(ArrayAttr[StringAttr])
     max_threads = opt_prop_def(StringAttr)
     min_ctas = opt_prop_def(IntegerAttr)  # `.minnctapersm`: CTAs an SM is to hold at once
+    max_registers = opt_prop_def(IntegerAttr)  # `.maxnreg`: registers a thread holds at entry
     grid = opt_prop_def(DenseArrayBase)
     block = opt_prop_def(DenseArrayBase)
     abi = opt_prop_def(ArrayAttr[DictionaryAttr])
@@ -371,6 +372,8 @@ def print_module(module: ModuleOp_, out: IO[str]) -> None:
         out.write(f"\n.visible .entry {entry.sym_name.data}(\n{params}\n)\n")
         if entry.max_threads is not None:
             out.write(f".maxntid {entry.max_threads.data}, 1, 1\n")
+        if entry.max_registers is not None:
+            out.write(f".maxnreg {entry.max_registers.value.data}\n")
         if entry.min_ctas is not None:
             out.write(f".minnctapersm {entry.min_ctas.value.data}\n")
         out.write("{\n")

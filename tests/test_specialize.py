@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec
+from tilemma.compiler.runtime.ptxas import run_ptxas
 from tilemma.dialects import warp
 from tilemma.passes.warp.specialize import PRODUCER_REGISTERS
 
@@ -126,6 +127,20 @@ def test_sparse_consumers_keep_a_stage_in_flight():
 ], ids=lambda s: s.name)
 def test_ptxas_no_spills(spec):
     assert_assembles_without_spills(compiled(spec, wgmma=True, **SPECIALIZED).ptx)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("m, threads, registers", [(64, 256, 248), (128, 384, 168)])
+def test_the_entry_states_the_registers_setmaxnreg_starts_from(m, threads, registers):
+    """`.maxnreg` is the count the CTA's register pool starts from (`Limits.launch_registers`);
+    without it ptxas cannot work it out for a 256-thread CTA (one consumer warpgroup: the file
+    would give a thread 256) and ignores setmaxnreg (C7508)."""
+    kernel = compiled(GemmSpec(m, 4096, 4096, "f16", "f16", "f32"), wgmma=True, **SPECIALIZED)
+    assert f".maxntid {threads}, 1, 1\n.maxnreg {registers}\n" in kernel.ptx
+    result = run_ptxas(kernel.ptx, "sm_90a", ("-v",))
+    assert result.ok and "C75" not in result.log and f"Used {registers} registers" in result.log, result.log
+    if threads == 256:  # without the directive ptxas drops setmaxnreg
+        assert "C7508" in run_ptxas(kernel.ptx.replace(f".maxnreg {registers}\n", ""), "sm_90a", ("-v",)).log
 
 
 @pytest.mark.parametrize("spec, extra, sm90", CASES, ids=[c[0].name for c in CASES])

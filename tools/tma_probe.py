@@ -69,7 +69,8 @@ def case(element_bytes: int, cols: int, rows: int, c0: int, c1: int, swizzle: in
 def expected(data: np.ndarray, eb: int, cols: int, rows: int, c0: int, c1: int, swizzle: int, size: int) -> np.ndarray:
     """The shared bytes the copy leaves: row r of the box at r * cols * eb, its element j the
     array's (c1 + r, c0 + j), zero outside it; 16-byte granule g of each 128 bytes at g ^ (row of
-    128 bytes % 8) with the 128-byte swizzle; the rest of `size` untouched (0 here)."""
+    128 bytes % 8) with the 128-byte swizzle, g ^ (row % 4) with the 64-byte one (granules 0-3 of
+    each 64-byte row, the row counted in 128 bytes); the rest of `size` untouched (0 here)."""
     out = np.zeros(size, np.uint8)
     row_bytes = cols * eb
     for r in range(rows):
@@ -80,7 +81,7 @@ def expected(data: np.ndarray, eb: int, cols: int, rows: int, c0: int, c1: int, 
                 for b in range(eb):
                     a = at + b
                     if swizzle:
-                        a ^= ((a >> 7) & 7) << 4
+                        a ^= ((a >> 7) & (swizzle // 16 - 1)) << 4
                     out[a] = data[y, x * eb + b]
     return out
 
@@ -91,6 +92,7 @@ VARIANTS = [  # element bytes, box cols, box rows, c0, c1, swizzle
     (1, 128, 16, 256, 7, 128),  # bytes, past the last columns
     (4, 32, 24, -8, -3, 128),  # negative coordinates (zeros before the array)
     (2, 32, 8, 40, 90, 0),  # no swizzle, 64-byte rows
+    (2, 32, 40, 8, 70, 64),  # the 64-byte swizzle (a sparse A's kept values of K 64 stages)
 ]
 
 

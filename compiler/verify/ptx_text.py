@@ -13,7 +13,8 @@ The subset, per line (leading indentation is free; the printer uses four spaces)
     .extern .shared .align A .b8 NAME[];               ptx.shared (dynamic) of the kernel that follows
     .visible .entry NAME(  .param DECL, ...  )         a kernel, one parameter per line
     .maxntid N, 1, 1                                   optional, before the body
-    .minnctapersm N                                    optional, after .maxntid
+    .maxnreg N                                         optional, after .maxntid
+    .minnctapersm N                                    optional, after those
     {  ...  }                                          the body, one operation per line:
     .reg .TYPE %PREFIX<COUNT>;                         ptx.reg
     .shared .align A .b8 NAME[SIZE];                   ptx.shared (static)
@@ -75,6 +76,7 @@ _ENTRY = re.compile(r"^\.visible\s+\.entry\s+([A-Za-z_$][\w$]*)\s*\($")
 _PARAM = re.compile(r"^\.param\s+(\.\w+\s+[A-Za-z_$][\w$]*|\.align\s+64\s+\.b8\s+[A-Za-z_$][\w$]*\[128\])\s*(,?)$")
 _MAXNTID = re.compile(r"^\.maxntid\s+(\d+)\s*,\s*1\s*,\s*1$")
 _MINNCTAPERSM = re.compile(r"^\.minnctapersm\s+(\d+)$")
+_MAXNREG = re.compile(r"^\.maxnreg\s+(\d+)$")
 _REG = re.compile(r"^\.reg\s+\.(\w+)\s+(%[A-Za-z_$][A-Za-z_$]*)<(\d+)>;$")
 _SHARED = re.compile(r"^(\.extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.b8\s+([A-Za-z_$][\w$]*)\[(\d*)\];$")
 _LABEL = re.compile(r"^([A-Za-z_$][\w$]*):$")
@@ -218,6 +220,7 @@ class _Reader:
             raise self.error("no ',' after the last parameter", commas[-1][0])
         line = self.expect("'{' or '.maxntid N, 1, 1'")
         max_threads, line = self.directive(line, _MAXNTID, ".maxntid", "'.maxntid N, 1, 1'")
+        max_registers, line = self.directive(line, _MAXNREG, ".maxnreg", "'.maxnreg N'")
         min_ctas, line = self.directive(line, _MINNCTAPERSM, ".minnctapersm", "'.minnctapersm N'")
         if line.strip() != "{":
             raise self.error("expected '{' to open the kernel body")
@@ -232,11 +235,13 @@ class _Reader:
         entry = ptx.EntryOp(name, params, Region(Block(ops)), max_threads)
         if min_ctas is not None:
             entry.min_ctas = IntegerAttr(min_ctas, 64)
+        if max_registers is not None:
+            entry.max_registers = IntegerAttr(max_registers, 64)
         self.op_lines[entry] = start
         return self.verified(entry)
 
     def directive(self, line: str, pattern: re.Pattern[str], word: str, form: str) -> tuple[int | None, str]:
-        """An optional performance directive before the body (`.maxntid`, `.minnctapersm`): its
+        """An optional performance directive before the body (`.maxntid`, `.maxnreg`, `.minnctapersm`): its
         number and the line after it, or None and `line` itself where `line` is not one."""
         m = pattern.match(line.strip())
         if m:

@@ -32,6 +32,7 @@ from tilemma.compiler.runtime.abi import size_param, symbol_order
 from tilemma.dialects import ptx, tile, warp
 from tilemma.dialects.ptx_builder import RegisterFile
 from tilemma.dialects.schedule import ScheduleAttr
+from tilemma.passes.tile.plan import kernel_target
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.rewriting import TypedPatternApplier, TypedPatternWalker
 from tilemma.passes.warp_to_ptx import fragment_io as fio
@@ -241,6 +242,11 @@ class WarpToPtx(ModulePass):
         min_ctas = kernel.attributes.get("warp.min_ctas")
         if isinstance(min_ctas, IntegerAttr):
             entry.min_ctas = min_ctas
+        # a kernel whose warpgroups move registers (setmaxnreg) states the count they start from:
+        # ptxas cannot work it out where the file would give a thread more than it can hold (a
+        # 256-thread CTA: C7508, setmaxnreg ignored), and the CTA's register pool is reckoned from it
+        if any(isinstance(o, ptx.InstOp) and o.opcode.data.startswith("setmaxnreg") for o in body):
+            entry.max_registers = IntegerAttr(kernel_target(kernel).limits.launch_registers(threads[0]), 64)
         grid_sizes = kernel.attributes.get("warp.grid_sizes")
         if isinstance(grid_sizes, ArrayAttr):
             entry.grid_sizes = grid_sizes

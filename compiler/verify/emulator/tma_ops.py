@@ -8,11 +8,11 @@ them completes once they and its arrivals are in).
 The box is the map's box (elements a dimension, innermost first) at coordinates c0, c1, ..
 (elements; may be negative or run past the array: those elements are written as zeros). It is
 written densely, innermost first, from `dst` (128-byte aligned); with the 128-byte swizzle each
-16-byte granule's address bits 4-6 are XORed with bits 7-9 (on the absolute shared address, as
-wgmma reads it). The copy lands at once here, but its bytes count as in flight (reading them, or
+16-byte granule's address bits 4-6 are XORed with bits 7-9, with the 64-byte one bits 4-5 with
+bits 7-8 (on the absolute shared address, as wgmma reads them). The copy lands at once here, but its bytes count as in flight (reading them, or
 writing them, is an error) until the phase it completes on completes; writing bytes a
 wgmma.mma_async still reads is an error too. Modelled: one CTA (no cluster, no multicast), the
-tile mode, swizzle none or 128 bytes, the issuing threads' own copies (each thread that executes
+tile mode, swizzle none, 64 or 128 bytes, the issuing threads' own copies (each thread that executes
 it issues one).
 """
 
@@ -32,6 +32,7 @@ from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _reader
 
 _OPCODE = re.compile(r"^cp\.async\.bulk\.tensor\.([1-5])d\.shared::(cluster|cta)\.global\.tile"
                      r"\.mbarrier::complete_tx::bytes$")
+_SWIZZLE_ROWS = {0: 0, 64: 3, 128: 7}  # the address bits 7.. each swizzle XORs into the granule bits 4..
 _TENSOR = re.compile(r"^\[\s*(%\w+)\s*,\s*\{([^}]*)\}\s*\]$")
 
 
@@ -87,8 +88,8 @@ def _copy(m, sh, where: str, t: int, dst: int, bar: int, address: int, coords: n
     base, tmap = decode(raw)
     if len(tmap.dims) != rank:
         raise EmulationError(f"{where}: {who}: a {rank}d copy of a {len(tmap.dims)}-dimensional tensor map")
-    if tmap.swizzle not in (0, 128):
-        raise EmulationError(f"{where}: {who}: swizzle {tmap.swizzle} is not modelled (none or 128 bytes)")
+    if tmap.swizzle not in _SWIZZLE_ROWS:
+        raise EmulationError(f"{where}: {who}: swizzle {tmap.swizzle} is not modelled (none, 64 or 128 bytes)")
     if (dst - _SHARED_BASE) % 128 or (tmap.swizzle and (dst - _SHARED_BASE) % 1024):
         raise EmulationError(f"{where}: {who}: the destination {dst:#x} is not {1024 if tmap.swizzle else 128}-byte "
                              "aligned (the swizzle's atom)" if tmap.swizzle else "aligned to 128 bytes")
@@ -109,8 +110,8 @@ def _copy(m, sh, where: str, t: int, dst: int, bar: int, address: int, coords: n
     values = np.zeros((at.shape[0], eb), np.uint8)
     values[inside] = buf[offsets[inside][:, None] + np.arange(eb)]
     logical = dst + np.arange(at.shape[0] * eb)
-    if tmap.swizzle:
-        logical = logical ^ (((logical >> 7) & 7) << 4)
+    if tmap.swizzle:  # granule bits 4.. XORed with address bits 7.. (3 of them at 128 bytes, 2 at 64)
+        logical = logical ^ (((logical >> 7) & _SWIZZLE_ROWS[tmap.swizzle]) << 4)
     idx = sh.bytes(m, where, "cp.async.bulk.tensor write", logical, np.full(logical.size, t), 1).ravel()
     sh.check_unheld(m, where, "cp.async.bulk.tensor writes", idx[:, None], np.full(idx.size, t))
     if sh.inflight[idx].any():
