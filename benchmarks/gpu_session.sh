@@ -9,15 +9,28 @@ step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
+# compute-sanitizer's TOOLS (e.g. "memcheck racecheck") on `tilemma run IR --on gpu FLAGS...`, each
+# within SECONDS, one line a tool (LABEL, exit status, the tool's summary, the run's PASS/FAIL);
+# logs in $OUT/sanitize-N.TOOL.txt
+sanitize_runs=0
+sanitize() {
+    local label=$1 ir=$2 tools=$3 seconds=$4 tool log; shift 4
+    sanitize_runs=$((sanitize_runs + 1))
+    for tool in $tools; do
+        log="$OUT/sanitize-$sanitize_runs.$tool.txt"
+        timeout "$seconds" compute-sanitizer --tool "$tool" --error-exitcode 9 tilemma run "$ir" --on gpu "$@" > "$log" 2>&1
+        printf '%-58s %-9s exit %s  %s  %s\n' "$label" "$tool" $? \
+            "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' "$log" | head -1)" \
+            "$(grep -Eo 'PASS|FAIL' "$log" | head -1)"
+    done
+}
+
 # memcheck and racecheck of `tilemma run` on kernels of these sizes ($1) and types/layouts ($2...)
 sanitized() {
-    local sizes=$1 k tool; shift
+    local sizes=$1 k; shift
     for k in "$@"; do
         tilemma gemm $sizes $k > /tmp/l.mlir || continue
-        for tool in memcheck racecheck; do
-            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/l.mlir --on gpu > /tmp/l.$tool.txt 2>&1
-            printf '%-58s %-9s exit %s  %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' /tmp/l.$tool.txt | head -1)" "$(grep -Eo 'PASS|FAIL' /tmp/l.$tool.txt | head -1)"
-        done
+        sanitize "$k" /tmp/l.mlir "memcheck racecheck" 120
     done
 }
 
@@ -34,11 +47,7 @@ wgmma)  # warpgroup kernels (--wgmma, sm_90a): their GPU tests, memcheck / racec
              "--a f16 --b f16 --acc f32 --sparse-a compressed --b-layout col" "--a s8 --b s8 --acc s32 --b-layout col" \
              "--a tf32 --b tf32 --acc f32" "--a tf32 --b tf32 --acc f32 --a-layout col --b-layout col --rounding rz"; do
         tilemma gemm --m 200 --n 136 --k 200 --batch 2 $k > /tmp/w.mlir
-        for tool in memcheck racecheck; do
-            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/w.mlir --on gpu --sm 90a --wgmma \
-                > "$OUT/w.$tool.txt" 2>&1
-            printf '%-50s %-9s exit %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' "$OUT/w.$tool.txt" | head -1)"
-        done
+        sanitize "$k" /tmp/w.mlir "memcheck racecheck" 200 --sm 90a --wgmma
     done
     }
     shapes=$(python3 -c "from benchmarks.matrix import SHAPES; print(' '.join('x'.join(map(str, s)) for s in SHAPES))")
@@ -55,11 +64,7 @@ specialize)  # warp-specialized warpgroup kernels (--producers 4): the mbarrier 
     for k in "--a f16 --b f16 --acc f32" "--a f16 --b f16 --acc f32 --sparse-a compressed" "--a s8 --b s8 --acc s32 --b-layout col" \
              "--a tf32 --b tf32 --acc f32 --b-layout col"; do
         tilemma gemm --m 200 --n 136 --k 400 --batch 2 $k > /tmp/w.mlir
-        for tool in memcheck racecheck synccheck; do
-            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/w.mlir --on gpu --sm 90a --wgmma \
-                --producers 4 > "$OUT/ws.$tool.txt" 2>&1
-            printf '%-50s %-9s exit %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' "$OUT/ws.$tool.txt" | head -1)"
-        done
+        sanitize "$k" /tmp/w.mlir "memcheck racecheck synccheck" 200 --sm 90a --wgmma --producers 4
     done
     }
     timeout 560 python3 -m benchmarks.gemm_bench --sm 90a --families ${FAMILIES:-f16 tf32 tf32-trunc s8 sparse-f16-pre} \
@@ -75,11 +80,7 @@ sparse)  # sparse warpgroups with a stage in flight (warp-unroll-sparse): their 
     echo "sparse tests: $(tail -1 "$OUT/sparse_tests.txt")"; grep -E "^FAILED|^ERROR" "$OUT/sparse_tests.txt" | head -5
     tilemma gemm --m 200 --n 136 --k 1000 --a f16 --b f16 --acc f32 --sparse-a compressed > /tmp/s.mlir
     for p in 0 4; do
-        for tool in memcheck racecheck; do
-            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/s.mlir --on gpu --sm 90a --wgmma \
-                --producers $p > "$OUT/sp.$tool.txt" 2>&1
-            printf 'producers %s %-9s exit %s  %s\n' $p $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' "$OUT/sp.$tool.txt" | head -1)"
-        done
+        sanitize "producers $p" /tmp/s.mlir "memcheck racecheck" 200 --sm 90a --wgmma --producers $p
     done
     }
     read -ra configs <<< "${CONFIGS:-}"  # besides the default: e.g. CONFIGS='producers=4 stages=3'
@@ -127,11 +128,7 @@ sanitize)  # memcheck + racecheck, odd batched sizes, one kernel per schedule/fa
     for k in "${kernels[@]}"; do
         i=$((i + 1))
         tilemma gemm --m 130 --n 70 --k 200 --batch 2 $k > "$OUT/s$i.mlir" || continue
-        for tool in memcheck racecheck; do
-            timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run "$OUT/s$i.mlir" --on gpu \
-                > "$OUT/s$i.$tool.txt" 2>&1
-            printf '%-55s %-9s exit %s  %s\n' "$k" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' "$OUT/s$i.$tool.txt" | head -1)"
-        done
+        sanitize "$k" "$OUT/s$i.mlir" "memcheck racecheck" 200
     done
     ;;
 configs)  # odd shapes under forced configurations on the GPU (and other targets' PTX, JIT-compiled
@@ -200,10 +197,7 @@ attention)  # tile-attention: GPU tests, memcheck/racecheck on two odd kernels, 
     echo "attention on the GPU: $(tail -1 "$OUT/attention.txt")"; grep -E "^FAILED|^E  |bit-identical" "$OUT/attention.txt" | head -12
     for a in "--b 1 --h 2 --s 100 --d 64 --causal" "--b 1 --h 2 --s 129 --d 128 --dtype bf16"; do
         tilemma attention $a > /tmp/att.mlir || continue
-        for tool in memcheck racecheck; do
-            timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 tilemma run /tmp/att.mlir --on gpu > /tmp/att.$tool.txt 2>&1
-            printf '%-42s %-9s exit %s  %s  %s\n' "$a" $tool $? "$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors|RACECHECK SUMMARY: [0-9]+ hazards[^)]*' /tmp/att.$tool.txt | head -1)" "$(grep -Eo 'PASS|FAIL' /tmp/att.$tool.txt | head -1)"
-        done
+        sanitize "$a" /tmp/att.mlir "memcheck racecheck" 120
     done
     timeout ${BENCH_S:-360} python3 -m benchmarks.attention_bench ${SHAPES:+--shapes $SHAPES} ${CONFIGS:+--configs $CONFIGS} --csv "$OUT/attention.csv" > "$OUT/attention-bench.txt" 2>&1
     echo "attention_bench exit $?"; cat "$OUT/attention-bench.txt" | tail -40
