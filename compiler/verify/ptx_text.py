@@ -88,7 +88,7 @@ _PLAIN_ARGS = re.compile(r"(?:[^\s,;{}]+(?:\s*,\s*[^\s,;{}]+)*)?")  # operands, 
 
 
 def _split_top(text: str) -> list[str]:
-    """Split at commas outside braces; the pieces stripped."""
+    """Split at commas outside braces and brackets; the pieces stripped."""
     out, depth, cur = [], 0, []
     for ch in text:
         if ch in "{[":
@@ -96,14 +96,14 @@ def _split_top(text: str) -> list[str]:
         elif ch in "}]":
             depth -= 1
             if depth < 0:
-                raise ValueError("unbalanced '}'")
+                raise ValueError("unbalanced '}' or ']'")
         if ch == "," and depth == 0:
             out.append("".join(cur).strip())
             cur = []
         else:
             cur.append(ch)
     if depth:
-        raise ValueError("unbalanced '{'")
+        raise ValueError("unbalanced '{' or '['")
     out.append("".join(cur).strip())
     return out
 

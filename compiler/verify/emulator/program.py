@@ -12,13 +12,13 @@ import numpy as np
 from tilemma.compiler.core import collector
 from tilemma.compiler.core.progress import Progress
 from tilemma.compiler.core.targets import max_shared_per_cta
+from tilemma.compiler.runtime.tensor_map import TensorMap
 from tilemma.compiler.verify import mma_arith
 from tilemma.compiler.verify.emulator.alu import (
     _dec_abs_neg, _dec_bfe, _dec_bfi, _dec_binary, _dec_prmt, _dec_cvt, _dec_cvta, _dec_div_rem, _dec_mov, _dec_mul_mad,
     _dec_not, _dec_popc, _dec_selp, _dec_setp, _dec_shfl, _dec_shift,
 )
 from tilemma.compiler.verify.emulator.float_ops import DECODERS as _FLOAT_DECODERS
-from tilemma.compiler.runtime.tensor_map import TensorMap
 from tilemma.compiler.verify.emulator.machine import (
     _SHARED_BASE, _STORAGE, _TYPES, MAP_PARAM, EmulationError, RunStats, _Machine, _Memory,
 )
@@ -182,7 +182,8 @@ class Program:
         params = {}
         for i, ((ptype, pname), arg) in enumerate(zip(self.params, args)):
             if ptype == MAP_PARAM:  # a tensor map: the emulator's own encoding of it
-                if not isinstance(arg, TensorMap) or not isinstance(args[arg.of], np.ndarray):
+                if not isinstance(arg, TensorMap) or not 0 <= arg.of < len(args) \
+                        or not isinstance(args[arg.of], np.ndarray):
                     raise EmulationError(f"parameter {pname} is a tensor map; argument {i} must be a TensorMap of "
                                          "an array argument")
                 params[pname] = np.frombuffer(arg.emulated(memory.pointer(arg.of)), np.uint8)

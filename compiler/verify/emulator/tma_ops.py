@@ -7,13 +7,13 @@ them completes once they and its arrivals are in).
 
 The box is the map's box (elements a dimension, innermost first) at coordinates c0, c1, ..
 (elements; may be negative or run past the array: those elements are written as zeros). It is
-written densely, innermost first, from `dst` (128-byte aligned); with the 128-byte swizzle each
-16-byte granule's address bits 4-6 are XORed with bits 7-9, with the 64-byte one bits 4-5 with
-bits 7-8 (on the absolute shared address, as wgmma reads them). The copy lands at once here, but its bytes count as in flight (reading them, or
-writing them, is an error) until the phase it completes on completes; writing bytes a
-wgmma.mma_async still reads is an error too. Modelled: one CTA (no cluster, no multicast), the
-tile mode, swizzle none, 64 or 128 bytes, the issuing threads' own copies (each thread that executes
-it issues one).
+written densely, innermost first, from `dst` (128-byte aligned, 1024 swizzled); with the 128-byte
+swizzle each 16-byte granule's address bits 4-6 are XORed with bits 7-9, with the 64-byte one bits
+4-5 with bits 7-8 (on the absolute shared address, as wgmma reads them). The copy lands at once
+here, but its bytes count as in flight (reading them, or writing them, is an error) until the
+phase it completes on completes; writing bytes a wgmma.mma_async still reads is an error too.
+Modelled: one CTA (no cluster, no multicast), the tile mode, swizzle none, 64 or 128 bytes, each
+executing thread's own copy.
 """
 
 from __future__ import annotations
@@ -90,9 +90,9 @@ def _copy(m, sh, where: str, t: int, dst: int, bar: int, address: int, coords: n
         raise EmulationError(f"{where}: {who}: a {rank}d copy of a {len(tmap.dims)}-dimensional tensor map")
     if tmap.swizzle not in _SWIZZLE_ROWS:
         raise EmulationError(f"{where}: {who}: swizzle {tmap.swizzle} is not modelled (none, 64 or 128 bytes)")
-    if (dst - _SHARED_BASE) % 128 or (tmap.swizzle and (dst - _SHARED_BASE) % 1024):
-        raise EmulationError(f"{where}: {who}: the destination {dst:#x} is not {1024 if tmap.swizzle else 128}-byte "
-                             "aligned (the swizzle's atom)" if tmap.swizzle else "aligned to 128 bytes")
+    align = 1024 if tmap.swizzle else 128  # (a swizzled box: the swizzle's whole atom of 8 rows)
+    if (dst - _SHARED_BASE) % align:
+        raise EmulationError(f"{where}: {who}: the destination {dst:#x} is not {align}-byte aligned")
     eb = tmap.element_bytes
     # every element of the box: its coordinates (innermost first), in the order it is written
     grids = np.meshgrid(*[np.arange(b) for b in reversed(tmap.box)], indexing="ij")
