@@ -189,6 +189,12 @@ def test_registers_beyond_the_share_deadlock_in_the_emulator():
     greedy = dataclasses.replace(kernel, ptx=kernel.ptx.replace("u32 104;", "u32 112;"))
     with pytest.raises(EmulationError, match="deadlock: every live thread waits"):
         run_compiled(greedy, 1, "emulator")
+    # the pool starts from the entry's `.maxnreg`: 8 fewer a thread, and the share no longer fits
+    start = re.search(r"\.maxnreg (\d+)\n", kernel.ptx)
+    assert start is not None
+    fewer = dataclasses.replace(kernel, ptx=kernel.ptx.replace(start.group(0), f".maxnreg {int(start.group(1)) - 8}\n"))
+    with pytest.raises(EmulationError, match="deadlock: every live thread waits"):
+        run_compiled(fewer, 1, "emulator")
 
 
 def test_fill_producers_keep_their_words():

@@ -279,7 +279,8 @@ def _dec_setmaxnreg(d, op, mods, args, where) -> Fn:
     pool has them: an .inc the CTA's .decs never cover hangs the GPU, here a deadlock). Each
     warpgroup starts with the registers a thread of the CTA gets when it launches (the target's
     file over the CTA's threads, in multiples of 8: what ptxas gives a kernel that uses
-    setmaxnreg); N is a multiple of 8 from 24 to 256, below (.dec) or above (.inc) the count held."""
+    setmaxnreg), or the kernel's `.maxnreg` where that is fewer (in the same units); N is a
+    multiple of 8 from 24 to 256, below (.dec) or above (.inc) the count held."""
     if mods[:1] not in (["inc"], ["dec"]) or mods[1:] != ["sync", "aligned", "u32"]:
         raise EmulationError(f"{where}: expected setmaxnreg.inc/.dec.sync.aligned.u32 N")
     if d.target is not None and d.target != "sm_90a":
@@ -290,12 +291,15 @@ def _dec_setmaxnreg(d, op, mods, args, where) -> Fn:
     from tilemma.compiler.core.targets import limits
 
     record = limits(d.target or "sm_90")
+    stated = d.entry.max_registers.value.data if d.entry.max_registers is not None else None  # .maxnreg
 
     def run(m, mask) -> bool:
         groups = _warpgroups(m, mask, where)
         state = _state(m)
         if state.registers is None:
             start = record.launch_registers(m.per_cta)
+            if stated is not None:
+                start = min(start, -(-stated // 8) * 8)
             state.registers = np.full(m.T // 128, start, np.int64)
             state.pool = np.zeros(m.nctas, np.int64)
         held = state.registers[groups]
