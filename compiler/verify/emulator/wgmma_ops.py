@@ -80,7 +80,7 @@ from tilemma.compiler.core.targets import PtxVersion
 from tilemma.compiler.verify import mma_arith
 from tilemma.compiler.verify.emulator.machine import EmulationError, _Machine, _per_thread
 from tilemma.compiler.verify.emulator.memory_ops import _shared_of
-from tilemma.compiler.layouts import sparse_fragments
+from tilemma.compiler.layouts import fragments, sparse_fragments
 from tilemma.compiler.verify.emulator.mma import _decode
 from tilemma.compiler.verify.emulator.mma_sparse import _MetadataError, _SparseA
 from tilemma.compiler.verify.emulator.operands import Fn, _Imm, _Reg, _Vec, _group_count, _one, _reader
@@ -210,32 +210,29 @@ def _addresses(start, lbo, sbo, mn: int, mn_major: bool, k: int = 16, row: int =
     return logical ^ (((logical >> 7) & (row // 16 - 1)) << 4)
 
 
+def _warpgroup_positions(lay: fragments.FragmentLayout, frags: int) -> np.ndarray:
+    """[128, frags x values]: the position row * width + col, in the warpgroup's 64 x width tile
+    (width: `frags` of the layout's columns side by side), of value i of thread t: warp w holds rows
+    16 w .. as `frags` mma.sync fragments `lay` (value i of fragment i // values)."""
+    rows, cols = fragments.coords(lay)  # [32, values]
+    values, width = rows.shape[1], frags * lay.cols
+    t, i = np.arange(128)[:, None], np.arange(frags * values)[None, :]
+    w, lane = t // 32, t % 32
+    pos = (16 * w + rows[lane, i % values]) * width + lay.cols * (i // values) + cols[lane, i % values]
+    if np.bincount(pos.ravel(), minlength=64 * width).max() != 1:
+        raise AssertionError(f"{lay} x {frags}: the warpgroup's fragments do not hold every element once")
+    return pos
+
+
 def _accumulator_positions(n: int) -> np.ndarray:
-    """[128, n / 2]: the position row * n + col of D that register i of thread t holds."""
-    t, i = np.arange(128)[:, None], np.arange(n // 2)[None, :]
-    w, lane = t // 32, t % 32
-    row = 16 * w + lane // 4 + 8 * ((i % 4) // 2)
-    col = 8 * (i // 4) + 2 * (lane % 4) + i % 2
-    pos = row * n + col
-    if np.bincount(pos.ravel(), minlength=64 * n).max() != 1:
-        raise AssertionError(f"m64n{n}k16: the accumulator fragment does not hold every element once")
-    return pos
+    """[128, n / 2]: the position row * n + col of D that register i of thread t holds (N / 8
+    m16n8 accumulator fragments a warp)."""
+    return _warpgroup_positions(fragments.layout("m16n8k16", "c", "f32"), n // 8)
 
 
-def _a_positions() -> np.ndarray:
-    """[128, 4]: the position row * 8 + col of a tf32 A (64 x 8) that register i of thread t of the
-    warpgroup holds when A comes from registers: warp w's rows 16 w .., each warp's 16 x 8 as
-    mma.sync m16n8k8 tf32's A fragment (a0 (g, c), a1 (g + 8, c), a2 (g, c + 4), a3 (g + 8, c + 4);
-    g = lane / 4, c = lane % 4)."""
-    t, i = np.arange(128)[:, None], np.arange(4)[None, :]
-    w, lane = t // 32, t % 32
-    pos = (16 * w + lane // 4 + 8 * (i % 2)) * 8 + lane % 4 + 4 * (i // 2)
-    if np.bincount(pos.ravel(), minlength=64 * 8).max() != 1:
-        raise AssertionError("m64nNk8: the A fragment does not hold every element once")
-    return pos
-
-
-_A_POSITIONS = _a_positions()
+# [128, 4]: the position row * 8 + col of a tf32 A (64 x 8) that register i of thread t holds when
+# A comes from registers: each warp's 16 rows as mma.sync m16n8k8 tf32's A fragment
+_A_POSITIONS = _warpgroup_positions(fragments.layout("m16n8k8", "a", "tf32"), 1)
 
 
 def _int_imm(x, allowed: tuple[int, ...], name: str, where: str) -> int:
