@@ -29,37 +29,23 @@ def test_the_swizzle_is_what_is_checked():
 
 def _probe(variant=P.VARIANTS[0]):
     args, _ = P.case(*variant)
-    return P.probe_ptx(variant[0] * variant[1] * variant[2]), args
+    return P.probe_ptx(args[1].box_bytes), args
 
 
-def test_reading_the_box_before_its_barrier_is_an_error():
+@pytest.mark.parametrize("old, new, message", [
+    # the threads read whether or not the phase completed
+    ("mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r3], 0;\n@!%p2 bra.uni $wait;", "",
+     r"race: thread \(1, 0, 0\).*which thread \(0, 0, 0\)"),
+    ("[%r3], 5120;", "[%r3], 5136;", "deadlock"),  # more bytes expected than land
+    ("cvta.param.u64 %rd6, %rd5;", "add.u64 %rd6, %rd5, 256;", "not the address of a tensor-map parameter"),
+    ("mov.u32 %r2, smem;", "mov.u32 %r2, smem;\nadd.u32 %r2, %r2, 128;", "1024-byte aligned"),  # a swizzled box
+], ids=["read-before-the-wait", "more-bytes-expected", "not-a-map", "misaligned-destination"])
+def test_a_wrong_protocol_is_an_error(old, new, message):
     text, args = _probe()
-    early = text.replace("@!%p2 bra.uni $wait;", "")  # the threads read whether or not the phase completed
-    early = early.replace("mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r3], 0;", "")
-    with pytest.raises(EmulationError, match="race: thread \(1, 0, 0\).*which thread \(0, 0, 0\)"):
-        emulate(early, P.ENTRY, 1, 128, args)
-
-
-def test_expecting_more_bytes_than_arrive_deadlocks():
-    text, args = _probe()
-    more = text.replace("[%r3], 5120;", "[%r3], 5136;")
-    assert more != text
-    with pytest.raises(EmulationError, match="deadlock"):
-        emulate(more, P.ENTRY, 1, 128, args, max_steps=20_000)
-
-
-def test_a_map_address_that_is_not_a_tensor_map_is_refused():
-    text, args = _probe()
-    wrong = text.replace("cvta.param.u64 %rd6, %rd5;", "add.u64 %rd6, %rd5, 256;")
-    with pytest.raises(EmulationError, match="not the address of a tensor-map parameter"):
-        emulate(wrong, P.ENTRY, 1, 128, args)
-
-
-def test_a_swizzled_box_needs_an_aligned_destination():
-    text, args = _probe()
-    wrong = text.replace("mov.u32 %r2, smem;", "mov.u32 %r2, smem;\nadd.u32 %r2, %r2, 128;")
-    with pytest.raises(EmulationError, match="1024-byte aligned"):
-        emulate(wrong, P.ENTRY, 1, 128, args)
+    wrong = text.replace(old, new)
+    assert wrong != text
+    with pytest.raises(EmulationError, match=message):
+        emulate(wrong, P.ENTRY, 1, 128, args, max_steps=20_000)
 
 
 def test_the_emulated_map_round_trips():

@@ -59,9 +59,8 @@ def case(element_bytes: int, cols: int, rows: int, c0: int, c1: int, swizzle: in
     a map of it in `element_bytes` elements with a box of cols x rows at (c0, c1)."""
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, (ROWS, COLS_BYTES), dtype=np.uint8)
-    box_bytes = cols * rows * element_bytes
-    out = np.zeros(max(-(-box_bytes // 2048) * 2048, 1024), np.uint8)
     tmap = TensorMap(0, element_bytes, (COLS_BYTES // element_bytes, ROWS), (COLS_BYTES,), (cols, rows), swizzle)
+    out = np.zeros(max(-(-tmap.box_bytes // 2048) * 2048, 1024), np.uint8)
     args = [data, tmap, out, np.uint32(c0 & 0xFFFFFFFF), np.uint32(c1 & 0xFFFFFFFF)]
     return args, expected(data, element_bytes, cols, rows, c0, c1, swizzle, out.size)
 
@@ -99,14 +98,14 @@ VARIANTS = [  # element bytes, box cols, box rows, c0, c1, swizzle
 def run(variant: tuple, on: str = "gpu") -> int:
     """Mismatched bytes of one variant on the GPU (or the emulator)."""
     args, want = case(*variant)
-    text = probe_ptx(variant[0] * variant[1] * variant[2])
+    box = args[1].box_bytes  # (the shared memory past the box is the kernel's own)
+    text = probe_ptx(box)
     if on == "gpu":
         from tilemma.compiler.runtime import cuda_runtime
         out = cuda_runtime.run_kernel(text, ENTRY, (1, 1, 1), (128, 1, 1), args)[1]
     else:
         from tilemma.compiler.verify.emulator import emulate
         out = emulate(text, ENTRY, 1, 128, args)[1]
-    box = variant[0] * variant[1] * variant[2]  # (the shared memory past the box is the kernel's own)
     return int((out[:box] != want[:box]).sum())
 
 
