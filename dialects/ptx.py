@@ -85,7 +85,17 @@ class ModuleOp_(IRDLOperation):
 class EntryOp(IRDLOperation):
     """A kernel (`.visible .entry`); `params` are `.param` declarations like `.u64 a`. Kernels
     lowered from the warp level keep their launch shape (`grid`, `block`) and, per parameter,
-    its `abi` record (name, roles, memref type, initial value) for `compiler.abi.KernelABI`."""
+    its `abi` record (name, roles, memref type, initial value) for `compiler.abi.KernelABI`.
+
+    `tensor_maps`: one record per tensor-map parameter (`.align 64 .b8 NAME[128]`, what
+    `cp.async.bulk.tensor` copies by), in the order those parameters appear in `params`: last,
+    after the `.u64` pointers and the `.u32` size parameters. Each record (written and read by
+    `compiler.runtime.abi.tensor_map_record` / `tensor_map_from_record`) holds `of` (i64: the
+    index of the pointer parameter, i.e. the kernel argument, the map is of), `element_bytes`
+    (i64), `dims` (i64 dense array, elements, innermost first), `strides` (i64 dense array, bytes,
+    one per outer dimension), `box` (i64 dense array), `swizzle` (i64: 0, 32, 64 or 128) and
+    `offset` (i64: bytes from argument `of`'s address to the map's base, e.g. a window's origin).
+    Launches encode each map for the address of its argument (`compiler.runtime.tensor_map`)."""
 
     name = "ptx.entry"
     sym_name = prop_def(StringAttr)
@@ -103,6 +113,7 @@ class EntryOp(IRDLOperation):
     grid_sizes = opt_prop_def(ArrayAttr)
     stride_multiple = opt_prop_def(IntegerAttr)
     size_multiple = opt_prop_def(DenseArrayBase)  # of M, N, K
+    tensor_maps = opt_prop_def(ArrayAttr[DictionaryAttr])  # per tensor-map parameter (see above)
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
     irdl_options = (ParsePropInAttrDict(),)

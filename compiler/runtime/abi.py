@@ -1,15 +1,24 @@
 """What a compiled kernel expects from its caller, read from the lowered IR (`ptx.entry`'s
-launch shape and per-parameter records): the one description the runner, the benchmarks and the
-CLI use instead of the lowering's internals."""
+launch shape, per-parameter records and tensor-map records): the one description the runner, the
+benchmarks and the CLI use instead of the lowering's internals.
+
+A kernel's PTX parameters are, in order: one `.u64` pointer per `params` entry, one `.u32` per
+size symbol (`symbols`; a bound kernel's values travel beside its ABI), then one 128-byte
+`.param .align 64 .b8` tensor map per `tensor_maps` entry, which every launch path encodes from
+the address of the argument it maps (`KernelABI.arguments` for host arrays)."""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
+
+from tilemma.compiler.runtime.tensor_map import TensorMap
 
 if TYPE_CHECKING:
     import numpy as np
+    from xdsl.dialects.builtin import DictionaryAttr
 
     from tilemma.dialects import ptx
 
@@ -159,10 +168,20 @@ class KernelABI:
     grid_sizes: tuple[tuple[int, tuple[tuple[str, int], ...]], ...] = ()
     stride_multiple: int = 1
     size_multiple: tuple[int, int, int] = (1, 1, 1)  # ... and of its `?` sizes M, N, K
+    # the tensor maps the kernel's TMA copies read: its last parameters, after the sizes
+    tensor_maps: tuple[TensorMap, ...] = ()
 
     @property
     def dynamic(self) -> bool:
         return bool(self.symbols)
+
+    def arguments(self, buffers: Sequence[Any], scalars: Sequence[int] = ()) -> list:
+        """The whole argument list of a launch on host arrays (`cuda_runtime.run_kernel`, the
+        emulator): `buffers` (one per parameter), the size parameters' values `scalars` (a bound
+        kernel's) as .u32, then the tensor maps, in the PTX's parameter order."""
+        import numpy as np
+
+        return [*buffers, *(np.uint32(v) for v in scalars), *self.tensor_maps]
 
     def bind(self, shapes: list[tuple[int, ...]], strides: list[tuple[int, ...]]) -> tuple[KernelABI, tuple[int, ...]]:
         """The static ABI of a launch on buffers of these shapes and (element) strides, one per
@@ -173,6 +192,9 @@ class KernelABI:
 
         if not self.dynamic:
             return self, ()
+        if self.tensor_maps:  # a map's dimensions and strides would be launch-time values too
+            raise ValueError(f"{self.name}: tensor maps of launch-time sizes are not supported yet (the kernel has "
+                             f"{len(self.tensor_maps)} and sizes known only at launch)")
         values: dict[str, tuple[int, str]] = {}
         params = []
         for p, shape, st in zip(self.params, shapes, strides, strict=True):
@@ -260,6 +282,10 @@ class KernelABI:
             d |= {"size_params": [{"name": s, "ptx": size_param(s), "type": "u32"} for s in self.symbols],
                   "grid_sizes": [[count, [[sym, t] for sym, t in factors]] for count, factors in self.grid_sizes],
                   "stride_multiple": self.stride_multiple, "size_multiple": list(self.size_multiple)}
+        if self.tensor_maps:
+            d["tensor_maps"] = [{"of": m.of, "element_bytes": m.element_bytes, "dims": list(m.dims),
+                                 "strides": list(m.strides), "box": list(m.box), "swizzle": m.swizzle,
+                                 "offset": m.offset} for m in self.tensor_maps]
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -307,9 +333,24 @@ class KernelABI:
         if type(multiple) is not int:
             raise TypeError(f"stride_multiple: expected an integer, got {multiple!r}")
         sizes_multiple = ints(d.get("size_multiple", [1, 1, 1]), 3)
+        maps = d.get("tensor_maps", [])
+        if not isinstance(maps, list):
+            raise TypeError(f"tensor_maps: expected a list, got {maps!r}")
+        tensor_maps = []
+        for m in maps:
+            if not isinstance(m, dict):
+                raise TypeError(f"tensor_maps: expected records, got {m!r}")
+            scalar = {}
+            for key in ("of", "element_bytes", "swizzle", "offset"):
+                if type(m[key]) is not int:
+                    raise TypeError(f"tensor_maps {key}: expected an integer, got {m[key]!r}")
+                scalar[key] = m[key]
+            tensor_maps.append(_checked_map(TensorMap(scalar["of"], scalar["element_bytes"], ints(m["dims"]),
+                                                      ints(m["strides"]), ints(m["box"]), scalar["swizzle"],
+                                                      scalar["offset"]), params))
         return KernelABI(text(d["name"]), ints(d["grid"], 3), ints(d["block"], 3),  # type: ignore[arg-type]
                          tuple(params), shared, ints(list(tiling)), text(d["sm"]), text(d["ptx_version"]),
-                         text(d["instruction"]), symbols, grid_sizes, multiple, sizes_multiple)
+                         text(d["instruction"]), symbols, grid_sizes, multiple, sizes_multiple, tuple(tensor_maps))
 
     @staticmethod
     def from_entry(entry: ptx.EntryOp) -> KernelABI:
@@ -349,6 +390,16 @@ class KernelABI:
             ))
         sizes = [p.sizes or ("",) * len(p.shape) for p in params]
         strides = [p.stride_symbols or ("",) * len(p.shape) for p in params]
+        tensor_maps: tuple[TensorMap, ...] = ()
+        if entry.tensor_maps is not None:
+            try:
+                tensor_maps = tuple(_checked_map(tensor_map_from_record(r), params) for r in entry.tensor_maps.data)
+            except ValueError as e:
+                raise ValueError(f"kernel {entry.sym_name.data}: {e}") from None
+        declared = sum(1 for p in entry.params.data if _MAP_DECLARATION.search(p.data))
+        if declared != len(tensor_maps):
+            raise ValueError(f"kernel {entry.sym_name.data}: {declared} tensor-map parameters, but "
+                             f"{len(tensor_maps)} tensor_maps records")
         grid_sizes: tuple = ()
         if entry.grid_sizes is not None:
             grid_sizes = tuple((axis.data[0].value.data, tuple((f.data[0].data, f.data[1].value.data)  # type: ignore[attr-defined]
@@ -368,11 +419,56 @@ class KernelABI:
             grid_sizes,
             entry.stride_multiple.value.data if entry.stride_multiple is not None else 1,
             tuple(entry.size_multiple.get_values()) if entry.size_multiple is not None else (1, 1, 1),
+            tensor_maps,
         )
 
     def index(self, role: str) -> int | None:
         """Position of the parameter playing `role` (None if none does)."""
         return next((i for i, p in enumerate(self.params) if role in p.roles), None)
+
+
+# A tensor-map parameter's declaration in `ptx.entry`'s params (`.align 64 .b8 NAME[128]`).
+_MAP_DECLARATION = re.compile(r"\.align\s+64\s+\.b8\s+[A-Za-z_$][\w$]*\[128\]")
+_MAP_INTS = ("of", "element_bytes", "swizzle", "offset")
+_MAP_ARRAYS = ("dims", "strides", "box")
+
+
+def tensor_map_record(m: TensorMap) -> DictionaryAttr:
+    """The record of map `m` in `ptx.entry`'s `tensor_maps` (what the lowering writes and
+    `KernelABI.from_entry` reads, `tensor_map_from_record`): `of`, `element_bytes`, `swizzle`,
+    `offset` as i64 integers, `dims`, `strides`, `box` as i64 dense arrays."""
+    from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, IntegerAttr, i64
+
+    fields: dict = {k: IntegerAttr(getattr(m, k), i64) for k in _MAP_INTS}
+    fields |= {k: DenseArrayBase.from_list(i64, list(getattr(m, k))) for k in _MAP_ARRAYS}
+    return DictionaryAttr(fields)
+
+
+def tensor_map_from_record(record: DictionaryAttr) -> TensorMap:
+    """The map a `tensor_map_record` describes; ValueError naming the field it lacks or mistypes."""
+    from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr
+
+    d = record.data
+    values: dict[str, Any] = {}
+    for key in (*_MAP_INTS, *_MAP_ARRAYS):
+        value = d.get(key)
+        if key in _MAP_INTS and isinstance(value, IntegerAttr):
+            values[key] = value.value.data
+        elif key in _MAP_ARRAYS and isinstance(value, DenseArrayBase):
+            values[key] = tuple(int(x) for x in value.get_values())
+        else:
+            kind = "an integer" if key in _MAP_INTS else "a dense array of integers"
+            raise ValueError(f"tensor map record: {key} should be {kind}, got {value}")
+    return TensorMap(values["of"], values["element_bytes"], values["dims"], values["strides"], values["box"],
+                     values["swizzle"], values["offset"])
+
+
+def _checked_map(m: TensorMap, params: list[Param]) -> TensorMap:
+    """`m`, where the TMA would take it (`TensorMap.check`) and it maps one of `params`; else ValueError."""
+    m.check()
+    if not 0 <= m.of < len(params):
+        raise ValueError(f"tensor map of argument {m.of}: the kernel has {len(params)} array arguments")
+    return m
 
 
 def _prod(xs) -> int:

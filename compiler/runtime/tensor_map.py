@@ -1,9 +1,12 @@
 """Tensor maps: what the Hopper tensor-memory accelerator (TMA, `cp.async.bulk.tensor`) copies a
 box of a global array by, passed to a kernel as a 128-byte `.param .align 64 .b8 NAME[128]`.
 
-`TensorMap` names the array (the kernel argument it maps), its element size, its dimensions
-(innermost first, in elements) and the byte strides of the outer ones, the box one copy moves
-(elements a dimension) and the swizzle the box is written to shared memory in. On a GPU
+`TensorMap` names the array (the kernel argument it maps, and the bytes from that argument's
+address to the map's base: a window's origin), its element size, its dimensions (innermost first,
+in elements) and the byte strides of the outer ones, the box one copy moves (elements a
+dimension) and the swizzle the box is written to shared memory in. A compiled kernel's maps are
+part of its ABI (`KernelABI.tensor_maps`); every launch path encodes them for the addresses of
+the arguments they map and passes them after the size parameters. On a GPU
 `encode` asks the driver (`cuTensorMapEncodeTiled`, through ctypes on the libcuda that
 cuda-bindings loads, as the launcher's cuLaunchKernel: cuda-bindings' own wrapper takes driver
 types this module would only build to unwrap again); the map itself is opaque. The emulator
@@ -35,7 +38,8 @@ class TensorMapError(ValueError):
 
 @dataclass(frozen=True)
 class TensorMap:
-    """A tensor map of kernel argument `of` (an array argument, its base the map's address):
+    """A tensor map of kernel argument `of` (an array argument; the map's base is its address
+    plus `offset` bytes, a multiple of 16 so that the base stays 16-byte aligned):
     `element_bytes` a element; `dims` its sizes, innermost first; `strides` the bytes between
     consecutive indices of each outer dimension (len(dims) - 1 of them); `box` the elements one
     copy moves a dimension; `swizzle` the span in bytes of the shared-memory swizzle the box is
@@ -47,6 +51,7 @@ class TensorMap:
     strides: tuple[int, ...]
     box: tuple[int, ...]
     swizzle: int = 128
+    offset: int = 0
 
     @property
     def box_bytes(self) -> int:
@@ -76,11 +81,15 @@ class TensorMap:
         if self.swizzle not in SWIZZLES or (self.swizzle and self.box[0] * self.element_bytes > self.swizzle):
             raise TensorMapError(f"tensor map: swizzle {self.swizzle} bytes (0, 32, 64 or 128), the inner box at most "
                                  f"its span ({self.box[0] * self.element_bytes} bytes)")
+        if self.offset % 16:
+            raise TensorMapError(f"tensor map: the offset from its argument's address is a multiple of 16 bytes, not "
+                                 f"{self.offset}")
         if base is not None and base % 16:
             raise TensorMapError(f"tensor map: the array's address {base:#x} is not 16-byte aligned")
 
     def encode(self, base: int) -> bytes:
-        """The driver's 128-byte map of the array at device address `base` (cuTensorMapEncodeTiled)."""
+        """The driver's 128-byte map whose base is device address `base` (cuTensorMapEncodeTiled): the
+        address of argument `of` plus `offset`, which the caller adds."""
         self.check(base)
         rank = len(self.dims)
         out = (ctypes.c_uint8 * MAP_BYTES)()
@@ -95,7 +104,8 @@ class TensorMap:
         return bytes(out)
 
     def emulated(self, base: int) -> bytes:
-        """The emulator's 128-byte map of the array at `base` (its own encoding, `decode`)."""
+        """The emulator's 128-byte map whose base is `base` (argument `of`'s address plus `offset`;
+        its own encoding, `decode`)."""
         self.check(base)
         rank = len(self.dims)
         pad = _MAX_RANK - rank
@@ -104,6 +114,37 @@ class TensorMap:
         fields += struct.pack(f"<{_MAX_RANK - 1}Q", *self.strides, *[0] * (_MAX_RANK - 1 - len(self.strides)))
         fields += struct.pack(f"<{_MAX_RANK}H", *self.box, *[1] * pad)
         return fields.ljust(MAP_BYTES, b"\0")
+
+
+class MapSlots:
+    """Host storage for the tensor-map parameters of repeated launches (`cuda_runtime.Launcher`):
+    128 bytes a map, each 64-byte aligned as its `.param .align 64` declaration, at `addresses`
+    (what the kernelParams array points at). `fill` encodes a map only when the base it is for
+    changed since the last: encoding is a driver call of microseconds, a launch on the same
+    buffers costs a comparison per map."""
+
+    def __init__(self, maps: tuple[TensorMap, ...] | list[TensorMap]):
+        self.maps = tuple(maps)
+        self._raw = (ctypes.c_uint8 * (MAP_BYTES * len(self.maps) + 64))()
+        start = ctypes.addressof(self._raw)
+        first = start + (-start % 64)
+        self.addresses = [first + MAP_BYTES * i for i in range(len(self.maps))]
+        self._bases: list[int | None] = [None] * len(self.maps)
+
+    def fill(self, values) -> None:
+        """Encode each map (`TensorMap.encode`) for the address its argument has in `values` (the
+        launch's 64-bit parameter values, by parameter index) plus its offset, where that differs
+        from the last; TensorMapError, leaving that map to be encoded again, where the TMA refuses it."""
+        for i, m in enumerate(self.maps):
+            base = int(values[m.of]) + m.offset
+            if self._bases[i] != base:
+                self._bases[i] = None
+                ctypes.memmove(self.addresses[i], m.encode(base), MAP_BYTES)
+                self._bases[i] = base
+
+    def raw(self, i: int) -> bytes:
+        """The 128 bytes map `i` holds now."""
+        return ctypes.string_at(self.addresses[i], MAP_BYTES)
 
 
 def decode(raw: bytes) -> tuple[int, TensorMap]:

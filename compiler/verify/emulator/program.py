@@ -167,8 +167,9 @@ class Program:
     def run(self, grid, block, args: Sequence, *, shared_bytes: int = 0, max_steps: int = 10_000_000,
             memory_budget: int = 256 << 20) -> list[np.ndarray]:
         """Run the kernel for `grid` x `block` on `args` (like `cuda_runtime.run_kernel`): the
-        final contents of every ndarray argument, in order. Scalars are passed by value;
-        `shared_bytes` is the dynamic shared memory per CTA (what `.extern .shared` names)."""
+        final contents of every ndarray argument, in order. Scalars are passed by value; a
+        TensorMap (for a `.align 64 .b8 NAME[128]` parameter) in the emulator's encoding, its base
+        the address of the array argument it maps plus its offset; `shared_bytes` is the dynamic shared memory per CTA (what `.extern .shared` names)."""
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         threads = block[0] * block[1] * block[2]
         if threads > 1024:
@@ -186,7 +187,8 @@ class Program:
                         or not isinstance(args[arg.of], np.ndarray):
                     raise EmulationError(f"parameter {pname} is a tensor map; argument {i} must be a TensorMap of "
                                          "an array argument")
-                params[pname] = np.frombuffer(arg.emulated(memory.pointer(arg.of)), np.uint8)
+                base = memory.pointer(arg.of) + arg.offset  # the map's base: its argument's address + offset
+                params[pname] = np.frombuffer(arg.emulated(base), np.uint8)
                 continue
             size = _TYPES[ptype].itemsize
             if isinstance(arg, np.ndarray):
