@@ -56,7 +56,7 @@ def main() -> None:
             [k] = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm="90", ptx=f"{min((9, 0), (major, minor))[0]}.{min((9, 0), (major, minor))[1]}"))
             mats = [reference.random_matrix(t, (n * n,), rng) for t in (a, b, acc, acc)]
             bufs = [pack_memory(m, t) for m, t in zip(mats, (a, b, acc, acc))]
-            ms = cuda_runtime.time_kernel(k.ptx, k.name, k.grid, k.block, bufs, iters=5, warmup=1)
+            ms = cuda_runtime.time_kernel(k.ptx, k.name, k.grid, k.block, k.abi.arguments(bufs), iters=5, warmup=1)
             ref_ms = cublas_ms(a, n)
             flops = 2.0 * n**3
             rows.append((f"{a} {n}^3", k.variant, flops / ms / 1e9, flops / ref_ms / 1e9))

@@ -33,7 +33,7 @@ def bench(n: int, repeat: int) -> dict:
     args = [pack_memory(x, t) for x, t in ((a, "f16"), (b, "f16"), (c, "f32"), (np.zeros((n, n)), "f32"))]
     runs = []
     for _ in range(repeat):
-        out = program.run(kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
+        out = program.run(kernel.grid, kernel.block, kernel.abi.arguments(args), shared_bytes=kernel.abi.shared_bytes)
         runs.append(program.stats.seconds)
     d = out[3].reshape(n, n)
     want = reference.mma_reference(a, b, c, a_type="f16", b_type="f16", acc_type="f32")

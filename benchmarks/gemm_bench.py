@@ -216,6 +216,7 @@ class TilemmaBuild:
     shared: int
     config: str  # instruction and tiling
     scratch: tuple[tuple[int, int, bool], ...] = ()  # split-K: (parameter index, bytes, zeroed)
+    tensor_maps: tuple = ()  # TensorMap per tensor-map parameter: passed after the pointers
 
 
 @dataclass(frozen=True)
@@ -239,15 +240,17 @@ def tilemma_build(ir_text: str, name: str, options: Any) -> TilemmaBuild:
     scratch = tuple((i, p.nbytes, p.init is not None) for i, p in enumerate(k.abi.params)
                     if {"split_workspace", "split_counters"} & set(p.roles))
     return TilemmaBuild(k.ptx, k.name, tuple(k.grid), tuple(k.block), k.abi.shared_bytes,
-                        f"{k.variant} {k.abi.config}", scratch)
+                        f"{k.variant} {k.abi.config}", scratch, k.abi.tensor_maps)
 
 
 def kernel_from(build: TilemmaBuild) -> TilemmaKernel:
-    """The launcher of a build (on the GPU: `cuda_runtime.launch`, which loads the module once)."""
+    """The launcher of a build (on the GPU: `cuda_runtime.launch`, which loads the module once and
+    encodes the tensor maps for the pointers they map)."""
     from tilemma.compiler.runtime import cuda_runtime
 
     def launch(pointers: Sequence[int], stream: int = 0) -> None:
-        cuda_runtime.launch(build.ptx, build.name, build.grid, build.block, list(pointers), build.shared, stream)
+        cuda_runtime.launch(build.ptx, build.name, build.grid, build.block, [*pointers, *build.tensor_maps],
+                            build.shared, stream)
 
     return TilemmaKernel(launch, build.config, build.ptx, build.name, build.scratch)
 

@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
                            if set(q.roles) & {"split_workspace", "split_counters"}
                            else pack_memory(reference.random_matrix(q.element, (q.span,), rng), q.element)
                            for q in compiled.abi.params]
-                ms = cuda_runtime.time_kernel(compiled.ptx, compiled.name, compiled.grid, compiled.block, buffers,
-                                              args.iters, 3, compiled.abi.shared_bytes)
+                ms = cuda_runtime.time_kernel(compiled.ptx, compiled.name, compiled.grid, compiled.block,
+                                              compiled.abi.arguments(buffers), args.iters, 3, compiled.abi.shared_bytes)
                 rows.append({"order": order, "shape": shape, "config": config or "defaults",
                              "chosen": compiled.abi.config, "tops": 2 * m * n * k / ms / 1e9})
                 print(f"{order:13} {shape:16} {compiled.abi.config:55} {rows[-1]['tops']:7.1f} TOP/s", flush=True)

@@ -29,7 +29,7 @@ def tilemma_ms(spec: GemmSpec, rng: np.random.Generator) -> tuple[float, str]:
     if spec.sparse_a and not spec.prune:
         error = k.abi.params[k.abi.index("sparsity_error")]
         bufs.append(np.full(1, error.init, np.uint32))
-    return cuda_runtime.time_kernel(k.ptx, k.name, k.grid, k.block, bufs, iters=5, warmup=1), k.variant
+    return cuda_runtime.time_kernel(k.ptx, k.name, k.grid, k.block, k.abi.arguments(bufs), iters=5, warmup=1), k.variant
 
 
 def main() -> None:

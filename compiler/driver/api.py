@@ -366,6 +366,7 @@ class Kernel:
                 prepared.checked(args, handle)
             if len(args) < prepared.n:  # a split-K kernel's scratch: the launcher's own
                 prepared.own_scratch(handle)
+            prepared.fill_maps()
             prepared.launcher(prepared.device).launch(handle)
 
     def emulate(self, *arrays: Any, arch: str | None = None, max_macs: int | None = None) -> None:
@@ -432,8 +433,8 @@ class Kernel:
                               "it anyway")
         program = self._program(arch or self._emulator_arch())
         buffers = [host_buffer(x, p, want) for x, p, want in zip(arrays, params, wants)]
-        scalars = [np.uint32(v) for v in self.scalars]
-        outs = program.run(self.grid, self.block, [*buffers, *scalars], shared_bytes=self.shared_bytes)
+        outs = program.run(self.grid, self.block, self.abi.arguments(buffers, self.scalars),
+                           shared_bytes=self.shared_bytes)
         for x, p, want, out in zip(arrays, params, wants, outs):
             if p.is_output:
                 x[...] = out.reshape(x.shape) if whole(p, want) else out[positions(p)]
@@ -513,4 +514,5 @@ class Kernel:
             slots = prepared.slots
             for i, address in enumerate(addresses):
                 slots[i] = address
+            prepared.fill_maps()
             prepared.launcher(device).launch(stream)

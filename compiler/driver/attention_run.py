@@ -47,7 +47,7 @@ def run_attention(kernel, seed: int, on: str, inputs: dict[str, np.ndarray] | No
             else:
                 buf[_indices(mem, x.shape[1], x.shape[2], a.batch)] = x
         args.append(pack_memory(buf, p.element))
-    outs = execute(kernel, args, on)
+    outs = execute(kernel, kernel.abi.arguments(args, kernel.scalars), on)
     full = outs[a.o.param].view(element_type(out_type).dtype).reshape(-1)
     where = _indices(a.o, a.l, a.dv, a.batch)
     got = full[where].astype(np.float64)

@@ -112,6 +112,10 @@ def gpu_binary_module(kernels: Sequence[CompiledKernel], chip: str) -> str:
     modules = {k.ptx for k in kernels}
     if len(modules) != 1:
         raise ValueError("--emit gpu-binary takes an input whose kernels make one PTX module")
+    for k in kernels:  # gpu.launch_func passes i64 pointers: it has no 128-byte map argument to give
+        if k.abi.tensor_maps:
+            raise ValueError(f"--emit gpu-binary does not pass tensor maps yet, and kernel {k.name} takes "
+                             f"{len(k.abi.tensor_maps)}: compile it without TMA copies")
     binary = f"{kernels[0].name}_module"
     # The driver's JIT reads the PTX as a C string: MLIR 19 embeds the object as given, so the
     # terminating NUL is part of it (newer MLIR adds one more; a second is harmless).

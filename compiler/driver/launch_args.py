@@ -15,6 +15,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from tilemma.compiler.runtime.abi import SCRATCH_ROLES
+from tilemma.compiler.runtime.tensor_map import MapSlots, TensorMapError
 
 if TYPE_CHECKING:
     from tilemma.compiler.driver.api import Kernel
@@ -248,10 +249,12 @@ def _device(kernel: str, buffers: list, params: tuple[Param, ...]) -> int:
 
 class Prepared:
     """What a kernel's launches share, worked out at its first launch: the expected buffers, the
-    parameter buffer the driver reads (one 64-bit slot per parameter, with the array of pointers
-    to the slots that cuLaunchKernel takes, both built once and rewritten in place), per-parameter
-    tuples for the O(1) torch check, and the loaded function per device. `lock` guards the slots
-    between writing them and the launch (the driver copies them at the launch)."""
+    parameter buffer the driver reads (one 64-bit slot per pointer and size parameter, then a
+    128-byte slot per tensor map, `maps`, with the array of pointers to the slots that
+    cuLaunchKernel takes, all built once and rewritten in place), per-parameter tuples for the
+    O(1) torch check, and the loaded function per device. `lock` guards the slots between writing
+    them and the launch (the driver copies them at the launch). After `fast` or `checked` (and
+    `own_scratch`) wrote the pointer slots, `fill_maps` encodes the maps for them."""
 
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
@@ -266,6 +269,8 @@ class Prepared:
         self.slots = (ctypes.c_uint64 * max(1, self.n + len(kernel.scalars)))()
         for i, v in enumerate(kernel.scalars):  # size parameters (.u32: the slot's low word)
             self.slots[self.n + i] = v
+        # tensor maps (the last parameters), encoded for the pointer slots of their arguments
+        self.maps = MapSlots(kernel.abi.tensor_maps) if kernel.abi.tensor_maps else None
         self.lock = threading.Lock()
         self.device = 0
         self._launchers: dict[int, Any] = {}
@@ -349,6 +354,16 @@ class Prepared:
         for i, address in enumerate(addresses):
             self.slots[i] = address
 
+    def fill_maps(self) -> None:
+        """The tensor maps encoded for the addresses now in the slots (each only where its
+        argument's address changed since the last launch); LaunchError where the TMA refuses one
+        (an address `launch_unchecked` was given that is not 16-byte aligned)."""
+        if self.maps is not None:
+            try:
+                self.maps.fill(self.slots)
+            except TensorMapError as e:
+                raise LaunchError(f"{self.kernel.name}: {e}") from None
+
     def launcher(self, device: int) -> Any:
         launcher = self._launchers.get(device)
         if launcher is None:
@@ -356,6 +371,6 @@ class Prepared:
 
             k = self.kernel
             launcher = cuda_runtime.Launcher(k.ptx, k.name, k.grid, k.block, self.slots, self.n + len(k.scalars),
-                                             k.shared_bytes, device)
+                                             k.shared_bytes, device, self.maps.addresses if self.maps else ())
             self._launchers[device] = launcher
         return launcher

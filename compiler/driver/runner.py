@@ -333,7 +333,6 @@ def run_compiled(
 
         return run_attention(kernel, seed, on, inputs)
     g = kernel.gemm
-    scalars = [np.uint32(v) for v in kernel.scalars]
     rng = np.random.default_rng(seed)
     args: list[np.ndarray] = []
     values: dict[int, np.ndarray] = {}
@@ -415,7 +414,7 @@ def run_compiled(
     scratch = kernel.abi.scratch_buffers()
     for at, buffer in scratch:
         args.insert(at, buffer)
-    outs = execute(kernel, [*args, *scalars], on)
+    outs = execute(kernel, kernel.abi.arguments(args, kernel.scalars), on)
     broken = (sparsity_error(int(outs[error_at][0]), g, kernel.abi.params[error_at].init)  # type: ignore[arg-type]
               if error_at is not None else None)
     differs = _gpu_twin_differs(kernel, args, outs) if on == "gpu" else None
@@ -454,8 +453,9 @@ def run_compiled(
 
 
 def execute(kernel: CompiledKernel, args: list, on: str) -> list[np.ndarray]:
-    """Run `kernel` on `args` (host buffers and scalars, in parameter order) on `on` ("gpu", or
-    "emulator": the CPU emulator of the same PTX); every buffer after the run."""
+    """Run `kernel` on `args` (host buffers, size parameters and tensor maps, in parameter order:
+    `kernel.abi.arguments`) on `on` ("gpu", or "emulator": the CPU emulator of the same PTX);
+    every buffer after the run."""
     if on == "gpu":
         from tilemma.compiler.runtime import cuda_runtime
 
@@ -583,7 +583,8 @@ def _gpu_twin_differs(kernel: CompiledKernel, args: list[np.ndarray], outs: list
     program = emulator.compile_entry(kernel.ptx, kernel.name, arch)
     if program.approximate:
         return None
-    twin = program.run(kernel.grid, kernel.block, args, shared_bytes=kernel.abi.shared_bytes)
+    twin = program.run(kernel.grid, kernel.block, kernel.abi.arguments(args, kernel.scalars),
+                       shared_bytes=kernel.abi.shared_bytes)
     for param in dict.fromkeys(mem.param for _, mem in g.outputs):
         gpu, cpu = (np.ascontiguousarray(x).view(np.uint8) for x in (outs[param], twin[param]))
         if np.array_equal(gpu, cpu):

@@ -61,7 +61,8 @@ def tune(types: list[str], classes: list[str], sm: str, cache: str, iters: int =
                 [k] = compile_text(text, spec.name, _options(sm, cand))
                 args = [pack_memory(reference.random_matrix(p.element, (p.span,), rng), p.element)
                         for p in k.abi.params]
-                ms = cuda_runtime.time_kernel(k.ptx, k.name, k.grid, k.block, args, iters, 2, k.abi.shared_bytes)
+                ms = cuda_runtime.time_kernel(k.ptx, k.name, k.grid, k.block, k.abi.arguments(args), iters, 2,
+                                              k.abi.shared_bytes)
                 times[str(cand)] = 2 * n**3 / ms / 1e9
                 print(f"{key}  {cand}  {times[str(cand)]:.1f} TFLOP/s", file=out, flush=True)
             if times:

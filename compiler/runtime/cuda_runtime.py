@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tilemma.compiler.runtime.tensor_map import MAP_BYTES, TensorMap
+from tilemma.compiler.runtime.tensor_map import MAP_BYTES, MapSlots, TensorMap
 
 __all__ = [
     "CudaError",
@@ -350,7 +350,8 @@ class _Launch:
     Each kernel parameter is passed as a pointer to host memory holding its value (cuLaunchKernel's
     `kernelParams`): an ndarray becomes a device allocation whose address is held in a uint64; a NumPy
     scalar is held in a one-element array of its own dtype, so a np.int32 is passed as 4 bytes, a
-    np.float64 as 8, exactly as the .param declaration in the PTX expects.
+    np.float64 as 8, exactly as the .param declaration in the PTX expects; a TensorMap its 128
+    bytes, encoded for the device address of the array argument it maps plus its offset.
     """
 
     def __init__(self, args: Sequence[Any]):
@@ -384,7 +385,8 @@ class _Launch:
                     if arg.of not in pointers:
                         raise TypeError(f"kernel argument {index}: a TensorMap of argument {arg.of}, which is not "
                                         "an array")
-                    self._holders[index][:] = np.frombuffer(arg.encode(pointers[arg.of]), np.uint8)
+                    base = pointers[arg.of] + arg.offset  # the map's base: the argument's address + offset
+                    self._holders[index][:] = np.frombuffer(arg.encode(base), np.uint8)
             self._pointers = np.array([h.ctypes.data for h in self._holders], dtype=np.uint64)
         except BaseException:
             self.close(raising=False)
@@ -546,18 +548,19 @@ class Launcher:
     the kernelParams array built once over `slots`, the caller's ctypes array of one 64-bit value
     per parameter (device addresses), which the caller rewrites in place before each `launch`
     (the driver copies the values when the launch is queued, so a launch captured in a CUDA graph
-    keeps the values it was given)."""
+    keeps the values it was given). `maps` are the addresses of the 128-byte host storage of the
+    tensor-map parameters that follow the `count` slots (`tensor_map.MapSlots`, which the caller
+    fills before each launch likewise)."""
 
     def __init__(self, ptx: str, entry: str, grid: Sequence[int], block: Sequence[int], slots: Any,
-                 count: int, shared_bytes: int = 0, ordinal: int = 0):
+                 count: int, shared_bytes: int = 0, ordinal: int = 0, maps: Sequence[int] = ()):
         self.grid, self.block = _dims(grid, "grid"), _dims(block, "block")
         _ensure_context(ordinal)
         func = _prepare(ptx, entry, shared_bytes, ordinal)
         self.entry, self.ordinal = entry, ordinal
         self._slots = slots  # kept alive with the pointers into it
-        base = ctypes.addressof(slots)
-        self._pointers = (ctypes.c_void_p * max(1, count))(*[base + 8 * i for i in range(count)])
-        params = ctypes.addressof(self._pointers) if count else None
+        self._pointers = kernel_params(slots, count, maps)
+        params = ctypes.addressof(self._pointers) if count + len(maps) else None
         self._context = int(_contexts[ordinal][1])
         self._set_current, launch_kernel = _libcuda_calls()
         self._call = (launch_kernel, int(func), *self.grid, *self.block, int(shared_bytes), params)
@@ -574,7 +577,15 @@ class Launcher:
             raise CudaError("cuLaunchKernel", _driver().CUresult(code), detail=f"launching {self.entry}")
 
 
-_launchers: dict[tuple[int, str, str, tuple, tuple, int, int], tuple[Launcher, Any]] = {}
+def kernel_params(slots: Any, count: int, maps: Sequence[int] = ()) -> Any:
+    """The void*[] cuLaunchKernel reads: the addresses of the first `count` 64-bit slots of
+    `slots`, then `maps` (each tensor map's 128-byte storage)."""
+    base = ctypes.addressof(slots)
+    pointers = [base + 8 * i for i in range(count)] + [int(m) for m in maps]
+    return (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
+
+
+_launchers: dict[tuple[int, str, str, tuple, tuple, int, int, tuple], tuple[Launcher, Any, MapSlots]] = {}
 
 
 def launch(
@@ -590,32 +601,46 @@ def launch(
     """Queue one launch of `entry` on memory that is already on the device, and return at once.
 
     Each Python int is a device address passed as a 64-bit pointer (a torch tensor's `data_ptr()`,
-    a cupy array's `.data.ptr`); a NumPy scalar is passed by value. `stream` is a CUstream handle as
+    a cupy array's `.data.ptr`); a NumPy scalar is passed by value; a TensorMap (the last
+    arguments, as a kernel's tensor-map parameters are) is encoded for the address argument
+    `of` holds plus its offset, again only when that changes. `stream` is a CUstream handle as
     an int (0: the legacy default stream, torch's default), so that events another library records
     on that stream time the launch; `device` the ordinal whose primary context runs it. Nothing is
     synchronized: faults surface at the caller's next synchronization. Prepared launchers are
     kept per kernel, device and argument count (see `Launcher`, which `tilemma.Kernel` uses).
     """
-    values = []
+    values: list[int] = []
+    maps: list[TensorMap] = []
     for index, arg in enumerate(args):
+        if isinstance(arg, TensorMap):
+            maps.append(arg)
+            continue
+        if maps:
+            raise TypeError(f"kernel argument {index} follows a TensorMap; tensor maps are the last parameters")
         if isinstance(arg, np.generic):
             values.append(int.from_bytes(np.array([arg], dtype=arg.dtype).tobytes().ljust(8, b"\0"), "little"))
         elif isinstance(arg, int) and not isinstance(arg, bool) and 0 <= arg < 1 << 64:
             values.append(arg)
         else:
             raise TypeError(
-                f"kernel argument {index} is {arg!r}; pass a device address (a non-negative int) "
-                "or a NumPy scalar such as np.int32(n)"
+                f"kernel argument {index} is {arg!r}; pass a device address (a non-negative int), "
+                "a NumPy scalar such as np.int32(n) or a TensorMap of an address argument"
             )
-    key = (device, ptx, entry, tuple(grid), tuple(block), int(shared_bytes), len(values))
+    for index, m in enumerate(maps, len(values)):
+        if not 0 <= m.of < len(values) or isinstance(args[m.of], np.generic):
+            raise TypeError(f"kernel argument {index}: a TensorMap of argument {m.of}, which is not an address")
+    key = (device, ptx, entry, tuple(grid), tuple(block), int(shared_bytes), len(values), tuple(maps))
     with _lock:
         found = _launchers.get(key)
         if found is None:
             slots = (ctypes.c_uint64 * max(1, len(values)))()
-            found = _launchers[key] = (Launcher(ptx, entry, grid, block, slots, len(values), shared_bytes, device), slots)
-        launcher, slots = found
+            storage = MapSlots(maps)
+            launcher = Launcher(ptx, entry, grid, block, slots, len(values), shared_bytes, device, storage.addresses)
+            found = _launchers[key] = (launcher, slots, storage)
+        launcher, slots, storage = found
         for i, value in enumerate(values):
             slots[i] = value
+        storage.fill(slots)
         launcher.launch(stream)
 
 
