@@ -34,6 +34,9 @@ warp's ldmatrix + `mma.sync`; warps W x 1 (W a multiple of 4: W / 4 warpgroups d
 the wgmma accumulator layout. `producers` (printed when set: 4): a warp-specialized kernel, whose
 producer warpgroup (those warps, after the W x 1 consumers) fills the stage ring while the consumers
 multiply, the two meeting at mbarriers a stage (`warp-specialize`) instead of a CTA-wide barrier.
+`copy` (printed when not `async`): how those producers copy A's and B's stages: `async`, each
+thread a share of the `cp.async` chunks; `tma`, one thread a `warp.copy_tma` a stage buffer (the
+Hopper tensor-memory accelerator), its bytes counted by the stage's `full` mbarrier.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ READS = ("ahead", "interleaved")
 FILLS = ("", "a", "b", "ab")
 PAIR_BYTES = ("", "a", "b", "ab")
 MMAS = ("sync", "wgmma")
+COPIES = ("async", "tma")
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,7 @@ class Schedule:
     pair_bytes: str = ""
     mma: str = "sync"
     producers: int = 0
+    copy: str = "async"
 
     @property
     def threads(self) -> int:
@@ -115,6 +120,7 @@ class ScheduleAttr(ParametrizedAttribute):
     pair_bytes: StringAttr
     mma: StringAttr
     producers: IntegerAttr
+    copy: StringAttr
 
     def __init__(self, s: Schedule):
         super().__init__(
@@ -132,6 +138,7 @@ class ScheduleAttr(ParametrizedAttribute):
             StringAttr(s.pair_bytes),
             StringAttr(s.mma),
             IntegerAttr(s.producers, i64),
+            StringAttr(s.copy),
         )
 
     @property
@@ -151,6 +158,7 @@ class ScheduleAttr(ParametrizedAttribute):
             self.pair_bytes.data,
             self.mma.data,
             self.producers.value.data,
+            self.copy.data,
         )
 
     def verify(self) -> None:
@@ -183,6 +191,9 @@ class ScheduleAttr(ParametrizedAttribute):
         if s.producers not in (0, 4) or (s.producers and (s.mma != "wgmma" or s.split_k > 1)):
             raise VerifyException("#warp.schedule: producers is 0 or 4 (one producer warpgroup), for mma = wgmma "
                                   "and no split_k")
+        if s.copy not in COPIES or (s.copy == "tma" and (not s.producers or s.fill)):
+            raise VerifyException(f"#warp.schedule: copy is one of {', '.join(COPIES)}; tma copies are a producer "
+                                  f"warpgroup's, of stages no fill writes, not {s.copy!r}")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 
@@ -202,6 +213,8 @@ class ScheduleAttr(ParametrizedAttribute):
                 parts.append(f"mma = {s.mma}")
             if s.producers:
                 parts.append(f"producers = {s.producers}")
+            if s.copy != "async":
+                parts.append(f"copy = {s.copy}")
         if s.split_k > 1:
             parts += [f"split_k = {s.split_k}", f"split_chunk = {s.split_chunk}"]
         printer.print_string("<" + ", ".join(parts))
@@ -223,7 +236,7 @@ class ScheduleAttr(ParametrizedAttribute):
                     fields[key] = _parse_pair(parser)
                 elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk", "producers"):
                     fields[key] = parser.parse_integer()
-                elif key in ("reads", "fill", "gather", "pair_bytes", "mma"):
+                elif key in ("reads", "fill", "gather", "pair_bytes", "mma", "copy"):
                     fields[key] = parser.parse_identifier()
                 elif key == "widen":
                     v = parser.parse_attribute()

@@ -13,7 +13,8 @@ come from `gpu`, the K loop is `scf.for` with the accumulators as `iter_args`, i
 
 This module holds the fragment type, the ops on fragments and registers, and the dialect; the
 ops of shared memory (copies, their groups, stage reads) are in `warp_shared`, the epilogue's in
-`warp_epilogue`, the transposing fill's in `warp_fill`, the row and chaining ops in `warp_rows`.
+`warp_epilogue`, the transposing fill's in `warp_fill`, the row and chaining ops in `warp_rows`, a
+warp-specialized kernel's mbarriers in `warp_mbarrier`, the TMA's copy in `warp_tma`.
 The attributes the ops carry (`#warp.variant`, `#warp.target`, the operand names) are in
 `attributes`, with what `tile` shares; the `#warp.swizzled` layout of a shared buffer's type is in
 `swizzle`.
@@ -688,7 +689,8 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_fill import FILL_BITS, WIDE_BITS, FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  # noqa: E402,F401  (one dialect)
-from tilemma.dialects.warp_mbarrier import MbarrierArriveOp, MbarrierInitOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_mbarrier import MbarrierArriveOp, MbarrierExpectTxOp, MbarrierInitOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_tma import CopyTmaOp, tma_swizzle  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_wgmma import K_MAJOR_ONLY, N_BLOCK, WGMMA_ALIGN, WGMMA_K, WGMMA_SP_K, WGMMA_STEP_BYTES, WGMMA_MAX_N, WGMMA_ROWS, WGMMA_TYPES, WgmmaOp, WgmmaWaitOp  # noqa: E402,F401  (one dialect)
 
 Warp = Dialect(
@@ -697,6 +699,6 @@ Warp = Dialect(
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp, CopyMetaAsyncOp, LoadMetaSharedOp,
      DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp,
      RowReduceOp, MaskOp, ToLhsOp, WgmmaOp, WgmmaWaitOp, RoundStageOp,
-     MbarrierInitOp, MbarrierArriveOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp],
+     MbarrierInitOp, MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp, CopyTmaOp],
     [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr, StagedType, RowsType],
 )

@@ -4,7 +4,8 @@ A producer warpgroup fills the stage ring while the consumer warps multiply, and
 two mbarriers a stage instead of a CTA-wide barrier: `full` (the producers arrive once a stage
 has landed) and `empty` (the consumers arrive once their mmas no longer read it). An mbarrier
 array is a `memref<S x i64, 3>` (8 bytes a barrier, shared memory); `warp.mbarrier_init` makes
-them, `warp.mbarrier_arrive` counts a thread's arrival, `warp.mbarrier_wait` waits for a phase
+them, `warp.mbarrier_arrive` counts a thread's arrival (`warp.mbarrier_expect_tx`: one thread's, with
+the bytes of its TMA copies, `warp_tma`), `warp.mbarrier_wait` waits for a phase
 (its parity: the n-th use of a stage waits for phase n) and gives the `!warp.async_token` that
 orders the stage's reads after it, as `warp.async_wait` does in the unspecialized kernel.
 `warp.retire` ends the threads whose condition holds (the producers, after their loop), so that
@@ -30,6 +31,7 @@ from tilemma.dialects.warp_shared import AsyncTokenType, is_shared
 
 MBARRIER_BYTES = 8
 MAX_ARRIVALS = (1 << 20) - 1  # an mbarrier's expected count (PTX ISA: 2^20 - 1)
+MAX_TX_BYTES = (1 << 20) - 1  # and its transaction count's range (PTX ISA: up to 2^20 - 1)
 
 
 def _barriers(ref, what: str) -> MemRefType:
@@ -73,6 +75,32 @@ class MbarrierArriveOp(IRDLOperation):
 
     def verify_(self) -> None:
         _barriers(self.bars.type, "warp.mbarrier_arrive")
+
+
+@irdl_op_definition
+class MbarrierExpectTxOp(IRDLOperation):
+    """`warp.mbarrier_expect_tx %bars[%i] {bytes = B, thread = T}`: thread T of the CTA arrives
+    once at barrier i and adds B bytes to the transactions its phase waits for (the bytes of the
+    `warp.copy_tma`s it issues next, counted as they land)."""
+
+    name = "warp.mbarrier_expect_tx"
+    bars = operand_def(MemRefType)
+    index = operand_def(IndexType)
+    bytes = prop_def(IntegerAttr)
+    thread = prop_def(IntegerAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$bars `[` $index `]` attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, index: SSAValue, nbytes: int, thread: int):
+        super().__init__(operands=[bars, index], properties={"bytes": IntegerAttr(nbytes, i64),
+                                                             "thread": IntegerAttr(thread, i64)})
+
+    def verify_(self) -> None:
+        _barriers(self.bars.type, "warp.mbarrier_expect_tx")
+        if not 1 <= self.bytes.value.data <= MAX_TX_BYTES:
+            raise VerifyException(f"warp.mbarrier_expect_tx: bytes is 1 to {MAX_TX_BYTES} (a phase's transaction count)")
+        if self.thread.value.data < 0:
+            raise VerifyException("warp.mbarrier_expect_tx: thread is a thread of the CTA (0 or more)")
 
 
 @irdl_op_definition

@@ -36,7 +36,7 @@ def chain(plan: TilePlan) -> list[ModulePass]:
 @dataclass(frozen=True)
 class TileToWarp(ModulePass):
     """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`, `split-k`,
-    `pair-bytes`, `wgmma`, `producers`)."""
+    `pair-bytes`, `wgmma`, `producers`, `tma`)."""
 
     name = "tile-to-warp"
 
@@ -49,8 +49,9 @@ class TileToWarp(ModulePass):
     pair_bytes: bool = True
     wgmma: bool = False
     producers: int = -1
+    tma: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
-                                 self.pair_bytes, self.wgmma, self.producers)):
+                                 self.pair_bytes, self.wgmma, self.producers, self.tma)):
             p.apply(ctx, op)

@@ -28,3 +28,23 @@ CASES = [  # (spec, extra options, the sm_90 kernel's instruction)
     (GemmSpec(256, 128, 512, "f16", "f16", "f32", pre_compressed=True),
      {"warps": "16x1", "warp_tile": "1x16", "stages": 2}, "mma.sp"),
 ]
+
+# The producers' copies by the TMA (`tma`): the families whose stages are copied as stored, at
+# sizes whose rows are 16-byte multiples (a tensor map's strides) but not of the tiles (the TMA's
+# zeros past the edges), either operand order, a batch (3-d maps) against a broadcast B (2-d),
+# a pre-compressed A (metadata on cp.async beside the TMA), two stages, one stage, 16 consumers.
+TMA = dict(producers=4, tma=True)
+
+TMA_CASES = [
+    (GemmSpec(130, 200, 1000, "f16", "f16", "f32"), {}, "mma"),
+    (GemmSpec(136, 200, 1000, "bf16", "bf16", "f32", a_layout="col", b_layout="col"), {}, "mma"),
+    (GemmSpec(256, 256, 516, "tf32", "tf32", "f32", b_layout="col", rounding="trunc"), {}, "mma"),
+    (GemmSpec(130, 256, 608, "s8", "s8", "s32", b_layout="col"), {}, "mma"),
+    (GemmSpec(96, 256, 384, "u8", "u8", "s32", batch=2, bcast="b", b_layout="col"), {}, "mma"),
+    (GemmSpec(128, 256, 1024, "f16", "f16", "f32", pre_compressed=True), {}, "mma.sp"),
+    (GemmSpec(96, 64, 320, "f16", "f16", "f32", batch=3, bias="col", act="gelu", out="f16"), {}, "mma"),
+    (GemmSpec(200, 136, 72, "f16", "f16", "f32", b_layout="col"), {"stages": 2}, "mma"),
+    (GemmSpec(64, 128, 64, "f16", "f16", "f32"), {}, "mma"),
+    (GemmSpec(256, 128, 512, "f16", "f16", "f32", pre_compressed=True),
+     {"warps": "16x1", "warp_tile": "1x16", "stages": 2}, "mma.sp"),
+]

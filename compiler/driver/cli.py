@@ -40,6 +40,7 @@ def _option_values(args: argparse.Namespace) -> dict:
         pair_bytes=not args.no_pair_bytes,
         wgmma=args.wgmma,
         producers=args.producers,
+        tma=args.tma,
         tune_cache=_tune_cache(args.tune_cache),
         attention_rows=args.attention_rows,
         attention_block_n=args.attention_block_n,
@@ -60,7 +61,7 @@ def _compile_options(args: argparse.Namespace):
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
                       sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, pair_bytes=True, wgmma=False,
-                      producers=-1, attention_rows=0,
+                      producers=-1, tma=False, attention_rows=0,
                       attention_block_n=0, attention_q_shared="", attention_ctas=0)
 
 
@@ -146,6 +147,10 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
                    help="a wgmma kernel's producer warpgroup: 4 warps that fill the stages while the others "
                         "multiply, meeting them at mbarriers (warp-specialize); 0: none; -1 (default): "
                         "configs.WGMMA_PRODUCERS's choice (the sparse kernels)")
+    p.add_argument("--tma", action="store_true",
+                   help="the producer warpgroup copies A's and B's stages with the TMA (one thread a stage "
+                        "buffer, cp.async.bulk.tensor through tensor-map parameters) instead of cp.async; "
+                        "static sizes, 16-byte strides, no fill, tf32 only truncated, or say why not")
     instrument.add_arguments(p)
 
 

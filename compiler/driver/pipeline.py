@@ -61,6 +61,8 @@ class CompileOptions:
     wgmma: bool = False
     # a producer warpgroup that fills the stages of a wgmma kernel: -1 automatic, 0 none, 4 (`tile-plan`)
     producers: int = -1
+    # that producer warpgroup's copies of A's and B's stages by the TMA (`tile-plan`)
+    tma: bool = False
     tune_cache: str = field(default_factory=configs.default_cache)
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
     stride_multiple: int = 0
@@ -79,7 +81,7 @@ class CompileOptions:
             # attention kernels (tile.softmax); a no-op on the others
             TileAttention(self.attention_rows, self.attention_block_n, self.attention_q_shared, self.attention_ctas),
             *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
-                            self.pair_bytes, self.wgmma, self.producers)),
+                            self.pair_bytes, self.wgmma, self.producers, self.tma)),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
             CommonSubexpressionElimination(),

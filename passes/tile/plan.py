@@ -464,7 +464,8 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 
 
 def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
-         split_k: int = 0, pair_bytes: bool = True, wgmma: bool = False, producers: int = -1) -> Schedule:
+         split_k: int = 0, pair_bytes: bool = True, wgmma: bool = False, producers: int = -1,
+         tma: bool = False) -> Schedule:
     """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
     not forced), or a LoweringError at its mma saying which limit a configuration breaks."""
     mma = g.mma
@@ -510,9 +511,12 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     if wgmma or automatic:
         planned = plan_warpgroups.plan_wgmma(kernel, g, variant, target, why_not, wgmma_fill, gather, warps,
                                              warp_tile, stages, stage_k, split_k, automatic=not wgmma,
-                                             producers=producers)
+                                             producers=producers, tma=tma)
         if planned is not None:
             return planned
+    if tma:
+        raise LoweringError(mma, "tma: the TMA's copies are a producer warpgroup's, which feeds the warpgroup mma "
+                                 "(wgmma, sm_90a); this kernel runs mma.sync")
     if producers > 0:
         raise LoweringError(mma, "producers: a producer warpgroup feeds the warpgroup mma (wgmma, sm_90a); this "
                                  "kernel runs mma.sync")
@@ -609,7 +613,8 @@ class TilePlan(ModulePass):
     of at least `configs.WGMMA_MIN_ROWS` rows (by their wgmma schedule: 16-bit, sparse, 8-bit, tf32) whose
     configuration is not forced) and `producers` (4: a warpgroup kernel whose producer warpgroup fills
     the stages, `warp-specialize`; 0: none; -1, the default: `configs.WGMMA_PRODUCERS`, the sparse
-    warpgroup kernels of wide CTAs). When none of warps, warp-tile and stages is given, a
+    warpgroup kernels of wide CTAs) and `tma` (true: those producers copy A's and B's stages with the
+    TMA, `Schedule.copy`, or a located refusal where they cannot; false, the default: cp.async). When none of warps, warp-tile and stages is given, a
     configuration in the tuning cache `tune-cache` (JSON, `compiler/core/configs.py`) wins. Defaults
     are the kernel's target's (`configs.default`), their stages and stage K cut to fit its shared
     memory."""
@@ -625,6 +630,7 @@ class TilePlan(ModulePass):
     pair_bytes: bool = True
     wgmma: bool = False
     producers: int = -1
+    tma: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = parse_pair(self.warps, "warps"), parse_pair(self.warp_tile, "warp-tile")
@@ -645,7 +651,7 @@ class TilePlan(ModulePass):
             g = read_kernel(kernel)
             w, t, st, sk = warps, warp_tile, self.stages, self.stage_k
             tuned = (self.tuned(kernel, mmas[0]) if (warps, warp_tile, self.stages) == (None, None, -1)
-                     and not self.wgmma else None)
+                     and not (self.wgmma or self.tma) else None)
             schedule = None
             if tuned is not None:
                 try:
@@ -656,7 +662,7 @@ class TilePlan(ModulePass):
                           f"@{kernel.sym_name.data} ({e.message}); using the defaults", file=sys.stderr)
             kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk, self.split_k,
                                                                                self.pair_bytes, self.wgmma,
-                                                                               self.producers))
+                                                                               self.producers, self.tma))
 
     def tuned(self, kernel: func.FuncOp, mma):
         """The tuning cache's configuration for this kernel, if it has one."""

@@ -55,6 +55,31 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
     return None
 
 
+def tma_unsupported(g, variant, producers: int, fill: str) -> str | None:
+    """Why a warpgroup kernel's stages cannot be copied by the TMA (`Schedule.copy` tma), None if
+    they can: a producer warpgroup issues the copies, of stages as stored (no fill; a tf32 stage
+    rounded in place would need the producers to wait for the TMA's bytes first), of static sizes
+    (a tensor map is made once, at compile time), whose base and strides the TMA can address
+    (16-byte multiples, whole-byte elements). A pre-compressed A's metadata stays on cp.async."""
+    if not producers:
+        return "the TMA's copies are a producer warpgroup's (producers=4)"
+    if fill:
+        return f"the transposing fill stages {' and '.join(fill.upper())} through registers, not by copies"
+    if variant.atype == "tf32" and any(tf32_rounding(m) != "trunc" for m in (g.a, g.b)):
+        return "a tf32 stage is rounded where it lies once copied; the TMA copies only truncated tf32 (rounding trunc)"
+    if any(any(row) for row in (*g.sizes, *g.strides)):
+        return "sizes known at launch: a tensor map is made at compile time"
+    for name, m in (("A", g.a), ("B", g.b)):
+        if m.bits < 8:
+            return f"{name}'s elements are {m.bits}-bit; the TMA moves whole bytes"
+        nbytes = m.bits // 8
+        outer = [s for s in (m.row_stride, m.col_stride, m.batch_stride) if s != 1 and s]
+        if 1 not in (m.row_stride, m.col_stride) or any(s * nbytes % 16 for s in outer) or m.base * nbytes % 16:
+            return (f"{name}'s strides ({m.row_stride}, {m.col_stride}) and offset {m.base} are no tensor map's: one "
+                    "contiguous dimension, the others and the offset multiples of 16 bytes")
+    return None
+
+
 def tf32_rounding(mem) -> str | None:
     """The rounding by which an f32 operand becomes tf32 (its one cast), None if it is not one."""
     if len(mem.casts) == 1 and mem.casts[0][:2] == ("f32", "tf32"):
@@ -152,7 +177,7 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
 
 def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_not, fill: str, gather: str,
                warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False,
-               producers: int = -1) -> Schedule | None:
+               producers: int = -1, tma: bool = False) -> Schedule | None:
     """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
     default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
@@ -160,7 +185,8 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
     the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', with the default's
     tiles where N and K divide into B's stages): a producer warpgroup that fills the stages (copies
-    or the transposing fill) while the others multiply (K not split)."""
+    or the transposing fill) while the others multiply (K not split); `tma`: its copies the TMA's
+    (`tma_unsupported`)."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")
@@ -202,10 +228,12 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                                 f"{stage_k} stage evenly over {fillers} threads; choose other warps or warp-tile")
     if producers and split_k > 1:
         raise LoweringError(mma, "producers: a producer warpgroup's kernel does not split K (split-k 1)")
+    if tma and (why := tma_unsupported(g, variant, producers, fill)):
+        raise LoweringError(mma, f"tma: {why}")
     splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma)
     wave = configs.WGMMA_WAVE.get(schedule)
     if automatic and wave is not None and (splits > wave[0] or t.tiles * splits < target.limits.one_wave
                                            or wave_use(t.tiles * splits, target) < wave[1]):
         return None  # (`configs.WGMMA_WAVE`) mma.sync's smaller tiles do better
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma",
-                    producers=producers)
+                    producers=producers, copy="tma" if tma else "async")

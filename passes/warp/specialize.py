@@ -82,7 +82,8 @@ class _Builder(Cloner):
         self.ops.append(scf.IfOp(cond, [], inner.ops))
 
 
-def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int, consumers: int, producers: int) -> None:
+def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int, consumers: int, producers: int,
+               tma: bool = False) -> None:
     ahead = stages - 1 - in_flight
     if ahead < 1:
         raise LoweringError(loop, f"warp-specialize: {stages} stages with {in_flight} in flight leave no stage to fill ahead")
@@ -105,9 +106,13 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     if not wgmmas or any(isinstance(o, warp.MmaOp | warp.LdMatrixOp | warp.LoadSharedOp) for o in consume):
         raise LoweringError(loop, "warp-specialize: the consumers' stage is read by warp.wgmma alone")
 
+    # with `tma`, one producer thread copies A's and B's stages (`warp.copy_tma`); what cp.async
+    # still copies (a pre-compressed A's metadata) lands and arrives as before
+    lands = any(isinstance(o, warp.CopyMetaAsyncOp | warp.FillLoadOp) or (not tma and isinstance(o, warp.CopyAsyncOp))
+                for f in fill for o in f.walk())
     pre = _Builder()
     full, empty = pre.op(_barriers(stages)), pre.op(_barriers(stages))
-    pre.op(warp.MbarrierInitOp(full, producers))
+    pre.op(warp.MbarrierInitOp(full, (producers if lands else 0) + int(tma)))
     pre.op(warp.MbarrierInitOp(empty, consumers))
     pre.op(gpu.BarrierOp())
     tid = pre.op(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
@@ -121,13 +126,22 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     p_body = Block(arg_types=[IndexType()])
     pk = p_body.args[0]
     p = _Builder({kt: pk})
+    slots: list[SSAValue] = []
 
     def copy(b: _Builder) -> None:
         slot, parity = b.slot_parity(pk, stages, 1)
+        slots.append(slot)
         b.op(warp.MbarrierWaitOp(empty, slot, parity))
         b.clone_all(fill_chain + [o for o in fill if not isinstance(o, warp.AsyncCommitOp)])
 
     p.when(p.op(arith.CmpiOp(pk, n, "ult")), copy)
+    if not lands:  # every copy the TMA's: nothing to commit, wait for or arrive with
+        p.ops.append(scf.YieldOp())
+        p_body.add_ops(p.ops)
+        _copy_by_tma(p_body, full, slots[0], consumers)
+        _roles(kernel, loop, scf.ForOp(loop.lb, n, loop.step, [], p_body), fill, full, empty, body, landing, consume,
+               stages, in_flight, consumers, producers, is_producer)
+        return
     p.op(warp.AsyncCommitOp())
 
     def land(b: _Builder) -> None:
@@ -142,7 +156,40 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     p.when(p.op(arith.CmpiOp(pk, p.const(ahead), "uge")), land)
     p.ops.append(scf.YieldOp())
     p_body.add_ops(p.ops)
-    producer = scf.ForOp(loop.lb, steps.result, loop.step, [], p_body)
+    if tma:
+        _copy_by_tma(p_body, full, slots[0], consumers)
+    _roles(kernel, loop, scf.ForOp(loop.lb, steps.result, loop.step, [], p_body), fill, full, empty, body, landing,
+           consume, stages, in_flight, consumers, producers, is_producer)
+
+
+def _copy_by_tma(body: Block, full: SSAValue, slot: SSAValue, thread: int) -> None:
+    """The producers' `warp.copy_async`s in `body` become `warp.copy_tma`s that thread `thread`
+    (the first producer) issues, their bytes landing on barrier `slot` of `full`, after its
+    `warp.mbarrier_expect_tx` of them all. They sit in one block (the stage's bound), which the
+    expectation shares, so that a stage's arrival and its bytes come together or not at all."""
+    copies = [o for o in body.walk() if isinstance(o, warp.CopyAsyncOp)]
+    if not copies:
+        return
+    block = copies[0].parent_block()
+    if any(c.parent_block() is not block for c in copies):
+        raise LoweringError(copies[0], "warp-specialize: the TMA copies of a stage are in one block")
+    total = 0
+    for c in copies:
+        t = warp.CopyTmaOp(c.ref, c.indices, c.dest, c.stage, full, slot, c.window_values(), c.extent_values(),
+                           thread, c.transpose is not None)
+        total += t.box_bytes
+        Rewriter.replace_op(c, t)
+    first = next(o for o in block.ops if isinstance(o, warp.CopyTmaOp))
+    Rewriter.insert_op(warp.MbarrierExpectTxOp(full, slot, total, thread), InsertPoint.before(first))
+
+
+def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, fill, full, empty, body: Block, landing,
+           consume, stages: int, in_flight: int, consumers: int, producers: int, is_producer: SSAValue) -> None:
+    """The producers' loop in their role (registers given back, then retired), and the consumers'
+    loop in place of the staged one."""
+    n, accs = loop.ub, list(body.args[1:])
+    yield_op = body.last_op
+    assert isinstance(yield_op, scf.YieldOp)
     keep = producer_registers(kernel, fill, consumers + producers)
     role = _Builder()
     role.ops.append(warp.SetMaxRegistersOp(keep, increase=False))  # (`consumer_registers`)
@@ -239,4 +286,4 @@ class WarpSpecialize(ModulePass):
             loop = k_loop(kernel)
             if not any(isinstance(o, warp.CopyAsyncOp | warp.FillLoadOp) for o in loop.walk()):
                 raise LoweringError(loop, "run warp-stage-shared before warp-specialize (the K loop has no copies)")
-            specialize(kernel, loop, s.stages, wgmma_pending(loop), s.threads, 32 * s.producers)
+            specialize(kernel, loop, s.stages, wgmma_pending(loop), s.threads, 32 * s.producers, s.copy == "tma")

@@ -28,7 +28,8 @@ from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, Int
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 
-from tilemma.compiler.runtime.abi import size_param, symbol_order
+from tilemma.compiler.runtime.abi import size_param, symbol_order, tensor_map_record
+from tilemma.compiler.runtime.tensor_map import MAP_BYTES
 from tilemma.dialects import ptx, tile, warp
 from tilemma.dialects.ptx_builder import RegisterFile
 from tilemma.dialects.schedule import ScheduleAttr
@@ -74,6 +75,7 @@ from tilemma.passes.warp_to_ptx.rows import LowerMask, LowerRowReduce, LowerToLh
 from tilemma.passes.warp_to_ptx.split_k import LowerSplitKReduce
 from tilemma.passes.warp_to_ptx.sparse_a import LowerCopyMetaAsync, LowerLoadMeta, LowerLoadMetaShared, LowerSparseA
 from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringState, _Kernel
+from tilemma.passes.warp_to_ptx.tma import LowerCopyTma, LowerMbarrierExpectTx
 from tilemma.passes.warp_to_ptx.wgmma import LowerWgmma, LowerWgmmaWait
 from tilemma.passes.warp.unroll_sparse import meta_overwritten
 
@@ -154,7 +156,7 @@ class WarpToPtx(ModulePass):
                 LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),
                 LowerRowReduce(state), LowerMask(state), LowerToLhs(state), LowerWgmma(state), LowerWgmmaWait(state),
                 LowerMbarrierInit(state), LowerMbarrierArrive(state), LowerMbarrierWait(state), LowerRetire(state),
-                LowerSetMaxRegisters(),
+                LowerSetMaxRegisters(), LowerCopyTma(state), LowerMbarrierExpectTx(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}
@@ -182,6 +184,7 @@ class WarpToPtx(ModulePass):
             e.emit("ld.param.u64", r, f"[{_param_name(arg, i)}]")
             e.emit("cvta.to.global.u64", r, r)
             bound.append(ptx.RegsOp([r], arg.type))
+            state.args[r] = (i, _param_name(arg, i))
         sizes, strides = _symbols(kernel)
         registers = {}
         for symbol in symbol_order(sizes, strides):
@@ -234,11 +237,14 @@ class WarpToPtx(ModulePass):
         threads = tuple(kernel.attributes["warp.block"].get_values())  # type: ignore[union-attr]
         params = [f".u64 {_param_name(a, i)}" for i, a in enumerate(block.args)]
         params += [f".u32 {size_param(x)}" for x in symbol_order(*_symbols(kernel))]
+        params += [f".align 64 .b8 {name}[{MAP_BYTES}]" for name in state.tensor_maps]  # (after the sizes)
         shared = [ptx.SharedOp(SHARED_SYMBOL, state.shared_align)] if state.shared_bytes else []
         region = Region(Block([*shared, *state.regs.declarations(), *body]))
         entry = ptx.EntryOp(kernel.sym_name.data, params, region, threads[0], (grid, threads), abi)
         if state.shared_bytes:
             entry.shared_bytes = IntegerAttr(state.shared_bytes, 64)
+        if state.tensor_maps:
+            entry.tensor_maps = ArrayAttr([tensor_map_record(m) for m in state.tensor_maps.values()])
         min_ctas = kernel.attributes.get("warp.min_ctas")
         if isinstance(min_ctas, IntegerAttr):
             entry.min_ctas = min_ctas

@@ -21,6 +21,7 @@ from xdsl.rewriter import InsertPoint
 
 from tilemma.compiler.core.elements import ELEMENTS
 from tilemma.compiler.layouts import fragments
+from tilemma.compiler.runtime.tensor_map import TensorMap
 from tilemma.dialects import ptx, warp
 from tilemma.dialects.ptx_builder import RegisterFile
 from tilemma.dialects.tile import element_name
@@ -43,6 +44,27 @@ class _Kernel:
     hoisted: dict[tuple, list] = field(default_factory=dict)
     # a kernel argument with `?` sizes or strides, by its pointer register: their registers
     memrefs: dict[str, fio.Symbols] = field(default_factory=dict)
+    # each kernel argument's pointer register: (its index, its parameter's name)
+    args: dict[str, tuple[int, str]] = field(default_factory=dict)
+    # the tensor maps the TMA's copies read (`tensor_map`), by the name of their parameter
+    tensor_maps: dict[str, TensorMap] = field(default_factory=dict)
+
+    def tensor_map(self, pointer: str, tmap: TensorMap) -> str:
+        """The register holding the generic address of the tensor-map parameter of `tmap` (a map
+        of the argument whose pointer register is `pointer`), one parameter per distinct map,
+        named after the argument's."""
+        name = next((n for n, m in self.tensor_maps.items() if m == tmap), None)
+        if name is None:
+            param = self.args[pointer][1]
+            name = f"{param}_map{sum(n.startswith(param + '_map') for n in self.tensor_maps)}"
+            self.tensor_maps[name] = tmap
+
+        def address(e: fio.Emitter) -> list[str]:
+            r = e.reg("b64")
+            e.emit("mov.b64", r, name)
+            e.emit("cvta.param.u64", r, r)
+            return [r]
+        return self.thread_invariant(("tensor-map", name), address)[0]
 
     def thread_invariant(self, key: tuple, build) -> list:
         """Registers computed once at the kernel's entry by `build(emitter)` (shared by every op

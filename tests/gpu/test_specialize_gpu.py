@@ -11,7 +11,7 @@ from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.driver.runner import run_compiled
 from tilemma.compiler.runtime import cuda_runtime
 
-from tests.specialize_cases import CASES, SPECIALIZED
+from tests.specialize_cases import CASES, SPECIALIZED, TMA, TMA_CASES
 from tests.wgmma_cases import compiled, like_the_sm90_kernel
 
 pytestmark = [
@@ -37,4 +37,25 @@ def test_like_the_unspecialized_kernel(spec):
     plain = run_compiled(compiled(spec, wgmma=True, producers=0, split_k=1), 3, "gpu")  # K unsplit, as the specialized
     assert fed.ok and plain.ok, (fed.line(), plain.line())
     for name, out in fed.outputs.items():
+        assert np.array_equal(out.view(np.uint8), plain.outputs[name].view(np.uint8)), name
+
+
+@pytest.mark.parametrize("spec, options, sm90", TMA_CASES, ids=[c[0].name for c in TMA_CASES])
+def test_tma_like_the_mma_sync_kernel(spec, options, sm90):
+    """The producers' copies by the TMA (driver-encoded tensor maps): D as the mma.sync kernel's."""
+    like_the_sm90_kernel(spec, {**TMA, **options}, "gpu", 7, "wgmma", sm90)
+
+
+@pytest.mark.parametrize("spec", [
+    GemmSpec(2048, 2048, 4096, "f16", "f16", "f32"),
+    GemmSpec(1024, 2048, 4096, "s8", "s8", "s32", b_layout="col"),
+    GemmSpec(1024, 1024, 4096, "f16", "f16", "f32", pre_compressed=True),
+    GemmSpec(1000, 1000, 1000, "bf16", "bf16", "f32", a_layout="col", b_layout="col"),
+], ids=lambda s: s.name)
+def test_tma_like_the_cp_async_producers(spec):
+    """Rings that wrap many times: the TMA's kernel equal word for word to the cp.async producers'."""
+    tma = run_compiled(compiled(spec, wgmma=True, **TMA), 3, "gpu")
+    plain = run_compiled(compiled(spec, wgmma=True, **SPECIALIZED), 3, "gpu")
+    assert tma.ok and plain.ok, (tma.line(), plain.line())
+    for name, out in tma.outputs.items():
         assert np.array_equal(out.view(np.uint8), plain.outputs[name].view(np.uint8)), name

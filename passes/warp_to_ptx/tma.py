@@ -1,0 +1,116 @@
+"""The TMA's copies in PTX (`dialects/warp_tma.py`): `warp.copy_tma` is one
+`cp.async.bulk.tensor.Nd ... tile.mbarrier::complete_tx::bytes` of the issuing thread, through a
+tensor map of its window, and `warp.mbarrier_expect_tx` that thread's
+`mbarrier.arrive.expect_tx`.
+
+The map is made here, once per distinct window and box, from what the IR fixes: the window's
+extent (its dimensions, innermost first: the contiguous one, then the other, then the batch where
+the window has one), its strides in bytes, the stage as the box, the stage layout's swizzle, and
+the window's origin as a byte offset from its argument's address. It becomes a 128-byte parameter
+after the size parameters (`_Kernel.tensor_map`) with its ABI record (`ptx.EntryOp` tensor_maps),
+from which every launch encodes it for the argument's address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import MemRefType
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+
+from tilemma.compiler.runtime.tensor_map import TensorMap, TensorMapError
+from tilemma.dialects import warp
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.warp_to_ptx import fragment_io as fio
+from tilemma.passes.warp_to_ptx.mbarrier import _barrier
+from tilemma.passes.warp_to_ptx.shared import _shared_geometry
+from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, _Kernel, reg
+
+
+def _one_thread(kernel: _Kernel, thread: int) -> str:
+    """A predicate register, true in thread `thread` of the CTA alone (computed once a kernel)."""
+    def build(e: fio.Emitter) -> list[str]:
+        tid, pred = e.reg("b32"), e.reg("pred")
+        e.emit("mov.u32", tid, "%tid.x")
+        e.emit("setp.eq.u32", pred, tid, thread)
+        return [pred]
+    return kernel.thread_invariant(("one-thread", thread), build)[0]
+
+
+def tensor_map(op: warp.CopyTmaOp, window: fio.Window, argument: int) -> tuple[TensorMap, list[int]]:
+    """The map of `op`'s window (of kernel argument `argument`) whose box is its stage, and which
+    of the op's (batch, row, col) indices are its coordinates, innermost first."""
+    ref = op.dest.type
+    assert isinstance(ref, MemRefType)
+    bits, _, _ = _shared_geometry(ref)
+    _, rows, cols = ref.get_shape()
+    size = bits // 8
+    t = op.transpose is not None
+    inner, outer = (1, 2) if t else (2, 1)  # the window's contiguous dimension, then the other
+    if any(isinstance(x, str) for x in (*window.strides, *window.extent, window.base)):
+        raise LoweringError(op, "warp.copy_tma: the window's sizes and strides are static (its tensor map is made "
+                                "at compile time)")
+    if window.strides[inner] != 1:
+        raise LoweringError(op, f"warp.copy_tma: the window's {'rows' if t else 'columns'} are contiguous (stride 1), "
+                                f"not of stride {window.strides[inner]}")
+    dims, strides, box, coords = [window.extent[inner], window.extent[outer]], [window.strides[outer] * size], \
+        [cols, rows], [inner, outer]
+    if window.extent[0] > 1 and window.strides[0]:  # a batch of windows: a third dimension, one a box
+        dims.append(window.extent[0])
+        strides.append(window.strides[0] * size)
+        box.append(1)
+        coords.append(0)
+    tmap = TensorMap(argument, size, tuple(dims), tuple(strides), tuple(box), warp.tma_swizzle(ref) or 0,
+                     offset=window.base * size)
+    try:
+        tmap.check()
+    except TensorMapError as e:
+        raise LoweringError(op, f"warp.copy_tma: {e}") from None
+    if tmap.offset % 16:
+        raise LoweringError(op, f"warp.copy_tma: the window starts {tmap.offset} bytes into its argument; a tensor "
+                                "map's base is 16-byte aligned")
+    return tmap, coords
+
+
+@dataclass
+class LowerCopyTma(RewritePattern):
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.CopyTmaOp, rewriter: PatternRewriter) -> None:
+        ptr, dst, stage, bars, slot = reg(op.ref), reg(op.dest), reg(op.stage), reg(op.bars), reg(op.slot)
+        idx = [reg(i) for i in op.indices]
+        if None in (ptr, dst, stage, bars, slot) or None in idx:
+            return
+        kernel = self.state.kernel(op)
+        if ptr not in kernel.args:
+            raise LoweringError(op, "warp.copy_tma copies from a kernel argument (its tensor map is a parameter)")
+        tmap, coords = tensor_map(op, fio.window_of(op, kernel.memrefs.get(ptr)), kernel.args[ptr][0])
+        address = kernel.tensor_map(ptr, tmap)
+        issue = _one_thread(kernel, op.thread.value.data)
+        e = fio.Emitter(kernel.regs)
+        _, _, stage_bytes = _shared_geometry(op.dest.type)  # type: ignore[arg-type]
+        at = e.reg("b32")
+        e.emit("mad.lo.u32", at, e.in_register(stage), stage_bytes, dst)  # type: ignore[arg-type]
+        where = ", ".join(e.in_register(idx[c]) for c in coords)  # type: ignore[arg-type]
+        e.emit(f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+               f"[{at}]", f"[{address}, {{{where}}}]", _barrier(e, e.in_register(bars), slot), guard=issue)  # type: ignore[arg-type]
+        _finish(op, rewriter, e)
+
+
+@dataclass
+class LowerMbarrierExpectTx(RewritePattern):
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.MbarrierExpectTxOp, rewriter: PatternRewriter) -> None:
+        bars, index = reg(op.bars), reg(op.index)
+        if bars is None or index is None:
+            return
+        kernel = self.state.kernel(op)
+        issue = _one_thread(kernel, op.thread.value.data)
+        e = fio.Emitter(kernel.regs)
+        token = e.reg("b64")  # the arrival's state: not used
+        e.emit("mbarrier.arrive.expect_tx.shared::cta.b64", token, _barrier(e, e.in_register(bars), index),
+               op.bytes.value.data, guard=issue)
+        _finish(op, rewriter, e)

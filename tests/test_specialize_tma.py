@@ -1,0 +1,97 @@
+"""The producers' copies by the TMA (`tile-plan{tma}`, `warp.copy_tma`): the located refusals,
+the tensor maps each kernel's ABI carries (what every launch encodes), the op's verifier, ptxas
+with no spills, and in the emulator - which models the TMA's copy, its zeros past the array and
+its swizzle, and the mbarrier's transaction count (tests/test_emulator_tma.py) - every output
+word equal to the mma.sync (mma.sp) kernel's of the same problem. (Lit:
+tests/lit/passes/warp-specialize-tma.mlir; GPU: tests/gpu/test_specialize_gpu.py.)"""
+
+import pytest
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, f16, i64
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.test_value import create_ssa_value
+
+from tilemma.compiler.driver.gemm_generator import GemmSpec
+from tilemma.compiler.runtime.tensor_map import TensorMap
+from tilemma.dialects import warp
+
+from tests.specialize_cases import TMA, TMA_CASES
+from tests.wgmma_cases import assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas
+
+F16 = GemmSpec(4096, 4096, 4096, "f16", "f16", "f32")
+
+
+@pytest.mark.parametrize("spec, extra, sm90", TMA_CASES, ids=[c[0].name for c in TMA_CASES])
+def test_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
+    like_the_sm90_kernel(spec, {**TMA, **extra}, "emulator", 11, "wgmma", sm90)
+
+
+@pytest.mark.parametrize("s, sm, kw, message", [
+    (F16, "90a", {"wgmma": True, "producers": 0}, "tma: the TMA's copies are a producer warpgroup's (producers=4)"),
+    (F16, "90", {}, "tma: the TMA's copies are a producer warpgroup's, which feeds the warpgroup mma"),
+    (GemmSpec(256, 256, 512, "s8", "s8", "s32"), "90a", {"wgmma": True},
+     "tma: the transposing fill stages B through registers"),
+    (GemmSpec(256, 256, 512, "tf32", "tf32", "f32", b_layout="col", rounding="rna"), "90a", {"wgmma": True},
+     "tma: a tf32 stage is rounded where it lies"),
+    (GemmSpec(256, 256, 512, "f16", "f16", "f32", dynamic="mnk"), "90a", {"wgmma": True, "stride_multiple": 8},
+     "tma: sizes known at launch"),
+    (GemmSpec(256, 256, 1004, "f16", "f16", "f32"), "90a", {"wgmma": True},
+     "tma: A's strides (1004, 1) and offset 0 are no tensor map's"),
+])
+def test_refusals_are_located(s, sm, kw, message):
+    from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+
+    with pytest.raises(LocatedVerifyError) as e:
+        compiled(s, sm, **{"producers": 4, "tma": True, **kw})
+    assert message in str(e.value) and e.value.span is not None
+
+
+def test_the_abi_carries_the_maps():
+    """A map per operand, after the pointers: A's rows (K contiguous) in boxes of the 128 x 64
+    stage, B's as stored (N contiguous) in the 64 x 64 blocks of the stage, both in the 128-byte
+    swizzle the warpgroups read; a batched A's third dimension, one matrix a box, beside a
+    broadcast B's two."""
+    k = compiled(GemmSpec(130, 200, 1000, "f16", "f16", "f32"), wgmma=True, **TMA)
+    assert k.abi.tensor_maps == (TensorMap(0, 2, (1000, 130), (2000,), (64, 128), 128),
+                                 TensorMap(1, 2, (200, 1000), (400,), (64, 64), 128))
+    assert ".param .u64 p_d,\n    .param .align 64 .b8 p_a_map0[128],\n    .param .align 64 .b8 p_b_map0[128]\n" in k.ptx
+    batched = compiled(GemmSpec(96, 256, 384, "u8", "u8", "s32", batch=2, bcast="b", b_layout="col"), wgmma=True, **TMA)
+    a_map, b_map = batched.abi.tensor_maps
+    assert (a_map.dims, a_map.strides, a_map.box) == ((384, 96, 2), (384, 96 * 384), (128, 128, 1))
+    assert (b_map.dims, b_map.strides, b_map.box) == ((384, 256), (384,), (128, 128))  # two blocks a stage
+    sparse = compiled(GemmSpec(128, 256, 1024, "f16", "f16", "f32", pre_compressed=True), wgmma=True, **TMA)
+    assert [m.of for m in sparse.abi.tensor_maps] == [0, 2]  # the values and B; the metadata stays on cp.async
+    assert "cp.async.cg.shared.global" in sparse.ptx and "cp.async.bulk.tensor.2d" in sparse.ptx
+
+
+@needs_ptxas
+@pytest.mark.parametrize("spec", [
+    F16,
+    GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", b_layout="col"),
+    GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True),
+], ids=lambda s: s.name)
+def test_ptxas_no_spills(spec):
+    assert_assembles_without_spills(compiled(spec, wgmma=True, **TMA).ptx)
+
+
+def _copy(dest: MemRefType, rows: int = 64) -> warp.CopyTmaOp:
+    ref = create_ssa_value(MemRefType(f16, [rows, 4096]))
+    bars = create_ssa_value(MemRefType(i64, [4], memory_space=IntegerAttr(warp.SHARED, i64)))
+    i = create_ssa_value(IndexType())
+    return warp.CopyTmaOp(ref, [i, i, i], create_ssa_value(dest), i, bars, i, (0, 0), (1, rows, 4096), 256)
+
+
+@pytest.mark.parametrize("layout, cols, rows, message", [
+    (warp.SwizzledLayoutAttr(1), 64, 64, None),
+    (warp.SwizzledLayoutAttr(3), 64, 64, "no TMA swizzle writes the layout"),
+    (warp.SwizzledLayoutAttr(1, True), 64, 64, "no TMA swizzle writes the layout"),
+    (warp.SwizzledLayoutAttr(1), 128, 64, "no TMA swizzle writes the layout"),  # 256-byte rows
+    (warp.SwizzledLayoutAttr(1), 64, 512, "is no TMA box"),
+])
+def test_the_verifier_takes_only_what_a_tensor_map_writes(layout, cols, rows, message):
+    op = _copy(MemRefType(f16, [4, rows, cols], layout, IntegerAttr(warp.SHARED, i64)), rows)
+    if message is None:
+        op.verify()
+        assert op.box_bytes == rows * cols * 2
+    else:
+        with pytest.raises(VerifyException, match=message):
+            op.verify()
