@@ -64,7 +64,8 @@ def abi(tensor_maps: tuple[TensorMap, ...] = (MAP,)) -> KernelABI:
 def compiled(tensor_maps: tuple[TensorMap, ...] = (MAP,)) -> CompiledKernel:
     """The kernel as the pipeline would hand it over; `gemm` stands in only for `Kernel.emulate`'s
     size guard (one multiply-add)."""
-    return CompiledKernel(ENTRY, PTX, "tma", abi(tensor_maps), SimpleNamespace(batch=1, m=1, n=1, k=1))  # type: ignore[arg-type]
+    gemm = SimpleNamespace(batch=1, m=1, n=1, k=1)
+    return CompiledKernel(ENTRY, PTX, "tma", abi(tensor_maps), gemm)  # type: ignore[arg-type]
 
 
 def data(seed: int = 0) -> np.ndarray:
