@@ -169,7 +169,8 @@ class Program:
         """Run the kernel for `grid` x `block` on `args` (like `cuda_runtime.run_kernel`): the
         final contents of every ndarray argument, in order. Scalars are passed by value; a
         TensorMap (for a `.align 64 .b8 NAME[128]` parameter) in the emulator's encoding, its base
-        the address of the array argument it maps plus its offset; `shared_bytes` is the dynamic shared memory per CTA (what `.extern .shared` names)."""
+        the address of the array argument it maps plus its offset; `shared_bytes` is the dynamic
+        shared memory per CTA (what `.extern .shared` names)."""
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         threads = block[0] * block[1] * block[2]
         if threads > 1024:
