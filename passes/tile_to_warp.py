@@ -49,7 +49,7 @@ class TileToWarp(ModulePass):
     pair_bytes: bool = True
     wgmma: bool = False
     producers: int = -1
-    tma: bool = False
+    tma: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,

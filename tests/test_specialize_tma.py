@@ -41,7 +41,7 @@ def test_refusals_are_located(s, sm, kw, message):
     from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 
     with pytest.raises(LocatedVerifyError) as e:
-        compiled(s, sm, **{"producers": 4, "tma": True, **kw})
+        compiled(s, sm, **{"producers": 4, "tma": 1, **kw})
     assert message in str(e.value) and e.value.span is not None
 
 

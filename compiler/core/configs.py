@@ -301,6 +301,13 @@ WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fra
 #   f16 703 / 703 and 741 / 732, tf32 truncated 374 / 382 and 399 / 380, s8 1352 / 1335 and 1537 /
 #   1510; tf32 rounded in place 228 / 232.
 WGMMA_PRODUCERS: dict[str, int] = {"sparse-wgmma": 4, "sparse-wgmma-k-major-b": 4}
+# wgmma schedules whose producer warpgroup copies by the TMA by itself (`Schedule.copy`, where
+# `plan_warpgroups.tma_unsupported` allows). H200, one call, cp.async / TMA producers
+# (results/h200-2026-11-28-tma.csv): sparse, N-major B, 4096^3 898 / 902, 8192^3 904 / 914
+# (cuSPARSELt 1051, 1076); K-major B 864 / 908, 918 / 979 (cuSPARSELt 907, 1025). Dense kernels
+# take no producers by themselves; with them, f16 660 / 665 and 691 / 705, s8 1293 / 1310 and
+# 1438 / 1459, tf32 truncated 368 / 373 and 370 / 346.
+WGMMA_TMA: dict[str, bool] = {"sparse-wgmma": True, "sparse-wgmma-k-major-b": True}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

@@ -61,7 +61,7 @@ def _compile_options(args: argparse.Namespace):
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
                       sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, pair_bytes=True, wgmma=False,
-                      producers=-1, tma=False, attention_rows=0,
+                      producers=-1, tma=-1, attention_rows=0,
                       attention_block_n=0, attention_q_shared="", attention_ctas=0)
 
 
@@ -147,10 +147,11 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
                    help="a wgmma kernel's producer warpgroup: 4 warps that fill the stages while the others "
                         "multiply, meeting them at mbarriers (warp-specialize); 0: none; -1 (default): "
                         "configs.WGMMA_PRODUCERS's choice (the sparse kernels)")
-    p.add_argument("--tma", action="store_true",
-                   help="the producer warpgroup copies A's and B's stages with the TMA (one thread a stage "
-                        "buffer, cp.async.bulk.tensor through tensor-map parameters) instead of cp.async; "
-                        "static sizes, 16-byte strides, no fill, tf32 only truncated, or say why not")
+    p.add_argument("--tma", type=int, default=-1, choices=(-1, 0, 1),
+                   help="1: the producer warpgroup copies A's and B's stages with the TMA (one thread a stage "
+                        "buffer, cp.async.bulk.tensor through tensor-map parameters) instead of cp.async "
+                        "(static sizes, 16-byte strides, no fill, tf32 only truncated), or says why not; 0: "
+                        "cp.async; -1 (default): configs.WGMMA_TMA's choice (the sparse kernels' producers)")
     instrument.add_arguments(p)
 
 

@@ -61,8 +61,8 @@ class CompileOptions:
     wgmma: bool = False
     # a producer warpgroup that fills the stages of a wgmma kernel: -1 automatic, 0 none, 4 (`tile-plan`)
     producers: int = -1
-    # that producer warpgroup's copies of A's and B's stages by the TMA (`tile-plan`)
-    tma: bool = False
+    # that producer warpgroup's copies of A's and B's stages by the TMA: -1 automatic, 0 cp.async, 1 (`tile-plan`)
+    tma: int = -1
     tune_cache: str = field(default_factory=configs.default_cache)
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
     stride_multiple: int = 0

@@ -270,7 +270,7 @@ class KernelABI:
         producers = self.block[0] * self.block[1] * self.block[2] // 32 - wm * wn  # warps past the computing ones
         return (f"warps={wm}x{wn} warp-tile={rm}x{rn} stages={stages}" + (f" stage-k={stage_k}" if stages else "")
                 + (f" split-k={self.tiling[6]}" if len(self.tiling) == 7 else "")
-                + (f" producers={producers}" if producers > 0 else ""))
+                + (f" producers={producers}" if producers > 0 else "") + (" tma=1" if self.tensor_maps else ""))
 
     def to_dict(self) -> dict:
         """The ABI as plain data (what `tilemma compile --emit json` writes per kernel)."""

@@ -465,7 +465,7 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 
 def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
          split_k: int = 0, pair_bytes: bool = True, wgmma: bool = False, producers: int = -1,
-         tma: bool = False) -> Schedule:
+         tma: int = -1) -> Schedule:
     """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
     not forced), or a LoweringError at its mma saying which limit a configuration breaks."""
     mma = g.mma
@@ -514,7 +514,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                                              producers=producers, tma=tma)
         if planned is not None:
             return planned
-    if tma:
+    if tma > 0:
         raise LoweringError(mma, "tma: the TMA's copies are a producer warpgroup's, which feeds the warpgroup mma "
                                  "(wgmma, sm_90a); this kernel runs mma.sync")
     if producers > 0:
@@ -613,8 +613,9 @@ class TilePlan(ModulePass):
     of at least `configs.WGMMA_MIN_ROWS` rows (by their wgmma schedule: 16-bit, sparse, 8-bit, tf32) whose
     configuration is not forced) and `producers` (4: a warpgroup kernel whose producer warpgroup fills
     the stages, `warp-specialize`; 0: none; -1, the default: `configs.WGMMA_PRODUCERS`, the sparse
-    warpgroup kernels of wide CTAs) and `tma` (true: those producers copy A's and B's stages with the
-    TMA, `Schedule.copy`, or a located refusal where they cannot; false, the default: cp.async). When none of warps, warp-tile and stages is given, a
+    warpgroup kernels of wide CTAs) and `tma` (1: those producers copy A's and B's stages with the
+    TMA, `Schedule.copy`, or a located refusal where they cannot; 0: cp.async; -1, the default:
+    `configs.WGMMA_TMA`, the sparse kernels' producers, where they can). When none of warps, warp-tile and stages is given, a
     configuration in the tuning cache `tune-cache` (JSON, `compiler/core/configs.py`) wins. Defaults
     are the kernel's target's (`configs.default`), their stages and stage K cut to fit its shared
     memory."""
@@ -630,12 +631,14 @@ class TilePlan(ModulePass):
     pair_bytes: bool = True
     wgmma: bool = False
     producers: int = -1
-    tma: bool = False
+    tma: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = parse_pair(self.warps, "warps"), parse_pair(self.warp_tile, "warp-tile")
         if why := configs.stages_error(self.stages) or configs.stage_k_error(self.stage_k):
             raise ValueError(f"tile-plan: {why}")
+        if self.tma not in (-1, 0, 1):
+            raise ValueError(f"tile-plan: tma is -1 (automatic), 0 (cp.async) or 1 (the TMA), got {self.tma!r}")
         if self.producers not in (-1, 0, 4):
             raise ValueError(f"tile-plan: producers is -1 (automatic), 0 (none) or 4 (a producer warpgroup), "
                              f"got {self.producers!r}")
@@ -651,7 +654,7 @@ class TilePlan(ModulePass):
             g = read_kernel(kernel)
             w, t, st, sk = warps, warp_tile, self.stages, self.stage_k
             tuned = (self.tuned(kernel, mmas[0]) if (warps, warp_tile, self.stages) == (None, None, -1)
-                     and not (self.wgmma or self.tma) else None)
+                     and not (self.wgmma or self.tma > 0) else None)
             schedule = None
             if tuned is not None:
                 try:

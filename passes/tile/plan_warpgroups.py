@@ -177,7 +177,7 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
 
 def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_not, fill: str, gather: str,
                warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False,
-               producers: int = -1, tma: bool = False) -> Schedule | None:
+               producers: int = -1, tma: int = -1) -> Schedule | None:
     """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
     default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
@@ -185,8 +185,8 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
     the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', with the default's
     tiles where N and K divide into B's stages): a producer warpgroup that fills the stages (copies
-    or the transposing fill) while the others multiply (K not split); `tma`: its copies the TMA's
-    (`tma_unsupported`)."""
+    or the transposing fill) while the others multiply (K not split); `tma` (-1: `configs.WGMMA_TMA`'s
+    where the TMA can, `tma_unsupported`): the producers' copies the TMA's."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")
@@ -228,8 +228,11 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                                 f"{stage_k} stage evenly over {fillers} threads; choose other warps or warp-tile")
     if producers and split_k > 1:
         raise LoweringError(mma, "producers: a producer warpgroup's kernel does not split K (split-k 1)")
-    if tma and (why := tma_unsupported(g, variant, producers, fill)):
+    why = tma_unsupported(g, variant, producers, fill)
+    if tma > 0 and why:
         raise LoweringError(mma, f"tma: {why}")
+    if tma < 0:  # (`configs.WGMMA_TMA`)
+        tma = int(why is None and configs.WGMMA_TMA.get(schedule, False))
     splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma)
     wave = configs.WGMMA_WAVE.get(schedule)
     if automatic and wave is not None and (splits > wave[0] or t.tiles * splits < target.limits.one_wave

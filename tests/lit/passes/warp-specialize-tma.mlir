@@ -1,11 +1,11 @@
-// A producer warpgroup's copies by the TMA (`tile-plan{producers=4 tma=true}`, `warp-specialize`):
+// A producer warpgroup's copies by the TMA (`tile-plan{producers=4 tma=1}`, `warp-specialize`):
 // the stage's copies become `warp.copy_tma`s that thread 256 (the first producer) issues after
 // expecting their bytes at the stage's full barrier (A's 128 x 64 f16 box, 16 KiB, and B's two
 // 64 x 64 blocks: 32 KiB). With every copy the TMA's, nothing is committed or waited for: full
 // expects that one arrival a phase. A pre-compressed A keeps its metadata on cp.async, which lands
 // and arrives as before: full expects the 128 producers and the TMA thread.
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{wgmma=true producers=4 tma=true},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-specialize' | filecheck %s
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=4 tma=true},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{wgmma=true producers=4 tma=1},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-specialize' | filecheck %s
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=4 tma=1},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
 
 // CHECK-LABEL: func.func @ws
 // CHECK-SAME:  producers = 4, copy = tma>
