@@ -103,6 +103,7 @@ class EntryOp(IRDLOperation):
     max_threads = opt_prop_def(StringAttr)
     min_ctas = opt_prop_def(IntegerAttr)  # `.minnctapersm`: CTAs an SM is to hold at once
     max_registers = opt_prop_def(IntegerAttr)  # `.maxnreg`: registers a thread holds at entry
+    cluster = opt_prop_def(IntegerAttr)  # `.reqnctapercluster N, 1, 1`: CTAs (along x) a cluster holds
     grid = opt_prop_def(DenseArrayBase)
     block = opt_prop_def(DenseArrayBase)
     abi = opt_prop_def(ArrayAttr[DictionaryAttr])
@@ -387,6 +388,8 @@ def print_module(module: ModuleOp_, out: IO[str]) -> None:
             out.write(f".maxnreg {entry.max_registers.value.data}\n")
         if entry.min_ctas is not None:
             out.write(f".minnctapersm {entry.min_ctas.value.data}\n")
+        if entry.cluster is not None:
+            out.write(f".reqnctapercluster {entry.cluster.value.data}, 1, 1\n")
         out.write("{\n")
         for op in entry.body.ops:
             if isinstance(op, SharedOp) and op.dynamic:

@@ -15,6 +15,7 @@ The subset, per line (leading indentation is free; the printer uses four spaces)
     .maxntid N, 1, 1                                   optional, before the body
     .maxnreg N                                         optional, after .maxntid
     .minnctapersm N                                    optional, after those
+    .reqnctapercluster N, 1, 1                         optional, last
     {  ...  }                                          the body, one operation per line:
     .reg .TYPE %PREFIX<COUNT>;                         ptx.reg
     .shared .align A .b8 NAME[SIZE];                   ptx.shared (static)
@@ -77,6 +78,7 @@ _PARAM = re.compile(r"^\.param\s+(\.\w+\s+[A-Za-z_$][\w$]*|\.align\s+64\s+\.b8\s
 _MAXNTID = re.compile(r"^\.maxntid\s+(\d+)\s*,\s*1\s*,\s*1$")
 _MINNCTAPERSM = re.compile(r"^\.minnctapersm\s+(\d+)$")
 _MAXNREG = re.compile(r"^\.maxnreg\s+(\d+)$")
+_CLUSTER = re.compile(r"^\.reqnctapercluster\s+(\d+)\s*,\s*1\s*,\s*1$")
 _REG = re.compile(r"^\.reg\s+\.(\w+)\s+(%[A-Za-z_$][A-Za-z_$]*)<(\d+)>;$")
 _SHARED = re.compile(r"^(\.extern\s+)?\.shared\s+\.align\s+(\d+)\s+\.b8\s+([A-Za-z_$][\w$]*)\[(\d*)\];$")
 _LABEL = re.compile(r"^([A-Za-z_$][\w$]*):$")
@@ -222,6 +224,7 @@ class _Reader:
         max_threads, line = self.directive(line, _MAXNTID, ".maxntid", "'.maxntid N, 1, 1'")
         max_registers, line = self.directive(line, _MAXNREG, ".maxnreg", "'.maxnreg N'")
         min_ctas, line = self.directive(line, _MINNCTAPERSM, ".minnctapersm", "'.minnctapersm N'")
+        cluster, line = self.directive(line, _CLUSTER, ".reqnctapercluster", "'.reqnctapercluster N, 1, 1'")
         if line.strip() != "{":
             raise self.error("expected '{' to open the kernel body")
         ops: list[Operation] = list(externs or [])
@@ -237,11 +240,14 @@ class _Reader:
             entry.min_ctas = IntegerAttr(min_ctas, 64)
         if max_registers is not None:
             entry.max_registers = IntegerAttr(max_registers, 64)
+        if cluster is not None:
+            entry.cluster = IntegerAttr(cluster, 64)
         self.op_lines[entry] = start
         return self.verified(entry)
 
     def directive(self, line: str, pattern: re.Pattern[str], word: str, form: str) -> tuple[int | None, str]:
-        """An optional performance directive before the body (`.maxntid`, `.maxnreg`, `.minnctapersm`): its
+        """An optional performance directive before the body (`.maxntid`, `.maxnreg`, `.minnctapersm`,
+        `.reqnctapercluster`): its
         number and the line after it, or None and `line` itself where `line` is not one."""
         m = pattern.match(line.strip())
         if m:

@@ -195,12 +195,14 @@ class _Machine:
             "%nctaid.x": u(grid[0]), "%nctaid.y": u(grid[1]), "%nctaid.z": u(grid[2]),
             "%laneid": (local & 31).astype(u), "%warpid": (local >> 5).astype(u),
             "%nwarpid": u(self.per_cta // 32),
+            "%cluster_ctarank": (cta % grid[0] % prog.cluster).astype(u), "%cluster_nctarank": u(prog.cluster),
         }  # fmt: skip
         self.active: np.ndarray | None = None if per_cta == self.per_cta else local < per_cta
         self.done = False
         self.mma_count = 0
         self.wgmma = None  # per-warpgroup wgmma state (`wgmma_ops._Warpgroups`), made on first use
         self.mbarriers = None  # the CTAs' mbarrier objects (`mbarrier_ops.Barriers`), made on first use
+        self.cluster_arrived: np.ndarray | None = None  # threads at a barrier.cluster.arrive not yet waited for
         self.parked: np.ndarray | None = None  # live threads of the other contexts (`Program._execute`)
         self.shared = None if shared_size is None else _Shared(self, shared_size)
 

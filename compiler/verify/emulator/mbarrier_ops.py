@@ -19,7 +19,13 @@ the phase's transaction count, which a `cp.async.bulk.tensor ... mbarrier::compl
 naming the barrier takes off as its bytes land (`complete_tx`, `tma_ops`); the phase completes
 once both its arrivals and its bytes are in (the count may go below zero before its expect_tx,
 as the ISA allows). The bytes a copy wrote stay "in flight" (reading them is an error) until the
-phase it completes on completes. Not modelled: the `.sem`/`.scope` qualifiers other than the
+phase it completes on completes.
+
+A cluster's peers (`cluster_ops`): `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [a]`
+arrives at the barrier a mapped address names in a peer CTA, and a multicast copy completes its
+bytes on the barrier at its offset in every CTA it writes. What such a peer thread did before is
+ordered before the waiters of the phase it arrived in or completed bytes on, as a local
+arrival's is. Not modelled: the `.sem`/`.scope` qualifiers other than the
 defaults (release arrivals, acquire waits, CTA scope), `mbarrier.expect_tx` alone and
 `cp.async.mbarrier.arrive`.
 """
@@ -27,11 +33,13 @@ defaults (release arrivals, acquire waits, CTA scope), `mbarrier.expect_tx` alon
 from __future__ import annotations
 
 import numpy as np
+from tilemma.compiler.verify.emulator.cluster_ops import cluster_target
 from tilemma.compiler.verify.emulator.machine import _SHARED_BASE, EmulationError, _Machine, _per_thread
 from tilemma.compiler.verify.emulator.memory_ops import _shared_addresses, _shared_of, _threads
 from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _one, _reader, _writer
 
 _SPACES = (["shared::cta", "b64"], ["shared", "b64"])
+_REMOTE = ["release", "cluster", "shared::cluster", "b64"]  # an arrival at a peer's barrier
 
 
 class Barriers:
@@ -48,6 +56,10 @@ class Barriers:
         self.published: dict[int, list[np.ndarray]] = {}
         self.tx: dict[int, np.ndarray] = {}  # per CTA the bytes the current phase still awaits
         self.landing: dict[int, list[np.ndarray]] = {}  # shared bytes of copies completing on it, in flight
+        # per barrier, per CTA of the chunk: the peer threads (other CTAs of its cluster) that arrived
+        # at, or completed bytes on, its current phase, and those of its last completed phase of each parity
+        self.peers: dict[int, np.ndarray] = {}
+        self.published_peers: dict[int, list[np.ndarray]] = {}
         self.completed = False  # a phase completed since the scheduler last looked
 
     def _at(self, where: str, addr: np.ndarray, threads: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -95,19 +107,36 @@ class Barriers:
             raise EmulationError(f"{where}: the mbarrier at {_SHARED_BASE + o:#x} is used before mbarrier.init "
                                  f"(by {self.m.thread(int(ts[0]))})")
 
-    def arrive(self, where: str, addr: np.ndarray, threads: np.ndarray, tx: np.ndarray | None = None) -> None:
-        """Arrivals of `threads` (with `tx`, each adding that many bytes to its phase's count first)."""
+    def _peers(self, o: int) -> tuple[np.ndarray, list[np.ndarray]]:
+        if o not in self.peers:
+            shape = (self.m.nctas, self.m.T)
+            self.peers[o] = np.zeros(shape, bool)
+            self.published_peers[o] = [np.zeros(shape, bool), np.zeros(shape, bool)]
+        return self.peers[o], self.published_peers[o]
+
+    def peer(self, o: int, cta: int, t: int) -> None:
+        """Peer thread t (of another CTA) takes part in CTA `cta`'s current phase of barrier `o`."""
+        self._peers(o)[0][cta, t] = True
+
+    def arrive(self, where: str, addr: np.ndarray, threads: np.ndarray, tx: np.ndarray | None = None,
+               targets: np.ndarray | None = None) -> None:
+        """Arrivals of `threads` (with `tx`, each adding that many bytes to its phase's count first;
+        with `targets`, each at the barrier of that CTA of the chunk, a peer's or its own)."""
         for o, ts in self._at(where, addr, threads):
-            self._known(where, o, ts)
-            per_cta = self._ctas(ts)
+            at = ts // self.m.per_cta if targets is None else targets[np.searchsorted(threads, ts)]
+            self._known(where, o, at * self.m.per_cta)
+            per_cta = np.bincount(at, minlength=self.m.nctas)
             over = per_cta > self.pending[o]
             if over.any():
                 c = int(np.flatnonzero(over)[0])
                 raise EmulationError(f"{where}: {int(per_cta[c])} threads of CTA {self.m.cta0 + c} arrive at the mbarrier "
                                      f"at {_SHARED_BASE + o:#x}, whose phase awaits {int(self.pending[o][c])} more")
             if tx is not None:
-                np.add.at(self.tx[o], ts // self.m.per_cta, tx[np.searchsorted(threads, ts)])
-            self.arrived[o][ts] = True
+                np.add.at(self.tx[o], at, tx[np.searchsorted(threads, ts)])
+            local = at == ts // self.m.per_cta
+            self.arrived[o][ts[local]] = True
+            if not local.all():
+                self._peers(o)[0][at[~local], ts[~local]] = True
             self.pending[o] -= per_cta
             self._complete(o, np.flatnonzero((self.pending[o] == 0) & (per_cta > 0)))
 
@@ -129,6 +158,9 @@ class Barriers:
             cta = slice(c * self.m.per_cta, (c + 1) * self.m.per_cta)
             self.published[o][int(self.phase[o][c]) & 1][cta] = self.arrived[o][cta]
             self.arrived[o][cta] = False
+            if o in self.peers:
+                self.published_peers[o][int(self.phase[o][c]) & 1][c] = self.peers[o][c]
+                self.peers[o][c] = False
             self.phase[o][c] += 1
             self.pending[o][c] = self.expected[o][c]
             if sh is not None:  # the copies that completed on this phase land
@@ -156,6 +188,8 @@ class Barriers:
             seen = np.zeros(self.m.T, bool)
             for p in np.unique(parity[np.searchsorted(threads, ts)]):
                 seen |= self.published[o][int(p)]
+                if o in self.published_peers:  # and the peers that took part in the waiters' CTAs' phases
+                    seen |= self.published_peers[o][int(p)][np.unique(ts // self.m.per_cta)].any(0)
             sh.publish(seen)
         return True
 
@@ -176,9 +210,13 @@ def _dec_mbarrier(d, op, mods, args, where) -> Fn:
     for default in (["release", "cta"], ["acquire", "cta"]):  # the default .sem and .scope, spelled out
         if rest[:2] == default:
             rest = rest[2:]
-    if kind not in ("init", "arrive", "arrive.expect_tx", "try_wait.parity") or rest not in _SPACES:
+    remote = kind == "arrive" and rest == _REMOTE
+    if kind not in ("init", "arrive", "arrive.expect_tx", "try_wait.parity") or (rest not in _SPACES and not remote):
         raise EmulationError(f"{where}: expected mbarrier.init, mbarrier.arrive[.expect_tx] or "
-                             "mbarrier.try_wait.parity .shared::cta.b64 (the default release/acquire CTA-scope forms)")
+                             "mbarrier.try_wait.parity .shared::cta.b64 (the default release/acquire CTA-scope forms), "
+                             "or mbarrier.arrive.release.cluster.shared::cluster.b64 _, [addr]")
+    if remote:
+        return _dec_arrive_remote(d, op, args, where)
     if kind == "init":
         addr, count = _one(d, op, args, 2, where)
         reads_count = _reader(d, count, "u32", where)
@@ -230,3 +268,24 @@ def _dec_mbarrier(d, op, mods, args, where) -> Fn:
         return True
 
     return run_wait
+
+
+def _dec_arrive_remote(d, op, args, where) -> Fn:
+    """mbarrier.arrive.release.cluster.shared::cluster.b64 _, [a]: an arrival at the barrier at
+    `.shared::cluster` address `a` (a peer's through `mapa`, or the CTA's own), no state returned."""
+    if len(args) != 2 or args[0].strip() != "_":
+        raise EmulationError(f"{where}: a .shared::cluster arrival returns no state: mbarrier.arrive.release.cluster"
+                             ".shared::cluster.b64 _, [addr]")
+    addr = d.operand(args[1], op)
+    if not isinstance(addr, _Addr):
+        raise EmulationError(f"{where}: the mbarrier's address goes in brackets")
+    saddr = _shared_addresses(d, addr, where)
+
+    def run(m, mask):
+        threads = _threads(m, mask)
+        if not threads.size:
+            return
+        local, targets = cluster_target(m, where, saddr(m)[threads], threads)
+        _barriers(m).arrive(where, local, threads, targets=targets)
+
+    return run

@@ -207,11 +207,12 @@ def _dec_fence(d, op, mods, args, where) -> Fn:
     operands); the emulator has one proxy, in which the stores are already seen."""
     head = op.opcode.data.split(".")[0]
     ok = (mods[:1] in (["acq_rel"], ["sc"]) and mods[1:] in (["cta"], ["gpu"], ["sys"])
-          or mods in (["proxy", "async"], ["proxy", "async", "shared::cta"])) if head == "fence" \
+          or mods in (["proxy", "async"], ["proxy", "async", "shared::cta"], ["mbarrier_init", "release", "cluster"])) \
+        if head == "fence" \
         else mods in (["cta"], ["gl"], ["sys"])
     if not ok or args:
-        raise EmulationError(f"{where}: expected fence.acq_rel/.sc.cta/.gpu/.sys, fence.proxy.async[.shared::cta] "
-                             "or membar.cta/.gl/.sys")
+        raise EmulationError(f"{where}: expected fence.acq_rel/.sc.cta/.gpu/.sys, fence.proxy.async[.shared::cta], "
+                             "fence.mbarrier_init.release.cluster or membar.cta/.gl/.sys")
     return lambda m, mask: None
 
 

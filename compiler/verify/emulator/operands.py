@@ -52,7 +52,7 @@ class _Vec:
 
 _SPECIALS = {
     f"%{s}.{c}" for s in ("tid", "ntid", "ctaid", "nctaid") for c in "xyz"
-} | {"%laneid", "%warpid", "%nwarpid"}
+} | {"%laneid", "%warpid", "%nwarpid", "%cluster_ctarank", "%cluster_nctarank"}
 _REG_RE = re.compile(r"^(%[A-Za-z_$][A-Za-z_$]*?)(\d+)$")
 _MAP_PARAM = re.compile(r"\.align\s+64\s+\.b8\s+([A-Za-z_$][\w$]*)\[128\]")
 _ADDR_RE = re.compile(r"^\[([%A-Za-z_$][\w$]*)(?:\+(-?\d+)|-(\d+))?\]$")

@@ -28,9 +28,17 @@ from tilemma.compiler.verify.emulator.mma_instruction import _dec_mma
 from tilemma.compiler.verify.emulator.operands import Fn, _Decode
 from tilemma.compiler.verify.emulator.shared_ops import _dec_bar, _dec_cp, _dec_ldmatrix
 from tilemma.compiler.verify.emulator.wgmma_ops import _dec_setmaxnreg, _dec_wgmma
+from tilemma.compiler.verify.emulator.cluster_ops import _dec_barrier_cluster, _dec_mapa
 from tilemma.compiler.verify.ptx_text import ParsedPtx, parse_ptx_modules, print_ptx
 from tilemma.dialects import ptx
 from xdsl.dialects.builtin import ModuleOp
+
+
+def _dec_barrier(d, op, mods, args, where):
+    """barrier.cluster.* (`cluster_ops`) or a CTA's barrier.sync (`shared_ops._dec_bar`)."""
+    if mods[:1] == ["cluster"]:
+        return _dec_barrier_cluster(d, op, mods, args, where)
+    return _dec_bar(d, op, mods, args, where)
 
 
 _DECODERS = {
@@ -40,7 +48,7 @@ _DECODERS = {
     "shl": _dec_shift, "shr": _dec_shift, "bfe": _dec_bfe, "bfi": _dec_bfi, "prmt": _dec_prmt, "setp": _dec_setp,
     "selp": _dec_selp, "cvt": _dec_cvt, "cvta": _dec_cvta, "ld": _dec_ld, "st": _dec_st,
     "popc": _dec_popc, "abs": _dec_abs_neg, "neg": _dec_abs_neg, "atom": _dec_atom,
-    "cp": _dec_cp, "ldmatrix": _dec_ldmatrix, "bar": _dec_bar, "barrier": _dec_bar,
+    "cp": _dec_cp, "ldmatrix": _dec_ldmatrix, "bar": _dec_bar, "barrier": _dec_barrier, "mapa": _dec_mapa,
     "fence": _dec_fence, "membar": _dec_fence, "shfl": _dec_shfl, "wgmma": _dec_wgmma,
     "mbarrier": _dec_mbarrier,
     **_FLOAT_DECODERS,  # float forms of add/sub/mul/div/min/max/neg/abs/setp/cvt/mov, fma, ex2, ...
@@ -65,6 +73,9 @@ class Program:
         d = _Decode(entry, lines or {}, source, arch)
         self.params = d.params
         self.max_threads = int(entry.max_threads.data) if entry.max_threads is not None else None
+        # CTAs a cluster holds along x (`.reqnctapercluster N, 1, 1`): a chunk holds whole clusters,
+        # whose CTAs address each other's shared memory (`mapa`, `.shared::cluster`)
+        self.cluster = entry.cluster.value.data if entry.cluster is not None else 1
         body = list(entry.body.ops)
         for op in body:
             if isinstance(op, ptx.RegOp):
@@ -177,6 +188,9 @@ class Program:
             raise EmulationError(f"block {block} has {threads} threads; at most 1024 per CTA")
         if self.max_threads is not None and threads > self.max_threads:
             raise EmulationError(f"{self.name}: block {block} exceeds .maxntid {self.max_threads}")
+        if grid[0] % self.cluster:
+            raise EmulationError(f"{self.name}: grid {grid} is not a whole number of its clusters of {self.cluster} "
+                                 "CTAs along x (.reqnctapercluster)")
         if len(args) != len(self.params):
             raise EmulationError(f"{self.name} takes {len(self.params)} parameters, got {len(args)} arguments")
         shared_size = self._shared_size(shared_bytes)
@@ -209,6 +223,7 @@ class Program:
         bytes_per_thread += 14 * (shared_size or 0) // per_cta + (8 if shared_size is not None else 0)
         ctas = grid[0] * grid[1] * grid[2]
         chunk = max(1, min(ctas, memory_budget // max(1, bytes_per_thread * per_cta)))
+        chunk = max(self.cluster, chunk // self.cluster * self.cluster)  # whole clusters
         stats = RunStats(threads=ctas * threads, ctas=ctas)
         start = time.perf_counter()
         with Progress(f"emulating {self.name}", ctas, "CTAs") as progress:  # only on a terminal

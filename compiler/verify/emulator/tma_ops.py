@@ -12,8 +12,11 @@ swizzle each 16-byte granule's address bits 4-6 are XORed with bits 7-9, with th
 4-5 with bits 7-8 (on the absolute shared address, as wgmma reads them). The copy lands at once
 here, but its bytes count as in flight (reading them, or writing them, is an error) until the
 phase it completes on completes; writing bytes a wgmma.mma_async still reads is an error too.
-Modelled: one CTA (no cluster, no multicast), the tile mode, swizzle none, 64 or 128 bytes, each
-executing thread's own copy.
+With `.multicast::cluster` and a 16-bit CTA mask (`cluster_ops`), the box goes to `dst` in every
+CTA of the cluster whose rank's bit is set, each completing its bytes on its own barrier at
+`bar`'s offset; the issuing thread counts as taking part in those barriers' phases (what it
+wrote is ordered before their waiters). Modelled: the tile mode, swizzle none, 64 or 128 bytes,
+each executing thread's own copy (no cache hints).
 """
 
 from __future__ import annotations
@@ -31,17 +34,18 @@ from tilemma.compiler.verify.emulator.memory_ops import _shared_addresses, _shar
 from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _reader
 
 _OPCODE = re.compile(r"^cp\.async\.bulk\.tensor\.([1-5])d\.shared::(cluster|cta)\.global\.tile"
-                     r"\.mbarrier::complete_tx::bytes$")
+                     r"\.mbarrier::complete_tx::bytes(\.multicast::cluster)?$")
 _SWIZZLE_ROWS = {0: 0, 64: 3, 128: 7}  # the address bits 7.. each swizzle XORs into the granule bits 4..
 _TENSOR = re.compile(r"^\[\s*(%\w+)\s*,\s*\{([^}]*)\}\s*\]$")
 
 
 def _dec_tma(d, op, mods, args, where) -> Fn:
     match = _OPCODE.match(op.opcode.data)
-    if not match or len(args) != 3:
+    multicast = bool(match and match.group(3))
+    if not match or len(args) != 3 + multicast:
         raise EmulationError(f"{where}: expected cp.async.bulk.tensor.Nd.shared::cluster.global.tile"
-                             ".mbarrier::complete_tx::bytes [dst], [map, {coordinates}], [mbar] (no multicast, "
-                             "no cache hint)")
+                             ".mbarrier::complete_tx::bytes[.multicast::cluster] [dst], [map, {coordinates}], [mbar]"
+                             "[, ctaMask] (no cache hint)")
     if d.target is not None and not d.target.startswith("sm_9") and not d.target.startswith("sm_1"):
         raise EmulationError(f"{where}: cp.async.bulk.tensor needs sm_90 or newer, the module targets {d.target}")
     rank = int(match.group(1))
@@ -58,6 +62,7 @@ def _dec_tma(d, op, mods, args, where) -> Fn:
     read_dst, read_bar = _shared_addresses(d, dst, where), _shared_addresses(d, bar, where)
     read_map = _reader(d, d.operand(tensor.group(1), op), "u64", where)
     read_coords = [_reader(d, d.operand(c, op), "s32", where) for c in coords]
+    read_mask = _reader(d, d.operand(args[3], op), "u16", where) if multicast else None
     names = [n for _, n in d.params]
     kinds = [t for t, _ in d.params]
 
@@ -69,15 +74,26 @@ def _dec_tma(d, op, mods, args, where) -> Fn:
         pick = (lambda v: _per_thread(v, m.T)[threads])  # noqa: E731
         dsts, bars, maps = pick(read_dst(m)), pick(read_bar(m)), pick(read_map(m)).astype(np.uint64)
         cs = np.stack([pick(r(m)).astype(np.int64) for r in read_coords], 1)
+        masks = pick(read_mask(m)).astype(np.int64) if read_mask is not None else None
         for k, t in enumerate(threads):
-            _copy(m, sh, where, int(t), int(dsts[k]), int(bars[k]), int(maps[k]), cs[k], rank, names, kinds)
+            own = int(t) // m.per_cta
+            ctas = [own]
+            if masks is not None:
+                mine = int(m.specials["%cluster_ctarank"][t])
+                if not 0 < masks[k] < 1 << m.prog.cluster:
+                    raise EmulationError(f"{where}: {m.thread(int(t))}: CTA mask {int(masks[k]):#x} names no CTA, or "
+                                         f"one past the cluster's {m.prog.cluster}")
+                ctas = [own - mine + r for r in range(m.prog.cluster) if masks[k] >> r & 1]
+            for cta in ctas:
+                _copy(m, sh, where, int(t), int(dsts[k]), int(bars[k]), int(maps[k]), cs[k], rank, names, kinds, cta)
 
     return run
 
 
 def _copy(m, sh, where: str, t: int, dst: int, bar: int, address: int, coords: np.ndarray, rank: int,
-          names: list[str], kinds: list[str]) -> None:
-    """Thread t's copy: the box at `coords` of the map at `address` to shared `dst`, completing on `bar`."""
+          names: list[str], kinds: list[str], cta: int) -> None:
+    """Thread t's copy: the box at `coords` of the map at `address` to shared `dst` of CTA `cta`
+    of the chunk (its own, or a peer's), completing on that CTA's barrier at `bar`."""
     who = m.thread(t)
     index = (address & _OFFSET_MASK) >> 8
     if address >> _SPACE_SHIFT != _PARAM_SPACE + 1 or address & 0xFF or index >= len(names) \
@@ -112,7 +128,8 @@ def _copy(m, sh, where: str, t: int, dst: int, bar: int, address: int, coords: n
     logical = dst + np.arange(at.shape[0] * eb)
     if tmap.swizzle:  # granule bits 4.. XORed with address bits 7.. (3 of them at 128 bytes, 2 at 64)
         logical = logical ^ (((logical >> 7) & _SWIZZLE_ROWS[tmap.swizzle]) << 4)
-    idx = sh.bytes(m, where, "cp.async.bulk.tensor write", logical, np.full(logical.size, t), 1).ravel()
+    there = cta * m.per_cta + t % m.per_cta  # (a thread of the CTA written, for the range check)
+    idx = sh.bytes(m, where, "cp.async.bulk.tensor write", logical, np.full(logical.size, there), 1).ravel()
     sh.check_unheld(m, where, "cp.async.bulk.tensor writes", idx[:, None], np.full(idx.size, t))
     if sh.inflight[idx].any():
         raise EmulationError(f"{where}: {who} copies to shared address {sh.address(int(idx[sh.inflight[idx]][0]))}, "
@@ -120,7 +137,8 @@ def _copy(m, sh, where: str, t: int, dst: int, bar: int, address: int, coords: n
     sh.data[idx] = values.ravel()
     sh.inflight[idx] = True
     sh.writer[idx] = t  # (so that only the threads its barrier's wait orders after it read them)
-    cta = t // m.per_cta
     barriers = _barriers(m)
     [(o, _)] = barriers._at(where, np.array([bar]), np.array([t]))
+    if cta != t // m.per_cta:
+        barriers.peer(o, cta, t)
     barriers.complete_tx(where, o, cta, idx.size, idx)
