@@ -36,7 +36,11 @@ producer warpgroup (those warps, after the W x 1 consumers) fills the stage ring
 multiply, the two meeting at mbarriers a stage (`warp-specialize`) instead of a CTA-wide barrier.
 `copy` (printed when not `async`): how those producers copy A's and B's stages: `async`, each
 thread a share of the `cp.async` chunks; `tma`, one thread a `warp.copy_tma` a stage buffer (the
-Hopper tensor-memory accelerator), its bytes counted by the stage's `full` mbarrier.
+Hopper tensor-memory accelerator), its bytes counted by the stage's `full` mbarrier. `cluster`
+(printed when above 1: 2): a TMA kernel's CTAs run in clusters of that many consecutive CTAs (of
+one column of tiles, `group_m` even), which share B's stages: each CTA copies its share of B's
+blocks to every CTA of the cluster (multicast), and a stage is free once all their consumers are
+done with it.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class Schedule:
     mma: str = "sync"
     producers: int = 0
     copy: str = "async"
+    cluster: int = 1
 
     @property
     def threads(self) -> int:
@@ -121,6 +126,7 @@ class ScheduleAttr(ParametrizedAttribute):
     mma: StringAttr
     producers: IntegerAttr
     copy: StringAttr
+    cluster: IntegerAttr
 
     def __init__(self, s: Schedule):
         super().__init__(
@@ -139,6 +145,7 @@ class ScheduleAttr(ParametrizedAttribute):
             StringAttr(s.mma),
             IntegerAttr(s.producers, i64),
             StringAttr(s.copy),
+            IntegerAttr(s.cluster, i64),
         )
 
     @property
@@ -159,6 +166,7 @@ class ScheduleAttr(ParametrizedAttribute):
             self.mma.data,
             self.producers.value.data,
             self.copy.data,
+            self.cluster.value.data,
         )
 
     def verify(self) -> None:
@@ -194,6 +202,9 @@ class ScheduleAttr(ParametrizedAttribute):
         if s.copy not in COPIES or (s.copy == "tma" and (not s.producers or s.fill)):
             raise VerifyException(f"#warp.schedule: copy is one of {', '.join(COPIES)}; tma copies are a producer "
                                   f"warpgroup's, of stages no fill writes, not {s.copy!r}")
+        if s.cluster not in (1, 2) or (s.cluster > 1 and (s.copy != "tma" or not s.group_m or s.group_m % s.cluster)):
+            raise VerifyException("#warp.schedule: cluster is 1 or 2; 2 shares B's stages by the TMA (copy = tma) "
+                                  f"between CTAs of one column of tiles (group_m a multiple of it), not {s.cluster}")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 
@@ -215,6 +226,8 @@ class ScheduleAttr(ParametrizedAttribute):
                 parts.append(f"producers = {s.producers}")
             if s.copy != "async":
                 parts.append(f"copy = {s.copy}")
+            if s.cluster > 1:
+                parts.append(f"cluster = {s.cluster}")
         if s.split_k > 1:
             parts += [f"split_k = {s.split_k}", f"split_chunk = {s.split_chunk}"]
         printer.print_string("<" + ", ".join(parts))
@@ -234,7 +247,7 @@ class ScheduleAttr(ParametrizedAttribute):
                 parser.parse_punctuation("=")
                 if key in ("warps", "warp_tile"):
                     fields[key] = _parse_pair(parser)
-                elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk", "producers"):
+                elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk", "producers", "cluster"):
                     fields[key] = parser.parse_integer()
                 elif key in ("reads", "fill", "gather", "pair_bytes", "mma", "copy"):
                     fields[key] = parser.parse_identifier()

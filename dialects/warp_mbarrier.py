@@ -10,6 +10,11 @@ the bytes of its TMA copies, `warp_tma`), `warp.mbarrier_wait` waits for a phase
 orders the stage's reads after it, as `warp.async_wait` does in the unspecialized kernel.
 `warp.retire` ends the threads whose condition holds (the producers, after their loop), so that
 what follows is the consumers' alone; `warp.set_max_registers` moves registers between the roles.
+
+In a cluster (`#warp.schedule` cluster = 2: CTAs in pairs that share B's stages, each copying
+half of them to both) a stage is free only once both CTAs' consumers are done with it:
+`warp.mbarrier_arrive_peers` arrives at the other CTA's barrier too, and `warp.cluster_sync`
+makes sure the peers' barriers are made before anyone arrives at them.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from tilemma.dialects.warp_shared import AsyncTokenType, is_shared
 MBARRIER_BYTES = 8
 MAX_ARRIVALS = (1 << 20) - 1  # an mbarrier's expected count (PTX ISA: 2^20 - 1)
 MAX_TX_BYTES = (1 << 20) - 1  # and its transaction count's range (PTX ISA: up to 2^20 - 1)
+CLUSTERS = (1, 2)  # CTAs a cluster of a warp-specialized kernel holds (along the grid's x)
 
 
 def _barriers(ref, what: str) -> MemRefType:
@@ -101,6 +107,37 @@ class MbarrierExpectTxOp(IRDLOperation):
             raise VerifyException(f"warp.mbarrier_expect_tx: bytes is 1 to {MAX_TX_BYTES} (a phase's transaction count)")
         if self.thread.value.data < 0:
             raise VerifyException("warp.mbarrier_expect_tx: thread is a thread of the CTA (0 or more)")
+
+
+@irdl_op_definition
+class MbarrierArrivePeersOp(IRDLOperation):
+    """`warp.mbarrier_arrive_peers %bars[%i]`: lane 0 of each warp that runs it arrives once at
+    barrier i of every other CTA of its cluster (whose warps' work on what the barrier guards is
+    done: a warpgroup's wgmma reads end together, at its wait)."""
+
+    name = "warp.mbarrier_arrive_peers"
+    bars = operand_def(MemRefType)
+    index = operand_def(IndexType)
+    cluster = prop_def(IntegerAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$bars `[` $index `]` attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, index: SSAValue, cluster: int):
+        super().__init__(operands=[bars, index], properties={"cluster": IntegerAttr(cluster, i64)})
+
+    def verify_(self) -> None:
+        _barriers(self.bars.type, "warp.mbarrier_arrive_peers")
+        if self.cluster.value.data not in CLUSTERS[1:]:
+            raise VerifyException(f"warp.mbarrier_arrive_peers: cluster is one of {CLUSTERS[1:]} CTAs")
+
+
+@irdl_op_definition
+class ClusterSyncOp(IRDLOperation):
+    """`warp.cluster_sync`: every thread of the cluster's CTAs arrives, and none goes on before all
+    have, after a fence that publishes the mbarriers made before it to the peers (barrier.cluster)."""
+
+    name = "warp.cluster_sync"
+    assembly_format = "attr-dict"
 
 
 @irdl_op_definition

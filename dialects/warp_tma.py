@@ -33,7 +33,7 @@ from xdsl.utils.exceptions import VerifyException
 from tilemma.dialects.attributes import element_bits, element_name
 from tilemma.dialects.swizzle import SwizzledLayoutAttr, row_bytes
 from tilemma.dialects.warp import _ints, _WindowOp
-from tilemma.dialects.warp_mbarrier import _barriers
+from tilemma.dialects.warp_mbarrier import CLUSTERS, _barriers
 from tilemma.dialects.warp_shared import _shared_stage
 
 TMA_MAX_BOX = 256  # elements a box dimension (cuTensorMapEncodeTiled's boxDim)
@@ -61,7 +61,9 @@ class CopyTmaOp(_WindowOp):
     T of the CTA copies the stage-sized box of the window at (batch, row, col) into stage `stage`
     of `dest` (cp.async.bulk.tensor), its bytes completing as transactions on barrier `slot` of
     `bars`. With `transpose` the stage holds the box's transpose, for a window whose rows are
-    contiguous (its shared rows run along the window's columns), as `warp.copy_async`'s."""
+    contiguous (its shared rows run along the window's columns), as `warp.copy_async`'s. With
+    `multicast = N` (a cluster of N CTAs that share the window), only the CTA of cluster rank
+    `rank` issues it, and the box lands in every CTA of the cluster, on each one's barrier."""
 
     name = "warp.copy_tma"
     ref = operand_def(MemRefType)
@@ -75,6 +77,10 @@ class CopyTmaOp(_WindowOp):
     in_bounds = opt_prop_def(DenseArrayBase)  # (the window's; the TMA bounds every copy itself)
     thread = prop_def(IntegerAttr)
     transpose = opt_prop_def(UnitAttr)
+    # in a cluster of `multicast` CTAs: issued by the CTA of rank `rank`, written to every CTA's
+    # stage (the same offset) and counted on every CTA's barrier
+    multicast = opt_prop_def(IntegerAttr)
+    rank = opt_prop_def(IntegerAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = ("$ref `[` $indices `]` `,` $dest `[` $stage `]` `,` $bars `[` $slot `]` attr-dict `:` "
@@ -117,3 +123,7 @@ class CopyTmaOp(_WindowOp):
                                   "time)")
         if self.thread.value.data < 0:
             raise VerifyException("warp.copy_tma: thread is a thread of the CTA (0 or more)")
+        if (self.multicast is None) != (self.rank is None) or (self.multicast is not None and not (
+                self.multicast.value.data in CLUSTERS[1:] and 0 <= self.rank.value.data < self.multicast.value.data)):
+            raise VerifyException(f"warp.copy_tma: a multicast names its cluster ({CLUSTERS[1:]} CTAs) and the rank "
+                                  "in it that issues the copy")

@@ -36,7 +36,7 @@ def chain(plan: TilePlan) -> list[ModulePass]:
 @dataclass(frozen=True)
 class TileToWarp(ModulePass):
     """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`, `split-k`,
-    `pair-bytes`, `wgmma`, `producers`, `tma`)."""
+    `pair-bytes`, `wgmma`, `producers`, `tma`, `cluster`)."""
 
     name = "tile-to-warp"
 
@@ -50,8 +50,9 @@ class TileToWarp(ModulePass):
     wgmma: bool = False
     producers: int = -1
     tma: int = -1
+    cluster: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
-                                 self.pair_bytes, self.wgmma, self.producers, self.tma)):
+                                 self.pair_bytes, self.wgmma, self.producers, self.tma, self.cluster)):
             p.apply(ctx, op)

@@ -48,3 +48,21 @@ TMA_CASES = [
     (GemmSpec(256, 128, 512, "f16", "f16", "f32", pre_compressed=True),
      {"warps": "16x1", "warp_tile": "1x16", "stages": 2}, "mma.sp"),
 ]
+
+# ... and in clusters of 2 CTAs (`cluster`: pairs along M sharing B's stages, each CTA's producer
+# copying half of B's blocks to both, multicast): an even number of tile rows, B in one block a
+# stage (its rank-0 CTA copies it all), a batch, a pre-compressed A of 128- and 256-row tiles.
+CLUSTER = dict(producers=4, tma=1, cluster=2)
+
+CLUSTER_CASES = [
+    (GemmSpec(130, 200, 1000, "f16", "f16", "f32"), {}, "mma"),
+    (GemmSpec(136, 200, 1000, "bf16", "bf16", "f32", a_layout="col", b_layout="col"), {}, "mma"),
+    (GemmSpec(256, 256, 516, "tf32", "tf32", "f32", b_layout="col", rounding="trunc"), {}, "mma"),
+    (GemmSpec(130, 256, 608, "s8", "s8", "s32", b_layout="col"), {}, "mma"),
+    (GemmSpec(160, 256, 384, "u8", "u8", "s32", batch=2, bcast="b", b_layout="col"), {}, "mma"),
+    (GemmSpec(256, 256, 1024, "f16", "f16", "f32", pre_compressed=True), {}, "mma.sp"),
+    (GemmSpec(200, 64, 320, "f16", "f16", "f32", batch=3, bias="col", act="gelu", out="f16"), {}, "mma"),
+    (GemmSpec(200, 136, 72, "f16", "f16", "f32", b_layout="col"), {"stages": 2}, "mma"),
+    (GemmSpec(512, 128, 512, "f16", "f16", "f32", pre_compressed=True),
+     {"warps": "16x1", "warp_tile": "1x16", "stages": 2}, "mma.sp"),
+]

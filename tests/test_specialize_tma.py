@@ -1,9 +1,11 @@
 """The producers' copies by the TMA (`tile-plan{tma}`, `warp.copy_tma`): the located refusals,
 the tensor maps each kernel's ABI carries (what every launch encodes), the op's verifier, ptxas
-with no spills, and in the emulator - which models the TMA's copy, its zeros past the array and
+with no spills, the clusters that share B's stages (`tile-plan{cluster=2}`), and in the emulator - which models the TMA's copy, its zeros past the array and
 its swizzle, and the mbarrier's transaction count (tests/test_emulator_tma.py) - every output
 word equal to the mma.sync (mma.sp) kernel's of the same problem. (Lit:
 tests/lit/passes/warp-specialize-tma.mlir; GPU: tests/gpu/test_specialize_gpu.py.)"""
+
+import re
 
 import pytest
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, f16, i64
@@ -14,7 +16,7 @@ from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.runtime.tensor_map import TensorMap
 from tilemma.dialects import warp
 
-from tests.specialize_cases import TMA, TMA_CASES
+from tests.specialize_cases import CLUSTER, CLUSTER_CASES, TMA, TMA_CASES
 from tests.wgmma_cases import assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas
 
 F16 = GemmSpec(4096, 4096, 4096, "f16", "f16", "f32")
@@ -23,6 +25,26 @@ F16 = GemmSpec(4096, 4096, 4096, "f16", "f16", "f32")
 @pytest.mark.parametrize("spec, extra, sm90", TMA_CASES, ids=[c[0].name for c in TMA_CASES])
 def test_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
     like_the_sm90_kernel(spec, {**TMA, **extra}, "emulator", 11, "wgmma", sm90)
+
+
+@pytest.mark.parametrize("spec, extra, sm90", CLUSTER_CASES, ids=[c[0].name for c in CLUSTER_CASES])
+def test_clusters_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
+    """Pairs of CTAs sharing B's stages (multicast halves, both consumers releasing each stage,
+    the producers' tail): every output word the mma.sync kernel's."""
+    like_the_sm90_kernel(spec, {**CLUSTER, **extra}, "emulator", 11, "wgmma", sm90)
+
+
+def test_a_cluster_kernel_shares_b():
+    """The entry asks for clusters of 2; B's two blocks a stage are issued one by each CTA's producer,
+    to both; each CTA's consumers release a stage at their own barrier and, lane 0 a warp, at the
+    peer's, whose count says so (256 + 8); the producers wait for the last stages' releases."""
+    k = compiled(GemmSpec(256, 256, 512, "f16", "f16", "f32"), wgmma=True, **CLUSTER)
+    assert ".reqnctapercluster 2, 1, 1\n" in k.ptx and k.abi.config.endswith("tma=1 cluster=2")
+    multicast = re.findall(r"@(%p\d+) cp\.async\.bulk\.tensor\.2d\.[^ ]*\.multicast::cluster ", k.ptx)
+    assert len(multicast) == 2 and multicast[0] != multicast[1]  # one issuing CTA each
+    assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+(\+\d+)?\], 264;", k.ptx)) == 4
+    assert "mapa.shared::cluster.u32" in k.ptx and "mbarrier.arrive.release.cluster.shared::cluster.b64 _," in k.ptx
+    assert "fence.mbarrier_init.release.cluster;\n    barrier.cluster.arrive.release.aligned;" in k.ptx
 
 
 @pytest.mark.parametrize("s, sm, kw, message", [
@@ -36,6 +58,10 @@ def test_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
      "tma: sizes known at launch"),
     (GemmSpec(256, 256, 1004, "f16", "f16", "f32"), "90a", {"wgmma": True},
      "tma: A's strides (1004, 1) and offset 0 are no tensor map's"),
+    (F16, "90a", {"wgmma": True, "tma": 0, "cluster": 2}, "cluster: the CTAs of a cluster share B's stages by the TMA"),
+    (GemmSpec(384, 256, 512, "f16", "f16", "f32"), "90a", {"wgmma": True, "cluster": 2},
+     "cluster: M = 384 makes 3 rows of 128-row tiles, which do not pair"),
+    (F16, "90", {"cluster": 2}, "cluster: clusters share B's stages between warpgroup kernels"),
 ])
 def test_refusals_are_located(s, sm, kw, message):
     from tilemma.compiler.driver.diagnostics import LocatedVerifyError

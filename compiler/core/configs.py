@@ -308,6 +308,9 @@ WGMMA_PRODUCERS: dict[str, int] = {"sparse-wgmma": 4, "sparse-wgmma-k-major-b": 
 # take no producers by themselves; with them, f16 660 / 665 and 691 / 705, s8 1293 / 1310 and
 # 1438 / 1459, tf32 truncated 368 / 373 and 370 / 346.
 WGMMA_TMA: dict[str, bool] = {"sparse-wgmma": True, "sparse-wgmma-k-major-b": True}
+# wgmma schedules whose TMA kernels run their CTAs in clusters by themselves (`Schedule.cluster`:
+# pairs along M that share B's stages, `plan_warpgroups.cluster_unsupported`): none yet.
+WGMMA_CLUSTER: dict[str, int] = {}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

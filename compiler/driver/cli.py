@@ -41,6 +41,7 @@ def _option_values(args: argparse.Namespace) -> dict:
         wgmma=args.wgmma,
         producers=args.producers,
         tma=args.tma,
+        cluster=args.cluster,
         tune_cache=_tune_cache(args.tune_cache),
         attention_rows=args.attention_rows,
         attention_block_n=args.attention_block_n,
@@ -61,7 +62,7 @@ def _compile_options(args: argparse.Namespace):
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
                       sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, pair_bytes=True, wgmma=False,
-                      producers=-1, tma=-1, attention_rows=0,
+                      producers=-1, tma=-1, cluster=-1, attention_rows=0,
                       attention_block_n=0, attention_q_shared="", attention_ctas=0)
 
 
@@ -152,6 +153,10 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
                         "buffer, cp.async.bulk.tensor through tensor-map parameters) instead of cp.async "
                         "(static sizes, 16-byte strides, no fill, tf32 only truncated), or says why not; 0: "
                         "cp.async; -1 (default): configs.WGMMA_TMA's choice (the sparse kernels' producers)")
+    p.add_argument("--cluster", type=int, default=-1, choices=(-1, 1, 2),
+                   help="2: a TMA kernel's CTAs in pairs (a 2-CTA cluster along M) that share B's stages, each "
+                        "copying half of B's blocks to both (multicast), or say why not; 1: none; -1 (default): "
+                        "configs.WGMMA_CLUSTER's choice")
     instrument.add_arguments(p)
 
 

@@ -170,6 +170,9 @@ class KernelABI:
     size_multiple: tuple[int, int, int] = (1, 1, 1)  # ... and of its `?` sizes M, N, K
     # the tensor maps the kernel's TMA copies read: its last parameters, after the sizes
     tensor_maps: tuple[TensorMap, ...] = ()
+    # CTAs a cluster holds along the grid's x (`.reqnctapercluster`, fixed at compile time: a
+    # launch needs nothing more than a grid of whole clusters, which the kernel's grid is)
+    cluster: int = 1
 
     @property
     def dynamic(self) -> bool:
@@ -244,7 +247,7 @@ class KernelABI:
         grid = tuple(count * _prod(-(-values[sym][0] // tile_size) for sym, tile_size in factors) if factors else g
                      for g, (count, factors) in zip(self.grid, self.grid_sizes or [(g, ()) for g in self.grid]))
         bound_abi = KernelABI(self.name, grid, self.block, tuple(params), self.shared_bytes,  # type: ignore[arg-type]
-                              self.tiling, self.sm, self.ptx_version, self.instruction)
+                              self.tiling, self.sm, self.ptx_version, self.instruction, cluster=self.cluster)
         return bound_abi, tuple(values[s][0] for s in self.symbols)
 
     def scratch_buffers(self) -> list:
@@ -270,7 +273,8 @@ class KernelABI:
         producers = self.block[0] * self.block[1] * self.block[2] // 32 - wm * wn  # warps past the computing ones
         return (f"warps={wm}x{wn} warp-tile={rm}x{rn} stages={stages}" + (f" stage-k={stage_k}" if stages else "")
                 + (f" split-k={self.tiling[6]}" if len(self.tiling) == 7 else "")
-                + (f" producers={producers}" if producers > 0 else "") + (" tma=1" if self.tensor_maps else ""))
+                + (f" producers={producers}" if producers > 0 else "") + (" tma=1" if self.tensor_maps else "")
+                + (f" cluster={self.cluster}" if self.cluster > 1 else ""))
 
     def to_dict(self) -> dict:
         """The ABI as plain data (what `tilemma compile --emit json` writes per kernel)."""
@@ -286,6 +290,8 @@ class KernelABI:
             d["tensor_maps"] = [{"of": m.of, "element_bytes": m.element_bytes, "dims": list(m.dims),
                                  "strides": list(m.strides), "box": list(m.box), "swizzle": m.swizzle,
                                  "offset": m.offset} for m in self.tensor_maps]
+        if self.cluster > 1:
+            d["cluster"] = self.cluster
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -348,9 +354,13 @@ class KernelABI:
             tensor_maps.append(_checked_map(TensorMap(scalar["of"], scalar["element_bytes"], ints(m["dims"]),
                                                       ints(m["strides"]), ints(m["box"]), scalar["swizzle"],
                                                       scalar["offset"]), params))
+        cluster = d.get("cluster", 1)
+        if type(cluster) is not int or cluster < 1:
+            raise TypeError(f"cluster: expected a positive integer, got {cluster!r}")
         return KernelABI(text(d["name"]), ints(d["grid"], 3), ints(d["block"], 3),  # type: ignore[arg-type]
                          tuple(params), shared, ints(list(tiling)), text(d["sm"]), text(d["ptx_version"]),
-                         text(d["instruction"]), symbols, grid_sizes, multiple, sizes_multiple, tuple(tensor_maps))
+                         text(d["instruction"]), symbols, grid_sizes, multiple, sizes_multiple, tuple(tensor_maps),
+                         cluster)
 
     @staticmethod
     def from_entry(entry: ptx.EntryOp) -> KernelABI:
@@ -420,6 +430,7 @@ class KernelABI:
             entry.stride_multiple.value.data if entry.stride_multiple is not None else 1,
             tuple(entry.size_multiple.get_values()) if entry.size_multiple is not None else (1, 1, 1),
             tensor_maps,
+            entry.cluster.value.data if entry.cluster is not None else 1,
         )
 
     def index(self, role: str) -> int | None:

@@ -80,6 +80,18 @@ def tma_unsupported(g, variant, producers: int, fill: str) -> str | None:
     return None
 
 
+def cluster_unsupported(g, tma: int, bm: int) -> str | None:
+    """Why a warpgroup kernel's CTAs cannot run in pairs that share B's stages (`Schedule.cluster`
+    2), None if they can: its producers copy by the TMA (whose multicast writes both CTAs' stages),
+    and its tiles pair up along M (an even number of tile rows; the grid's groups of `GROUP_M`
+    rows are even, so the pair's consecutive CTAs have one column of tiles)."""
+    if tma <= 0:
+        return "the CTAs of a cluster share B's stages by the TMA's multicast (tma=1, producers=4)"
+    if (rows := -(-g.m // bm)) % 2:
+        return f"M = {g.m} makes {rows} row{'s' if rows > 1 else ''} of {bm}-row tiles, which do not pair into clusters of 2 CTAs"
+    return None
+
+
 def tf32_rounding(mem) -> str | None:
     """The rounding by which an f32 operand becomes tf32 (its one cast), None if it is not one."""
     if len(mem.casts) == 1 and mem.casts[0][:2] == ("f32", "tf32"):
@@ -177,7 +189,7 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
 
 def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_not, fill: str, gather: str,
                warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False,
-               producers: int = -1, tma: int = -1) -> Schedule | None:
+               producers: int = -1, tma: int = -1, cluster: int = -1) -> Schedule | None:
     """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
     default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
@@ -186,7 +198,8 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', with the default's
     tiles where N and K divide into B's stages): a producer warpgroup that fills the stages (copies
     or the transposing fill) while the others multiply (K not split); `tma` (-1: `configs.WGMMA_TMA`'s
-    where the TMA can, `tma_unsupported`): the producers' copies the TMA's."""
+    where the TMA can, `tma_unsupported`): the producers' copies the TMA's; `cluster` (-1:
+    `configs.WGMMA_CLUSTER`'s where it can, `cluster_unsupported`): CTAs in pairs that share B."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")
@@ -233,10 +246,15 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"tma: {why}")
     if tma < 0:  # (`configs.WGMMA_TMA`)
         tma = int(why is None and configs.WGMMA_TMA.get(schedule, False))
+    why = cluster_unsupported(g, tma, bm)
+    if cluster > 1 and why:
+        raise LoweringError(mma, f"cluster: {why}")
+    if cluster < 0:  # (`configs.WGMMA_CLUSTER`)
+        cluster = configs.WGMMA_CLUSTER.get(schedule, 1) if why is None else 1
     splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma)
     wave = configs.WGMMA_WAVE.get(schedule)
     if automatic and wave is not None and (splits > wave[0] or t.tiles * splits < target.limits.one_wave
                                            or wave_use(t.tiles * splits, target) < wave[1]):
         return None  # (`configs.WGMMA_WAVE`) mma.sync's smaller tiles do better
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma",
-                    producers=producers, copy="tma" if tma else "async")
+                    producers=producers, copy="tma" if tma else "async", cluster=cluster)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, gpu, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, MemRefType, ModuleOp, i64
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, IntegerType, MemRefType, ModuleOp, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -82,14 +82,34 @@ class _Builder(Cloner):
         self.ops.append(scf.IfOp(cond, [], inner.ops))
 
 
+@dataclass
+class _Ring:
+    """What the two roles share: the stage ring, its barriers and the CTA's threads."""
+
+    stages: int
+    in_flight: int  # stages whose products `warp.wgmma` leaves running (P)
+    consumers: int
+    producers: int
+    cluster: int  # CTAs sharing B's stages (1: none)
+    full: SSAValue
+    empty: SSAValue
+
+    def release(self, b: _Builder, slot: SSAValue) -> None:
+        """The consumers are done with stage `slot`: they arrive at its `empty` barrier, and at the
+        peers' (whose producers write B's shared stages here too)."""
+        b.op(warp.MbarrierArriveOp(self.empty, slot))
+        if self.cluster > 1:
+            b.op(warp.MbarrierArrivePeersOp(self.empty, slot, self.cluster))
+
+
 def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int, consumers: int, producers: int,
-               tma: bool = False) -> None:
+               tma: bool = False, cluster: int = 1) -> None:
     ahead = stages - 1 - in_flight
     if ahead < 1:
         raise LoweringError(loop, f"warp-specialize: {stages} stages with {in_flight} in flight leave no stage to fill ahead")
     hoist_constants(loop)
     body = loop.body.block
-    kt, accs = body.args[0], list(body.args[1:])
+    kt = body.args[0]
     fill = fill_ops(body)
     landing = [o for o in body.ops if isinstance(o, _LANDING)]
     barriers = [o for o in body.ops if isinstance(o, gpu.BarrierOp)]
@@ -113,11 +133,13 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     pre = _Builder()
     full, empty = pre.op(_barriers(stages)), pre.op(_barriers(stages))
     pre.op(warp.MbarrierInitOp(full, (producers if lands else 0) + int(tma)))
-    pre.op(warp.MbarrierInitOp(empty, consumers))
-    pre.op(gpu.BarrierOp())
+    # (in a cluster, lane 0 of each of the peer's consumer warps arrives too)
+    pre.op(warp.MbarrierInitOp(empty, consumers + consumers // 32 * (cluster - 1)))
+    pre.op(warp.ClusterSyncOp() if cluster > 1 else gpu.BarrierOp())
     tid = pre.op(gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X)))
     is_producer = pre.op(arith.CmpiOp(tid, pre.const(consumers), "uge"))
     insert_before(loop, pre.ops)
+    ring = _Ring(stages, in_flight, consumers, producers, cluster, full, empty)
 
     # the producer warpgroup: copies of stage kt, landing and arrival of stage kt - L
     n = loop.ub
@@ -135,65 +157,89 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
         b.clone_all(fill_chain + [o for o in fill if not isinstance(o, warp.AsyncCommitOp)])
 
     p.when(p.op(arith.CmpiOp(pk, n, "ult")), copy)
-    if not lands:  # every copy the TMA's: nothing to commit, wait for or arrive with
-        p.ops.append(scf.YieldOp())
-        p_body.add_ops(p.ops)
-        _copy_by_tma(p_body, full, slots[0], consumers)
-        _roles(kernel, loop, scf.ForOp(loop.lb, n, loop.step, [], p_body), fill, full, empty, body, landing, consume,
-               stages, in_flight, consumers, producers, is_producer)
-        return
-    p.op(warp.AsyncCommitOp())
+    if lands:
+        p.op(warp.AsyncCommitOp())
 
-    def land(b: _Builder) -> None:
-        b.map[kt] = b.op(arith.SubiOp(pk, b.const(ahead)))
-        b.clone_all(landing_chain)
-        for op in landing:
-            b.clone(op)
-            if isinstance(op, warp.AsyncWaitOp):
-                b.map[op.token].owner.pending = IntegerAttr(ahead, i64)  # type: ignore[union-attr]
-        b.op(warp.MbarrierArriveOp(full, b.slot(b.map[kt], stages)))
+        def land(b: _Builder) -> None:
+            b.map[kt] = b.op(arith.SubiOp(pk, b.const(ahead)))
+            b.clone_all(landing_chain)
+            for op in landing:
+                b.clone(op)
+                if isinstance(op, warp.AsyncWaitOp):
+                    b.map[op.token].owner.pending = IntegerAttr(ahead, i64)  # type: ignore[union-attr]
+            b.op(warp.MbarrierArriveOp(full, b.slot(b.map[kt], stages)))
 
-    p.when(p.op(arith.CmpiOp(pk, p.const(ahead), "uge")), land)
+        p.when(p.op(arith.CmpiOp(pk, p.const(ahead), "uge")), land)
+    # (every copy the TMA's: nothing to commit, wait for or arrive with)
     p.ops.append(scf.YieldOp())
     p_body.add_ops(p.ops)
     if tma:
-        _copy_by_tma(p_body, full, slots[0], consumers)
-    _roles(kernel, loop, scf.ForOp(loop.lb, steps.result, loop.step, [], p_body), fill, full, empty, body, landing,
-           consume, stages, in_flight, consumers, producers, is_producer)
+        _copy_by_tma(kernel, p_body, full, slots[0], consumers, cluster)
+    producer = scf.ForOp(loop.lb, steps.result if lands else n, loop.step, [], p_body)
+    _roles(kernel, loop, producer, ring, fill, body, landing, consume, is_producer)
 
 
-def _copy_by_tma(body: Block, full: SSAValue, slot: SSAValue, thread: int) -> None:
+def _copy_by_tma(kernel: func.FuncOp, body: Block, full: SSAValue, slot: SSAValue, thread: int, cluster: int) -> None:
     """The producers' `warp.copy_async`s in `body` become `warp.copy_tma`s that thread `thread`
     (the first producer) issues, their bytes landing on barrier `slot` of `full`, after its
     `warp.mbarrier_expect_tx` of them all. They sit in one block (the stage's bound), which the
-    expectation shares, so that a stage's arrival and its bytes come together or not at all."""
+    expectation shares, so that a stage's arrival and its bytes come together or not at all. In a
+    cluster, B's copies are multicast: the CTA of rank j mod `cluster` issues B's j-th (all the
+    rank-0 CTA where they do not divide evenly), and every CTA expects all of them."""
     copies = [o for o in body.walk() if isinstance(o, warp.CopyAsyncOp)]
     if not copies:
         return
     block = copies[0].parent_block()
     if any(c.parent_block() is not block for c in copies):
         raise LoweringError(copies[0], "warp-specialize: the TMA copies of a stage are in one block")
+    shared = [c for c in copies if "b" in _roles_of(kernel, c.ref)] if cluster > 1 else []
     total = 0
     for c in copies:
         t = warp.CopyTmaOp(c.ref, c.indices, c.dest, c.stage, full, slot, c.window_values(), c.extent_values(),
                            thread, c.transpose is not None)
+        if c in shared:
+            j = shared.index(c)
+            t.multicast = IntegerAttr(cluster, i64)
+            t.rank = IntegerAttr(j % cluster if len(shared) % cluster == 0 else 0, i64)
         total += t.box_bytes
         Rewriter.replace_op(c, t)
     first = next(o for o in block.ops if isinstance(o, warp.CopyTmaOp))
     Rewriter.insert_op(warp.MbarrierExpectTxOp(full, slot, total, thread), InsertPoint.before(first))
 
 
-def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, fill, full, empty, body: Block, landing,
-           consume, stages: int, in_flight: int, consumers: int, producers: int, is_producer: SSAValue) -> None:
+def _roles_of(kernel: func.FuncOp, ref: SSAValue) -> tuple[str, ...]:
+    """The `warp.role`s of the kernel argument `ref` ((): not an argument)."""
+    args = kernel.body.block.args
+    if ref not in args or kernel.arg_attrs is None:
+        return ()
+    roles = kernel.arg_attrs.data[list(args).index(ref)].data.get("warp.role")
+    return tuple(r.data for r in roles.data) if isinstance(roles, ArrayAttr) else ()  # type: ignore[attr-defined]
+
+
+def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, ring: _Ring, fill, body: Block, landing,
+           consume, is_producer: SSAValue) -> None:
     """The producers' loop in their role (registers given back, then retired), and the consumers'
-    loop in place of the staged one."""
+    loop in place of the staged one. In a cluster the producers wait, before they leave, until
+    every CTA's consumers released every stage (the producer tail: no peer arrives at a barrier of
+    a CTA that has left), and so the consumers release the stages still in flight after their loop."""
     n, accs = loop.ub, list(body.args[1:])
+    stages, in_flight, consumers, producers = ring.stages, ring.in_flight, ring.consumers, ring.producers
     yield_op = body.last_op
     assert isinstance(yield_op, scf.YieldOp)
     keep = producer_registers(kernel, fill, consumers + producers)
     role = _Builder()
     role.ops.append(warp.SetMaxRegistersOp(keep, increase=False))  # (`consumer_registers`)
     role.ops.append(producer)
+    if ring.cluster > 1:  # the tail: kt = n .. n + S - 1 wait for the releases of stages kt - S
+        t_body = Block(arg_types=[IndexType()])
+        t = _Builder()
+        slot, parity = t.slot_parity(t_body.args[0], stages, 1)
+        t.op(warp.MbarrierWaitOp(ring.empty, slot, parity))
+        t.ops.append(scf.YieldOp())
+        t_body.add_ops(t.ops)
+        end = arith.AddiOp(n, const_before(loop, stages))
+        insert_before(loop, [end])
+        role.ops.append(scf.ForOp(n, end.result, loop.step, [], t_body))
     role.ops.append(scf.YieldOp())
     split = scf.IfOp(is_producer, [], role.ops)
     retire = warp.RetireOp(is_producer)
@@ -207,16 +253,16 @@ def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, fill, full
     ck = c_body.args[0]
     c = _Builder(dict(zip(body.args, c_body.args)))
     slot, parity = c.slot_parity(ck, stages, 0)
-    token = c.op(warp.MbarrierWaitOp(full, slot, parity))
+    token = c.op(warp.MbarrierWaitOp(ring.full, slot, parity))
     for op in landing:
         c.map[op.results[0]] = token
     c.clone_all(consume)
     if in_flight:
         def release(b: _Builder) -> None:
-            b.op(warp.MbarrierArriveOp(empty, b.slot(b.op(arith.SubiOp(ck, b.const(in_flight))), stages)))
+            ring.release(b, b.slot(b.op(arith.SubiOp(ck, b.const(in_flight))), stages))
         c.when(c.op(arith.CmpiOp(ck, c.const(in_flight), "uge")), release)
     else:
-        c.op(warp.MbarrierArriveOp(empty, slot))
+        ring.release(c, slot)
     c.ops.append(scf.YieldOp(*(c.value(v) for v in yield_op.operands)))
     c_body.add_ops(c.ops)
     consumer = scf.ForOp(loop.lb, n, loop.step, list(loop.iter_args), c_body)
@@ -224,6 +270,25 @@ def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, fill, full
     for old, new in zip(loop.results, consumer.results):
         old.replace_all_uses_with(new)
     Rewriter.erase_op(loop, safe_erase=False)
+    if ring.cluster > 1 and in_flight:  # the stages in flight at the end, once their products are done
+        done = next((o for o in _after(consumer) if isinstance(o, warp.WgmmaWaitOp)), None)
+        if done is None:
+            raise LoweringError(consumer, "warp-specialize: expected the warpgroups' wait after the consumers' loop")
+        last = _Builder()
+        for j in range(in_flight):
+            k = last.op(arith.SubiOp(n, last.const(in_flight - j)))
+            ring.release(last, last.slot(k, stages))
+        hoist = last.ops
+        for op in reversed(hoist):
+            Rewriter.insert_op(op, InsertPoint.after(done))
+
+
+def _after(op: Operation):
+    """The ops after `op` in its block."""
+    nxt = op.next_op
+    while nxt is not None:
+        yield nxt
+        nxt = nxt.next_op
 
 
 def producer_registers(kernel: func.FuncOp, fill: list[Operation], threads: int) -> int:
@@ -286,4 +351,5 @@ class WarpSpecialize(ModulePass):
             loop = k_loop(kernel)
             if not any(isinstance(o, warp.CopyAsyncOp | warp.FillLoadOp) for o in loop.walk()):
                 raise LoweringError(loop, "run warp-stage-shared before warp-specialize (the K loop has no copies)")
-            specialize(kernel, loop, s.stages, wgmma_pending(loop), s.threads, 32 * s.producers, s.copy == "tma")
+            specialize(kernel, loop, s.stages, wgmma_pending(loop), s.threads, 32 * s.producers, s.copy == "tma",
+                       s.cluster)

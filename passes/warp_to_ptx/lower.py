@@ -75,7 +75,7 @@ from tilemma.passes.warp_to_ptx.rows import LowerMask, LowerRowReduce, LowerToLh
 from tilemma.passes.warp_to_ptx.split_k import LowerSplitKReduce
 from tilemma.passes.warp_to_ptx.sparse_a import LowerCopyMetaAsync, LowerLoadMeta, LowerLoadMetaShared, LowerSparseA
 from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringState, _Kernel
-from tilemma.passes.warp_to_ptx.tma import LowerCopyTma, LowerMbarrierExpectTx
+from tilemma.passes.warp_to_ptx.tma import LowerClusterSync, LowerCopyTma, LowerMbarrierArrivePeers, LowerMbarrierExpectTx
 from tilemma.passes.warp_to_ptx.wgmma import LowerWgmma, LowerWgmmaWait
 from tilemma.passes.warp.unroll_sparse import meta_overwritten
 
@@ -157,6 +157,7 @@ class WarpToPtx(ModulePass):
                 LowerRowReduce(state), LowerMask(state), LowerToLhs(state), LowerWgmma(state), LowerWgmmaWait(state),
                 LowerMbarrierInit(state), LowerMbarrierArrive(state), LowerMbarrierWait(state), LowerRetire(state),
                 LowerSetMaxRegisters(), LowerCopyTma(state), LowerMbarrierExpectTx(state),
+                LowerMbarrierArrivePeers(state), LowerClusterSync(),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}
@@ -243,6 +244,9 @@ class WarpToPtx(ModulePass):
         entry = ptx.EntryOp(kernel.sym_name.data, params, region, threads[0], (grid, threads), abi)
         if state.shared_bytes:
             entry.shared_bytes = IntegerAttr(state.shared_bytes, 64)
+        schedule = kernel.attributes.get("warp.schedule")
+        if isinstance(schedule, ScheduleAttr) and schedule.schedule.cluster > 1:
+            entry.cluster = IntegerAttr(schedule.schedule.cluster, 64)
         if state.tensor_maps:
             entry.tensor_maps = ArrayAttr([tensor_map_record(m) for m in state.tensor_maps.values()])
         min_ctas = kernel.attributes.get("warp.min_ctas")

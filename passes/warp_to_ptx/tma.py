@@ -1,7 +1,11 @@
 """The TMA's copies in PTX (`dialects/warp_tma.py`): `warp.copy_tma` is one
 `cp.async.bulk.tensor.Nd ... tile.mbarrier::complete_tx::bytes` of the issuing thread, through a
 tensor map of its window, and `warp.mbarrier_expect_tx` that thread's
-`mbarrier.arrive.expect_tx`.
+`mbarrier.arrive.expect_tx`. A multicast copy (a cluster's shared B) is issued by that thread of
+the CTA of its rank alone, `.multicast::cluster` to every CTA of the cluster (a 16-bit mask of
+all of them); `warp.mbarrier_arrive_peers` is lane 0's `mbarrier.arrive.release.cluster` at the
+peers' barrier (`mapa` of its own), and `warp.cluster_sync` the fence for the barriers just made
+and `barrier.cluster`.
 
 The map is made here, once per distinct window and box, from what the IR fixes: the window's
 extent (its dimensions, innermost first: the contiguous one, then the other, then the batch where
@@ -19,7 +23,8 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tilemma.compiler.runtime.tensor_map import TensorMap, TensorMapError
-from tilemma.dialects import warp
+from tilemma.dialects import ptx, warp
+from tilemma.dialects.warp_mbarrier import MBARRIER_BYTES
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.mbarrier import _barrier
@@ -27,14 +32,29 @@ from tilemma.passes.warp_to_ptx.shared import _shared_geometry
 from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, _Kernel, reg
 
 
-def _one_thread(kernel: _Kernel, thread: int) -> str:
-    """A predicate register, true in thread `thread` of the CTA alone (computed once a kernel)."""
+def _one_thread(kernel: _Kernel, thread: int, rank: int | None = None) -> str:
+    """A predicate register, true in thread `thread` of the CTA alone (with `rank`, of the CTA of
+    that rank in its cluster alone); computed once a kernel."""
     def build(e: fio.Emitter) -> list[str]:
         tid, pred = e.reg("b32"), e.reg("pred")
         e.emit("mov.u32", tid, "%tid.x")
         e.emit("setp.eq.u32", pred, tid, thread)
+        if rank is not None:
+            r, mine = e.reg("b32"), e.reg("pred")
+            e.emit("mov.u32", r, "%cluster_ctarank")
+            e.emit("setp.eq.u32", mine, r, rank)
+            e.emit("and.pred", pred, pred, mine)
         return [pred]
-    return kernel.thread_invariant(("one-thread", thread), build)[0]
+    return kernel.thread_invariant(("one-thread", thread, rank), build)[0]
+
+
+def _cta_mask(kernel: _Kernel, mask: int) -> str:
+    """A 16-bit register holding the CTA mask `mask` of a multicast (made once a kernel)."""
+    def build(e: fio.Emitter) -> list[str]:
+        r = e.reg("b16")
+        e.emit("mov.b16", r, mask)
+        return [r]
+    return kernel.thread_invariant(("cta-mask", mask), build)[0]
 
 
 def tensor_map(op: warp.CopyTmaOp, window: fio.Window, argument: int) -> tuple[TensorMap, list[int]]:
@@ -87,14 +107,19 @@ class LowerCopyTma(RewritePattern):
             raise LoweringError(op, "warp.copy_tma copies from a kernel argument (its tensor map is a parameter)")
         tmap, coords = tensor_map(op, fio.window_of(op, kernel.memrefs.get(ptr)), kernel.args[ptr][0])
         address = kernel.tensor_map(ptr, tmap)
-        issue = _one_thread(kernel, op.thread.value.data)
+        cluster = op.multicast.value.data if op.multicast is not None else 1
+        issue = _one_thread(kernel, op.thread.value.data, op.rank.value.data if op.rank is not None else None)
         e = fio.Emitter(kernel.regs)
         _, _, stage_bytes = _shared_geometry(op.dest.type)  # type: ignore[arg-type]
         at = e.reg("b32")
         e.emit("mad.lo.u32", at, e.in_register(stage), stage_bytes, dst)  # type: ignore[arg-type]
         where = ", ".join(e.in_register(idx[c]) for c in coords)  # type: ignore[arg-type]
-        e.emit(f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
-               f"[{at}]", f"[{address}, {{{where}}}]", _barrier(e, e.in_register(bars), slot), guard=issue)  # type: ignore[arg-type]
+        operands = [f"[{at}]", f"[{address}, {{{where}}}]", _barrier(e, e.in_register(bars), slot)]  # type: ignore[arg-type]
+        opcode = f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+        if cluster > 1:  # to every CTA of the cluster
+            operands.append(_cta_mask(kernel, (1 << cluster) - 1))
+            opcode += ".multicast::cluster"
+        e.emit(opcode, *operands, guard=issue)
         _finish(op, rewriter, e)
 
 
@@ -114,3 +139,52 @@ class LowerMbarrierExpectTx(RewritePattern):
         e.emit("mbarrier.arrive.expect_tx.shared::cta.b64", token, _barrier(e, e.in_register(bars), index),
                op.bytes.value.data, guard=issue)
         _finish(op, rewriter, e)
+
+
+@dataclass
+class LowerMbarrierArrivePeers(RewritePattern):
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.MbarrierArrivePeersOp, rewriter: PatternRewriter) -> None:
+        bars, index = reg(op.bars), reg(op.index)
+        if bars is None or index is None:
+            return
+        kernel = self.state.kernel(op)
+        cluster = op.cluster.value.data
+        lane0 = kernel.thread_invariant(("lane-0",), lambda e: [_lane0(e, kernel.lane)])[0]
+        rank = kernel.thread_invariant(("cluster-rank",), lambda e: [_rank(e)])[0]
+        e = fio.Emitter(kernel.regs)
+        local = e.reg("b32")  # the barrier's shared address, which mapa maps to each peer's
+        e.emit("mad.lo.u32", local, e.in_register(index), MBARRIER_BYTES, e.in_register(bars))
+        for step in range(1, cluster):  # each other CTA of the cluster
+            peer, there = e.reg("b32"), e.reg("b32")
+            e.emit("add.u32", peer, rank, step)
+            if cluster & (cluster - 1) == 0:
+                e.emit("and.b32", peer, peer, cluster - 1)
+            else:
+                e.emit("rem.u32", peer, peer, cluster)
+            e.emit("mapa.shared::cluster.u32", there, local, peer)
+            e.emit("mbarrier.arrive.release.cluster.shared::cluster.b64", "_", f"[{there}]", guard=lane0)
+        _finish(op, rewriter, e)
+
+
+def _lane0(e: fio.Emitter, lane: str) -> str:
+    pred = e.reg("pred")
+    e.emit("setp.eq.u32", pred, lane, 0)
+    return pred
+
+
+def _rank(e: fio.Emitter) -> str:
+    r = e.reg("b32")
+    e.emit("mov.u32", r, "%cluster_ctarank")
+    return r
+
+
+@dataclass
+class LowerClusterSync(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.ClusterSyncOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, [ptx.InstOp("fence.mbarrier_init.release.cluster", []),
+                              ptx.InstOp("barrier.cluster.arrive.release.aligned", []),
+                              ptx.InstOp("barrier.cluster.wait.acquire.aligned", [])], [])

@@ -11,7 +11,7 @@ from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.driver.runner import run_compiled
 from tilemma.compiler.runtime import cuda_runtime
 
-from tests.specialize_cases import CASES, SPECIALIZED, TMA, TMA_CASES
+from tests.specialize_cases import CASES, CLUSTER, CLUSTER_CASES, SPECIALIZED, TMA, TMA_CASES
 from tests.wgmma_cases import compiled, like_the_sm90_kernel
 
 pytestmark = [
@@ -59,3 +59,24 @@ def test_tma_like_the_cp_async_producers(spec):
     assert tma.ok and plain.ok, (tma.line(), plain.line())
     for name, out in tma.outputs.items():
         assert np.array_equal(out.view(np.uint8), plain.outputs[name].view(np.uint8)), name
+
+
+@pytest.mark.parametrize("spec, options, sm90", CLUSTER_CASES, ids=[c[0].name for c in CLUSTER_CASES])
+def test_cluster_like_the_mma_sync_kernel(spec, options, sm90):
+    """Pairs of CTAs sharing B's stages by multicast: D as the mma.sync kernel's."""
+    like_the_sm90_kernel(spec, {**CLUSTER, **options}, "gpu", 7, "wgmma", sm90)
+
+
+@pytest.mark.parametrize("spec", [
+    GemmSpec(2048, 2048, 4096, "f16", "f16", "f32"),
+    GemmSpec(1024, 2048, 4096, "s8", "s8", "s32", b_layout="col"),
+    GemmSpec(1024, 1024, 4096, "f16", "f16", "f32", pre_compressed=True),
+    GemmSpec(1024, 1000, 1000, "bf16", "bf16", "f32", a_layout="col", b_layout="col"),
+], ids=lambda s: s.name)
+def test_cluster_like_the_single_cta_kernel(spec):
+    """Rings that wrap many times: a cluster's kernel word for word the single-CTA TMA kernel's."""
+    pair = run_compiled(compiled(spec, wgmma=True, **CLUSTER), 3, "gpu")
+    one = run_compiled(compiled(spec, wgmma=True, **TMA, cluster=1), 3, "gpu")
+    assert pair.ok and one.ok, (pair.line(), one.line())
+    for name, out in pair.outputs.items():
+        assert np.array_equal(out.view(np.uint8), one.outputs[name].view(np.uint8)), name
