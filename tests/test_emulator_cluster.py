@@ -33,7 +33,7 @@ def _probe(variant=C.VARIANTS[0]):
     # the copy lands in the issuing CTA alone: the peer waits for bytes that never come
     ("mov.b16 %rs1, 3;", "mov.b16 %rs1, 0;\nmov.b16 %rs1, 1;\n", "deadlock"),
     # no arrival at the peer's barrier: each CTA waits for 32 that never come
-    ("@%p3 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r18];", "", "deadlock"),
+    ("@%p3 mbarrier.arrive.shared::cluster.b64 _, [%r18];", "", "deadlock"),
     ("mapa.shared::cluster.u32 %r18, %r11, %r17;", "mapa.shared::cluster.u32 %r18, %r11, 2;", "rank 2 of a cluster of 2"),
     # the threads read the boxes (their own CTA's half and the peer's) without waiting for either barrier
     ("mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r3], 0;\n@!%p2 bra.uni $wait;\n$wait2:\n"

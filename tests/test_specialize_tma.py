@@ -43,7 +43,7 @@ def test_a_cluster_kernel_shares_b():
     multicast = re.findall(r"@(%p\d+) cp\.async\.bulk\.tensor\.2d\.[^ ]*\.multicast::cluster ", k.ptx)
     assert len(multicast) == 2 and multicast[0] != multicast[1]  # one issuing CTA each
     assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+(\+\d+)?\], 264;", k.ptx)) == 4
-    assert "mapa.shared::cluster.u32" in k.ptx and "mbarrier.arrive.release.cluster.shared::cluster.b64 _," in k.ptx
+    assert "mapa.shared::cluster.u32" in k.ptx and "mbarrier.arrive.shared::cluster.b64 _," in k.ptx
     assert "fence.mbarrier_init.release.cluster;\n    barrier.cluster.arrive.release.aligned;" in k.ptx
 
 

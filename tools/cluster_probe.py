@@ -6,7 +6,7 @@ Each CTA of rank r: thread 0 makes two barriers (`full`: one arrival and both bo
 expects 2 boxes of bytes at its `full` and copies the box at column c0 + r * box columns, multicast
 to both CTAs (mask 0b11), into shared offset r * box bytes (each CTA writes one half of every
 CTA's stage); warp 0's 32 lanes arrive at the peer's `peer` barrier (`mapa`,
-`mbarrier.arrive.release.cluster.shared::cluster`). Every thread waits for both barriers' phase
+`mbarrier.arrive.shared::cluster`). Every thread waits for both barriers' phase
 0, the CTA writes its rank and its two boxes' shared bytes out, and the cluster syncs again before
 exiting (no CTA leaves while a peer may still arrive at its barriers).
 
@@ -54,7 +54,7 @@ def probe_ptx(box_bytes: int, cols: int) -> str:
         "@%p1 cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
         "[%r14], [%rd6, {%r16, %r5}], [%r3], %rs1;",
         "xor.b32 %r17, %r12, 1;", "mapa.shared::cluster.u32 %r18, %r11, %r17;",
-        "@%p3 mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%r18];",
+        "@%p3 mbarrier.arrive.shared::cluster.b64 _, [%r18];",
         "$wait:", "mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r3], 0;", "@!%p2 bra.uni $wait;",
         "$wait2:", "mbarrier.try_wait.parity.shared::cta.b64 %p4, [%r11], 0;", "@!%p4 bra.uni $wait2;",
         "ld.param.u64 %rd2, [pout];", "cvta.to.global.u64 %rd2, %rd2;",

@@ -14,7 +14,7 @@ peers' shared memory is the chunk's, at their own offsets.
 - `fence.mbarrier_init.release.cluster`: orders the barriers' initialization before the peers' use
   (`memory_ops._dec_fence`: nothing to do in lockstep).
 
-What reaches a peer: an `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [a]` at a mapped
+What reaches a peer: an `mbarrier.arrive[.release.cluster].shared::cluster.b64 _, [a]` at a mapped
 address (`mbarrier_ops`), and a `cp.async.bulk.tensor ... .multicast::cluster` copy (`tma_ops`).
 What lockstep hides: a cluster's CTAs run each instruction together here, so a peer never uses a
 barrier before its CTA made it, nor arrives after its CTA exited: a missing cluster sync after

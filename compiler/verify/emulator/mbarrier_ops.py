@@ -21,7 +21,7 @@ once both its arrivals and its bytes are in (the count may go below zero before 
 as the ISA allows). The bytes a copy wrote stay "in flight" (reading them is an error) until the
 phase it completes on completes.
 
-A cluster's peers (`cluster_ops`): `mbarrier.arrive.release.cluster.shared::cluster.b64 _, [a]`
+A cluster's peers (`cluster_ops`): `mbarrier.arrive[.release.cluster].shared::cluster.b64 _, [a]`
 arrives at the barrier a mapped address names in a peer CTA, and a multicast copy completes its
 bytes on the barrier at its offset in every CTA it writes. What such a peer thread did before is
 ordered before the waiters of the phase it arrived in or completed bytes on, as a local
@@ -39,7 +39,7 @@ from tilemma.compiler.verify.emulator.memory_ops import _shared_addresses, _shar
 from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _one, _reader, _writer
 
 _SPACES = (["shared::cta", "b64"], ["shared", "b64"])
-_REMOTE = ["release", "cluster", "shared::cluster", "b64"]  # an arrival at a peer's barrier
+_REMOTE = (["shared::cluster", "b64"], ["release", "cluster", "shared::cluster", "b64"])  # an arrival at a peer's
 
 
 class Barriers:
@@ -210,11 +210,11 @@ def _dec_mbarrier(d, op, mods, args, where) -> Fn:
     for default in (["release", "cta"], ["acquire", "cta"]):  # the default .sem and .scope, spelled out
         if rest[:2] == default:
             rest = rest[2:]
-    remote = kind == "arrive" and rest == _REMOTE
+    remote = kind == "arrive" and rest in _REMOTE
     if kind not in ("init", "arrive", "arrive.expect_tx", "try_wait.parity") or (rest not in _SPACES and not remote):
         raise EmulationError(f"{where}: expected mbarrier.init, mbarrier.arrive[.expect_tx] or "
                              "mbarrier.try_wait.parity .shared::cta.b64 (the default release/acquire CTA-scope forms), "
-                             "or mbarrier.arrive.release.cluster.shared::cluster.b64 _, [addr]")
+                             "or mbarrier.arrive[.release.cluster].shared::cluster.b64 _, [addr]")
     if remote:
         return _dec_arrive_remote(d, op, args, where)
     if kind == "init":
@@ -271,7 +271,7 @@ def _dec_mbarrier(d, op, mods, args, where) -> Fn:
 
 
 def _dec_arrive_remote(d, op, args, where) -> Fn:
-    """mbarrier.arrive.release.cluster.shared::cluster.b64 _, [a]: an arrival at the barrier at
+    """mbarrier.arrive[.release.cluster].shared::cluster.b64 _, [a]: an arrival at the barrier at
     `.shared::cluster` address `a` (a peer's through `mapa`, or the CTA's own), no state returned."""
     if len(args) != 2 or args[0].strip() != "_":
         raise EmulationError(f"{where}: a .shared::cluster arrival returns no state: mbarrier.arrive.release.cluster"
