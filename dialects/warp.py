@@ -689,7 +689,7 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_fill import FILL_BITS, WIDE_BITS, FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  # noqa: E402,F401  (one dialect)
-from tilemma.dialects.warp_mbarrier import CLUSTERS, ClusterSyncOp, MbarrierArriveOp, MbarrierArrivePeersOp, MbarrierExpectTxOp, MbarrierInitOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_mbarrier import CLUSTERS, AsyncArriveOp, ClusterSyncOp, MbarrierArriveOp, MbarrierArrivePeersOp, MbarrierExpectTxOp, MbarrierInitOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_tma import CopyTmaOp, tma_swizzle  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_wgmma import K_MAJOR_ONLY, N_BLOCK, WGMMA_ALIGN, WGMMA_K, WGMMA_SP_K, WGMMA_STEP_BYTES, WGMMA_MAX_N, WGMMA_ROWS, WGMMA_TYPES, WgmmaOp, WgmmaWaitOp  # noqa: E402,F401  (one dialect)
 
@@ -700,6 +700,6 @@ Warp = Dialect(
      DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp,
      RowReduceOp, MaskOp, ToLhsOp, WgmmaOp, WgmmaWaitOp, RoundStageOp,
      MbarrierInitOp, MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp, CopyTmaOp,
-     MbarrierArrivePeersOp, ClusterSyncOp],
+     MbarrierArrivePeersOp, ClusterSyncOp, AsyncArriveOp],
     [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr, StagedType, RowsType],
 )

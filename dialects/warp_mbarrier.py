@@ -110,6 +110,26 @@ class MbarrierExpectTxOp(IRDLOperation):
 
 
 @irdl_op_definition
+class AsyncArriveOp(IRDLOperation):
+    """`warp.async_arrive %bars[%i]`: each thread that runs it arrives at barrier i once its
+    `cp.async` copies so far have landed (`cp.async.mbarrier.arrive.noinc`, one of the arrivals the
+    barrier was made to expect): no group, no wait, and nothing for the thread to do when they land.
+    For what generic loads read (a pre-compressed A's metadata): the arrival fences nothing for the
+    async proxy, which the warpgroups' operands would need."""
+
+    name = "warp.async_arrive"
+    bars = operand_def(MemRefType)
+    index = operand_def(IndexType)
+    assembly_format = "$bars `[` $index `]` attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, index: SSAValue):
+        super().__init__(operands=[bars, index])
+
+    def verify_(self) -> None:
+        _barriers(self.bars.type, "warp.async_arrive")
+
+
+@irdl_op_definition
 class MbarrierArrivePeersOp(IRDLOperation):
     """`warp.mbarrier_arrive_peers %bars[%i]`: lane 0 of each warp that runs it arrives once at
     barrier i of every other CTA of its cluster (whose warps' work on what the barrier guards is

@@ -98,6 +98,12 @@ $pwait:
 }
 """
 GOOD = _HEAD + _CONSUMER + _PRODUCER
+# warp 1 copies each word by cp.async and arrives once it lands (`cp.async.mbarrier.arrive.noinc`)
+_COPY = ("    ld.global.u32 %r16, [%rd7];\n    mad.lo.u32 %r11, %r7, 128, %r5;\n    mad.lo.u32 %r11, %r3, 4, %r11;\n"
+         "    st.shared.u32 [%r11], %r16;\n    mbarrier.arrive.shared::cta.b64 %rd3, [%r9];\n")
+_ASYNC_COPY = ("    mad.lo.u32 %r11, %r7, 128, %r5;\n    mad.lo.u32 %r11, %r3, 4, %r11;\n"
+               "    cp.async.ca.shared.global [%r11], [%rd7], 4;\n    cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r9];\n")
+ASYNC = GOOD.replace(_COPY, _ASYNC_COPY)
 
 
 def _args(rng, n: int, ctas: int = 1):
@@ -145,6 +151,32 @@ def test_broken_protocols_are_refused(edit, message):
         emulate(GOOD.replace(old, new), "k", 1, 64, _args(np.random.default_rng(0), 4))
 
 
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_copies_arrive_as_they_land(n):
+    """The producer's cp.async copies arrive at `full` once they land, with no group or wait."""
+    assert ASYNC != GOOD
+    rng = np.random.default_rng(20 + n)
+    args = _args(rng, n)
+    _, out = emulate(ASYNC, "k", 1, 64, args)
+    np.testing.assert_array_equal(out, _want(args[0], n))
+
+
+@pytest.mark.parametrize("edit, message", [
+    # no arrival: the consumer waits for 32 that never come
+    (("    cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%r9];\n", ""), "deadlock"),
+    # a consumer that does not wait for `full` runs ahead of the copies, and the ring stops
+    (("    mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r9], %r8;\n    @!%p3 bra $cwait;\n", ""),
+     "deadlock: every live thread waits"),
+    # the counting form, which the ISA's count would take one arrival more for
+    (("cp.async.mbarrier.arrive.noinc.shared::cta.b64", "cp.async.mbarrier.arrive.shared::cta.b64"), "the .noinc form"),
+])  # fmt: skip
+def test_broken_copy_arrivals_are_refused(edit, message):
+    old, new = edit
+    assert old in ASYNC
+    with pytest.raises(EmulationError, match=message):
+        emulate(ASYNC.replace(old, new), "k", 1, 64, _args(np.random.default_rng(0), 4))
+
+
 def test_named_barrier_of_one_role():
     """`bar.sync 1, 32` by the consumer warp alone is a barrier of its own: fine; with a count the
     role does not have, refused."""
@@ -181,4 +213,14 @@ def test_producer_consumer_on_gpu(n):
     on_gpu = cuda_runtime.run_kernel(GOOD, "k", (1, 1, 1), (64, 1, 1), args)[1]
     _, emulated = emulate(GOOD, "k", 1, 64, args)
     np.testing.assert_array_equal(on_gpu, emulated)
+    np.testing.assert_array_equal(on_gpu, _want(args[0], n))
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("n", [1, 3, 64])
+def test_copies_arrive_as_they_land_on_gpu(n):
+    rng = np.random.default_rng(200 + n)
+    args = _args(rng, n)
+    on_gpu = cuda_runtime.run_kernel(ASYNC, "k", (1, 1, 1), (64, 1, 1), args)[1]
     np.testing.assert_array_equal(on_gpu, _want(args[0], n))

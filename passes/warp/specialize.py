@@ -127,12 +127,15 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
         raise LoweringError(loop, "warp-specialize: the consumers' stage is read by warp.wgmma alone")
 
     # with `tma`, one producer thread copies A's and B's stages (`warp.copy_tma`); what cp.async
-    # still copies (a pre-compressed A's metadata) lands and arrives as before
-    lands = any(isinstance(o, warp.CopyMetaAsyncOp | warp.FillLoadOp) or (not tma and isinstance(o, warp.CopyAsyncOp))
+    # still copies (a pre-compressed A's metadata, which generic loads read) arrives at the stage's
+    # barrier as it lands (`warp.async_arrive`), not a group and L stages later. Without, the
+    # copies (and a fill's stores) land by a group's wait, fenced for the warpgroups' async proxy.
+    lands = any(isinstance(o, warp.FillLoadOp) or (not tma and isinstance(o, warp.CopyAsyncOp | warp.CopyMetaAsyncOp))
                 for f in fill for o in f.walk())
+    hands_over = tma and any(isinstance(o, warp.CopyMetaAsyncOp) for f in fill for o in f.walk())
     pre = _Builder()
     full, empty = pre.op(_barriers(stages)), pre.op(_barriers(stages))
-    pre.op(warp.MbarrierInitOp(full, (producers if lands else 0) + int(tma)))
+    pre.op(warp.MbarrierInitOp(full, (producers if lands or hands_over else 0) + int(tma)))
     # (in a cluster, lane 0 of each of the peer's consumer warps arrives too)
     pre.op(warp.MbarrierInitOp(empty, consumers + consumers // 32 * (cluster - 1)))
     pre.op(warp.ClusterSyncOp() if cluster > 1 else gpu.BarrierOp())
@@ -175,6 +178,9 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     p_body.add_ops(p.ops)
     if tma:
         _copy_by_tma(kernel, p_body, full, slots[0], consumers, cluster)
+    if hands_over:
+        meta = [o for o in p_body.walk() if isinstance(o, warp.CopyMetaAsyncOp)]
+        Rewriter.insert_op(warp.AsyncArriveOp(full, slots[0]), InsertPoint.after(meta[-1]))
     producer = scf.ForOp(loop.lb, steps.result if lands else n, loop.step, [], p_body)
     _roles(kernel, loop, producer, ring, fill, body, landing, consume, is_producer)
 

@@ -40,7 +40,7 @@ from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.elementwise import LowerCast, LowerMap
 from tilemma.passes.warp_to_ptx.fill import LowerFillLoad, LowerFillStore
 from tilemma.passes.warp_to_ptx.mbarrier import (
-    LowerMbarrierArrive, LowerMbarrierInit, LowerMbarrierWait, LowerRetire, LowerSetMaxRegisters,
+    LowerAsyncArrive, LowerMbarrierArrive, LowerMbarrierInit, LowerMbarrierWait, LowerRetire, LowerSetMaxRegisters,
 )
 from tilemma.passes.warp_to_ptx.fragment_ops import (
     LowerFragConstant,
@@ -155,7 +155,7 @@ class WarpToPtx(ModulePass):
                 LowerLoadMeta(state), LowerCopyMetaAsync(state), LowerLoadMetaShared(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
                 LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),
                 LowerRowReduce(state), LowerMask(state), LowerToLhs(state), LowerWgmma(state), LowerWgmmaWait(state),
-                LowerMbarrierInit(state), LowerMbarrierArrive(state), LowerMbarrierWait(state), LowerRetire(state),
+                LowerMbarrierInit(state), LowerMbarrierArrive(state), LowerAsyncArrive(state), LowerMbarrierWait(state), LowerRetire(state),
                 LowerSetMaxRegisters(), LowerCopyTma(state), LowerMbarrierExpectTx(state),
                 LowerMbarrierArrivePeers(state), LowerClusterSync(),
             ]),

@@ -1,5 +1,6 @@
 """A warp-specialized kernel's mbarriers and roles in PTX (`dialects/warp_mbarrier.py`): each barrier
-is 8 bytes at the array's shared address + 8 i; `mbarrier.init` by thread 0, `mbarrier.arrive`,
+is 8 bytes at the array's shared address + 8 i; `mbarrier.init` by thread 0, `mbarrier.arrive`
+(`cp.async.mbarrier.arrive.noinc` once a thread's copies land),
 a `mbarrier.try_wait.parity` retry loop, `ret` for the threads a role ends and `setmaxnreg`."""
 
 from __future__ import annotations
@@ -54,6 +55,20 @@ class LowerMbarrierArrive(RewritePattern):
         e = fio.Emitter(self.state.kernel(op).regs)
         state = e.reg("b64")  # the arrival's state token: not used
         e.emit("mbarrier.arrive.shared::cta.b64", state, _barrier(e, e.in_register(bars), index))
+        _finish(op, rewriter, e)
+
+
+@dataclass
+class LowerAsyncArrive(RewritePattern):
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.AsyncArriveOp, rewriter: PatternRewriter) -> None:
+        bars, index = reg(op.bars), reg(op.index)
+        if bars is None or index is None:
+            return
+        e = fio.Emitter(self.state.kernel(op).regs)
+        e.emit("cp.async.mbarrier.arrive.noinc.shared::cta.b64", _barrier(e, e.in_register(bars), index))
         _finish(op, rewriter, e)
 
 

@@ -369,6 +369,24 @@ class _Shared:
     def commit(self, threads: np.ndarray) -> None:
         self.committed[threads] += 1
 
+    def hand_over(self, threads: np.ndarray) -> np.ndarray:
+        """cp.async.mbarrier.arrive by `threads`: all their copies so far complete on a barrier instead
+        of a group's wait. They land (written, marked as their thread's) but stay in flight until
+        the barrier's phase completes (`Barriers.complete_tx`'s landing list); the bytes, flat."""
+        mine = np.zeros(self.committed.size, bool)
+        mine[threads] = True
+        keep, landed = [], []
+        for t, idx, data, group in self.copies:
+            go = mine[t]
+            if go.any():
+                self.data[idx[go]] = data[go]
+                self.writer[idx[go]] = np.broadcast_to(t[go, None].astype(np.int32), idx[go].shape)
+                landed.append(idx[go].ravel())
+            if not go.all():
+                keep.append((t[~go], idx[~go], data[~go], group[~go]))
+        self.copies = keep
+        return np.concatenate(landed) if landed else np.zeros(0, np.int64)
+
     def wait(self, threads: np.ndarray, pending: int) -> None:
         """cp.async.wait_group by `threads`: their copies of all but the `pending` newest committed
         groups land (copies not yet committed stay in flight)."""

@@ -19,7 +19,9 @@ the phase's transaction count, which a `cp.async.bulk.tensor ... mbarrier::compl
 naming the barrier takes off as its bytes land (`complete_tx`, `tma_ops`); the phase completes
 once both its arrivals and its bytes are in (the count may go below zero before its expect_tx,
 as the ISA allows). The bytes a copy wrote stay "in flight" (reading them is an error) until the
-phase it completes on completes.
+phase it completes on completes. `cp.async.mbarrier.arrive.noinc.shared::cta.b64 [bar]` hands a
+thread's cp.async copies so far to the barrier in the same way: they land, in flight until the
+phase completes, and the thread arrives (one of the arrivals the barrier was made to expect).
 
 A cluster's peers (`cluster_ops`): `mbarrier.arrive[.release.cluster].shared::cluster.b64 _, [a]`
 arrives at the barrier a mapped address names in a peer CTA, and a multicast copy completes its
@@ -27,7 +29,7 @@ bytes on the barrier at its offset in every CTA it writes. What such a peer thre
 ordered before the waiters of the phase it arrived in or completed bytes on, as a local
 arrival's is. Not modelled: the `.sem`/`.scope` qualifiers other than the
 defaults (release arrivals, acquire waits, CTA scope), `mbarrier.expect_tx` alone and
-`cp.async.mbarrier.arrive`.
+`cp.async.mbarrier.arrive` without `.noinc`.
 """
 
 from __future__ import annotations
@@ -139,6 +141,17 @@ class Barriers:
                 self._peers(o)[0][at[~local], ts[~local]] = True
             self.pending[o] -= per_cta
             self._complete(o, np.flatnonzero((self.pending[o] == 0) & (per_cta > 0)))
+
+    def arrive_after_copies(self, where: str, addr: np.ndarray, threads: np.ndarray) -> None:
+        """cp.async.mbarrier.arrive.noinc: each of `threads` arrives at its barrier once its cp.async
+        copies so far have landed; their bytes stay in flight until that barrier's phase completes."""
+        sh = _shared_of(self.m, where)
+        for o, ts in self._at(where, addr, threads):
+            self._known(where, o, ts)
+            landed = sh.hand_over(ts)
+            if landed.size:
+                self.landing[o].append(landed)
+        self.arrive(where, addr, threads)
 
     def complete_tx(self, where: str, o: int, cta: int, nbytes: int, landed: np.ndarray) -> None:
         """A copy of `nbytes` (shared bytes `landed`, in flight until then) completes on the
@@ -287,5 +300,24 @@ def _dec_arrive_remote(d, op, args, where) -> Fn:
             return
         local, targets = cluster_target(m, where, saddr(m)[threads], threads)
         _barriers(m).arrive(where, local, threads, targets=targets)
+
+    return run
+
+
+def _dec_cp_arrive(d, op, args, where) -> Fn:
+    """cp.async.mbarrier.arrive.noinc.shared::cta.b64 [bar]: the thread arrives at `bar` once its
+    cp.async copies so far have landed (`Barriers.arrive_after_copies`)."""
+    if op.opcode.data not in ("cp.async.mbarrier.arrive.noinc.shared::cta.b64", "cp.async.mbarrier.arrive.noinc.shared.b64"):
+        raise EmulationError(f"{where}: expected cp.async.mbarrier.arrive.noinc.shared::cta.b64 [mbar] (the .noinc form: "
+                             "an arrival the barrier's count expects)")
+    (addr,) = _one(d, op, args, 1, where)
+    if not isinstance(addr, _Addr):
+        raise EmulationError(f"{where}: the mbarrier's address goes in brackets")
+    saddr = _shared_addresses(d, addr, where)
+
+    def run(m, mask):
+        threads = _threads(m, mask)
+        if threads.size:
+            _barriers(m).arrive_after_copies(where, saddr(m)[threads], threads)
 
     return run

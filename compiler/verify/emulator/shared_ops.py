@@ -40,12 +40,16 @@ _CP_ASYNC = re.compile(r"^cp\.async\.(ca|cg)\.shared(?:::cta)?\.global(?:\.L2::(
 
 def _dec_cp(d, op, mods, args, where) -> Fn:
     """cp.async copies, commit_group, wait_group N, wait_all (see `_Shared`); the tensor copies
-    `cp.async.bulk.tensor` are `tma_ops`'."""
+    `cp.async.bulk.tensor` are `tma_ops`', a copies' arrival at an mbarrier `mbarrier_ops`'."""
     opcode = op.opcode.data
     if opcode.startswith("cp.async.bulk.tensor."):
         from tilemma.compiler.verify.emulator.tma_ops import _dec_tma
 
         return _dec_tma(d, op, mods, args, where)
+    if opcode.startswith("cp.async.mbarrier.arrive"):
+        from tilemma.compiler.verify.emulator.mbarrier_ops import _dec_cp_arrive
+
+        return _dec_cp_arrive(d, op, args, where)
     if opcode in ("cp.async.commit_group", "cp.async.wait_all"):
         if args:
             raise EmulationError(f"{where}: {opcode} takes no operands")

@@ -2,8 +2,9 @@
 // the stage's copies become `warp.copy_tma`s that thread 256 (the first producer) issues after
 // expecting their bytes at the stage's full barrier (A's 128 x 64 f16 box, 16 KiB, and B's two
 // 64 x 64 blocks: 32 KiB). With every copy the TMA's, nothing is committed or waited for: full
-// expects that one arrival a phase. A pre-compressed A keeps its metadata on cp.async, which lands
-// and arrives as before: full expects the 128 producers and the TMA thread.
+// expects that one arrival a phase. A pre-compressed A keeps its metadata on cp.async, whose copies
+// each producer thread hands to the stage's full barrier (`warp.async_arrive`: it arrives once they
+// land, no group, no wait): full expects the 128 producers and the TMA thread.
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{wgmma=true producers=4 tma=1},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-specialize' | filecheck %s
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=4 tma=1},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
 
@@ -28,9 +29,9 @@
 // CHECK:         warp.copy_tma %b
 // CHECK:         warp.copy_tma %b
 // CHECK-NEXT:    warp.copy_meta_async %a_meta
-// CHECK:       warp.async_commit
-// CHECK:         warp.async_wait {pending = 2 : i64, proxy_fence}
-// CHECK:         warp.mbarrier_arrive %[[SFULL]]
+// CHECK-NEXT:    warp.async_arrive %[[SFULL]][%{{.*}}]
+// CHECK-NOT:     warp.async_commit
+// CHECK:       warp.retire
 
 // The maps are parameters after the pointers; thread 256 expects and copies, 2-d boxes at
 // (column, row) of A and (column, K row) of B.
@@ -52,7 +53,8 @@
 // PTX:         mbarrier.init.shared::cta.b64 [{{%r[0-9]+}}], 129;
 // PTX:         cp.async.bulk.tensor.2d
 // PTX:         cp.async.cg.shared.global
-// PTX:         cp.async.wait_group 2;
+// PTX:         cp.async.mbarrier.arrive.noinc.shared::cta.b64 [{{%r[0-9]+}}];
+// PTX-NOT:     cp.async.wait_group
 func.func @ws(%a: memref<512x512xf16>, %b: memref<512x512xf16>, %d: memref<512x512xf32>) {
   %ta = tile.load %a[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>
   %tb = tile.load %b[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>
