@@ -91,6 +91,22 @@ def test_cli_emits_it(tmp_path, capsys):
     assert capsys.readouterr().out == gpu_binary_module([k], "sm_90")
 
 
+def test_cli_keeps_the_automatic_tma_kernels_on_cp_async(tmp_path, capsys):
+    """The sparse sm_90a kernels take the TMA by themselves; --emit gpu-binary, which passes no
+    tensor maps, keeps them on cp.async (as before), and refuses the TMA where it is asked for."""
+    from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+
+    src = tmp_path / "s.mlir"
+    src.write_text(str(gemm_module(GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True))))
+    [k] = compile_text(src.read_text(), "s", CompileOptions(sm="90a"))
+    assert k.abi.tensor_maps  # (the default elsewhere)
+    assert cli.main(["compile", str(src), "--sm", "90a", "--emit", "gpu-binary"]) == 0
+    out = capsys.readouterr().out
+    assert "gpu.launch_func" in out and "cp.async.bulk.tensor" not in out and "cp.async.cg" in out
+    assert cli.main(["compile", str(src), "--sm", "90a", "--emit", "gpu-binary", "--tma", "1"]) == 1
+    assert "--emit gpu-binary does not pass tensor maps yet" in capsys.readouterr().err
+
+
 @needs_mlir
 @pytest.mark.parametrize("case", SPECS)
 def test_mlir_gpu_to_llvm_accepts_and_launches(case):

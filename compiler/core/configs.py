@@ -302,14 +302,21 @@ WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fra
 #   1510; tf32 rounded in place 228 / 232.
 WGMMA_PRODUCERS: dict[str, int] = {"sparse-wgmma": 4, "sparse-wgmma-k-major-b": 4}
 # wgmma schedules whose producer warpgroup copies by the TMA by itself (`Schedule.copy`, where
-# `plan_warpgroups.tma_unsupported` allows). H200, one call, cp.async / TMA producers
-# (results/h200-2026-11-28-tma.csv): sparse, N-major B, 4096^3 898 / 902, 8192^3 904 / 914
-# (cuSPARSELt 1051, 1076); K-major B 864 / 908, 918 / 979 (cuSPARSELt 907, 1025). Dense kernels
-# take no producers by themselves; with them, f16 660 / 665 and 691 / 705, s8 1293 / 1310 and
-# 1438 / 1459, tf32 truncated 368 / 373 and 370 / 346.
+# `plan_warpgroups.tma_unsupported` allows). H200, dense-equivalent TFLOP/s, cp.async / TMA producers
+# in one call (results/h200-2026-11-28-tma.csv): sparse, N-major B, 4096^3 898 / 902, 8192^3 904 /
+# 914; K-major B 864 / 908, 918 / 979. With the metadata's copies handed to the stage's barrier
+# (`warp.async_arrive`) instead of waited for L stages later, another call
+# (-sparse-tma-async-arrive.csv): N-major 932 / 1002, K-major 929 / 1033 against cuSPARSELt's
+# 1031 / 1090 and 878 / 1083. Dense kernels take no producers by themselves; with them, f16 660 /
+# 665 and 691 / 705, s8 1293 / 1310 and 1438 / 1459, tf32 truncated 368 / 373 and 370 / 346.
 WGMMA_TMA: dict[str, bool] = {"sparse-wgmma": True, "sparse-wgmma-k-major-b": True}
 # wgmma schedules whose TMA kernels run their CTAs in clusters by themselves (`Schedule.cluster`:
-# pairs along M that share B's stages, `plan_warpgroups.cluster_unsupported`): none yet.
+# pairs along M that share B's stages, `plan_warpgroups.cluster_unsupported`): none. Halving B's
+# L2 traffic gains nothing (H200, one call, -sparse-tma-async-arrive.csv: sparse N-major B 4096^3 /
+# 8192^3 908 / 1003 against 932 / 1002, K-major 902 / 1019 against 929 / 1033; before the
+# metadata's handover, f16 4096^3 690 / 689 and sparse 852 / 892, -cluster-release-scope.txt): the
+# sparse kernel waits on shared memory (ncu: short-scoreboard 43% of
+# its stalls, L1/TEX 83%, L2 54%; results/ncu/h200-2026-11-28-9_sparse-tma-async-arrive.txt), not L2.
 WGMMA_CLUSTER: dict[str, int] = {}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to

@@ -40,7 +40,8 @@ def _option_values(args: argparse.Namespace) -> dict:
         pair_bytes=not args.no_pair_bytes,
         wgmma=args.wgmma,
         producers=args.producers,
-        tma=args.tma,
+        # (--emit gpu-binary passes no tensor maps: the automatic TMA kernels keep cp.async there)
+        tma=0 if args.tma == -1 and getattr(args, "emit", None) == "gpu-binary" else args.tma,
         cluster=args.cluster,
         tune_cache=_tune_cache(args.tune_cache),
         attention_rows=args.attention_rows,
