@@ -113,13 +113,15 @@ tma)  # the producers' copies by the TMA (--tma 1) and clusters sharing B (--clu
         --shapes ${SHAPES:-4096x4096x4096 8192x8192x8192} --tilemma-configs ${CONFIGS:-'' 'wgmma=1,producers=4,tma=0' 'wgmma=1,producers=4,tma=1' 'wgmma=1,producers=4,tma=1,cluster=2'} \
         ${SKIP:---skip triton triton-mma.sync} --samples 5 --warmup-ms 15 --budget ${BUDGET:-420} --csv "$OUT/tma.csv" 2>&1 | tail -${TAIL:-40}
     ;;
-tests)  # every GPU test (pytest -m gpu) in three shards at once, and what was skipped and why
-    shards=("tests/gpu/test_dense_gpu.py" "tests/gpu --ignore=tests/gpu/test_dense_gpu.py" "tests --ignore=tests/gpu")
-    for i in 0 1 2; do
+tests)  # every GPU test (pytest -m gpu) in four shards at once, and what was skipped and why
+    late="tests/gpu/test_specialize_gpu.py tests/gpu/test_wgmma_gpu.py tests/gpu/test_tma_gpu.py tests/gpu/test_tma_launch_gpu.py"
+    shards=("tests/gpu/test_dense_gpu.py" "tests/gpu --ignore=tests/gpu/test_dense_gpu.py $(printf -- ' --ignore=%s' $late)"
+            "$late" "tests --ignore=tests/gpu")
+    for i in 0 1 2 3; do
         timeout 540 python3 -m pytest -q -m gpu -rs -p no:cacheprovider ${shards[$i]} > "$OUT/gpu_tests$i.txt" 2>&1 &
     done
     wait
-    for i in 0 1 2; do echo "shard $i: $(tail -1 "$OUT/gpu_tests$i.txt")"; grep -E "^FAILED|^ERROR" "$OUT/gpu_tests$i.txt" | head -5; done
+    for i in 0 1 2 3; do echo "shard $i: $(tail -1 "$OUT/gpu_tests$i.txt")"; grep -E "^FAILED|^ERROR" "$OUT/gpu_tests$i.txt" | head -5; done
     ;;
 check)  # tests, sanitize and the forced-configuration checks at once (all correctness, one call)
     BUNDLE= bash "$0" tests > "$OUT/step_tests.txt" 2>&1 &
