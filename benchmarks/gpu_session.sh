@@ -95,9 +95,8 @@ tma)  # the producers' copies by the TMA (--tma 1) and clusters sharing B (--clu
     [ -n "${BENCH_ONLY:-}" ] || {
     timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_tma_gpu.py tests/gpu/test_tma_launch_gpu.py \
         "tests/gpu/test_specialize_gpu.py::test_tma_like_the_mma_sync_kernel" \
-        "tests/gpu/test_specialize_gpu.py::test_tma_like_the_cp_async_producers" \
-        "tests/gpu/test_specialize_gpu.py::test_cluster_like_the_mma_sync_kernel" \
-        "tests/gpu/test_specialize_gpu.py::test_cluster_like_the_single_cta_kernel" > "$OUT/tma_tests.txt" 2>&1
+        "tests/gpu/test_specialize_gpu.py::test_like_the_simpler_kernel" \
+        "tests/gpu/test_specialize_gpu.py::test_cluster_like_the_mma_sync_kernel" > "$OUT/tma_tests.txt" 2>&1
     echo "tma tests: $(tail -1 "$OUT/tma_tests.txt")"; grep -E "^FAILED|^ERROR" "$OUT/tma_tests.txt" | head -5
     for k in "--a f16 --b f16 --acc f32" "--a f16 --b f16 --acc f32 --sparse-a compressed" "--a s8 --b s8 --acc s32 --b-layout col" \
              "--a bf16 --b bf16 --acc f32 --a-layout col --b-layout col"; do

@@ -67,11 +67,9 @@ class MbarrierInitOp(IRDLOperation):
             raise VerifyException(f"warp.mbarrier_init: count is 1 to {MAX_ARRIVALS}")
 
 
-@irdl_op_definition
-class MbarrierArriveOp(IRDLOperation):
-    """`warp.mbarrier_arrive %bars[%i]`: each thread that runs it arrives once at barrier i."""
+class _ArriveOp(IRDLOperation):
+    """An arrival of each thread that runs it at barrier `index` of `bars`."""
 
-    name = "warp.mbarrier_arrive"
     bars = operand_def(MemRefType)
     index = operand_def(IndexType)
     assembly_format = "$bars `[` $index `]` attr-dict `:` type($bars)"
@@ -80,7 +78,14 @@ class MbarrierArriveOp(IRDLOperation):
         super().__init__(operands=[bars, index])
 
     def verify_(self) -> None:
-        _barriers(self.bars.type, "warp.mbarrier_arrive")
+        _barriers(self.bars.type, self.name)
+
+
+@irdl_op_definition
+class MbarrierArriveOp(_ArriveOp):
+    """`warp.mbarrier_arrive %bars[%i]`: each thread that runs it arrives once at barrier i."""
+
+    name = "warp.mbarrier_arrive"
 
 
 @irdl_op_definition
@@ -110,7 +115,7 @@ class MbarrierExpectTxOp(IRDLOperation):
 
 
 @irdl_op_definition
-class AsyncArriveOp(IRDLOperation):
+class AsyncArriveOp(_ArriveOp):
     """`warp.async_arrive %bars[%i]`: each thread that runs it arrives at barrier i once its
     `cp.async` copies so far have landed (`cp.async.mbarrier.arrive.noinc`, one of the arrivals the
     barrier was made to expect): no group, no wait, and nothing for the thread to do when they land.
@@ -118,15 +123,6 @@ class AsyncArriveOp(IRDLOperation):
     async proxy, which the warpgroups' operands would need."""
 
     name = "warp.async_arrive"
-    bars = operand_def(MemRefType)
-    index = operand_def(IndexType)
-    assembly_format = "$bars `[` $index `]` attr-dict `:` type($bars)"
-
-    def __init__(self, bars: SSAValue, index: SSAValue):
-        super().__init__(operands=[bars, index])
-
-    def verify_(self) -> None:
-        _barriers(self.bars.type, "warp.async_arrive")
 
 
 @irdl_op_definition

@@ -46,37 +46,28 @@ def test_tma_like_the_mma_sync_kernel(spec, options, sm90):
     like_the_sm90_kernel(spec, {**TMA, **options}, "gpu", 7, "wgmma", sm90)
 
 
-@pytest.mark.parametrize("spec", [
-    GemmSpec(2048, 2048, 4096, "f16", "f16", "f32"),
-    GemmSpec(1024, 2048, 4096, "s8", "s8", "s32", b_layout="col"),
-    GemmSpec(1024, 1024, 4096, "f16", "f16", "f32", pre_compressed=True),
-    GemmSpec(1000, 1000, 1000, "bf16", "bf16", "f32", a_layout="col", b_layout="col"),
-], ids=lambda s: s.name)
-def test_tma_like_the_cp_async_producers(spec):
-    """Rings that wrap many times: the TMA's kernel equal word for word to the cp.async producers'."""
-    tma = run_compiled(compiled(spec, wgmma=True, **TMA), 3, "gpu")
-    plain = run_compiled(compiled(spec, wgmma=True, **SPECIALIZED, tma=0), 3, "gpu")
-    assert tma.ok and plain.ok, (tma.line(), plain.line())
-    for name, out in tma.outputs.items():
-        assert np.array_equal(out.view(np.uint8), plain.outputs[name].view(np.uint8)), name
-
-
 @pytest.mark.parametrize("spec, options, sm90", CLUSTER_CASES, ids=[c[0].name for c in CLUSTER_CASES])
 def test_cluster_like_the_mma_sync_kernel(spec, options, sm90):
     """Pairs of CTAs sharing B's stages by multicast: D as the mma.sync kernel's."""
     like_the_sm90_kernel(spec, {**CLUSTER, **options}, "gpu", 7, "wgmma", sm90)
 
 
-@pytest.mark.parametrize("spec", [
+_BIG = [
     GemmSpec(2048, 2048, 4096, "f16", "f16", "f32"),
     GemmSpec(1024, 2048, 4096, "s8", "s8", "s32", b_layout="col"),
     GemmSpec(1024, 1024, 4096, "f16", "f16", "f32", pre_compressed=True),
     GemmSpec(1024, 1000, 1000, "bf16", "bf16", "f32", a_layout="col", b_layout="col"),
-], ids=lambda s: s.name)
-def test_cluster_like_the_single_cta_kernel(spec):
-    """Rings that wrap many times: a cluster's kernel word for word the single-CTA TMA kernel's."""
-    pair = run_compiled(compiled(spec, wgmma=True, **CLUSTER), 3, "gpu")
-    one = run_compiled(compiled(spec, wgmma=True, **TMA, cluster=1), 3, "gpu")
-    assert pair.ok and one.ok, (pair.line(), one.line())
-    for name, out in pair.outputs.items():
-        assert np.array_equal(out.view(np.uint8), one.outputs[name].view(np.uint8)), name
+]
+
+
+@pytest.mark.parametrize("spec", _BIG, ids=lambda s: s.name)
+@pytest.mark.parametrize("options, baseline", [(TMA, {**SPECIALIZED, "tma": 0}), (CLUSTER, {**TMA, "cluster": 1})],
+                         ids=["tma-like-cp-async", "cluster-like-one-cta"])
+def test_like_the_simpler_kernel(spec, options, baseline):
+    """Rings that wrap many times: the TMA's kernel word for word the cp.async producers', a
+    cluster's the single-CTA TMA kernel's."""
+    got = run_compiled(compiled(spec, wgmma=True, **options), 3, "gpu")
+    want = run_compiled(compiled(spec, wgmma=True, **baseline), 3, "gpu")
+    assert got.ok and want.ok, (got.line(), want.line())
+    for name, out in got.outputs.items():
+        assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name

@@ -1,6 +1,7 @@
-"""The tensor-memory accelerator's tile copy on the GPU: tools/tma_probe.py's kernel, each variant
-in a process of its own (a fault would end this one's context), every byte of the box as
-`expected` says, which the emulator reproduces (tests/test_emulator_tma.py)."""
+"""The tensor-memory accelerator's tile copy on the GPU: tools/tma_probe.py's kernel, and
+tools/cluster_probe.py's 2-CTA cluster (multicast, arrivals at the peer's barrier), each variant in
+a process of its own (a fault would end this one's context), every byte as `expected` says, which
+the emulator reproduces (tests/test_emulator_tma.py, tests/test_emulator_cluster.py)."""
 
 from __future__ import annotations
 
@@ -19,20 +20,15 @@ pytestmark = [
 ]
 
 
-@pytest.mark.skipif(cuda_runtime.gpu_available() and cuda_runtime.device_arch() not in ("sm_90", "sm_90a"),
-                    reason="the probe is sm_90a PTX")
-@pytest.mark.parametrize("variant", P.VARIANTS, ids=lambda v: "x".join(map(str, v)))
-def test_tma_probe(variant):
-    r = subprocess.run([sys.executable, "-m", "tools.tma_probe", *map(str, variant)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert int(r.stdout.split()[0]) == 0, r.stdout
+_PROBES = [("tools.tma_probe", v) for v in P.VARIANTS] + [("tools.cluster_probe", v) for v in C.VARIANTS]
 
 
 @pytest.mark.skipif(cuda_runtime.gpu_available() and cuda_runtime.device_arch() not in ("sm_90", "sm_90a"),
-                    reason="the probe is sm_90a PTX")
-@pytest.mark.parametrize("variant", C.VARIANTS, ids=lambda v: "x".join(map(str, v)))
-def test_cluster_probe(variant):
-    """A 2-CTA cluster: multicast halves and arrivals at the peer's barrier, both CTAs' bytes as expected."""
-    r = subprocess.run([sys.executable, "-m", "tools.cluster_probe", *map(str, variant)], capture_output=True, text=True)
+                    reason="the probes are sm_90a PTX")
+@pytest.mark.parametrize("probe, variant", _PROBES, ids=[f"{m.split('.')[1]}-{'x'.join(map(str, v))}" for m, v in _PROBES])
+def test_probe(probe, variant):
+    """One CTA's box (tma_probe), or a 2-CTA cluster's multicast halves and arrivals at the peer's
+    barrier (cluster_probe): every byte as expected."""
+    r = subprocess.run([sys.executable, "-m", probe, *map(str, variant)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.split()[0]) == 0, r.stdout
