@@ -23,6 +23,17 @@ L = S - 1 - P stages ahead, as they do in the pipelined kernel, and the kernel b
 
 No deadlock: the producer's wait at kt needs the consumers past stage kt - S + P, which needs
 `full` of that stage, arrived at producer iteration kt - S + P + L = kt - 1.
+
+With `copy = tma` (`_copy_by_tma`) the first producer thread expects stage kt's bytes at
+`full[kt % S]` and issues its copies as `warp.copy_tma`s, which complete there as they land: the
+producers loop over kt < n only, and `full` expects that one arrival, plus the 128 producers' where
+a pre-compressed A's metadata stays on cp.async (each thread's `warp.async_arrive` after its copies:
+they arrive as they land, no group and no wait; generic loads read them, so no proxy fence). With
+`cluster = 2` B's copies are multicast, half issued by each CTA of the pair (`_roles_of`); the
+consumers also arrive at the peer's `empty` (`warp.mbarrier_arrive_peers`, lane 0 of each warp: 8
+arrivals more), after the loop for the stages still in flight too; `warp.cluster_sync` publishes
+the barriers to the pair; and the producers, before they leave, wait for every stage's last
+release (the tail), so that no peer arrives at the barriers of a CTA that has left.
 """
 
 from __future__ import annotations
