@@ -37,17 +37,27 @@ from tilemma.passes.warp_to_ptx.state import LoweringState, _finish, _Kernel, re
 def _one_thread(kernel: _Kernel, thread: int, rank: int | None = None) -> str:
     """A predicate register, true in thread `thread` of the CTA alone (with `rank`, of the CTA of
     that rank in its cluster alone); computed once a kernel."""
+    mine = _cluster_rank(kernel) if rank is not None else None
+
     def build(e: fio.Emitter) -> list[str]:
         tid, pred = e.reg("b32"), e.reg("pred")
         e.emit("mov.u32", tid, "%tid.x")
         e.emit("setp.eq.u32", pred, tid, thread)
-        if rank is not None:
-            r, mine = e.reg("b32"), e.reg("pred")
-            e.emit("mov.u32", r, "%cluster_ctarank")
-            e.emit("setp.eq.u32", mine, r, rank)
-            e.emit("and.pred", pred, pred, mine)
+        if mine is not None:
+            ours = e.reg("pred")
+            e.emit("setp.eq.u32", ours, mine, rank)
+            e.emit("and.pred", pred, pred, ours)
         return [pred]
     return kernel.thread_invariant(("one-thread", thread, rank), build)[0]
+
+
+def _cluster_rank(kernel: _Kernel) -> str:
+    """A register holding the CTA's rank in its cluster (read once a kernel)."""
+    def build(e: fio.Emitter) -> list[str]:
+        r = e.reg("b32")
+        e.emit("mov.u32", r, "%cluster_ctarank")
+        return [r]
+    return kernel.thread_invariant(("cluster-rank",), build)[0]
 
 
 def _cta_mask(kernel: _Kernel, mask: int) -> str:
@@ -155,7 +165,7 @@ class LowerMbarrierArrivePeers(RewritePattern):
         kernel = self.state.kernel(op)
         cluster = op.cluster.value.data
         lane0 = kernel.thread_invariant(("lane-0",), lambda e: [_lane0(e, kernel.lane)])[0]
-        rank = kernel.thread_invariant(("cluster-rank",), lambda e: [_rank(e)])[0]
+        rank = _cluster_rank(kernel)
         e = fio.Emitter(kernel.regs)
         local = e.reg("b32")  # the barrier's shared address, which mapa maps to each peer's
         e.emit("mad.lo.u32", local, e.in_register(index), MBARRIER_BYTES, e.in_register(bars))
@@ -175,12 +185,6 @@ def _lane0(e: fio.Emitter, lane: str) -> str:
     pred = e.reg("pred")
     e.emit("setp.eq.u32", pred, lane, 0)
     return pred
-
-
-def _rank(e: fio.Emitter) -> str:
-    r = e.reg("b32")
-    e.emit("mov.u32", r, "%cluster_ctarank")
-    return r
 
 
 @dataclass
