@@ -121,3 +121,24 @@ def test_the_verifier_takes_only_what_a_tensor_map_writes(layout, cols, rows, me
     else:
         with pytest.raises(VerifyException, match=message):
             op.verify()
+
+
+def test_a_map_parameter_never_takes_an_argument_s_name():
+    """An argument called `a_map0` keeps its name; A's map takes the next free one, and the kernel
+    still runs right in the emulator (every element within the reference's bound)."""
+    from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+    from tilemma.compiler.driver.runner import run_compiled
+
+    text = """func.func @k(%a: memref<256x128xf16>, %b: memref<128x256xf16>, %a_map0: memref<256x256xf32>) {
+  %ta = tile.load %a[0, 0] : memref<256x128xf16> -> !tile.tile<256x128xf16>
+  %tb = tile.load %b[0, 0] : memref<128x256xf16> -> !tile.tile<128x256xf16>
+  %zero = tile.constant 0.0 : !tile.tile<256x256xf32>
+  %td = tile.mma %ta, %tb, %zero : !tile.tile<256x128xf16>, !tile.tile<128x256xf16>, !tile.tile<256x256xf32> -> !tile.tile<256x256xf32>
+  tile.store %td, %a_map0[0, 0] : !tile.tile<256x256xf32>, memref<256x256xf32>
+  func.return
+}"""
+    [k] = compile_text(text, "k", CompileOptions(sm="90a", wgmma=True, **TMA))
+    params = re.findall(r"\.param [^\n]*?(\w+)(?:\[128\])?,?\n", k.ptx)
+    assert params == ["p_a", "p_b", "p_a_map0", "p_a_map1", "p_b_map0"]
+    result = run_compiled(k, 5, "emulator")
+    assert result.ok, result.line()

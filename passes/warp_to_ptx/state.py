@@ -11,6 +11,7 @@ A fragment's registers (how many, which bank) come from its type's layout (`_lay
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -52,11 +53,13 @@ class _Kernel:
     def tensor_map(self, pointer: str, tmap: TensorMap) -> str:
         """The register holding the generic address of the tensor-map parameter of `tmap` (a map
         of the argument whose pointer register is `pointer`), one parameter per distinct map,
-        named after the argument's."""
+        named after the argument's: the first `<param>_map<i>` no other parameter has (an
+        argument may itself be called `a_map0`)."""
         name = next((n for n, m in self.tensor_maps.items() if m == tmap), None)
         if name is None:
             param = self.args[pointer][1]
-            name = f"{param}_map{sum(n.startswith(param + '_map') for n in self.tensor_maps)}"
+            taken = {p for _, p in self.args.values()} | set(self.tensor_maps)
+            name = next(n for i in itertools.count() if (n := f"{param}_map{i}") not in taken)
             self.tensor_maps[name] = tmap
 
         def address(e: fio.Emitter) -> list[str]:

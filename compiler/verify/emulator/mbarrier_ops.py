@@ -287,7 +287,7 @@ def _dec_arrive_remote(d, op, args, where) -> Fn:
     """mbarrier.arrive[.release.cluster].shared::cluster.b64 _, [a]: an arrival at the barrier at
     `.shared::cluster` address `a` (a peer's through `mapa`, or the CTA's own), no state returned."""
     if len(args) != 2 or args[0].strip() != "_":
-        raise EmulationError(f"{where}: a .shared::cluster arrival returns no state: mbarrier.arrive.release.cluster"
+        raise EmulationError(f"{where}: a .shared::cluster arrival returns no state: mbarrier.arrive[.release.cluster]"
                              ".shared::cluster.b64 _, [addr]")
     addr = d.operand(args[1], op)
     if not isinstance(addr, _Addr):
