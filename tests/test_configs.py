@@ -172,8 +172,8 @@ FOURTH = f"stages={configs.MORE_STAGES_COUNT} "
     # the whole grid resident with a fourth stage, a long K loop: taken
     (GemmSpec(512, 4096, 4096, "f16", "f16", "f32"), "90", {}, "warps=2x2 warp-tile=4x8 stages=4 stage-k=64"),
     (GemmSpec(1024, 1024, 1024, "tf32", "tf32", "f32", b_layout="col"), "90", {}, FOURTH),
-    # tf32 keeps its split (UNSPLIT_MORE_STAGES), with the fourth stage
-    (GemmSpec(64, 11008, 4096, "tf32", "tf32", "f32", b_layout="col"), "90", {}, FOURTH + "stage-k=32 split-k=2"),
+    # tf32 keeps its split (UNSPLIT_MORE_STAGES; three: EVEN_WAVES), with the fourth stage
+    (GemmSpec(64, 11008, 4096, "tf32", "tf32", "f32", b_layout="col"), "90", {}, FOURTH + "stage-k=32 split-k=3"),
     # s8 and f16 whose two splits would only even the wave: unsplit, with the fourth stage
     (GemmSpec(64, 11008, 4096, "s8", "s8", "s32", b_layout="col"), "90", {}, "warps=2x2 warp-tile=2x8 stages=4 stage-k=128"),
     (GemmSpec(64, 11008, 4096, "f16", "f16", "f32"), "90", {}, "warps=2x2 warp-tile=2x8 stages=4 stage-k=64"),
@@ -239,3 +239,23 @@ def test_tf32_keeps_its_rows_where_split_k_fills_the_wave():
     assert f"warp-tile={rows}x" in kept and "split-k=" in kept
     assert "warp-tile=2x" in config(1000, 1000, 1000)
     assert "warp-tile=2x" in config(64, 11008, 4096)
+
+
+@pytest.mark.parametrize("spec, sm, expected", [
+    # 86 tiles (64 x 128 CTAs): three splits fill the two CTAs an SM holds, where two left a third idle
+    (GemmSpec(64, 11008, 4096, "tf32", "tf32", "f32"), "90", "warp-tile=2x8 stages=4 stage-k=32 split-k=3"),
+    (GemmSpec(128, 11008, 4096, "tf32", "tf32", "f32", b_layout="col", rounding="trunc"), "90", "split-k=3"),
+    # 172 warpgroup tiles (two waves, the second 30% full): three splits, which also take the fill's
+    # orders onto warpgroups (`WGMMA_WAVE`'s 3/4 of the slots)
+    (GemmSpec(512, 11008, 4096, "tf32", "tf32", "f32", b_layout="col"), "90a", "warps=8x1 warp-tile=1x32 stages=4 stage-k=32 split-k=3"),
+    (GemmSpec(512, 11008, 4096, "tf32", "tf32", "f32", a_layout="col"), "90a", "warps=8x1 warp-tile=1x32 stages=4 stage-k=32 split-k=3"),
+    # past two waves: none (1376 tiles); not a tf32 schedule: the rule for grids short of a wave
+    (GemmSpec(4096, 11008, 4096, "tf32", "tf32", "f32", b_layout="col"), "90a", "stage-k=32 "),
+    (GemmSpec(64, 11008, 4096, "f16", "f16", "f32"), "90", "warps=2x2 warp-tile=2x8 stages=4 stage-k=64 "),
+    (GemmSpec(16, 11008, 4096, "f16", "f16", "f32"), "90", "warps=1x2 warp-tile=1x8 stages=4 stage-k=64 "),
+], ids=lambda x: x.name if isinstance(x, GemmSpec) else None)
+def test_even_waves(spec, sm, expected):
+    """`configs.EVEN_WAVES`: tf32 kernels of fewer tiles than two waves split K as many times (up to
+    three) as keep the most of the SMs' CTA slots busy, and no others change."""
+    config = compile_text(str(gemm_module(spec)), spec.name, CompileOptions(sm=sm, tune_cache=""))[0].abi.config
+    assert expected in config + " ", config

@@ -37,8 +37,9 @@ def test_staging(s, want):
     spec(4096, 4096, 4096, "trunc"), spec(256, 4096, 4096, "trunc"),  # from configs.WGMMA_MIN_ROWS' 256 rows
     spec(4096, 4096, 4096), spec(2048, 2048, 256, "rn"),  # rounded in place: 128 x 256 CTAs that fill a wave
     spec(512, 4096, 4096), spec(128, 11008, 4096),  # ... K split in 2 and 3 (configs.WGMMA_WAVE)
-    spec(512, 11008, 4096),  # 172 CTAs: two waves, the second 30% full, but rounded in place it wins
+    spec(512, 11008, 4096),  # 172 CTAs: two waves, the second 30% full; K split in 3 (configs.EVEN_WAVES)
     spec(4096, 4096, 4096, b_layout="row"), spec(2048, 2048, 256, a_layout="col"),  # filled: the same
+    spec(512, 11008, 4096, b_layout="row"),  # filled: 172 CTAs, K split in 3, keep 98% of the slots busy
 ])
 def test_chosen_by_itself(s):
     assert schedule(s, "90a").mma == "wgmma"
@@ -50,7 +51,6 @@ def test_chosen_by_itself(s):
     (spec(1000, 1000, 1000), "90a"),  # rounded in place: 32 CTAs, not a wave (configs.WGMMA_WAVE)
     (spec(128, 4096, 4096, b_layout="row"), "90a"),  # filled: a wave only by 8 splits of K
     (spec(64, 11008, 4096), "90a"),  # fewer rows than configs.WGMMA_MIN_ROWS
-    (spec(512, 11008, 4096, b_layout="row"), "90a"),  # filled: 172 CTAs keep 65% of the slots busy, not 3/4
 ])
 def test_mma_sync_where_wgmma_is_not_chosen(s, sm):
     assert schedule(s, sm).mma == "sync"

@@ -275,8 +275,8 @@ WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-
 # (results/h200-2026-11-27-tf32-wgmma-wave.csv): 128 CTAs of 2 splits (512x4096x4096, 512x4096x11008)
 # 1.15-1.24x and 1.09-1.28x, 43 x 3 (128x11008x4096) 1.43x and 1.28-1.31x, 128 x 1 (2048x2048x256)
 # 1.03x and 1.11-1.17x, 172 x 1 (512x11008x4096: two waves, the second 30% full) 1.16x and
-# 0.89-0.96x (hence the fill's 3/4); 16 x 8 (128x4096x4096, 128x4096x11008) 0.87-1.02x and
-# 0.74-0.96x, 32 x 1 (1000^3) 0.49x and 0.54-0.68x.
+# 0.89-0.96x (hence the fill's 3/4; `EVEN_WAVES` now splits it in 3, which passes); 16 x 8
+# (128x4096x4096, 128x4096x11008) 0.87-1.02x and 0.74-0.96x, 32 x 1 (1000^3) 0.49x and 0.54-0.68x.
 WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fraction(3, 4))}
 # wgmma schedules whose kernels take a producer warpgroup by themselves (`Schedule.producers`:
 # it fills the stages, the others multiply, mbarriers between; `warp-specialize`), with the
@@ -453,6 +453,17 @@ MORE_STAGES_MIN_STEPS = 16
 # stage instead: 64x11008x4096 s8 296 -> 363, f16 184 -> 198 (at 16 rows even: s8 128 / 128, f16 57 /
 # 55). tf32 keeps splitting (64x11008x4096 97 split against 88 unsplit), and so do the fills.
 UNSPLIT_MORE_STAGES = {"16bit", "8bit", "8bit-pairs-a", "8bit-pairs-b", "8bit-pairs-ab"}
+# tf32 schedules whose automatic split-K evens the waves (`plan.split`): the fewest splits, up to
+# this many, that keep the most of the SMs' CTA slots busy (`plan.wave_use`), where those keep more
+# than the rule for grids short of a wave. H200, TFLOP/s (results/h200-2026-11-28-tf32-even-waves.csv):
+# 512x11008x4096 on warpgroups (172 CTAs: 65% of two waves), rounded (rna) K-major / B row-major /
+# A M-major / both, unsplit 152 / - / - / - (the fills refused: mma.sync 124 / 142 / 144), 2 splits
+# 187 / 162 / 176 / 152, 3 splits 196 / 166 / 180 / 158 (Triton's mma.sync path 190 / 192 / 177 /
+# 175); truncated 270 / 181 / 172 / 166 (the last three mma.sync), 298 / 213 / 227 / 190, 288 / 213 /
+# 224 / 195; 64x11008x4096 on mma.sync (86 CTAs of 64 x 128, two an SM) rounded 97 / 87 / 88 / 84
+# at 2 splits, 105 / 108 / 106 / 108 at 3, 81 / 78 / 77 / 77 at 4 (Triton 93 / 101 / 91 / 98).
+EVEN_WAVES = {"32bit": 3, "32bit-row-b": 3, "32bit-trunc": 3, "32bit-row-b-trunc": 3,
+              "tf32-wgmma": 3, "tf32-wgmma-rounded": 3, "tf32-wgmma-fill": 3}
 
 # Operand types the staged schedule takes (PTX spellings), and the same grouped by element bits
 # (`tile-plan` reads it); a candidate family per width.

@@ -330,11 +330,13 @@ def splittable(g, variant) -> str | None:
 
 
 def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target: targets.SmTarget,
-          mma) -> tuple[int, int]:
+          mma, schedule: str = "") -> tuple[int, int]:
     """(splits, K elements per split) for a kernel: `forced` splits at most (>= 2; 1: none), or
     where 0 (K at least SPLIT_MIN_K) as many as make one CTA per SM of the target, or two where the
-    tiles leave a quarter of the SMs idle, each split at least SPLIT_MIN_STEPS steps long. Splits
-    cover whole steps (stages, or instruction K on the simple schedule), none empty."""
+    tiles leave a quarter of the SMs idle, or for `configs.EVEN_WAVES`' schedules of fewer tiles than
+    two waves as many (up to theirs) as keep the most of the SMs' CTA slots busy (`wave_use`), each split at least
+    SPLIT_MIN_STEPS steps long. Splits cover whole steps (stages, or instruction K on the simple
+    schedule), none empty."""
     if forced == 1:
         return 1, 0
     why = splittable(g, variant)
@@ -352,7 +354,15 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
             return 1, 0
         # as many CTAs as SMs; two splits where the tiles leave a quarter of them idle
         # (benchmarks/split_k_sweep.py on an H100: 32 tiles best at 4-6 splits, 64 at 2-4, 86 at 2, 128 at 1)
-        want = min(max(sms // tiles, 2 if 4 * tiles < 3 * sms else 1), total // SPLIT_MIN_STEPS, SPLIT_MAX)
+        want = max(sms // tiles, 2 if 4 * tiles < 3 * sms else 1)
+        most = configs.EVEN_WAVES.get(schedule, 0)
+        if most and tiles < 2 * sms:  # (past two waves the last one's idle share matters less than
+            # the partial sums' traffic) the fewest splits that keep the most slots busy, where they
+            # keep more than `want`
+            best = max(range(1, most + 1), key=lambda n: (wave_use(tiles * n, target), -n))
+            if wave_use(tiles * best, target) > wave_use(tiles * want, target):
+                want = best
+        want = min(want, total // SPLIT_MIN_STEPS, SPLIT_MAX)
         if want < 2:
             return 1, 0
     chunk = ceil_div(total, want)
@@ -593,7 +603,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         splits, chunk = split(g, variant, t, 0, 0, split_k, target, mma)
         return Schedule(t.warps, t.warp_tile, split_k=splits, split_chunk=chunk)
     interleave = schedule in configs.INTERLEAVED_READS and not widen
-    splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma)
+    splits, chunk = split(g, variant, t, stages, stage_k, split_k, target, mma, schedule)
     if fit["cut_stages"] and size_class != "large" and schedule in configs.MORE_STAGES:
         stages, splits, chunk = more_stages(g, t, stages, stage_k, bits_per_k, (splits, chunk), target,
                                             split_k == 0 and schedule in configs.UNSPLIT_MORE_STAGES)

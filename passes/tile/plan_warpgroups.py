@@ -251,7 +251,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"cluster: {why}")
     if cluster < 0:  # (`configs.WGMMA_CLUSTER`)
         cluster = configs.WGMMA_CLUSTER.get(schedule, 1) if why is None else 1
-    splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma)
+    splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma, schedule)
     wave = configs.WGMMA_WAVE.get(schedule)
     if automatic and wave is not None and (splits > wave[0] or t.tiles * splits < target.limits.one_wave
                                            or wave_use(t.tiles * splits, target) < wave[1]):
