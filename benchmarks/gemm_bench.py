@@ -549,7 +549,8 @@ def parse_config(text: str) -> dict[str, Any]:
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
         key = key.strip().replace("-", "_")
-        out[key] = int(value) if key in ("stages", "stage_k", "split_k", "producers", "tma", "cluster") else (value.strip() != "0" if key in ("swizzle", "pair_bytes", "wgmma") else value.strip())
+        ints = ("stages", "stage_k", "split_k", "producers", "tma", "cluster", "persistent")
+        out[key] = int(value) if key in ints else (value.strip() != "0" if key in ("swizzle", "pair_bytes", "wgmma") else value.strip())
     return out
 
 

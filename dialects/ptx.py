@@ -104,6 +104,7 @@ class EntryOp(IRDLOperation):
     min_ctas = opt_prop_def(IntegerAttr)  # `.minnctapersm`: CTAs an SM is to hold at once
     max_registers = opt_prop_def(IntegerAttr)  # `.maxnreg`: registers a thread holds at entry
     cluster = opt_prop_def(IntegerAttr)  # `.reqnctapercluster N, 1, 1`: CTAs (along x) a cluster holds
+    persistent = opt_prop_def(IntegerAttr)  # a grid of that many CTAs loops over the tiles (no directive)
     grid = opt_prop_def(DenseArrayBase)
     block = opt_prop_def(DenseArrayBase)
     abi = opt_prop_def(ArrayAttr[DictionaryAttr])

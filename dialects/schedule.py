@@ -40,7 +40,10 @@ Hopper tensor-memory accelerator), its bytes counted by the stage's `full` mbarr
 (printed when above 1: 2): a TMA kernel's CTAs run in clusters of that many consecutive CTAs (of
 one column of tiles, `group_m` even), which share B's stages: each CTA copies its share of B's
 blocks to every CTA of the cluster (multicast), and a stage is free once all their consumers are
-done with it.
+done with it. `persistent` (printed when set): a TMA kernel launched as that many CTAs (at most the
+tiles), each of which loops over the output tiles pid, pid + persistent, ...: its producers run
+into the next tile's stages while its consumers store the last one's products, the stage ring and
+its mbarriers' phases carried on from tile to tile (`warp-specialize`).
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ class Schedule:
     producers: int = 0
     copy: str = "async"
     cluster: int = 1
+    persistent: int = 0
 
     @property
     def threads(self) -> int:
@@ -127,6 +131,7 @@ class ScheduleAttr(ParametrizedAttribute):
     producers: IntegerAttr
     copy: StringAttr
     cluster: IntegerAttr
+    persistent: IntegerAttr
 
     def __init__(self, s: Schedule):
         super().__init__(
@@ -146,6 +151,7 @@ class ScheduleAttr(ParametrizedAttribute):
             IntegerAttr(s.producers, i64),
             StringAttr(s.copy),
             IntegerAttr(s.cluster, i64),
+            IntegerAttr(s.persistent, i64),
         )
 
     @property
@@ -167,6 +173,7 @@ class ScheduleAttr(ParametrizedAttribute):
             self.producers.value.data,
             self.copy.data,
             self.cluster.value.data,
+            self.persistent.value.data,
         )
 
     def verify(self) -> None:
@@ -205,6 +212,9 @@ class ScheduleAttr(ParametrizedAttribute):
         if s.cluster not in (1, 2) or (s.cluster > 1 and (s.copy != "tma" or not s.group_m or s.group_m % s.cluster)):
             raise VerifyException("#warp.schedule: cluster is 1 or 2; 2 shares B's stages by the TMA (copy = tma) "
                                   f"between CTAs of one column of tiles (group_m a multiple of it), not {s.cluster}")
+        if s.persistent < 0 or (s.persistent and (s.copy != "tma" or s.cluster > 1)):
+            raise VerifyException("#warp.schedule: persistent is 0 or the CTAs of a TMA kernel (copy = tma) "
+                                  f"without a cluster that loop over its tiles, not {s.persistent}")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 
@@ -228,6 +238,8 @@ class ScheduleAttr(ParametrizedAttribute):
                 parts.append(f"copy = {s.copy}")
             if s.cluster > 1:
                 parts.append(f"cluster = {s.cluster}")
+            if s.persistent:
+                parts.append(f"persistent = {s.persistent}")
         if s.split_k > 1:
             parts += [f"split_k = {s.split_k}", f"split_chunk = {s.split_chunk}"]
         printer.print_string("<" + ", ".join(parts))
@@ -247,7 +259,8 @@ class ScheduleAttr(ParametrizedAttribute):
                 parser.parse_punctuation("=")
                 if key in ("warps", "warp_tile"):
                     fields[key] = _parse_pair(parser)
-                elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk", "producers", "cluster"):
+                elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk", "producers", "cluster",
+                             "persistent"):
                     fields[key] = parser.parse_integer()
                 elif key in ("reads", "fill", "gather", "pair_bytes", "mma", "copy"):
                     fields[key] = parser.parse_identifier()

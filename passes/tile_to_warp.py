@@ -36,7 +36,7 @@ def chain(plan: TilePlan) -> list[ModulePass]:
 @dataclass(frozen=True)
 class TileToWarp(ModulePass):
     """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`, `split-k`,
-    `pair-bytes`, `wgmma`, `producers`, `tma`, `cluster`)."""
+    `pair-bytes`, `wgmma`, `producers`, `tma`, `cluster`, `persistent`)."""
 
     name = "tile-to-warp"
 
@@ -51,8 +51,10 @@ class TileToWarp(ModulePass):
     producers: int = -1
     tma: int = -1
     cluster: int = -1
+    persistent: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
-                                 self.pair_bytes, self.wgmma, self.producers, self.tma, self.cluster)):
+                                 self.pair_bytes, self.wgmma, self.producers, self.tma, self.cluster,
+                                 self.persistent)):
             p.apply(ctx, op)

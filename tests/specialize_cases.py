@@ -66,3 +66,29 @@ CLUSTER_CASES = [
     (GemmSpec(512, 128, 512, "f16", "f16", "f32", pre_compressed=True),
      {"warps": "16x1", "warp_tile": "1x16", "stages": 2}, "mma.sp"),
 ]
+
+# ... and persistent (`persistent`: a grid of that many CTAs, each looping over tiles pid, pid + P,
+# ...; the stage ring and its phases carried on from tile to tile): narrow tiles so that each CTA
+# takes two or three, unevenly, rings that wrap within and across tiles (K a whole number of rings),
+# both operand orders, tf32 truncated, 8-bit, a pre-compressed A with either B, an epilogue, two
+# stages, 16 consumers.
+PERSISTENT = dict(producers=4, tma=1, persistent=3)
+
+PERSISTENT_CASES = [
+    (GemmSpec(130, 200, 1024, "f16", "f16", "f32"), {"warps": "8x1", "warp_tile": "1x8"}, "mma"),
+    (GemmSpec(136, 200, 1024, "bf16", "bf16", "f32", a_layout="col", b_layout="col"),
+     {"warps": "8x1", "warp_tile": "1x8"}, "mma"),
+    (GemmSpec(256, 256, 512, "tf32", "tf32", "f32", b_layout="col", rounding="trunc"),
+     {"warps": "8x1", "warp_tile": "1x16"}, "mma"),
+    (GemmSpec(130, 256, 1024, "s8", "s8", "s32", b_layout="col"), {"warps": "8x1", "warp_tile": "1x16"}, "mma"),
+    (GemmSpec(256, 512, 1024, "f16", "f16", "f32", pre_compressed=True),
+     {"warps": "8x1", "warp_tile": "1x16"}, "mma.sp"),
+    (GemmSpec(256, 256, 512, "f16", "f16", "f32", pre_compressed=True, b_layout="col"),
+     {"warps": "8x1", "warp_tile": "1x16", "persistent": 2}, "mma.sp"),
+    (GemmSpec(200, 256, 256, "f16", "f16", "f32", bias="col", act="gelu", out="f16"),
+     {"warps": "8x1", "warp_tile": "1x8"}, "mma"),
+    (GemmSpec(200, 136, 256, "f16", "f16", "f32", b_layout="col"),
+     {"warps": "8x1", "warp_tile": "1x8", "stages": 2, "persistent": 4}, "mma"),
+    (GemmSpec(512, 128, 512, "f16", "f16", "f32", pre_compressed=True),
+     {"warps": "16x1", "warp_tile": "1x16", "stages": 2, "persistent": 1}, "mma.sp"),
+]

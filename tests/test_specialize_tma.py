@@ -16,7 +16,7 @@ from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.runtime.tensor_map import TensorMap
 from tilemma.dialects import warp
 
-from tests.specialize_cases import CLUSTER, CLUSTER_CASES, TMA, TMA_CASES
+from tests.specialize_cases import CLUSTER, CLUSTER_CASES, PERSISTENT, PERSISTENT_CASES, TMA, TMA_CASES
 from tests.wgmma_cases import assert_assembles_without_spills, compiled, like_the_sm90_kernel, needs_ptxas
 
 F16 = GemmSpec(4096, 4096, 4096, "f16", "f16", "f32")
@@ -32,6 +32,43 @@ def test_clusters_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
     """Pairs of CTAs sharing B's stages (multicast halves, both consumers releasing each stage,
     the producers' tail): every output word the mma.sync kernel's."""
     like_the_sm90_kernel(spec, {**CLUSTER, **extra}, "emulator", 11, "wgmma", sm90)
+
+
+@pytest.mark.parametrize("spec, extra, sm90", PERSISTENT_CASES, ids=[c[0].name for c in PERSISTENT_CASES])
+def test_persistent_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
+    """A grid of fewer CTAs than tiles, each looping over its tiles with the ring carried on: every
+    output word the mma.sync kernel's."""
+    like_the_sm90_kernel(spec, {**PERSISTENT, **extra}, "emulator", 11, "wgmma", sm90)
+
+
+def test_a_persistent_kernel_loops_over_its_tiles():
+    """3 CTAs over 8 tiles: the grid, the config and the ABI's record say so; each role's loop starts
+    at the CTA's index and steps by the grid; the consumers release the stage still in flight after
+    each tile (one arrival more than the unrolled loop's); a tile count past the grid's is no loop."""
+    k = compiled(GemmSpec(256, 512, 1024, "f16", "f16", "f32"), wgmma=True, **PERSISTENT,
+                 warps="8x1", warp_tile="1x16")
+    assert k.abi.grid == (3, 1, 1) and k.abi.persistent == 3 and k.abi.config.endswith("tma=1 persistent=3")
+    assert k.abi.to_dict()["persistent"] == 3 and type(k.abi).from_dict(k.abi.to_dict()).persistent == 3
+    assert len(re.findall(r"mov\.u32 %r\d+, %ctaid\.x;", k.ptx)) == 1  # read once, the loops' start
+    assert len(re.findall(r"setp\.ge\.u32 %p\d+, %r\d+, 8;", k.ptx)) == 2  # each role's: no tile left
+    assert len(re.findall(r"add\.u32 %r\d+, %r\d+, 3;", k.ptx)) >= 2  # the next tile, P on
+    one = compiled(GemmSpec(256, 512, 1024, "f16", "f16", "f32"), wgmma=True, **{**PERSISTENT, "persistent": 8},
+                   warps="8x1", warp_tile="1x16")
+    assert one.abi.grid == (8, 1, 1) and one.abi.persistent == 0  # a CTA a tile: not persistent
+
+
+@pytest.mark.parametrize("spec, expected", [
+    # a K-major B: as many CTAs as the SMs hold (one: 168 KiB of stages), over more tiles
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "tma=1 persistent=132"),
+    (GemmSpec(512, 11008, 4096, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "tma=1 persistent=132"),
+    # ... not where K is no whole number of rings (63 stages), nor an N-major B (no gain measured)
+    (GemmSpec(4096, 4096, 4032, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "producers=4 tma=1"),
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True), "producers=4 tma=1"),
+], ids=lambda x: x.name if isinstance(x, GemmSpec) else None)
+def test_persistent_by_itself(spec, expected):
+    """`configs.WGMMA_PERSISTENT`: the sparse kernels with a K-major B, where they can."""
+    k = compiled(spec, "90a")
+    assert k.abi.config.endswith(expected), k.abi.config
 
 
 def test_a_cluster_kernel_shares_b():
@@ -62,6 +99,15 @@ def test_a_cluster_kernel_shares_b():
     (GemmSpec(384, 256, 512, "f16", "f16", "f32"), "90a", {"wgmma": True, "cluster": 2},
      "cluster: M = 384 makes 3 rows of 128-row tiles, which do not pair"),
     (F16, "90", {"cluster": 2}, "cluster: clusters share B's stages between warpgroup kernels"),
+    (F16, "90a", {"wgmma": True, "tma": 0, "persistent": 100},
+     "persistent: a persistent kernel's producers copy by the TMA"),
+    (F16, "90a", {"wgmma": True, "cluster": 2, "persistent": 100},
+     "persistent: a persistent kernel runs without a cluster"),
+    (GemmSpec(512, 512, 512, "f16", "f16", "f32", batch=2), "90a", {"wgmma": True, "persistent": 4},
+     "persistent: a persistent kernel loops over one batch's tiles, not 2"),
+    (GemmSpec(512, 512, 320, "f16", "f16", "f32"), "90a", {"wgmma": True, "persistent": 4},
+     "persistent: K = 320 is 5 stages of 64, not a multiple of the 4 stages of the ring"),
+    (F16, "90", {"persistent": 100}, "persistent: persistent CTAs are warpgroup kernels'"),
 ])
 def test_refusals_are_located(s, sm, kw, message):
     from tilemma.compiler.driver.diagnostics import LocatedVerifyError

@@ -318,6 +318,17 @@ WGMMA_TMA: dict[str, bool] = {"sparse-wgmma": True, "sparse-wgmma-k-major-b": Tr
 # sparse kernel waits on shared memory (ncu: short-scoreboard 43% of
 # its stalls, L1/TEX 83%, L2 54%; results/ncu/h200-2026-11-28-9_sparse-tma-async-arrive.txt), not L2.
 WGMMA_CLUSTER: dict[str, int] = {}
+# wgmma schedules whose TMA kernels are persistent by themselves (`Schedule.persistent`: as many CTAs
+# as the SMs hold, each looping over tiles, where there are more tiles and K is a whole number of
+# rings; `plan_warpgroups.persistent_ctas`). H200, two calls, 132 CTAs against one a tile, each
+# kernel measured twice in the second (results/h200-2026-11-28-persistent.csv, -persistent-ab.csv),
+# dense-equivalent TFLOP/s: sparse with a K-major B 4096^3 978 against 936 / 933, then 974 / 969
+# against 898 / 902 (cuSPARSELt 939, 937), 8192^3 1044 against 1042 / 1021, then 1080 / 1070
+# against 1018 / 1037 (cuSPARSELt 974, 1073): taken. An N-major B does not gain (4096^3 947 against
+# 905 / 942, then 945 / 957 against 969 / 969; 8192^3 964 against 1017 / 1018, then 969 / 963
+# against 988 / 939), nor do s8 (4096^3 1373 against 1316, then 1370 / 1286 against 1233 / 1312) and
+# f16 (684 against 679), with their producers by the TMA as asked for.
+WGMMA_PERSISTENT: dict[str, bool] = {"sparse-wgmma-k-major-b": True}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

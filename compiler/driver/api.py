@@ -100,6 +100,7 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "producers": (int, "an int: -1 (automatic), 0 (none) or 4: a producer warpgroup fills a wgmma kernel's stages"),
     "tma": (int, "an int: -1 (automatic), 0 (cp.async) or 1: the producer warpgroup copies the stages with the TMA"),
     "cluster": (int, "an int: -1 (automatic), 1 (none) or 2: a TMA kernel's CTAs in pairs that share B's stages"),
+    "persistent": (int, "an int: -1 (automatic), 0 (none) or N: a TMA kernel's N CTAs loop over its tiles"),
     "tune_cache": (str, "the path of a tuning cache, as a str or os.PathLike ('' for none)"),
     "stride_multiple": (int, "an int: 0 (what the IR says) or the multiple every ? stride is"),
     "size_multiple": (str, "'MxNxK' ('' for what the IR says): the multiples the ? sizes M, N, K are"),

@@ -43,6 +43,7 @@ def _option_values(args: argparse.Namespace) -> dict:
         # (--emit gpu-binary passes no tensor maps: the automatic TMA kernels keep cp.async there)
         tma=0 if args.tma == -1 and getattr(args, "emit", None) == "gpu-binary" else args.tma,
         cluster=args.cluster,
+        persistent=args.persistent,
         tune_cache=_tune_cache(args.tune_cache),
         attention_rows=args.attention_rows,
         attention_block_n=args.attention_block_n,
@@ -63,7 +64,7 @@ def _compile_options(args: argparse.Namespace):
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
                       sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, pair_bytes=True, wgmma=False,
-                      producers=-1, tma=-1, cluster=-1, attention_rows=0,
+                      producers=-1, tma=-1, cluster=-1, persistent=-1, attention_rows=0,
                       attention_block_n=0, attention_q_shared="", attention_ctas=0)
 
 
@@ -158,6 +159,10 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
                    help="2: a TMA kernel's CTAs in pairs (a 2-CTA cluster along M) that share B's stages, each "
                         "copying half of B's blocks to both (multicast), or say why not; 1: none; -1 (default): "
                         "configs.WGMMA_CLUSTER's choice")
+    p.add_argument("--persistent", type=int, default=-1, metavar="N",
+                   help="N: a TMA kernel launched as N CTAs that loop over its tiles (where it has more), "
+                        "or say why not; 0: one CTA a tile; -1 (default): configs.WGMMA_PERSISTENT's choice "
+                        "(as many CTAs as the SMs hold)")
     instrument.add_arguments(p)
 
 

@@ -65,6 +65,8 @@ class CompileOptions:
     tma: int = -1
     # its CTAs in clusters that share B's stages: -1 automatic, 1 none, 2 (`tile-plan`)
     cluster: int = -1
+    # those TMA kernels' CTAs looping over the tiles: -1 automatic, 0 none, N CTAs (`tile-plan`)
+    persistent: int = -1
     tune_cache: str = field(default_factory=configs.default_cache)
     # what kernels with `?` sizes may assume of them (`tile.stride_multiple`; 0: what the IR says)
     stride_multiple: int = 0
@@ -83,7 +85,8 @@ class CompileOptions:
             # attention kernels (tile.softmax); a no-op on the others
             TileAttention(self.attention_rows, self.attention_block_n, self.attention_q_shared, self.attention_ctas),
             *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
-                            self.pair_bytes, self.wgmma, self.producers, self.tma, self.cluster)),
+                            self.pair_bytes, self.wgmma, self.producers, self.tma, self.cluster,
+                            self.persistent)),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
             CommonSubexpressionElimination(),

@@ -173,6 +173,8 @@ class KernelABI:
     # CTAs a cluster holds along the grid's x (`.reqnctapercluster`, fixed at compile time: a
     # launch needs nothing more than a grid of whole clusters, which the kernel's grid is)
     cluster: int = 1
+    # a persistent kernel's CTAs (its grid), which loop over its tiles; 0: one CTA a tile
+    persistent: int = 0
 
     @property
     def dynamic(self) -> bool:
@@ -247,7 +249,8 @@ class KernelABI:
         grid = tuple(count * _prod(-(-values[sym][0] // tile_size) for sym, tile_size in factors) if factors else g
                      for g, (count, factors) in zip(self.grid, self.grid_sizes or [(g, ()) for g in self.grid]))
         bound_abi = KernelABI(self.name, grid, self.block, tuple(params), self.shared_bytes,  # type: ignore[arg-type]
-                              self.tiling, self.sm, self.ptx_version, self.instruction, cluster=self.cluster)
+                              self.tiling, self.sm, self.ptx_version, self.instruction, cluster=self.cluster,
+                              persistent=self.persistent)
         return bound_abi, tuple(values[s][0] for s in self.symbols)
 
     def scratch_buffers(self) -> list:
@@ -274,7 +277,8 @@ class KernelABI:
         return (f"warps={wm}x{wn} warp-tile={rm}x{rn} stages={stages}" + (f" stage-k={stage_k}" if stages else "")
                 + (f" split-k={self.tiling[6]}" if len(self.tiling) == 7 else "")
                 + (f" producers={producers}" if producers > 0 else "") + (" tma=1" if self.tensor_maps else "")
-                + (f" cluster={self.cluster}" if self.cluster > 1 else ""))
+                + (f" cluster={self.cluster}" if self.cluster > 1 else "")
+                + (f" persistent={self.persistent}" if self.persistent else ""))
 
     def to_dict(self) -> dict:
         """The ABI as plain data (what `tilemma compile --emit json` writes per kernel)."""
@@ -292,6 +296,8 @@ class KernelABI:
                                  "offset": m.offset} for m in self.tensor_maps]
         if self.cluster > 1:
             d["cluster"] = self.cluster
+        if self.persistent:
+            d["persistent"] = self.persistent
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -357,10 +363,13 @@ class KernelABI:
         cluster = d.get("cluster", 1)
         if type(cluster) is not int or cluster < 1:
             raise TypeError(f"cluster: expected a positive integer, got {cluster!r}")
+        persistent = d.get("persistent", 0)
+        if type(persistent) is not int or persistent < 0:
+            raise TypeError(f"persistent: expected a count of CTAs, got {persistent!r}")
         return KernelABI(text(d["name"]), ints(d["grid"], 3), ints(d["block"], 3),  # type: ignore[arg-type]
                          tuple(params), shared, ints(list(tiling)), text(d["sm"]), text(d["ptx_version"]),
                          text(d["instruction"]), symbols, grid_sizes, multiple, sizes_multiple, tuple(tensor_maps),
-                         cluster)
+                         cluster, persistent)
 
     @staticmethod
     def from_entry(entry: ptx.EntryOp) -> KernelABI:
@@ -431,6 +440,7 @@ class KernelABI:
             tuple(entry.size_multiple.get_values()) if entry.size_multiple is not None else (1, 1, 1),
             tensor_maps,
             entry.cluster.value.data if entry.cluster is not None else 1,
+            entry.persistent.value.data if entry.persistent is not None else 0,
         )
 
     def index(self, role: str) -> int | None:

@@ -475,7 +475,7 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 
 def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
          split_k: int = 0, pair_bytes: bool = True, wgmma: bool = False, producers: int = -1,
-         tma: int = -1, cluster: int = -1) -> Schedule:
+         tma: int = -1, cluster: int = -1, persistent: int = -1) -> Schedule:
     """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
     not forced), or a LoweringError at its mma saying which limit a configuration breaks."""
     mma = g.mma
@@ -521,9 +521,13 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     if wgmma or automatic:
         planned = plan_warpgroups.plan_wgmma(kernel, g, variant, target, why_not, wgmma_fill, gather, warps,
                                              warp_tile, stages, stage_k, split_k, automatic=not wgmma,
-                                             producers=producers, tma=tma, cluster=cluster)
+                                             producers=producers, tma=tma, cluster=cluster,
+                                             persistent=persistent)
         if planned is not None:
             return planned
+    if persistent > 0:
+        raise LoweringError(mma, "persistent: persistent CTAs are warpgroup kernels' (wgmma, sm_90a) with a producer "
+                                 "warpgroup copying by the TMA; this kernel runs mma.sync")
     if cluster > 1:
         raise LoweringError(mma, "cluster: clusters share B's stages between warpgroup kernels (wgmma, sm_90a) by "
                                  "the TMA; this kernel runs mma.sync")
@@ -630,10 +634,12 @@ class TilePlan(ModulePass):
     TMA, `Schedule.copy`, or a located refusal where they cannot; 0: cp.async; -1, the default:
     `configs.WGMMA_TMA`, the sparse kernels' producers, where they can) and `cluster` (2: those TMA
     kernels' CTAs in pairs that share B's stages, `Schedule.cluster`, or a located refusal; 1: none;
-    -1, the default: `configs.WGMMA_CLUSTER`'s choice, where they can). When none of warps, warp-tile and stages is given, a
-    configuration in the tuning cache `tune-cache` (JSON, `compiler/core/configs.py`) wins. Defaults
-    are the kernel's target's (`configs.default`), their stages and stage K cut to fit its shared
-    memory."""
+    -1, the default: `configs.WGMMA_CLUSTER`'s choice, where they can) and `persistent` (N: those TMA
+    kernels launched as N CTAs that loop over the tiles, `Schedule.persistent`, or a located refusal;
+    0: none; -1, the default: `configs.WGMMA_PERSISTENT`'s, as many as the SMs hold). When none of
+    warps, warp-tile and stages is given, a configuration in the tuning cache `tune-cache` (JSON,
+    `compiler/core/configs.py`) wins. Defaults are the kernel's target's (`configs.default`), their
+    stages and stage K cut to fit its shared memory."""
 
     name = "tile-plan"
 
@@ -648,6 +654,7 @@ class TilePlan(ModulePass):
     producers: int = -1
     tma: int = -1
     cluster: int = -1
+    persistent: int = -1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = parse_pair(self.warps, "warps"), parse_pair(self.warp_tile, "warp-tile")
@@ -655,6 +662,8 @@ class TilePlan(ModulePass):
             raise ValueError(f"tile-plan: {why}")
         if self.cluster not in (-1, 1, 2):
             raise ValueError(f"tile-plan: cluster is -1 (automatic), 1 (none) or 2 (pairs of CTAs), got {self.cluster!r}")
+        if not isinstance(self.persistent, int) or isinstance(self.persistent, bool) or self.persistent < -1:
+            raise ValueError(f"tile-plan: persistent is -1 (automatic), 0 (none) or the CTAs, got {self.persistent!r}")
         if self.tma not in (-1, 0, 1):
             raise ValueError(f"tile-plan: tma is -1 (automatic), 0 (cp.async) or 1 (the TMA), got {self.tma!r}")
         if self.producers not in (-1, 0, 4):
@@ -672,7 +681,7 @@ class TilePlan(ModulePass):
             g = read_kernel(kernel)
             w, t, st, sk = warps, warp_tile, self.stages, self.stage_k
             tuned = (self.tuned(kernel, mmas[0]) if (warps, warp_tile, self.stages) == (None, None, -1)
-                     and not (self.wgmma or self.tma > 0 or self.cluster > 1) else None)
+                     and not (self.wgmma or self.tma > 0 or self.cluster > 1 or self.persistent > 0) else None)
             schedule = None
             if tuned is not None:
                 try:
@@ -684,7 +693,7 @@ class TilePlan(ModulePass):
             kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk, self.split_k,
                                                                                self.pair_bytes, self.wgmma,
                                                                                self.producers, self.tma,
-                                                                               self.cluster))
+                                                                               self.cluster, self.persistent))
 
     def tuned(self, kernel: func.FuncOp, mma):
         """The tuning cache's configuration for this kernel, if it has one."""

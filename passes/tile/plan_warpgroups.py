@@ -92,6 +92,33 @@ def cluster_unsupported(g, tma: int, bm: int) -> str | None:
     return None
 
 
+def persistent_unsupported(g, tma: int, cluster: int, stages: int, stage_k: int) -> str | None:
+    """Why a warpgroup kernel cannot be persistent (`Schedule.persistent`), None if it can: its
+    producers copy by the TMA (a stage's arrival counts its bytes, so that the ring runs on from
+    tile to tile with no group to wait for), without a cluster (whose producers wait for the peer's
+    releases before they leave), over one batch (the grid's one dimension of tiles), with a whole
+    number of rings a tile (each tile's stage kt in buffer kt mod S, as the loop it repeats has it)."""
+    if tma <= 0:
+        return "a persistent kernel's producers copy by the TMA (tma=1, producers=4)"
+    if cluster > 1:
+        return "a persistent kernel runs without a cluster (cluster=1)"
+    if g.batch > 1:
+        return f"a persistent kernel loops over one batch's tiles, not {g.batch}"
+    if -(-g.k // stage_k) % stages:
+        return (f"K = {g.k} is {-(-g.k // stage_k)} stages of {stage_k}, not a multiple of the {stages} stages of "
+                "the ring, which a persistent kernel's tiles run through whole")
+    return None
+
+
+def persistent_ctas(threads: int, need: int, target: targets.SmTarget) -> int:
+    """The CTAs of a persistent kernel: as many as the SMs hold at once (their shared memory, less
+    the driver's reserve a CTA, and their registers at the most ptxas may give a thread)."""
+    limits = target.limits
+    resident = min(limits.shared_per_sm // (need + limits.shared_reserve),
+                   limits.registers_per_sm // (threads * limits.thread_registers(threads)))
+    return max(1, resident) * limits.sms
+
+
 def tf32_rounding(mem) -> str | None:
     """The rounding by which an f32 operand becomes tf32 (its one cast), None if it is not one."""
     if len(mem.casts) == 1 and mem.casts[0][:2] == ("f32", "tf32"):
@@ -189,7 +216,7 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
 
 def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_not, fill: str, gather: str,
                warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False,
-               producers: int = -1, tma: int = -1, cluster: int = -1) -> Schedule | None:
+               producers: int = -1, tma: int = -1, cluster: int = -1, persistent: int = -1) -> Schedule | None:
     """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
     default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
@@ -199,7 +226,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     tiles where N and K divide into B's stages): a producer warpgroup that fills the stages (copies
     or the transposing fill) while the others multiply (K not split); `tma` (-1: `configs.WGMMA_TMA`'s
     where the TMA can, `tma_unsupported`): the producers' copies the TMA's; `cluster` (-1:
-    `configs.WGMMA_CLUSTER`'s where it can, `cluster_unsupported`): CTAs in pairs that share B."""
+    `configs.WGMMA_CLUSTER`'s where it can, `cluster_unsupported`): CTAs in pairs that share B;
+    `persistent` (-1: `configs.WGMMA_PERSISTENT`'s, as many CTAs as the SMs hold, `persistent_ctas`;
+    0: none; N: N CTAs): CTAs that loop over the tiles, where there are more tiles than CTAs."""
     mma = g.mma
     if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
         raise LoweringError(mma, f"wgmma: {why}")
@@ -251,10 +280,17 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"cluster: {why}")
     if cluster < 0:  # (`configs.WGMMA_CLUSTER`)
         cluster = configs.WGMMA_CLUSTER.get(schedule, 1) if why is None else 1
+    why = persistent_unsupported(g, tma, cluster, stages, stage_k)
+    if persistent > 0 and why:
+        raise LoweringError(mma, f"persistent: {why}")
+    if persistent < 0:  # (`configs.WGMMA_PERSISTENT`)
+        persistent = persistent_ctas(t.threads + 32 * producers, need, target)
+        persistent = persistent if why is None and configs.WGMMA_PERSISTENT.get(schedule) else 0
+    persistent = persistent if persistent < t.tiles else 0  # (no fewer tiles than CTAs: one a CTA)
     splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma, schedule)
     wave = configs.WGMMA_WAVE.get(schedule)
     if automatic and wave is not None and (splits > wave[0] or t.tiles * splits < target.limits.one_wave
                                            or wave_use(t.tiles * splits, target) < wave[1]):
         return None  # (`configs.WGMMA_WAVE`) mma.sync's smaller tiles do better
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma",
-                    producers=producers, copy="tma" if tma else "async", cluster=cluster)
+                    producers=producers, copy="tma" if tma else "async", cluster=cluster, persistent=persistent)

@@ -34,6 +34,15 @@ consumers also arrive at the peer's `empty` (`warp.mbarrier_arrive_peers`, lane 
 arrivals more), after the loop for the stages still in flight too; `warp.cluster_sync` publishes
 the barriers to the pair; and the producers, before they leave, wait for every stage's last
 release (the tail), so that no peer arrives at the barriers of a CTA that has left.
+
+With `persistent = P` (a TMA kernel) the grid becomes P CTAs (`warp.grid`), and each role loops
+over the tiles t = pid, pid + P, ... below the original grid's T (`_per_tile`): the ops that derive
+the tile's origin from the CTA's index are cloned into each role's tile loop, with t for it. The
+ring runs on across tiles: the roles count stages from `base`, n a tile (a loop-carried value of
+their tile loops; n a multiple of S, so that stage kt's buffer stays kt mod S), so that stage kt of
+a tile is the ring's base + kt, its barrier and phase; the consumers release the stages still in
+flight after each tile's loop, so that the producers, who are already copying the next tile's
+stages, find them free while the consumers store the products.
 """
 
 from __future__ import annotations
@@ -42,7 +51,8 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, gpu, memref, scf
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, IntegerType, MemRefType, ModuleOp, i64
+from xdsl.dialects.builtin import (ArrayAttr, DenseArrayBase, IndexType, IntegerAttr, IntegerType, MemRefType, ModuleOp,
+                                   i64)
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -78,6 +88,10 @@ class _Builder(Cloner):
         """kt % S: the stage's barrier."""
         return self.op(arith.RemUIOp(kt, self.const(stages)))
 
+    def ring_step(self, kt: SSAValue, base: SSAValue | None) -> SSAValue:
+        """The ring's stage count at a tile's stage kt: base + kt (kt without tiles)."""
+        return kt if base is None else self.op(arith.AddiOp(kt, base))
+
     def slot_parity(self, kt: SSAValue, stages: int, ahead: int) -> tuple[SSAValue, SSAValue]:
         """(kt % S, (kt / S + ahead) % 2): the stage's barrier and the parity of its phase kt / S + ahead."""
         use = self.op(arith.DivUIOp(kt, self.const(stages)))
@@ -104,6 +118,10 @@ class _Ring:
     cluster: int  # CTAs sharing B's stages (1: none)
     full: SSAValue
     empty: SSAValue
+    # a persistent kernel's: (CTAs, tiles) and each role's tile loop body (t, base), else None
+    tiles: tuple[int, int] | None = None
+    producer_tile: Block | None = None
+    consumer_tile: Block | None = None
 
     def release(self, b: _Builder, slot: SSAValue) -> None:
         """The consumers are done with stage `slot`: they arrive at its `empty` barrier, and at the
@@ -114,7 +132,7 @@ class _Ring:
 
 
 def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int, consumers: int, producers: int,
-               tma: bool = False, cluster: int = 1) -> None:
+               tma: bool = False, cluster: int = 1, persistent: int = 0) -> None:
     ahead = stages - 1 - in_flight
     if ahead < 1:
         raise LoweringError(loop, f"warp-specialize: {stages} stages with {in_flight} in flight leave no stage to fill ahead")
@@ -154,6 +172,19 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     is_producer = pre.op(arith.CmpiOp(tid, pre.const(consumers), "uge"))
     insert_before(loop, pre.ops)
     ring = _Ring(stages, in_flight, consumers, producers, cluster, full, empty)
+    if persistent:
+        grid = tuple(kernel.attributes["warp.grid"].get_values())  # type: ignore[union-attr]
+        count = _constant(loop.ub)
+        from_zero = (_constant(loop.lb), _constant(loop.step)) == (0, 1)
+        if not tma or lands or cluster > 1 or grid[1:] != (1, 1) or not from_zero or count is None or count % stages:
+            raise LoweringError(loop, "warp-specialize: a persistent kernel copies its stages by the TMA, without a "
+                                      "cluster, over a grid of one dimension and a K loop from 0 by 1 through whole "
+                                      "rings of stages")
+        if persistent < grid[0]:
+            ring.tiles = (persistent, grid[0])
+            ring.producer_tile = Block(arg_types=[IndexType(), IndexType()])
+            ring.consumer_tile = Block(arg_types=[IndexType(), IndexType()])
+    p_base = ring.producer_tile.args[1] if ring.producer_tile else None
 
     # the producer warpgroup: copies of stage kt, landing and arrival of stage kt - L
     n = loop.ub
@@ -165,7 +196,7 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     slots: list[SSAValue] = []
 
     def copy(b: _Builder) -> None:
-        slot, parity = b.slot_parity(pk, stages, 1)
+        slot, parity = b.slot_parity(b.ring_step(pk, p_base), stages, 1)
         slots.append(slot)
         b.op(warp.MbarrierWaitOp(empty, slot, parity))
         b.clone_all(fill_chain + [o for o in fill if not isinstance(o, warp.AsyncCommitOp)])
@@ -193,7 +224,83 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
         meta = [o for o in p_body.walk() if isinstance(o, warp.CopyMetaAsyncOp)]
         Rewriter.insert_op(warp.AsyncArriveOp(full, slots[0]), InsertPoint.after(meta[-1]))
     producer = scf.ForOp(loop.lb, steps.result if lands else n, loop.step, [], p_body)
+    if ring.producer_tile is not None:
+        producer = _tile_loop(kernel, ring, ring.producer_tile, [producer], n)
     _roles(kernel, loop, producer, ring, fill, body, landing, consume, is_producer)
+    if ring.tiles is not None:
+        kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, [ring.tiles[0], 1, 1])
+        _per_tile(kernel)
+
+
+def _constant(v: SSAValue) -> int | None:
+    """The value of an `arith.constant` index (None if `v` is not one)."""
+    owner = v.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
+
+
+def _tile_loop(kernel: func.FuncOp, ring: _Ring, body: Block, ops: list[Operation], n: SSAValue) -> scf.ForOp:
+    """`for t = pid to T step P` (ring.tiles = (P, T)) around `ops` in `body`, its args (t, base): the
+    ring's count `base` goes up by n stages a tile, from 0."""
+    ctas, tiles = ring.tiles  # type: ignore[misc]
+    pid = _block_id(kernel)
+    b = _Builder()
+    for op in ops:
+        b.ops.append(op)
+    b.ops.append(scf.YieldOp(b.op(arith.AddiOp(body.args[1], n))))
+    body.add_ops(b.ops)
+    lead = _Builder()
+    bounds = (lead.const(tiles), lead.const(ctas), lead.const(0))
+    insert_before(kernel.body.block.first_op, lead.ops)  # (hoisted: constants at the top)
+    return scf.ForOp(pid, bounds[0], bounds[1], [bounds[2]], body)
+
+
+def _block_id(kernel: func.FuncOp) -> SSAValue:
+    """The kernel's CTA index along x (its tile's, before a persistent kernel's loop)."""
+    for op in kernel.body.block.ops:
+        if isinstance(op, gpu.BlockIdOp) and op.dimension.data == gpu.DimensionEnum.X:
+            return op.result
+    raise LoweringError(kernel, "warp-specialize: a persistent kernel derives its tile from gpu.block_id x")
+
+
+def _per_tile(kernel: func.FuncOp) -> None:
+    """In each tile loop of a persistent kernel (`scf.for` from `gpu.block_id x`), the ops of the
+    kernel's block that derive values from that index, cloned with the loop's tile for it, ahead of
+    the loop's body (as many as the body uses)."""
+    block = kernel.body.block
+    pid = _block_id(kernel)
+    derived, ops = {pid}, []
+    for op in block.ops:
+        if isinstance(op, scf.ForOp | scf.IfOp):
+            continue
+        if any(v in derived for v in op.operands):
+            derived.update(op.results)
+            ops.append(op)
+    loops = [o for o in kernel.walk() if isinstance(o, scf.ForOp) and o.lb is pid]
+    for loop in loops:
+        body = loop.body.block
+        used: set[Operation] = set()
+        work = [v for inner in body.walk() for v in inner.operands if v in derived and v is not pid]
+        while work:
+            owner = work.pop().owner
+            if owner in used:
+                continue
+            used.add(owner)  # type: ignore[arg-type]
+            work += [v for v in owner.operands if v in derived and v is not pid]  # type: ignore[union-attr]
+        mapping: dict[SSAValue, SSAValue] = {pid: body.args[0]}
+        clones = []
+        for op in ops:
+            if op in used:
+                new = op.clone(value_mapper=mapping)
+                mapping.update(zip(op.results, new.results))
+                clones.append(new)
+        for inner in body.walk():
+            for i, v in enumerate(inner.operands):
+                if v in mapping and v is not pid:
+                    inner.operands[i] = mapping[v]
+        for new in reversed(clones):
+            body.insert_op_before(new, body.first_op)  # type: ignore[arg-type]
 
 
 def _copy_by_tma(kernel: func.FuncOp, body: Block, full: SSAValue, slot: SSAValue, thread: int, cluster: int) -> None:
@@ -269,14 +376,16 @@ def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, ring: _Rin
     c_body = Block(arg_types=[IndexType()] + [a.type for a in accs])
     ck = c_body.args[0]
     c = _Builder(dict(zip(body.args, c_body.args)))
-    slot, parity = c.slot_parity(ck, stages, 0)
+    c_base = ring.consumer_tile.args[1] if ring.consumer_tile else None
+    gk = c.ring_step(ck, c_base)
+    slot, parity = c.slot_parity(gk, stages, 0)
     token = c.op(warp.MbarrierWaitOp(ring.full, slot, parity))
     for op in landing:
         c.map[op.results[0]] = token
     c.clone_all(consume)
     if in_flight:
         def release(b: _Builder) -> None:
-            ring.release(b, b.slot(b.op(arith.SubiOp(ck, b.const(in_flight))), stages))
+            ring.release(b, b.slot(b.op(arith.SubiOp(gk, b.const(in_flight))), stages))
         c.when(c.op(arith.CmpiOp(ck, c.const(in_flight), "uge")), release)
     else:
         ring.release(c, slot)
@@ -287,17 +396,25 @@ def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, ring: _Rin
     for old, new in zip(loop.results, consumer.results):
         old.replace_all_uses_with(new)
     Rewriter.erase_op(loop, safe_erase=False)
-    if ring.cluster > 1 and in_flight:  # the stages in flight at the end, once their products are done
+    if (ring.cluster > 1 or ring.tiles) and in_flight:  # the stages in flight at the end, once their products are done
         done = next((o for o in _after(consumer) if isinstance(o, warp.WgmmaWaitOp)), None)
         if done is None:
             raise LoweringError(consumer, "warp-specialize: expected the warpgroups' wait after the consumers' loop")
         last = _Builder()
+        end = last.ring_step(n, c_base)
         for j in range(in_flight):
-            k = last.op(arith.SubiOp(n, last.const(in_flight - j)))
+            k = last.op(arith.SubiOp(end, last.const(in_flight - j)))
             ring.release(last, last.slot(k, stages))
         hoist = last.ops
         for op in reversed(hoist):
             Rewriter.insert_op(op, InsertPoint.after(done))
+    if ring.consumer_tile is not None:  # what follows the consumers' registers, the return aside, a tile at a time
+        block = kernel.body.block
+        start = next(o for o in block.ops if isinstance(o, warp.SetMaxRegistersOp) and o.increase)
+        tail = list(_after(start))[:-1]
+        for op in tail:
+            op.detach()
+        Rewriter.insert_op(_tile_loop(kernel, ring, ring.consumer_tile, tail, n), InsertPoint.after(start))
 
 
 def _after(op: Operation):
@@ -369,4 +486,4 @@ class WarpSpecialize(ModulePass):
             if not any(isinstance(o, warp.CopyAsyncOp | warp.FillLoadOp) for o in loop.walk()):
                 raise LoweringError(loop, "run warp-stage-shared before warp-specialize (the K loop has no copies)")
             specialize(kernel, loop, s.stages, wgmma_pending(loop), s.threads, 32 * s.producers, s.copy == "tma",
-                       s.cluster)
+                       s.cluster, s.persistent)

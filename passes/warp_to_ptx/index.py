@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, func, gpu, memref, scf
-from xdsl.dialects.builtin import IntegerAttr, MemRefType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
 from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
@@ -138,8 +138,9 @@ class LowerId(RewritePattern):
 
 @dataclass
 class LowerFor(RewritePattern):
-    """`scf.for` with static bounds and at least one iteration: first its block arguments get
-    registers; once the body is PTX, the loop is laid out in place (a bottom-tested loop)."""
+    """`scf.for` with a constant step: first its block arguments get registers; once the body is
+    PTX, the loop is laid out in place (a bottom-tested loop, behind a test for no iteration where a
+    bound is known only at launch: K's, or a persistent kernel's first tile, its CTA's index)."""
 
     state: LoweringState
 
@@ -157,8 +158,9 @@ class LowerFor(RewritePattern):
                     loop.carried.append([])
                     continue
                 # the accumulators (and prefetched fragments), or a fill's words (`!warp.staged`)
-                # and a softmax's running rows (`!warp.rows`, f32)
-                assert isinstance(arg.type, warp.FragType | warp.StagedType | warp.RowsType)
+                # and a softmax's running rows (`!warp.rows`, f32), or a count (a persistent
+                # kernel's stage ring, index)
+                assert isinstance(arg.type, warp.FragType | warp.StagedType | warp.RowsType | IndexType)
                 bank = (_bank_of(arg.type) if isinstance(arg.type, warp.FragType)
                         else "f32" if isinstance(arg.type, warp.RowsType) else "b32")
                 loop.carried.append([kernel.regs.reg(bank) for _ in init])
@@ -177,21 +179,21 @@ class LowerFor(RewritePattern):
         lb, ub, step = reg(op.lb), reg(op.ub), reg(op.step)
         if lb is None or ub is None or step is None:
             return
-        if not all(x.lstrip("-").isdigit() for x in (lb, step)):
-            raise LoweringError(op, "warp-to-ptx: scf.for needs a constant lower bound and step")
+        if not step.lstrip("-").isdigit():
+            raise LoweringError(op, "warp-to-ptx: scf.for needs a constant step")
         loop = self.state.loops.pop(op)
         e = fio.Emitter(kernel.regs)
         inits = all_regs(op.iter_args)
         assert inits is not None  # they were before the body was
-        static_ub = ub.lstrip("-").isdigit()
-        if static_ub and int(lb) >= int(ub):  # no iteration: the results are the initial values
+        static = all(x.lstrip("-").isdigit() for x in (lb, ub))
+        if static and int(lb) >= int(ub):  # no iteration: the results are the initial values
             _finish(op, rewriter, e, inits)
             return
         for dst, src in zip(loop.carried, inits):
             _copy(e, dst, src)
         e.emit("mov.u32", loop.iv, lb)
         done = None
-        if not static_ub:  # a bound known at launch (uniform): none, or some iterations
+        if not static:  # a bound known at launch (uniform): none, or some iterations
             done = kernel.regs.label("k_done")
             empty = e.reg("pred")
             e.emit("setp.ge.u32", empty, lb, ub)

@@ -11,7 +11,8 @@ from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.driver.runner import run_compiled
 from tilemma.compiler.runtime import cuda_runtime
 
-from tests.specialize_cases import CASES, CLUSTER, CLUSTER_CASES, SPECIALIZED, TMA, TMA_CASES
+from tests.specialize_cases import (CASES, CLUSTER, CLUSTER_CASES, PERSISTENT, PERSISTENT_CASES, SPECIALIZED, TMA,
+                                    TMA_CASES)
 from tests.wgmma_cases import compiled, like_the_sm90_kernel
 
 pytestmark = [
@@ -52,6 +53,12 @@ def test_cluster_like_the_mma_sync_kernel(spec, options, sm90):
     like_the_sm90_kernel(spec, {**CLUSTER, **options}, "gpu", 7, "wgmma", sm90)
 
 
+@pytest.mark.parametrize("spec, options, sm90", PERSISTENT_CASES, ids=[c[0].name for c in PERSISTENT_CASES])
+def test_persistent_like_the_mma_sync_kernel(spec, options, sm90):
+    """Fewer CTAs than tiles, each looping over its tiles: D as the mma.sync kernel's."""
+    like_the_sm90_kernel(spec, {**PERSISTENT, **options}, "gpu", 7, "wgmma", sm90)
+
+
 _BIG = [
     GemmSpec(2048, 2048, 4096, "f16", "f16", "f32"),
     GemmSpec(1024, 2048, 4096, "s8", "s8", "s32", b_layout="col"),
@@ -61,11 +68,12 @@ _BIG = [
 
 
 @pytest.mark.parametrize("spec", _BIG, ids=lambda s: s.name)
-@pytest.mark.parametrize("options, baseline", [(TMA, {**SPECIALIZED, "tma": 0}), (CLUSTER, {**TMA, "cluster": 1})],
-                         ids=["tma-like-cp-async", "cluster-like-one-cta"])
+@pytest.mark.parametrize("options, baseline", [(TMA, {**SPECIALIZED, "tma": 0}), (CLUSTER, {**TMA, "cluster": 1}),
+                                               ({**TMA, "persistent": 20}, {**TMA, "persistent": 0})],
+                         ids=["tma-like-cp-async", "cluster-like-one-cta", "persistent-like-a-cta-a-tile"])
 def test_like_the_simpler_kernel(spec, options, baseline):
     """Rings that wrap many times: the TMA's kernel word for word the cp.async producers', a
-    cluster's the single-CTA TMA kernel's."""
+    cluster's the single-CTA TMA kernel's, 20 persistent CTAs' the one-CTA-a-tile kernel's."""
     got = run_compiled(compiled(spec, wgmma=True, **options), 3, "gpu")
     want = run_compiled(compiled(spec, wgmma=True, **baseline), 3, "gpu")
     assert got.ok and want.ok, (got.line(), want.line())
