@@ -88,15 +88,17 @@ sparse)  # sparse warpgroups with a stage in flight (warp-unroll-sparse): their 
         --shapes ${SHAPES:-4096x4096x4096 8192x8192x8192} --tilemma-configs '' "${configs[@]}" --skip triton triton-mma.sync \
         --samples 5 --warmup-ms 15 --budget ${BUDGET:-480} --csv "$OUT/sparse.csv" 2>&1 | tail -${TAIL:-40}
     ;;
-tma)  # the producers' copies by the TMA (--tma 1) and clusters sharing B (--cluster 2): the tensor-map launch
-    # paths', the cluster probe's and the TMA kernels' GPU tests, memcheck / racecheck / synccheck of TMA and
-    # cluster kernels, then FAMILIES at SHAPES with cp.async producers, the TMA's and clusters against cuBLAS /
-    # cuSPARSELt (Triton when SKIP is cleared). BENCH_ONLY=1: the benchmark alone
+tma)  # the producers' copies by the TMA (--tma 1), clusters sharing B (--cluster 2) and persistent CTAs
+    # (--persistent N): the tensor-map launch paths', the cluster probe's and the TMA kernels' GPU tests, memcheck /
+    # racecheck / synccheck of TMA, cluster and persistent kernels, then FAMILIES at SHAPES with cp.async producers,
+    # the TMA's, clusters and persistent CTAs against cuBLAS / cuSPARSELt (Triton when SKIP is cleared).
+    # BENCH_ONLY=1: the benchmark alone
     [ -n "${BENCH_ONLY:-}" ] || {
     timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_tma_gpu.py tests/gpu/test_tma_launch_gpu.py \
         "tests/gpu/test_specialize_gpu.py::test_tma_like_the_mma_sync_kernel" \
         "tests/gpu/test_specialize_gpu.py::test_like_the_simpler_kernel" \
-        "tests/gpu/test_specialize_gpu.py::test_cluster_like_the_mma_sync_kernel" > "$OUT/tma_tests.txt" 2>&1
+        "tests/gpu/test_specialize_gpu.py::test_cluster_like_the_mma_sync_kernel" \
+        "tests/gpu/test_specialize_gpu.py::test_persistent_like_the_mma_sync_kernel" > "$OUT/tma_tests.txt" 2>&1
     echo "tma tests: $(tail -1 "$OUT/tma_tests.txt")"; grep -E "^FAILED|^ERROR" "$OUT/tma_tests.txt" | head -5
     for k in "--a f16 --b f16 --acc f32" "--a f16 --b f16 --acc f32 --sparse-a compressed" "--a s8 --b s8 --acc s32 --b-layout col" \
              "--a bf16 --b bf16 --acc f32 --a-layout col --b-layout col"; do
@@ -107,9 +109,14 @@ tma)  # the producers' copies by the TMA (--tma 1) and clusters sharing B (--clu
         tilemma gemm --m 256 --n 136 --k 400 --batch 2 $k > /tmp/w.mlir
         sanitize "cluster 2: $k" /tmp/w.mlir "memcheck racecheck synccheck" 200 --sm 90a --wgmma --producers 4 --tma 1 --cluster 2
     done
+    for k in "--a f16 --b f16 --acc f32 --sparse-a compressed" "--a f16 --b f16 --acc f32 --b-layout col"; do  # 2 CTAs, 8 tiles
+        tilemma gemm --m 256 --n 256 --k 512 $k > /tmp/w.mlir
+        sanitize "persistent 2: $k" /tmp/w.mlir "memcheck racecheck synccheck" 200 --sm 90a --wgmma --producers 4 --tma 1 \
+            --persistent 2 --warps 8x1 --warp-tile 1x8
+    done
     }
     timeout 560 python3 -m benchmarks.gemm_bench --sm 90a --families ${FAMILIES:-sparse-f16-pre sparse-f16-pre-bcol f16 s8} \
-        --shapes ${SHAPES:-4096x4096x4096 8192x8192x8192} --tilemma-configs ${CONFIGS:-'' 'wgmma=1,producers=4,tma=0' 'wgmma=1,producers=4,tma=1' 'wgmma=1,producers=4,tma=1,cluster=2'} \
+        --shapes ${SHAPES:-4096x4096x4096 8192x8192x8192} --tilemma-configs ${CONFIGS:-'' 'wgmma=1,producers=4,tma=0' 'wgmma=1,producers=4,tma=1' 'wgmma=1,producers=4,tma=1,cluster=2' 'wgmma=1,producers=4,tma=1,persistent=132'} \
         ${SKIP:---skip triton triton-mma.sync} --samples 5 --warmup-ms 15 --budget ${BUDGET:-420} --csv "$OUT/tma.csv" 2>&1 | tail -${TAIL:-40}
     ;;
 tests)  # every GPU test (pytest -m gpu) in four shards at once, and what was skipped and why
