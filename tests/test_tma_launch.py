@@ -106,6 +106,17 @@ def test_from_dict_refuses_a_malformed_map_list(maps):
         KernelABI.from_dict(d)
 
 
+def test_persistent_round_trips_and_is_checked():
+    """A persistent kernel's CTA count goes through the JSON record and back (absent: 0); a count
+    that is not a non-negative integer is refused."""
+    abi = dataclasses.replace(T.abi(), persistent=132)
+    assert abi.to_dict()["persistent"] == 132 and KernelABI.from_dict(abi.to_dict()).persistent == 132
+    assert "persistent" not in T.abi().to_dict() and KernelABI.from_dict(T.abi().to_dict()).persistent == 0
+    for bad in (-1, 1.5, "132", True):
+        with pytest.raises(TypeError, match="persistent"):
+            KernelABI.from_dict(T.abi().to_dict() | {"persistent": bad})
+
+
 def test_bind_refuses_maps_of_launch_time_sizes():
     dynamic = dataclasses.replace(T.abi(), symbols=("M",))
     with pytest.raises(ValueError, match="tensor maps of launch-time sizes are not supported yet"):
