@@ -145,10 +145,15 @@ def test_producer_consumer(n):
     (("    @%p1 mbarrier.init.shared::cta.b64 [%r4+16], 32;\n", ""), "used before mbarrier.init"),
 ])  # fmt: skip
 def test_broken_protocols_are_refused(edit, message):
+    _refused(GOOD, edit, message)
+
+
+def _refused(program: str, edit: tuple[str, str], message: str) -> None:
+    """`program` with one line edited fails in the emulator with `message`."""
     old, new = edit
-    assert old in GOOD
+    assert old in program
     with pytest.raises(EmulationError, match=message):
-        emulate(GOOD.replace(old, new), "k", 1, 64, _args(np.random.default_rng(0), 4))
+        emulate(program.replace(old, new), "k", 1, 64, _args(np.random.default_rng(0), 4))
 
 
 @pytest.mark.parametrize("n", [1, 2, 5])
@@ -171,10 +176,7 @@ def test_copies_arrive_as_they_land(n):
     (("cp.async.mbarrier.arrive.noinc.shared::cta.b64", "cp.async.mbarrier.arrive.shared::cta.b64"), "the .noinc form"),
 ])  # fmt: skip
 def test_broken_copy_arrivals_are_refused(edit, message):
-    old, new = edit
-    assert old in ASYNC
-    with pytest.raises(EmulationError, match=message):
-        emulate(ASYNC.replace(old, new), "k", 1, 64, _args(np.random.default_rng(0), 4))
+    _refused(ASYNC, edit, message)
 
 
 def test_named_barrier_of_one_role():
