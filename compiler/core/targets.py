@@ -272,6 +272,13 @@ class Limits:
         and the count its warpgroups' `.inc`s and `.dec`s start from."""
         return self.thread_registers(threads) // 8 * 8
 
+    def resident_ctas(self, threads: int, shared: int) -> int:
+        """CTAs of `threads` threads and `shared` bytes of shared memory an SM holds at once: its
+        shared memory, less the driver's reserve a CTA, and its registers at the most ptxas may
+        give a thread."""
+        return min(self.shared_per_sm // (shared + self.shared_reserve),
+                   self.registers_per_sm // (threads * self.thread_registers(threads)))
+
 
 _N, _E = NATIVE, EMULATED
 # One row per SM number: shared memory per CTA and per SM (KiB), int4 and fp8 mma.sync, SM count

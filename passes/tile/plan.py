@@ -334,9 +334,9 @@ def split(g, variant, t: Tiling, stages: int, stage_k: int, forced: int, target:
     """(splits, K elements per split) for a kernel: `forced` splits at most (>= 2; 1: none), or
     where 0 (K at least SPLIT_MIN_K) as many as make one CTA per SM of the target, or two where the
     tiles leave a quarter of the SMs idle, or for `configs.EVEN_WAVES`' schedules of fewer tiles than
-    two waves as many (up to theirs) as keep the most of the SMs' CTA slots busy (`wave_use`), each split at least
-    SPLIT_MIN_STEPS steps long. Splits cover whole steps (stages, or instruction K on the simple
-    schedule), none empty."""
+    two waves as many (up to theirs) as keep the most of the SMs' CTA slots busy (`wave_use`), each
+    split at least SPLIT_MIN_STEPS steps long. Splits cover whole steps (stages, or instruction K on
+    the simple schedule), none empty."""
     if forced == 1:
         return 1, 0
     why = splittable(g, variant)
@@ -396,10 +396,7 @@ def more_stages(g, t: Tiling, stages: int, stage_k: int, bits_per_k: int, split_
     if stages >= want or ring > limits.shared_per_cta:
         return stages, splits, chunk
     tiles = t.tiles
-    # CTAs an SM holds with the ring: its shared memory (less the driver's reserve a CTA) and its
-    # registers at the most ptxas may give a thread
-    resident = min(limits.shared_per_sm // (ring + limits.shared_reserve),
-                   limits.registers_per_sm // (t.threads * limits.thread_registers(t.threads)))
+    resident = limits.resident_ctas(t.threads, ring)  # CTAs an SM holds with the ring
 
     def applies(n: int, k_chunk: int) -> bool:
         steps = ceil_div(k_chunk if n > 1 else g.k, stage_k)

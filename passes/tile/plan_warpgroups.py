@@ -111,12 +111,8 @@ def persistent_unsupported(g, tma: int, cluster: int, stages: int, stage_k: int)
 
 
 def persistent_ctas(threads: int, need: int, target: targets.SmTarget) -> int:
-    """The CTAs of a persistent kernel: as many as the SMs hold at once (their shared memory, less
-    the driver's reserve a CTA, and their registers at the most ptxas may give a thread)."""
-    limits = target.limits
-    resident = min(limits.shared_per_sm // (need + limits.shared_reserve),
-                   limits.registers_per_sm // (threads * limits.thread_registers(threads)))
-    return max(1, resident) * limits.sms
+    """The CTAs of a persistent kernel: as many as the SMs hold at once (`Limits.resident_ctas`)."""
+    return max(1, target.limits.resident_ctas(threads, need)) * target.limits.sms
 
 
 def tf32_rounding(mem) -> str | None:
@@ -284,8 +280,8 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     if persistent > 0 and why:
         raise LoweringError(mma, f"persistent: {why}")
     if persistent < 0:  # (`configs.WGMMA_PERSISTENT`)
-        persistent = persistent_ctas(t.threads + 32 * producers, need, target)
-        persistent = persistent if why is None and configs.WGMMA_PERSISTENT.get(schedule) else 0
+        by_itself = why is None and configs.WGMMA_PERSISTENT.get(schedule)
+        persistent = persistent_ctas(t.threads + 32 * producers, need, target) if by_itself else 0
     persistent = persistent if persistent < t.tiles else 0  # (no fewer tiles than CTAs: one a CTA)
     splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma, schedule)
     wave = configs.WGMMA_WAVE.get(schedule)

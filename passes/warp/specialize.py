@@ -175,11 +175,11 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     if persistent:
         grid = tuple(kernel.attributes["warp.grid"].get_values())  # type: ignore[union-attr]
         count = _constant(loop.ub)
+        # (the TMA's copies and no cluster: `#warp.schedule`'s verifier)
         from_zero = (_constant(loop.lb), _constant(loop.step)) == (0, 1)
-        if not tma or lands or cluster > 1 or grid[1:] != (1, 1) or not from_zero or count is None or count % stages:
-            raise LoweringError(loop, "warp-specialize: a persistent kernel copies its stages by the TMA, without a "
-                                      "cluster, over a grid of one dimension and a K loop from 0 by 1 through whole "
-                                      "rings of stages")
+        if grid[1:] != (1, 1) or not from_zero or count is None or count % stages:
+            raise LoweringError(loop, "warp-specialize: a persistent kernel runs over a grid of one dimension and a "
+                                      "K loop from 0 by 1 through whole rings of stages")
         if persistent < grid[0]:
             ring.tiles = (persistent, grid[0])
             ring.producer_tile = Block(arg_types=[IndexType(), IndexType()])
@@ -245,11 +245,8 @@ def _tile_loop(kernel: func.FuncOp, ring: _Ring, body: Block, ops: list[Operatio
     ring's count `base` goes up by n stages a tile, from 0."""
     ctas, tiles = ring.tiles  # type: ignore[misc]
     pid = _block_id(kernel)
-    b = _Builder()
-    for op in ops:
-        b.ops.append(op)
-    b.ops.append(scf.YieldOp(b.op(arith.AddiOp(body.args[1], n))))
-    body.add_ops(b.ops)
+    step = arith.AddiOp(body.args[1], n)
+    body.add_ops([*ops, step, scf.YieldOp(step.result)])
     lead = _Builder()
     bounds = (lead.const(tiles), lead.const(ctas), lead.const(0))
     insert_before(kernel.body.block.first_op, lead.ops)  # (hoisted: constants at the top)

@@ -245,10 +245,11 @@ class WarpToPtx(ModulePass):
         if state.shared_bytes:
             entry.shared_bytes = IntegerAttr(state.shared_bytes, 64)
         schedule = kernel.attributes.get("warp.schedule")
-        if isinstance(schedule, ScheduleAttr) and schedule.schedule.cluster > 1:
-            entry.cluster = IntegerAttr(schedule.schedule.cluster, 64)
-        if isinstance(schedule, ScheduleAttr) and schedule.schedule.persistent:
-            entry.persistent = IntegerAttr(schedule.schedule.persistent, 64)
+        if isinstance(schedule, ScheduleAttr):
+            if schedule.schedule.cluster > 1:
+                entry.cluster = IntegerAttr(schedule.schedule.cluster, 64)
+            if schedule.schedule.persistent:
+                entry.persistent = IntegerAttr(schedule.schedule.persistent, 64)
         if state.tensor_maps:
             entry.tensor_maps = ArrayAttr([tensor_map_record(m) for m in state.tensor_maps.values()])
         min_ctas = kernel.attributes.get("warp.min_ctas")
