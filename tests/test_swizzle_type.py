@@ -54,8 +54,9 @@ class Forced(CompileOptions):
 
 
 def _multipliers(ptx: str) -> set[int]:
-    """The constant factors of the swizzle's `mul.lo.u32` (the phase multipliers) in the PTX."""
-    return {int(m) for m in re.findall(r"mul\.lo\.u32 %r\d+, %r\d+, ([357]);", ptx)}
+    """The constant factors of the swizzle's `mul.lo.u32` (the phase multipliers, the phase then
+    taken modulo 8) in the PTX."""
+    return {int(m) for _, m in re.findall(r"mul\.lo\.u32 (%r\d+), %r\d+, ([357]);\s+and\.b32 \1, \1, 7;", ptx)}
 
 
 @pytest.mark.parametrize("spec", [

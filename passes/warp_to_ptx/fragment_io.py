@@ -32,6 +32,19 @@ U32_MAX = (1 << 32) - 1
 UNBOUNDED = (1 << 31) - 1  # the extent of a dimension a broadcast repeats: any index is inside
 
 
+def unsigned_magic(d: int) -> tuple[int, int, bool]:
+    """(m, s, add) with which n // d, for every 32-bit n and d >= 2 not a power of two, is
+    mulhi(n, m) >> s (add False: m = ceil(2^(32+s) / d) is below 2^32 and overshoots d's multiple
+    by at most 2^s), or else, with t = mulhi(n, m) and m the low 32 bits of floor(2^(32+s) / d) + 1
+    (s = ceil(log2 d)), (t + ((n - t) >> 1)) >> (s - 1) (Granlund and Montgomery 1994, fig. 4.1)."""
+    top = (d - 1).bit_length()
+    for s in range(top + 1):
+        m = -(-(1 << (32 + s)) // d)
+        if m <= U32_MAX and m * d - (1 << (32 + s)) <= 1 << s:
+            return m, s, False
+    return ((((1 << top) - d) << 32) // d) + 1, top, True
+
+
 class Emitter:
     """Appends PTX operations for one rewrite, drawing registers from the kernel's file."""
 
@@ -46,7 +59,38 @@ class Emitter:
         return [self.regs.reg(bank) for _ in range(n)]
 
     def emit(self, opcode: str, *args: str | int, guard: str | None = None) -> None:
+        if opcode in ("div.u32", "rem.u32") and str(args[2]).isdigit() and int(args[2]) > 0:
+            self._by_constant(opcode == "rem.u32", str(args[0]), str(args[1]), int(args[2]), guard)
+            return
         self.ops.append(ptx.InstOp(opcode, [str(a) for a in args], guard))
+
+    def _by_constant(self, rem: bool, dst: str, n: str, d: int, guard: str | None) -> None:
+        """`div.u32` / `rem.u32` by the constant d as a shift, a mask or a high multiply
+        (`unsigned_magic`), as compilers divide: ptxas assembles a division by an immediate as a
+        general one (the divisor's reciprocal by I2F and MUFU.RCP, then corrections), which a K loop
+        taking its ring's stage modulo 3 or 5 pays on every iteration."""
+        def emit(opcode: str, *args: str | int) -> None:
+            self.ops.append(ptx.InstOp(opcode, [str(a) for a in args], guard))
+
+        if d & (d - 1) == 0:
+            emit("and.b32", dst, n, d - 1) if rem else emit("shr.u32", dst, n, d.bit_length() - 1)
+            return
+        n = self.in_register(n)
+        magic, shift, add = unsigned_magic(d)
+        q = self.reg("b32")
+        emit("mul.hi.u32", q, n, magic)
+        if add:  # the multiplier is 2^32 more than magic: q = (t + (n - t) / 2) >> (shift - 1)
+            half = self.reg("b32")
+            emit("sub.u32", half, n, q)
+            emit("shr.u32", half, half, 1)
+            emit("add.u32", q, q, half)
+            shift -= 1
+        if not rem:
+            emit("shr.u32", dst, q, shift)
+            return
+        emit("shr.u32", q, q, shift)
+        emit("mul.lo.u32", q, q, d)
+        emit("sub.u32", dst, n, q)
 
     def comment(self, text: str) -> None:
         self.ops.append(ptx.CommentOp(text))

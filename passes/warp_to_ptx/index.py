@@ -80,16 +80,8 @@ class LowerArith(RewritePattern):
             return
         e = fio.Emitter(self.state.kernel(op).regs)
         d = e.reg("b32")
-        if rhs.isdigit() and int(rhs) > 0 and int(rhs) & (int(rhs) - 1) == 0 and type(op) in _POW2:
-            opcode, rhs = _POW2[type(op)](int(rhs))  # unsigned division by 2^n: a shift or a mask
         e.emit(opcode, d, e.in_register(lhs), rhs)
         _finish(op, rewriter, e, [[d]])
-
-
-_POW2 = {
-    arith.DivUIOp: lambda v: ("shr.u32", str(v.bit_length() - 1)),
-    arith.RemUIOp: lambda v: ("and.b32", str(v - 1)),
-}
 
 @dataclass
 class LowerDim(RewritePattern):

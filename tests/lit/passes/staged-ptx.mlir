@@ -9,7 +9,7 @@
 // CHECK:       mov.u32 %r0, %laneid;
 // CHECK-NEXT:  mov.u32 [[TID:%r[0-9]+]], %tid.x;
 // CHECK-NEXT:  add.u32 [[C:%r[0-9]+]], [[TID]], 0;
-// CHECK-NEXT:  div.u32 [[ROW:%r[0-9]+]], [[C]], 8;
+// CHECK-NEXT:  shr.u32 [[ROW:%r[0-9]+]], [[C]], 3;
 // CHECK:       mul.wide.u32 [[OFF:%rd[0-9]+]], [[ROW]], 1024;
 // CHECK-NOT:   $k_loop
 // CHECK:       cp.async.cg.shared.global [{{%r[0-9]+}}], [{{%rd[0-9]+}}], 16;
@@ -18,7 +18,7 @@
 // CHECK:       $k_loop_{{[0-9]+}}:
 // CHECK:       setp.lt.u32 [[MORE:%p[0-9]+]], {{%r[0-9]+}}, 512;
 // CHECK:       @!{{%p[0-9]+}} bra.uni $skip_[[SKIP:[0-9]+]];
-// CHECK-NOT:   div.u32
+// CHECK-NOT:   shr.u32 {{%r[0-9]+}}, {{%r[0-9]+}}, 3;
 // CHECK:       add.s64 [[SRC:%rd[0-9]+]], {{%rd[0-9]+}}, [[OFF]];
 // CHECK-NEXT:  add.u32 [[DST:%r[0-9]+]], {{%r[0-9]+}}, {{%r[0-9]+}};
 // CHECK-NEXT:  cp.async.cg.shared.global [[[DST]]], [[[SRC]]], 16;
