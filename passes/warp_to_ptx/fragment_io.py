@@ -73,7 +73,10 @@ class Emitter:
             self.ops.append(ptx.InstOp(opcode, [str(a) for a in args], guard))
 
         if d & (d - 1) == 0:
-            emit("and.b32", dst, n, d - 1) if rem else emit("shr.u32", dst, n, d.bit_length() - 1)
+            if rem:
+                emit("and.b32", dst, n, d - 1)
+            else:
+                emit("shr.u32", dst, n, d.bit_length() - 1)
             return
         n = self.in_register(n)
         magic, shift, add = unsigned_magic(d)
