@@ -248,7 +248,8 @@ bench-epilogue)  # epilogue_bench.py: tilemma plain and fused, cuBLASLt, unfused
     ;;
 matrix)  # issue 23's benchmark matrix (benchmarks/matrix.py), one part per device call: PART=1/2 (default), 2/2;
     # SM=90a for sm_90a's kernels (an H200 ran all 548 cells in 253 + 286 s, 2026-11-28; on sm_90 the 504 dense
-    # cells took 465 s of one run, 2026-11-27, its budget spent before the 44 sparse ones);
+    # cells took 465 s of one run, 2026-11-27, its budget spent before the 44 sparse ones; both parts in one call
+    # with BUDGET=235 and 262 left 134 cells, the sparse ones among them, which REDO measured in 136 s);
     # REDO="a.csv b.csv" runs the cells those CSVs lack a measurement of instead. Merge the parts' CSVs anywhere
     # (no GPU): python -m benchmarks.matrix --merge matrix-*.csv --csv matrix.csv --plot matrix.png
     part=${PART:-1/2}; tag=${REDO:+redo}; tag=${tag:-part${part%/*}of${part#*/}}
