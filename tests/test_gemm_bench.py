@@ -13,6 +13,8 @@ import pytest
 
 from benchmarks import gemm_bench as gb
 from benchmarks import sass_check
+from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
+from tilemma.compiler.driver.runner import run_compiled
 from tilemma.compiler.runtime import cuda_runtime
 from tilemma.compiler.verify import reference
 
@@ -147,6 +149,20 @@ def test_adapter_compiles_tile_ir_and_names_its_configuration():
     if not cuda_runtime.gpu_available():
         with pytest.raises(cuda_runtime.NoGpuError):
             kernel.launch([0, 0, 0, 0], 0)
+
+
+def test_a_family_with_a_narrower_d_stores_it_and_keeps_its_layout_twin():
+    """`Family.out`: the f16-D sparse family's kernel rounds its f32 accumulators into an f16 D (the
+    emulator's D against float64 within the bound plus D's one rounding), and its B-column twin is
+    the f16-D one, not the f32-D family of the same operands."""
+    fam = gb.FAMILIES["sparse-f16-pre-d16"]
+    assert (fam.torch_out, gb.FAMILIES["sparse-f16-pre"].torch_out) == ("float16", "float32")
+    assert gb.family_variant(fam, False, True).name == "sparse-f16-pre-bcol-d16"
+    text, name = gb.tilemma_ir(fam, (64, 64, 128))
+    [kernel] = compile_text(text, name, CompileOptions(sm="90"))
+    assert "cvt.rn.f16x2.f32" in kernel.ptx or "cvt.rn.f16.f32" in kernel.ptx
+    result = run_compiled(kernel, seed=5, on="emulator")
+    assert result.ok, result.line()
 
 
 SASS = """
