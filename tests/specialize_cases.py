@@ -69,9 +69,9 @@ CLUSTER_CASES = [
 
 # ... and persistent (`persistent`: a grid of that many CTAs, each looping over tiles pid, pid + P,
 # ...; the stage ring and its phases carried on from tile to tile): narrow tiles so that each CTA
-# takes two or three, unevenly, rings that wrap within and across tiles (K a whole number of rings),
-# both operand orders, tf32 truncated, 8-bit, a pre-compressed A with either B, an epilogue, two
-# stages, 16 consumers.
+# takes two or three, unevenly, rings that wrap within and across tiles (K a whole number of rings,
+# or not: 5 stages a tile on rings of 4 and 3), both operand orders, tf32 truncated, 8-bit, a
+# pre-compressed A with either B, an epilogue, two stages, 16 consumers.
 PERSISTENT = dict(producers=4, tma=1, persistent=3)
 
 PERSISTENT_CASES = [
@@ -91,4 +91,8 @@ PERSISTENT_CASES = [
      {"warps": "8x1", "warp_tile": "1x8", "stages": 2, "persistent": 4}, "mma"),
     (GemmSpec(512, 128, 512, "f16", "f16", "f32", pre_compressed=True),
      {"warps": "16x1", "warp_tile": "1x16", "stages": 2, "persistent": 1}, "mma.sp"),
+    # tiles of 5 stages on a ring of 4 (and of 3): a tile's stage 0 in whatever buffer the ring reached
+    (GemmSpec(256, 256, 320, "f16", "f16", "f32"), {"warps": "8x1", "warp_tile": "1x8", "persistent": 3}, "mma"),
+    (GemmSpec(256, 256, 320, "f16", "f16", "f32", pre_compressed=True, b_layout="col"),
+     {"warps": "8x1", "warp_tile": "1x16", "stages": 3, "persistent": 2}, "mma.sp"),
 ]

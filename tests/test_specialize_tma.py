@@ -61,7 +61,8 @@ def test_a_persistent_kernel_loops_over_its_tiles():
     # a K-major B: as many CTAs as the SMs hold (one: 168 KiB of stages), over more tiles
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "tma=1 persistent=132"),
     (GemmSpec(512, 11008, 4096, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "tma=1 persistent=132"),
-    # ... not where K is no whole number of rings (63 stages), nor an N-major B (no gain measured)
+    # ... not where a tile is no whole number of rings (63 stages: measured on whole rings only), nor an
+    # N-major B (no gain measured)
     (GemmSpec(4096, 4096, 4032, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "producers=4 tma=1"),
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True), "producers=4 tma=1"),
 ], ids=lambda x: x.name if isinstance(x, GemmSpec) else None)
@@ -105,8 +106,6 @@ def test_a_cluster_kernel_shares_b():
      "persistent: a persistent kernel runs without a cluster"),
     (GemmSpec(512, 512, 512, "f16", "f16", "f32", batch=2), "90a", {"wgmma": True, "persistent": 4},
      "persistent: a persistent kernel loops over one batch's tiles, not 2"),
-    (GemmSpec(512, 512, 320, "f16", "f16", "f32"), "90a", {"wgmma": True, "persistent": 4},
-     "persistent: K = 320 is 5 stages of 64, not a multiple of the 4 stages of the ring"),
     (F16, "90", {"persistent": 100}, "persistent: persistent CTAs are warpgroup kernels'"),
 ])
 def test_refusals_are_located(s, sm, kw, message):

@@ -92,21 +92,17 @@ def cluster_unsupported(g, tma: int, bm: int) -> str | None:
     return None
 
 
-def persistent_unsupported(g, tma: int, cluster: int, stages: int, stage_k: int) -> str | None:
+def persistent_unsupported(g, tma: int, cluster: int) -> str | None:
     """Why a warpgroup kernel cannot be persistent (`Schedule.persistent`), None if it can: its
     producers copy by the TMA (a stage's arrival counts its bytes, so that the ring runs on from
     tile to tile with no group to wait for), without a cluster (whose producers wait for the peer's
-    releases before they leave), over one batch (the grid's one dimension of tiles), with a whole
-    number of rings a tile (each tile's stage kt in buffer kt mod S, as the loop it repeats has it)."""
+    releases before they leave), over one batch (the grid's one dimension of tiles)."""
     if tma <= 0:
         return "a persistent kernel's producers copy by the TMA (tma=1, producers=4)"
     if cluster > 1:
         return "a persistent kernel runs without a cluster (cluster=1)"
     if g.batch > 1:
         return f"a persistent kernel loops over one batch's tiles, not {g.batch}"
-    if -(-g.k // stage_k) % stages:
-        return (f"K = {g.k} is {-(-g.k // stage_k)} stages of {stage_k}, not a multiple of the {stages} stages of "
-                "the ring, which a persistent kernel's tiles run through whole")
     return None
 
 
@@ -276,11 +272,13 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"cluster: {why}")
     if cluster < 0:  # (`configs.WGMMA_CLUSTER`)
         cluster = configs.WGMMA_CLUSTER.get(schedule, 1) if why is None else 1
-    why = persistent_unsupported(g, tma, cluster, stages, stage_k)
+    why = persistent_unsupported(g, tma, cluster)
     if persistent > 0 and why:
         raise LoweringError(mma, f"persistent: {why}")
     if persistent < 0:  # (`configs.WGMMA_PERSISTENT`)
-        by_itself = why is None and configs.WGMMA_PERSISTENT.get(schedule)
+        # (measured where a tile is whole rings of stages only)
+        whole = -(-g.k // stage_k) % stages == 0
+        by_itself = why is None and whole and configs.WGMMA_PERSISTENT.get(schedule)
         persistent = persistent_ctas(t.threads + 32 * producers, need, target) if by_itself else 0
     persistent = persistent if persistent < t.tiles else 0  # (no fewer tiles than CTAs: one a CTA)
     splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma, schedule)

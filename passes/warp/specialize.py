@@ -39,8 +39,8 @@ With `persistent = P` (a TMA kernel) the grid becomes P CTAs (`warp.grid`), and 
 over the tiles t = pid, pid + P, ... below the original grid's T (`_per_tile`): the ops that derive
 the tile's origin from the CTA's index are cloned into each role's tile loop, with t for it. The
 ring runs on across tiles: the roles count stages from `base`, n a tile (a loop-carried value of
-their tile loops; n a multiple of S, so that stage kt's buffer stays kt mod S), so that stage kt of
-a tile is the ring's base + kt, its barrier and phase; the consumers release the stages still in
+their tile loops), so that stage kt of a tile is the ring's base + kt, its barrier and phase, and
+its buffer where n is not whole rings (`_on_the_ring`); the consumers release the stages still in
 flight after each tile's loop, so that the producers, who are already copying the next tile's
 stages, find them free while the consumers store the products.
 """
@@ -122,6 +122,7 @@ class _Ring:
     tiles: tuple[int, int] | None = None
     producer_tile: Block | None = None
     consumer_tile: Block | None = None
+    rebased: bool = False  # ... whose tiles are not whole rings: their buffers follow the ring (`_on_the_ring`)
 
     def release(self, b: _Builder, slot: SSAValue) -> None:
         """The consumers are done with stage `slot`: they arrive at its `empty` barrier, and at the
@@ -174,14 +175,14 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     ring = _Ring(stages, in_flight, consumers, producers, cluster, full, empty)
     if persistent:
         grid = tuple(kernel.attributes["warp.grid"].get_values())  # type: ignore[union-attr]
-        count = _constant(loop.ub)
         # (the TMA's copies and no cluster: `#warp.schedule`'s verifier)
-        from_zero = (_constant(loop.lb), _constant(loop.step)) == (0, 1)
-        if grid[1:] != (1, 1) or not from_zero or count is None or count % stages:
+        if grid[1:] != (1, 1) or (_constant(loop.lb), _constant(loop.step)) != (0, 1):
             raise LoweringError(loop, "warp-specialize: a persistent kernel runs over a grid of one dimension and a "
-                                      "K loop from 0 by 1 through whole rings of stages")
+                                      "K loop from 0 by 1")
         if persistent < grid[0]:
             ring.tiles = (persistent, grid[0])
+            count = _constant(loop.ub)
+            ring.rebased = count is None or count % stages != 0
             ring.producer_tile = Block(arg_types=[IndexType(), IndexType()])
             ring.consumer_tile = Block(arg_types=[IndexType(), IndexType()])
     p_base = ring.producer_tile.args[1] if ring.producer_tile else None
@@ -196,10 +197,13 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     slots: list[SSAValue] = []
 
     def copy(b: _Builder) -> None:
-        slot, parity = b.slot_parity(b.ring_step(pk, p_base), stages, 1)
+        step = b.ring_step(pk, p_base)
+        slot, parity = b.slot_parity(step, stages, 1)
         slots.append(slot)
         b.op(warp.MbarrierWaitOp(empty, slot, parity))
         b.clone_all(fill_chain + [o for o in fill if not isinstance(o, warp.AsyncCommitOp)])
+        if ring.rebased:
+            _on_the_ring(b.ops, pk, step, stages)
 
     p.when(p.op(arith.CmpiOp(pk, n, "ult")), copy)
     if lands:
@@ -238,6 +242,18 @@ def _constant(v: SSAValue) -> int | None:
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         return owner.value.value.data
     return None
+
+
+def _on_the_ring(ops: list[Operation], k: SSAValue, step: SSAValue, stages: int) -> None:
+    """The stage buffers that `ops` (a role's clone of the staged loop's body) address by the tile's
+    stage k (`k % S`, the staged loop's buffer) addressed by the ring's count instead (`step`, base
+    + k): where a persistent kernel's tile is not whole rings, the next tile's stage 0 is buffer
+    (base + n) % S, whose barrier the ring waits at. (Where it is, base + k = k mod S: the loop's own
+    index stands.)"""
+    for top in ops:
+        for op in top.walk():
+            if isinstance(op, arith.RemUIOp) and op.lhs is k and _constant(op.rhs) == stages:
+                op.operands[0] = step
 
 
 def _tile_loop(kernel: func.FuncOp, ring: _Ring, body: Block, ops: list[Operation], n: SSAValue) -> scf.ForOp:
@@ -380,6 +396,8 @@ def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, ring: _Rin
     for op in landing:
         c.map[op.results[0]] = token
     c.clone_all(consume)
+    if ring.rebased:
+        _on_the_ring(c.ops, ck, gk, stages)
     if in_flight:
         def release(b: _Builder) -> None:
             ring.release(b, b.slot(b.op(arith.SubiOp(gk, b.const(in_flight))), stages))
