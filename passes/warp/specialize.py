@@ -203,7 +203,7 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
         b.op(warp.MbarrierWaitOp(empty, slot, parity))
         b.clone_all(fill_chain + [o for o in fill if not isinstance(o, warp.AsyncCommitOp)])
         if ring.rebased:
-            _on_the_ring(b.ops, pk, step, stages)
+            _on_the_ring(loop, b.ops, pk, step, stages)
 
     p.when(p.op(arith.CmpiOp(pk, n, "ult")), copy)
     if lands:
@@ -244,16 +244,20 @@ def _constant(v: SSAValue) -> int | None:
     return None
 
 
-def _on_the_ring(ops: list[Operation], k: SSAValue, step: SSAValue, stages: int) -> None:
+def _on_the_ring(loop: scf.ForOp, ops: list[Operation], k: SSAValue, step: SSAValue, stages: int) -> None:
     """The stage buffers that `ops` (a role's clone of the staged loop's body) address by the tile's
     stage k (`k % S`, the staged loop's buffer) addressed by the ring's count instead (`step`, base
     + k): where a persistent kernel's tile is not whole rings, the next tile's stage 0 is buffer
     (base + n) % S, whose barrier the ring waits at. (Where it is, base + k = k mod S: the loop's own
     index stands.)"""
+    moved = 0
     for top in ops:
         for op in top.walk():
             if isinstance(op, arith.RemUIOp) and op.lhs is k and _constant(op.rhs) == stages:
                 op.operands[0] = step
+                moved += 1
+    if not moved:
+        raise LoweringError(loop, "warp-specialize: expected the staged loop's buffers as its stage mod the ring")
 
 
 def _tile_loop(kernel: func.FuncOp, ring: _Ring, body: Block, ops: list[Operation], n: SSAValue) -> scf.ForOp:
@@ -397,7 +401,7 @@ def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, ring: _Rin
         c.map[op.results[0]] = token
     c.clone_all(consume)
     if ring.rebased:
-        _on_the_ring(c.ops, ck, gk, stages)
+        _on_the_ring(loop, c.ops, ck, gk, stages)
     if in_flight:
         def release(b: _Builder) -> None:
             ring.release(b, b.slot(b.op(arith.SubiOp(gk, b.const(in_flight))), stages))
