@@ -87,7 +87,7 @@ def cluster_unsupported(g, tma: int, bm: int) -> str | None:
     rows are even, so the pair's consecutive CTAs have one column of tiles)."""
     if tma <= 0:
         return "the CTAs of a cluster share B's stages by the TMA's multicast (tma=1, producers=4)"
-    if (rows := -(-g.m // bm)) % 2:
+    if (rows := ceil_div(g.m, bm)) % 2:
         return f"M = {g.m} makes {rows} row{'s' if rows > 1 else ''} of {bm}-row tiles, which do not pair into clusters of 2 CTAs"
     return None
 
@@ -277,7 +277,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"persistent: {why}")
     if persistent < 0:  # (`configs.WGMMA_PERSISTENT`)
         # (measured where a tile is whole rings of stages only)
-        whole = -(-g.k // stage_k) % stages == 0
+        whole = ceil_div(g.k, stage_k) % stages == 0
         by_itself = why is None and whole and configs.WGMMA_PERSISTENT.get(schedule)
         persistent = persistent_ctas(t.threads + 32 * producers, need, target) if by_itself else 0
     persistent = persistent if persistent < t.tiles else 0  # (no fewer tiles than CTAs: one a CTA)
