@@ -202,7 +202,7 @@ def test_base_offset_and_reserved_bits_are_refused():
     (".f32.f16.f16", ".f16.f16.f16", r"only wgmma.mma_async.sync.aligned.m64nNk16.f32.\{f16,bf16\}"),
     (".f32.f16.f16", ".f32.f16.bf16", "A and B of one type"),
     (".f32.f16.f16", ".f32.e4m3.e4m3", "m64nNk16.f32"),
-    ("%rq1, %rq2, %p1", "{%r4, %r5, %r6, %r7}, %rq2, %p1", "A from registers is modelled for tf32 only"),
+    ("%rq1, %rq2, %p1", "{%r4, %r5, %r6, %r7}, %rq2, %p1", "A from registers is modelled for tf32 and 8-bit integers only"),
     ("%p1, 1, 1, 0, 0;", "%p1, 2, 1, 0, 0;", "imm-scale-a must be one of the constants 1, -1, got 2"),
     ("%p1, 1, 1, 0, 0;", "%p1, 1, 1, 0, 2;", "imm-trans-b must be one of the constants 0, 1"),
     ("%p1, 1, 1, 0, 0;", "%r3, 1, 1, 0, 0;", "scale-d"),
@@ -402,24 +402,49 @@ def test_64_byte_swizzle_of_a_sparse_b_is_refused():
 # P.int8_probe_ptx's kernel, as the H200 ran it.
 
 
-def int8_kernel(n: int = 64, etype: str = "s8") -> str:
+def int8_kernel(n: int = 64, etype: str = "s8", a_registers: bool = False) -> str:
     """The integer probe's text in the parser's subset."""
-    return parser_subset(P.int8_probe_ptx(n, etype))
+    return parser_subset(P.int8_probe_ptx(n, etype, a_registers))
 
 
-def run_int8(text: str, n: int, etype: str, adversarial: bool):
-    (a, b, c), args = P.int8_case(n, etype, adversarial, seed=n + adversarial)
-    got = emulate(text, P.ENTRY, 1, 128, args, shared_bytes=len(args[0]) + len(args[1]))[3]
+def run_int8(text: str, n: int, etype: str, adversarial: bool, a_registers: bool = False):
+    (a, b, c), args = P.int8_case(n, etype, adversarial, seed=n + adversarial, a_registers=a_registers)
+    got = emulate(text, P.ENTRY, 1, 128, args, shared_bytes=args[0].nbytes + args[1].nbytes)[3]
     return got, P.int8_reference(a, b, c)
 
 
+@pytest.mark.parametrize("a_registers", [False, True], ids=["a-shared", "a-registers"])
 @pytest.mark.parametrize("adversarial", [False, True], ids=["random", "adversarial"])
 @pytest.mark.parametrize("etype", ["s8", "u8"])
 @pytest.mark.parametrize("n", [64, 128, 256])
-def test_int8_probe_kernel_matches_reference(n, etype, adversarial):
-    """The 12 variants the H200 ran: every D word the wrapped int32 sum (C near the limits)."""
-    got, want = run_int8(int8_kernel(n, etype), n, etype, adversarial)
+def test_int8_probe_kernel_matches_reference(n, etype, adversarial, a_registers):
+    """The 24 variants the H200 ran (A from shared memory or from registers): every D word the
+    wrapped int32 sum (C near the limits)."""
+    got, want = run_int8(int8_kernel(n, etype, a_registers), n, etype, adversarial, a_registers)
     assert np.array_equal(got, want), f"{int((got != want).sum())} of {want.size} D words differ"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("{%a0, %a1, %a2, %a3}", "{%a1, %a0, %a2, %a3}"),  # rows g and g + 8
+    ("{%a0, %a1, %a2, %a3}", "{%a2, %a1, %a0, %a3}"),  # k 4c.. and 16 + 4c..
+], ids=["rows", "k-halves"])
+def test_int8_a_registers_are_the_mma_sync_fragment(old, new):
+    """8-bit A from registers: swapping two of a thread's A registers changes D, so the m16n8k32
+    fragment layout is what is checked."""
+    text = int8_kernel(64, "s8", a_registers=True)
+    wrong = text.replace(old, new)
+    assert wrong != text
+    got, want = run_int8(wrong, 64, "s8", False, a_registers=True)
+    assert not np.array_equal(got, want)
+
+
+def test_int8_a_register_written_while_the_wgmma_runs_is_an_error():
+    """An 8-bit A register of a running mma_async overwritten before the wait_group that retires it."""
+    text = int8_kernel(64, "s8", a_registers=True)
+    early = text.replace("wgmma.commit_group.sync.aligned;", "wgmma.commit_group.sync.aligned;\nmov.b32 %a0, 0;")
+    assert early != text
+    with pytest.raises(EmulationError, match=r"wrote %a0, an A register of a wgmma.mma_async"):
+        run_int8(early, 64, "s8", False, a_registers=True)
 
 
 def test_int8_probe_catches_a_wrong_b_descriptor():

@@ -315,11 +315,12 @@ def kmajor_probe_ptx(n: int, shape: str, dtype: str, a_rows_bytes: int = 128, st
                      immediates: str = "", a_registers: bool = False) -> str:
     """The kernel for D (64 x n) = A B + C, both operands K-major images of 128-byte rows (A 64 rows,
     B n rows) in the 128-byte swizzle, `steps` instructions `shape` 32 bytes of K apart; C and D
-    `dtype` in the accumulator's fragment, `immediates` after scale-d. With `a_registers` (tf32)
-    A is a plain row-major 64 x 32 f32 array instead, each thread loading its 4 words a k8 step
-    into registers as mma.sync m16n8k8's A fragment (a0 (g, c), a1 (g + 8, c), a2 (g, c + 4), a3
-    (g + 8, c + 4) of its warp's 16 rows; g = lane / 4, c = lane % 4), the A the instruction
-    takes from registers."""
+    `dtype` in the accumulator's fragment, `immediates` after scale-d. With `a_registers` A is a
+    plain row-major array of 128-byte rows instead (64 x 32 f32, or 64 x 128 8-bit integers), each
+    thread loading its 4 words a step into registers as mma.sync's A fragment of the step's K
+    (m16n8k8 tf32: a0 (g, c), a1 (g + 8, c), a2 (g, c + 4), a3 (g + 8, c + 4); m16n8k32 8-bit: the
+    same words, 4 k each: a0 (g, 4c ..), .., a3 (g + 8, 16 + 4c ..); of its warp's 16 rows, g =
+    lane / 4, c = lane % 4), the A the instruction takes from registers."""
     regs = n // 2
     a_bytes, b_bytes = 64 * a_rows_bytes, n * 128
     lines = entry(n, dtype)
@@ -329,7 +330,7 @@ def kmajor_probe_ptx(n: int, shape: str, dtype: str, a_rows_bytes: int = 128, st
     lines += ["fence.proxy.async.shared::cta;", "bar.sync 0;"]
     lines += lane_pointers(n)
     lines += accumulators(n, dtype, store=False)
-    if a_registers:  # the lane's A words: row 16 w + g (%r12), column c (%r11), 32 f32 a row
+    if a_registers:  # the lane's A words: row 16 w + g (%r12), word c (%r11), 32 words a row
         lines += ["mad.lo.u32 %r15, %r12, 32, %r11;", "mul.wide.u32 %rd10, %r15, 4;", "add.u64 %rd10, %rd1, %rd10;"]
         for s in range(steps):
             for i in range(4):
@@ -354,16 +355,18 @@ def kmajor_probe_ptx(n: int, shape: str, dtype: str, a_rows_bytes: int = 128, st
     return "\n".join(lines) + "\n"
 
 
-def int8_probe_ptx(n: int, etype: str = "s8") -> str:
+def int8_probe_ptx(n: int, etype: str = "s8", a_registers: bool = False) -> str:
     """The kernel for D (64 x n, s32) = A (64 x 128) B (128 x n) + C with 8-bit integers
     (`wgmma.mma_async ... m64nNk32.s32.T.T`, both operands K-major: 128 K a 128-byte row, 4 k32
-    steps 32 bytes apart), C and D s32 in the f32 accumulator's fragment."""
-    return kmajor_probe_ptx(n, f"k32.s32.{etype}.{etype}", "s32")
+    steps 32 bytes apart), C and D s32 in the f32 accumulator's fragment; with `a_registers` A
+    from registers (`kmajor_probe_ptx`)."""
+    return kmajor_probe_ptx(n, f"k32.s32.{etype}.{etype}", "s32", a_registers=a_registers)
 
 
-def int8_case(n: int, etype: str, adversarial: bool, seed: int):
+def int8_case(n: int, etype: str, adversarial: bool, seed: int, a_registers: bool = False):
     """(A, B, C) and the kernel's arguments: 8-bit A (64 x 128) and B (128 x n), s32 C; adversarial:
-    the extremes of the type and a C near the int32 limits, so that D wraps."""
+    the extremes of the type and a C near the int32 limits, so that D wraps. With `a_registers` A
+    is passed as it is (row-major), else as its swizzled image."""
     rng = np.random.default_rng(seed)
     dt = np.int8 if etype == "s8" else np.uint8
     lo, hi = (-128, 128) if etype == "s8" else (0, 256)
@@ -373,7 +376,8 @@ def int8_case(n: int, etype: str, adversarial: bool, seed: int):
     if adversarial:
         a[::3] = lo if etype == "s8" else hi - 1
         b[:, ::2] = lo if etype == "s8" else hi - 1
-    args = [sw128_bytes(a), sw128_bytes(np.ascontiguousarray(b.T)), c, np.zeros((64, n), np.int32)]
+    args = [a.copy() if a_registers else sw128_bytes(a), sw128_bytes(np.ascontiguousarray(b.T)), c,
+            np.zeros((64, n), np.int32)]
     return (a, b, c), args
 
 
@@ -383,11 +387,11 @@ def int8_reference(a, b, c) -> np.ndarray:
     return ((total + 2**31) % 2**32 - 2**31).astype(np.int32)
 
 
-def run_int8(n: int, etype: str, adversarial: bool, seed: int):
+def run_int8(n: int, etype: str, adversarial: bool, seed: int, a_registers: bool = False):
     from tilemma.compiler.runtime import cuda_runtime
-    (a, b, c), args = int8_case(n, etype, adversarial, seed)
-    out = cuda_runtime.run_kernel(int8_probe_ptx(n, etype), ENTRY, (1, 1, 1), (128, 1, 1), args,
-                                  shared_bytes=len(args[0]) + len(args[1]))
+    (a, b, c), args = int8_case(n, etype, adversarial, seed, a_registers)
+    out = cuda_runtime.run_kernel(int8_probe_ptx(n, etype, a_registers), ENTRY, (1, 1, 1), (128, 1, 1), args,
+                                  shared_bytes=args[0].nbytes + args[1].nbytes)
     return int((out[3] != int8_reference(a, b, c)).sum()), 0.0
 
 
@@ -454,7 +458,7 @@ def main(argv: list[str]) -> int:
     """Every variant in a process of its own (a fault leaves the CUDA context unusable)."""
     if argv and argv[0] == "i8":
         etype, n, adv = argv[1], int(argv[2]), argv[3] == "1"
-        bad, _ = run_int8(n, etype, adv, seed=n + adv)
+        bad, _ = run_int8(n, etype, adv, seed=n + adv, a_registers=len(argv) > 4 and argv[4] == "1")
         print(bad, 0)
         return 0
     if argv and argv[0] == "tf32":
@@ -487,7 +491,9 @@ def main(argv: list[str]) -> int:
     for etype in ("s8", "u8"):
         for n in (64, 128, 256):
             for adv in (False, True):
-                print("int8", etype, n, "adv" if adv else "rand", variant("i8", etype, n, int(adv)), sep="\t", flush=True)
+                for regs in (False, True):
+                    print("int8", etype, n, "adv" if adv else "rand", "A registers" if regs else "A shared",
+                          variant("i8", etype, n, int(adv), int(regs)), sep="\t", flush=True)
     for n in (64, 128, 256):
         for adv in (False, True):
             for regs in (False, True):

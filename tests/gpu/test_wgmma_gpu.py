@@ -120,10 +120,11 @@ def test_tf32_wgmma_on_the_gpu(spec, options):
 @pytest.mark.parametrize("etype", ["s8", "u8"])
 @pytest.mark.parametrize("n", [64, 128, 256])
 @pytest.mark.parametrize("adversarial", [False, True])
-def test_int8_probe(etype, n, adversarial):
-    """One integer wgmma kernel of the probe in its own process."""
-    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", "i8", etype, str(n), str(int(adversarial))],
-                       capture_output=True, text=True)
+@pytest.mark.parametrize("a_registers", [False, True])
+def test_int8_probe(etype, n, adversarial, a_registers):
+    """One integer wgmma kernel of the probe (A from shared memory or from registers) in its own process."""
+    r = subprocess.run([sys.executable, "-m", "tools.wgmma_probe", "i8", etype, str(n), str(int(adversarial)),
+                        str(int(a_registers))], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert int(r.stdout.split()[0]) == 0, r.stdout
 

@@ -37,8 +37,11 @@ A may also come from registers ({a0, a1, a2, a3} in place of a-desc): warp w of 
 A's rows 16 w .. 16 w + 15 as mma.sync m16n8k8 tf32's A fragment (a0 (g, c), a1 (g + 8, c), a2
 (g, c + 4), a3 (g + 8, c + 4); g = lane / 4, c = lane % 4), measured bit-exact the same way on an
 H100 (`run_tf32` with `a_registers`). Those registers are read until the wait_group that retires
-the instruction: writing them before is an error, as for a sparse one's metadata. A from registers
-is modelled for tf32 only.
+the instruction: writing them before is an error, as for a sparse one's metadata. The 8-bit
+integer forms take A from registers the same way, as mma.sync m16n8k32's A fragment (a0 (g, 4c ..
+4c + 3), a1 (g + 8, ..), a2 (g, 16 + 4c ..), a3 (g + 8, 16 + 4c ..), the lowest k in the lowest
+byte), measured bit-exact on an H200 (`run_int8` with `a_registers`: s8 and u8, N = 64, 128, 256,
+random and extreme operands). A from registers is modelled for these forms only.
 
 Sparse (.sp, PTX ISA 8.2): {d}, a-desc, b-desc, sp-meta, sp-sel, scale-d, then the dense form's
 immediates. A is the compressed A, 64 rows of 16 kept values a k32 instruction, read through its
@@ -230,9 +233,11 @@ def _accumulator_positions(n: int) -> np.ndarray:
     return _warpgroup_positions(fragments.layout("m16n8k16", "c", "f32"), n // 8)
 
 
-# [128, 4]: the position row * 8 + col of a tf32 A (64 x 8) that register i of thread t holds when
-# A comes from registers: each warp's 16 rows as mma.sync m16n8k8 tf32's A fragment
-_A_POSITIONS = _warpgroup_positions(fragments.layout("m16n8k8", "a", "tf32"), 1)
+# [128, values]: the position row * K + col of an A (64 x K) that value i of thread t holds when A
+# comes from registers: each warp's 16 rows as mma.sync's A fragment of the same K (tf32 m16n8k8:
+# a value a register; 8-bit m16n8k32: four a register, the lowest K in the lowest byte)
+_A_POSITIONS = {etype: _warpgroup_positions(fragments.layout(shape, "a", etype), 1)
+                for etype, shape in (("tf32", "m16n8k8"), ("s8", "m16n8k32"), ("u8", "m16n8k32"))}
 
 
 def _int_imm(x, allowed: tuple[int, ...], name: str, where: str) -> int:
@@ -369,11 +374,11 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         raise EmulationError(f"{where}: N = {n}; m64nNk{kk} needs N a multiple of 8 from 8 to 256")
     if sparse and d.version is not None and PtxVersion.parse(d.version) < PtxVersion(8, 2):
         raise EmulationError(f"{where}: wgmma.mma_async.sp needs PTX ISA 8.2 or newer, the module is {d.version}")
-    a_regs: list | None = None  # A from registers (tf32 only): its 4 registers a thread
+    a_regs: list | None = None  # A from registers (tf32, 8-bit integers): its 4 registers a thread
     if len(args) >= 2 and isinstance(d.operand(args[1], op), _Vec):
-        if etype != "tf32":
-            raise EmulationError(f"{where}: A from registers is modelled for tf32 only (the other forms read A "
-                                 "through a shared-memory descriptor here)")
+        if etype not in _A_POSITIONS or sparse:
+            raise EmulationError(f"{where}: A from registers is modelled for tf32 and 8-bit integers only (the "
+                                 "other forms read A through a shared-memory descriptor here)")
     if sparse:
         dvec, a_desc, b_desc, meta, sel, scale_d, *imms = _one(d, op, args, 10, where)
     elif integer:  # no immediates: no negation, no transposes
@@ -382,12 +387,12 @@ def _dec_mma_async(d, op, args, where) -> Fn:
     elif etype == "tf32":  # negations, no transposes (K-major only)
         dvec, a_desc, b_desc, scale_d, *imms = _one(d, op, args, 6, where)
         imms += [_Imm("0", 0), _Imm("0", 0)]
-        if isinstance(a_desc, _Vec):
-            a_regs = list(a_desc.items)
-            if len(a_regs) != 4 or any(not isinstance(r, _Reg) or r.storage.itemsize != 4 for r in a_regs):
-                raise EmulationError(f"{where}: an A from registers is 4 32-bit registers a thread (m64nNk8 tf32)")
     else:
         dvec, a_desc, b_desc, scale_d, *imms = _one(d, op, args, 8, where)
+    if isinstance(a_desc, _Vec) and etype in _A_POSITIONS:
+        a_regs = list(a_desc.items)
+        if len(a_regs) != 4 or any(not isinstance(r, _Reg) or r.storage.itemsize != 4 for r in a_regs):
+            raise EmulationError(f"{where}: an A from registers is 4 32-bit registers a thread (m64nNk{kk} {etype})")
     regs = list(dvec.items) if isinstance(dvec, _Vec) else [dvec]
     acc = "s32" if integer else "f32"
     if len(regs) != n // 2:
@@ -470,9 +475,13 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         b = bits[:, a_cells:].reshape(-1, n, kk).transpose(0, 2, 1)
         if a_regs is None:
             return bits[:, :a_cells].reshape(-1, 64, a_k), b
-        a = np.zeros((groups.size, 64 * a_k), np.uint32)
-        for i, r in enumerate(a_regs):  # register i of thread t: A (rows, cols) of _A_POSITIONS
-            a[:, _A_POSITIONS[:, i]] = m.banks[r.bank][r.index].reshape(-1, 128)[groups].view(np.uint32)
+        per = 4 // elem  # values a register
+        a = np.zeros((groups.size, 64 * a_k), view)
+        for i, r in enumerate(a_regs):  # value j of register i of thread t: A (row, col) of _A_POSITIONS
+            words = m.banks[r.bank][r.index].reshape(-1, 128)[groups].view(np.uint32)
+            values = np.ascontiguousarray(words).view(view).reshape(groups.size, 128, per)
+            for j in range(per):
+                a[:, _A_POSITIONS[etype][:, i * per + j]] = values[:, :, j]
         return a.reshape(-1, 64, a_k), b
 
     def densify(m: _Machine, groups: np.ndarray, a: np.ndarray):
