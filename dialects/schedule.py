@@ -28,7 +28,8 @@ fragment's rows g and g + 8 are rows 2g and 2g + 1 of its 16, a B read's two fra
 and the odd columns of 16; the accumulators go into that order before the K loop
 (`warp.pair_rows`, `warp.pair_columns`) and back after it (`warp.unpair_rows`, `warp.unpair_columns`).
 `mma` (printed when not `sync`): `wgmma`, the stage multiplied by warpgroups (`warp.wgmma`: Hopper's
-`wgmma.mma_async` reading both operands from the 128-byte-swizzled stage, sm_90a) instead of each
+`wgmma.mma_async` reading both operands from the 128-byte-swizzled stage, sm_90a; with pair_bytes
+`a`, an 8-bit M-major A from registers, its byte-pair fragments each warp's) instead of each
 warp's ldmatrix + `mma.sync`; warps W x 1 (W a multiple of 4: W / 4 warpgroups down M) of warp tile
 1 x RN, so that warp w's accumulators are rows 16 (w mod 4) .. + 15 of its warpgroup's m64 tile,
 the wgmma accumulator layout. `producers` (printed when set: 4): a warp-specialized kernel, whose
@@ -199,10 +200,11 @@ class ScheduleAttr(ParametrizedAttribute):
         if s.mma not in MMAS:
             raise VerifyException(f"#warp.schedule: mma must be one of {', '.join(MMAS)}, got {s.mma!r}")
         if s.mma == "wgmma" and (not s.stages or s.warps[0] % 4 or s.warps[1] != 1 or s.warp_tile[0] != 1
-                                 or s.warp_tile[1] > 32 or s.gather or s.pair_bytes or s.widen):
+                                 or s.warp_tile[1] > 32 or s.gather or s.pair_bytes not in ("", "a") or s.widen):
             raise VerifyException("#warp.schedule: mma = wgmma needs a staged schedule of warps W x 1 (W a multiple "
-                                  "of 4) and warp tile 1 x RN (RN at most 32: N up to 256), with no gather, "
-                                  "pair_bytes or widen (a fill writes its K-major stages as the warpgroups read them)")
+                                  "of 4) and warp tile 1 x RN (RN at most 32: N up to 256), with no gather or widen "
+                                  "(a fill writes its K-major stages as the warpgroups read them) and pair_bytes "
+                                  "at most \"a\" (an A the warpgroups take from registers)")
         if s.producers not in (0, 4) or (s.producers and (s.mma != "wgmma" or s.split_k > 1)):
             raise VerifyException("#warp.schedule: producers is 0 or 4 (one producer warpgroup), for mma = wgmma "
                                   "and no split_k")

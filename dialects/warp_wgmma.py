@@ -22,6 +22,13 @@ With `metas` (a pre-compressed 2:4 A, `tile.sparse_from`) it is the sparse `wgmm
 m64nNk32: A's stage holds the kept values (K / 2 columns, so a 128-byte row covers K 128) and each
 warp passes one metadata word a k32 step, the `e` word mma.sp m16n8k32 (selector 0) takes for
 its 16 rows - the layout and arithmetic tools/wgmma_probe.py measured on an H200.
+
+With `a_frags` (8-bit integers) A comes from registers instead: each warp passes its 16 rows as one
+mma.sync m16n8k32 A fragment a k32 step (the layout the probe measured), read from the stage by
+whatever reads suit it (`warp.ldmatrix` byte pairs of an M-major A, which no descriptor can
+transpose for 8-bit elements); `a` is then the stage they came from, not read by the instruction.
+The tensor cores read those registers until the products retire, so a loop that leaves them
+running is unrolled (`warp-unroll-sparse`) before they are loaded again.
 """
 
 from __future__ import annotations
@@ -83,6 +90,7 @@ class WgmmaOp(IRDLOperation):
     token = operand_def(AsyncTokenType)
     accs = var_operand_def(FragType)
     metas = var_operand_def(FragType)  # a sparse A's metadata words, one a k32 step (none: dense)
+    a_frags = var_operand_def(FragType)  # A from registers: one fragment a K step (none: the descriptor)
     outs = var_result_def(FragType)
     a_blocks = prop_def(IntegerAttr)  # 0: A K-major; else M-major blocks of 64 rows a stage
     b_blocks = prop_def(IntegerAttr)  # 0: B K-major; else N-major blocks of 64 columns a stage
@@ -90,12 +98,13 @@ class WgmmaOp(IRDLOperation):
     irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
 
     assembly_format = ("$a `[` $indices `]` `,` $b `after` $token `,` $accs (`meta` $metas^ `:` type($metas))? "
+                       "(`regs` $a_frags^ `:` type($a_frags))? "
                        "attr-dict `:` type($a) `,` type($b) `,` type($accs) `->` type($outs)")
 
     def __init__(self, a: SSAValue, b: SSAValue, indices: Sequence[SSAValue], token: SSAValue,
                  accs: Sequence[SSAValue], b_blocks: int = 0, pending: int = 0, a_blocks: int = 0,
-                 metas: Sequence[SSAValue] = ()):
-        super().__init__(operands=[a, b, indices, token, accs, metas], result_types=[[x.type for x in accs]],
+                 metas: Sequence[SSAValue] = (), a_frags: Sequence[SSAValue] = ()):
+        super().__init__(operands=[a, b, indices, token, accs, metas, a_frags], result_types=[[x.type for x in accs]],
                          properties={"a_blocks": IntegerAttr(a_blocks, i64), "b_blocks": IntegerAttr(b_blocks, i64),
                                      "pending": IntegerAttr(pending, i64)})
 
@@ -116,7 +125,10 @@ class WgmmaOp(IRDLOperation):
 
     @property
     def stage_k(self) -> int:
-        """K of the stage: A's columns (twice a sparse A's kept ones), or an M-major A's block rows."""
+        """K of the stage: A's columns (twice a sparse A's kept ones), an M-major A's block rows, or
+        the K steps of an A from registers."""
+        if self.a_frags:
+            return len(self.a_frags) * self.k_step
         k = self.a.type.get_shape()[1 if self.a_blocks.value.data else 2]  # type: ignore[union-attr]
         return 2 * k if self.sparse else k
 
@@ -149,6 +161,8 @@ class WgmmaOp(IRDLOperation):
             raise VerifyException("warp.wgmma: 8-bit integer and tf32 operands are read K-major (no a_blocks / b_blocks)")
         sa, ra, ca = a.get_shape()
         a_blocks, bk = self.a_blocks.value.data, self.stage_k
+        if self.a_frags:
+            self._verify_a_frags(v, elems[0])
         if self.sparse:
             verify_meta_fragments(self.metas, "warp.wgmma metadata")
             if a_blocks or len(self.metas) != bk // WGMMA_SP_K:
@@ -156,13 +170,13 @@ class WgmmaOp(IRDLOperation):
                                       f"step of the stage ({bk // WGMMA_SP_K}), not {len(self.metas)}")
         # a sparse A's kept values may also be 64-byte rows (K 64 stages: the 64-byte swizzle)
         a_rows = (SWIZZLE_BYTES, SWIZZLE_BYTES // 2) if self.sparse else (SWIZZLE_BYTES,)
-        if row_bytes(a) not in a_rows or row_bytes(b) != SWIZZLE_BYTES or (
-                sa % a_blocks if a_blocks else ra % WGMMA_ROWS):
+        if (not self.a_frags and row_bytes(a) not in a_rows) or row_bytes(b) != SWIZZLE_BYTES or (
+                not self.a_frags and (sa % a_blocks if a_blocks else ra % WGMMA_ROWS)):
             raise VerifyException(f"warp.wgmma: A and B stages have rows of {SWIZZLE_BYTES} bytes (32 f32, 64 16-bit or 128 "
                                   f"8-bit elements of K, or of M or N for an M-major A or N-major B; a sparse A's kept "
                                   f"values 128 or 64 bytes), A a multiple of {WGMMA_ROWS} rows or a_blocks blocks "
                                   "a stage")
-        for what, ref in (("A", a), ("B", b)):
+        for what, ref in (("A", a), ("B", b))[1 if self.a_frags else 0:]:  # (an A from registers: its reads')
             layout = ref.layout
             if isinstance(layout, SwizzledLayoutAttr) and (layout.mult.data != 1 or layout.fold.data):
                 raise VerifyException(f"warp.wgmma: {what} must be #warp.swizzled<1> (the hardware's 128-byte "
@@ -179,6 +193,20 @@ class WgmmaOp(IRDLOperation):
             raise VerifyException("warp.wgmma: pending is 0 or 1 (groups of wgmmas left running)")
         if bk % self.k_step:
             raise VerifyException(f"warp.wgmma: the stage's K is a multiple of the instruction's K ({self.k_step})")
+
+    def _verify_a_frags(self, v, atype: str) -> None:
+        """An A from registers: 8-bit integers, dense, one A fragment of the accumulators' instruction
+        a k32 step of the stage (the one mma.sync m16n8k32 takes: 4 registers a thread)."""
+        if atype not in ("s8", "u8") or self.sparse or self.a_blocks.value.data:
+            raise VerifyException("warp.wgmma: A from registers (a_frags) is modelled for dense 8-bit integers, "
+                                  "read as K x M-ordered fragments, not through a_blocks")
+        for x in self.a_frags:
+            if not isinstance(x.type, FragType) or x.type.role != Operand.A or x.type.variant != v:
+                raise VerifyException(f"warp.wgmma: a_frags are A fragments of {v.opcode}, one a k{self.k_step} step")
+        sa, ra, ca = self.a.type.get_shape()  # type: ignore[union-attr]
+        if len(self.a_frags) * self.k_step not in (ra, ca):
+            raise VerifyException(f"warp.wgmma: {len(self.a_frags)} A fragments cover K {len(self.a_frags) * self.k_step}, "
+                                  f"not the stage's ({ra} x {ca})")
 
 
 def _read_as(ptx: str) -> str:

@@ -17,6 +17,8 @@ CASES = [  # (spec, extra options, the sm_90 kernel's instruction)
     # the transposing fill done by the producers (their words held between loads and stores):
     # an N-major 8-bit B, both 8-bit operands, a rounded tf32 N-major B, a batch
     (GemmSpec(130, 256, 600, "s8", "s8", "s32"), {}, "mma"),
+    (GemmSpec(128, 256, 512, "s8", "s8", "s32", a_layout="col"), {"pair_bytes": False}, "mma"),
+    # an M-major 8-bit A the consumers take from registers (byte-pair reads of the stage), B filled
     (GemmSpec(128, 256, 512, "s8", "s8", "s32", a_layout="col"), {}, "mma"),
     (GemmSpec(192, 128, 700, "tf32", "tf32", "f32", rounding="rna"), {"warps": "8x1", "warp_tile": "1x16"}, "mma"),
     (GemmSpec(96, 256, 384, "u8", "u8", "s32", batch=2, bcast="b"), {}, "mma"),

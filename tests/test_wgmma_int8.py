@@ -1,6 +1,7 @@
 """8-bit integers multiplied by warpgroups (`wgmma.mma_async ... m64nNk32.s32.{s8,u8}`, sm_90a):
 what `tile-plan` chooses and refuses (K-major A and B: the integer forms have no transposes; an
-M-major A or N-major B only when asked, staged K-major by the transposing fill),
+M-major A taken from registers, read from its stage as stored by byte pairs; an N-major B only
+when asked, staged K-major by the transposing fill),
 the PTX (no immediates after scale-d; K steps 32 bytes), ptxas, and in the emulator D equal to the
 mma.sync kernel's word for word (both exact: the int32 sum, wrapped; tools/wgmma_probe.py showed
 wgmma's to be that on an H200). (GPU: tests/gpu/test_wgmma_gpu.py.)"""
@@ -24,7 +25,8 @@ def spec(m, n, k, t="s8", **kw) -> GemmSpec:
     (spec(257, 129, 4096), "90a", {}, ("sync",)),  # fewer rows: mma.sync (its split K)
     (spec(4096, 4096, 4096), "90", {}, ("sync",)),  # sm_90 has no wgmma
     (spec(4096, 4096, 4096, b_layout="row"), "90a", {}, ("sync",)),  # an N-major B: byte pairs win
-    (spec(4096, 4096, 4096, a_layout="col"), "90a", {}, ("sync",)),
+    (spec(4096, 4096, 4096, a_layout="col"), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # A from registers
+    (spec(4096, 4096, 4096, a_layout="col", b_layout="row"), "90a", {}, ("sync",)),  # B: byte pairs win
     (spec(4096, 4096, 4096, b_layout="row"), "90a", {"wgmma": True}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # filled
 ])
 def test_plan(s, sm, kw, want):
@@ -32,15 +34,17 @@ def test_plan(s, sm, kw, want):
     assert (got.mma, got.warps, got.warp_tile, got.stages, got.stage_k)[:len(want)] == want
 
 
-def test_a_transposed_operand_is_filled_k_major():
+def test_a_transposed_b_is_filled_k_major_and_an_m_major_a_read_from_registers():
     s = schedule(spec(256, 256, 256, b_layout="row", a_layout="col"), wgmma=True)
-    assert (s.mma, s.fill) == ("wgmma", "ab")
+    assert (s.mma, s.fill, s.pair_bytes) == ("wgmma", "b", "a")
+    assert schedule(spec(256, 256, 256, a_layout="col"), pair_bytes=False, wgmma=True).fill == "a"  # without pairs
 
 
 @pytest.mark.parametrize("s, kw, message", [
     (spec(64, 62, 128, b_layout="row"), {}, "4-byte aligned for cp.async (no gather)"),  # N not a multiple of 4
     (spec(62, 64, 128, a_layout="col"), {}, "4-byte aligned for cp.async (no gather)"),
     (spec(64, 64, 128), {"stage_k": 64}, "stage-k 128 for 8-bit operands"),
+    (spec(256, 256, 512, a_layout="col"), {"producers": 4, "tma": 1}, "a swizzle no tensor map writes"),
     (GemmSpec(64, 64, 128, "e4m3", "e4m3", "f32", b_layout="col"), {}, "the warpgroups here take"),
 ])
 def test_refusals_are_located(s, kw, message):
@@ -67,7 +71,10 @@ def test_ptxas_takes_it():
 CASES = {  # spec, options
     "odd": (spec(130, 200, 300), {}),  # ragged M, N and K
     "b-row-filled": (spec(130, 200, 300, b_layout="row"), {}),  # the transposing fill stages B K-major
-    "a-col-filled": (spec(136, 200, 320, "u8", a_layout="col"), {}),
+    "a-col-registers": (spec(136, 200, 320, "u8", a_layout="col"), {}),  # A from registers, by byte pairs
+    "a-col-registers-unrolled": (spec(256, 264, 1024, a_layout="col"), {}),  # 8 stages: the loop unrolled by 2
+    "a-col-b-row": (spec(136, 200, 320, a_layout="col", b_layout="row"), {}),  # A from registers, B filled
+    "a-col-filled": (spec(136, 200, 320, "u8", a_layout="col"), {"pair_bytes": False}),
     "u8-batch": (spec(70, 136, 264, "u8", batch=2), {}),
     "in-flight": (spec(200, 264, 520), {"warps": "4x1", "warp_tile": "1x32", "stages": 3}),
     "wait-each": (spec(96, 64, 300, "u8"), {"stages": 2}),

@@ -503,10 +503,12 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     why_not = stageable(g, variant, fill, gather)
     # 8-bit operands the fill would transpose, read by byte-pair ldmatrix .trans instead
     pair = pairable(g, variant, fill, gather) if pair_bytes else ""
-    # the warpgroups read 8-bit stages K-major: the operands the fill transposes, when asked for them
+    # the warpgroups read 8-bit stages K-major: an M-major A they take from registers instead, read
+    # by byte pairs (`wgmma_pair`); the other operands the fill transposes, when asked for them
     # (`--wgmma`); never by themselves, the fill loses to the byte-pair reads there (H200, s8 B
     # row-major 4096^3 632 against 805 TOP/s, results/h200-2026-11-27-s8-wgmma-fill.csv)
-    wgmma_fill = fill if g.a.bits == 8 and wgmma else ""
+    wgmma_pair = "a" if "a" in pair and g.a.bits == 8 else ""
+    wgmma_fill = "".join(w for w in fill if w not in wgmma_pair) if g.a.bits == 8 and wgmma else ""
     fill = "".join(w for w in fill if w not in pair)
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
@@ -514,12 +516,13 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     # sm_90a's warpgroups where they can and win (`configs.WGMMA_MIN_ROWS`), unless a configuration is forced
     automatic = ((warps, warp_tile, stages, stage_k) == (None, None, -1, 0)
                  and g.m >= configs.WGMMA_MIN_ROWS[plan_warpgroups.wgmma_schedule(g)]
-                 and plan_warpgroups.wgmma_unsupported(g, variant, target, why_not, wgmma_fill, gather) is None)
+                 and plan_warpgroups.wgmma_unsupported(g, variant, target, why_not, wgmma_fill, gather,
+                                                       wgmma_pair) is None)
     if wgmma or automatic:
         planned = plan_warpgroups.plan_wgmma(kernel, g, variant, target, why_not, wgmma_fill, gather, warps,
                                              warp_tile, stages, stage_k, split_k, automatic=not wgmma,
                                              producers=producers, tma=tma, cluster=cluster,
-                                             persistent=persistent)
+                                             persistent=persistent, pair=wgmma_pair)
         if planned is not None:
             return planned
     if persistent > 0:

@@ -30,11 +30,13 @@ from tilemma.passes.tile.plan import (
 )
 
 
-def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None, fill: str, gather: str) -> str | None:
+def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None, fill: str, gather: str,
+                      pair: str = "") -> str | None:
     """Why a kernel cannot be multiplied by warpgroups (`#warp.schedule` mma = wgmma), None if it
     can: sm_90a, a dense 16-bit mma into f32 (`warp.WGMMA_TYPES`) or the sparse one of a
-    pre-compressed A, an 8-bit integer one into s32 (K-major A and B, or those the fill stages
-    K-major), or a tf32 one of f32 operands (any order and rounding: `tf32_staging`), that stages
+    pre-compressed A, an 8-bit integer one into s32 (K-major A and B, those the fill stages
+    K-major, or an M-major A taken from registers by byte pairs, `pair`), or a tf32 one of f32
+    operands (any order and rounding: `tf32_staging`), that stages
     (`stageable`), read as stored (16-bit A and B in either order), every row copied by cp.async."""
     if not target.is_arch(90):
         return f"the warpgroup mma is the arch-specific target sm_90a's, not {target}'s"
@@ -49,13 +51,13 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
         return "A and B must be read as stored (or f32 read as tf32)"
     if gather:
         return "every row of A and B must be 4-byte aligned for cp.async (no gather)"
-    if g.a.bits == 8 and any(wrong_order(g, w) and w not in fill for w in "ab"):
-        return ("8-bit integers are read K-major (no transposes): A row-major and B column-major, or an operand "
-                "the transposing fill can stage K-major")
+    if g.a.bits == 8 and any(wrong_order(g, w) and w not in fill + pair for w in "ab"):
+        return ("8-bit integers are read K-major (no transposes): A row-major and B column-major, an M-major A "
+                "read from registers by byte pairs, or an operand the transposing fill can stage K-major")
     return None
 
 
-def tma_unsupported(g, variant, producers: int, fill: str) -> str | None:
+def tma_unsupported(g, variant, producers: int, fill: str, pair: str = "") -> str | None:
     """Why a warpgroup kernel's stages cannot be copied by the TMA (`Schedule.copy` tma), None if
     they can: a producer warpgroup issues the copies, of stages as stored (no fill; a tf32 stage
     rounded in place would need the producers to wait for the TMA's bytes first), of static sizes
@@ -65,6 +67,8 @@ def tma_unsupported(g, variant, producers: int, fill: str) -> str | None:
         return "the TMA's copies are a producer warpgroup's (producers=4)"
     if fill:
         return f"the transposing fill stages {' and '.join(fill.upper())} through registers, not by copies"
+    if pair:  # (`#warp.swizzled<1, fold>`: `warp-swizzle-shared`)
+        return "an A read from registers by byte pairs is staged in a swizzle no tensor map writes"
     if variant.atype == "tf32" and any(tf32_rounding(m) != "trunc" for m in (g.a, g.b)):
         return "a tf32 stage is rounded where it lies once copied; the TMA copies only truncated tf32 (rounding trunc)"
     if any(any(row) for row in (*g.sizes, *g.strides)):
@@ -208,7 +212,8 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
 
 def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_not, fill: str, gather: str,
                warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False,
-               producers: int = -1, tma: int = -1, cluster: int = -1, persistent: int = -1) -> Schedule | None:
+               producers: int = -1, tma: int = -1, cluster: int = -1, persistent: int = -1,
+               pair: str = "") -> Schedule | None:
     """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
     default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
@@ -222,7 +227,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     `persistent` (-1: `configs.WGMMA_PERSISTENT`'s, as many CTAs as the SMs hold, `persistent_ctas`;
     0: none; N: N CTAs): CTAs that loop over the tiles, where there are more tiles than CTAs."""
     mma = g.mma
-    if why := wgmma_unsupported(g, variant, target, why_not, fill, gather):
+    if why := wgmma_unsupported(g, variant, target, why_not, fill, gather, pair):
         raise LoweringError(mma, f"wgmma: {why}")
     if variant.atype == "tf32":
         fill = tf32_staging(g)
@@ -262,7 +267,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                                 f"{stage_k} stage evenly over {fillers} threads; choose other warps or warp-tile")
     if producers and split_k > 1:
         raise LoweringError(mma, "producers: a producer warpgroup's kernel does not split K (split-k 1)")
-    why = tma_unsupported(g, variant, producers, fill)
+    why = tma_unsupported(g, variant, producers, fill, pair)
     if tma > 0 and why:
         raise LoweringError(mma, f"tma: {why}")
     if tma < 0:  # (`configs.WGMMA_TMA`)
@@ -287,4 +292,5 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                                            or wave_use(t.tiles * splits, target) < wave[1]):
         return None  # (`configs.WGMMA_WAVE`) mma.sync's smaller tiles do better
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma",
-                    producers=producers, copy="tma" if tma else "async", cluster=cluster, persistent=persistent)
+                    producers=producers, copy="tma" if tma else "async", cluster=cluster, persistent=persistent,
+                    pair_bytes=pair)

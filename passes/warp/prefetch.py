@@ -121,7 +121,9 @@ class WarpPrefetchFragments(ModulePass):
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             attr = kernel.attributes.get("warp.schedule")
             if isinstance(attr, ScheduleAttr) and attr.schedule.stages and "warp.grid" in kernel.attributes:
-                if any(isinstance(o, warp.LdMatrixOp | warp.LoadSharedOp) for o in kernel.walk()):
+                # (a warpgroup kernel's reads, of an A from registers, stay with their wgmma)
+                if attr.schedule.mma != "wgmma" and any(isinstance(o, warp.LdMatrixOp | warp.LoadSharedOp)
+                                                        for o in kernel.walk()):
                     _Prefetch(kernel, attr.schedule, self.b_ahead).run()
 
 

@@ -153,8 +153,11 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     fill_chain = operand_chain(fill, pure)
     landing_chain = operand_chain(landing, pure)
     wgmmas = [o for o in consume if isinstance(o, warp.WgmmaOp)]
-    if not wgmmas or any(isinstance(o, warp.MmaOp | warp.LdMatrixOp | warp.LoadSharedOp) for o in consume):
-        raise LoweringError(loop, "warp-specialize: the consumers' stage is read by warp.wgmma alone")
+    a_reads = {f.owner for w in wgmmas for f in w.a_frags}  # an A from registers: its fragments' reads
+    if not wgmmas or any(isinstance(o, warp.MmaOp | warp.LdMatrixOp | warp.LoadSharedOp) and o not in a_reads
+                         for o in consume):
+        raise LoweringError(loop, "warp-specialize: the consumers' stage is read by warp.wgmma alone (and the "
+                                  "reads of an A it takes from registers)")
 
     # with `tma`, one producer thread copies A's and B's stages (`warp.copy_tma`); what cp.async
     # still copies (a pre-compressed A's metadata, which generic loads read) arrives at the stage's

@@ -117,6 +117,9 @@ class _Stage(IndexBuilder):
         self.through_a, self.through_b = self.fill_a or "a" in s.gather, self.fill_b or "b" in s.gather
         self.a_m_major = column_major(self.a) and not self.fill_a
         self.b_k_major = column_major(self.b) or self.fill_b
+        # an 8-bit M-major A the warpgroups take from registers: its stage as stored (K x M), each
+        # k32 step's fragments read by byte pairs (`#warp.schedule` pair_bytes "a" with wgmma)
+        self.a_registers = s.mma == "wgmma" and "a" in s.pair_bytes
         # bytes a cp.async of A's and of B's stage copies (their runs' alignment), which the
         # warpgroups' in-place rounding follows chunk for chunk
         self.a_vector, self.b_vector = copy_vector(self.a, self.a_m_major), copy_vector(self.b, self.b_k_major)
@@ -158,7 +161,7 @@ class _Stage(IndexBuilder):
         self.in_flight = s.wgmma_in_flight
         # an M-major A or N-major B read by wgmma: blocks of 64 rows or columns, each K rows of 128
         # bytes (the descriptors' layout), stage s the blocks s * blocks ..
-        self.a_blocks = bm // warp.N_BLOCK if self.wgmma and self.a_m_major else 0
+        self.a_blocks = bm // warp.N_BLOCK if self.wgmma and self.a_m_major and not self.a_registers else 0
         self.b_blocks = bn // warp.N_BLOCK if self.wgmma and not self.b_k_major else 0
         a_shape = ([S * self.a_blocks, bk, warp.N_BLOCK] if self.a_blocks
                    else [S, bk, bm] if self.a_m_major else [S, bm, bk // 2 if self.pre else bk])
@@ -217,9 +220,10 @@ class _Stage(IndexBuilder):
         body.add_ops(self.ops)
         self.ops = outer
         staged = self.add(scf.ForOp(zero, steps, self.const(1), accs, body))
-        out = self.pairs(list(staged.results), to_pairs=False)
+        out = list(staged.results)
         if self.wgmma and self.in_flight:  # the last stage's products may still run
             out = list(self.add(warp.WgmmaWaitOp(out)).results)
+        out = self.pairs(out, to_pairs=False)
         Rewriter.insert_op(self.ops, InsertPoint.before(loop))
         for old, new in zip(loop.results, out):
             old.replace_all_uses_with(new)
@@ -371,9 +375,16 @@ class _Stage(IndexBuilder):
                     metas: list[SSAValue]) -> list[SSAValue]:
         """The stage multiplied by this warp's warpgroup (`#warp.schedule` mma = wgmma): its A rows
         are the group's 64 (`group_row`, computed once before the loop); a pre-compressed A's
-        metadata words are this warp's own 16 rows' (`stage_meta`)."""
+        metadata words are this warp's own 16 rows' (`stage_meta`); an A from registers is this
+        warp's 16 rows, a fragment a K step read by byte pairs (`a_registers`)."""
+        frags = []
+        if self.a_registers:
+            a_type, zero = self.a_loads[0].result.type, self.const(0)
+            frags = [self.add(warp.LdMatrixOp(self.s_a, [stage, zero, self.warp_row], token, (kk, 0), a_type,
+                                              trans=True)).results[0]
+                     for kk in range(0, self.s.stage_k, self.variant.k)]
         return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, self.group_row], token, accs,
-                                           self.b_blocks, self.in_flight, self.a_blocks, metas)).results)
+                                           self.b_blocks, self.in_flight, self.a_blocks, metas, frags)).results)
 
     def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):
         """Each K step of the stage: its fragment reads (A by instruction row, B by `b_group`),

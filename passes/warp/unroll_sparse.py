@@ -1,10 +1,13 @@
-"""`warp-unroll-sparse`: unrolls by P + 1 each loop whose sparse warpgroup mmas leave P stages'
-products running, so that no stage's metadata loads overwrite the registers a running mma reads.
+"""`warp-unroll-sparse`: unrolls by P + 1 each loop whose warpgroup mmas that read registers (a
+sparse one's metadata, an A from registers) leave P stages' products running, so that no stage's
+loads overwrite the registers a running mma reads.
 
-The tensor cores read a `wgmma.mma_async.sp`'s metadata registers (sp-meta) until its products
-retire (`wgmma.wait_group`). In a loop the next iteration's `warp.load_meta_shared` writes the same
-registers while the mma it fed still runs: an H200 computed wrong products so, and where ptxas
-sees it, it serializes every wgmma of the kernel (C7513). With the body copied P + 1 times
+The tensor cores read a `wgmma.mma_async.sp`'s metadata registers (sp-meta), and the A registers
+of one that takes A from registers, until its products retire (`wgmma.wait_group`). In a loop the
+next iteration's `warp.load_meta_shared` (or A's `warp.ldmatrix`) writes the same registers while
+the mma it fed still runs: an H200 computed wrong products so (the sparse metadata; 8-bit A
+registers likewise, every D word wrong at 4096^3), and where ptxas sees it, it serializes every
+wgmma of the kernel (C7513). With the body copied P + 1 times
 each copy loads into its own registers, and writes them again only after P + 1 later stages
 committed, whose waits (each leaving P running) retired the mma that read them.
 
@@ -31,8 +34,10 @@ from tilemma.passes.warp.loop_clone import unroll
 
 
 def _sparse_running(loop: scf.ForOp) -> list[warp.WgmmaOp]:
-    """The sparse `warp.wgmma`s of `loop`'s own body that leave products running."""
-    return [o for o in loop.body.block.ops if isinstance(o, warp.WgmmaOp) and o.sparse and o.pending.value.data]
+    """The `warp.wgmma`s of `loop`'s own body that read registers (sparse, or A from registers)
+    and leave products running."""
+    return [o for o in loop.body.block.ops
+            if isinstance(o, warp.WgmmaOp) and (o.sparse or o.a_frags) and o.pending.value.data]
 
 
 def _copies(running: list[warp.WgmmaOp]) -> int:

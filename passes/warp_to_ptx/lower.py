@@ -138,7 +138,7 @@ class WarpToPtx(ModulePass):
         for k in kernels:  # (at the kernel: the loop is a pass's, with no source line)
             if any(isinstance(o, scf.ForOp) and meta_overwritten(o) for o in k.walk()):
                 raise LoweringError(k, "run warp-unroll-sparse before warp-to-ptx (a loop's next stage would load "
-                                       "metadata into the registers of a sparse warp.wgmma that still runs)")
+                                       "metadata or A fragments into the registers of a warp.wgmma that still runs)")
         for mma in (o for k in kernels for o in k.walk() if isinstance(o, warp.MmaOp)):
             if mma.split_tf32 is not None:
                 raise LoweringError(mma, "run warp-split-tf32 before warp-to-ptx (3xTF32 mmas)")

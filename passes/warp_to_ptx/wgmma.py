@@ -11,7 +11,8 @@ mma_arith; the M-major A by the GPU tests (the kernels' D bit for bit as the mma
 The sparse `wgmma.mma_async.sp` (a pre-compressed A) reads A's kept values as a dense K-major A of
 half the K (a k32 step 32 bytes along the rows; rows of 128 bytes, or of 64 in the 64-byte
 swizzle, mode 2, SBO 512, for stages of K 64) and takes each warp's metadata word of the step
-with selector 0, measured the same way.
+with selector 0, measured the same way. An A from registers (`a_frags`, 8-bit integers) is the
+step's fragment registers `{a0, a1, a2, a3}` in place of A's descriptor.
 """
 
 from __future__ import annotations
@@ -48,10 +49,10 @@ class LowerWgmma(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: warp.WgmmaOp, rewriter: PatternRewriter) -> None:
         a_base, b_base, idx, accs = reg(op.a), reg(op.b), all_reg(op.indices), all_regs(op.accs)
-        metas = all_reg(op.metas)
-        if a_base is None or b_base is None or idx is None or accs is None or metas is None:
+        metas, a_frags = all_reg(op.metas), all_regs(op.a_frags)
+        if a_base is None or b_base is None or idx is None or accs is None or metas is None or a_frags is None:
             return
-        for what, ref in (("A", op.a.type), ("B", op.b.type)):
+        for what, ref in (("A", op.a.type), ("B", op.b.type))[1 if a_frags else 0:]:
             on, mult, fold = _swizzle(ref)
             if not on or mult != 1 or fold:
                 raise LoweringError(op, f"warp.wgmma reads 128-byte-swizzled stages (#warp.swizzled<1>); its {what} "
@@ -66,7 +67,8 @@ class LowerWgmma(RewritePattern):
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
         # K of a step: B's the instruction's, A's half that for a sparse A's kept values
-        a_desc, a_step = self._operand(e, a_base, stage, a_ref, a_blocks, op.k_step // (2 if op.sparse else 1), row)
+        a_desc, a_step = ("", 0) if a_frags else \
+            self._operand(e, a_base, stage, a_ref, a_blocks, op.k_step // (2 if op.sparse else 1), row)
         b_desc, b_step = self._operand(e, b_base, stage, b_ref, b_blocks, op.k_step)
         dtype = frag.variant.dtype  # f32, or s32 for 8-bit integers
         flat = [r for regs in accs for r in regs]
@@ -89,9 +91,12 @@ class LowerWgmma(RewritePattern):
         for s in range(steps):
             da, db = a_desc, b_desc
             if s:
-                da, db = e.reg("b64"), e.reg("b64")
-                e.emit("add.s64", da, a_desc, a_step * s >> 4)
+                da, db = (da, e.reg("b64")) if a_frags else (e.reg("b64"), e.reg("b64"))
+                if not a_frags:
+                    e.emit("add.s64", da, a_desc, a_step * s >> 4)
                 e.emit("add.s64", db, b_desc, b_step * s >> 4)
+            if a_frags:  # the step's A fragment, from registers
+                da = "{" + ", ".join(a_frags[s]) + "}"
             meta = (metas[s], 0) if op.sparse else ()  # the step's word, selector 0
             e.emit(opcode, "{" + ", ".join(d) + "}", da, db, *meta, scale_d, *imms)
         e.emit("wgmma.commit_group.sync.aligned")

@@ -83,8 +83,10 @@ INT8_CASES = [  # 8-bit integers, K-major A and B: D exact, the same words as th
     (GemmSpec(1024, 1024, 1024, "s8", "s8", "s32", b_layout="col"), {}),
     (GemmSpec(200, 264, 520, "s8", "s8", "s32", b_layout="col"), {"warps": "4x1", "warp_tile": "1x32", "stages": 3}),
     (GemmSpec(130, 200, 300, "s8", "s8", "s32"), {}),  # an N-major B: the transposing fill stages it K-major
-    (GemmSpec(136, 200, 320, "u8", "u8", "s32", a_layout="col"), {}),  # an M-major A, filled
-    (GemmSpec(1024, 1024, 1024, "s8", "s8", "s32", a_layout="col"), {}),  # both filled
+    (GemmSpec(136, 200, 320, "u8", "u8", "s32", a_layout="col"), {}),  # an M-major A, from registers (byte pairs)
+    (GemmSpec(136, 200, 320, "u8", "u8", "s32", a_layout="col"), {"pair_bytes": False}),  # ... filled
+    (GemmSpec(1024, 1024, 1024, "s8", "s8", "s32", a_layout="col"), {}),  # A from registers, an N-major B filled
+    (GemmSpec(512, 520, 2048, "s8", "s8", "s32", a_layout="col", b_layout="col"), {}),  # the loop unrolled by 2
 ]
 
 

@@ -39,7 +39,7 @@
 // PTX:         wgmma.wait_group.sync.aligned 1;
 // PTX:         bra.uni
 
-// ERR: warp-unroll-sparse.mlir:[[# @LINE + 1]]:1: error: func.func: run warp-unroll-sparse before warp-to-ptx (a loop's next stage would load metadata into the registers of a sparse warp.wgmma that still runs)
+// ERR: warp-unroll-sparse.mlir:[[# @LINE + 1]]:1: error: func.func: run warp-unroll-sparse before warp-to-ptx (a loop's next stage would load metadata or A fragments into the registers of a warp.wgmma that still runs)
 func.func @unrolled(%a_values: memref<128x512xf16>, %a_meta: memref<8x512xui32>, %b: memref<1024x128xf16>, %d: memref<128x128xf32>) {
   %ta = tile.sparse_from %a_values, %a_meta : memref<128x512xf16>, memref<8x512xui32> -> !tile.sparse<128x1024xf16>
   %tb = tile.load %b[0, 0] : memref<1024x128xf16> -> !tile.tile<1024x128xf16>
