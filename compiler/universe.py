@@ -42,6 +42,12 @@ def _plan():
     return TilePlan
 
 
+def _transpose_product():
+    from tilemma.passes.tile.transpose_product import TileTransposeProduct
+
+    return TileTransposeProduct
+
+
 def _attention():
     from tilemma.passes.tile.attention import TileAttention
 
@@ -157,6 +163,7 @@ PASSES = {
     "linalg-to-tile": _linalg_to_tile,
     "tile-select-mma": _select_mma,
     "tile-attention": _attention,
+    "tile-transpose-product": _transpose_product,
     "tile-plan": _plan,
     "tile-distribute": _distribute,
     "tile-distribute-epilogue": _distribute_epilogue,

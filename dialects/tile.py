@@ -73,6 +73,7 @@ from tilemma.dialects.tile_types import (
 
 from tilemma.dialects.tile_epilogue import BroadcastOp, MapOp, YieldOp  # noqa: E402  (tile ops, one dialect)
 from tilemma.dialects.tile_softmax import SoftmaxOp  # noqa: E402  (tile ops, one dialect)
+from tilemma.dialects.tile_view import TransposeViewOp  # noqa: E402  (tile ops, one dialect)
 
 # Defined with the element vocabulary, read by callers as tile.X too.
 from tilemma.dialects.attributes import canonical_element, element_bits, element_type  # noqa: F401
@@ -713,6 +714,6 @@ MMA_OPS = (MmaOp, ScaledMmaOp)
 Tile = Dialect(
     "tile",
     [MatmulOp, MmaOp, ScaledMmaOp, LoadOp, StoreOp, CastOp, ConstantOp, CompressOp, SparseFromOp,
-     MapOp, YieldOp, BroadcastOp, SoftmaxOp],
+     MapOp, YieldOp, BroadcastOp, SoftmaxOp, TransposeViewOp],
     [TileType, SparseTileType, UE4M3Type, PopcAttr, RoundingAttr],
 )

@@ -691,7 +691,7 @@ from tilemma.dialects.warp_fill import FILL_BITS, WIDE_BITS, FillLayout, FillLoa
 from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_mbarrier import CLUSTERS, AsyncArriveOp, ClusterSyncOp, MbarrierArriveOp, MbarrierArrivePeersOp, MbarrierExpectTxOp, MbarrierInitOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_tma import CopyTmaOp, tma_swizzle  # noqa: E402,F401  (one dialect)
-from tilemma.dialects.warp_wgmma import K_MAJOR_ONLY, N_BLOCK, WGMMA_ALIGN, WGMMA_K, WGMMA_SP_K, WGMMA_STEP_BYTES, WGMMA_MAX_N, WGMMA_ROWS, WGMMA_TYPES, WgmmaOp, WgmmaWaitOp  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_wgmma import K_MAJOR_ONLY, N_BLOCK, WGMMA_ALIGN, WGMMA_K, WGMMA_SP_K, WGMMA_STEP_BYTES, WGMMA_MAX_N, WGMMA_ROWS, WGMMA_TYPES, WgmmaOp, WgmmaWaitOp, wgmma_n_legal  # noqa: E402,F401  (one dialect)
 
 Warp = Dialect(
     "warp",

@@ -50,6 +50,7 @@ from xdsl.irdl import (
 from xdsl.utils.exceptions import VerifyException
 
 from tilemma.compiler.core.elements import ELEMENTS
+from tilemma.compiler.core.isa_rows import wgmma_n_legal
 from tilemma.dialects.attributes import Operand, element_bits, element_name
 from tilemma.dialects.swizzle import SwizzledLayoutAttr, row_bytes
 from tilemma.dialects.warp import FragType, verify_meta_fragments
@@ -157,6 +158,9 @@ class WgmmaOp(IRDLOperation):
             raise VerifyException(f"warp.wgmma: {' x '.join(elems[:2])} -> {v.dtype} is not a wgmma here (takes "
                                   f"{', '.join(f'{x} x {y} -> {z}' for x, y, z in sorted(WGMMA_TYPES))}, accumulated "
                                   f"as m16n8k{self.k_step}{' sparse' if self.sparse else ''} fragments)")
+        if not wgmma_n_legal(v.atype, self.n):
+            raise VerifyException(f"warp.wgmma: m64n{self.n} is no {v.atype} wgmma (N 8, 16, 24 or a multiple of 16 "
+                                  "for 8-bit integers)")
         if elems[0] in K_MAJOR_ONLY and (self.a_blocks.value.data or self.b_blocks.value.data):
             raise VerifyException("warp.wgmma: 8-bit integer and tf32 operands are read K-major (no a_blocks / b_blocks)")
         sa, ra, ca = a.get_shape()

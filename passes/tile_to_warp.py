@@ -1,6 +1,7 @@
 """`tile-to-warp`: the whole tile -> warp chain as one pass, for command lines and tests.
 
-It runs, in order, `tile-plan` (with this pass's options), `tile-distribute`,
+It runs, in order, `tile-transpose-product` (where the tiling is left to `tile-plan`),
+`tile-plan` (with this pass's options), `tile-distribute`,
 `tile-distribute-epilogue`, `warp-stage-shared`, `warp-pipeline`, `warp-specialize`, `warp-unroll-sparse`,
 `warp-prefetch-fragments` and `warp-widen-int4`: each
 does one thing and has its own lit tests; this is only their composition, as MLIR registers
@@ -19,6 +20,7 @@ from xdsl.passes import ModulePass
 from tilemma.passes.tile.distribute import TileDistribute
 from tilemma.passes.tile.distribute_epilogue import TileDistributeEpilogue
 from tilemma.passes.tile.plan import TilePlan
+from tilemma.passes.tile.transpose_product import TileTransposeProduct
 from tilemma.passes.warp.pipeline import WarpPipeline
 from tilemma.passes.warp.prefetch import WarpPrefetchFragments
 from tilemma.passes.warp.specialize import WarpSpecialize
@@ -29,7 +31,7 @@ from tilemma.passes.warp.widen_int4 import WarpWidenInt4
 
 def chain(plan: TilePlan) -> list[ModulePass]:
     """The passes from tile IR to the finished warp-level kernel."""
-    return [plan, TileDistribute(), TileDistributeEpilogue(), WarpStageShared(), WarpPipeline(), WarpSpecialize(),
+    return [*([TileTransposeProduct()] if plan.automatic else []), plan, TileDistribute(), TileDistributeEpilogue(), WarpStageShared(), WarpPipeline(), WarpSpecialize(),
             WarpUnrollSparse(), WarpPrefetchFragments(), WarpWidenInt4()]
 
 

@@ -460,6 +460,7 @@ def test_int8_probe_catches_a_wrong_b_descriptor():
     ("k32.s32.s8.s8 {", "k32.s32.s8.u8 {", r"A and B of one type"),
     ("%rq2, %p1;", "%rq2, %p1, 1, 1;", "4 operands"),
     (".reg .s32 %d<32>;", ".reg .f32 %d<32>;", r"d must be \.s32 registers"),
+    ("m64n64k32", "m64n40k32", r"for 8-bit integers 8, 16, 24 or a multiple of 16"),  # as ptxas refuses it
 ])
 def test_unsupported_int8_forms_are_refused_when_decoded(old, new, message):
     text = int8_kernel(64, "s8")

@@ -12,6 +12,8 @@ import pytest
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec
 
+from tilemma.compiler.runtime.ptxas import run_ptxas
+
 from tests.wgmma_cases import assert_assembles_without_spills, assert_refused_at_the_mma, compiled, like_the_sm90_kernel, needs_ptxas, schedule
 
 
@@ -24,7 +26,8 @@ def spec(m, n, k, t="s8", **kw) -> GemmSpec:
     (spec(512, 4096, 4096, "u8"), "90a", {}, ("wgmma", (8, 1), (1, 16), 4, 128)),  # fewer CTAs than SMs
     (spec(257, 129, 4096), "90a", {}, ("sync",)),  # fewer rows: mma.sync (its split K)
     (spec(4096, 4096, 4096), "90", {}, ("sync",)),  # sm_90 has no wgmma
-    (spec(4096, 4096, 4096, b_layout="row"), "90a", {}, ("sync",)),  # an N-major B: byte pairs win
+    (spec(4096, 4096, 4096, b_layout="row"), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # its transpose
+    (spec(4096, 264, 4096, b_layout="row"), "90a", {}, ("sync",)),  # ... not for 264 columns: byte pairs
     (spec(4096, 4096, 4096, a_layout="col"), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # A from registers
     (spec(4096, 4096, 4096, a_layout="col", b_layout="row"), "90a", {}, ("sync",)),  # B: byte pairs win
     (spec(4096, 4096, 4096, b_layout="row"), "90a", {"wgmma": True}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # filled
@@ -32,6 +35,27 @@ def spec(m, n, k, t="s8", **kw) -> GemmSpec:
 def test_plan(s, sm, kw, want):
     got = schedule(s, sm, **kw)
     assert (got.mma, got.warps, got.warp_tile, got.stages, got.stage_k)[:len(want)] == want
+
+
+def test_narrow_n_is_one_the_integer_form_takes():
+    """N = 100 columns: the warp tile's N rounded up to m64n112 (ptxas takes 8, 16, 24 and multiples
+    of 16 for 8-bit integers, not n104), masked past the edge; a forced n104 is a located error."""
+    s = schedule(spec(1024, 100, 512), wgmma=True)
+    assert s.warp_tile == (1, 14)
+    assert_refused_at_the_mma(spec(1024, 104, 512), "m64n104 is no s8 wgmma", warps="8x1", warp_tile="1x13")
+
+
+@needs_ptxas
+def test_the_integer_n_table_is_ptxas_own():
+    """wgmma_n_legal's integer N against ptxas, every multiple of 8 from 8 to 256 (s8 and u8)."""
+    from tilemma.compiler.core.isa_rows import wgmma_n_legal
+    from tools.wgmma_probe import int8_probe_ptx
+
+    for etype in ("s8", "u8"):
+        for n in range(8, 257, 8):
+            text = int8_probe_ptx(n, etype)
+            verdict = run_ptxas(text, "sm_90a")
+            assert verdict.ok == wgmma_n_legal(etype, n), (etype, n, verdict.log[-200:])
 
 
 def test_a_transposed_b_is_filled_k_major_and_an_m_major_a_read_from_registers():

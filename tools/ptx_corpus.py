@@ -73,6 +73,31 @@ _add(dict(m=130, n=70, k=320, a="u4", b="u4", acc="s32", b_layout="col", batch=2
      warps="2x2", warp_tile="2x4", stages=5, stage_k=64)
 _add(dict(m=256, n=256, k=256, a="f64", b="f64", acc="f64"), warps="2x2", warp_tile="2x2", stages=3, stage_k=16)
 
+# sm_90a: the warpgroup kernels (wgmma) each family and operand order takes by itself, and the
+# warp-specialized ones (producers, the TMA, clusters, persistent CTAs) where they can be asked for
+for m, n, k in ((130, 200, 300), (256, 256, 1024), (512, 4096, 4096), (4096, 4096, 4096)):
+    for a_layout in ("row", "col"):
+        for b_layout in ("row", "col"):
+            _add(dict(m=m, n=n, k=k, a="f16", b="f16", acc="f32", a_layout=a_layout, b_layout=b_layout), sms=("90a",))
+            _add(dict(m=m, n=n, k=k, a="s8", b="s8", acc="s32", a_layout=a_layout, b_layout=b_layout), sms=("90a",))
+            _add(dict(m=m, n=n, k=k, a="tf32", b="tf32", acc="f32", a_layout=a_layout, b_layout=b_layout),
+                 sms=("90a",))
+    _add(dict(m=m, n=n, k=k, a="bf16", b="bf16", acc="f32", b_layout="col"), sms=("90a",))
+    _add(dict(m=m, n=n, k=k, a="u8", b="u8", acc="s32", b_layout="col"), sms=("90a",))
+    _add(dict(m=m, n=n, k=k, a="tf32", b="tf32", acc="f32", b_layout="col", rounding="trunc"), sms=("90a",))
+    for b_layout in ("row", "col"):
+        _add(dict(m=m, n=n, k=k, a="f16", b="f16", acc="f32", b_layout=b_layout, pre_compressed=True), sms=("90a",))
+for opts in (dict(wgmma=True), dict(wgmma=True, producers=4), dict(wgmma=True, producers=4, tma=1),
+             dict(wgmma=True, producers=4, tma=1, cluster=2), dict(wgmma=True, producers=4, tma=1, persistent=132)):
+    _add(dict(m=1024, n=1024, k=1024, a="f16", b="f16", acc="f32"), sms=("90a",), **opts)
+    _add(dict(m=1024, n=1024, k=1024, a="s8", b="s8", acc="s32", b_layout="col"), sms=("90a",), **opts)
+    _add(dict(m=1024, n=1024, k=1024, a="f16", b="f16", acc="f32", pre_compressed=True), sms=("90a",), **opts)
+for a_layout, b_layout in (("row", "row"), ("col", "col"), ("col", "row")):
+    _add(dict(m=256, n=256, k=512, a="s8", b="s8", acc="s32", a_layout=a_layout, b_layout=b_layout), sms=("90a",),
+         wgmma=True)
+    _add(dict(m=256, n=256, k=512, a="s8", b="s8", acc="s32", a_layout=a_layout, b_layout=b_layout), sms=("90a",),
+         wgmma=True, producers=4)
+
 
 def _imports():
     import tilemma

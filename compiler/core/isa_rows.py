@@ -143,3 +143,17 @@ ROWS: tuple[Row, ...] = (
          source="001 u4/s4"),
 )  # fmt: skip
 
+
+
+# wgmma.mma_async's N (m64nNk..) by operand type, as ptxas 13.0 takes them on sm_90a: every multiple
+# of 8 from 8 to 256, but for 8-bit integers (m64nNk32.s32.{s8,u8}) only 8, 16, 24 and the
+# multiples of 16 ("Illegal matrix shape '.m64n40k32' for instruction 'wgmma.mma_async with
+# integer types'", and so on to n248: probed one N at a time)
+WGMMA_INTEGER_N = (8, 16, 24, *range(32, 257, 16))
+
+
+def wgmma_n_legal(atype: str, n: int) -> bool:
+    """Whether wgmma.mma_async takes N = `n` for A and B elements of `atype` (a PTX name)."""
+    if atype in ("s8", "u8"):
+        return n in WGMMA_INTEGER_N
+    return 8 <= n <= 256 and n % 8 == 0

@@ -180,6 +180,10 @@ class _Kernel(IndexBuilder):
         for old_arg, new_arg in arg_of.items():
             new_arg.name_hint = old_arg.name_hint
         self.new_args = list(new_body.args)
+        for op in kernel.body.block.ops:  # transposed views of arguments: read and written as they are
+            if isinstance(op, tile.TransposeViewOp):
+                arg_of[op.result] = self.add(tile.TransposeViewOp(arg_of[op.source])).result
+                roles[op.result] = roles[op.source]  # (the same list: the argument's roles)
 
         check = isinstance(mma.lhs.owner, tile.CompressOp) and mma.lhs.owner.prune is None
         error = new_body.insert_arg(ERROR_WORD, len(args)) if check else None

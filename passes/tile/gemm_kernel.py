@@ -290,6 +290,21 @@ def _store_operand(store: tile.StoreOp, params: dict[SSAValue, int], batched: bo
     )
 
 
+def _views(kernel: func.FuncOp, params: dict[SSAValue, int]) -> dict[SSAValue, int]:
+    """The transposed views of arguments (`tile.transpose_view`) in the kernel's body -> the
+    argument each views; a LoweringError for one of a computed memref or of `?` sizes."""
+    views = {}
+    for op in kernel.body.block.ops:
+        if isinstance(op, tile.TransposeViewOp):
+            if op.source not in params:
+                raise LoweringError(op, "tile.transpose_view must view a kernel argument")
+            if symbolic_layout(op.result.type).dynamic:  # (its `?` symbols are the argument's, in its order)
+                raise LoweringError(op, "tile.transpose_view of an argument with sizes known at launch (`?`) is not "
+                                        "supported; give it static sizes")
+            views[op.result] = params[op.source]
+    return views
+
+
 def read_kernel(kernel: func.FuncOp) -> GemmKernel:
     """The GEMM computed by `kernel`, or a LoweringError at the op that does not fit."""
     params = {arg: i for i, arg in enumerate(kernel.body.block.args)}
@@ -308,6 +323,7 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
                                 f"argument {arg.index} is a {arg.type}, which the kernel does not use, of {element}, "
                                 f"not an element type of a kernel argument ({', '.join(ELEMENTS)}): remove the "
                                 "argument or give it one of them")
+    refs = {**params, **_views(kernel, params)}  # what tiles read and write: arguments and their views
     softmax = next((o for o in kernel.walk() if isinstance(o, tile.SoftmaxOp)), None)
     if softmax is not None:
         raise LoweringError(softmax, "an attention kernel (tile.softmax) is lowered by tile-attention, "
@@ -335,12 +351,12 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
     if isinstance(mma.acc.owner, tile.ConstantOp):
         c = mma.acc.owner.scalar()
     else:
-        c = _operand(mma.acc, params, batched, "accumulator", mma)
+        c = _operand(mma.acc, refs, batched, "accumulator", mma)
     names = tuple(arg.name_hint or f"arg{i}" for arg, i in params.items())
-    epilogue, inputs = _epilogue(mma, stores, params, batched)
+    epilogue, inputs = _epilogue(mma, stores, refs, batched)
     sizes, strides = _symbols(kernel, mma, stores, epilogue, names)
     if any(any(row) for row in sizes + strides):
-        problem = dynamic_problem(mma, (_operand(value, params, batched, what, mma).stored
+        problem = dynamic_problem(mma, (_operand(value, refs, batched, what, mma).stored
                                         for value, what in ((mma.lhs, "left"), (mma.rhs, "right"))))
         if problem:
             raise LoweringError(mma, problem)
@@ -353,10 +369,10 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
         m=m,
         n=n,
         k=k,
-        a=_operand(mma.lhs, params, batched, "left", mma),
-        b=_operand(mma.rhs, params, batched, "right", mma),
+        a=_operand(mma.lhs, refs, batched, "left", mma),
+        b=_operand(mma.rhs, refs, batched, "right", mma),
         c=c,
-        d=_store_operand(store, params, batched),
+        d=_store_operand(store, refs, batched),
         scales=(
             (
                 _operand(mma.scale_a, params, batched, "scale_a", mma),
@@ -375,7 +391,7 @@ def read_kernel(kernel: func.FuncOp) -> GemmKernel:
         ),
         epilogue=epilogue,
         inputs=inputs,
-        outputs=tuple((s, _store_operand(s, params, batched)) for s in stores),
+        outputs=tuple((s, _store_operand(s, refs, batched)) for s in stores),
     )
 
 

@@ -656,6 +656,14 @@ class TilePlan(ModulePass):
     cluster: int = -1
     persistent: int = -1
 
+    @property
+    def automatic(self) -> bool:
+        """Whether the tiling is left to the planner (nothing forced, the byte pairs allowed):
+        where `tile-transpose-product` may change which product it plans."""
+        return ((self.warps, self.warp_tile, self.stages, self.stage_k, self.split_k)
+                == ("", "", -1, 0, 0) and self.pair_bytes and not self.wgmma
+                and (self.producers, self.tma, self.cluster, self.persistent) == (-1, -1, -1, -1))
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         warps, warp_tile = parse_pair(self.warps, "warps"), parse_pair(self.warp_tile, "warp-tile")
         if why := configs.stages_error(self.stages) or configs.stage_k_error(self.stage_k):

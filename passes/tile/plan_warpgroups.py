@@ -186,7 +186,10 @@ def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, tar
         cut = ceil_div(ceil_div(g.n, 8), block) * block
         if g.a.bits == 32 and wrong_order(g, "b"):  # B's lines a power of two, which the 32-bit fill splits
             cut = 1 << (cut - 1).bit_length()
-        warp_tile = (1, min(rn, cut))
+        rn = min(rn, cut)
+        while not warp.wgmma_n_legal(g.mma.variant.variant.atype, 8 * rn):  # (8-bit integers: N 16 apart)
+            rn += 1
+        warp_tile = (1, rn)
     return WgmmaTiles(warps, warp_tile, stages, stage_k, narrowed)  # type: ignore[arg-type]
 
 
@@ -196,6 +199,9 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
     if wm % 4 or wn != 1 or rm != 1 or 8 * rn > warp.WGMMA_MAX_N:
         return (f"warpgroups take warps W x 1 (W a multiple of 4: warpgroups down M) and warp tile 1 x RN "
                 f"(N = 8 RN up to {warp.WGMMA_MAX_N}), not warps {wm}x{wn}, warp tile {rm}x{rn}")
+    if not warp.wgmma_n_legal(g.mma.variant.variant.atype, 8 * rn):
+        return (f"m64n{8 * rn} is no {g.mma.variant.variant.atype} wgmma: N 8, 16, 24 or a multiple of 16 for "
+                f"8-bit integers (warp tile 1 x RN, N = 8 RN)")
     if not column_major(g.b) and 8 * rn % warp.N_BLOCK:
         return f"an N-major B is read in blocks of {warp.N_BLOCK} columns: warp tile 1 x RN with RN a multiple of 8"
     if g.a_meta is not None:  # the kept values' rows: 128 bytes, or 64 (the 64-byte swizzle)

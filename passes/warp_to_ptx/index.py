@@ -14,7 +14,7 @@ from xdsl.ir import Operation
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
 
-from tilemma.dialects import ptx, warp
+from tilemma.dialects import ptx, tile, warp
 from tilemma.dialects.ptx_builder import BANKS
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp_to_ptx import fragment_io as fio
@@ -104,6 +104,23 @@ class LowerDim(RewritePattern):
         if size is None:
             raise LoweringError(op, "warp-to-ptx: memref.dim reads a size of a kernel argument")
         rewriter.replace(op, ptx.RegsOp([size], op.result.type))
+
+
+@dataclass
+class LowerTransposeView(RewritePattern):
+    """`tile.transpose_view` of a kernel argument: the argument's own pointer register, typed as the
+    view, whose strides its readers and writers take (only static views reach here: `read_kernel`)."""
+
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tile.TransposeViewOp, rewriter: PatternRewriter) -> None:
+        base = reg(op.source)
+        if base is None:
+            return
+        if base not in self.state.kernel(op).args or self.state.kernel(op).memrefs.get(base):
+            raise LoweringError(op, "warp-to-ptx: tile.transpose_view views a kernel argument of static sizes")
+        rewriter.replace(op, ptx.RegsOp([base], op.result.type))
 
 
 _SPECIAL = {gpu.ThreadIdOp: "%tid", gpu.BlockIdOp: "%ctaid"}

@@ -62,6 +62,7 @@ from tilemma.passes.warp_to_ptx.index import (
     LowerId,
     LowerIf,
     LowerReturn,
+    LowerTransposeView,
 )
 from tilemma.passes.warp_to_ptx.shared import (
     LowerAsyncGroups,
@@ -148,7 +149,7 @@ class WarpToPtx(ModulePass):
             state.kernels[k] = self._preamble(k)
         TypedPatternWalker(
             TypedPatternApplier([
-                LowerConstant(), LowerArith(state), LowerCmpi(state), LowerDim(state), LowerId(state), LowerFor(state), LowerIf(state),
+                LowerConstant(), LowerArith(state), LowerCmpi(state), LowerDim(state), LowerTransposeView(state), LowerId(state), LowerFor(state), LowerIf(state),
                 LowerFragConstant(state), LowerLoad(state), LowerStore(state), LowerSparseA(state),
                 LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerColumnPairs(state), LowerRowPairs(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerRoundStage(state), LowerLdMatrix(state),

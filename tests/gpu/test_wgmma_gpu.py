@@ -11,12 +11,14 @@ tf32 ones (rounded by the fill or a rounding copy, or truncated) bit for bit the
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec
+from tilemma.compiler.driver.runner import run_compiled
 from tilemma.compiler.runtime import cuda_runtime
 
-from tests.wgmma_cases import like_the_sm90_kernel
+from tests.wgmma_cases import compiled, like_the_sm90_kernel
 
 pytestmark = [
     pytest.mark.gpu,
@@ -87,6 +89,7 @@ INT8_CASES = [  # 8-bit integers, K-major A and B: D exact, the same words as th
     (GemmSpec(136, 200, 320, "u8", "u8", "s32", a_layout="col"), {"pair_bytes": False}),  # ... filled
     (GemmSpec(1024, 1024, 1024, "s8", "s8", "s32", a_layout="col"), {}),  # A from registers, an N-major B filled
     (GemmSpec(512, 520, 2048, "s8", "s8", "s32", a_layout="col", b_layout="col"), {}),  # the loop unrolled by 2
+    (GemmSpec(1024, 100, 512, "s8", "s8", "s32", b_layout="col"), {}),  # N 100: m64n112 (ptxas refuses n104)
 ]
 
 
@@ -95,6 +98,40 @@ INT8_CASES = [  # 8-bit integers, K-major A and B: D exact, the same words as th
 def test_int8_wgmma_on_the_gpu(spec, options):
     result = like_the_sm90_kernel(spec, options, "gpu", 5, "wgmma.mma_async.sync.aligned.m64n", "mma.sync")
     assert ".s32." in result.variant and result.max_abs == 0, result.line()
+
+
+TRANSPOSED_CASES = [  # 8-bit, A K-major and B N-major, by default: D^T = B^T A^T (tile-transpose-product)
+    GemmSpec(512, 520, 1024, "s8", "s8", "s32"),
+    GemmSpec(520, 600, 300, "u8", "u8", "s32"),
+    GemmSpec(520, 1000, 512, "s8", "s8", "s32", c=True),  # C through its view, ragged edges
+    GemmSpec(512, 520, 256, "s8", "s8", "s32", batch=2),
+    GemmSpec(2048, 2048, 2048, "s8", "s8", "s32"),
+]
+
+
+@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.parametrize("spec", TRANSPOSED_CASES, ids=lambda s: s.name)
+def test_transposed_product_on_the_gpu(spec):
+    """The transposed product's D, from the arguments as given: numpy's A @ B (+ C) word for word,
+    and the GPU's mma.sync kernel's."""
+    kernel = compiled(spec)
+    assert kernel.variant.startswith("wgmma.mma_async"), kernel.variant
+    rng = np.random.default_rng(5)
+    dt, (lo, hi) = (np.int8, (-128, 128)) if spec.a == "s8" else (np.uint8, (0, 256))
+    lead = (spec.batch,) if spec.batch else ()
+    inputs = {"a": rng.integers(lo, hi, (*lead, spec.m, spec.k)).astype(dt),
+              "b": rng.integers(lo, hi, (*lead, spec.k, spec.n)).astype(dt)}
+    want = inputs["a"].astype(np.int64) @ inputs["b"].astype(np.int64)
+    if spec.c:
+        inputs["c"] = rng.integers(-2**31, 2**31, (*lead, spec.m, spec.n)).astype(np.int32)
+        want = want + inputs["c"]
+    want = ((want + 2**31) % 2**32 - 2**31).astype(np.int32)
+    result = run_compiled(kernel, 5, "gpu", inputs=inputs)
+    assert result.ok, result.line()
+    [d] = result.outputs.values()
+    assert np.array_equal(d, want), f"{int((d != want).sum())} of {want.size} words differ"
+    mma_sync = run_compiled(compiled(spec, "90"), 5, "gpu", inputs=inputs)
+    assert np.array_equal(list(mma_sync.outputs.values())[0], d)
 
 
 TF32_CASES = [  # (spec, options): every order, every rounding, ragged sizes, a batch, both rings

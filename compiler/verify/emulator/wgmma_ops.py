@@ -79,6 +79,7 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+from tilemma.compiler.core.isa_rows import wgmma_n_legal
 from tilemma.compiler.core.targets import PtxVersion
 from tilemma.compiler.verify import mma_arith
 from tilemma.compiler.verify.emulator.machine import EmulationError, _Machine, _per_thread
@@ -370,8 +371,9 @@ def _dec_mma_async(d, op, args, where) -> Fn:
     m16n8k8 tf32's arithmetic."""
     f = _form(op.opcode.data, where)
     sparse, integer, n, etype, kk, a_k, elem = f.sparse, f.integer, f.n, f.etype, f.k, f.a_k, f.elem
-    if not (8 <= n <= 256 and n % 8 == 0):
-        raise EmulationError(f"{where}: N = {n}; m64nNk{kk} needs N a multiple of 8 from 8 to 256")
+    if not wgmma_n_legal(etype, n):
+        raise EmulationError(f"{where}: N = {n}; m64nNk{kk} needs N a multiple of 8 from 8 to 256 (for 8-bit "
+                             "integers 8, 16, 24 or a multiple of 16, as ptxas takes them)")
     if sparse and d.version is not None and PtxVersion.parse(d.version) < PtxVersion(8, 2):
         raise EmulationError(f"{where}: wgmma.mma_async.sp needs PTX ISA 8.2 or newer, the module is {d.version}")
     a_regs: list | None = None  # A from registers (tf32, 8-bit integers): its 4 registers a thread

@@ -1,0 +1,122 @@
+"""`tile-transpose-product`: computes a GEMM as its transpose, D^T = B^T A^T, where that lets the
+warpgroups multiply it.
+
+8-bit integer wgmma reads both operands K-major from shared memory, or A from registers. An A
+stored M-major is read from registers by byte pairs (`#warp.schedule` pair_bytes `a`), but a B
+stored N-major (the layout of `torch._int_mm`'s and most row-major weights) has no such road: the
+kernel stays on mma.sync's byte-pair reads. Its transpose has one: B^T is then an M-major A', read
+from registers, and A^T a K-major B'. So this pass rewrites such a kernel (tile IR: the loads, a
+zero or loaded C, the mma and its one store, nothing between the mma and the store) into the
+product of the transposed operands, each read and written through `tile.transpose_view` of its
+argument, where `tile-plan` then multiplies it by warpgroups with A from registers; elsewhere it
+leaves the kernel alone. The arguments and what the kernel computes into them are unchanged.
+
+H200, s8 with a row-major A and B, TOP/s, in one call: 4096^3 1276 against 810 by mma.sync's byte
+pairs (the K-major kernel 1254), 4096x4096x11008 1492, 512x4096x4096 1023 against 642
+(benchmarks/results/h200-2026-11-28-matrix-sm90a-s8.csv, -s8-mma-sync-baseline.csv).
+
+It runs before `tile-plan`, only where the tiling is left to it (`TilePlan.automatic`): a forced
+configuration names the kernel's own M and N.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from tilemma.compiler.core import configs
+from tilemma.dialects import tile
+from tilemma.passes.errors import LoweringError
+from tilemma.passes.tile.gemm_kernel import read_kernel
+from tilemma.passes.tile.plan import kernel_target, plan, wrong_order
+
+
+def _swapped(ty: tile.TileType) -> tile.TileType:
+    shape = list(ty.get_shape())
+    shape[-2:] = shape[:-3:-1]
+    return tile.TileType(shape, ty.element_type)
+
+
+def _offsets(op: tile.LoadOp | tile.StoreOp) -> list[int]:
+    offsets = list(op.offset_values())
+    offsets[-2:] = offsets[:-3:-1]
+    return offsets
+
+
+def candidate(kernel: func.FuncOp) -> bool:
+    """Whether `kernel` is one GEMM of 8-bit integers for sm_90a, A K-major and B N-major, of static
+    sizes and as many rows as the warpgroups take by themselves (`configs.WGMMA_MIN_ROWS`: fewer,
+    the transpose's few columns lost to mma.sync's split K, H200 64 / 128 x 11008 x 4096 304 / 373
+    against 349 / 429 TOP/s), its mma stored as it is (the form `transpose` rewrites)."""
+    if not kernel_target(kernel).is_arch(90):
+        return False
+    try:
+        g = read_kernel(kernel)
+    except LoweringError:
+        return False  # (tile-plan reports it)
+    v = g.mma.variant.variant  # type: ignore[union-attr]
+    return (v.atype in ("s8", "u8") and v.sparse is None and g.scales is None and g.a_meta is None
+            and g.m >= configs.WGMMA_MIN_ROWS["8bit-wgmma"]
+            and not g.a.casts and not g.b.casts and not g.fused and not g.dynamic
+            and not wrong_order(g, "a") and wrong_order(g, "b")
+            and all(isinstance(op.owner, tile.LoadOp) for op in (g.mma.lhs, g.mma.rhs)))
+
+
+def transpose(kernel: func.FuncOp) -> None:
+    """Rewrite `kernel` (a `candidate`) as D^T = B^T A^T through transposed views."""
+    mma = read_kernel(kernel).mma
+    [store] = [o for o in kernel.walk() if isinstance(o, tile.StoreOp)]
+    a_load, b_load = mma.lhs.owner, mma.rhs.owner
+    assert isinstance(a_load, tile.LoadOp) and isinstance(b_load, tile.LoadOp)
+    first = kernel.body.block.first_op
+    assert first is not None
+    new: list[Operation] = []
+    views: dict[SSAValue, SSAValue] = {}
+
+    def view(ref: SSAValue) -> SSAValue:
+        if ref not in views:
+            new.append(op := tile.TransposeViewOp(ref))
+            views[ref] = op.result
+        return views[ref]
+
+    def load(old: tile.LoadOp) -> SSAValue:
+        new.append(op := tile.LoadOp(view(old.source), _offsets(old), _swapped(old.result.type)))  # type: ignore[arg-type]
+        return op.result
+
+    lhs, rhs = load(b_load), load(a_load)
+    acc = mma.acc.owner
+    if isinstance(acc, tile.ConstantOp):
+        new.append(c := tile.ConstantOp(acc.scalar(), _swapped(acc.result.type)))  # type: ignore[arg-type]
+        c_value = c.result
+    else:
+        assert isinstance(acc, tile.LoadOp)  # (read_kernel's accumulator operand)
+        c_value = load(acc)
+    new.append(product := type(mma).create(operands=[lhs, rhs, c_value], result_types=[_swapped(mma.result.type)],
+                                     properties=dict(mma.properties), attributes=dict(mma.attributes)))
+    new.append(tile.StoreOp(product.results[0], view(store.dest), _offsets(store)))
+    Rewriter.insert_op(new, InsertPoint.before(store))
+    for old in (store, mma, *(o for o in (acc, a_load, b_load) if o is not None)):
+        if old.parent is not None and not any(r.uses for r in old.results):
+            Rewriter.erase_op(old)
+
+
+@dataclass(frozen=True)
+class TileTransposeProduct(ModulePass):
+    """Transpose each `candidate` kernel's product where `tile-plan` multiplies the transpose by
+    warpgroups with A from registers (`#warp.schedule` mma wgmma, pair_bytes `a`)."""
+
+    name = "tile-transpose-product"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp) and candidate(k)]:
+            trial = kernel.clone()
+            transpose(trial)
+            schedule = plan(trial, read_kernel(trial), None, None)
+            if schedule.mma == "wgmma" and "a" in schedule.pair_bytes:
+                Rewriter.replace_op(kernel, trial)

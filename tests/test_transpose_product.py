@@ -1,0 +1,123 @@
+"""`tile-transpose-product` and `tile.transpose_view`: an 8-bit GEMM for sm_90a with a K-major A and
+an N-major B computed as D^T = B^T A^T through transposed views of its arguments, so that the
+warpgroups take A' = B^T from registers; where it applies and where not; D exactly A B (numpy on
+the arguments as given, and word for word the sm_90 mma.sync kernel's); the view's type, its
+verifier and the located refusals. (GPU: tests/gpu/test_wgmma_gpu.py.)"""
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import MemRefType, StridedLayoutAttr, i8, i32
+from xdsl.utils.exceptions import VerifyException
+
+from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
+from tilemma.compiler.driver.pipeline import compile_text
+from tilemma.compiler.driver.runner import run_compiled
+from tilemma.dialects.tile_view import transposed_type
+
+from tests.wgmma_cases import compiled, options, schedule, warp_module
+
+
+def spec(m, n, k, t="s8", **kw) -> GemmSpec:
+    return GemmSpec(m, n, k, t, t, "s32", **kw)
+
+
+def transposed(s: GemmSpec, sm: str = "90a", **kw) -> bool:
+    module = warp_module(s, sm, **kw)
+    return any(o.name == "tile.transpose_view" for o in module.walk())
+
+
+@pytest.mark.parametrize("s, kw, want", [
+    (spec(4096, 4096, 4096), {}, True),  # A K-major, B N-major: the transpose, A' from registers
+    (spec(512, 4096, 4096, "u8"), {}, True),
+    (spec(520, 600, 512, c=True), {}, True),  # C read through its view too
+    (spec(128, 11008, 4096), {}, False),  # decode rows: mma.sync's split K does better
+    (spec(4096, 4096, 4096, b_layout="col"), {}, False),  # K-major B: as it is
+    (spec(4096, 4096, 4096, a_layout="col", b_layout="col"), {}, False),  # A from registers as it is
+    (spec(4096, 4096, 4096, a_layout="col"), {}, False),  # both the wrong way: B' would be N-major
+    (spec(4096, 264, 4096), {}, False),  # M' = 264 rows: the transpose would be mma.sync anyway
+    (spec(4096, 4096, 4096, bias="col"), {}, False),  # an epilogue: not rewritten
+    (spec(4096, 4096, 4096, dynamic="m"), {}, False),  # sizes known at launch
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), {}, False),  # 16-bit: wgmma transposes by itself
+    (spec(4096, 4096, 4096), {"warps": "2x2", "warp_tile": "4x8"}, False),  # a forced tiling
+    (spec(4096, 4096, 4096), {"wgmma": True}, False),  # forced warpgroups: the fill, as asked
+    (spec(4096, 4096, 4096), {"pair_bytes": False}, False),
+])
+def test_where_it_applies(s, kw, want):
+    assert transposed(s, **kw) == want
+    if want:  # and what tile-plan then makes of it
+        sched = schedule(s, **kw)
+        assert (sched.mma, sched.pair_bytes, sched.fill) == ("wgmma", "a", "")
+
+
+def test_sm90_keeps_mma_sync():
+    assert not transposed(spec(4096, 4096, 4096), "90")
+
+
+@pytest.mark.parametrize("s", [
+    spec(512, 520, 1024),  # the loop unrolled by two (8 stages), a ragged M' edge
+    spec(520, 600, 300, "u8"),  # ragged everywhere, K not a whole stage
+    spec(512, 1024, 512, c=True),  # D = A B + C, C through its view
+    spec(512, 520, 256, batch=2),  # a batch: the last two dimensions exchanged
+])
+def test_emulated_exactly_a_times_b(s):
+    """D from the arguments as the caller gives them: numpy's A @ B (+ C), every word, and the
+    sm_90 mma.sync kernel's words of the same problem."""
+    kernel = compiled(s)
+    assert kernel.variant.startswith("wgmma.mma_async"), kernel.variant
+    assert transposed(s)
+    rng = np.random.default_rng(7)
+    dt = np.int8 if s.a == "s8" else np.uint8
+    lo, hi = (-128, 128) if s.a == "s8" else (0, 256)
+    lead = (s.batch,) if s.batch else ()
+    a = rng.integers(lo, hi, (*lead, s.m, s.k)).astype(dt)
+    b = rng.integers(lo, hi, (*lead, s.k, s.n)).astype(dt)
+    a[..., ::7, :] = lo  # extremes, so that sums run far
+    b[..., :, ::5] = hi - 1 if s.a == "u8" else lo
+    inputs = {"a": a, "b": b}
+    want = a.astype(np.int64) @ b.astype(np.int64)
+    if s.c:
+        c = rng.integers(-2**31, 2**31, (*lead, s.m, s.n)).astype(np.int32)
+        inputs["c"] = c
+        want = want + c
+    want = ((want + 2**31) % 2**32 - 2**31).astype(np.int32)
+    result = run_compiled(kernel, 3, "emulator", inputs=inputs)
+    assert result.ok, result.line()
+    [d] = result.outputs.values()
+    assert np.array_equal(d, want), f"{int((d != want).sum())} of {want.size} words differ"
+    mma_sync = run_compiled(compiled(s, "90"), 3, "emulator", inputs=inputs)
+    assert mma_sync.variant.startswith("mma.sync")
+    assert np.array_equal(list(mma_sync.outputs.values())[0], d)
+
+
+def test_transposed_type():
+    assert transposed_type(MemRefType(i8, [64, 128])) == MemRefType(i8, [128, 64], StridedLayoutAttr([1, 128], 0))
+    assert transposed_type(MemRefType(i32, [3, 64, 128], StridedLayoutAttr([8192, 1, 64], 16))) == \
+        MemRefType(i32, [3, 128, 64], StridedLayoutAttr([8192, 64, 1], 16))
+    with pytest.raises(ValueError, match="2 or more dimensions"):
+        transposed_type(MemRefType(i8, [64]))
+
+
+def _kernel(body: str, args: str) -> str:
+    return f"builtin.module {{\n  func.func @v({args}) {{\n{body}\n    func.return\n  }}\n}}\n"
+
+
+def test_the_verifier_refuses_a_wrong_result_type():
+    text = _kernel("    %v = tile.transpose_view %a : memref<64x128xsi8> -> memref<128x64xsi8>",
+                   "%a: memref<64x128xsi8>")
+    with pytest.raises((LocatedVerifyError, VerifyException), match=r"transposed is memref<128x64xsi8, strided<\[1, 128\]>>"):
+        compile_text(text, "v", options())
+
+
+def test_a_view_of_a_view_is_refused_where_it_is():
+    """Tiles read views of kernel arguments: a view of a view is a located error."""
+    s = GemmSpec(128, 128, 128, "s8", "s8", "s32")
+    text = str(gemm_module(s)).replace(
+        "%ta = tile.load %a[0, 0] : memref<128x128xsi8>",
+        "%v = tile.transpose_view %a : memref<128x128xsi8> -> memref<128x128xsi8, strided<[1, 128]>>\n"
+        "    %w = tile.transpose_view %v : memref<128x128xsi8, strided<[1, 128]>> -> memref<128x128xsi8, strided<[128, 1]>>\n"
+        "    %ta = tile.load %w[0, 0] : memref<128x128xsi8, strided<[128, 1]>>")
+    assert "%w" in text
+    with pytest.raises(LocatedVerifyError, match="tile.transpose_view must view a kernel argument") as e:
+        compile_text(text, s.name, options())
+    assert e.value.span is not None and "%w = tile.transpose_view" in str(e.value)
