@@ -4,7 +4,6 @@ warpgroups take A' = B^T from registers; where it applies and where not; D exact
 the arguments as given, and word for word the sm_90 mma.sync kernel's); the view's type, its
 verifier and the located refusals. (GPU: tests/gpu/test_wgmma_gpu.py.)"""
 
-import numpy as np
 import pytest
 from xdsl.dialects.builtin import MemRefType, StridedLayoutAttr, i8, i32
 from xdsl.utils.exceptions import VerifyException
@@ -12,10 +11,9 @@ from xdsl.utils.exceptions import VerifyException
 from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import compile_text
-from tilemma.compiler.driver.runner import run_compiled
 from tilemma.dialects.tile_view import transposed_type
 
-from tests.wgmma_cases import compiled, options, schedule, warp_module
+from tests.wgmma_cases import compiled, exactly_a_times_b, options, schedule, warp_module
 
 
 def spec(m, n, k, t="s8", **kw) -> GemmSpec:
@@ -66,28 +64,7 @@ def test_emulated_exactly_a_times_b(s):
     kernel = compiled(s)
     assert kernel.variant.startswith("wgmma.mma_async"), kernel.variant
     assert transposed(s)
-    rng = np.random.default_rng(7)
-    dt = np.int8 if s.a == "s8" else np.uint8
-    lo, hi = (-128, 128) if s.a == "s8" else (0, 256)
-    lead = (s.batch,) if s.batch else ()
-    a = rng.integers(lo, hi, (*lead, s.m, s.k)).astype(dt)
-    b = rng.integers(lo, hi, (*lead, s.k, s.n)).astype(dt)
-    a[..., ::7, :] = lo  # extremes, so that sums run far
-    b[..., :, ::5] = hi - 1 if s.a == "u8" else lo
-    inputs = {"a": a, "b": b}
-    want = a.astype(np.int64) @ b.astype(np.int64)
-    if s.c:
-        c = rng.integers(-2**31, 2**31, (*lead, s.m, s.n)).astype(np.int32)
-        inputs["c"] = c
-        want = want + c
-    want = ((want + 2**31) % 2**32 - 2**31).astype(np.int32)
-    result = run_compiled(kernel, 3, "emulator", inputs=inputs)
-    assert result.ok, result.line()
-    [d] = result.outputs.values()
-    assert np.array_equal(d, want), f"{int((d != want).sum())} of {want.size} words differ"
-    mma_sync = run_compiled(compiled(s, "90"), 3, "emulator", inputs=inputs)
-    assert mma_sync.variant.startswith("mma.sync")
-    assert np.array_equal(list(mma_sync.outputs.values())[0], d)
+    exactly_a_times_b(s, kernel, "emulator", 7)
 
 
 def test_transposed_type():

@@ -72,3 +72,30 @@ def like_the_sm90_kernel(spec: GemmSpec, options_: dict, on: str, seed: int, ins
     for name, out in result.outputs.items():
         assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name
     return result
+
+
+def exactly_a_times_b(spec: GemmSpec, kernel, on: str, seed: int) -> None:
+    """An 8-bit integer `kernel` of `spec` run on `on` with random operands (extremes in some rows
+    and columns, so that sums run far) and a C near the int32 limits where it has one: D equals
+    numpy's A @ B (+ C), wrapped to int32, from the arguments as given, every word, and the sm_90
+    mma.sync kernel's words for the same arguments."""
+    rng = np.random.default_rng(seed)
+    dt, (lo, hi) = (np.int8, (-128, 128)) if spec.a == "s8" else (np.uint8, (0, 256))
+    lead = (spec.batch,) if spec.batch else ()
+    a = rng.integers(lo, hi, (*lead, spec.m, spec.k)).astype(dt)
+    b = rng.integers(lo, hi, (*lead, spec.k, spec.n)).astype(dt)
+    a[..., ::7, :] = lo
+    b[..., :, ::5] = hi - 1 if spec.a == "u8" else lo
+    inputs = {"a": a, "b": b}
+    want = a.astype(np.int64) @ b.astype(np.int64)
+    if spec.c:
+        inputs["c"] = rng.integers(-2**31, 2**31, (*lead, spec.m, spec.n)).astype(np.int32)
+        want = want + inputs["c"]
+    want = ((want + 2**31) % 2**32 - 2**31).astype(np.int32)
+    result = run_compiled(kernel, seed, on, inputs=inputs)
+    assert result.ok, result.line()
+    [d] = result.outputs.values()
+    assert np.array_equal(d, want), f"{int((d != want).sum())} of {want.size} words differ"
+    mma_sync = run_compiled(compiled(spec, "90"), seed, on, inputs=inputs)
+    assert mma_sync.variant.startswith("mma.sync"), mma_sync.variant
+    assert np.array_equal(list(mma_sync.outputs.values())[0], d)

@@ -144,7 +144,6 @@ ROWS: tuple[Row, ...] = (
 )  # fmt: skip
 
 
-
 # wgmma.mma_async's N (m64nNk..) by operand type, as ptxas 13.0 takes them on sm_90a: every multiple
 # of 8 from 8 to 256, but for 8-bit integers (m64nNk32.s32.{s8,u8}) only 8, 16, 24 and the
 # multiples of 16 ("Illegal matrix shape '.m64n40k32' for instruction 'wgmma.mma_async with

@@ -11,14 +11,12 @@ tf32 ones (rounded by the fill or a rounding copy, or truncated) bit for bit the
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec
-from tilemma.compiler.driver.runner import run_compiled
 from tilemma.compiler.runtime import cuda_runtime
 
-from tests.wgmma_cases import compiled, like_the_sm90_kernel
+from tests.wgmma_cases import compiled, exactly_a_times_b, like_the_sm90_kernel
 
 pytestmark = [
     pytest.mark.gpu,
@@ -116,22 +114,7 @@ def test_transposed_product_on_the_gpu(spec):
     and the GPU's mma.sync kernel's."""
     kernel = compiled(spec)
     assert kernel.variant.startswith("wgmma.mma_async"), kernel.variant
-    rng = np.random.default_rng(5)
-    dt, (lo, hi) = (np.int8, (-128, 128)) if spec.a == "s8" else (np.uint8, (0, 256))
-    lead = (spec.batch,) if spec.batch else ()
-    inputs = {"a": rng.integers(lo, hi, (*lead, spec.m, spec.k)).astype(dt),
-              "b": rng.integers(lo, hi, (*lead, spec.k, spec.n)).astype(dt)}
-    want = inputs["a"].astype(np.int64) @ inputs["b"].astype(np.int64)
-    if spec.c:
-        inputs["c"] = rng.integers(-2**31, 2**31, (*lead, spec.m, spec.n)).astype(np.int32)
-        want = want + inputs["c"]
-    want = ((want + 2**31) % 2**32 - 2**31).astype(np.int32)
-    result = run_compiled(kernel, 5, "gpu", inputs=inputs)
-    assert result.ok, result.line()
-    [d] = result.outputs.values()
-    assert np.array_equal(d, want), f"{int((d != want).sum())} of {want.size} words differ"
-    mma_sync = run_compiled(compiled(spec, "90"), 5, "gpu", inputs=inputs)
-    assert np.array_equal(list(mma_sync.outputs.values())[0], d)
+    exactly_a_times_b(spec, kernel, "gpu", 5)
 
 
 TF32_CASES = [  # (spec, options): every order, every rounding, ragged sizes, a batch, both rings
