@@ -31,7 +31,7 @@ from tilemma.passes.warp.widen_int4 import WarpWidenInt4
 
 def chain(plan: TilePlan) -> list[ModulePass]:
     """The passes from tile IR to the finished warp-level kernel."""
-    return [*([TileTransposeProduct()] if plan.automatic else []), plan, TileDistribute(), TileDistributeEpilogue(), WarpStageShared(), WarpPipeline(), WarpSpecialize(),
+    return [*([TileTransposeProduct(plan.tune_cache)] if plan.automatic else []), plan, TileDistribute(), TileDistributeEpilogue(), WarpStageShared(), WarpPipeline(), WarpSpecialize(),
             WarpUnrollSparse(), WarpPrefetchFragments(), WarpWidenInt4()]
 
 

@@ -98,3 +98,19 @@ def test_a_view_of_a_view_is_refused_where_it_is():
     with pytest.raises(LocatedVerifyError, match="tile.transpose_view must view a kernel argument") as e:
         compile_text(text, s.name, options())
     assert e.value.span is not None and "%w = tile.transpose_view" in str(e.value)
+
+
+def test_a_tuned_kernel_is_left_as_written(tmp_path):
+    """A tuning cache's entry for the kernel's class is a configuration of the product as written
+    (`tilemma tune` measured it so): that kernel is not transposed, and takes the entry."""
+    from tilemma.compiler.core import configs
+
+    s = spec(4096, 4096, 4096)
+    path = str(tmp_path / "tune.json")
+    chosen = configs.Config("2x2", "4x8", 3, 128)
+    key = configs.cache_key("sm_90a", "s8", "s8", "s32", configs.size_class(4096, 4096, 4096))
+    configs.save(path, {key: chosen}, {key: {str(chosen): 1.0}})
+    assert transposed(s)  # (no cache)
+    assert not transposed(s, tune_cache=path)
+    kernel = compile_text(str(gemm_module(s)), s.name, options(tune_cache=path))[0]
+    assert kernel.abi.config.startswith("warps=2x2 warp-tile=4x8 stages=3"), kernel.abi.config

@@ -18,7 +18,7 @@ needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found (
 
 
 def options(sm: str = "90a", **kw) -> CompileOptions:
-    return CompileOptions(sm=sm, tune_cache="", **kw)
+    return CompileOptions(**{"sm": sm, "tune_cache": "", **kw})
 
 
 def compiled(spec: GemmSpec, sm: str = "90a", **kw):

@@ -615,6 +615,23 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
                     variant if widen else None, splits, chunk, fill, gather, pair)
 
 
+def tuned_config(kernel: func.FuncOp, mma, tune_cache: str):
+    """The tuning cache's (`tune_cache`) configuration for this kernel, if it has one."""
+    cache = configs.load(tune_cache)
+    if not cache or mma.variant.variant.sparse:  # the cache's entries were measured on dense kernels
+        return None
+    v = mma.variant.variant
+    target = kernel.attributes.get("warp.target")
+    shape = mma.acc.type.get_shape()
+    batch = shape[0] if len(shape) == 3 else 1
+    k = mma.lhs.type.get_shape()[-1]
+    hint = tile.plan_sizes(kernel) or (PLANNING_SIZE,) * 3
+    m, n, k = (h if d == DYNAMIC else d for d, h in zip((shape[-2], shape[-1], k), hint))
+    key = configs.cache_key(target.sm.data if target else "", v.atype, v.btype, v.ctype,
+                            configs.size_class(m, n, k, batch))
+    return cache.get(key)
+
+
 @dataclass(frozen=True)
 class TilePlan(ModulePass):
     """Options: `warps` (WMxWN warps per CTA, default up to 2x2), `warp-tile` (RMxRN
@@ -688,7 +705,7 @@ class TilePlan(ModulePass):
                 raise LoweringError(unselected[0], "run tile-select-mma before tile-plan")
             g = read_kernel(kernel)
             w, t, st, sk = warps, warp_tile, self.stages, self.stage_k
-            tuned = (self.tuned(kernel, mmas[0]) if (warps, warp_tile, self.stages) == (None, None, -1)
+            tuned = (tuned_config(kernel, mmas[0], self.tune_cache) if (warps, warp_tile, self.stages) == (None, None, -1)
                      and not (self.wgmma or self.tma > 0 or self.cluster > 1 or self.persistent > 0) else None)
             schedule = None
             if tuned is not None:
@@ -702,23 +719,6 @@ class TilePlan(ModulePass):
                                                                                self.pair_bytes, self.wgmma,
                                                                                self.producers, self.tma,
                                                                                self.cluster, self.persistent))
-
-    def tuned(self, kernel: func.FuncOp, mma):
-        """The tuning cache's configuration for this kernel, if it has one."""
-        cache = configs.load(self.tune_cache)
-        if not cache or mma.variant.variant.sparse:  # the cache's entries were measured on dense kernels
-            return None
-        v = mma.variant.variant
-        target = kernel.attributes.get("warp.target")
-        shape = mma.acc.type.get_shape()
-        batch = shape[0] if len(shape) == 3 else 1
-        k = mma.lhs.type.get_shape()[-1]
-        hint = tile.plan_sizes(kernel) or (PLANNING_SIZE,) * 3
-        m, n, k = (h if d == DYNAMIC else d for d, h in zip((shape[-2], shape[-1], k), hint))
-        key = configs.cache_key(target.sm.data if target else "", v.atype, v.btype, v.ctype,
-                                configs.size_class(m, n, k, batch))
-        return cache.get(key)
-
 
 # The warpgroup kernels' planning builds on this module's tiling and split-K; imported last so
 # that either module may be imported first (its functions are looked up when `plan` runs).

@@ -16,7 +16,8 @@ pairs (the K-major kernel 1254), 4096x4096x11008 1492, 512x4096x4096 1023 agains
 (benchmarks/results/h200-2026-11-28-matrix-sm90a-s8.csv, -s8-mma-sync-baseline.csv).
 
 It runs before `tile-plan`, only where the tiling is left to it (`TilePlan.automatic`): a forced
-configuration names the kernel's own M and N.
+configuration names the kernel's own M and N, and so does a tuning cache's entry for the kernel
+(`tune-cache`: those kernels are left as they are, as `tilemma tune` measured them).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tilemma.compiler.core import configs
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.gemm_kernel import read_kernel
-from tilemma.passes.tile.plan import kernel_target, plan, wrong_order
+from tilemma.passes.tile.plan import kernel_target, plan, tuned_config, wrong_order
 
 
 def _swapped(ty: tile.TileType) -> tile.TileType:
@@ -108,12 +109,17 @@ def transpose(kernel: func.FuncOp) -> None:
 @dataclass(frozen=True)
 class TileTransposeProduct(ModulePass):
     """Transpose each `candidate` kernel's product where `tile-plan` multiplies the transpose by
-    warpgroups with A from registers (`#warp.schedule` mma wgmma, pair_bytes `a`)."""
+    warpgroups with A from registers (`#warp.schedule` mma wgmma, pair_bytes `a`). Option:
+    `tune-cache`, tile-plan's: a kernel it holds a configuration for is left as it is."""
 
     name = "tile-transpose-product"
 
+    tune_cache: str = ""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp) and candidate(k)]:
+            if tuned_config(kernel, read_kernel(kernel).mma, self.tune_cache) is not None:
+                continue
             trial = kernel.clone()
             transpose(trial)
             try:
