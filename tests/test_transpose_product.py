@@ -29,6 +29,7 @@ def transposed(s: GemmSpec, sm: str = "90a", **kw) -> bool:
     (spec(4096, 4096, 4096), {}, True),  # A K-major, B N-major: the transpose, A' from registers
     (spec(512, 4096, 4096, "u8"), {}, True),
     (spec(520, 600, 512, c=True), {}, True),  # C read through its view too
+    (spec(512, 520, 256, batch=2, bcast="b"), {}, True),  # a broadcast B: its view keeps the batch stride 0
     (spec(128, 11008, 4096), {}, False),  # decode rows: mma.sync's split K does better
     (spec(4096, 4096, 4096, b_layout="col"), {}, False),  # K-major B: as it is
     (spec(4096, 4096, 4096, a_layout="col", b_layout="col"), {}, False),  # A from registers as it is
@@ -114,3 +115,33 @@ def test_a_tuned_kernel_is_left_as_written(tmp_path):
     assert not transposed(s, tune_cache=path)
     kernel = compile_text(str(gemm_module(s)), s.name, options(tune_cache=path))[0]
     assert kernel.abi.config.startswith("warps=2x2 warp-tile=4x8 stages=3"), kernel.abi.config
+
+
+def test_windows_of_bigger_arguments():
+    """Tiles at offsets of bigger arguments (rows 64.. of A, columns 128.. of B, D written at
+    (8, 16)): the transpose exchanges each offset's last two, and D's window is A's rows times B's
+    columns, every word (numpy on the arguments as given)."""
+    import numpy as np
+
+    from tilemma.compiler.driver.runner import run_compiled
+
+    text = """builtin.module {
+  func.func @w(%a: memref<640x512xsi8>, %b: memref<512x1024xsi8>, %d: memref<600x700xsi32>) {
+    %ta = tile.load %a[64, 0] : memref<640x512xsi8> -> !tile.tile<512x512xsi8>
+    %tb = tile.load %b[0, 128] : memref<512x1024xsi8> -> !tile.tile<512x520xsi8>
+    %zero = tile.constant 0 : !tile.tile<512x520xsi32>
+    %td = tile.mma %ta, %tb, %zero : !tile.tile<512x512xsi8>, !tile.tile<512x520xsi8>, !tile.tile<512x520xsi32> -> !tile.tile<512x520xsi32>
+    tile.store %td, %d[8, 16] : !tile.tile<512x520xsi32>, memref<600x700xsi32>
+    func.return
+  }
+}"""
+    [kernel] = compile_text(text, "w", options())
+    assert kernel.variant.startswith("wgmma.mma_async")
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (640, 512)).astype(np.int8)
+    b = rng.integers(-128, 128, (512, 1024)).astype(np.int8)
+    result = run_compiled(kernel, 3, "emulator", inputs={"a": a, "b": b})
+    assert result.ok, result.line()
+    [d] = result.outputs.values()
+    want = (a[64:576].astype(np.int64) @ b[:, 128:648].astype(np.int64)).astype(np.int32)
+    assert np.array_equal(d[8:520, 16:536], want)
