@@ -2,6 +2,7 @@
 no peers: the process to put under `ncu` or `compute-sanitizer`.
 
     python -m benchmarks.launch_kernel f16 4096 [warps=2x4,warp-tile=4x8,stages=3] [--launches 3]
+    python -m benchmarks.launch_kernel s8-acol 512x4096x4096 --sm 90a       # a shape M x N x K
     python -m benchmarks.launch_kernel epilogue:bias-gelu 4096      # an epilogue_bench case's fused kernel
     DISABLE_MMA_V3=1 python -m benchmarks.launch_kernel tf32-brow 4096 --triton 128,256,32,8,3   # the Triton peer
 """
@@ -12,14 +13,16 @@ import argparse
 import sys
 
 from benchmarks.gemm_bench import (
-    FAMILIES, compile_options, make_inputs, output, parse_config, tilemma_arguments, tilemma_ir, tilemma_kernel,
+    FAMILIES, compile_options, make_inputs, output, parse_config, parse_shape, tilemma_arguments, tilemma_ir,
+    tilemma_kernel,
 )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("family", help=f"{', '.join(FAMILIES)}, or epilogue:CASE (benchmarks.epilogue_bench)")
-    p.add_argument("size", type=int)
+    p.add_argument("size", type=parse_shape, help="N (N^3) or MxNxK")
+    p.add_argument("--sm", default="90", help="the target tilemma compiles for (default 90)")
     p.add_argument("config", nargs="?", default="", help="as gemm_bench --tilemma-configs")
     p.add_argument("--launches", type=int, default=3)
     p.add_argument("--triton", metavar="BM,BN,BK,WARPS,STAGES",
@@ -36,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.triton:
         return _triton(fam, args.size, tuple(int(x) for x in args.triton.split(",")), args.launches, torch)
     text, name = tilemma_ir(fam, args.size)
-    kernel = tilemma_kernel(text, name, compile_options(**parse_config(args.config)))
+    kernel = tilemma_kernel(text, name, compile_options(args.sm, **parse_config(args.config)))
     inp = make_inputs(fam, args.size, torch)
     d = output(fam, args.size, torch)
     pointers, _ = tilemma_arguments(fam, inp, d, torch)
@@ -48,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 
-def _triton(fam, n: int, config: tuple, launches: int, torch) -> int:
-    """Triton's matmul of `fam` at n^3, the operands in the family's orders (`gemm_bench`'s)."""
+def _triton(fam, n, config: tuple, launches: int, torch) -> int:
+    """Triton's matmul of `fam` at `n` (N^3 or M x N x K), the operands in the family's orders (`gemm_bench`'s)."""
     from benchmarks import triton_gemm
 
     inp = make_inputs(fam, n, torch)
@@ -60,14 +63,15 @@ def _triton(fam, n: int, config: tuple, launches: int, torch) -> int:
     print(f"triton {config}: {triton_gemm.instruction(compiled.asm['ptx'])}", file=sys.stderr)
     return 0
 
-def _epilogue(case: str, n: int, launches: int, torch) -> int:
-    """The fused kernel of an epilogue_bench case at n^3 on random tensors made from its ABI
+def _epilogue(case: str, shape: tuple[int, int, int], launches: int, torch) -> int:
+    """The fused kernel of an epilogue_bench case at `shape` on random tensors made from its ABI
     (through the public API: tilemma.compile and Kernel.launch)."""
     import numpy as np
     import tilemma
     from benchmarks.epilogue_bench import CASES, epilogue_ir
 
-    text, _ = epilogue_ir(CASES[case], (n, n, n))
+    n = shape[2]  # (B's scale: K)
+    text, _ = epilogue_ir(CASES[case], shape)
     [kernel] = tilemma.compile(text, "90")
     args = []
     for p in kernel.abi.params:
