@@ -13,7 +13,7 @@ from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import compile_text
 from tilemma.dialects.tile_view import transposed_type
 
-from tests.wgmma_cases import compiled, exactly_a_times_b, options, schedule, warp_module
+from tests.wgmma_cases import compiled, exactly_a_times_b, options, same_words_as_mma_sync, schedule, warp_module
 
 
 def spec(m, n, k, t="s8", **kw) -> GemmSpec:
@@ -35,7 +35,7 @@ def transposed(s: GemmSpec, sm: str = "90a", **kw) -> bool:
     (spec(4096, 4096, 4096, a_layout="col", b_layout="col"), {}, False),  # A from registers as it is
     (spec(4096, 4096, 4096, a_layout="col"), {}, False),  # both the wrong way: B' would be N-major
     (spec(4096, 264, 4096), {}, False),  # M' = 264 rows: the transpose would be mma.sync anyway
-    (spec(4096, 4096, 4096, bias="col"), {}, False),  # an epilogue: not rewritten
+    (spec(4096, 4096, 4096, bias="col"), {}, True),  # an epilogue: transposed with the product
     (spec(4096, 4096, 4096, dynamic="m"), {}, False),  # sizes known at launch
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32"), {}, False),  # 16-bit: wgmma transposes by itself
     (spec(4096, 4096, 4096), {"warps": "2x2", "warp_tile": "4x8"}, False),  # a forced tiling
@@ -145,3 +145,18 @@ def test_windows_of_bigger_arguments():
     [d] = result.outputs.values()
     want = (a[64:576].astype(np.int64) @ b[:, 128:648].astype(np.int64)).astype(np.int32)
     assert np.array_equal(d[8:520, 16:536], want)
+
+
+@pytest.mark.parametrize("s", [
+    spec(512, 520, 256, vector_scales="rows,cols", bias="col", out="f16"),  # a quantized linear layer
+    spec(520, 600, 300, "u8", alpha=0.5, vector_scales="cols", act="relu", out="f32"),
+    spec(512, 520, 256, bias="row", c=True, out="f32"),
+])
+def test_an_epilogue_is_transposed_with_the_product(s):
+    """The epilogue's per-row and per-column vectors broadcast along the exchanged dimensions: D
+    within the reference's bound, and every word the sm_90 mma.sync kernel's for the same
+    arguments (the same int32 sums, then the same f32 operations element by element)."""
+    assert transposed(s)
+    kernel = compiled(s)
+    assert kernel.variant.startswith("wgmma.mma_async")
+    same_words_as_mma_sync(s, kernel, "emulator", 4)

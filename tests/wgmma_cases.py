@@ -99,3 +99,22 @@ def exactly_a_times_b(spec: GemmSpec, kernel, on: str, seed: int) -> None:
     mma_sync = run_compiled(compiled(spec, "90"), seed, on, inputs=inputs)
     assert mma_sync.variant.startswith("mma.sync"), mma_sync.variant
     assert np.array_equal(list(mma_sync.outputs.values())[0], d)
+
+
+def same_words_as_mma_sync(spec: GemmSpec, kernel, on: str, seed: int) -> None:
+    """`kernel` of an 8-bit `spec` with an epilogue, run on `on` with every input given (A and B
+    random over their type, the epilogue's vectors and C wide values of both signs): within the
+    reference's bound, and every output word the sm_90 mma.sync kernel's for the same arguments."""
+    rng = np.random.default_rng(seed)
+    dt, (lo, hi) = (np.int8, (-128, 128)) if spec.a == "s8" else (np.uint8, (0, 256))
+    inputs = {"a": rng.integers(lo, hi, (spec.m, spec.k)).astype(dt), "b": rng.integers(lo, hi, (spec.k, spec.n)).astype(dt)}
+    for p in kernel.abi.params:
+        name = p.name.removeprefix("p_")
+        if name not in ("a", "b", "d") and "split" not in name:
+            inputs[name] = (rng.standard_normal(p.shape) * 2.0 ** rng.integers(-8, 8, p.shape)).astype(np.dtype(p.dtype))
+    result = run_compiled(kernel, seed, on, inputs=inputs)
+    assert result.ok, result.line()
+    want = run_compiled(compiled(spec, "90"), seed, on, inputs=inputs)
+    assert want.variant.startswith("mma.sync"), want.variant
+    for name, out in result.outputs.items():
+        assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name

@@ -6,10 +6,11 @@ stored M-major is read from registers by byte pairs (`#warp.schedule` pair_bytes
 stored N-major (the layout of `torch._int_mm`'s and most row-major weights) has no such road: the
 kernel stays on mma.sync's byte-pair reads. Its transpose has one: B^T is then an M-major A', read
 from registers, and A^T a K-major B'. So this pass rewrites such a kernel (tile IR: the loads, a
-zero or loaded C, the mma and its one store, nothing between the mma and the store) into the
-product of the transposed operands, each read and written through `tile.transpose_view` of its
-argument, where `tile-plan` then multiplies it by warpgroups with A from registers; elsewhere it
-leaves the kernel alone. The arguments and what the kernel computes into them are unchanged.
+zero or loaded C, the mma, and an elementwise epilogue: broadcasts of per-row or per-column
+vectors, maps, casts, its stores) into its transpose: every tile transposed, each read and written
+through `tile.transpose_view` of its argument, a per-row vector now broadcast along the columns and
+the other way round; where `tile-plan` then multiplies it by warpgroups with A from registers.
+Elsewhere it leaves the kernel alone. The arguments and what lands in them are unchanged.
 
 H200, s8 with a row-major A and B, TOP/s, in one call: 4096^3 1276 against 810 by mma.sync's byte
 pairs (the K-major kernel 1254), 4096x4096x11008 1492, 512x4096x4096 1023 against 642
@@ -50,11 +51,26 @@ def _offsets(op: tile.LoadOp | tile.StoreOp) -> list[int]:
     return offsets
 
 
+# the tile ops a transposed kernel is made of (each rewritten by `transpose`), besides the mma
+_OPS = (tile.LoadOp, tile.ConstantOp, tile.BroadcastOp, tile.MapOp, tile.CastOp, tile.StoreOp, func.ReturnOp)
+
+
+def _swap_dim(d: int, rank: int) -> int:
+    """Tile dimension `d` of a rank-`rank` tile in the transpose (rows and columns exchanged)."""
+    return {rank - 2: rank - 1, rank - 1: rank - 2}.get(d, d)
+
+
+def _broadcast_dims(op: tile.BroadcastOp) -> list[int]:
+    rank = len(op.result.type.get_shape())  # type: ignore[union-attr]
+    return [_swap_dim(d, rank) for d in op.dim_values()]
+
+
 def candidate(kernel: func.FuncOp) -> bool:
     """Whether `kernel` is one GEMM of 8-bit integers for sm_90a, A K-major and B N-major, of static
     sizes and as many rows as the warpgroups take by themselves (`configs.WGMMA_MIN_ROWS`: fewer,
     the transpose's few columns lost to mma.sync's split K, H200 64 / 128 x 11008 x 4096 304 / 373
-    against 349 / 429 TOP/s), its mma stored as it is (the form `transpose` rewrites)."""
+    against 349 / 429 TOP/s), made of loads, constants, broadcasts (of one dimension), maps, casts
+    and stores around its mma (the forms `transpose` rewrites)."""
     if not kernel_target(kernel).is_arch(90):
         return False
     try:
@@ -62,20 +78,24 @@ def candidate(kernel: func.FuncOp) -> bool:
     except LoweringError:
         return False  # (tile-plan reports it)
     v = g.mma.variant.variant  # type: ignore[union-attr]
+    ops = list(kernel.body.block.ops)
     return (v.atype in ("s8", "u8") and v.sparse is None and g.scales is None and g.a_meta is None
             and g.m >= configs.WGMMA_MIN_ROWS["8bit-wgmma"]
-            and not g.a.casts and not g.b.casts and not g.fused and not g.dynamic
+            and not g.a.casts and not g.b.casts and not g.dynamic
             and not wrong_order(g, "a") and wrong_order(g, "b")
-            and all(isinstance(op.owner, tile.LoadOp) for op in (g.mma.lhs, g.mma.rhs)))
+            and all(isinstance(op.owner, tile.LoadOp) for op in (g.mma.lhs, g.mma.rhs))
+            and all(isinstance(o, _OPS) or o is g.mma for o in ops)
+            and all(d == sorted(d) for d in (_broadcast_dims(o) for o in ops if isinstance(o, tile.BroadcastOp))))
 
 
 def transpose(kernel: func.FuncOp) -> None:
-    """Rewrite `kernel` (a `candidate`) as D^T = B^T A^T through transposed views."""
+    """Rewrite `kernel` (a `candidate`) as D^T = B^T A^T: every tile its transpose (loads and stores
+    through transposed views of the arguments, at exchanged offsets; broadcasts along exchanged
+    dimensions; maps and casts as they are, of transposed tiles), the mma of the exchanged operands."""
     mma = read_kernel(kernel).mma
-    [store] = [o for o in kernel.walk() if isinstance(o, tile.StoreOp)]
-    a_load, b_load = mma.lhs.owner, mma.rhs.owner
-    assert isinstance(a_load, tile.LoadOp) and isinstance(b_load, tile.LoadOp)
+    block = kernel.body.block
     new: list[Operation] = []
+    values: dict[SSAValue, SSAValue] = {}
     views: dict[SSAValue, SSAValue] = {}
 
     def view(ref: SSAValue) -> SSAValue:
@@ -84,26 +104,35 @@ def transpose(kernel: func.FuncOp) -> None:
             views[ref] = op.result
         return views[ref]
 
-    def load(old: tile.LoadOp) -> SSAValue:
-        new.append(op := tile.LoadOp(view(old.source), _offsets(old), _swapped(old.result.type)))  # type: ignore[arg-type]
-        return op.result
-
-    lhs, rhs = load(b_load), load(a_load)
-    acc = mma.acc.owner
-    if isinstance(acc, tile.ConstantOp):
-        new.append(c := tile.ConstantOp(acc.scalar(), _swapped(acc.result.type)))  # type: ignore[arg-type]
-        c_value = c.result
-    else:
-        assert isinstance(acc, tile.LoadOp)  # (read_kernel's accumulator operand)
-        c_value = load(acc)
-    product = type(mma).create(operands=[lhs, rhs, c_value], result_types=[_swapped(mma.result.type)],
-                               properties=dict(mma.properties), attributes=dict(mma.attributes))
-    new.append(product)
-    new.append(tile.StoreOp(product.results[0], view(store.dest), _offsets(store)))
-    Rewriter.insert_op(new, InsertPoint.before(store))
-    for old in (store, mma, *(o for o in (acc, a_load, b_load) if o is not None)):
-        if old.parent is not None and not any(r.uses for r in old.results):
-            Rewriter.erase_op(old)
+    for op in list(block.ops):
+        if isinstance(op, func.ReturnOp):
+            continue
+        if isinstance(op, tile.LoadOp):
+            out: Operation = tile.LoadOp(view(op.source), _offsets(op), _swapped(op.result.type))  # type: ignore[arg-type]
+        elif isinstance(op, tile.ConstantOp):
+            out = tile.ConstantOp(op.scalar(), _swapped(op.result.type))  # type: ignore[arg-type]
+        elif isinstance(op, tile.BroadcastOp):
+            out = tile.BroadcastOp(op.source, op.offset_values(), _broadcast_dims(op), _swapped(op.result.type))  # type: ignore[arg-type]
+        elif isinstance(op, tile.CastOp):
+            out = tile.CastOp(values[op.source], _swapped(op.result.type),  # type: ignore[arg-type]
+                              op.rounding.data if op.rounding is not None else None)
+        elif isinstance(op, tile.MapOp):
+            out = tile.MapOp([values[x] for x in op.inputs], [_swapped(r.type) for r in op.outputs],  # type: ignore[arg-type]
+                             op.body.clone())
+        elif isinstance(op, tile.StoreOp):
+            out = tile.StoreOp(values[op.value], view(op.dest), _offsets(op))
+        else:  # the mma: of the exchanged operands
+            assert op is mma
+            out = type(mma).create(operands=[values[mma.rhs], values[mma.lhs], values[mma.acc]],
+                                   result_types=[_swapped(mma.result.type)],
+                                   properties=dict(mma.properties), attributes=dict(mma.attributes))
+        new.append(out)
+        values.update(zip(op.results, out.results))
+    ret = block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    for op in reversed([o for o in block.ops if o is not ret]):
+        Rewriter.erase_op(op, safe_erase=False)
+    Rewriter.insert_op(new, InsertPoint.before(ret))
 
 
 @dataclass(frozen=True)

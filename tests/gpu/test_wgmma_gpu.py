@@ -16,7 +16,7 @@ import pytest
 from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.runtime import cuda_runtime
 
-from tests.wgmma_cases import compiled, exactly_a_times_b, like_the_sm90_kernel
+from tests.wgmma_cases import compiled, exactly_a_times_b, like_the_sm90_kernel, same_words_as_mma_sync
 
 pytestmark = [
     pytest.mark.gpu,
@@ -115,6 +115,21 @@ def test_transposed_product_on_the_gpu(spec):
     kernel = compiled(spec)
     assert kernel.variant.startswith("wgmma.mma_async"), kernel.variant
     exactly_a_times_b(spec, kernel, "gpu", 5)
+
+
+TRANSPOSED_EPILOGUE_CASES = [  # ... with an epilogue: its vectors broadcast along the exchanged dimensions
+    GemmSpec(512, 520, 256, "s8", "s8", "s32", vector_scales="rows,cols", bias="col", out="f16"),
+    GemmSpec(1024, 1000, 512, "u8", "u8", "s32", alpha=0.5, vector_scales="cols", act="relu", out="f32"),
+]
+
+
+@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.parametrize("spec", TRANSPOSED_EPILOGUE_CASES, ids=lambda s: s.name)
+def test_transposed_epilogue_on_the_gpu(spec):
+    """Within the reference's bound, and every output word the GPU's mma.sync kernel's."""
+    kernel = compiled(spec)
+    assert kernel.variant.startswith("wgmma.mma_async"), kernel.variant
+    same_words_as_mma_sync(spec, kernel, "gpu", 5)
 
 
 TF32_CASES = [  # (spec, options): every order, every rounding, ragged sizes, a batch, both rings
