@@ -207,7 +207,7 @@ class WgmmaOp(IRDLOperation):
         for x in self.a_frags:
             if not isinstance(x.type, FragType) or x.type.role != Operand.A or x.type.variant != v:
                 raise VerifyException(f"warp.wgmma: a_frags are A fragments of {v.opcode}, one a k{self.k_step} step")
-        sa, ra, ca = self.a.type.get_shape()  # type: ignore[union-attr]
+        _, ra, ca = self.a.type.get_shape()  # type: ignore[union-attr]
         if len(self.a_frags) * self.k_step not in (ra, ca):
             raise VerifyException(f"warp.wgmma: {len(self.a_frags)} A fragments cover K {len(self.a_frags) * self.k_step}, "
                                   f"not the stage's ({ra} x {ca})")

@@ -37,7 +37,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from tilemma.compiler.core import configs
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError
-from tilemma.passes.tile.gemm_kernel import read_kernel
+from tilemma.passes.tile.gemm_kernel import GemmKernel, read_kernel
 from tilemma.passes.tile.plan import kernel_target, plan, tuned_config, wrong_order
 
 
@@ -67,34 +67,34 @@ def _broadcast_dims(op: tile.BroadcastOp) -> list[int]:
     return [_swap_dim(d, rank) for d in op.dim_values()]
 
 
-def candidate(kernel: func.FuncOp) -> bool:
-    """Whether `kernel` is one GEMM of 8-bit integers for sm_90a, A K-major and B N-major, of static
+def candidate(kernel: func.FuncOp) -> GemmKernel | None:
+    """`kernel`'s GEMM (`read_kernel`) where it is one of 8-bit integers for sm_90a, A K-major and B N-major, of static
     sizes and as many rows as the warpgroups take by themselves (`configs.WGMMA_MIN_ROWS`: fewer,
     the transpose's few columns lost to mma.sync's split K, H200 64 / 128 x 11008 x 4096 304 / 373
     against 349 / 429 TOP/s), made of loads, constants, broadcasts (of one dimension), maps, casts
-    and stores around its mma (the forms `transpose` rewrites)."""
+    and stores around its mma (the forms `transpose` rewrites); None otherwise."""
     if not kernel_target(kernel).is_arch(90):
-        return False
+        return None
     try:
         g = read_kernel(kernel)
     except LoweringError:
-        return False  # (tile-plan reports it)
+        return None  # (tile-plan reports it)
     v = g.mma.variant.variant  # type: ignore[union-attr]
     ops = list(kernel.body.block.ops)
-    return (v.atype in ("s8", "u8") and v.sparse is None and g.scales is None and g.a_meta is None
+    ok = (v.atype in ("s8", "u8") and v.sparse is None and g.scales is None and g.a_meta is None
             and g.m >= configs.WGMMA_MIN_ROWS["8bit-wgmma"]
             and not g.a.casts and not g.b.casts and not g.dynamic
             and not wrong_order(g, "a") and wrong_order(g, "b")
             and all(isinstance(op.owner, tile.LoadOp) for op in (g.mma.lhs, g.mma.rhs))
             and all(isinstance(o, _OPS) or o is g.mma for o in ops)
             and all(d == sorted(d) for d in (_broadcast_dims(o) for o in ops if isinstance(o, tile.BroadcastOp))))
+    return g if ok else None
 
 
 def transpose(kernel: func.FuncOp) -> None:
     """Rewrite `kernel` (a `candidate`) as D^T = B^T A^T: every tile its transpose (loads and stores
     through transposed views of the arguments, at exchanged offsets; broadcasts along exchanged
     dimensions; maps and casts as they are, of transposed tiles), the mma of the exchanged operands."""
-    mma = read_kernel(kernel).mma
     block = kernel.body.block
     new: list[Operation] = []
     values: dict[SSAValue, SSAValue] = {}
@@ -123,11 +123,11 @@ def transpose(kernel: func.FuncOp) -> None:
                              op.body.clone())
         elif isinstance(op, tile.StoreOp):
             out = tile.StoreOp(values[op.value], view(op.dest), _offsets(op))
-        else:  # the mma: of the exchanged operands
-            assert op is mma
-            out = type(mma).create(operands=[values[mma.rhs], values[mma.lhs], values[mma.acc]],
-                                   result_types=[_swapped(mma.result.type)],
-                                   properties=dict(mma.properties), attributes=dict(mma.attributes))
+        else:  # the mma (a candidate's one other op): of the exchanged operands
+            assert isinstance(op, tile.MmaOp)
+            out = tile.MmaOp.create(operands=[values[op.rhs], values[op.lhs], values[op.acc]],
+                                    result_types=[_swapped(op.result.type)],
+                                    properties=dict(op.properties), attributes=dict(op.attributes))
         new.append(out)
         values.update(zip(op.results, out.results))
     ret = block.last_op
@@ -148,8 +148,9 @@ class TileTransposeProduct(ModulePass):
     tune_cache: str = ""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp) and candidate(k)]:
-            if tuned_config(kernel, read_kernel(kernel).mma, self.tune_cache) is not None:
+        for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
+            g = candidate(kernel)
+            if g is None or tuned_config(kernel, g.mma, self.tune_cache) is not None:
                 continue
             trial = kernel.clone()
             transpose(trial)

@@ -118,7 +118,8 @@ class LowerTransposeView(RewritePattern):
         base = reg(op.source)
         if base is None:
             return
-        if base not in self.state.kernel(op).args or self.state.kernel(op).memrefs.get(base):
+        kernel = self.state.kernel(op)
+        if base not in kernel.args or kernel.memrefs.get(base):
             raise LoweringError(op, "warp-to-ptx: tile.transpose_view views a kernel argument of static sizes")
         rewriter.replace(op, ptx.RegsOp([base], op.result.type))
 
