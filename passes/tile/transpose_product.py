@@ -12,7 +12,7 @@ through `tile.transpose_view` of its argument, a per-row vector now broadcast al
 the other way round; where `tile-plan` then multiplies it by warpgroups with A from registers.
 Elsewhere it leaves the kernel alone. The arguments and what lands in them are unchanged.
 
-H200, s8 with a row-major A and B, TOP/s: 4096^3 1233 (the K-major kernel 1254 in the same run),
+H200, s8 with a row-major A and B, TOP/s: 4096^3 1233 (the K-major kernel 1332 in the same run),
 4096x4096x11008 1478, 512x4096x4096 1023 (benchmarks/results/h200-2026-11-28-matrix-sm90a-s8.csv),
 where mma.sync's byte pairs ran 810 at 4096^3 (-s8-mma-sync-baseline.csv, the call before); with a
 quantized linear layer's epilogue (scales, bias, f16 D) 1160 against 735 in one call
