@@ -520,31 +520,34 @@ def peer_check(row: Row, got, inp: dict, fam: Family, torch) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def cublas_rows(fam: Family, n: int | Shape, inp: dict, torch, deadline: float) -> list[Row]:
+def peers(fam: Family) -> tuple[str, ...]:
+    """The peers of `fam` (`peer_fn`'s impls): cuBLAS, and cuSPARSELt where A is 2:4 sparse."""
+    return ("cublas", "torch-sparse") if fam.sparse else ("cublas",)
+
+
+def peer_fn(fam: Family, inp: dict, torch, impl: str) -> tuple[Callable[[], Any], str]:
+    """Peer `impl`'s product for inputs `inp`, with its configuration text: cuBLAS (`torch._int_mm`,
+    cuBLASLt, for 8-bit), or cuSPARSELt (torch's semi-structured sparse), its A compressed here
+    once from A as stored row-major (not timed, as tilemma's pre-compressed A)."""
     a, b = inp["a_op"], inp["b_op"]
-
-    def dense(row: Row) -> Row:
-        if fam.exact:  # torch._int_mm: cuBLASLt (fast with a column-major B)
-            fn = lambda: torch._int_mm(a, b)  # noqa: E731
-        else:
-            fn = lambda: a @ b  # noqa: E731
-        peer_check(row, fn(), inp, fam, torch)
-        row.config = (("torch._int_mm" if fam.exact else f"torch.matmul {fam.torch_in}")
-                      + "".join(f", {x} column-major" for x, col in (("A", fam.a_col), ("B", fam.b_col)) if col))
-        return measured(row, fn, torch)
-
-    def semi_structured(row: Row) -> Row:
-        # compressed once, not timed (as tilemma's pre-compressed A): from A as stored row-major
+    if impl == "torch-sparse":
         sa = torch.sparse.to_sparse_semi_structured(inp["a"])
-        fn = lambda: sa @ b  # noqa: E731
-        peer_check(row, fn(), inp, fam, torch)
-        row.config = type(sa).__name__ + (", B column-major" if fam.b_col else "")
-        return measured(row, fn, torch)
+        return (lambda: sa @ b), type(sa).__name__ + (", B column-major" if fam.b_col else "")
+    cols = "".join(f", {x} column-major" for x, col in (("A", fam.a_col), ("B", fam.b_col)) if col)
+    if fam.exact:  # torch._int_mm: cuBLASLt (fast with a column-major B)
+        return (lambda: torch._int_mm(a, b)), "torch._int_mm" + cols
+    return (lambda: a @ b), f"torch.matmul {fam.torch_in}" + cols
 
-    rows = [guarded(new_row(fam, n, "cublas"), dense, deadline)]
-    if fam.sparse:
-        rows.append(guarded(new_row(fam, n, "torch-sparse"), semi_structured, deadline))
-    return rows
+
+def cublas_rows(fam: Family, n: int | Shape, inp: dict, torch, deadline: float) -> list[Row]:
+    def peer(impl: str) -> Callable[[Row], Row]:
+        def body(row: Row) -> Row:
+            fn, row.config = peer_fn(fam, inp, torch, impl)
+            peer_check(row, fn(), inp, fam, torch)
+            return measured(row, fn, torch)
+        return body
+
+    return [guarded(new_row(fam, n, impl), peer(impl), deadline) for impl in peers(fam)]
 
 
 def parse_config(text: str) -> dict[str, Any]:
@@ -577,6 +580,43 @@ def tilemma_arguments(fam: Family, inp: dict, d, torch) -> tuple[list[int], Any]
     return pointers, word
 
 
+def tilemma_launcher(fam: Family, n: int | Shape, inp: dict, kernel: TilemmaKernel, torch) -> tuple[Callable[[], None], Any, Any]:
+    """A launch of `kernel` on inputs `inp`, with its D (filled with a sentinel) and its sparsity
+    error word (None where it has none); split-K's workspace and counters are made here (zeroed
+    once: the kernel leaves them at 0). All of them live as long as the launch does."""
+    d = output(fam, n, torch).fill_(SENTINEL[fam.exact])
+    pointers, word = tilemma_arguments(fam, inp, d, torch)
+    scratch = []
+    for index, nbytes, zeroed in kernel.scratch:
+        scratch.append((torch.zeros if zeroed else torch.empty)(max(nbytes, 4), dtype=torch.uint8, device="cuda"))
+        pointers.insert(index, scratch[-1].data_ptr())
+
+    kept = (d, word, scratch)  # the buffers the pointers point into live as long as the launch
+
+    def launch() -> None:
+        kernel.launch(pointers, torch.cuda.current_stream().cuda_stream)
+        assert kept
+
+    return launch, d, word
+
+
+def tilemma_checked(fam: Family, n: int | Shape, inp: dict, kernel: TilemmaKernel, torch) -> Callable[[], None]:
+    """`tilemma_launcher`'s launch, run once and checked against the reference (AssertionError
+    saying what is wrong)."""
+    launch, d, word = tilemma_launcher(fam, n, inp, kernel, torch)
+    launch()
+    torch.cuda.synchronize()
+    if word is not None and int(word.item()) != NO_ERROR_WORD:
+        raise AssertionError(f"the kernel reports A is not 2:4 sparse (error word {word.item()})")
+    magnitude = None if fam.exact else inp["s"]
+    # a narrower D than the accumulator: its one rounding (the output type's epsilon) on top
+    slack = torch.finfo(d.dtype).eps if fam.out and not fam.exact else 0.0
+    problem = check(d.double(), inp["ab"], magnitude, acc=fam.acc, k=as_shape(n)[2], slack=slack)
+    if problem:
+        raise AssertionError(f"wrong result: {problem}")
+    return launch
+
+
 def tilemma_row(fam: Family, n: int | Shape, inp: dict, torch, deadline: float, sm: str, config: str = "",
                 compiled: TilemmaKernel | None = None) -> Row:
     """tilemma's kernel for `fam` at `n` (compiled here, or `compiled` ahead of time), checked
@@ -588,23 +628,7 @@ def tilemma_row(fam: Family, n: int | Shape, inp: dict, torch, deadline: float, 
             text, name = tilemma_ir(fam, n)
             kernel = tilemma_kernel(text, name, compile_options(sm, **parse_config(config)))
         row.config = kernel.config
-        d = output(fam, n, torch).fill_(SENTINEL[fam.exact])
-        pointers, word = tilemma_arguments(fam, inp, d, torch)
-        scratch = []  # split-K's workspace and counters (zeroed once: the kernel leaves them at 0)
-        for index, nbytes, zeroed in kernel.scratch:
-            scratch.append((torch.zeros if zeroed else torch.empty)(max(nbytes, 4), dtype=torch.uint8, device="cuda"))
-            pointers.insert(index, scratch[-1].data_ptr())
-        launch = lambda: kernel.launch(pointers, torch.cuda.current_stream().cuda_stream)  # noqa: E731
-        launch()
-        torch.cuda.synchronize()
-        if word is not None and int(word.item()) != NO_ERROR_WORD:
-            raise AssertionError(f"the kernel reports A is not 2:4 sparse (error word {word.item()})")
-        magnitude = None if fam.exact else inp["s"]
-        # a narrower D than the accumulator: its one rounding (the output type's epsilon) on top
-        slack = torch.finfo(d.dtype).eps if fam.out and not fam.exact else 0.0
-        problem = check(d.double(), inp["ab"], magnitude, acc=fam.acc, k=as_shape(n)[2], slack=slack)
-        if problem:
-            raise AssertionError(f"wrong result: {problem}")
+        launch = tilemma_checked(fam, n, inp, kernel, torch)
         row.check = "exact" if fam.exact else "bound"
         return measured(row, launch, torch)
 

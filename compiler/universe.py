@@ -84,6 +84,12 @@ def _specialize():
     return WarpSpecialize
 
 
+def _tma_blocks():
+    from tilemma.passes.warp.tma_blocks import WarpTmaBlocks
+
+    return WarpTmaBlocks
+
+
 def _unroll_sparse():
     from tilemma.passes.warp.unroll_sparse import WarpUnrollSparse
 
@@ -170,6 +176,7 @@ PASSES = {
     "warp-stage-shared": _stage_shared,
     "warp-pipeline": _pipeline,
     "warp-specialize": _specialize,
+    "warp-tma-blocks": _tma_blocks,
     "warp-unroll-sparse": _unroll_sparse,
     "warp-prefetch-fragments": _prefetch,
     "warp-widen-int4": _widen_int4,

@@ -11,7 +11,9 @@ its window through a tensor map, a kernel parameter the lowering adds for the me
 
 The box is the destination's stage (rows x cols, each at most 256); the shared layout is the
 TMA's swizzle: a row-major stage (none) or `#warp.swizzled<1>` of 32-, 64- or 128-byte rows, which
-is the TMA's swizzle of that span on a stage aligned to 1024 bytes (`tma_swizzle`).
+is the TMA's swizzle of that span on a stage aligned to 1024 bytes (`tma_swizzle`). A swizzle
+spans at most 128 bytes, so a stage wider than that along the window's contiguous dimension is
+several buffers of one span each; with `blocks = N` one copy fills N of them (`warp-tma-blocks`).
 """
 
 from __future__ import annotations
@@ -63,7 +65,14 @@ class CopyTmaOp(_WindowOp):
     `bars`. With `transpose` the stage holds the box's transpose, for a window whose rows are
     contiguous (its shared rows run along the window's columns), as `warp.copy_async`'s. With
     `multicast = N` (a cluster of N CTAs that share the window), only the CTA of cluster rank
-    `rank` issues it, and the box lands in every CTA of the cluster, on each one's barrier."""
+    `rank` issues it, and the box lands in every CTA of the cluster, on each one's barrier.
+
+    With `blocks = N` it fills stages stage .. stage + N - 1, stage + j with the box whose index
+    along the window's contiguous dimension (col; row with `transpose`) is j stage widths on, as
+    one copy of a three-dimensional box (the stage's width, its height, N widths): one TMA
+    instruction where there would be N. The window's contiguous extent is then whole widths, so
+    that no width reads past it, and that index a multiple of the width (which `warp-tma-blocks`
+    proves before it merges copies)."""
 
     name = "warp.copy_tma"
     ref = operand_def(MemRefType)
@@ -81,6 +90,7 @@ class CopyTmaOp(_WindowOp):
     # stage (the same offset) and counted on every CTA's barrier
     multicast = opt_prop_def(IntegerAttr)
     rank = opt_prop_def(IntegerAttr)
+    blocks = opt_prop_def(IntegerAttr)  # stages filled by one copy: N spans of the contiguous dimension
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = ("$ref `[` $indices `]` `,` $dest `[` $stage `]` `,` $bars `[` $slot `]` attr-dict `:` "
@@ -99,7 +109,13 @@ class CopyTmaOp(_WindowOp):
         """Bytes the copy writes (the whole stage, zeros where the box leaves the window): the
         transactions its barrier expects."""
         _, rows, cols = self.dest.type.get_shape()  # type: ignore[union-attr]
-        return rows * cols * element_bits(element_name(self.dest.type.element_type)) // 8  # type: ignore[union-attr]
+        bits = element_bits(element_name(self.dest.type.element_type))  # type: ignore[union-attr]
+        return self.block_count * rows * cols * bits // 8
+
+    @property
+    def block_count(self) -> int:
+        """The stages the copy fills (`blocks`; 1 where it has none)."""
+        return 1 if self.blocks is None else self.blocks.value.data
 
     def verify_(self) -> None:
         self.verify_window(self.ref.type, self.indices)
@@ -123,6 +139,14 @@ class CopyTmaOp(_WindowOp):
                                   "time)")
         if self.thread.value.data < 0:
             raise VerifyException("warp.copy_tma: thread is a thread of the CTA (0 or more)")
+        if self.blocks is not None:
+            n, t = self.blocks.value.data, self.transpose is not None
+            extent = self.extent_values()[1 if t else 2]  # along the window's contiguous dimension
+            if not 2 <= n <= TMA_MAX_BOX:
+                raise VerifyException(f"warp.copy_tma: blocks is 2 to {TMA_MAX_BOX} stages, not {n}")
+            if extent % cols:
+                raise VerifyException(f"warp.copy_tma: blocks of {cols} {'rows' if t else 'columns'} need a window of "
+                                      f"whole blocks; its extent is {extent}")
         if (self.multicast is None) != (self.rank is None) or (self.multicast is not None and not (
                 self.multicast.value.data in CLUSTERS[1:] and 0 <= self.rank.value.data < self.multicast.value.data)):
             raise VerifyException(f"warp.copy_tma: a multicast names its cluster ({CLUSTERS[1:]} CTAs) and the rank "

@@ -1,12 +1,11 @@
 """`tile-to-warp`: the whole tile -> warp chain as one pass, for command lines and tests.
 
 It runs, in order, `tile-transpose-product` (where the tiling is left to `tile-plan`),
-`tile-plan` (with this pass's options), `tile-distribute`,
-`tile-distribute-epilogue`, `warp-stage-shared`, `warp-pipeline`, `warp-specialize`, `warp-unroll-sparse`,
-`warp-prefetch-fragments` and `warp-widen-int4`: each
-does one thing and has its own lit tests; this is only their composition, as MLIR registers
-pass pipelines. `tilemma compile` runs the same passes one by one (`--print-ir-after-all`
-shows each level).
+`tile-plan` (with this pass's options), `tile-distribute`, `tile-distribute-epilogue`,
+`warp-stage-shared`, `warp-pipeline`, `warp-specialize`, `warp-tma-blocks`, `warp-unroll-sparse`,
+`warp-prefetch-fragments` and `warp-widen-int4`: each does one thing and has its own lit tests;
+this is only their composition, as MLIR registers pass pipelines. `tilemma compile` runs the same
+passes one by one (`--print-ir-after-all` shows each level).
 """
 
 from __future__ import annotations
@@ -25,13 +24,15 @@ from tilemma.passes.warp.pipeline import WarpPipeline
 from tilemma.passes.warp.prefetch import WarpPrefetchFragments
 from tilemma.passes.warp.specialize import WarpSpecialize
 from tilemma.passes.warp.stage_shared import WarpStageShared
+from tilemma.passes.warp.tma_blocks import WarpTmaBlocks
 from tilemma.passes.warp.unroll_sparse import WarpUnrollSparse
 from tilemma.passes.warp.widen_int4 import WarpWidenInt4
 
 
 def chain(plan: TilePlan) -> list[ModulePass]:
     """The passes from tile IR to the finished warp-level kernel."""
-    return [*([TileTransposeProduct(plan.tune_cache)] if plan.automatic else []), plan, TileDistribute(), TileDistributeEpilogue(), WarpStageShared(), WarpPipeline(), WarpSpecialize(),
+    return [*([TileTransposeProduct(plan.tune_cache)] if plan.automatic else []), plan, TileDistribute(),
+            TileDistributeEpilogue(), WarpStageShared(), WarpPipeline(), WarpSpecialize(), WarpTmaBlocks(),
             WarpUnrollSparse(), WarpPrefetchFragments(), WarpWidenInt4()]
 
 

@@ -35,6 +35,9 @@ CASES = [  # (spec, extra options, the sm_90 kernel's instruction)
 # sizes whose rows are 16-byte multiples (a tensor map's strides) but not of the tiles (the TMA's
 # zeros past the edges), either operand order, a batch (3-d maps) against a broadcast B (2-d),
 # a pre-compressed A (metadata on cp.async beside the TMA), two stages, one stage, 16 consumers.
+# Stages wider than a swizzle span, copied as one box of several (`warp-tma-blocks`): an M-major A
+# and an N-major B whose last tile's blocks partly leave the array (zeros), a batch (4-d maps), a
+# pre-compressed A with a ragged K.
 TMA = dict(producers=4, tma=1)
 
 TMA_CASES = [
@@ -49,6 +52,9 @@ TMA_CASES = [
     (GemmSpec(64, 128, 64, "f16", "f16", "f32"), {}, "mma"),
     (GemmSpec(256, 128, 512, "f16", "f16", "f32", pre_compressed=True),
      {"warps": "16x1", "warp_tile": "1x16", "stages": 2}, "mma.sp"),
+    (GemmSpec(192, 320, 1000, "f16", "f16", "f32", a_layout="col"), {}, "mma"),
+    (GemmSpec(96, 192, 320, "bf16", "bf16", "f32", batch=2), {}, "mma"),
+    (GemmSpec(256, 320, 1000, "f16", "f16", "f32", pre_compressed=True), {}, "mma.sp"),
 ]
 
 # ... and in clusters of 2 CTAs (`cluster`: pairs along M sharing B's stages, each CTA's producer

@@ -69,9 +69,12 @@ def _cta_mask(kernel: _Kernel, mask: int) -> str:
     return kernel.thread_invariant(("cta-mask", mask), build)[0]
 
 
-def tensor_map(op: warp.CopyTmaOp, window: fio.Window, argument: int) -> tuple[TensorMap, list[int]]:
-    """The map of `op`'s window (of kernel argument `argument`) whose box is its stage, and which
-    of the op's (batch, row, col) indices are its coordinates, innermost first."""
+def tensor_map(op: warp.CopyTmaOp, window: fio.Window, argument: int) -> tuple[TensorMap, list[tuple[int, int]]]:
+    """The map of `op`'s window (of kernel argument `argument`) whose box is its stage (N stages
+    side by side with `blocks = N`), and its coordinates innermost first, each as (which of the
+    op's batch, row, col indices, the divisor it is counted in): with `blocks` the stage's width
+    is a dimension of its own, whose coordinate is 0 (index -1), and the contiguous index counts
+    widths."""
     ref = op.dest.type
     assert isinstance(ref, MemRefType)
     bits, _, _ = _shared_geometry(ref)
@@ -85,13 +88,19 @@ def tensor_map(op: warp.CopyTmaOp, window: fio.Window, argument: int) -> tuple[T
     if window.strides[inner] != 1:
         raise LoweringError(op, f"warp.copy_tma: the window's {'rows' if t else 'columns'} are contiguous (stride 1), "
                                 f"not of stride {window.strides[inner]}")
-    dims, strides, box, coords = [window.extent[inner], window.extent[outer]], [window.strides[outer] * size], \
-        [cols, rows], [inner, outer]
-    if window.extent[0] > 1 and window.strides[0]:  # a batch of windows: a third dimension, one a box
+    n = op.block_count
+    if n == 1:
+        dims, strides, box = [window.extent[inner], window.extent[outer]], [window.strides[outer] * size], [cols, rows]
+        coords = [(inner, 1), (outer, 1)]
+    else:  # (the width, the other side, the widths): the verifier saw whole widths
+        dims = [cols, window.extent[outer], window.extent[inner] // cols]
+        strides, box = [window.strides[outer] * size, cols * size], [cols, rows, n]
+        coords = [(-1, 1), (outer, 1), (inner, cols)]
+    if window.extent[0] > 1 and window.strides[0]:  # a batch of windows: a dimension more, one a box
         dims.append(window.extent[0])
         strides.append(window.strides[0] * size)
         box.append(1)
-        coords.append(0)
+        coords.append((0, 1))
     tmap = TensorMap(argument, size, tuple(dims), tuple(strides), tuple(box), warp.tma_swizzle(ref) or 0,
                      offset=window.base * size)
     try:
@@ -99,6 +108,21 @@ def tensor_map(op: warp.CopyTmaOp, window: fio.Window, argument: int) -> tuple[T
     except TensorMapError as e:
         raise LoweringError(op, f"warp.copy_tma: {e}") from None
     return tmap, coords
+
+
+def _coordinate(e: fio.Emitter, idx: list, which: int, by: int) -> str:
+    """A copy's coordinate: index `which` of the op's (batch, row, col), over `by` (a multiple of
+    it: the copy's verifier and `warp-tma-blocks`), or 0 (`which` -1)."""
+    if which < 0:
+        return e.in_register("0")
+    if by == 1:
+        return e.in_register(idx[which])
+    out = e.reg("b32")
+    if by & (by - 1):
+        e.emit("div.u32", out, e.in_register(idx[which]), by)
+    else:
+        e.emit("shr.u32", out, e.in_register(idx[which]), by.bit_length() - 1)
+    return out
 
 
 @dataclass
@@ -122,7 +146,7 @@ class LowerCopyTma(RewritePattern):
         _, _, stage_bytes = _shared_geometry(op.dest.type)  # type: ignore[arg-type]
         at = e.reg("b32")
         e.emit("mad.lo.u32", at, e.in_register(stage), stage_bytes, dst)  # type: ignore[arg-type]
-        where = ", ".join(e.in_register(idx[c]) for c in coords)  # type: ignore[arg-type]
+        where = ", ".join(_coordinate(e, idx, c, by) for c, by in coords)
         operands = [f"[{at}]", f"[{address}, {{{where}}}]", _barrier(e, e.in_register(bars), slot)]  # type: ignore[arg-type]
         opcode = f"cp.async.bulk.tensor.{len(coords)}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
         if cluster > 1:  # to every CTA of the cluster
