@@ -61,13 +61,15 @@ def test_a_persistent_kernel_loops_over_its_tiles():
     # a K-major B: as many CTAs as the SMs hold (one: 168 KiB of stages), over more tiles
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "tma=1 persistent=132"),
     (GemmSpec(512, 11008, 4096, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "tma=1 persistent=132"),
-    # ... not where a tile is no whole number of rings (63 stages: measured on whole rings only), nor an
-    # N-major B (no gain measured)
+    # an N-major B too, with its stage one TMA copy (`warp-tma-blocks`)
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True), "tma=1 persistent=132"),
+    # ... not where a tile is no whole number of rings (63 stages: measured on whole rings only), nor
+    # with fewer tiles than CTAs
     (GemmSpec(4096, 4096, 4032, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "producers=4 tma=1"),
-    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True), "producers=4 tma=1"),
+    (GemmSpec(512, 4096, 4096, "f16", "f16", "f32", pre_compressed=True), "producers=4 tma=1"),
 ], ids=lambda x: x.name if isinstance(x, GemmSpec) else None)
 def test_persistent_by_itself(spec, expected):
-    """`configs.WGMMA_PERSISTENT`: the sparse kernels with a K-major B, where they can."""
+    """`configs.WGMMA_PERSISTENT`: the sparse kernels, where they can."""
     k = compiled(spec, "90a")
     assert k.abi.config.endswith(expected), k.abi.config
 

@@ -21,7 +21,7 @@ def spec(m, n, k, t="f16", **kw) -> GemmSpec:
 
 @pytest.mark.parametrize("m, n, k, warps, warp_tile, stages, stage_k, producers", [
     (4096, 4096, 4096, (8, 1), (1, 32), 4, 64, 4),  # the default: 128 x 256 CTAs, 4 stages of K 64, producers
-    (512, 4096, 4096, (8, 1), (1, 16), 4, 128, 0),  # fewer CTAs than SMs: two warpgroups, 4 stages of K 128
+    (512, 4096, 4096, (8, 1), (1, 16), 4, 128, 4),  # fewer CTAs than SMs: two warpgroups, 4 stages of K 128
     (130, 200, 300, (8, 1), (1, 16), 4, 128, 0),  # no more warpgroups than 64-row blocks (3), narrow
     (40, 64, 64, (4, 1), (1, 8), 4, 128, 0),  # one warpgroup, one 64-column block of B
 ])
@@ -39,7 +39,7 @@ def test_plan_tiles(m, n, k, warps, warp_tile, stages, stage_k, producers):
 def test_plan_tiles_k_major_b(m, n, k, warps, warp_tile):
     s = schedule(spec(m, n, k, b_layout="col"), wgmma=True)
     assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, 4, 64)
-    assert s.producers == (4 if warp_tile == (1, 32) else 0)  # the default's CTAs: a producer warpgroup
+    assert s.producers == (4 if warps == (8, 1) else 0)  # two consumer warpgroups, B's stages whole
 
 
 @pytest.mark.parametrize("s, sm, kw, mma", [
@@ -128,9 +128,14 @@ def test_emulated_like_the_mma_sp_kernel(name):
     (4000, 4096, 4096, "row", 4),  # a ragged M leaves B's stages whole
     (4000, 4000, 4000, "row", 0),  # N not a multiple of 256
     (4096, 4096, 1000, "col", 0),  # K not a multiple of 64
-    (512, 4096, 4096, "row", 0),  # the narrow CTAs
+    (512, 4096, 4096, "row", 4),  # the narrow CTAs (128 x 128) in one wave
+    (512, 4096, 4096, "col", 4),
+    (768, 4096, 4096, "row", 4),  # past a wave, one CTA an SM (K 128 stages) with them or without
+    (768, 4096, 4096, "col", 0),  # ... two an SM without them (K 64 stages): none
+    (64, 11008, 4096, "row", 0),  # one consumer warpgroup
 ])
 def test_producers_by_themselves(m, n, k, b_layout, producers):
-    """`configs.WGMMA_PRODUCERS` (H100: faster there, slower with ragged B stages or narrow CTAs)."""
+    """`configs.WGMMA_PRODUCERS` where they cost no residency (`producers_by_themselves`; H200:
+    faster there, slower with ragged B stages or past a wave where two CTAs would share an SM)."""
     assert schedule(spec(m, n, k, b_layout=b_layout)).producers == producers
     assert schedule(spec(m, n, k, b_layout=b_layout), producers=0).producers == 0

@@ -279,18 +279,23 @@ WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-
 # (128x4096x4096, 128x4096x11008) 0.87-1.02x and 0.74-0.96x, 32 x 1 (1000^3) 0.49x and 0.54-0.68x.
 WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fraction(3, 4))}
 # wgmma schedules whose kernels take a producer warpgroup by themselves (`Schedule.producers`:
-# it fills the stages, the others multiply, mbarriers between; `warp-specialize`), with the
-# default's CTAs (not `WGMMA_NARROW`'s) and where N and K divide into B's stages (`plan_wgmma`).
+# it fills the stages, the others multiply, mbarriers between; `warp-specialize`), where N and K
+# divide into B's stages and the producers cost no residency (`plan_warpgroups.producers_by_themselves`).
 # - Sparse, a stage's products in flight (`warp-unroll-sparse`), H100, dense-equivalent TFLOP/s
 #   without / with (results/h100-2026-11-28-sparse-producers-shapes.csv, 11 shapes x both B orders):
 #   the default 128 x 256 CTAs gain where they fill the SMs, N-major B 4096^3 766 / 830, 8192^3
 #   840 / 918, 4096x11008x4096 744 / 813, 512x11008x4096 529 / 589 (K-major B alike: 758 / 825,
 #   843 / 916, 749 / 819, 528 / 586), and barely lose over 4 stages of K (2048x2048x256 212 / 205,
-#   207 / 206). The narrow CTAs lose with an N-major B (512x4096x4096 718 / 660, 128x4096x4096
-#   230 / 185, 1000^3 220 / 76; -sparse-producers-narrow.csv: 1024x2048x4096 837 / 677,
-#   512x4096x11008 832 / 754) and, with a K-major one, mostly gain (512x4096x4096 490 / 562,
-#   512x4096x11008 539 / 624, 2048x1024x4096 576 / 615, 1024x2048x4096 614 / 621) but not always
-#   (768x4096x4096 578 / 462; 1000^3, ragged, 194 / 125): none. Ragged B stages (N not a multiple
+#   207 / 206). The narrow CTAs (`WGMMA_NARROW`) lost with an N-major B on cp.async (512x4096x4096
+#   718 / 660, 128x4096x4096 230 / 185; -sparse-producers-narrow.csv: 1024x2048x4096 837 / 677).
+#   With the TMA's copies, one a stage (`warp-tma-blocks`), they gain where they cost no residency
+#   (H200, samples interleaved, -sparse-narrow-producers-ab.csv, -narrow-producers-2.csv):
+#   N-major B 512x4096x4096 728 / 808, 512x4096x11008 736 / 855, 128x4096x11008 243 / 287,
+#   1024x2048x4096 777 / 857, 768x4096x4096 583 / 650 (682 persistent); K-major B 512x4096x4096
+#   520 / 658, 512x4096x11008 518 / 669, 1024x2048x4096 581 / 757, 2048x1024x4096 552 / 745, but
+#   not past a wave where two of its CTAs share an SM without them (768x4096x4096 537 / 491,
+#   640x4096x4096 478 / 437), nor clearly with one consumer warpgroup (16x11008x4096 59 / 56,
+#   64x11008x4096 224 / 234). Ragged B stages (N not a multiple
 #   of 256, or K of 64) lose: results/h100-2026-11-28-sparse-producers-ragged.csv, N-major /
 #   K-major B, 4000^3 564 / 414 and 551 / 192, 8000^3 658 / 512 and 707 / 257, 4096x4096x1000
 #   555 / 564 and 406 / 283; a ragged M does not (4000x4096x4096 745 / 747 and 740 / 787).
@@ -327,8 +332,11 @@ WGMMA_CLUSTER: dict[str, int] = {}
 # against 1018 / 1037 (cuSPARSELt 974, 1073): taken. An N-major B does not gain (4096^3 947 against
 # 905 / 942, then 945 / 957 against 969 / 969; 8192^3 964 against 1017 / 1018, then 969 / 963
 # against 988 / 939), nor do s8 (4096^3 1373 against 1316, then 1370 / 1286 against 1233 / 1312) and
-# f16 (684 against 679), with their producers by the TMA as asked for.
-WGMMA_PERSISTENT: dict[str, bool] = {"sparse-wgmma-k-major-b": True}
+# f16 (684 against 679), with their producers by the TMA as asked for. With B's stage one TMA copy
+# (`warp-tma-blocks`) the N-major B gains too: samples interleaved, 3 rounds
+# (-sparse-blocks-persistent-ab.csv), 4096^3 876 against 841, 8192^3 944 / 927, 4096x4096x11008
+# 969 / 950, 4096x11008x4096 862 / 828 (cuSPARSELt 913, 981, 980, 829); 512x11008x4096 634 / 636.
+WGMMA_PERSISTENT: dict[str, bool] = {"sparse-wgmma-k-major-b": True, "sparse-wgmma": True}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

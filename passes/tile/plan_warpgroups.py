@@ -110,6 +110,25 @@ def persistent_unsupported(g, tma: int, cluster: int) -> str | None:
     return None
 
 
+def producers_by_themselves(g, t, bn: int, stage_k: int, need: int, target: targets.SmTarget) -> bool:
+    """Whether a schedule of `configs.WGMMA_PRODUCERS` takes its producer warpgroup unasked: where
+    B's stages are whole (N and K divide into them), the CTA has two consumer warpgroups or more,
+    and the producers cost no residency: the grid fits in one wave, or the SMs' shared memory would
+    hold one CTA at a time without them too (their register split leaves room for one CTA of 384
+    threads). H200,
+    sparse, 128 x 128 CTAs (`configs.WGMMA_NARROW`), samples interleaved, dense-equivalent TFLOP/s
+    with / without (results/h200-2026-11-28-sparse-narrow-producers-ab.csv, -narrow-producers-2.csv):
+    one wave, N-major B 512x4096x4096 808 / 728, 512x4096x11008 855 / 736, 128x4096x4096 260 / 230,
+    1024x2048x4096 857 / 777; K-major B 512x4096x4096 658 / 520, 1024x2048x4096 757 / 581. Past a
+    wave, where the K-major B's stages of K 64 let two CTAs share an SM, they lose (768x4096x4096
+    491 / 537, 640x4096x4096 437 / 478); the N-major B's K 128 stages hold one CTA an SM, and they
+    gain (768x4096x4096 650 / 583). One consumer warpgroup (16 and 64 rows) is a draw: 16x11008x4096
+    56 / 59, 64x11008x4096 234 / 224."""
+    whole = g.n % bn == 0 and g.k % stage_k == 0
+    one_an_sm = target.limits.shared_per_sm // (need + target.limits.shared_reserve) <= 1  # (shared memory)
+    return whole and t.warps[0] >= 8 and (t.tiles <= target.limits.sms or one_an_sm)
+
+
 def persistent_ctas(threads: int, need: int, target: targets.SmTarget) -> int:
     """The CTAs of a persistent kernel: as many as the SMs hold at once (`Limits.resident_ctas`)."""
     return max(1, target.limits.resident_ctas(threads, need)) * target.limits.sms
@@ -159,7 +178,6 @@ class WgmmaTiles:
     warp_tile: tuple[int, int]
     stages: int
     stage_k: int
-    narrow: bool  # `configs.WGMMA_NARROW`'s CTAs: the default's would not fill a wave
 
 
 def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, target: targets.SmTarget) -> WgmmaTiles:
@@ -167,7 +185,7 @@ def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, tar
     with `configs.WGMMA_NARROW`'s where the default's CTAs would not fill a wave; no more
     warpgroups than M has 64-row blocks, and B's columns cut to N (whole 64-column blocks for an
     N-major B; a power of two of them for a filled 32-bit one, which `FillLayout` splits)."""
-    stages, stage_k, narrowed = default.stages, default.stage_k, False
+    stages, stage_k = default.stages, default.stage_k
     forced_warps = warps is not None
     if warps is None:  # no more warpgroups than M's 64-row blocks
         wm = parse_pair(default.warps, "warps")[0]  # type: ignore[index]
@@ -177,7 +195,7 @@ def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, tar
         ctas = ceil_div(g.m, warps[0] * 16) * ceil_div(g.n, 8 * rn) * g.batch  # type: ignore[index]
         if ctas < target.limits.one_wave:
             narrow = configs.WGMMA_NARROW.get(schedule, configs.WGMMA_NARROW["16bit-wgmma"])
-            rn, stages, narrowed = parse_pair(narrow.warp_tile, "warp-tile")[1], narrow.stages, True  # type: ignore[index]
+            rn, stages = parse_pair(narrow.warp_tile, "warp-tile")[1], narrow.stages  # type: ignore[index]
             if schedule in configs.WGMMA_NARROW:  # (the dense 16-bit ones' stage K is theirs alone)
                 stage_k = narrow.stage_k
             if not forced_warps:
@@ -190,7 +208,7 @@ def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, tar
         while not warp.wgmma_n_legal(g.mma.variant.variant.atype, 8 * rn):  # (8-bit integers: N 16 apart)
             rn += 1
         warp_tile = (1, rn)
-    return WgmmaTiles(warps, warp_tile, stages, stage_k, narrowed)  # type: ignore[arg-type]
+    return WgmmaTiles(warps, warp_tile, stages, stage_k)  # type: ignore[arg-type]
 
 
 def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
@@ -225,8 +243,8 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
     by the fill, or a LoweringError saying why not (None, when `automatic`, where the fill cannot
     split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
-    the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', with the default's
-    tiles where N and K divide into B's stages): a producer warpgroup that fills the stages (copies
+    the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', where N and K divide
+    into B's stages): a producer warpgroup that fills the stages (copies
     or the transposing fill) while the others multiply (K not split); `tma` (-1: `configs.WGMMA_TMA`'s
     where the TMA can, `tma_unsupported`): the producers' copies the TMA's; `cluster` (-1:
     `configs.WGMMA_CLUSTER`'s where it can, `cluster_unsupported`): CTAs in pairs that share B;
@@ -260,9 +278,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     if (need := stages * stage_k * bits_per_k // 8) > limit:
         raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {need} bytes of "
                             f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")
-    if producers < 0:  # (`configs.WGMMA_PRODUCERS`: the default's CTAs, B's stages whole)
-        whole = g.n % bn == 0 and g.k % stage_k == 0
-        producers = configs.WGMMA_PRODUCERS.get(schedule, 0) if whole and not (fill or tiles.narrow) else 0
+    if producers < 0:  # (`configs.WGMMA_PRODUCERS`, where they cost no residency: `producers_by_themselves`)
+        mine = configs.WGMMA_PRODUCERS.get(schedule, 0)
+        producers = mine if mine and not fill and producers_by_themselves(g, t, bn, stage_k, need, target) else 0
     fillers = 32 * producers if producers else t.threads  # the threads that fill (a producer warpgroup's)
     for what in fill:  # each filled operand's K-major stage over those threads (`FillLayout`)
         lines, mem = (bm, g.a) if what == "a" else (bn, g.b)

@@ -5,10 +5,11 @@
 // metadata words); the stage left over runs in the old loop, after a `warp.wgmma_wait` (its
 // carried accumulators are copied into the loop's registers), with nothing running (pending = 0).
 // In the PTX each copy loads its own registers and waits with one group running; warp-to-ptx
-// refuses the loop not unrolled.
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{wgmma=true},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-pipeline,warp-unroll-sparse' | filecheck %s
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
-// RUN: not tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{wgmma=true},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-pipeline,warp-swizzle-shared,warp-to-ptx' 2>&1 | filecheck %s --check-prefix=ERR
+// refuses the loop not unrolled. (producers=0: the kernel without the producer warpgroup it would
+// take by itself, whose consumers' loop is unrolled alike: warp-specialize-tma.mlir.)
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{wgmma=true producers=0},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-pipeline,warp-unroll-sparse' | filecheck %s
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=0},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
+// RUN: not tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{wgmma=true producers=0},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-pipeline,warp-swizzle-shared,warp-to-ptx' 2>&1 | filecheck %s --check-prefix=ERR
 
 // CHECK-LABEL: func.func @unrolled
 // CHECK-SAME:  stages = 4, stage_k = 128

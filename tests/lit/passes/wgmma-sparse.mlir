@@ -1,4 +1,4 @@
-// A pre-compressed 2:4 A (`tile.sparse_from`) multiplied by sparse warpgroups (`tile-to-warp{wgmma=true}`,
+// A pre-compressed 2:4 A (`tile.sparse_from`) multiplied by sparse warpgroups (`tile-to-warp{wgmma=true producers=0}`,
 // sm_90a). A's stage holds its kept values, K-major: stages of K 128 are its 64 values' 128-byte rows;
 // an N-major B in blocks of 64 columns (K 128 x 64 each); the metadata words staged in a third ring as
 // for mma.sp. Each stage is one `warp.wgmma` a warp, with `meta` the warp's own words of the stage's
@@ -8,10 +8,11 @@
 // metadata register and selector 0. With a ring of 4 stages a stage's products stay in flight, so
 // the copies run 2 stages ahead (pending = 1); the loop's one iteration, too few for the pairs
 // `warp-unroll-sparse` makes (each with its own metadata registers, which the tensor cores read
-// until the products retire), keeps nothing running (pending = 0), the last stage one.
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared' | filecheck %s
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
-// RUN: not tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true stage-k=32}' 2>&1 | filecheck %s --check-prefix=STAGEK
+// until the products retire), keeps nothing running (pending = 0), the last stage one. (producers=0:
+// the kernel without the producer warpgroup it would take by itself.)
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=0},warp-swizzle-shared' | filecheck %s
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=0},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
+// RUN: not tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=0 stage-k=32}' 2>&1 | filecheck %s --check-prefix=STAGEK
 
 // CHECK-LABEL: func.func @wgsp
 // CHECK-SAME:  warps = 8x1, warp_tile = 1x16, stages = 4, stage_k = 128, {{.*}}mma = wgmma>
