@@ -115,9 +115,8 @@ def producers_by_themselves(g, t, bn: int, stage_k: int, need: int, target: targ
     B's stages are whole (N and K divide into them), the CTA has two consumer warpgroups or more,
     and the producers cost no residency: the grid fits in one wave, or the SMs' shared memory would
     hold one CTA at a time without them too (their register split leaves room for one CTA of 384
-    threads). H200,
-    sparse, 128 x 128 CTAs (`configs.WGMMA_NARROW`), samples interleaved, dense-equivalent TFLOP/s
-    with / without (results/h200-2026-11-28-sparse-narrow-producers-ab.csv, -narrow-producers-2.csv):
+    threads). H200, sparse, 128 x 128 CTAs (`configs.WGMMA_NARROW`), samples interleaved,
+    dense-equivalent TFLOP/s with / without (results/h200-2026-11-28-sparse-narrow-producers-ab.csv, -narrow-producers-2.csv):
     one wave, N-major B 512x4096x4096 808 / 728, 512x4096x11008 855 / 736, 128x4096x4096 260 / 230,
     1024x2048x4096 857 / 777; K-major B 512x4096x4096 658 / 520, 1024x2048x4096 757 / 581. Past a
     wave, where the K-major B's stages of K 64 let two CTAs share an SM, they lose (768x4096x4096
@@ -243,9 +242,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
     by the fill, or a LoweringError saying why not (None, when `automatic`, where the fill cannot
     split the tiles' stages evenly, or `configs.WGMMA_WAVE` says the grid would not fill a wave:
-    the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', where N and K divide
-    into B's stages): a producer warpgroup that fills the stages (copies
-    or the transposing fill) while the others multiply (K not split); `tma` (-1: `configs.WGMMA_TMA`'s
+    the kernel keeps mma.sync). `producers` (-1: `configs.WGMMA_PRODUCERS`', where
+    `producers_by_themselves`): a producer warpgroup that fills the stages (copies or the
+    transposing fill) while the others multiply (K not split); `tma` (-1: `configs.WGMMA_TMA`'s
     where the TMA can, `tma_unsupported`): the producers' copies the TMA's; `cluster` (-1:
     `configs.WGMMA_CLUSTER`'s where it can, `cluster_unsupported`): CTAs in pairs that share B;
     `persistent` (-1: `configs.WGMMA_PERSISTENT`'s, as many CTAs as the SMs hold, `persistent_ctas`;

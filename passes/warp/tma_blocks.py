@@ -14,10 +14,10 @@ with an N-major B, dense-equivalent TFLOP/s, two passes: 4096^3 926 / 900 agains
 A run merges where its copies are consecutive in one block (only `arith` ops between them), read
 one window (argument, window, extent, thread, transposition, the indices other than the
 contiguous one), fill one buffer at one barrier slot, are not multicast, and copy j of the run is
-at stage s + j and at contiguous index c + j * width. c must be a multiple of the width
-(`multiple_of`: a constant, a product with one factor such a multiple, a sum of such), and the
-window's contiguous extent whole widths (the op's verifier), so that the map's third dimension
-counts widths exactly.
+at stage s + j and at contiguous index c + j * width. The width must be a power of two (a
+swizzle's span is) and c a multiple of it (`multiple_of`: a constant, a product with one factor
+such a multiple, a sum of such), and the window's contiguous extent whole widths (the op's
+verifier), so that the map's third dimension counts widths exactly.
 """
 
 from __future__ import annotations
@@ -90,10 +90,9 @@ def _continues(first: warp.CopyTmaOp, op: warp.CopyTmaOp, j: int) -> bool:
 def _run(first: warp.CopyTmaOp) -> list[warp.CopyTmaOp]:
     """The copies `first` merges with (itself first)."""
     width = first.dest.type.get_shape()[2]  # type: ignore[union-attr]
-    if first.multicast is not None or first.blocks is not None or not multiple_of(first.indices[_contiguous(first)],
-                                                                                    width):
-        return [first]
-    if first.extent_values()[_contiguous(first)] % width:
+    if first.multicast is not None or first.blocks is not None or width & (width - 1) \
+            or first.extent_values()[_contiguous(first)] % width \
+            or not multiple_of(first.indices[_contiguous(first)], width):
         return [first]
     run = [first]
     op = first.next_op
