@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec
 
-SPECIALIZED = dict(producers=4)
+SPECIALIZED = dict(producers=4, tma=0)  # (copying by cp.async: the TMA's are TMA_CASES')
 
 CASES = [  # (spec, extra options, the sm_90 kernel's instruction)
     (GemmSpec(130, 200, 1000, "f16", "f16", "f32"), {}, "mma"),

@@ -28,8 +28,13 @@ def test_schedule_and_launch():
     k = compiled(F16, wgmma=True, **SPECIALIZED)
     assert k.abi.block == (384, 1, 1)
     assert ".maxntid 384, 1, 1" in k.ptx
-    # automatic: no producers for dense kernels (configs.WGMMA_PRODUCERS: measured no better, see the module)
-    assert schedule(F16).producers == 0 and schedule(F16, wgmma=True).producers == 0
+    # automatic (configs.WGMMA_PRODUCERS): 16-bit warpgroup kernels take producers copying by the TMA,
+    # not where K would be split without them; other dense kernels none (measured no better)
+    assert (schedule(F16).producers, schedule(F16).copy) == (4, "tma")
+    assert schedule(GemmSpec(256, 4096, 4096, "f16", "f16", "f32")).split_k == 2
+    assert schedule(GemmSpec(256, 4096, 4096, "f16", "f16", "f32")).producers == 0
+    assert schedule(F16, "90").producers == 0
+    assert schedule(GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", b_layout="col")).producers == 0
 
 
 def test_k_is_not_split_for_producers():
@@ -184,7 +189,7 @@ def test_registers_beyond_the_share_deadlock_in_the_emulator():
     from tilemma.compiler.verify.emulator import EmulationError
 
     spec, extra, _ = CASES[-1]
-    kernel = compiled(spec, wgmma=True, **SPECIALIZED, **extra)
+    kernel = compiled(spec, wgmma=True, **{**SPECIALIZED, **extra})
     assert "setmaxnreg.inc.sync.aligned.u32 104;" in kernel.ptx
     greedy = dataclasses.replace(kernel, ptx=kernel.ptx.replace("u32 104;", "u32 112;"))
     with pytest.raises(EmulationError, match="deadlock: every live thread waits"):

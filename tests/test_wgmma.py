@@ -66,7 +66,7 @@ def test_ptx():
     """Descriptors in the 128-byte-swizzle mode, SBO 1024; the N-major B's LBO is its 64-column
     block (K 64 x 128 bytes) and its K steps 16 rows (2048 bytes) apart, the A's 32 bytes; the
     copies' fence before the barrier; the dynamic shared memory 1024-byte aligned."""
-    kernel = compiled(GemmSpec(256, 256, 256, "f16", "f16", "f32"), wgmma=True)
+    kernel = compiled(GemmSpec(256, 256, 256, "f16", "f16", "f32"), wgmma=True, producers=0)  # (one role)
     ptx = kernel.ptx
     assert ".target sm_90a" in ptx and ".extern .shared .align 1024 .b8 smem[];" in ptx
     assert re.search(r"cp\.async\.wait_group \d+;\n\s*fence\.proxy\.async\.shared::cta;\n\s*bar\.sync 0;", ptx)

@@ -302,10 +302,18 @@ WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fra
 #   Taller CTAs (256 x 128, four m64n128 warpgroups) with producers: 790 / 841 at 4096^3 / 8192^3
 #   against 847 / 894 (results/h100-2026-11-28-sparse-tall-ctas.csv); 5 stages lose (836 / 834,
 #   -sparse-stages.csv).
-# - Dense: none. H200 4096^3 / 8192^3 without / with (results/h200-2026-11-27-specialize-dense-peers.csv):
-#   f16 703 / 703 and 741 / 732, tf32 truncated 374 / 382 and 399 / 380, s8 1352 / 1335 and 1537 /
+# - 16-bit, with the TMA's copies (`WGMMA_TMA`): H200, samples interleaved, 3 rounds, TFLOP/s
+#   without / with (results/h200-2026-11-28-16bit-producers-ab.csv): an M-major A gains everywhere,
+#   A and B both transposed most (f16-acol 4096^3 542 / 643, 4096x11008x4096 490 / 608, 512x4096x4096
+#   444 / 588; bf16-acol alike: 546 / 649, 510 / 636, 459 / 605), with a K-major B in the 128 x 128
+#   CTAs (f16-acol-bcol 512x4096x4096 494 / 583, 4096^3 607 / 609); a K-major A gains in the 128 x
+#   128 CTAs (f16 512x4096x4096 515 / 581, 512x4096x11008 521 / 621; f16-bcol 489 / 577, 502 / 610;
+#   bf16 alike) and is even in the 128 x 256 ones (f16 4096^3 618 / 619, 4096x11008x4096 595 / 597;
+#   2048x2048x256 213 / 214, 512x11008x4096 458 / 460), as before (H200 4096^3 / 8192^3,
+#   results/h200-2026-11-27-specialize-dense-peers.csv: f16 703 / 703 and 741 / 732).
+# - Other dense: none (same file): tf32 truncated 374 / 382 and 399 / 380, s8 1352 / 1335 and 1537 /
 #   1510; tf32 rounded in place 228 / 232.
-WGMMA_PRODUCERS: dict[str, int] = {"sparse-wgmma": 4, "sparse-wgmma-k-major-b": 4}
+WGMMA_PRODUCERS: dict[str, int] = {"sparse-wgmma": 4, "sparse-wgmma-k-major-b": 4, "16bit-wgmma": 4}
 # wgmma schedules whose producer warpgroup copies by the TMA by itself (`Schedule.copy`, where
 # `plan_warpgroups.tma_unsupported` allows). H200, dense-equivalent TFLOP/s, cp.async / TMA producers
 # in one call (results/h200-2026-11-28-tma.csv): sparse, N-major B, 4096^3 898 / 902, 8192^3 904 /
@@ -314,7 +322,7 @@ WGMMA_PRODUCERS: dict[str, int] = {"sparse-wgmma": 4, "sparse-wgmma-k-major-b": 
 # (-sparse-tma-async-arrive.csv): N-major 932 / 1002, K-major 929 / 1033 against cuSPARSELt's
 # 1031 / 1090 and 878 / 1083. Dense kernels take no producers by themselves; with them, f16 660 /
 # 665 and 691 / 705, s8 1293 / 1310 and 1438 / 1459, tf32 truncated 368 / 373 and 370 / 346.
-WGMMA_TMA: dict[str, bool] = {"sparse-wgmma": True, "sparse-wgmma-k-major-b": True}
+WGMMA_TMA: dict[str, bool] = {"sparse-wgmma": True, "sparse-wgmma-k-major-b": True, "16bit-wgmma": True}
 # wgmma schedules whose TMA kernels run their CTAs in clusters by themselves (`Schedule.cluster`:
 # pairs along M that share B's stages, `plan_warpgroups.cluster_unsupported`): none. Halving B's
 # L2 traffic gains nothing (H200, one call, -sparse-tma-async-arrive.csv: sparse N-major B 4096^3 /

@@ -110,10 +110,13 @@ def persistent_unsupported(g, tma: int, cluster: int) -> str | None:
     return None
 
 
-def producers_by_themselves(g, t, bn: int, stage_k: int, need: int, target: targets.SmTarget) -> bool:
+def producers_by_themselves(g, t, bn: int, stage_k: int, need: int, target: targets.SmTarget, variant,
+                            fill: str, pair: str, splits: int) -> bool:
     """Whether a schedule of `configs.WGMMA_PRODUCERS` takes its producer warpgroup unasked: where
-    B's stages are whole (N and K divide into them), the CTA has two consumer warpgroups or more,
-    and the producers cost no residency: the grid fits in one wave, or the SMs' shared memory would
+    B's stages are whole (N and K divide into them), their copies can be the TMA's (as measured:
+    `configs.WGMMA_TMA`), the kernel would not split K without them (`splits`: a producer
+    warpgroup's kernel does not, and its CTAs would leave SMs idle), the CTA has two consumer
+    warpgroups or more, and the producers cost no residency: the grid fits in one wave, or the SMs' shared memory would
     hold one CTA at a time without them too (their register split leaves room for one CTA of 384
     threads). H200, sparse, 128 x 128 CTAs (`configs.WGMMA_NARROW`), samples interleaved,
     dense-equivalent TFLOP/s with / without (results/h200-2026-11-28-sparse-narrow-producers-ab.csv, -narrow-producers-2.csv):
@@ -125,7 +128,8 @@ def producers_by_themselves(g, t, bn: int, stage_k: int, need: int, target: targ
     56 / 59, 64x11008x4096 234 / 224."""
     whole = g.n % bn == 0 and g.k % stage_k == 0
     one_an_sm = target.limits.shared_per_sm // (need + target.limits.shared_reserve) <= 1  # (shared memory)
-    return whole and t.warps[0] >= 8 and (t.tiles <= target.limits.sms or one_an_sm)
+    return whole and tma_unsupported(g, variant, 4, fill, pair) is None and splits == 1 and t.warps[0] >= 8 \
+        and (t.tiles <= target.limits.sms or one_an_sm)
 
 
 def persistent_ctas(threads: int, need: int, target: targets.SmTarget) -> int:
@@ -279,7 +283,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                             f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")
     if producers < 0:  # (`configs.WGMMA_PRODUCERS`, where they cost no residency: `producers_by_themselves`)
         mine = configs.WGMMA_PRODUCERS.get(schedule, 0)
-        producers = mine if mine and not fill and producers_by_themselves(g, t, bn, stage_k, need, target) else 0
+        alone = split(g, variant, t, stages, stage_k, split_k, target, mma, schedule)[0] if mine else 1
+        by_themselves = mine and producers_by_themselves(g, t, bn, stage_k, need, target, variant, fill, pair, alone)
+        producers = mine if by_themselves else 0
     fillers = 32 * producers if producers else t.threads  # the threads that fill (a producer warpgroup's)
     for what in fill:  # each filled operand's K-major stage over those threads (`FillLayout`)
         lines, mem = (bm, g.a) if what == "a" else (bn, g.b)

@@ -1,4 +1,5 @@
-// A warpgroup kernel with a producer warpgroup (`tile-plan{producers=4}`, `warp-specialize`): the
+// A warpgroup kernel with a producer warpgroup copying by cp.async (`tile-plan{producers=4 tma=0}`,
+// `warp-specialize`; by the TMA: warp-specialize-tma.mlir): the
 // staged loop `warp-stage-shared` writes (copies dealt to threads 256-383, wait, barrier, wgmma) is
 // split in two. Thread 0 makes two arrays of 4 mbarriers (full: 128 producer arrivals a phase;
 // empty: 256 consumer arrivals), a CTA barrier publishes them; the producers (thread id >= 256)
@@ -7,8 +8,8 @@
 // stage two back landed, fenced for the async proxy) and arrive at its full barrier; then they
 // retire. The consumers take the registers, wait for each stage's full phase, multiply it (one
 // stage's products in flight) and arrive at the empty barrier of the stage before.
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{wgmma=true producers=4},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-specialize' | filecheck %s
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=4},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{wgmma=true producers=4 tma=0},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-specialize' | filecheck %s
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=4 tma=0},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
 
 // CHECK-LABEL: func.func @ws
 // CHECK-SAME:  stages = 4, stage_k = 64, {{.*}}mma = wgmma, producers = 4>{{.*}}warp.block = array<i64: 384, 1, 1>

@@ -1,4 +1,4 @@
-// Stages multiplied by warpgroups (`tile-to-warp{wgmma=true}`, sm_90a: `#warp.schedule` mma = wgmma).
+// Stages multiplied by warpgroups (`tile-to-warp{wgmma=true producers=0}`, sm_90a: `#warp.schedule` mma = wgmma).
 // The warps are W x 1 with warp tile 1 x N/8, so that each warp's accumulator fragments are the rows
 // of its warpgroup's m64 tile the wgmma accumulator gives it. A is staged K-major (M x 64, 128-byte
 // rows); an N-major B in blocks of 64 columns (K x 64 each, stage s the blocks 2s and 2s + 1, one copy
@@ -10,9 +10,9 @@
 // after it waits for the last before the epilogue reads the accumulators.
 // The PTX has the copies' fence, then per stage wgmma.fence, 4 mma_async (K 64) on descriptors whose K
 // steps are immediates (A: 32 bytes = 2 units, B: 16 rows of 128 bytes = 128 units), commit and wait.
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared' | filecheck %s
-// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
-// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{wgmma=true}' 2>&1 | filecheck %s --check-prefix=SM90
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=0},warp-swizzle-shared' | filecheck %s
+// RUN: tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true producers=0},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
+// RUN: not tilemma-opt %s --split-input-file -p 'tile-select-mma{sm=90},tile-to-warp{wgmma=true producers=0}' 2>&1 | filecheck %s --check-prefix=SM90
 
 // CHECK-LABEL: func.func @wg
 // CHECK-SAME:  warps = 8x1, warp_tile = 1x16, stages = 4, stage_k = 64, reads = ahead, group_m = 8, mma = wgmma>
