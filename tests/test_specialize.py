@@ -37,6 +37,21 @@ def test_schedule_and_launch():
     assert schedule(GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", b_layout="col")).producers == 0
 
 
+@pytest.mark.parametrize("spec, producers", [
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", a_layout="col"), 4),  # an M-major A: 542 -> 643 TFLOP/s
+    (GemmSpec(512, 4096, 4096, "bf16", "bf16", "f32", b_layout="col"), 4),  # 128 x 128 CTAs in one wave
+    (GemmSpec(256, 4096, 4096, "f16", "f16", "f32"), 0),  # K split two ways to fill the SMs without them
+    (GemmSpec(1000, 1000, 1000, "f16", "f16", "f32"), 0),  # B's stages not whole
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", dynamic="m"), 0),  # no tensor map: sizes at launch
+    (GemmSpec(64, 4096, 4096, "f16", "f16", "f32"), 0),  # (mma.sync: too few rows)
+], ids=lambda x: x.name if isinstance(x, GemmSpec) else None)
+def test_16bit_producers_by_themselves(spec, producers):
+    """`plan_warpgroups.producers_by_themselves` for 16-bit warpgroup kernels: with the TMA's copies
+    (results/h200-2026-11-28-16bit-producers-ab.csv), where nothing they cost is lost."""
+    s = schedule(spec)
+    assert (s.producers, s.copy if s.producers else "") == (producers, "tma" if producers else "")
+
+
 def test_k_is_not_split_for_producers():
     """512 rows would split K to fill the SMs; a producer warpgroup's kernel keeps it whole."""
     small = GemmSpec(512, 1024, 8192, "f16", "f16", "f32")
