@@ -647,9 +647,10 @@ class TilePlan(ModulePass):
     of at least `configs.WGMMA_MIN_ROWS` rows (by their wgmma schedule: 16-bit, sparse, 8-bit, tf32) whose
     configuration is not forced) and `producers` (4: a warpgroup kernel whose producer warpgroup fills
     the stages, `warp-specialize`; 0: none; -1, the default: `configs.WGMMA_PRODUCERS`, the sparse
-    warpgroup kernels of wide CTAs) and `tma` (1: those producers copy A's and B's stages with the
-    TMA, `Schedule.copy`, or a located refusal where they cannot; 0: cp.async; -1, the default:
-    `configs.WGMMA_TMA`, the sparse kernels' producers, where they can) and `cluster` (2: those TMA
+    and 16-bit warpgroup kernels where `plan_warpgroups.producers_by_themselves`) and `tma` (1: those
+    producers copy A's and B's stages with the TMA, `Schedule.copy`, or a located refusal where they
+    cannot; 0: cp.async; -1, the default: `configs.WGMMA_TMA`, the sparse and 16-bit kernels'
+    producers, where they can) and `cluster` (2: those TMA
     kernels' CTAs in pairs that share B's stages, `Schedule.cluster`, or a located refusal; 1: none;
     -1, the default: `configs.WGMMA_CLUSTER`'s choice, where they can) and `persistent` (N: those TMA
     kernels launched as N CTAs that loop over the tiles, `Schedule.persistent`, or a located refusal;
