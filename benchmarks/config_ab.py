@@ -16,10 +16,38 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from typing import Sequence
 
 from benchmarks import gemm_bench as gb
+
+
+def interleaved(fam: gb.Family, shape: gb.Shape, kernels: list[gb.TilemmaKernel], inp: dict, rounds: int,
+                torch) -> list[gb.Row]:
+    """The peers and `kernels` at `shape` on inputs `inp`, each checked once, then timed with their
+    samples interleaved in `rounds` rounds: a row each a round; prints each one's median."""
+    fns, labels = [], []
+    for impl in gb.peers(fam):
+        fn, config = gb.peer_fn(fam, inp, torch, impl)
+        gb.peer_check(gb.new_row(fam, shape, impl, config=config), fn(), inp, fam, torch)
+        fns.append(fn)
+        labels.append((impl, config))
+    for kernel in kernels:
+        fns.append(gb.tilemma_checked(fam, shape, inp, kernel, torch))
+        labels.append(("tilemma", kernel.config))
+    rows, medians = [], [[] for _ in fns]
+    for r in range(rounds):
+        for i, ((ms, how), (impl, config)) in enumerate(zip(gb.median_ms_interleaved(fns, torch), labels)):
+            medians[i].append(ms)
+            rows.append(gb.new_row(fam, shape, impl, ms=ms, tflops=gb.flops(shape) / ms / 1e9, config=config,
+                                   check="exact" if fam.exact else "bound", timing=f"{how}, round {r + 1}",
+                                   device=torch.cuda.get_device_name()))
+    peer = statistics.median(medians[0])
+    print(f"{fam.name} {gb.shape_label(shape)} ({torch.cuda.get_device_name()}, {rounds} rounds)")
+    for (impl, config), ms in zip(labels, medians):
+        t = [gb.flops(shape) / m / 1e9 for m in ms]
+        print(f"  {statistics.median(t):8.1f}  x{peer / statistics.median(ms):5.3f}  "
+              f"[{' '.join(f'{x:.0f}' for x in t)}]  {impl} {config[-70:]}", flush=True)
+    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,34 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for shape in shapes:
         torch.cuda.empty_cache()
         inp = gb.make_inputs(fam, shape, torch)
-        fns, labels = [], []
-        for impl in gb.peers(fam):
-            fn, config = gb.peer_fn(fam, inp, torch, impl)
-            row = gb.new_row(fam, shape, impl, config=config)
-            gb.peer_check(row, fn(), inp, fam, torch)
-            fns.append(fn)
-            labels.append((impl, config))
+        kernels = []
         for config in args.configs:
             build = builds[(fam.name, tuple(shape), config)]
             if isinstance(build, str):
                 rows.append(gb.new_row(fam, shape, "tilemma", config=config, error=build))
-                continue
-            kernel = gb.kernel_from(build)
-            fns.append(gb.tilemma_checked(fam, shape, inp, kernel, torch))
-            labels.append(("tilemma", kernel.config))
-        medians: list[list[float]] = [[] for _ in fns]
-        for r in range(args.rounds):
-            for i, ((ms, how), (impl, config)) in enumerate(zip(gb.median_ms_interleaved(fns, torch), labels)):
-                medians[i].append(ms)
-                rows.append(gb.new_row(fam, shape, impl, ms=ms, tflops=gb.flops(shape) / ms / 1e9, config=config,
-                                       check="exact" if fam.exact else "bound", timing=f"{how}, round {r + 1}",
-                                       device=torch.cuda.get_device_name()))
-        peer = statistics.median(medians[0])
-        print(f"{args.family} {gb.shape_label(shape)} ({torch.cuda.get_device_name()}, {args.rounds} rounds)")
-        for (impl, config), ms in zip(labels, medians):
-            t = [gb.flops(shape) / m / 1e9 for m in ms]
-            print(f"  {statistics.median(t):8.1f}  x{peer / statistics.median(ms):5.3f}  "
-                  f"[{' '.join(f'{x:.0f}' for x in t)}]  {impl} {config[-70:]}", flush=True)
+            else:
+                kernels.append(gb.kernel_from(build))
+        rows += interleaved(fam, shape, kernels, inp, args.rounds, torch)
     if args.csv:
         gb.write_csv(rows, args.csv)
     return 0

@@ -12,7 +12,16 @@ kernel has 4 (a 128 x 256 CTA: 3 x 48 + 2 x 32 KiB). H200 (results/h200-2026-11-
 s8 4096^3 1314 with 4 stages, 982 with 3, 731 with the pass, against 796 by the byte-pair mma.sync
 kernel; tf32 4096^3 227 / 200 / 143 (193 with the second barrier alone) against the fill's 205.
 
+`mn-order`: an N-major B's stage in CUTLASS's order for an MN-major operand. `warp-stage-shared`
+keeps the stage's 64-column blocks whole, [block][k][64] (each block's K rows together, the
+descriptor's LBO one block, 8 KiB, its SBO 8 rows, 1 KiB); CUTLASS tiles the 8-row swizzle atoms
+along MN first, [k / 8][block][8][64] (LBO 1 KiB, SBO 4 blocks, 4 KiB), so that one k32 step's rows of
+all blocks lie together and the TMA fetches each K row's 512 bytes together (a 4-d box: 64 columns, 8
+rows, the blocks, the row groups). Checked in the emulator word for word against the kernel as built
+(tests/test_ptx_sims.py) before it is timed.
+
     python -m benchmarks.ptx_sims restage out.csv
+    python -m benchmarks.ptx_sims mn-order out.csv
 """
 
 from __future__ import annotations
@@ -80,18 +89,78 @@ def restage(build: gb.TilemmaBuild, kind: str = "s8", barrier_only: bool = False
                                config=build.config + (" +barrier" if barrier_only else " +restage-sim"))
 
 
+def mn_order(build: gb.TilemmaBuild) -> gb.TilemmaBuild:
+    """`build` (a TMA kernel whose N-major B stage is one 3-d copy, `warp-tma-blocks`) with that
+    stage in CUTLASS's MN-major order: a 4-d map and box, B's descriptors' LBO 1 KiB and SBO 4 KiB,
+    and their K steps 4 times as far (a k32 step: 4 row groups of 4 KiB)."""
+    copy = re.compile(r"(\s*)(@%p\d+ )cp\.async\.bulk\.tensor\.3d\.(\S+) \[(%r\d+)\], \[(%rd\d+), "
+                      r"\{(%r\d+), (%r\d+), (%r\d+)\}\], \[(%r\d+)\];")
+    lines = build.ptx.split("\n")
+    [(i, m)] = [(i, m) for i, line in enumerate(lines) if (m := copy.match(line))]
+    indent, guard, kind, dst, tmap, zero, row, block, bar = m.groups()
+    lines[i] = (f"{indent}shr.u32 %xm0, {row}, 3;\n{indent}{guard}cp.async.bulk.tensor.4d.{kind} [{dst}], "
+                f"[{tmap}, {{{zero}, {zero}, {block}, %xm0}}], [{bar}];")
+    param = next(re.match(rf"\s*mov\.b64 {tmap}, (\w+);", l).group(1)  # type: ignore[union-attr]
+                 for l in lines if re.match(rf"\s*mov\.b64 {tmap}, (\w+);", l))
+    order = [l.split()[-1].split("[")[0] for l in lines if ".param .align 64 .b8" in l]
+    index = order.index(param)
+    old = build.tensor_maps[index]
+    (cols, rows_k, blocks), (row_stride, block_stride), (_, box_rows, box_blocks) = old.dims, old.strides, old.box
+    assert cols == 64 and block_stride == 128 and box_rows % 8 == 0, old
+    new = dataclasses.replace(old, dims=(64, 8, blocks, rows_k // 8), strides=(row_stride, 128, 8 * row_stride),
+                              box=(64, 8, box_blocks, box_rows // 8))
+    # B's descriptors: 128-byte swizzle (bit 62), LBO 8 KiB -> 1 KiB, SBO 1 KiB -> 4 KiB (16-byte units)
+    before = (1 << 62) | (1024 >> 4 << 32) | (8192 >> 4 << 16)
+    after = (1 << 62) | (4096 >> 4 << 32) | (1024 >> 4 << 16)
+    regs = set()
+    for j, line in enumerate(lines):
+        d = re.match(rf"\s*or\.b64 (%rd\d+), \1, {before};", line)
+        if d:
+            lines[j] = line.replace(str(before), str(after))
+            regs.add(d.group(1))
+    assert regs, "mn_order: no N-major B descriptor (LBO 8 KiB, SBO 1 KiB)"
+    for j, line in enumerate(lines):  # B's K steps: 4 KiB (256 units) a k32 step -> 16 KiB
+        d = re.match(r"(\s*add\.s64 %rd\d+, (%rd\d+), )(\d+);", line)
+        if d and d.group(2) in regs:
+            lines[j] = f"{d.group(1)}{int(d.group(3)) * 4};"
+    maps = list(build.tensor_maps)
+    maps[index] = new
+    text = re.sub(r"(\.reg \.b32 %r<\d+>;)", r"\1\n    .reg .b32 %xm<1>;", "\n".join(lines), count=1)
+    return dataclasses.replace(build, ptx=text, tensor_maps=tuple(maps), config=build.config + " +mn-order-sim")
+
+
 def build(fam: str, size, config: str, ptx: str | None = None) -> gb.TilemmaBuild:
     text, name = gb.tilemma_ir(gb.FAMILIES[fam], size)
     return gb.tilemma_build(text, name, gb.compile_options("90a", ptx, **gb.parse_config(config)))
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] != "restage":
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
-        return 2
+def mn_order_rows(out: str) -> int:
+    """`mn-order`'s run: the sparse kernels with an N-major B as built and in CUTLASS's order, with
+    cuSPARSELt, samples interleaved in 3 rounds (`config_ab.interleaved`)."""
     import torch
 
+    from benchmarks.config_ab import interleaved
+
+    fam, rows = gb.FAMILIES["sparse-f16-pre"], []
+    for size in (4096, 8192, (4096, 4096, 11008)):
+        plain = build(fam.name, size, "")
+        torch.cuda.empty_cache()
+        inp = gb.make_inputs(fam, size, torch)
+        rows += interleaved(fam, gb.as_shape(size), [gb.kernel_from(plain), gb.kernel_from(mn_order(plain))], inp, 3,
+                            torch)
+    gb.write_csv(rows, out)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("restage", "mn-order"):
+        print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-2:]), file=sys.stderr)
+        return 2
     gb.set_timing(6, 20)
+    if argv[0] == "mn-order":
+        return mn_order_rows(argv[1])
+    import torch
+
     jobs = []
     for size in (4096, (512, 4096, 4096)):
         three = "wgmma=1,stages=3"

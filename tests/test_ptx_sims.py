@@ -1,6 +1,7 @@
 """benchmarks/ptx_sims.py: the restage simulation's PTX adds, inside the K loop after the stage's
 barrier, the pass's shared reads, transposes and writes and a second barrier, asks for the ring's
-shared memory, and still assembles (the GPU run checks its D: tests/gpu is not needed for that)."""
+shared memory, and still assembles (the GPU run checks its D: tests/gpu is not needed for that); the
+mn-order simulation's kernel gives, in the emulator, every word of D the kernel as built gives."""
 
 import re
 
@@ -45,3 +46,53 @@ def test_it_assembles(kind):
     base = ptx_sims.build(kind, (512, 4096, 4096), "wgmma=1,stages=3", "8.7")
     result = run_ptxas(ptx_sims.restage(base, kind).ptx, "sm_90a")
     assert result.ok, result.log[-300:]
+
+
+def _sparse_tma(**kw):
+    """A pre-compressed sparse kernel with an N-major B of 128 x 256 CTAs whose producers copy by
+    the TMA (B's stage one 3-d copy), as a TilemmaBuild and its CompiledKernel."""
+    from benchmarks import gemm_bench as gb
+    from tilemma.compiler.driver.gemm_generator import GemmSpec
+    from tests.wgmma_cases import compiled
+
+    k = compiled(GemmSpec(256, 512, 512, "f16", "f16", "f32", pre_compressed=True), wgmma=True, producers=4, tma=1,
+                 warps="8x1", warp_tile="1x32", **kw)
+    return gb.TilemmaBuild(k.ptx, k.name, tuple(k.grid), tuple(k.block), k.abi.shared_bytes, k.variant, (),
+                           k.abi.tensor_maps), k
+
+
+def _run(k, build):
+    import dataclasses
+
+    from tilemma.compiler.driver.runner import run_compiled
+
+    swapped = dataclasses.replace(k, ptx=build.ptx, abi=dataclasses.replace(k.abi, tensor_maps=build.tensor_maps))
+    return run_compiled(swapped, 3, "emulator")
+
+
+@pytest.mark.parametrize("kw", [{}, {"persistent": 3}], ids=["a-cta-a-tile", "persistent"])
+def test_mn_order_computes_the_kernel_s_words(kw):
+    """The stage in CUTLASS's order (4-d map, LBO 1 KiB, SBO 4 KiB, K steps of 16 KiB) gives every
+    word of D the kernel as built gives, in the emulator (which models the TMA's boxes and the
+    descriptors' strides); with the K steps left at 4 KiB it does not."""
+    import numpy as np
+
+    build, k = _sparse_tma(**kw)
+    sim = ptx_sims.mn_order(build)
+    assert "cp.async.bulk.tensor.4d" in sim.ptx and "cp.async.bulk.tensor.3d" not in sim.ptx
+    assert sim.tensor_maps[-1].box == (64, 8, 4, 8) and sim.tensor_maps[-1].strides == (1024, 128, 8192)
+    want, got = _run(k, build), _run(k, sim)
+    assert want.ok and got.ok
+    assert all(np.array_equal(o.view(np.uint8), got.outputs[n].view(np.uint8)) for n, o in want.outputs.items())
+    if not kw:
+        short = re.sub(r"(add\.s64 %rd\d+, %rd\d+, )1024;", r"\g<1>256;", sim.ptx)
+        wrong = _run(k, type(sim)(**{**sim.__dict__, "ptx": short}))
+        assert not all(np.array_equal(o.view(np.uint8), wrong.outputs[n].view(np.uint8))
+                       for n, o in want.outputs.items())
+
+
+@needs_ptxas
+def test_mn_order_assembles():
+    sim = ptx_sims.mn_order(_sparse_tma()[0])
+    result = run_ptxas(sim.ptx, "sm_90a")
+    assert result.ok, result.log
