@@ -149,12 +149,13 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--producers", type=int, default=-1, choices=(-1, 0, 4),
                    help="a wgmma kernel's producer warpgroup: 4 warps that fill the stages while the others "
                         "multiply, meeting them at mbarriers (warp-specialize); 0: none; -1 (default): "
-                        "configs.WGMMA_PRODUCERS's choice (the sparse kernels)")
+                        "configs.WGMMA_PRODUCERS's choice (the sparse and 16-bit kernels where it costs nothing: "
+                        "plan_warpgroups.producers_by_themselves)")
     p.add_argument("--tma", type=int, default=-1, choices=(-1, 0, 1),
                    help="1: the producer warpgroup copies A's and B's stages with the TMA (one thread a stage "
                         "buffer, cp.async.bulk.tensor through tensor-map parameters) instead of cp.async "
                         "(static sizes, 16-byte strides, no fill, tf32 only truncated), or says why not; 0: "
-                        "cp.async; -1 (default): configs.WGMMA_TMA's choice (the sparse kernels' producers)")
+                        "cp.async; -1 (default): configs.WGMMA_TMA's choice (the sparse and 16-bit kernels' producers)")
     p.add_argument("--cluster", type=int, default=-1, choices=(-1, 1, 2),
                    help="2: a TMA kernel's CTAs in pairs (a 2-CTA cluster along M) that share B's stages, each "
                         "copying half of B's blocks to both (multicast), or say why not; 1: none; -1 (default): "
