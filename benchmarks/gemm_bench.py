@@ -591,11 +591,8 @@ def tilemma_launcher(fam: Family, n: int | Shape, inp: dict, kernel: TilemmaKern
         scratch.append((torch.zeros if zeroed else torch.empty)(max(nbytes, 4), dtype=torch.uint8, device="cuda"))
         pointers.insert(index, scratch[-1].data_ptr())
 
-    kept = (d, word, scratch)  # the buffers the pointers point into live as long as the launch
-
-    def launch() -> None:
+    def launch(_buffers=(d, word, scratch)) -> None:  # (bound: what the pointers point into lives on)
         kernel.launch(pointers, torch.cuda.current_stream().cuda_stream)
-        assert kept
 
     return launch, d, word
 
