@@ -70,9 +70,9 @@ class CopyTmaOp(_WindowOp):
     With `blocks = N` it fills stages stage .. stage + N - 1, stage + j with the box whose index
     along the window's contiguous dimension (col; row with `transpose`) is j stage widths on, as
     one copy of a three-dimensional box (the stage's width, its height, N widths): one TMA
-    instruction where there would be N. The window's contiguous extent is then whole widths, so
-    that no width reads past it, and that index a multiple of the width (which `warp-tma-blocks`
-    proves before it merges copies)."""
+    instruction where there would be N. The width is then a power of two (a swizzle's span), the
+    window's contiguous extent whole widths, so that no width reads past it, and that index a
+    multiple of the width (which `warp-tma-blocks` proves before it merges copies)."""
 
     name = "warp.copy_tma"
     ref = operand_def(MemRefType)
@@ -144,6 +144,9 @@ class CopyTmaOp(_WindowOp):
             extent = self.extent_values()[1 if t else 2]  # along the window's contiguous dimension
             if not 2 <= n <= TMA_MAX_BOX:
                 raise VerifyException(f"warp.copy_tma: blocks is 2 to {TMA_MAX_BOX} stages, not {n}")
+            if cols & (cols - 1):
+                raise VerifyException(f"warp.copy_tma: blocks of {cols} {'rows' if t else 'columns'}: a block is a "
+                                      "swizzle's span, a power of two")
             if extent % cols:
                 raise VerifyException(f"warp.copy_tma: blocks of {cols} {'rows' if t else 'columns'} need a window of "
                                       f"whole blocks; its extent is {extent}")

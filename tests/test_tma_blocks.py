@@ -7,7 +7,7 @@ lit: tests/lit/passes/warp-tma-blocks.mlir; GPU: tests/gpu/test_specialize_gpu.p
 
 import pytest
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, f16, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, NoneAttr, f16, i64
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.test_value import create_ssa_value
 
@@ -39,10 +39,11 @@ def test_multiple_of_sees_constants_products_and_sums():
     assert not multiple_of(arith.AddiOp(tile, x).result, 64)
 
 
-def _copy(blocks: int | None, cols_extent: int = 4096, transpose: bool = False) -> warp.CopyTmaOp:
+def _copy(blocks: int | None, cols_extent: int = 4096, transpose: bool = False, cols: int = 64) -> warp.CopyTmaOp:
     ref = create_ssa_value(MemRefType(f16, [512, 4096]))
     bars = create_ssa_value(MemRefType(i64, [4], memory_space=IntegerAttr(warp.SHARED, i64)))
-    dest = create_ssa_value(MemRefType(f16, [16, 64, 64], warp.SwizzledLayoutAttr(1), IntegerAttr(warp.SHARED, i64)))
+    layout = warp.SwizzledLayoutAttr(1) if cols == 64 else NoneAttr()  # (another width: an unswizzled stage)
+    dest = create_ssa_value(MemRefType(f16, [16, 64, cols], layout, IntegerAttr(warp.SHARED, i64)))
     i = create_ssa_value(IndexType())
     extent = (1, cols_extent, 512) if transpose else (1, 512, cols_extent)
     op = warp.CopyTmaOp(ref, [i, i, i], dest, i, bars, i, (0, 0), extent, 256, transpose)
@@ -59,9 +60,10 @@ def _copy(blocks: int | None, cols_extent: int = 4096, transpose: bool = False) 
     (4, 4000, True, "blocks of 64 rows need a window of whole blocks"),
     (1, 4096, False, "blocks is 2 to 256 stages, not 1"),
     (300, 4096, False, "blocks is 2 to 256 stages, not 300"),
+    (4, 4104, False, "blocks of 24 columns: a block is a swizzle's span, a power of two"),
 ])
 def test_the_verifier_takes_whole_blocks(blocks, extent, transpose, message):
-    op = _copy(blocks, extent, transpose)
+    op = _copy(blocks, extent, transpose, 24 if extent == 4104 else 64)
     if message is None:
         op.verify()
         assert op.box_bytes == (blocks or 1) * 64 * 64 * 2 and op.block_count == (blocks or 1)

@@ -30,23 +30,18 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
+from xdsl.traits import ConstantLike
+from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from tilemma.dialects import warp
 from tilemma.dialects.warp_tma import TMA_MAX_BOX
 
 
-def _constant(v: SSAValue) -> int | None:
-    owner = v.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
-
-
 def multiple_of(v: SSAValue, n: int) -> bool:
     """Whether index `v` is provably a multiple of `n` (a power of two, so that wrapping keeps it)."""
-    c = _constant(v)
-    if c is not None:
-        return c % n == 0
+    c = ConstantLike.get_constant_value(v)
+    if isinstance(c, IntegerAttr):
+        return c.value.data % n == 0
     owner = v.owner
     if isinstance(owner, arith.MuliOp):
         return multiple_of(owner.lhs, n) or multiple_of(owner.rhs, n)
@@ -60,9 +55,9 @@ def _split(v: SSAValue) -> tuple[SSAValue, int]:
     owner = v.owner
     if isinstance(owner, arith.AddiOp):
         for x, y in ((owner.lhs, owner.rhs), (owner.rhs, owner.lhs)):
-            c = _constant(y)
-            if c is not None:
-                return x, c
+            c = ConstantLike.get_constant_value(y)
+            if isinstance(c, IntegerAttr):
+                return x, c.value.data
     return v, 0
 
 
@@ -108,12 +103,11 @@ def _run(first: warp.CopyTmaOp) -> list[warp.CopyTmaOp]:
 
 
 def _erase_dead(values: list[SSAValue]) -> None:
-    """Erase the `arith` ops behind `values` that nothing uses any more."""
+    """Erase the ops behind `values` that are now dead (xDSL's `is_trivially_dead`), and theirs."""
     work = [v.owner for v in values]
     while work:
         op = work.pop()
-        if isinstance(op, Operation) and op.name.startswith("arith.") and op.parent is not None \
-                and not any(r.uses for r in op.results):
+        if isinstance(op, Operation) and op.parent is not None and is_trivially_dead(op):
             operands = list(op.operands)
             Rewriter.erase_op(op)
             work += [v.owner for v in operands]

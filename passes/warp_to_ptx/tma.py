@@ -111,17 +111,14 @@ def tensor_map(op: warp.CopyTmaOp, window: fio.Window, argument: int) -> tuple[T
 
 
 def _coordinate(e: fio.Emitter, idx: list, which: int, by: int) -> str:
-    """A copy's coordinate: index `which` of the op's (batch, row, col), over `by` (a multiple of
-    it: the copy's verifier and `warp-tma-blocks`), or 0 (`which` -1)."""
+    """A copy's coordinate: index `which` of the op's (batch, row, col), over `by` (a power of two
+    the index is a multiple of: the copy's verifier and `warp-tma-blocks`), or 0 (`which` -1)."""
     if which < 0:
         return e.in_register("0")
     if by == 1:
         return e.in_register(idx[which])
     out = e.reg("b32")
-    if by & (by - 1):
-        e.emit("div.u32", out, e.in_register(idx[which]), by)
-    else:
-        e.emit("shr.u32", out, e.in_register(idx[which]), by.bit_length() - 1)
+    e.emit("shr.u32", out, e.in_register(idx[which]), by.bit_length() - 1)
     return out
 
 
