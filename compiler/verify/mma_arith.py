@@ -133,8 +133,11 @@ def round_tf32(x_f32, mode: str = "rna") -> np.ndarray:
     "rna": to nearest, ties away from zero (what `cvt.rna.tf32.f32` does; adding half an ulp to the
     magnitude bits and truncating rounds ties away because the sign is separate). "rn": ties to even.
     "rz": truncation. Carries into the exponent are correct by construction (the largest values round
-    to infinity under rna/rn). NaN stays NaN. "trunc": no conversion, the f32 as the tensor cores read
-    it (the low 13 bits dropped: rz, but a NaN whose payload lies there alone becomes an infinity).
+    to infinity under rna/rn). NaN stays NaN under rn and rz; under rna as sm_90's `cvt.rna` leaves it
+    (ptxas: the half ulp added to a word whose magnitude is below infinity, then the low 13 bits
+    masked off), so that a NaN whose payload lies in the low 13 bits alone becomes an infinity
+    (tests/gpu/test_tf32_for_mma_gpu.py). "trunc": no conversion, the f32 as the tensor cores read
+    it (the low 13 bits dropped: rz, but that NaN becomes an infinity too).
     """
     arr = np.ascontiguousarray(np.asarray(x_f32, dtype=np.float32))
     bits = arr.view(np.uint32)
@@ -143,7 +146,7 @@ def round_tf32(x_f32, mode: str = "rna") -> np.ndarray:
     nan = mag > np.uint32(0x7F800000)
     keep = np.uint32(0xFFFFE000)
     if mode == "rna":
-        mag = (mag + np.uint32(0x1000)) & keep
+        mag = np.where(nan, mag, mag + np.uint32(0x1000)) & keep
     elif mode == "rn":
         odd = (mag >> np.uint32(13)) & np.uint32(1)
         mag = (mag + np.uint32(0x0FFF) + odd) & keep
@@ -151,7 +154,7 @@ def round_tf32(x_f32, mode: str = "rna") -> np.ndarray:
         mag = mag & keep
     else:
         raise ValueError(f"tf32 rounding mode must be 'rna', 'rn', 'rz' or 'trunc', not {mode!r}")
-    if mode != "trunc":
+    if mode in ("rn", "rz"):
         mag = np.where(nan, np.uint32(0x7FFFE000), mag)
     return (sign | mag).astype(np.uint32).view(np.float32)
 

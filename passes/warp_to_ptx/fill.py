@@ -303,12 +303,12 @@ class LowerFillStore(RewritePattern):
 
 
 def _rounded(e: fio.Emitter, word: str, rounding: str | None) -> str:
-    """An f32 word as the tf32 `rounding` makes it (`cvt.<rounding>.tf32.f32`); trunc (the tensor
-    cores ignore the low bits) and none leave it as loaded."""
+    """An f32 word as the tf32 `rounding` makes it for the tensor cores (`fio.tf32_for_mma`); trunc
+    (the tensor cores ignore the low bits) and none leave it as loaded."""
     if rounding in (None, "trunc"):
         return word
     out = e.reg("b32")
-    e.emit(f"cvt.{rounding}.tf32.f32", out, word)
+    fio.tf32_for_mma(e, out, word, rounding)
     return out
 
 

@@ -430,6 +430,26 @@ def _load_pair(e: Emitter, acc: Access, at: Place, pred: str | None, first: str,
     e.emit(f"ld.global.v2.{_word_suffix(bank)}", f"{{{first}, {second}}}", at.operand(acc.window.bits), guard=pred)
 
 
+def tf32_for_mma(e: Emitter, dst: str, src: str, rounding: str, guard: str | None = None) -> None:
+    """f32 word `src` rounded to tf32 as `rounding` says, into `dst`, for the tensor cores alone,
+    which read a tf32 operand's top 19 bits and drop the low 13. ptxas assembles
+    `cvt.rna.tf32.f32` as half a tf32 ulp (2^12) added to a finite word's bits, then a mask of the
+    low 13; the mask is theirs to drop, so rna is the add alone (H200, the transposing fill's
+    words: tf32 A M-major and B N-major 4096^3 191 -> 204 TFLOP/s, results/h200-2026-11-28e-tf32-rna-add.csv).
+    Where `guard` holds some lanes back, and for rn / rz, the `cvt` itself. Only for a word that
+    goes to the mma and nowhere else: a zero becomes 2^12's bits (a subnormal the mma reads as zero),
+    so fragments that are also checked for zeros (an A compressed in registers) keep the `cvt`."""
+    if rounding != "rna" or guard is not None:
+        e.emit(f"cvt.{rounding}.tf32.f32", dst, src, guard=guard)
+        return
+    magnitude, finite = e.reg("b32"), e.reg("pred")
+    e.emit("abs.f32", magnitude, src)
+    e.emit("setp.lt.f32", finite, magnitude, f32_literal(np.float32(np.inf)))
+    if dst != src:
+        e.emit("mov.b32", dst, src)
+    e.emit("add.s32", dst, dst, 1 << 12, guard=finite)
+
+
 def _load_split_tf32(e: Emitter, acc: Access, at: Place, pred: str | None, hi: str, lo: str) -> None:
     x, hi_f, rest = e.reg("f32"), e.reg("f32"), e.reg("f32")
     load_element(e, acc, at, pred, x, "f32")

@@ -114,11 +114,11 @@ def _swizzle(ref: Attribute) -> tuple[bool, int, bool]:
 def _round_tf32(e: fio.Emitter, rounding: Attribute | None, regs: list[str], guard: str | None = None) -> None:
     """f32 registers made tf32 in place as `rounding` (a #tile<rounding ...>, None: nothing) says:
     an f32 buffer read as tf32 fragments, or a stage rounded where it lies (`trunc`: not at all,
-    the tensor cores read the top 19 bits)."""
+    the tensor cores read the top 19 bits; `fragment_io.tf32_for_mma`)."""
     if rounding is not None and rounding.data.value != "trunc":  # type: ignore[attr-defined]
         assert isinstance(rounding, tile.RoundingAttr)
         for r in regs:
-            e.emit(f"cvt.{rounding.data.value}.tf32.f32", r, r, guard=guard)
+            fio.tf32_for_mma(e, r, r, rounding.data.value, guard)
 
 
 def _shared_address(e: fio.Emitter, base: str, stage: str, stage_bytes: int, row: str, row_bytes: int,
@@ -204,7 +204,7 @@ def thread_chunks(e: fio.Emitter, threads: int, total: int, count: int, first: i
 class LowerRoundStage(RewritePattern):
     """`warp.round_stage`: for each chunk of the thread's copy (`LowerCopyAsync`'s placement: chunk
     t + i T of the stage, row-major, `vector` bytes), `ld.shared` its words (all chunks' loads
-    first), `cvt.<rounding>.tf32.f32` each and `st.shared` them back; the chunks' offsets one register and immediates where they are
+    first), rounds each to tf32 (`fragment_io.tf32_for_mma`) and `st.shared`s them back; the chunks' offsets one register and immediates where they are
     whole swizzle periods of rows apart (`_uniform_steps`), else one a chunk; then, with
     `proxy_fence`, `fence.proxy.async`."""
 

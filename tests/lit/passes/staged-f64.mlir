@@ -82,7 +82,7 @@ func.func @f64_kmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64, strid
 
 // -----
 // tf32 with a row-major B takes the same B path: A through ldmatrix (rounded in registers), B
-// from its K x N stage with warp.load_shared (ld.shared.b32, then cvt.rna.tf32.f32), the phase
+// from its K x N stage with warp.load_shared (ld.shared.b32, then rna: half a tf32 ulp added to a finite word), the phase
 // multiplier 5 putting a fragment's 4 k rows x 32 bytes in 4 bank groups; the warp's columns start
 // on a 128-byte line, so each n8 tile's column offset is an XOR of its row's address (`xor_columns`).
 // Four stages: its 128 CTAs stay resident with them and K runs 32 stages (`configs.MORE_STAGES`).
@@ -96,8 +96,12 @@ func.func @f64_kmajor(%a: memref<1024x1024xf64>, %b: memref<1024x1024xf64, strid
 // PTX:         ldmatrix.sync.aligned.m8n8.x4.shared.b16
 // PTX:         ld.shared.b32 [[B0:%r[0-9]+]], [{{%r[0-9]+}}+0];
 // PTX:         ld.shared.b32 [[B1:%r[0-9]+]], [{{%r[0-9]+}}+0];
-// PTX-NEXT:    cvt.rna.tf32.f32 [[B0]], [[B0]];
-// PTX-NEXT:    cvt.rna.tf32.f32 [[B1]], [[B1]];
+// PTX-NEXT:    abs.f32 [[M0:%r[0-9]+]], [[B0]];
+// PTX-NEXT:    setp.lt.f32 [[P0:%p[0-9]+]], [[M0]], 0f7F800000;
+// PTX-NEXT:    @[[P0]] add.s32 [[B0]], [[B0]], 4096;
+// PTX-NEXT:    abs.f32 [[M1:%r[0-9]+]], [[B1]];
+// PTX-NEXT:    setp.lt.f32 [[P1:%p[0-9]+]], [[M1]], 0f7F800000;
+// PTX-NEXT:    @[[P1]] add.s32 [[B1]], [[B1]], 4096;
 // PTX:         mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32
 // PTX-NOT:     ld.global.f32
 // PTX:         bra.uni $k_loop

@@ -4,7 +4,7 @@
 // own copies where they lie once they have landed (`warp.round_stage`, which fences for the async
 // proxy in place of the wait); B is N-major (row-major): the 32-bit transposing fill stages it
 // K-major, rounded on its way in (`warp.fill_store` with `rounding`). The PTX has the in-place
-// rounding (16-byte shared loads, `cvt.rna.tf32.f32`, stores, the fence) before the barrier, and per
+// rounding (16-byte shared loads, rna as half a tf32 ulp added to each finite word, stores, the fence) before the barrier, and per
 // stage 4 `wgmma.mma_async ... m64n256k8.f32.tf32.tf32` whose immediates are scale-a and scale-b only
 // (no transposes for tf32), K steps 32 bytes (2 units).
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{wgmma=true},warp-swizzle-shared' | filecheck %s
@@ -25,7 +25,7 @@
 
 // PTX:         cp.async.wait_group 1;
 // PTX:         ld.shared.v4.b32
-// PTX:         cvt.rna.tf32.f32
+// PTX:         @%p{{[0-9]+}} add.s32 %r{{[0-9]+}}, %r{{[0-9]+}}, 4096;
 // PTX:         st.shared.v4.b32
 // PTX:         fence.proxy.async.shared::cta;
 // PTX-NEXT:    bar.sync 0;
