@@ -20,8 +20,19 @@ all blocks lie together and the TMA fetches each K row's 512 bytes together (a 4
 rows, the blocks, the row groups). Checked in the emulator word for word against the kernel as built
 (tests/test_ptx_sims.py) before it is timed.
 
+`release`: the consumers of a warp-specialized kernel release a stage (`empty[s]`) by one elected
+thread a warpgroup, as CUTLASS's `PipelineTmaAsync` counts them, instead of every consumer thread
+(256 arrivals a stage in a 128 x 256 CTA). cuSPARSELt's N-major sparse kernel issues 23.7 M
+instructions at 4096^3 to tilemma's 32.3 M (results/ncu/h200-2026-11-28-cusparselt-kernels.txt).
+The `empty` barriers count the consumer warpgroups, and each consumer `mbarrier.arrive` is
+guarded by `%tid.x % 128 == 0`: wgmma's `wait_group` retires the whole warpgroup's products,
+whose operands (the metadata's registers too) every warp had read before the warpgroup issued
+them. Checked in the emulator word for word against the kernel as built (tests/test_ptx_sims.py),
+and with too few arrivals counted it must fail.
+
     python -m benchmarks.ptx_sims restage out.csv
     python -m benchmarks.ptx_sims mn-order out.csv
+    python -m benchmarks.ptx_sims release out.csv
 """
 
 from __future__ import annotations
@@ -129,6 +140,47 @@ def mn_order(build: gb.TilemmaBuild) -> gb.TilemmaBuild:
     return dataclasses.replace(build, ptx=text, tensor_maps=tuple(maps), config=build.config + " +mn-order-sim")
 
 
+def release(build: gb.TilemmaBuild, warpgroups: int = 2, counted: int | None = None) -> gb.TilemmaBuild:
+    """`build` (warp-specialized, `warpgroups` consumer warpgroups) with each stage released by one
+    thread a consumer warpgroup: `empty`'s count `counted` (default the warpgroups), the consumers'
+    arrivals guarded by their warpgroup's first thread."""
+    consumers = 128 * warpgroups
+    lines = build.ptx.split("\n")
+    inits = [i for i, l in enumerate(lines) if re.match(rf"\s*@%p\d+ mbarrier\.init\.shared::cta\.b64 \[%r\d+(\+\d+)?\], {consumers};", l)]
+    arrives = [i for i, l in enumerate(lines) if re.match(r"\s*mbarrier\.arrive\.shared::cta\.b64 %rd\d+, \[%r\d+\];", l)]
+    [entry] = [i for i, l in enumerate(lines) if "setmaxnreg.inc" in l]
+    assert inits and arrives and all(i > entry for i in arrives), (inits, arrives, entry)
+    for i in inits:
+        lines[i] = lines[i].replace(f", {consumers};", f", {warpgroups if counted is None else counted};")
+    for i in arrives:
+        lines[i] = re.sub(r"^(\s*)", r"\1@%xr0 ", lines[i])
+    lines[entry] += ("\n    mov.u32 %xt0, %tid.x;\n    and.b32 %xt0, %xt0, 127;\n"
+                     "    setp.eq.u32 %xr0, %xt0, 0;")
+    text = "\n".join(lines)
+    text = re.sub(r"(\.reg \.pred %p<\d+>;)", r"\1\n    .reg .pred %xr<1>;\n    .reg .b32 %xt<1>;", text, count=1)
+    return dataclasses.replace(build, ptx=text, config=build.config + " +release-sim")
+
+
+def release_rows(out: str) -> int:
+    """`release`'s run: the sparse kernels (both B orders) as built and with one release a
+    warpgroup, with cuSPARSELt, samples interleaved in 3 rounds (`config_ab.interleaved`)."""
+    import torch
+
+    from benchmarks.config_ab import interleaved
+
+    rows = []
+    for name in ("sparse-f16-pre", "sparse-f16-pre-bcol"):
+        fam = gb.FAMILIES[name]
+        for size in (4096, 8192, (4096, 11008, 4096)):
+            plain = build(fam.name, size, "")
+            torch.cuda.empty_cache()
+            inp = gb.make_inputs(fam, size, torch)
+            rows += interleaved(fam, gb.as_shape(size), [gb.kernel_from(plain), gb.kernel_from(release(plain))], inp,
+                                3, torch)
+    gb.write_csv(rows, out)
+    return 0
+
+
 def build(fam: str, size, config: str, ptx: str | None = None) -> gb.TilemmaBuild:
     text, name = gb.tilemma_ir(gb.FAMILIES[fam], size)
     return gb.tilemma_build(text, name, gb.compile_options("90a", ptx, **gb.parse_config(config)))
@@ -153,12 +205,14 @@ def mn_order_rows(out: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("restage", "mn-order"):
-        print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-2:]), file=sys.stderr)
+    if len(argv) != 2 or argv[0] not in ("restage", "mn-order", "release"):
+        print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-3:]), file=sys.stderr)
         return 2
     gb.set_timing(6, 20)
     if argv[0] == "mn-order":
         return mn_order_rows(argv[1])
+    if argv[0] == "release":
+        return release_rows(argv[1])
     import torch
 
     jobs = []
