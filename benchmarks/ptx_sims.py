@@ -21,8 +21,9 @@ rows, the blocks, the row groups). Checked in the emulator word for word against
 (tests/test_ptx_sims.py) before it is timed.
 
 `release`: the consumers of a warp-specialized kernel release a stage (`empty[s]`) by one elected
-thread a warpgroup, as CUTLASS's `PipelineTmaAsync` counts them, instead of every consumer thread
-(256 arrivals a stage in a 128 x 256 CTA). cuSPARSELt's N-major sparse kernel issues 23.7 M
+thread a warpgroup instead of every consumer thread (256 arrivals a stage in a 128 x 256 CTA), as
+CUTLASS's sm90 `PipelineTmaAsync` counted them (consumer warpgroups times the cluster's multicast
+span; its current `sm90_pipeline.hpp` counts every consumer thread where the cluster is one CTA). cuSPARSELt's N-major sparse kernel issues 23.7 M
 instructions at 4096^3 to tilemma's 32.3 M (results/ncu/h200-2026-11-28-cusparselt-kernels.txt).
 The `empty` barriers count the consumer warpgroups, and each consumer `mbarrier.arrive` is
 guarded by `%tid.x % 128 == 0`: wgmma's `wait_group` retires the whole warpgroup's products,
