@@ -23,8 +23,9 @@ rows, the blocks, the row groups). Checked in the emulator word for word against
 `release`: the consumers of a warp-specialized kernel release a stage (`empty[s]`) by one elected
 thread a warpgroup instead of every consumer thread (256 arrivals a stage in a 128 x 256 CTA), as
 CUTLASS's sm90 `PipelineTmaAsync` counted them (consumer warpgroups times the cluster's multicast
-span; its current `sm90_pipeline.hpp` counts every consumer thread where the cluster is one CTA). cuSPARSELt's N-major sparse kernel issues 23.7 M
-instructions at 4096^3 to tilemma's 32.3 M (results/ncu/h200-2026-11-28-cusparselt-kernels.txt).
+span; its current `sm90_pipeline.hpp` counts every consumer thread where the cluster is one CTA).
+cuSPARSELt's N-major sparse kernel issues 23.7 M instructions at 4096^3 to tilemma's 32.3 M
+(results/ncu/h200-2026-11-28-cusparselt-kernels.txt).
 The `empty` barriers count the consumer warpgroups, and each consumer `mbarrier.arrive` is
 guarded by `%tid.x % 128 == 0`: wgmma's `wait_group` retires the whole warpgroup's products,
 whose operands (the metadata's registers too) every warp had read before the warpgroup issued
@@ -162,45 +163,27 @@ def release(build: gb.TilemmaBuild, warpgroups: int = 2, counted: int | None = N
     return dataclasses.replace(build, ptx=text, config=build.config + " +release-sim")
 
 
-def release_rows(out: str) -> int:
-    """`release`'s run: the sparse kernels (both B orders) as built and with one release a
-    warpgroup, with cuSPARSELt, samples interleaved in 3 rounds (`config_ab.interleaved`)."""
-    import torch
-
-    from benchmarks.config_ab import interleaved
-
-    rows = []
-    for name in ("sparse-f16-pre", "sparse-f16-pre-bcol"):
-        fam = gb.FAMILIES[name]
-        for size in (4096, 8192, (4096, 11008, 4096)):
-            plain = build(fam.name, size, "")
-            torch.cuda.empty_cache()
-            inp = gb.make_inputs(fam, size, torch)
-            rows += interleaved(fam, gb.as_shape(size), [gb.kernel_from(plain), gb.kernel_from(release(plain))], inp,
-                                3, torch)
-    gb.write_csv(rows, out)
-    return 0
-
-
 def build(fam: str, size, config: str, ptx: str | None = None) -> gb.TilemmaBuild:
     text, name = gb.tilemma_ir(gb.FAMILIES[fam], size)
     return gb.tilemma_build(text, name, gb.compile_options("90a", ptx, **gb.parse_config(config)))
 
 
-def mn_order_rows(out: str) -> int:
-    """`mn-order`'s run: the sparse kernels with an N-major B as built and in CUTLASS's order, with
-    cuSPARSELt, samples interleaved in 3 rounds (`config_ab.interleaved`)."""
+def sim_rows(out: str, families: tuple[str, ...], sizes: tuple, sim) -> int:
+    """A simulation's run: each family's kernels at `sizes` as built and as `sim` makes them, with
+    the peers (cuSPARSELt for sparse ones), samples interleaved in 3 rounds (`config_ab.interleaved`)."""
     import torch
 
     from benchmarks.config_ab import interleaved
 
-    fam, rows = gb.FAMILIES["sparse-f16-pre"], []
-    for size in (4096, 8192, (4096, 4096, 11008)):
-        plain = build(fam.name, size, "")
-        torch.cuda.empty_cache()
-        inp = gb.make_inputs(fam, size, torch)
-        rows += interleaved(fam, gb.as_shape(size), [gb.kernel_from(plain), gb.kernel_from(mn_order(plain))], inp, 3,
-                            torch)
+    rows = []
+    for name in families:
+        fam = gb.FAMILIES[name]
+        for size in sizes:
+            plain = build(fam.name, size, "")
+            torch.cuda.empty_cache()
+            inp = gb.make_inputs(fam, size, torch)
+            rows += interleaved(fam, gb.as_shape(size), [gb.kernel_from(plain), gb.kernel_from(sim(plain))], inp, 3,
+                                torch)
     gb.write_csv(rows, out)
     return 0
 
@@ -210,10 +193,11 @@ def main(argv: list[str]) -> int:
         print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-3:]), file=sys.stderr)
         return 2
     gb.set_timing(6, 20)
-    if argv[0] == "mn-order":
-        return mn_order_rows(argv[1])
-    if argv[0] == "release":
-        return release_rows(argv[1])
+    if argv[0] == "mn-order":  # the sparse kernels with an N-major B
+        return sim_rows(argv[1], ("sparse-f16-pre",), (4096, 8192, (4096, 4096, 11008)), mn_order)
+    if argv[0] == "release":  # the sparse kernels, both B orders
+        return sim_rows(argv[1], ("sparse-f16-pre", "sparse-f16-pre-bcol"), (4096, 8192, (4096, 11008, 4096)),
+                        release)
     import torch
 
     jobs = []

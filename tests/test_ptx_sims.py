@@ -62,6 +62,13 @@ def _sparse_tma(**kw):
                            k.abi.tensor_maps), k
 
 
+def _same_words(want, got) -> bool:
+    """Whether two runs' outputs are the same, word for word."""
+    import numpy as np
+
+    return all(np.array_equal(o.view(np.uint8), got.outputs[n].view(np.uint8)) for n, o in want.outputs.items())
+
+
 def _run(k, build):
     import dataclasses
 
@@ -76,20 +83,17 @@ def test_mn_order_computes_the_kernel_s_words(kw):
     """The stage in CUTLASS's order (4-d map, LBO 1 KiB, SBO 4 KiB, K steps of 16 KiB) gives every
     word of D the kernel as built gives, in the emulator (which models the TMA's boxes and the
     descriptors' strides); with the K steps left at 4 KiB it does not."""
-    import numpy as np
-
     build, k = _sparse_tma(**kw)
     sim = ptx_sims.mn_order(build)
     assert "cp.async.bulk.tensor.4d" in sim.ptx and "cp.async.bulk.tensor.3d" not in sim.ptx
     assert sim.tensor_maps[-1].box == (64, 8, 4, 8) and sim.tensor_maps[-1].strides == (1024, 128, 8192)
     want, got = _run(k, build), _run(k, sim)
     assert want.ok and got.ok
-    assert all(np.array_equal(o.view(np.uint8), got.outputs[n].view(np.uint8)) for n, o in want.outputs.items())
+    assert _same_words(want, got)
     if not kw:
         short = re.sub(r"(add\.s64 %rd\d+, %rd\d+, )1024;", r"\g<1>256;", sim.ptx)
         wrong = _run(k, type(sim)(**{**sim.__dict__, "ptx": short}))
-        assert not all(np.array_equal(o.view(np.uint8), wrong.outputs[n].view(np.uint8))
-                       for n, o in want.outputs.items())
+        assert not _same_words(want, wrong)
 
 
 @needs_ptxas
@@ -106,8 +110,6 @@ def test_release_computes_the_kernel_s_words(kw):
     counted as one it over-arrives, which the emulator refuses. (The emulator runs the consumer
     warpgroups in step, so a release by one warpgroup for both, early on a GPU, is not a hazard
     it can show: the GPU run checks D.)"""
-    import numpy as np
-
     from tilemma.compiler.verify.emulator.machine import EmulationError
 
     build, k = _sparse_tma(**kw)
@@ -116,7 +118,7 @@ def test_release_computes_the_kernel_s_words(kw):
     assert len(re.findall(r"mbarrier\.init\.shared::cta\.b64 \[%r\d+(\+\d+)?\], 2;", sim.ptx)) == 4
     want, got = _run(k, build), _run(k, sim)
     assert want.ok and got.ok
-    assert all(np.array_equal(o.view(np.uint8), got.outputs[n].view(np.uint8)) for n, o in want.outputs.items())
+    assert _same_words(want, got)
     with pytest.raises(EmulationError, match="arrive at the mbarrier"):
         _run(k, ptx_sims.release(build, counted=1))
 

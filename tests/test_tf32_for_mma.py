@@ -13,7 +13,8 @@ import pytest
 from tilemma.compiler.driver.runner import run_compiled
 from tilemma.compiler.verify.mma_arith import round_tf32
 
-from tests.tf32_for_mma_cases import KERNELS, adds, build, operands, with_cvt
+from tests.tf32_for_mma_cases import KERNELS, adds, d_words, operands, with_cvt
+from tests.wgmma_cases import compiled
 
 
 def _words() -> np.ndarray:
@@ -56,7 +57,7 @@ def test_the_add_is_rna_as_the_tensor_cores_read_it():
 
 @pytest.mark.parametrize("spec, sm, options", [k[1:] for k in KERNELS], ids=[k[0] for k in KERNELS])
 def test_each_place_rounds_by_the_add(spec, sm, options):
-    k = build(spec, sm, options)
+    k = compiled(spec, sm, **options)
     assert adds(k.ptx) >= 16
     # what is left of cvt.rna: the guarded last chunk of a stage rounded where it lies (lanes held back)
     assert all(line.lstrip().startswith("@%p") for line in k.ptx.splitlines() if "cvt.rna" in line)
@@ -68,10 +69,10 @@ def test_the_add_gives_the_cvt_kernel_s_words(spec, sm, options):
     that make every case of the add (ties, carries into the exponent, subnormals, values rounding up
     to infinity, NaNs of a low payload); on the same operands without the ones that overflow, within
     the reference's bound."""
-    k = build(spec, sm, options)
+    k = compiled(spec, sm, **options)
     inputs = operands(spec, 11, nan_payloads=True)
     got, want = (run_compiled(x, 11, "emulator", inputs=inputs) for x in (k, with_cvt(k)))
-    d, w = np.asarray(got.outputs["d"]).view(np.uint32), np.asarray(want.outputs["d"]).view(np.uint32)
+    d, w = d_words(got), d_words(want)
     assert np.array_equal(d, w)
     assert np.isinf(d.view(np.float32)).any() or np.isnan(d.view(np.float32)).any()  # the overflowing rows
     finite = operands(spec, 12)
@@ -83,9 +84,9 @@ def test_a_wrong_add_changes_the_words():
     """The comparison can fail: an add of a quarter ulp (2048) rounds ties and above-tie words the
     other way, and D differs."""
     _, spec, sm, options = KERNELS[0]
-    k = build(spec, sm, options)
+    k = compiled(spec, sm, **options)
     wrong = dataclasses.replace(k, ptx=re.sub(r"(add\.s32 (%r\d+), \2, )4096;", r"\g<1>2048;", k.ptx))
     assert adds(wrong.ptx) == 0
     inputs = operands(spec, 11)
     got, want = (run_compiled(x, 11, "emulator", inputs=inputs) for x in (wrong, k))
-    assert not np.array_equal(np.asarray(got.outputs["d"]).view(np.uint32), np.asarray(want.outputs["d"]).view(np.uint32))
+    assert not np.array_equal(d_words(got), d_words(want))

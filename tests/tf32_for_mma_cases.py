@@ -1,7 +1,7 @@
 """Shared by the emulator and GPU tests of rna rounding as `fragment_io.tf32_for_mma` emits it
 (half a tf32 ulp added to a finite word's bits, the low 13 bits left to the tensor cores): the
 kernels that round at each place (the transposing fill, a stage rounded where it lies, fragments
-read from shared memory or global), the PTX with each such add turned back into
+read from shared memory), the PTX with each such add turned back into
 `cvt.rna.tf32.f32`, and adversarial f32 operands."""
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import numpy as np
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec
 
-from tests.wgmma_cases import compiled
 
 # (id, spec, sm, options): where each kernel rounds
 KERNELS = [
@@ -39,8 +38,9 @@ def with_cvt(kernel):
     return dataclasses.replace(kernel, ptx=ptx)
 
 
-def build(spec: GemmSpec, sm: str, options: dict):
-    return compiled(spec, sm, **options)
+def d_words(result) -> np.ndarray:
+    """A run's D as its 32-bit words."""
+    return np.asarray(result.outputs["d"]).view(np.uint32)
 
 
 def operands(spec: GemmSpec, seed: int, nan_payloads: bool = False) -> dict[str, np.ndarray]:

@@ -11,10 +11,16 @@ from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text, lower, parse
 from tilemma.compiler.driver.runner import RunResult, run_compiled
+from tilemma.compiler.runtime import cuda_runtime
 from tilemma.compiler.runtime.ptxas import find_ptxas, run_ptxas
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 
 needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="ptxas not found ($PTXAS, PATH, nvidia-cuda-nvcc)")
+
+
+def is_sm90() -> bool:
+    """Whether this machine has an sm_90 GPU (the warpgroup kernels' GPU tests run on it)."""
+    return cuda_runtime.gpu_available() and cuda_runtime.device_arch() in ("sm_90", "sm_90a")
 
 
 def options(sm: str = "90a", **kw) -> CompileOptions:

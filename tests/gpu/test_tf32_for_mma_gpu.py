@@ -9,22 +9,18 @@ import numpy as np
 import pytest
 
 from tilemma.compiler.driver.runner import run_compiled
-from tilemma.compiler.runtime import cuda_runtime
 
-from tests.tf32_for_mma_cases import KERNELS, build, operands, with_cvt
-
-
-def _is_sm90() -> bool:
-    return cuda_runtime.gpu_available() and cuda_runtime.device_arch() in ("sm_90", "sm_90a")
+from tests.tf32_for_mma_cases import KERNELS, d_words, operands, with_cvt
+from tests.wgmma_cases import compiled, is_sm90
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="the kernels are sm_90's and sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="the kernels are sm_90's and sm_90a's")
 @pytest.mark.parametrize("spec, sm, options", [k[1:] for k in KERNELS], ids=[k[0] for k in KERNELS])
 def test_the_add_gives_cvt_s_words_on_the_gpu(spec, sm, options):
-    k = build(spec, sm, options)
+    k = compiled(spec, sm, **options)
     inputs = operands(spec, 21, nan_payloads=True)
     got, want = (run_compiled(x, 21, "gpu", inputs=inputs) for x in (k, with_cvt(k)))
-    d = np.asarray(got.outputs["d"]).view(np.uint32)
-    assert np.array_equal(d, np.asarray(want.outputs["d"]).view(np.uint32))
+    d = d_words(got)
+    assert np.array_equal(d, d_words(want))
     for emulated in (run_compiled(x, 21, "emulator", inputs=inputs) for x in (k, with_cvt(k))):
-        assert np.array_equal(d, np.asarray(emulated.outputs["d"]).view(np.uint32))
+        assert np.array_equal(d, d_words(emulated))

@@ -16,16 +16,12 @@ import pytest
 from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.runtime import cuda_runtime
 
-from tests.wgmma_cases import compiled, exactly_a_times_b, like_the_sm90_kernel, same_words_as_mma_sync
+from tests.wgmma_cases import compiled, exactly_a_times_b, is_sm90, like_the_sm90_kernel, same_words_as_mma_sync
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not cuda_runtime.gpu_available(), reason=f"no GPU: {cuda_runtime.gpu_unavailable_reason()}"),
 ]
-
-
-def _is_sm90() -> bool:
-    return cuda_runtime.gpu_available() and cuda_runtime.device_arch() in ("sm_90", "sm_90a")
 
 
 CASES = [  # (spec, options)
@@ -45,7 +41,7 @@ CASES = [  # (spec, options)
 ]
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("spec, options", CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
 def test_wgmma_on_the_gpu(spec, options):
     like_the_sm90_kernel(spec, options, "gpu", 5, "wgmma.mma_async", "mma.sync")
@@ -71,7 +67,7 @@ SPARSE_CASES = [  # (spec, options): a pre-compressed A, an N-major B
 ]
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("spec, options", SPARSE_CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
 def test_sparse_wgmma_on_the_gpu(spec, options):
     like_the_sm90_kernel(spec, options, "gpu", 5, "wgmma.mma_async.sp", "mma.sp")
@@ -91,7 +87,7 @@ INT8_CASES = [  # 8-bit integers, K-major A and B: D exact, the same words as th
 ]
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("spec, options", INT8_CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
 def test_int8_wgmma_on_the_gpu(spec, options):
     result = like_the_sm90_kernel(spec, options, "gpu", 5, "wgmma.mma_async.sync.aligned.m64n", "mma.sync")
@@ -107,7 +103,7 @@ TRANSPOSED_CASES = [  # 8-bit, A K-major and B N-major, by default: D^T = B^T A^
 ]
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("spec", TRANSPOSED_CASES, ids=lambda s: s.name)
 def test_transposed_product_on_the_gpu(spec):
     """The transposed product's D, from the arguments as given: numpy's A @ B (+ C) word for word,
@@ -123,7 +119,7 @@ TRANSPOSED_EPILOGUE_CASES = [  # ... with an epilogue: its vectors broadcast alo
 ]
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("spec", TRANSPOSED_EPILOGUE_CASES, ids=lambda s: s.name)
 def test_transposed_epilogue_on_the_gpu(spec):
     """Within the reference's bound, and every output word the GPU's mma.sync kernel's."""
@@ -147,13 +143,13 @@ TF32_CASES = [  # (spec, options): every order, every rounding, ragged sizes, a 
 ]
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("spec, options", TF32_CASES, ids=lambda x: x.name if isinstance(x, GemmSpec) else "")
 def test_tf32_wgmma_on_the_gpu(spec, options):
     like_the_sm90_kernel(spec, options, "gpu", 5, "wgmma.mma_async.sync.aligned.m64n", "mma.sync")
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("etype", ["s8", "u8"])
 @pytest.mark.parametrize("n", [64, 128, 256])
 @pytest.mark.parametrize("adversarial", [False, True])
@@ -166,7 +162,7 @@ def test_int8_probe(etype, n, adversarial, a_registers):
     assert int(r.stdout.split()[0]) == 0, r.stdout
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("etype", ["f16", "bf16"])
 @pytest.mark.parametrize("n", [64, 128, 256])
 @pytest.mark.parametrize("b_major", ["k", "n"])
@@ -181,7 +177,7 @@ def test_sparse_probe(etype, n, b_major, adversarial, a_row):
     assert mismatched == 0, r.stdout
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("etype", ["f16", "bf16"])
 @pytest.mark.parametrize("n", [64, 256])
 @pytest.mark.parametrize("b_major", ["k", "n"])
@@ -196,7 +192,7 @@ def test_probe(etype, n, b_major, adversarial):
     assert mismatched == 0, r.stdout
 
 
-@pytest.mark.skipif(not _is_sm90(), reason="wgmma is sm_90a's")
+@pytest.mark.skipif(not is_sm90(), reason="wgmma is sm_90a's")
 @pytest.mark.parametrize("n", [64, 128, 256])
 @pytest.mark.parametrize("adversarial", [False, True])
 @pytest.mark.parametrize("a_registers", [False, True])
