@@ -536,7 +536,11 @@ def peer_fn(fam: Family, inp: dict, torch, impl: str) -> tuple[Callable[[], Any]
     cols = "".join(f", {x} column-major" for x, col in (("A", fam.a_col), ("B", fam.b_col)) if col)
     if fam.exact:  # torch._int_mm: cuBLASLt (fast with a column-major B)
         return (lambda: torch._int_mm(a, b)), "torch._int_mm" + cols
-    return (lambda: a @ b), f"torch.matmul {fam.torch_in}" + cols
+    # cuBLAS's tf32 path for f32 operands (tilemma's tf32 family), not SGEMM: set here, where
+    # every caller (the matrix, config_ab, ptx_sims) builds its peer
+    torch.backends.cuda.matmul.allow_tf32 = True
+    tf32 = ", allow_tf32" if fam.torch_in == "float32" else ""
+    return (lambda: a @ b), f"torch.matmul {fam.torch_in}{tf32}" + cols
 
 
 def cublas_rows(fam: Family, n: int | Shape, inp: dict, torch, deadline: float) -> list[Row]:
@@ -813,7 +817,6 @@ def run_cells(cells: Sequence[Cell], *, peers: Any = None, tilemma: Any = None, 
 
     if not torch.cuda.is_available():
         raise SystemExit("gemm_bench: torch sees no CUDA device; this benchmark needs the GPU")
-    torch.backends.cuda.matmul.allow_tf32 = True  # cuBLAS's tf32 path for the tf32 family
     started = time.monotonic()
     deadline = started + budget
     device = torch.cuda.get_device_name()

@@ -58,18 +58,25 @@ def test_a_persistent_kernel_loops_over_its_tiles():
 
 
 @pytest.mark.parametrize("spec, expected", [
-    # a K-major B: as many CTAs as the SMs hold (one: 168 KiB of stages), over more tiles
-    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "tma=1 persistent=132"),
-    (GemmSpec(512, 11008, 4096, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "tma=1 persistent=132"),
+    # a K-major B: as many CTAs as the SMs hold (one: 205 KiB of stages, a ring of
+    # `configs.WGMMA_PRODUCER_STAGES`' 5), over more tiles
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True, b_layout="col"),
+     "stages=5 stage-k=64 producers=4 tma=1 persistent=132"),
+    (GemmSpec(512, 11008, 4096, "f16", "f16", "f32", pre_compressed=True, b_layout="col"),
+     "stages=5 stage-k=64 producers=4 tma=1 persistent=132"),
     # an N-major B too, with its stage one TMA copy (`warp-tma-blocks`)
-    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True), "tma=1 persistent=132"),
-    # ... not where a tile is no whole number of rings (63 stages: measured on whole rings only), nor
-    # with fewer tiles than CTAs
-    (GemmSpec(4096, 4096, 4032, "f16", "f16", "f32", pre_compressed=True, b_layout="col"), "producers=4 tma=1"),
-    (GemmSpec(512, 4096, 4096, "f16", "f16", "f32", pre_compressed=True), "producers=4 tma=1"),
+    (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", pre_compressed=True),
+     "stages=5 stage-k=64 producers=4 tma=1 persistent=132"),
+    # ... where a tile is no whole number of rings too (63 stages on a ring of 5)
+    (GemmSpec(4096, 4096, 4032, "f16", "f16", "f32", pre_compressed=True, b_layout="col"),
+     "stages=5 stage-k=64 producers=4 tma=1 persistent=132"),
+    # no more stages than K has (4 of K 64), and not with fewer tiles than CTAs
+    (GemmSpec(2048, 2048, 256, "f16", "f16", "f32", pre_compressed=True), "stages=4 stage-k=64 producers=4 tma=1"),
+    # the narrow tiles (`configs.WGMMA_NARROW`) keep theirs, and fewer tiles than CTAs: one a CTA
+    (GemmSpec(512, 4096, 4096, "f16", "f16", "f32", pre_compressed=True), "stages=4 stage-k=128 producers=4 tma=1"),
 ], ids=lambda x: x.name if isinstance(x, GemmSpec) else None)
 def test_persistent_by_itself(spec, expected):
-    """`configs.WGMMA_PERSISTENT`: the sparse kernels, where they can."""
+    """`configs.WGMMA_PERSISTENT` and `configs.WGMMA_PRODUCER_STAGES`: the sparse kernels, where they can."""
     k = compiled(spec, "90a")
     assert k.abi.config.endswith(expected), k.abi.config
 

@@ -19,26 +19,28 @@ def spec(m, n, k, t="f16", **kw) -> GemmSpec:
     return GemmSpec(m, n, k, t, t, "f32", pre_compressed=True, **kw)
 
 
-@pytest.mark.parametrize("m, n, k, warps, warp_tile, stages, stage_k, producers", [
-    (4096, 4096, 4096, (8, 1), (1, 32), 4, 64, 4),  # the default: 128 x 256 CTAs, 4 stages of K 64, producers
-    (512, 4096, 4096, (8, 1), (1, 16), 4, 128, 4),  # fewer CTAs than SMs: two warpgroups, 4 stages of K 128
-    (130, 200, 300, (8, 1), (1, 16), 4, 128, 0),  # no more warpgroups than 64-row blocks (3), narrow
-    (40, 64, 64, (4, 1), (1, 8), 4, 128, 0),  # one warpgroup, one 64-column block of B
+@pytest.mark.parametrize("m, n, k, kw, warps, warp_tile, stages, stage_k, producers", [
+    # the default: 128 x 256 CTAs, producers, a ring of 5 stages of K 64 (`configs.WGMMA_PRODUCER_STAGES`)
+    (4096, 4096, 4096, {}, (8, 1), (1, 32), 5, 64, 4),
+    (4096, 4096, 4096, {"producers": 0}, (8, 1), (1, 32), 4, 64, 0),  # ... 4 without producers
+    (512, 4096, 4096, {}, (8, 1), (1, 16), 4, 128, 4),  # fewer CTAs than SMs: two warpgroups, 4 stages of K 128
+    (130, 200, 300, {}, (8, 1), (1, 16), 4, 128, 0),  # no more warpgroups than 64-row blocks (3), narrow
+    (40, 64, 64, {}, (4, 1), (1, 8), 4, 128, 0),  # one warpgroup, one 64-column block of B
 ])
-def test_plan_tiles(m, n, k, warps, warp_tile, stages, stage_k, producers):
-    s = schedule(spec(m, n, k), wgmma=True)
+def test_plan_tiles(m, n, k, kw, warps, warp_tile, stages, stage_k, producers):
+    s = schedule(spec(m, n, k), wgmma=True, **kw)
     assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k, s.producers) == (
         "wgmma", warps, warp_tile, stages, stage_k, producers)
 
 
-@pytest.mark.parametrize("m, n, k, warps, warp_tile", [
-    (4096, 4096, 4096, (8, 1), (1, 32)),  # 128 x 256 CTAs, 4 stages of K 64
-    (512, 4096, 4096, (8, 1), (1, 16)),  # fewer CTAs than SMs: m64n128
-    (45, 33, 90, (4, 1), (1, 5)),  # a K-major B cut to N
+@pytest.mark.parametrize("m, n, k, warps, warp_tile, stages", [
+    (4096, 4096, 4096, (8, 1), (1, 32), 5),  # 128 x 256 CTAs, a ring of 5 stages of K 64 with producers
+    (512, 4096, 4096, (8, 1), (1, 16), 4),  # fewer CTAs than SMs: m64n128, 4 stages
+    (45, 33, 90, (4, 1), (1, 5), 4),  # a K-major B cut to N
 ])
-def test_plan_tiles_k_major_b(m, n, k, warps, warp_tile):
+def test_plan_tiles_k_major_b(m, n, k, warps, warp_tile, stages):
     s = schedule(spec(m, n, k, b_layout="col"), wgmma=True)
-    assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, 4, 64)
+    assert (s.mma, s.warps, s.warp_tile, s.stages, s.stage_k) == ("wgmma", warps, warp_tile, stages, 64)
     assert s.producers == (4 if warps == (8, 1) else 0)  # two consumer warpgroups, B's stages whole
 
 

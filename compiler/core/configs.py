@@ -345,6 +345,14 @@ WGMMA_CLUSTER: dict[str, int] = {}
 # (-sparse-blocks-persistent-ab.csv), 4096^3 876 against 841, 8192^3 944 / 927, 4096x4096x11008
 # 969 / 950, 4096x11008x4096 862 / 828 (cuSPARSELt 913, 981, 980, 829); 512x11008x4096 634 / 636.
 WGMMA_PERSISTENT: dict[str, bool] = {"sparse-wgmma-k-major-b": True, "sparse-wgmma": True}
+# wgmma schedules whose producer kernels (`Schedule.producers`, taken by themselves) ring more stages
+# than the default's, on the default (not `WGMMA_NARROW`) tiles and no more than K has: the TMA
+# copies run further ahead of the products. H200, samples interleaved, 2 rounds, dense-equivalent
+# TFLOP/s, 5 stages against 4, both persistent (results/h200-2026-11-28f-sparse-stages5-ab.csv):
+# N-major B 4096^3 883 / 872, 8192^3 950 / 939, 4096x11008x4096 873 / 862 (cuSPARSELt 916, 976,
+# 834); K-major B 4096^3 890 / 868, 8192^3 941 / 927 (742, 877). 205 KiB of shared memory a CTA
+# (4: 164). Before the TMA producers and persistence, 5 stages lost (the `WGMMA_PRODUCERS` notes).
+WGMMA_PRODUCER_STAGES: dict[str, int] = {"sparse-wgmma": 5, "sparse-wgmma-k-major-b": 5}
 # Targets of 99 KiB a CTA: the H100's configurations where they fit (96 KiB at most), f64's
 # (144 KiB; staged from sm_90 on, so on sm_120 here) with a stage K of 16 (72 KiB). Chosen to
 # fit, not measured on such a GPU.

@@ -181,6 +181,7 @@ class WgmmaTiles:
     warp_tile: tuple[int, int]
     stages: int
     stage_k: int
+    narrow: bool = False  # `configs.WGMMA_NARROW`'s tiles (the default's would not fill a wave)
 
 
 def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, target: targets.SmTarget) -> WgmmaTiles:
@@ -190,19 +191,20 @@ def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, tar
     N-major B; a power of two of them for a filled 32-bit one, which `FillLayout` splits)."""
     stages, stage_k = default.stages, default.stage_k
     forced_warps = warps is not None
+    narrow = False
     if warps is None:  # no more warpgroups than M's 64-row blocks
         wm = parse_pair(default.warps, "warps")[0]  # type: ignore[index]
         warps = (min(wm, 4 * ceil_div(g.m, warp.WGMMA_ROWS)), 1)
     if warp_tile is None:
         rn = parse_pair(default.warp_tile, "warp-tile")[1]  # type: ignore[index]
         ctas = ceil_div(g.m, warps[0] * 16) * ceil_div(g.n, 8 * rn) * g.batch  # type: ignore[index]
-        if ctas < target.limits.one_wave:
-            narrow = configs.WGMMA_NARROW.get(schedule, configs.WGMMA_NARROW["16bit-wgmma"])
-            rn, stages = parse_pair(narrow.warp_tile, "warp-tile")[1], narrow.stages  # type: ignore[index]
+        if narrow := ctas < target.limits.one_wave:
+            tiles = configs.WGMMA_NARROW.get(schedule, configs.WGMMA_NARROW["16bit-wgmma"])
+            rn, stages = parse_pair(tiles.warp_tile, "warp-tile")[1], tiles.stages  # type: ignore[index]
             if schedule in configs.WGMMA_NARROW:  # (the dense 16-bit ones' stage K is theirs alone)
-                stage_k = narrow.stage_k
+                stage_k = tiles.stage_k
             if not forced_warps:
-                warps = (min(warps[0], parse_pair(narrow.warps, "warps")[0]), 1)  # type: ignore[index]
+                warps = (min(warps[0], parse_pair(tiles.warps, "warps")[0]), 1)  # type: ignore[index]
         block = 1 if column_major(g.b) else warp.N_BLOCK // 8
         cut = ceil_div(ceil_div(g.n, 8), block) * block
         if g.a.bits == 32 and wrong_order(g, "b"):  # B's lines a power of two, which the 32-bit fill splits
@@ -211,7 +213,7 @@ def wgmma_tiles(g, schedule: str, default: configs.Config, warps, warp_tile, tar
         while not warp.wgmma_n_legal(g.mma.variant.variant.atype, 8 * rn):  # (8-bit integers: N 16 apart)
             rn += 1
         warp_tile = (1, rn)
-    return WgmmaTiles(warps, warp_tile, stages, stage_k)  # type: ignore[arg-type]
+    return WgmmaTiles(warps, warp_tile, stages, stage_k, narrow)  # type: ignore[arg-type]
 
 
 def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
@@ -286,6 +288,11 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         alone = split(g, variant, t, stages, stage_k, split_k, target, mma, schedule)[0] if mine else 1
         by_themselves = mine and producers_by_themselves(g, t, bn, stage_k, need, target, variant, fill, pair, alone)
         producers = mine if by_themselves else 0
+        ring = configs.WGMMA_PRODUCER_STAGES.get(schedule, 0) if producers and not forced and not tiles.narrow else 0
+        if (ring := min(ring, max(stages, ceil_div(g.k, stage_k)))) > stages:  # (no more stages than K has)
+            stages, _ = configs.fit_shared(ring, stage_k, bits_per_k, limit, schedule, cut_stages=True, cut_k=False,
+                                           read_k=warp.WGMMA_K)
+            need = stages * stage_k * bits_per_k // 8
     fillers = 32 * producers if producers else t.threads  # the threads that fill (a producer warpgroup's)
     for what in fill:  # each filled operand's K-major stage over those threads (`FillLayout`)
         lines, mem = (bm, g.a) if what == "a" else (bn, g.b)
@@ -310,9 +317,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     if persistent > 0 and why:
         raise LoweringError(mma, f"persistent: {why}")
     if persistent < 0:  # (`configs.WGMMA_PERSISTENT`)
-        # (measured where a tile is whole rings of stages only)
-        whole = ceil_div(g.k, stage_k) % stages == 0
-        by_itself = why is None and whole and configs.WGMMA_PERSISTENT.get(schedule)
+        by_itself = why is None and configs.WGMMA_PERSISTENT.get(schedule)
         persistent = persistent_ctas(t.threads + 32 * producers, need, target) if by_itself else 0
     persistent = persistent if persistent < t.tiles else 0  # (no fewer tiles than CTAs: one a CTA)
     splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma, schedule)

@@ -79,3 +79,13 @@ def test_like_the_simpler_kernel(spec, options, baseline):
     assert got.ok and want.ok, (got.line(), want.line())
     for name, out in got.outputs.items():
         assert np.array_equal(out.view(np.uint8), want.outputs[name].view(np.uint8)), name
+
+
+@pytest.mark.parametrize("b_layout", ["row", "col"])
+def test_sparse_defaults_like_the_mma_sp_kernel(b_layout):
+    """The sparse kernels' defaults on sm_90a: producers by the TMA, persistent, and a ring of 5
+    stages (`configs.WGMMA_PRODUCER_STAGES`) that a tile's 17 stages do not fill whole (its
+    buffers follow the ring from tile to tile): D as the mma.sp kernel's, word for word."""
+    spec = GemmSpec(2048, 4096, 1088, "f16", "f16", "f32", pre_compressed=True, b_layout=b_layout)
+    assert compiled(spec).abi.config.endswith("stages=5 stage-k=64 producers=4 tma=1 persistent=132")
+    like_the_sm90_kernel(spec, {}, "gpu", 7, "wgmma", "mma.sp")
