@@ -228,7 +228,10 @@ class FillLoadOp(_WindowOp):
     elements, 4 or 8). With `by_element` (8-bit elements only) each word's elements are loaded one
     by one, each zero past the extent: lines not 4-byte aligned, or an extent that ends inside a
     word. With `gather`, the stage holds the tile as stored (as `warp.copy_async` would), its words
-    loaded element by element (`GatherLayout`), each element zero past the extent."""
+    loaded element by element (`GatherLayout`), each element zero past the extent. `aligned` (rows,
+    cols) marks the dimensions whose extent is whole windows from an origin a multiple of the
+    window (K a multiple of the stage K, each stage at a multiple of it): a window lies wholly
+    inside or outside the extent there, so one predicate, on its origin, guards all its words."""
 
     name = "warp.fill_load"
     ref = operand_def(MemRefType)
@@ -236,6 +239,7 @@ class FillLoadOp(_WindowOp):
     window = prop_def(DenseArrayBase)
     extent = prop_def(DenseArrayBase)
     in_bounds = opt_prop_def(DenseArrayBase)
+    aligned = opt_prop_def(DenseArrayBase)  # (rows, cols): windows wholly inside or outside the extent
     shape = prop_def(DenseArrayBase)  # (lines, across) of the destination stage
     threads = prop_def(IntegerAttr)
     first_thread = opt_prop_def(IntegerAttr)  # dealt to threads first_thread .. (a producer warpgroup)
@@ -249,9 +253,11 @@ class FillLoadOp(_WindowOp):
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], window: Sequence[int], extent: Sequence[int],
                  shape: Sequence[int], threads: int, transpose: bool = False, gather: bool = False,
-                 by_element: bool = False, first_thread: int = 0):
+                 by_element: bool = False, first_thread: int = 0, aligned: tuple[bool, bool] = (False, False)):
         props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent), "shape": _ints(shape),
                                        **thread_props(threads, first_thread)}
+        if any(aligned):
+            props["aligned"] = _ints([int(x) for x in aligned])
         for name, on in (("transpose", transpose), ("gather", gather), ("by_element", by_element)):
             if on:
                 props[name] = UnitAttr()
@@ -260,6 +266,10 @@ class FillLoadOp(_WindowOp):
         except VerifyException:
             words = 1  # the verifier says why
         super().__init__(operands=[ref, indices], properties=props, result_types=[StagedType(words)])
+
+    def aligned_values(self) -> tuple[bool, bool]:
+        flags = self.aligned
+        return (False, False) if flags is None else tuple(bool(x) for x in flags.get_values())  # type: ignore[return-value]
 
     def layout(self) -> FillLayout | GatherLayout:
         rows, cols = self.shape.get_values()  # type: ignore[attr-defined]
@@ -270,6 +280,8 @@ class FillLoadOp(_WindowOp):
         self.verify_window(self.ref.type, self.indices)
         if len(self.shape.get_values()) != 2:  # type: ignore[attr-defined]
             raise VerifyException("warp.fill_load: shape is the stage's (rows, cols)")
+        if self.aligned is not None and len(self.aligned.get_values()) != 2:  # type: ignore[attr-defined]
+            raise VerifyException("warp.fill_load: aligned has two flags (rows, cols)")
         bits = element_bits(element_name(self.ref.type.element_type))  # type: ignore[attr-defined]
         if self.gather is not None and first_thread(self):
             raise VerifyException("warp.fill_load: a gather is dealt to the whole CTA (no first_thread)")

@@ -112,6 +112,27 @@ def test_fill_with_split_k():
     assert result.ok, result.line()
 
 
+@pytest.mark.parametrize("spec, options, aligned", [
+    (GemmSpec(70, 72, 256, "s8", "s8", "s32"), {}, True),  # K whole stages of 64
+    (GemmSpec(16, 256, 2048, "s8", "s8", "s32"), {"split_k": 4}, True),  # each split's part from a multiple of a stage
+    (GemmSpec(70, 72, 200, "s8", "s8", "s32"), {}, False),  # a ragged last stage
+], ids=["whole-stages", "split-k", "ragged-k"])
+def test_a_stage_wholly_inside_or_past_k_takes_one_guard(spec, options, aligned):
+    """Where each stage lies wholly inside K or past it (`warp.fill_load` `aligned` on K: K whole
+    stages, a split's part from a multiple of one), the stage's words share one predicate, on its
+    origin (the pipeline's last load, past K, loads nothing); else each word has its own. D as the
+    reference's either way."""
+    fills = re.findall(r"warp\.fill_load .*", warp_text(spec, **options))
+    assert fills and all(("aligned = array<i64: 1, 0>" in f) == aligned for f in fills), fills
+    kernel = compiled(spec, **options)
+    guards = re.findall(r"@(%p\d+) ld\.global\.b32", kernel.ptx)
+    words = int(re.search(r"!warp\.staged<(\d+)>", fills[0]).group(1))
+    assert len(guards) == len(fills) * words  # every word loaded under a guard
+    assert len(set(guards)) == (len(fills) if aligned else len(guards))
+    result = run_compiled(kernel, seed=5, on="emulator")
+    assert result.ok, result.line()
+
+
 def test_fill_with_sizes_known_at_launch():
     """One `?`-size kernel: the variant for N a multiple of 4 fills B a word at a time; the one for
     N = 70 (B's rows 70 bytes: a word would straddle the edge and the rows are not aligned) loads

@@ -127,3 +127,25 @@ def test_release_computes_the_kernel_s_words(kw):
 def test_release_assembles():
     result = run_ptxas(ptx_sims.release(_sparse_tma()[0]).ptx, "sm_90a")
     assert result.ok, result.log
+
+
+def test_ptx_ab_saves_builds_and_refuses_one_that_launches_otherwise(tmp_path):
+    """`ptx_ab write` saves each cell's build as this checkout makes it (a TMA kernel's tensor maps
+    included), `pairs` reads it back equal and pairs it with a fresh build; a saved build whose
+    launch differs (here its grid) is refused."""
+    import json
+
+    from benchmarks import ptx_ab
+
+    cells = ["sparse-f16-pre:256x512x1024", "tf32-brow:256x256x512"]
+    assert ptx_ab.write(str(tmp_path), cells) == 0
+    for (text, base), (fam, shape, ours, marked) in zip(
+            (ptx_ab.saved(str(p)) for p in sorted(tmp_path.iterdir())), ptx_ab.pairs(str(tmp_path))):
+        assert base == ours and marked.config == ours.config + " +base" and marked.ptx == ours.ptx
+    assert ptx_ab.saved(str(tmp_path / "000.json"))[1].tensor_maps  # the TMA kernel's maps came back
+    path = tmp_path / "001.json"
+    data = json.loads(path.read_text())
+    data["build"]["grid"][0] += 1
+    path.write_text(json.dumps(data))
+    with pytest.raises(SystemExit, match="launch differently"):
+        ptx_ab.pairs(str(tmp_path))

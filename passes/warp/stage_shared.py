@@ -36,6 +36,7 @@ from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.distribute import IndexBuilder
 from tilemma.passes.tile.gemm_kernel import planning_stride
 from tilemma.passes.tile.plan import SHARED_LOAD_SHAPES, ceil_div, column_major, copy_vector
+from tilemma.passes.warp.index_facts import multiple_of
 
 
 @dataclass(frozen=True)
@@ -341,21 +342,25 @@ class _Stage(IndexBuilder):
         Each writes its operand's stage whole (its shape the buffer's): a filled one K-major, a
         gathered one as copy() would; the window's transpose is the stage's (an M-major A's stage
         is K x M, a K-major or filled B's N x K)."""
-        mm, mn, _ = tile.size_multiple(self.kernel)
+        mm, mn, mk = tile.size_multiple(self.kernel)
         a0, b0 = self.a_loads[0], self.b_loads[0]
+        # each stage wholly inside K or past it: K whole stages, and a split's part from a multiple of one
+        base = self.k_base()
+        k_aligned = tile.tiles_exactly(self.k, self.s.stage_k, mk) and (base is None or multiple_of(base, self.s.stage_k))
         operands = {"a": (a0, [self.bz, self.cta_row, k], self.s_a, self.a_m_major,
-                          (tile.tiles_exactly(self.m, self.bm, mm), False)),
+                          (tile.tiles_exactly(self.m, self.bm, mm), False), (False, k_aligned)),
                     "b": (b0, [self.bz, k, self.cta_col], self.s_b, self.b_k_major,
-                          (False, tile.tiles_exactly(self.n, self.bn, mn)))}
+                          (False, tile.tiles_exactly(self.n, self.bn, mn)), (k_aligned, False))}
         fill, gather = self.s.fill, self.s.gather
         for gathered, which in ((False, fill), (True, "".join(w for w in gather if w not in fill))):
             for what in which:
-                load0, indices, dest, transpose, (rows_in, cols_in) = operands[what]
+                load0, indices, dest, transpose, (rows_in, cols_in), aligned = operands[what]
                 shape = dest.type.get_shape()[1:]  # type: ignore[union-attr]
                 load = self.bounded(warp.FillLoadOp(load0.ref, indices, load0.window_values(), load0.extent_values(),
                                                     shape, self.threads, transpose=transpose, gather=gathered,
                                                     by_element=not gathered and what in gather,
-                                                    first_thread=self.first_thread),
+                                                    first_thread=self.first_thread,
+                                                    aligned=aligned if not gathered and what not in gather else (False, False)),
                                     rows_in, cols_in)
                 self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gathered,
                                           rounding=load0.rounding_mode,  # f32 stored as tf32

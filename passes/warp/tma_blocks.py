@@ -35,19 +35,7 @@ from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from tilemma.dialects import warp
 from tilemma.dialects.warp_tma import TMA_MAX_BOX
-
-
-def multiple_of(v: SSAValue, n: int) -> bool:
-    """Whether index `v` is provably a multiple of `n` (a power of two, so that wrapping keeps it)."""
-    c = ConstantLike.get_constant_value(v)
-    if isinstance(c, IntegerAttr):
-        return c.value.data % n == 0
-    owner = v.owner
-    if isinstance(owner, arith.MuliOp):
-        return multiple_of(owner.lhs, n) or multiple_of(owner.rhs, n)
-    if isinstance(owner, arith.AddiOp):
-        return multiple_of(owner.lhs, n) and multiple_of(owner.rhs, n)
-    return False
+from tilemma.passes.warp.index_facts import multiple_of
 
 
 def _split(v: SSAValue) -> tuple[SSAValue, int]:

@@ -68,7 +68,8 @@ def _thread_parts(e: fio.Emitter, layout: warp.FillLayout, first: int) -> tuple[
 
 @dataclass
 class LowerFillLoad(RewritePattern):
-    """`warp.fill_load`: the thread's words, `ld.global.b32` each, predicated at the extent."""
+    """`warp.fill_load`: the thread's words, `ld.global.b32` each, predicated at the extent (one
+    predicate for all of them along a dimension the op marks `aligned`)."""
 
     state: LoweringState
 
@@ -141,7 +142,14 @@ class LowerFillLoad(RewritePattern):
             e.emit("add.u32", at, line, e.in_register(line0))  # type: ignore[arg-type]
             e.emit("setp.lt.u32", line_ok, at, ext_lines)
         first = None
-        if not in_across:
+        if not in_across and op.aligned_values()[across_dim - 1] and not by_element:
+            # the stage wholly inside the extent or past it (`aligned`): one guard, on its origin
+            stage_ok = e.reg("pred")
+            e.emit("setp.lt.u32", stage_ok, e.in_register(across0), ext_across)  # type: ignore[arg-type]
+            if line_ok is not None:
+                e.emit("and.pred", stage_ok, stage_ok, line_ok)
+            line_ok = stage_ok
+        elif not in_across:
             first = e.reg("b32")
             e.emit("add.u32", first, across, e.in_register(across0))  # type: ignore[arg-type]
         words = []

@@ -34,7 +34,8 @@ func.func @s8_kmajor(%a: memref<2048x2048xsi8>, %b: memref<2048x2048xsi8, stride
 // stores an iteration behind its loads: the prologue stores stages 0 .. S - 3 and carries stage
 // S - 2's words into the loop, whose iterations first store the words the last one loaded (right
 // after the barrier the prefetch put at the end of the iteration before), then load the next
-// stage's. A keeps its cp.async. (Its default: 4 stages of K 64; at 1024^3 the default CTAs leave
+// stage's. K is whole stages, so each stage lies wholly inside K or past it (`aligned` on K):
+// its loads share one guard. A keeps its cp.async. (Its default: 4 stages of K 64; at 1024^3 the default CTAs leave
 // SMs idle even with their rows halved, so they keep 128 rows and narrow to 64 columns:
 // configs.SMALL_TILES, 4x2 warps of 2x4.)
 // CHECK-LABEL: func.func @s8_rowmajor
@@ -54,7 +55,7 @@ func.func @s8_kmajor(%a: memref<2048x2048xsi8>, %b: memref<2048x2048xsi8, stride
 // FILL:       scf.for {{.*}}%[[C:[0-9]+]] = %[[W2]], {{.*}} -> ({{.*}}!warp.staged<4>
 // FILL:         warp.fill_store %[[C]], %[[SB]][%{{.*}}] {threads = 256 : i64} : !warp.staged<4>, memref<4x64x64xsi8, 3 : i64>
 // FILL:         warp.copy_async %a
-// FILL:         %[[W:.*]] = warp.fill_load %b[{{.*}}] {{{.*}}shape = array<i64: 64, 64>, threads = 256 : i64, transpose, in_bounds = array<i64: 0, 1>} : memref<1024x1024xsi8> -> !warp.staged<4>
+// FILL:         %[[W:.*]] = warp.fill_load %b[{{.*}}] {{{.*}}shape = array<i64: 64, 64>, threads = 256 : i64, aligned = array<i64: 1, 0>, transpose, in_bounds = array<i64: 0, 1>} : memref<1024x1024xsi8> -> !warp.staged<4>
 // FILL:         warp.mma
 // FILL:         warp.ldmatrix %[[SB]][{{.*}}] after %{{.*}} {offsets = array<i64: 0, 0>} : memref<4x64x64xsi8, 3 : i64> -> !warp.frag<b, si8,
 // FILL:         scf.yield {{.*}}, %[[W]], {{.*}} :

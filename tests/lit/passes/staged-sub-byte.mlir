@@ -77,7 +77,7 @@ func.func @s4_odd_k(%a: memref<64x201xsi4, strided<[208, 1]>>, %b: memref<201x64
 // CHECK-SAME:  warp.schedule = #warp.schedule<warps = 4x2, warp_tile = 2x8, stages = 4, stage_k = 128, {{.*}}fill = b
 // CHECK:       memref.alloc() {alignment = 128 : i64} : memref<4x128x128xsi4, 3 : i64>
 // CHECK-NEXT:  %[[SB:.*]] = memref.alloc() {alignment = 128 : i64} : memref<4x128x128xsi4, 3 : i64>
-// CHECK:       %[[W:.*]] = warp.fill_load %b[{{.*}}] {{{.*}}shape = array<i64: 128, 128>, threads = 256 : i64, transpose, {{.*}}} : memref<1024x1024xsi4> -> !warp.staged<8>
+// CHECK:       %[[W:.*]] = warp.fill_load %b[{{.*}}] {{{.*}}shape = array<i64: 128, 128>, threads = 256 : i64, aligned = array<i64: 1, 0>, transpose, {{.*}}} : memref<1024x1024xsi4> -> !warp.staged<8>
 // CHECK-NEXT:  warp.fill_store %[[W]], %[[SB]][{{.*}}] {threads = 256 : i64} : !warp.staged<8>, memref<4x128x128xsi4, 3 : i64>
 // WIDEN-LABEL: func.func @s4_row_b
 // WIDEN:       warp.fill_load %b{{.*}} -> !warp.staged<8>
