@@ -4,6 +4,7 @@ shared memory, and still assembles (the GPU run checks its D: tests/gpu is not n
 mn-order and release simulations' kernels give, in the emulator, every word of D the kernel as built
 gives."""
 
+import dataclasses
 import re
 
 import pytest
@@ -106,10 +107,12 @@ def test_mn_order_assembles():
 @pytest.mark.parametrize("kw", [{}, {"persistent": 3}], ids=["a-cta-a-tile", "persistent"])
 def test_release_computes_the_kernel_s_words(kw):
     """One release a consumer warpgroup (`empty` counting 2, the arrivals guarded by the
-    warpgroup's first thread) gives every word of D the kernel as built gives, in the emulator;
-    counted as one it over-arrives, which the emulator refuses. (The emulator runs the consumer
-    warpgroups in step, so a release by one warpgroup for both, early on a GPU, is not a hazard
-    it can show: the GPU run checks D.)"""
+    warpgroup's first thread) gives every word of D the kernel as built gives, in the emulator,
+    whose consumer warpgroups drift apart (`warpgroups_apart`). Counted as one, the leading
+    warpgroup's arrival frees the stage alone: the producers refill it before the lagging one has
+    read it, which the emulator refuses (the lagging warpgroup waits for a phase the barrier has
+    gone past); so does a release by the first warpgroup for both (counting 1), which a lockstep
+    run cannot tell from the right one."""
     from tilemma.compiler.verify.emulator.machine import EmulationError
 
     build, k = _sparse_tma(**kw)
@@ -119,8 +122,13 @@ def test_release_computes_the_kernel_s_words(kw):
     want, got = _run(k, build), _run(k, sim)
     assert want.ok and got.ok
     assert _same_words(want, got)
-    with pytest.raises(EmulationError, match="arrive at the mbarrier"):
+    with pytest.raises(EmulationError, match="deadlock|arrive at the mbarrier"):
         _run(k, ptx_sims.release(build, counted=1))
+    one = ptx_sims.release(build, counted=1)
+    first_only = one.ptx.replace("and.b32 %xt0, %xt0, 127;", "and.b32 %xt0, %xt0, 1023;")
+    assert first_only != one.ptx
+    with pytest.raises(EmulationError, match="deadlock"):
+        _run(k, dataclasses.replace(one, ptx=first_only))
 
 
 @needs_ptxas

@@ -8,9 +8,11 @@ completes the phase (the phase number goes up by one and the count starts again)
 `mbarrier.try_wait.parity p, [bar], parity` is true once the phase of that parity has completed
 (the current phase's parity differs from it), so a fresh barrier passes a wait for parity 1 at once.
 
-Threads of different roles run as separate contexts (`program._execute`); a try_wait that is not
-yet true blocks its context (the kernel's own retry loop would spin), and the other contexts run
-until one completes the phase. What the arrivals order: a thread that passes a wait sees what the
+Threads of different roles run as separate contexts (`program._execute`), each warpgroup of a
+role its own, the first ahead of the others (`_execute_apart`: so a stage freed before every
+consumer warpgroup has read it is refilled before the lagging one reads it, and the run fails); a
+try_wait that is not yet true blocks its context (the kernel's own retry loop would spin), and the
+other contexts run until one completes the phase. What the arrivals order: a thread that passes a wait sees what the
 threads that arrived in the completed phase wrote and read before arriving (their race marks are
 cleared then, as a bar.sync clears everyone's).
 

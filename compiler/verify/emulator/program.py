@@ -176,12 +176,14 @@ class Program:
         return _Step(decoder(d, op, parts[1:], args, where), "op", guard, where)
 
     def run(self, grid, block, args: Sequence, *, shared_bytes: int = 0, max_steps: int = 10_000_000,
-            memory_budget: int = 256 << 20) -> list[np.ndarray]:
+            memory_budget: int = 256 << 20, warpgroups_apart: bool = True) -> list[np.ndarray]:
         """Run the kernel for `grid` x `block` on `args` (like `cuda_runtime.run_kernel`): the
         final contents of every ndarray argument, in order. Scalars are passed by value; a
         TensorMap (for a `.align 64 .b8 NAME[128]` parameter) in the emulator's encoding, its base
         the address of the array argument it maps plus its offset; `shared_bytes` is the dynamic
-        shared memory per CTA (what `.extern .shared` names)."""
+        shared memory per CTA (what `.extern .shared` names). `warpgroups_apart`: where warps part
+        into roles, each warpgroup of a role runs as a context of its own (`_execute`), so that
+        one can run ahead of another, as on a GPU."""
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         threads = block[0] * block[1] * block[2]
         if threads > 1024:
@@ -229,7 +231,7 @@ class Program:
         with Progress(f"emulating {self.name}", ctas, "CTAs") as progress:  # only on a terminal
             for cta0 in range(0, ctas, chunk):
                 m = _Machine(self, memory, params, grid, block, cta0, min(chunk, ctas - cta0), shared_size)
-                stats.instructions += self._execute(m, max_steps)
+                stats.instructions += self._execute(m, max_steps, warpgroups_apart)
                 stats.mma += m.mma_count
                 stats.chunks += 1
                 progress.advance(m.nctas)
@@ -260,12 +262,19 @@ class Program:
                 f"exceed the {limit} bytes ({limit // 1024} KiB) one CTA may use on {target}")
         return self.dynamic_at - _SHARED_BASE + int(shared_bytes)
 
-    def _execute(self, m: _Machine, max_steps: int) -> int:
+    def _execute(self, m: _Machine, max_steps: int, apart: bool = False) -> int:
         """Run the chunk's threads to the end. They start as one context (pc, active threads); a
         branch that parts whole warps of a CTA (a warp-specialized kernel's roles) gives the warps
-        that take it a context of their own, and the contexts take turns: one runs until it ends
-        or waits for an mbarrier phase that is not complete (`mbarrier_ops`), then the next."""
+        that take it a context of their own (with `apart`, each warpgroup of either side one), and
+        the contexts take turns: one runs until it ends, waits for an mbarrier phase that is not
+        complete (`mbarrier_ops`) or completes one, then the next. Apart, a role's warpgroups
+        drift: the first runs on through every stage it finds ready while the others wait their
+        turn, so a warpgroup that frees a stage another has not read yet (an `empty` barrier that
+        counts too few arrivals) lets the producers overwrite it, which the race marks, a
+        deadlock or D shows; in lockstep the role's warpgroups read each stage together."""
         contexts = [_Context(0, m.active)]
+        if apart:
+            return self._execute_apart(m, contexts, max_steps)
         count, turn, idle = 0, 0, 0
         while contexts:
             turn %= len(contexts)
@@ -273,7 +282,7 @@ class Program:
             others = [c.threads(m.T) for c in contexts if c is not ctx]
             m.parked = np.logical_or.reduce(others) if others else None
             m.active, m.done = ctx.active, ctx.done
-            ran, paused = self._run(m, ctx, contexts, max_steps - count)
+            ran, paused = self._run(m, ctx, contexts, max_steps - count, apart)
             count += ran
             ctx.active, ctx.done = m.active, m.done
             if not paused:
@@ -289,7 +298,35 @@ class Program:
             turn += 1
         return count
 
-    def _run(self, m: _Machine, ctx: _Context, contexts: list[_Context], max_steps: int) -> tuple[int, bool]:
+    def _execute_apart(self, m: _Machine, contexts: list[_Context], max_steps: int) -> int:
+        """`_execute` with each warpgroup of a role its own context, by priority instead of in
+        turns: the first warpgroup of each role before the others (`_Context.lags`), the first
+        context that can go on runs. So the leading warpgroup of the consumers runs through every
+        stage it finds ready and frees what it may, the producers refill what was freed, and the
+        other consumer warpgroups read their stages as late as the barriers allow."""
+        count, tried = 0, set()
+        while contexts:
+            ctx = next((c for c in sorted(contexts, key=lambda c: c.lags) if id(c) not in tried), None)
+            if ctx is None:
+                waits = "; ".join(sorted({str(self.steps[c.pc].where) for c in contexts}))
+                raise EmulationError(f"deadlock: every live thread waits (for an mbarrier phase, or registers of "
+                                     f"setmaxnreg.inc) for what no thread can give any more ({waits})")
+            others = [c.threads(m.T) for c in contexts if c is not ctx]
+            m.parked = np.logical_or.reduce(others) if others else None
+            m.active, m.done = ctx.active, ctx.done
+            ran, paused = self._run(m, ctx, contexts, max_steps - count, True)
+            count += ran
+            ctx.active, ctx.done = m.active, m.done
+            if not paused:
+                contexts.remove(ctx)
+            if paused and ctx.stuck:
+                tried.add(id(ctx))
+            else:
+                tried.clear()
+        return count
+
+    def _run(self, m: _Machine, ctx: _Context, contexts: list[_Context], max_steps: int,
+             apart: bool = False) -> tuple[int, bool]:
         """Run context `ctx` until its threads end (False) or it waits for an incomplete mbarrier
         phase (True, its pc at the wait); the instructions issued."""
         steps, n, pc, count = self.steps, len(self.steps), ctx.pc, 0
@@ -352,8 +389,12 @@ class Program:
                             raise EmulationError(f"{step.where}: warps of a CTA part where CTAs have parted already; "
                                                  "the emulator does not model that")
                         # whole warps part (roles): the ones taking it run as a context of their own
-                        contexts.append(_Context(step.target, taken & live))
-                        m.active = live & ~taken
+                        # (apart: each warpgroup of it, and of the rest, one)
+                        stay = _warpgroups(m, live & ~taken) if apart else [live & ~taken]
+                        go = _warpgroups(m, taken & live) if apart else [taken & live]
+                        contexts += [_Context(step.target, g, lags=i > 0) for i, g in enumerate(go)]
+                        contexts += [_Context(pc + 1, g, lags=True) for g in stay[1:]]
+                        m.active = stay[0]
                         pc += 1
                         continue
                     # whole CTAs part: the ones behind run first, the others wait where both meet
@@ -380,6 +421,13 @@ class Program:
         return count, False
 
 
+def _warpgroups(m: _Machine, threads: np.ndarray) -> list[np.ndarray]:
+    """`threads` (a mask over the chunk) by warpgroup: for each warpgroup index of a CTA that any
+    of them is in, those in it (in every CTA of the chunk)."""
+    group = (np.arange(m.T) % m.per_cta) // 128  # (four warps: what a wgmma instruction runs on)
+    return [threads & (group == g) for g in np.unique(group[threads])]
+
+
 @dataclass
 class _Context:
     """Threads of a chunk that run together: their pc, their active threads (None: all), the
@@ -390,6 +438,7 @@ class _Context:
     waiting: list = field(default_factory=list)
     done: bool = False
     stuck: bool = False  # paused at a wait without running anything else since its last turn
+    lags: bool = False  # apart: a role's warpgroup after its first, run only where the others cannot
 
     def threads(self, total: int) -> np.ndarray:
         out = np.ones(total, bool) if self.active is None else self.active.copy()
