@@ -81,6 +81,44 @@ def test_persistent_by_itself(spec, expected):
     assert k.abi.config.endswith(expected), k.abi.config
 
 
+def _without_tail(ptx: str) -> str:
+    """The cluster kernel with its producers' tail wait (the last mbarrier wait before they leave)
+    always passing: they leave before the peer's last releases."""
+    lines = ptx.split("\n")
+    leave = next(i for i, line in enumerate(lines) if re.fullmatch(r"\s*@%p\d+ ret;", line))
+    wait = max(i for i in range(leave) if "mbarrier.try_wait.parity" in lines[i])
+    pred = re.search(r"try_wait\.parity\.shared::cta\.b64 (%p\d+),", lines[wait]).group(1)
+    lines[wait] = f"    setp.eq.u32 {pred}, 1, 1;"
+    return "\n".join(lines)
+
+
+def _without_peer_release(ptx: str) -> str:
+    """... with the consumers' releases at the peer's `empty` barriers dropped (and their count)."""
+    out = re.sub(r"\n\s*(@%p\d+ )?mbarrier\.arrive\.shared::cluster\.b64 _, \[%r\d+\];", "", ptx)
+    return re.sub(r"(mbarrier\.init\.shared::cta\.b64 \[%r\d+(\+\d+)?\]), 264;", r"\1, 256;", out)
+
+
+@pytest.mark.parametrize("broken, error", [(_without_tail, "has exited"),
+                                           (_without_peer_release, "a wgmma.mma_async still reads")],
+                         ids=["no-tail", "no-peer-release"])
+def test_the_emulator_catches_a_cluster_kernel_that_leaves_early_or_skips_the_peer(broken, error):
+    """The emulator runs a cluster's CTA ranks (and each role's warpgroups) apart, rank 0 ahead
+    (`Program._execute_apart`): producers that leave before the peer's last releases, or a stage
+    refilled by multicast before the peer's consumers released it, fail the run, where a lockstep
+    run computed the right D from both; the kernel as built runs right."""
+    import dataclasses
+
+    from tilemma.compiler.driver.runner import run_compiled
+    from tilemma.compiler.verify.emulator.machine import EmulationError
+
+    k = compiled(GemmSpec(256, 256, 512, "f16", "f16", "f32"), wgmma=True, **CLUSTER)
+    assert run_compiled(k, 3, "emulator").ok
+    ptx = broken(k.ptx)
+    assert ptx != k.ptx
+    with pytest.raises(EmulationError, match=error):
+        run_compiled(dataclasses.replace(k, ptx=ptx), 3, "emulator")
+
+
 def test_a_cluster_kernel_shares_b():
     """The entry asks for clusters of 2; B's two blocks a stage are issued one by each CTA's producer,
     to both; each CTA's consumers release a stage at their own barrier and, lane 0 a warp, at the

@@ -16,10 +16,11 @@ peers' shared memory is the chunk's, at their own offsets.
 
 What reaches a peer: an `mbarrier.arrive[.release.cluster].shared::cluster.b64 _, [a]` at a mapped
 address (`mbarrier_ops`), and a `cp.async.bulk.tensor ... .multicast::cluster` copy (`tma_ops`).
-What lockstep hides: a cluster's CTAs run each instruction together here, so a peer never uses a
-barrier before its CTA made it, nor arrives after its CTA exited: a missing cluster sync after
-the barriers are made, or a CTA that leaves while peers still arrive at its barriers, is the GPU
-tests' and compute-sanitizer's to find.
+Apart (`Program._execute_apart`, the default) the ranks of a cluster drift, rank 0 ahead: a CTA
+whose threads have all ended while a peer still arrives at its barriers or multicasts into its
+shared memory is an error (`gone_check`). What is still hidden: the CTAs start together, so a peer
+never uses a barrier before its CTA made it (a missing cluster sync after the barriers are made is
+the GPU tests' and compute-sanitizer's to find).
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ from tilemma.compiler.verify.emulator.operands import Fn, _one, _reader, _writer
 CLUSTER_BIT = 1 << 31
 RANK_SHIFT = 24
 _LOCAL_MASK = (1 << RANK_SHIFT) - 1
+
+
+def gone_check(m: _Machine, where: str, ctas: np.ndarray, threads: np.ndarray, what: str) -> None:
+    """Refuse an access by `threads` to the shared memory of CTAs `ctas` (of the chunk) of which
+    one has exited (`_Machine.exited`): on a GPU that memory is gone, or the next CTA's."""
+    if m.exited is None:
+        return
+    gone = m.exited[np.asarray(ctas, np.int64)]
+    if gone.any():
+        k = int(np.flatnonzero(gone)[0])
+        raise EmulationError(f"{where}: {m.thread(int(threads[k]))} {what} CTA {m.cta0 + int(np.asarray(ctas)[k])} of "
+                             "its cluster, which has exited (its shared memory is gone)")
 
 
 def cluster_target(m: _Machine, where: str, addr: np.ndarray, threads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

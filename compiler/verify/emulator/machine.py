@@ -204,6 +204,9 @@ class _Machine:
         self.mbarriers = None  # the CTAs' mbarrier objects (`mbarrier_ops.Barriers`), made on first use
         self.cluster_arrived: np.ndarray | None = None  # threads at a barrier.cluster.arrive not yet waited for
         self.parked: np.ndarray | None = None  # live threads of the other contexts (`Program._execute`)
+        # per CTA of the chunk, whether all its threads have ended, where contexts run apart
+        # (`Program._execute_apart`; None in lockstep, where a cluster's CTAs end together)
+        self.exited: np.ndarray | None = None
         self.shared = None if shared_size is None else _Shared(self, shared_size)
 
     def thread(self, t: int) -> str:

@@ -37,7 +37,7 @@ defaults (release arrivals, acquire waits, CTA scope), `mbarrier.expect_tx` alon
 from __future__ import annotations
 
 import numpy as np
-from tilemma.compiler.verify.emulator.cluster_ops import cluster_target
+from tilemma.compiler.verify.emulator.cluster_ops import cluster_target, gone_check
 from tilemma.compiler.verify.emulator.machine import _SHARED_BASE, EmulationError, _Machine, _per_thread
 from tilemma.compiler.verify.emulator.memory_ops import _shared_addresses, _shared_of, _threads
 from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _Imm, _one, _reader, _writer
@@ -301,6 +301,7 @@ def _dec_arrive_remote(d, op, args, where) -> Fn:
         if not threads.size:
             return
         local, targets = cluster_target(m, where, saddr(m)[threads], threads)
+        gone_check(m, where, targets, threads, "arrives at an mbarrier of")
         _barriers(m).arrive(where, local, threads, targets=targets)
 
     return run

@@ -299,11 +299,14 @@ class Program:
         return count
 
     def _execute_apart(self, m: _Machine, contexts: list[_Context], max_steps: int) -> int:
-        """`_execute` with each warpgroup of a role its own context, by priority instead of in
-        turns: the first warpgroup of each role before the others (`_Context.lags`), the first
-        context that can go on runs. So the leading warpgroup of the consumers runs through every
-        stage it finds ready and frees what it may, the producers refill what was freed, and the
-        other consumer warpgroups read their stages as late as the barriers allow."""
+        """`_execute` with each warpgroup of a role its own context (in a cluster, each CTA rank's),
+        by priority instead of in turns: the first warpgroup of each role (of rank 0) before the
+        others (`_Context.lags`), the first context that can go on runs. So the leading warpgroup of
+        the consumers runs through every stage it finds ready and frees what it may, the producers
+        refill what was freed, and the other consumer warpgroups, and the peer CTAs, read their
+        stages as late as the barriers allow. A CTA whose threads have all ended is marked
+        (`_Machine.exited`): a peer's arrival at its barriers, or a multicast into its shared
+        memory, is then an error."""
         count, tried = 0, set()
         while contexts:
             ctx = next((c for c in sorted(contexts, key=lambda c: c.lags) if id(c) not in tried), None)
@@ -319,6 +322,8 @@ class Program:
             ctx.active, ctx.done = m.active, m.done
             if not paused:
                 contexts.remove(ctx)
+                alive = np.logical_or.reduce([c.threads(m.T) for c in contexts]) if contexts else np.zeros(m.T, bool)
+                m.exited = ~alive.reshape(m.nctas, -1).any(1)
             if paused and ctx.stuck:
                 tried.add(id(ctx))
             else:
@@ -422,9 +427,11 @@ class Program:
 
 
 def _warpgroups(m: _Machine, threads: np.ndarray) -> list[np.ndarray]:
-    """`threads` (a mask over the chunk) by warpgroup: for each warpgroup index of a CTA that any
-    of them is in, those in it (in every CTA of the chunk)."""
+    """`threads` (a mask over the chunk) by warpgroup and, in a cluster, by the CTA's rank in it:
+    for each (rank, warpgroup index) that any of them is in, those in it (in every cluster of the
+    chunk), rank 0's first."""
     group = (np.arange(m.T) % m.per_cta) // 128  # (four warps: what a wgmma instruction runs on)
+    group = group + np.asarray(m.specials["%cluster_ctarank"], np.int64) * (m.per_cta // 128 + 1)
     return [threads & (group == g) for g in np.unique(group[threads])]
 
 

@@ -29,6 +29,7 @@ from tilemma.compiler.runtime.tensor_map import MAP_BYTES, decode
 from tilemma.compiler.verify.emulator.machine import (
     _OFFSET_MASK, _PARAM_SPACE, _SHARED_BASE, _SPACE_SHIFT, MAP_PARAM, EmulationError, _per_thread,
 )
+from tilemma.compiler.verify.emulator.cluster_ops import gone_check
 from tilemma.compiler.verify.emulator.mbarrier_ops import _barriers
 from tilemma.compiler.verify.emulator.memory_ops import _shared_addresses, _shared_of, _threads
 from tilemma.compiler.verify.emulator.operands import Fn, _Addr, _reader
@@ -84,6 +85,7 @@ def _dec_tma(d, op, mods, args, where) -> Fn:
                     raise EmulationError(f"{where}: {m.thread(int(t))}: CTA mask {int(masks[k]):#x} names no CTA, or "
                                          f"one past the cluster's {m.prog.cluster}")
                 ctas = [own - mine + r for r in range(m.prog.cluster) if masks[k] >> r & 1]
+            gone_check(m, where, np.array(ctas), np.full(len(ctas), t), "copies into the shared memory of")
             for cta in ctas:
                 _copy(m, sh, where, int(t), int(dsts[k]), int(bars[k]), int(maps[k]), cs[k], rank, names, kinds, cta)
 
