@@ -279,12 +279,8 @@ class Program:
         while contexts:
             turn %= len(contexts)
             ctx = contexts[turn]
-            others = [c.threads(m.T) for c in contexts if c is not ctx]
-            m.parked = np.logical_or.reduce(others) if others else None
-            m.active, m.done = ctx.active, ctx.done
-            ran, paused = self._run(m, ctx, contexts, max_steps - count, apart)
+            ran, paused = self._turn(m, ctx, contexts, max_steps - count, False)
             count += ran
-            ctx.active, ctx.done = m.active, m.done
             if not paused:
                 contexts.remove(ctx)
                 idle = 0
@@ -292,9 +288,7 @@ class Program:
             # paused at once at a wait that does not pass: no progress
             idle = idle + 1 if ctx.stuck else 0
             if idle >= len(contexts):
-                waits = "; ".join(sorted({str(self.steps[c.pc].where) for c in contexts}))
-                raise EmulationError(f"deadlock: every live thread waits (for an mbarrier phase, or registers of "
-                                     f"setmaxnreg.inc) for what no thread can give any more ({waits})")
+                self._deadlock(contexts)
             turn += 1
         return count
 
@@ -311,15 +305,9 @@ class Program:
         while contexts:
             ctx = next((c for c in sorted(contexts, key=lambda c: c.lags) if id(c) not in tried), None)
             if ctx is None:
-                waits = "; ".join(sorted({str(self.steps[c.pc].where) for c in contexts}))
-                raise EmulationError(f"deadlock: every live thread waits (for an mbarrier phase, or registers of "
-                                     f"setmaxnreg.inc) for what no thread can give any more ({waits})")
-            others = [c.threads(m.T) for c in contexts if c is not ctx]
-            m.parked = np.logical_or.reduce(others) if others else None
-            m.active, m.done = ctx.active, ctx.done
-            ran, paused = self._run(m, ctx, contexts, max_steps - count, True)
+                self._deadlock(contexts)
+            ran, paused = self._turn(m, ctx, contexts, max_steps - count, True)
             count += ran
-            ctx.active, ctx.done = m.active, m.done
             if not paused:
                 contexts.remove(ctx)
                 alive = np.logical_or.reduce([c.threads(m.T) for c in contexts]) if contexts else np.zeros(m.T, bool)
@@ -329,6 +317,21 @@ class Program:
             else:
                 tried.clear()
         return count
+
+    def _turn(self, m: _Machine, ctx: _Context, contexts: list[_Context], max_steps: int,
+              apart: bool) -> tuple[int, bool]:
+        """`_run` of `ctx`, the other contexts' threads parked meanwhile (what a barrier counts)."""
+        others = [c.threads(m.T) for c in contexts if c is not ctx]
+        m.parked = np.logical_or.reduce(others) if others else None
+        m.active, m.done = ctx.active, ctx.done
+        ran, paused = self._run(m, ctx, contexts, max_steps, apart)
+        ctx.active, ctx.done = m.active, m.done
+        return ran, paused
+
+    def _deadlock(self, contexts: list[_Context]) -> None:
+        waits = "; ".join(sorted({str(self.steps[c.pc].where) for c in contexts}))
+        raise EmulationError(f"deadlock: every live thread waits (for an mbarrier phase, or registers of "
+                             f"setmaxnreg.inc) for what no thread can give any more ({waits})")
 
     def _run(self, m: _Machine, ctx: _Context, contexts: list[_Context], max_steps: int,
              apart: bool = False) -> tuple[int, bool]:
