@@ -182,8 +182,9 @@ class Program:
         TensorMap (for a `.align 64 .b8 NAME[128]` parameter) in the emulator's encoding, its base
         the address of the array argument it maps plus its offset; `shared_bytes` is the dynamic
         shared memory per CTA (what `.extern .shared` names). `warpgroups_apart`: where warps part
-        into roles, each warpgroup of a role runs as a context of its own (`_execute`), so that
-        one can run ahead of another, as on a GPU."""
+        into roles, each warpgroup of a role (of each CTA rank of a cluster) runs as a context of
+        its own, so that one runs ahead of another, as on a GPU (`_execute_apart`); False: the
+        role's warpgroups, and a cluster's CTAs, in lockstep."""
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         threads = block[0] * block[1] * block[2]
         if threads > 1024:
@@ -265,13 +266,9 @@ class Program:
     def _execute(self, m: _Machine, max_steps: int, apart: bool = False) -> int:
         """Run the chunk's threads to the end. They start as one context (pc, active threads); a
         branch that parts whole warps of a CTA (a warp-specialized kernel's roles) gives the warps
-        that take it a context of their own (with `apart`, each warpgroup of either side one), and
-        the contexts take turns: one runs until it ends, waits for an mbarrier phase that is not
-        complete (`mbarrier_ops`) or completes one, then the next. Apart, a role's warpgroups
-        drift: the first runs on through every stage it finds ready while the others wait their
-        turn, so a warpgroup that frees a stage another has not read yet (an `empty` barrier that
-        counts too few arrivals) lets the producers overwrite it, which the race marks, a
-        deadlock or D shows; in lockstep the role's warpgroups read each stage together."""
+        that take it a context of their own, and the contexts take turns: one runs until it ends,
+        waits for an mbarrier phase that is not complete (`mbarrier_ops`) or completes one, then
+        the next. With `apart`, `_execute_apart` runs them instead, a warpgroup a context."""
         contexts = [_Context(0, m.active)]
         if apart:
             return self._execute_apart(m, contexts, max_steps)
@@ -448,7 +445,7 @@ class _Context:
     waiting: list = field(default_factory=list)
     done: bool = False
     stuck: bool = False  # paused at a wait without running anything else since its last turn
-    lags: bool = False  # apart: a role's warpgroup after its first, run only where the others cannot
+    lags: bool = False  # apart: not a role's first warpgroup of rank 0: runs only where the leaders cannot
 
     def threads(self, total: int) -> np.ndarray:
         out = np.ones(total, bool) if self.active is None else self.active.copy()
