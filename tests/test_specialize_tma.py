@@ -98,14 +98,23 @@ def _without_peer_release(ptx: str) -> str:
     return re.sub(r"(mbarrier\.init\.shared::cta\.b64 \[%r\d+(\+\d+)?\]), 264;", r"\1, 256;", out)
 
 
+def _without_cluster_sync(ptx: str) -> str:
+    """... with no cluster barrier between making the mbarriers and using the peer's."""
+    out = re.sub(r"\n\s*barrier\.cluster\.(arrive|wait)[.a-z]*;", "", ptx)
+    assert "barrier.cluster" not in out
+    return out
+
+
 @pytest.mark.parametrize("broken, error", [(_without_tail, "has exited"),
-                                           (_without_peer_release, "a wgmma.mma_async still reads")],
-                         ids=["no-tail", "no-peer-release"])
+                                           (_without_peer_release, "a wgmma.mma_async still reads|not yet landed"),
+                                           (_without_cluster_sync, "used before mbarrier.init")],
+                         ids=["no-tail", "no-peer-release", "no-cluster-sync"])
 def test_the_emulator_catches_a_cluster_kernel_that_leaves_early_or_skips_the_peer(broken, error):
-    """The emulator runs a cluster's CTA ranks (and each role's warpgroups) apart, rank 0 ahead
-    (`Program._execute_apart`): producers that leave before the peer's last releases, or a stage
-    refilled by multicast before the peer's consumers released it, fail the run, where a lockstep
-    run computed the right D from both; the kernel as built runs right."""
+    """The emulator runs a cluster's CTA ranks (and each role's warpgroups) apart from the start,
+    rank 0 ahead (`Program._execute_apart`): producers that leave before the peer's last releases,
+    a stage refilled by multicast before the peer's consumers released it, or a peer's barrier
+    used before the peer made it (no cluster sync) fail the run, where a lockstep run computed the
+    right D from all three; the kernel as built runs right."""
     import dataclasses
 
     from tilemma.compiler.driver.runner import run_compiled

@@ -8,19 +8,19 @@ peers' shared memory is the chunk's, at their own offsets.
   CTA's own shared window, below `CLUSTER_BIT`, is one of its own CTA's too); `cluster_target` reads
   both back as (shared address, CTA of the chunk).
 - `barrier.cluster.arrive[.release|.relaxed][.aligned]` / `barrier.cluster.wait[.acquire][.aligned]`:
-  every live thread of the cluster arrives before any passes the wait; modelled where they reach it
-  together (a kernel's start, before its roles part), which ends the race-detection window of the
-  cluster's CTAs as a bar.sync ends a CTA's.
+  every live thread of the cluster arrives before any passes the wait (a phase: the last arrival
+  completes it, which ends the race-detection window of the cluster's CTAs as a bar.sync ends a
+  CTA's; a wait blocks its context until its threads' phase has completed).
 - `fence.mbarrier_init.release.cluster`: orders the barriers' initialization before the peers' use
   (`memory_ops._dec_fence`: nothing to do in lockstep).
 
 What reaches a peer: an `mbarrier.arrive[.release.cluster].shared::cluster.b64 _, [a]` at a mapped
 address (`mbarrier_ops`), and a `cp.async.bulk.tensor ... .multicast::cluster` copy (`tma_ops`).
-Apart (`Program._execute_apart`, the default) the ranks of a cluster drift, rank 0 ahead: a CTA
-whose threads have all ended while a peer still arrives at its barriers or multicasts into its
-shared memory is an error (`gone_check`). What is still hidden: the CTAs start together, so a peer
-never uses a barrier before its CTA made it (a missing cluster sync after the barriers are made is
-the GPU tests' and compute-sanitizer's to find).
+Apart (`Program._execute_apart`, the default) the ranks of a cluster run as contexts of their own
+from the start, rank 0 ahead: a peer that uses a barrier before its CTA made it (a missing cluster
+sync after `mbarrier.init`) fails as a use before init, and a CTA whose threads have all ended
+while a peer still arrives at its barriers or multicasts into its shared memory is an error
+(`gone_check`).
 """
 
 from __future__ import annotations
@@ -92,30 +92,30 @@ def _dec_barrier_cluster(d, op, mods, args, where) -> Fn:
 
     def arrive(m, mask):
         if m.cluster_arrived is None:
-            m.cluster_arrived = np.zeros(m.T, bool)
-        m.cluster_arrived[_threads(m, mask)] = True
-
-    def wait(m, mask):
+            m.cluster_arrived, m.cluster_passed = np.zeros(m.T, bool), np.zeros(m.T, bool)
         threads = _threads(m, mask)
-        arrived = np.zeros(m.T, bool) if m.cluster_arrived is None else m.cluster_arrived
+        m.cluster_arrived[threads] = True
         live = np.ones(m.T, bool) if m.active is None else m.active.copy()
         if m.parked is not None:
             live |= m.parked
         n = m.prog.cluster * m.per_cta  # a cluster's threads, consecutive in the chunk
-        clusters = np.unique(threads // n)
-        for c in clusters:
+        done = np.zeros(m.nctas, bool)
+        for c in np.unique(threads // n):  # the phase completes once every live thread arrived
             span = slice(c * n, (c + 1) * n)
-            missing = live[span] & ~arrived[span]
-            if missing.any():
-                t = c * n + int(np.flatnonzero(missing)[0])
-                raise EmulationError(f"{where}: barrier.cluster.wait before {m.thread(t)}, a live thread of the cluster, "
-                                     "arrived (barrier.cluster.arrive); modelled where the cluster's threads reach it "
-                                     "together")
-            arrived[span] = False
-        if m.shared is not None and clusters.size:
-            ctas = np.zeros(m.nctas, bool)
-            for c in clusters:
-                ctas[c * m.prog.cluster:(c + 1) * m.prog.cluster] = True
-            m.shared.barrier(ctas)
+            if not (live[span] & ~m.cluster_arrived[span]).any():
+                m.cluster_passed[span] |= m.cluster_arrived[span]
+                m.cluster_arrived[span] = False
+                done[c * m.prog.cluster:(c + 1) * m.prog.cluster] = True
+        if m.shared is not None and done.any():
+            m.shared.barrier(done)
+
+    def wait(m, mask) -> bool:
+        """Whether the threads' phase completed (they go on, and wait for the next one next time)."""
+        threads = _threads(m, mask)
+        passed = np.zeros(m.T, bool) if m.cluster_passed is None else m.cluster_passed
+        if not passed[threads].all():
+            return False
+        passed[threads] = False
+        return True
 
     return arrive if kind == "arrive" else wait

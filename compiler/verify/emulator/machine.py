@@ -202,7 +202,10 @@ class _Machine:
         self.mma_count = 0
         self.wgmma = None  # per-warpgroup wgmma state (`wgmma_ops._Warpgroups`), made on first use
         self.mbarriers = None  # the CTAs' mbarrier objects (`mbarrier_ops.Barriers`), made on first use
-        self.cluster_arrived: np.ndarray | None = None  # threads at a barrier.cluster.arrive not yet waited for
+        # threads at a barrier.cluster.arrive whose phase has not completed, and those whose phase
+        # has but who have not passed its wait yet (`cluster_ops`)
+        self.cluster_arrived: np.ndarray | None = None
+        self.cluster_passed: np.ndarray | None = None
         self.parked: np.ndarray | None = None  # live threads of the other contexts (`Program._execute`)
         # per CTA of the chunk, whether all its threads have ended, where contexts run apart
         # (`Program._execute_apart`; None in lockstep, where a cluster's CTAs end together)

@@ -170,6 +170,8 @@ class Program:
             return _Step(_dec_mbarrier(d, op, parts[1:], args, where), "wait", guard, where)
         if parts[0] == "setmaxnreg":
             return _Step(_dec_setmaxnreg(d, op, parts[1:], args, where), "wait", guard, where)
+        if parts[:3] == ["barrier", "cluster", "wait"]:
+            return _Step(_dec_barrier_cluster(d, op, parts[1:], args, where), "wait", guard, where)
         decoder = _DECODERS.get(parts[0])
         if decoder is None:
             raise EmulationError(f"{where}: the emulator does not implement {parts[0]!r}")
@@ -298,6 +300,9 @@ class Program:
         stages as late as the barriers allow. A CTA whose threads have all ended is marked
         (`_Machine.exited`): a peer's arrival at its barriers, or a multicast into its shared
         memory, is then an error."""
+        if self.cluster > 1:  # each CTA rank from the start, rank 0 ahead (barrier.cluster waits for all)
+            rank = np.asarray(m.specials["%cluster_ctarank"], np.int64)
+            contexts[:] = [_Context(0, rank == r, lags=r > 0) for r in range(self.cluster)]
         count, tried = 0, set()
         while contexts:
             ctx = next((c for c in sorted(contexts, key=lambda c: c.lags) if id(c) not in tried), None)
@@ -397,7 +402,7 @@ class Program:
                         # (apart: each warpgroup of it, and of the rest, one)
                         stay = _warpgroups(m, live & ~taken) if apart else [live & ~taken]
                         go = _warpgroups(m, taken & live) if apart else [taken & live]
-                        contexts += [_Context(step.target, g, lags=i > 0) for i, g in enumerate(go)]
+                        contexts += [_Context(step.target, g, lags=ctx.lags or i > 0) for i, g in enumerate(go)]
                         contexts += [_Context(pc + 1, g, lags=True) for g in stay[1:]]
                         m.active = stay[0]
                         pc += 1
