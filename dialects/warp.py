@@ -192,8 +192,7 @@ class _WindowOp(IRDLOperation):
     pass guarantees), so neighbouring values of a lane can move as one vector access."""
 
     def in_bounds_values(self) -> tuple[bool, bool]:
-        flags = self.in_bounds
-        return (False, False) if flags is None else tuple(bool(x) for x in flags.get_values())  # type: ignore[return-value]
+        return flag_pair(self.in_bounds)
 
     def window_values(self) -> tuple[int, ...]:
         return tuple(self.window.get_values())  # type: ignore[attr-defined]
@@ -224,6 +223,11 @@ class _WindowOp(IRDLOperation):
     def col_align_value(self) -> int:
         align = getattr(self, "col_align", None)
         return 1 if align is None else align.value.data
+
+
+def flag_pair(flags: DenseArrayBase | None) -> tuple[bool, bool]:
+    """A (rows, cols) flag property (`in_bounds`, `aligned`) as booleans; absent: neither."""
+    return (False, False) if flags is None else tuple(bool(x) for x in flags.get_values())  # type: ignore[return-value]
 
 
 def _ints(values: Sequence[int]) -> DenseArrayBase:

@@ -46,7 +46,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects.attributes import Rounding, RoundingAttr, element_bits, element_name
-from tilemma.dialects.warp import _ints, _WindowOp
+from tilemma.dialects.warp import _ints, _WindowOp, flag_pair
 from tilemma.dialects.warp_shared import _shared_stage, first_thread, thread_props
 
 # Lanes of a warp that read neighbouring words of one line (a 32-byte sector each at 8), the
@@ -268,8 +268,7 @@ class FillLoadOp(_WindowOp):
         super().__init__(operands=[ref, indices], properties=props, result_types=[StagedType(words)])
 
     def aligned_values(self) -> tuple[bool, bool]:
-        flags = self.aligned
-        return (False, False) if flags is None else tuple(bool(x) for x in flags.get_values())  # type: ignore[return-value]
+        return flag_pair(self.aligned)
 
     def layout(self) -> FillLayout | GatherLayout:
         rows, cols = self.shape.get_values()  # type: ignore[attr-defined]

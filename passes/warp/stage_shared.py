@@ -360,7 +360,7 @@ class _Stage(IndexBuilder):
                                                     shape, self.threads, transpose=transpose, gather=gathered,
                                                     by_element=not gathered and what in gather,
                                                     first_thread=self.first_thread,
-                                                    aligned=aligned if not gathered and what not in gather else (False, False)),
+                                                    aligned=(False, False) if what in gather else aligned),
                                     rows_in, cols_in)
                 self.add(warp.FillStoreOp(load.result, dest, stage, self.threads, gather=gathered,
                                           rounding=load0.rounding_mode,  # f32 stored as tf32
