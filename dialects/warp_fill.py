@@ -28,8 +28,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from xdsl.dialects import scf
 from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntAttr, IntegerAttr, MemRefType, UnitAttr, i64
-from xdsl.ir import Attribute, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.ir import Attribute, BlockArgument, ParametrizedAttribute, SSAValue, TypeAttribute
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -293,6 +294,15 @@ class FillLoadOp(_WindowOp):
                                   f"not {self.result.type.words.data}")  # type: ignore[attr-defined]
 
 
+def _loaded_by(value: SSAValue):
+    """The op whose words `value` are: its owner, or for words a loop carries (`warp-pipeline`'s and
+    `warp-specialize`'s stores an iteration behind their loads) what the loop starts from."""
+    while isinstance(value, BlockArgument) and isinstance(loop := value.block.parent_op(), scf.ForOp) \
+            and value.index >= 1 and value.index - 1 < len(loop.iter_args):
+        value = loop.iter_args[value.index - 1]
+    return value.owner
+
+
 @irdl_op_definition
 class FillStoreOp(IRDLOperation):
     """`warp.fill_store`: a fill's words into stage `stage` of `dest`, swizzled as its type says:
@@ -337,7 +347,7 @@ class FillStoreOp(IRDLOperation):
         if self.value.type.words.data != words:  # type: ignore[attr-defined]
             raise VerifyException(f"warp.fill_store: each thread stores {words} words of this stage, "
                                   f"not {self.value.type.words.data}")  # type: ignore[attr-defined]
-        load = self.value.owner
+        load = _loaded_by(self.value)
         if isinstance(load, FillLoadOp):
             if tuple(load.shape.get_values()) != tuple(self.dest.type.get_shape()[1:]):  # type: ignore[attr-defined]
                 raise VerifyException("warp.fill_store: the stage's shape is not the one its fill_load read")

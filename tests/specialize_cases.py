@@ -21,6 +21,8 @@ CASES = [  # (spec, extra options, the sm_90 kernel's instruction)
     # an M-major 8-bit A the consumers take from registers (byte-pair reads of the stage), B filled
     (GemmSpec(128, 256, 512, "s8", "s8", "s32", a_layout="col"), {}, "mma"),
     (GemmSpec(192, 128, 700, "tf32", "tf32", "f32", rounding="rna"), {"warps": "8x1", "warp_tile": "1x16"}, "mma"),
+    # 128 x 128 CTAs: the fill's loads a stage ahead of its stores (`loads_ahead`), ragged M, N, K
+    (GemmSpec(200, 136, 520, "s8", "s8", "s32", a_layout="col"), {"warps": "8x1", "warp_tile": "1x16"}, "mma"),
     (GemmSpec(96, 256, 384, "u8", "u8", "s32", batch=2, bcast="b"), {}, "mma"),
     (GemmSpec(128, 256, 1024, "f16", "f16", "f32", pre_compressed=True), {"tma": 0}, "mma.sp"),  # (TMA_CASES: tma)
     (GemmSpec(96, 64, 320, "f16", "f16", "f32", batch=3, bias="col", act="gelu", out="f16"), {}, "mma"),

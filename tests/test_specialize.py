@@ -224,3 +224,29 @@ def test_fill_producers_keep_their_words():
     assert "st.shared.b32" in kernel.ptx and "ld.global" in kernel.ptx  # the fill, not cp.async, for B
     assert f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS + 64};" in kernel.ptx
     assert "setmaxnreg.inc.sync.aligned.u32 200;" in kernel.ptx  # 168 + (168 - 104) * 128 / 256
+
+
+def test_fill_loads_a_stage_ahead():
+    """In 128 x 128 CTAs (m64n128 accumulators: 64 registers) the producers load the fill's stage
+    kt + 1 before they store stage kt's words, carried by their loop, and keep both stages' words
+    (2 x 32); in 128 x 256 ones (m64n256: 128) that would leave the consumers too few registers
+    (`loads_ahead`), and the loads stay with their stores."""
+    from xdsl.dialects import scf
+
+    from tilemma.dialects.warp_fill import StagedType
+
+    spec = GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", a_layout="col")
+    narrow = dict(warps="8x1", warp_tile="1x16")
+
+    def carried(module) -> list:
+        return [o for o in module.walk() if isinstance(o, scf.ForOp)
+                and any(isinstance(a.type, StagedType) for a in o.body.block.args)]
+
+    module = warp_module(spec, wgmma=True, **SPECIALIZED, **narrow)
+    [loop] = carried(module)
+    assert [isinstance(o, warp.FillLoadOp) for o in loop.body.block.ops].count(True) == 1  # stage kt + 1's
+    assert len([o for o in module.walk() if isinstance(o, warp.FillLoadOp)]) == 2  # and stage 0's before
+    kernel = compiled(spec, wgmma=True, **SPECIALIZED, **narrow)
+    assert f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS + 2 * 32};" in kernel.ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 200;" in kernel.ptx  # 168 + (168 - 104) * 128 / 256
+    assert not carried(warp_module(spec, wgmma=True, **SPECIALIZED))

@@ -13,7 +13,9 @@ L = S - 1 - P stages ahead, as they do in the pipelined kernel, and the kernel b
   for kt < n it waits for `empty[kt % S]`'s phase kt / S - 1 (parity kt / S + 1: the first S
   pass at once) and issues stage kt's copies (the loop's own `warp.copy_async`s, and a
   transposing fill's `warp.fill_load` and `warp.fill_store`, dealt to it by `warp-stage-shared`;
-  the fill's stores are the generic proxy's, fenced with the copies below before the arrival);
+  the fill's stores are the generic proxy's, fenced with the copies below before the arrival;
+  where the registers allow, `loads_ahead`, the fill's loads run a stage ahead of its stores:
+  iteration kt loads stage kt + 1's words, carried into the next, and stores stage kt's);
   it commits a group every iteration, and from kt = L on waits until L
   groups remain (stage kt - L landed), rounds that stage where the loop does (`warp.round_stage`),
   fences for the async proxy and arrives at `full[(kt - L) % S]`; then it retires (`warp.retire`);
@@ -70,6 +72,10 @@ _LANDING = (warp.AsyncWaitOp, warp.RoundStageOp)
 # registers a producer thread keeps (`setmaxnreg`) for its copies' addresses (CUTLASS's producers keep
 # 40); a transposing fill's words come on top (`producer_registers`)
 PRODUCER_REGISTERS = 40
+# registers a consumer thread keeps beside its accumulators for a fill's loads to run a stage ahead
+# (`loads_ahead`): a 128 x 256 CTA's m64n256 accumulators (128) with an 8-bit fill's two stages of
+# words kept by the producers (168 each) spill
+CONSUMER_HEADROOM = 64
 
 
 def _barriers(stages: int) -> memref.AllocOp:
@@ -194,17 +200,34 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     n = loop.ub
     steps = arith.AddiOp(n, const_before(loop, ahead))
     insert_before(loop, [steps])
-    p_body = Block(arg_types=[IndexType()])
+
+    # a transposing fill's loads a stage ahead of its stores, where the registers allow
+    # (`loads_ahead`): stage kt + 1's words load before the producers wait to store stage kt's
+    # (carried from the iteration before), so that their latency hides behind a stage of mmas
+    loads = [o for o in fill if isinstance(o, warp.FillLoadOp)]
+    if not loads_ahead(kernel, fill, list(body.args[1:]), consumers + producers, consumers):
+        loads = []
+    stores = [o for o in fill if not is_pure(o) and o not in loads and not isinstance(o, warp.AsyncCommitOp)]
+    within = [o for o in body.ops if is_pure(o)]
+    p_body = Block(arg_types=[IndexType(), *(o.result.type for o in loads)])
     pk = p_body.args[0]
-    p = _Builder({kt: pk})
+    p = _Builder({kt: pk, **{o.result: w for o, w in zip(loads, p_body.args[1:])}})
     slots: list[SSAValue] = []
+    first, later = _Builder(), _Builder(dict(p.map))
+    if loads:
+        first.map[kt] = loop.lb
+        first.clone_all(_chain(loads, within) + loads)
+        later.map[kt] = later.op(arith.AddiOp(pk, later.const(1)))
+        later.clone_all(_chain(loads, within) + loads)
+        p.ops.extend(later.ops)
 
     def copy(b: _Builder) -> None:
         step = b.ring_step(pk, p_base)
         slot, parity = b.slot_parity(step, stages, 1)
         slots.append(slot)
         b.op(warp.MbarrierWaitOp(empty, slot, parity))
-        b.clone_all(fill_chain + [o for o in fill if not isinstance(o, warp.AsyncCommitOp)])
+        b.clone_all(_chain(stores, within) + stores if loads else
+                    fill_chain + [o for o in fill if not isinstance(o, warp.AsyncCommitOp)])
         if ring.rebased:
             _on_the_ring(loop, b.ops, pk, step, stages)
 
@@ -223,20 +246,32 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
 
         p.when(p.op(arith.CmpiOp(pk, p.const(ahead), "uge")), land)
     # (every copy the TMA's: nothing to commit, wait for or arrive with)
-    p.ops.append(scf.YieldOp())
+    p.ops.append(scf.YieldOp(*(later.value(o.result) for o in loads)))
     p_body.add_ops(p.ops)
     if tma:
         _copy_by_tma(kernel, p_body, full, slots[0], consumers, cluster)
     if hands_over:
         meta = [o for o in p_body.walk() if isinstance(o, warp.CopyMetaAsyncOp)]
         Rewriter.insert_op(warp.AsyncArriveOp(full, slots[0]), InsertPoint.after(meta[-1]))
-    producer = scf.ForOp(loop.lb, steps.result if lands else n, loop.step, [], p_body)
+    producer = [*first.ops, scf.ForOp(loop.lb, steps.result if lands else n, loop.step,
+                                      [first.value(o.result) for o in loads], p_body)]
     if ring.producer_tile is not None:
-        producer = _tile_loop(kernel, ring, ring.producer_tile, [producer], n)
-    _roles(kernel, loop, producer, ring, fill, body, landing, consume, is_producer)
+        producer = [_tile_loop(kernel, ring, ring.producer_tile, producer, n)]
+    _roles(kernel, loop, producer, ring, fill, body, landing, consume, is_producer, bool(loads))
     if ring.tiles is not None:
         kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, [ring.tiles[0], 1, 1])
         _per_tile(kernel)
+
+
+def _chain(ops: list[Operation], within: list[Operation]) -> list[Operation]:
+    """The ops of `within` (in their order) that compute what `ops` read, their regions included."""
+    need, work = set(), [v.owner for o in ops for x in o.walk() for v in x.operands]
+    while work:
+        o = work.pop()
+        if isinstance(o, Operation) and o in within and o not in need:
+            need.add(o)
+            work.extend(v.owner for v in o.operands)
+    return [o for o in within if o in need]
 
 
 def _constant(v: SSAValue) -> int | None:
@@ -360,8 +395,8 @@ def _roles_of(kernel: func.FuncOp, ref: SSAValue) -> tuple[str, ...]:
     return tuple(r.data for r in roles.data) if isinstance(roles, ArrayAttr) else ()  # type: ignore[attr-defined]
 
 
-def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, ring: _Ring, fill, body: Block, landing,
-           consume, is_producer: SSAValue) -> None:
+def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: list[Operation], ring: _Ring, fill, body: Block, landing,
+           consume, is_producer: SSAValue, ahead: bool) -> None:
     """The producers' loop in their role (registers given back, then retired), and the consumers'
     loop in place of the staged one. In a cluster the producers wait, before they leave, until
     every CTA's consumers released every stage (the producer tail: no peer arrives at a barrier of
@@ -370,10 +405,10 @@ def _roles(kernel: func.FuncOp, loop: scf.ForOp, producer: scf.ForOp, ring: _Rin
     stages, in_flight, consumers, producers = ring.stages, ring.in_flight, ring.consumers, ring.producers
     yield_op = body.last_op
     assert isinstance(yield_op, scf.YieldOp)
-    keep = producer_registers(kernel, fill, consumers + producers)
+    keep = producer_registers(kernel, fill, consumers + producers, ahead)
     role = _Builder()
     role.ops.append(warp.SetMaxRegistersOp(keep, increase=False))  # (`consumer_registers`)
-    role.ops.append(producer)
+    role.ops.extend(producer)
     if ring.cluster > 1:  # the tail: kt = n .. n + S - 1 wait for the releases of stages kt - S
         t_body = Block(arg_types=[IndexType()])
         t = _Builder()
@@ -447,12 +482,28 @@ def _after(op: Operation):
         nxt = nxt.next_op
 
 
-def producer_registers(kernel: func.FuncOp, fill: list[Operation], threads: int) -> int:
+def producer_registers(kernel: func.FuncOp, fill: list[Operation], threads: int, ahead: bool = False) -> int:
     """Registers a producer thread keeps (`setmaxnreg.dec`): `PRODUCER_REGISTERS` for its copies'
-    addresses, plus the words a transposing fill holds between its loads and stores (in multiples
-    of 8, at most what it starts with)."""
-    words = sum(o.result.type.words.data for o in fill if isinstance(o, warp.FillLoadOp))  # type: ignore[attr-defined]
+    addresses, plus the words a transposing fill holds between its loads and stores (twice where
+    the loads run a stage ahead; in multiples of 8, at most what it starts with)."""
+    words = (1 + ahead) * sum(o.result.type.words.data for o in fill if isinstance(o, warp.FillLoadOp))  # type: ignore[attr-defined]
     return min(kernel_target(kernel).limits.launch_registers(threads), PRODUCER_REGISTERS + -(-words // 8) * 8)
+
+
+def loads_ahead(kernel: func.FuncOp, fill: list[Operation], accs: list[SSAValue], threads: int, consumers: int) -> bool:
+    """Whether a transposing fill's loads run a stage ahead of its stores: where the consumers,
+    with the producers keeping both stages' words, still take their accumulators' registers and
+    `CONSUMER_HEADROOM` more. H200, a 128 x 128 CTA's producers filling, a stage ahead against
+    with their loads (results/h200-2026-11-28g-fill-ahead-ab.csv): TOP/s s8 with A M-major and B
+    N-major 4096^3 512 / 401, 4096x11008x4096 504 / 399; TFLOP/s tf32 rna with B N-major 4096^3
+    159 / 108, 512x4096x4096 155 / 103, both transposed 121 / 80. Two or three stages ahead gained
+    nothing more (-fill-ahead2-*.csv): one warp a scheduler issues the fill's instructions."""
+    if not any(isinstance(o, warp.FillLoadOp) for o in fill):
+        return False
+    held = sum(a.type.layout().regs * max(1, a.type.layout().reg_bits // 32) for a in accs
+               if isinstance(a.type, warp.FragType))
+    keep = producer_registers(kernel, fill, threads, ahead=True)
+    return consumer_registers(kernel, consumers, threads - consumers, keep) >= held + CONSUMER_HEADROOM
 
 
 def consumer_registers(kernel: func.FuncOp, consumers: int, producers: int,
