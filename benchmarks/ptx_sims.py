@@ -33,9 +33,19 @@ them. Checked in the emulator word for word against the kernel as built (tests/t
 and with too few arrivals counted it must fail. H200, samples interleaved: a wash (4096^3 869 / 872 /
 869 against 864 / 873 / 871; results/h200-2026-11-28f-sparse-release-sim.csv).
 
+`quad-stores`: the epilogue of a warpgroup kernel with an f32 D storing 16 bytes a lane instead of
+8 (`quad_stores`): a persistent sparse kernel spends about 3.8 us a tile outside its K loop against
+cuSPARSELt's 2.5 (H200, results/h200-2026-11-28g-sparse-waves.csv: the time a tile against K), its
+epilogue's stores stalled on the LSU queue (lg_throttle). Checked in the emulator word for word
+against the kernel as built (tests/test_ptx_sims.py). H200, samples interleaved: it loses 1-3%
+(results/h200-2026-11-28g-quad-stores-sim.csv: sparse N-major B 4096^3 850 against 871, 8192^3
+929 / 940; K-major 850 / 864, 926 / 939; f16 576 / 582): the exchange costs more than the stores
+it saves; not built.
+
     python -m benchmarks.ptx_sims restage out.csv
     python -m benchmarks.ptx_sims mn-order out.csv
     python -m benchmarks.ptx_sims release out.csv
+    python -m benchmarks.ptx_sims quad-stores out.csv
 """
 
 from __future__ import annotations
@@ -164,6 +174,36 @@ def release(build: gb.TilemmaBuild, warpgroups: int = 2, counted: int | None = N
     return dataclasses.replace(build, ptx=text, config=build.config + " +release-sim")
 
 
+def quad_stores(build: gb.TilemmaBuild) -> gb.TilemmaBuild:
+    """`build` (a warpgroup kernel with an f32 D) storing its accumulators 16 bytes a lane instead
+    of 8: each pair of a thread's stores (`st.global.v2.f32` of rows r and r + 8, the same
+    columns) becomes one exchange with the neighbouring lane (`shfl.sync.bfly` 1) and one
+    `st.global.v4.f32`: the even lane stores row r's 4 columns (its 2 and its neighbour's), the
+    odd one row r + 8's. Half the store instructions the epilogue issues."""
+    pair = re.compile(r"(\s*)st\.global\.v2\.f32 \[(%rd\d+)\+0\], \{(%f\d+), (%f\d+)\};\n"
+                      r"\s*st\.global\.v2\.f32 \[\2\+(\d+)\], \{(%f\d+), (%f\d+)\};")
+
+    def swap(m: re.Match) -> str:
+        ind, rd, a, b, row, c, d = m.groups()
+        body = [f"selp.f32 %xqs0, {a}, {c}, %xqp0;", f"selp.f32 %xqs1, {b}, {d}, %xqp0;",
+                "shfl.sync.bfly.b32 %xqr0, %xqs0, 1, 31, -1;", "shfl.sync.bfly.b32 %xqr1, %xqs1, 1, 31, -1;",
+                f"selp.f32 %xqv0, %xqr0, {a}, %xqp0;", f"selp.f32 %xqv1, %xqr1, {b}, %xqp0;",
+                f"selp.f32 %xqv2, {c}, %xqr0, %xqp0;", f"selp.f32 %xqv3, {d}, %xqr1, %xqp0;",
+                f"selp.b64 %xqa0, {int(row) - 8}, 0, %xqp0;", f"add.s64 %xqa0, %xqa0, {rd};",
+                "st.global.v4.f32 [%xqa0], {%xqv0, %xqv1, %xqv2, %xqv3};"]
+        return "".join(ind + line for line in body)
+
+    text, count = pair.subn(swap, build.ptx)
+    assert count, "no pair of accumulator stores"
+    [entry] = [m.end() for m in re.finditer(r"setmaxnreg\.inc[^\n]*\n", text)] or [None]
+    odd = "    mov.u32 %xqt0, %tid.x;\n    and.b32 %xqt0, %xqt0, 1;\n    setp.ne.u32 %xqp0, %xqt0, 0;\n"
+    text = text[:entry] + odd + text[entry:]
+    text = re.sub(r"(\.reg \.pred %p<\d+>;)", r"\1\n    .reg .pred %xqp<1>;\n    .reg .b32 %xqt<1>;\n"
+                  r"    .reg .f32 %xqs<2>;\n    .reg .f32 %xqr<2>;\n    .reg .f32 %xqv<4>;\n    .reg .b64 %xqa<1>;",
+                  text, count=1)
+    return dataclasses.replace(build, ptx=text, config=build.config + " +quad-stores-sim")
+
+
 def build(fam: str, size, config: str, ptx: str | None = None) -> gb.TilemmaBuild:
     text, name = gb.tilemma_ir(gb.FAMILIES[fam], size)
     return gb.tilemma_build(text, name, gb.compile_options("90a", ptx, **gb.parse_config(config)))
@@ -190,12 +230,15 @@ def sim_rows(out: str, families: tuple[str, ...], sizes: tuple, sim) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("restage", "mn-order", "release"):
-        print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-3:]), file=sys.stderr)
+    if len(argv) != 2 or argv[0] not in ("restage", "mn-order", "release", "quad-stores"):
+        print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-4:]), file=sys.stderr)
         return 2
     gb.set_timing(6, 20)
     if argv[0] == "mn-order":  # the sparse kernels with an N-major B
         return sim_rows(argv[1], ("sparse-f16-pre",), (4096, 8192, (4096, 4096, 11008)), mn_order)
+    if argv[0] == "quad-stores":  # the persistent sparse kernels, both B orders, and f16's
+        return sim_rows(argv[1], ("sparse-f16-pre", "sparse-f16-pre-bcol", "f16"), (4096, 8192, (4096, 4096, 2048)),
+                        quad_stores)
     if argv[0] == "release":  # the sparse kernels, both B orders
         return sim_rows(argv[1], ("sparse-f16-pre", "sparse-f16-pre-bcol"), (4096, 8192, (4096, 11008, 4096)),
                         release)

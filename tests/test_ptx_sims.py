@@ -137,6 +137,29 @@ def test_release_assembles():
     assert result.ok, result.log
 
 
+@pytest.mark.parametrize("kw", [{}, {"persistent": 3}], ids=["a-cta-a-tile", "persistent"])
+def test_quad_stores_compute_the_kernel_s_words(kw):
+    """The accumulators stored 16 bytes a lane (a pair of rows' stores exchanged with the
+    neighbouring lane) give every word of D the kernel as built gives, in the emulator; with the
+    exchange's partner lane 2 instead of 1 they do not."""
+    build, k = _sparse_tma(**kw)
+    sim = ptx_sims.quad_stores(build)
+    assert "st.global.v2.f32" not in sim.ptx
+    assert sim.ptx.count("st.global.v4.f32") * 2 == build.ptx.count("st.global.v2.f32")
+    want, got = _run(k, build), _run(k, sim)
+    assert want.ok and got.ok
+    assert _same_words(want, got)
+    if not kw:
+        wrong = dataclasses.replace(sim, ptx=sim.ptx.replace("%xqs0, 1, 31, -1;", "%xqs0, 2, 31, -1;"))
+        assert not _same_words(want, _run(k, wrong))
+
+
+@needs_ptxas
+def test_quad_stores_assemble():
+    result = run_ptxas(ptx_sims.quad_stores(_sparse_tma()[0]).ptx, "sm_90a")
+    assert result.ok, result.log
+
+
 def test_ptx_ab_saves_builds_and_refuses_one_that_launches_otherwise(tmp_path):
     """`ptx_ab write` saves each cell's build as this checkout makes it (a TMA kernel's tensor maps
     included), `pairs` reads it back equal and pairs it with a fresh build; a saved build whose
