@@ -916,3 +916,14 @@ def test_parse_several_modules_and_pick_an_entry():
     assert prog.name == k2.name
     with pytest.raises(EmulationError, match="no kernel 'nope'"):
         emulator.compile_entry(both, "nope")
+
+
+def test_ahead_names_leaders_or_laggards():
+    """`Program.run`'s `ahead` is "leaders" or "laggards" (which warpgroups run ahead); anything
+    else is refused before the kernel runs."""
+    kernel = _kernel([".reg .b32 %r<2>;", "ret;"])
+    zeros = [np.zeros(1, np.uint32) for _ in range(4)]
+    for ahead in ("leaders", "laggards"):
+        emulate(kernel, "k", 1, 32, zeros, ahead=ahead)
+    with pytest.raises(ValueError, match="ahead: expected one of leaders, laggards, got 'first'"):
+        emulate(kernel, "k", 1, 32, zeros, ahead="first")

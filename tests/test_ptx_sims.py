@@ -70,13 +70,13 @@ def _same_words(want, got) -> bool:
     return all(np.array_equal(o.view(np.uint8), got.outputs[n].view(np.uint8)) for n, o in want.outputs.items())
 
 
-def _run(k, build):
+def _run(k, build, ahead: str = "leaders"):
     import dataclasses
 
     from tilemma.compiler.driver.runner import run_compiled
 
     swapped = dataclasses.replace(k, ptx=build.ptx, abi=dataclasses.replace(k.abi, tensor_maps=build.tensor_maps))
-    return run_compiled(swapped, 3, "emulator")
+    return run_compiled(swapped, 3, "emulator", ahead=ahead)
 
 
 @pytest.mark.parametrize("kw", [{}, {"persistent": 3}], ids=["a-cta-a-tile", "persistent"])
@@ -129,6 +129,29 @@ def test_release_computes_the_kernel_s_words(kw):
     assert first_only != one.ptx
     with pytest.raises(EmulationError, match="deadlock"):
         _run(k, dataclasses.replace(one, ptx=first_only))
+
+
+@pytest.mark.parametrize("kw", [{}, {"persistent": 3}], ids=["a-cta-a-tile", "persistent"])
+def test_a_release_by_one_warpgroup_for_both_fails_with_either_ahead(kw):
+    """The release by one consumer warpgroup for both (`empty` counting 1) is wrong whichever it
+    is, but the emulator finds it only where the other one lags: by the first warpgroup, with the
+    leaders ahead; by the second, with the laggards ahead (`Program.run` ahead). With the other
+    order each gives the kernel's words, as a lockstep run did; the kernel as built gives them in
+    both."""
+    from tilemma.compiler.verify.emulator.machine import EmulationError
+
+    build, k = _sparse_tma(**kw)
+    want = _run(k, build)
+    assert want.ok and _same_words(want, _run(k, build, "laggards"))
+    one = ptx_sims.release(build, counted=1).ptx.replace("and.b32 %xt0, %xt0, 127;", "and.b32 %xt0, %xt0, 1023;")
+    second = one.replace("setp.eq.u32 %xr0, %xt0, 0;", "setp.eq.u32 %xr0, %xt0, 128;")
+    assert second != one
+    for ptx, caught, missed in ((one, "leaders", "laggards"), (second, "laggards", "leaders")):
+        broken = dataclasses.replace(build, ptx=ptx)
+        with pytest.raises(EmulationError, match="deadlock"):
+            _run(k, broken, caught)
+        got = _run(k, broken, missed)
+        assert got.ok and _same_words(want, got)
 
 
 @needs_ptxas

@@ -11,6 +11,7 @@ import pytest
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.runtime.ptxas import run_ptxas
+from tilemma.compiler.verify.emulator.program import AHEAD
 from tilemma.dialects import warp
 from tilemma.passes.warp.specialize import PRODUCER_REGISTERS
 
@@ -163,15 +164,19 @@ def test_the_entry_states_the_registers_setmaxnreg_starts_from(m, threads, regis
         assert "C7508" in run_ptxas(kernel.ptx.replace(f".maxnreg {registers}\n", ""), "sm_90a", ("-v",)).log
 
 
+@pytest.mark.parametrize("ahead", AHEAD)
 @pytest.mark.parametrize("spec, extra, sm90", CASES, ids=[c[0].name for c in CASES])
-def test_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
-    like_the_sm90_kernel(spec, {**SPECIALIZED, **extra}, "emulator", 11, "wgmma", sm90)
+def test_emulated_like_the_mma_sync_kernel(spec, extra, sm90, ahead):
+    """Every word of D the mma.sync kernel's, the leading warpgroups of each role ahead of the
+    others in the emulator, and the others ahead of them (`Program.run` ahead)."""
+    like_the_sm90_kernel(spec, {**SPECIALIZED, **extra}, "emulator", 11, "wgmma", sm90, ahead)
 
 
 def test_sizes_known_at_launch():
     """One compile of `?` sizes serves ragged ones, K from under a stage to many (the producers'
     loop runs n + L iterations of a launch-time n; tf32 K-major rounded where it lies by them),
-    every element within the reference's bound."""
+    every element within the reference's bound, and the same words with the other warpgroups ahead
+    (`Kernel.emulate` ahead)."""
     import numpy as np
 
     import tilemma
@@ -193,6 +198,9 @@ def test_sizes_known_at_launch():
         want = reference.mma_reference(a, b, c, a_type="tf32", b_type="tf32", acc_type="f32")
         result = reference.compare(d, want, acc_type="f32", a_type="tf32", k=k, a=a, b=b, c=c)
         assert result.ok, f"{m}x{n}x{k}: {result}"
+        lagged = np.full_like(c, np.nan)
+        kernel.emulate(a, b, c, lagged, ahead="laggards")
+        assert np.array_equal(lagged.view(np.uint32), d.view(np.uint32)), f"{m}x{n}x{k}"
 
 
 def test_registers_beyond_the_share_deadlock_in_the_emulator():

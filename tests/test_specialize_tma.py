@@ -14,6 +14,7 @@ from xdsl.utils.test_value import create_ssa_value
 
 from tilemma.compiler.driver.gemm_generator import GemmSpec
 from tilemma.compiler.runtime.tensor_map import TensorMap
+from tilemma.compiler.verify.emulator.program import AHEAD
 from tilemma.dialects import warp
 
 from tests.specialize_cases import CLUSTER, CLUSTER_CASES, PERSISTENT, PERSISTENT_CASES, TMA, TMA_CASES
@@ -22,23 +23,28 @@ from tests.wgmma_cases import assert_assembles_without_spills, compiled, like_th
 F16 = GemmSpec(4096, 4096, 4096, "f16", "f16", "f32")
 
 
+@pytest.mark.parametrize("ahead", AHEAD)
 @pytest.mark.parametrize("spec, extra, sm90", TMA_CASES, ids=[c[0].name for c in TMA_CASES])
-def test_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
-    like_the_sm90_kernel(spec, {**TMA, **extra}, "emulator", 11, "wgmma", sm90)
+def test_emulated_like_the_mma_sync_kernel(spec, extra, sm90, ahead):
+    """Every output word the mma.sync kernel's, either side of each role running ahead (`ahead`)."""
+    like_the_sm90_kernel(spec, {**TMA, **extra}, "emulator", 11, "wgmma", sm90, ahead)
 
 
+@pytest.mark.parametrize("ahead", AHEAD)
 @pytest.mark.parametrize("spec, extra, sm90", CLUSTER_CASES, ids=[c[0].name for c in CLUSTER_CASES])
-def test_clusters_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
+def test_clusters_emulated_like_the_mma_sync_kernel(spec, extra, sm90, ahead):
     """Pairs of CTAs sharing B's stages (multicast halves, both consumers releasing each stage,
-    the producers' tail): every output word the mma.sync kernel's."""
-    like_the_sm90_kernel(spec, {**CLUSTER, **extra}, "emulator", 11, "wgmma", sm90)
+    the producers' tail): every output word the mma.sync kernel's, rank 0 ahead of rank 1 in the
+    emulator and rank 1 ahead of rank 0 (`ahead`)."""
+    like_the_sm90_kernel(spec, {**CLUSTER, **extra}, "emulator", 11, "wgmma", sm90, ahead)
 
 
+@pytest.mark.parametrize("ahead", AHEAD)
 @pytest.mark.parametrize("spec, extra, sm90", PERSISTENT_CASES, ids=[c[0].name for c in PERSISTENT_CASES])
-def test_persistent_emulated_like_the_mma_sync_kernel(spec, extra, sm90):
+def test_persistent_emulated_like_the_mma_sync_kernel(spec, extra, sm90, ahead):
     """A grid of fewer CTAs than tiles, each looping over its tiles with the ring carried on: every
-    output word the mma.sync kernel's."""
-    like_the_sm90_kernel(spec, {**PERSISTENT, **extra}, "emulator", 11, "wgmma", sm90)
+    output word the mma.sync kernel's, either side of each role ahead (`ahead`)."""
+    like_the_sm90_kernel(spec, {**PERSISTENT, **extra}, "emulator", 11, "wgmma", sm90, ahead)
 
 
 def test_a_persistent_kernel_loops_over_its_tiles():
@@ -109,23 +115,24 @@ def _without_cluster_sync(ptx: str) -> str:
                                            (_without_peer_release, "a wgmma.mma_async still reads|not yet landed"),
                                            (_without_cluster_sync, "used before mbarrier.init")],
                          ids=["no-tail", "no-peer-release", "no-cluster-sync"])
-def test_the_emulator_catches_a_cluster_kernel_that_leaves_early_or_skips_the_peer(broken, error):
+@pytest.mark.parametrize("ahead", AHEAD)
+def test_the_emulator_catches_a_cluster_kernel_that_leaves_early_or_skips_the_peer(broken, error, ahead):
     """The emulator runs a cluster's CTA ranks (and each role's warpgroups) apart from the start,
-    rank 0 ahead (`Program._execute_apart`): producers that leave before the peer's last releases,
-    a stage refilled by multicast before the peer's consumers released it, or a peer's barrier
-    used before the peer made it (no cluster sync) fail the run, where a lockstep run computed the
-    right D from all three; the kernel as built runs right."""
+    rank 0 ahead or rank 1 (`Program._execute_apart`, `ahead`): producers that leave before the
+    peer's last releases, a stage refilled by multicast before the peer's consumers released it,
+    or a peer's barrier used before the peer made it (no cluster sync) fail the run either way,
+    where a lockstep run computed the right D from all three; the kernel as built runs right."""
     import dataclasses
 
     from tilemma.compiler.driver.runner import run_compiled
     from tilemma.compiler.verify.emulator.machine import EmulationError
 
     k = compiled(GemmSpec(256, 256, 512, "f16", "f16", "f32"), wgmma=True, **CLUSTER)
-    assert run_compiled(k, 3, "emulator").ok
+    assert run_compiled(k, 3, "emulator", ahead=ahead).ok
     ptx = broken(k.ptx)
     assert ptx != k.ptx
     with pytest.raises(EmulationError, match=error):
-        run_compiled(dataclasses.replace(k, ptx=ptx), 3, "emulator")
+        run_compiled(dataclasses.replace(k, ptx=ptx), 3, "emulator", ahead=ahead)
 
 
 def test_a_cluster_kernel_shares_b():

@@ -62,15 +62,16 @@ def assert_assembles_without_spills(ptx: str) -> None:
 
 
 def like_the_sm90_kernel(spec: GemmSpec, options_: dict, on: str, seed: int, instruction: str,
-                         sm90_instruction: str) -> RunResult:
-    """`spec` multiplied by warpgroups (`wgmma`, `options_`) on `on` ("emulator" or "gpu"): its
-    instruction starts with `instruction`, D is within the reference's bound, and every output
-    word is the sm_90 kernel's (`sm90_instruction`: mma.sync, or mma.sp) of the same problem,
-    which takes the warpgroup kernel's split of K so that both add the same sums in the same
-    order. Returns the warpgroup kernel's run."""
+                         sm90_instruction: str, ahead: str = "leaders") -> RunResult:
+    """`spec` multiplied by warpgroups (`wgmma`, `options_`) on `on` ("emulator" or "gpu"; the
+    emulator running `ahead` ahead, `Program.run`): its instruction starts with `instruction`, D
+    is within the reference's bound, and every output word is the sm_90 kernel's
+    (`sm90_instruction`: mma.sync, or mma.sp) of the same problem, which takes the warpgroup
+    kernel's split of K so that both add the same sums in the same order. Returns the warpgroup
+    kernel's run."""
     kernel = compiled(spec, wgmma=True, **options_)
     assert kernel.variant.startswith(instruction), kernel.variant
-    result = run_compiled(kernel, seed, on)
+    result = run_compiled(kernel, seed, on, ahead=ahead)
     assert result.ok, result.line()
     splits = kernel.abi.tiling[6] if len(kernel.abi.tiling) > 6 else 1
     want = run_compiled(compiled(spec, "90", split_k=splits), seed, on)

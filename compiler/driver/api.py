@@ -372,7 +372,8 @@ class Kernel:
             prepared.fill_maps()
             prepared.launcher(prepared.device).launch(handle)
 
-    def emulate(self, *arrays: Any, arch: str | None = None, max_macs: int | None = None) -> None:
+    def emulate(self, *arrays: Any, arch: str | None = None, max_macs: int | None = None,
+                ahead: str = "leaders") -> None:
         """Run the kernel's PTX in the CPU emulator (`tilemma.compiler.verify.emulator`) on NumPy
         arrays: `launch` for a machine without a GPU.
 
@@ -400,7 +401,10 @@ class Kernel:
         modelled within the ISA's bound, not bit for bit. A GEMM of more than `max_macs`
         multiply-adds (batch x M x N x K; default `emulator.QUICK_MACS`, 2**26, up to which the
         runner checks a GPU against the emulator: about 15 s on two cores) raises LaunchError
-        instead of running for minutes; pass a larger `max_macs` to wait for it."""
+        instead of running for minutes; pass a larger `max_macs` to wait for it. `ahead`: in a
+        warp-specialized kernel, which warpgroups (and cluster ranks) the emulator runs ahead,
+        "leaders" (each role's first, rank 0) or "laggards" (the others): a kernel right on a GPU
+        is right with either."""
         import numpy as np
 
         from tilemma.compiler.verify import emulator
@@ -437,7 +441,7 @@ class Kernel:
         program = self._program(arch or self._emulator_arch())
         buffers = [host_buffer(x, p, want) for x, p, want in zip(arrays, params, wants)]
         outs = program.run(self.grid, self.block, self.abi.arguments(buffers, self.scalars),
-                           shared_bytes=self.shared_bytes)
+                           shared_bytes=self.shared_bytes, ahead=ahead)
         for x, p, want, out in zip(arrays, params, wants, outs):
             if p.is_output:
                 x[...] = out.reshape(x.shape) if whole(p, want) else out[positions(p)]

@@ -319,6 +319,7 @@ def run_compiled(
     on: str,
     break_sparsity: tuple[int, int, int] | None = None,
     inputs: dict[str, np.ndarray] | None = None,
+    ahead: str = "leaders",
 ) -> RunResult:
     """Run on `on` ("gpu", or "emulator": the CPU emulator of the same PTX) and compare with
     the reference. A compressed A gets random data with the pattern (or, for `prune`, without;
@@ -327,7 +328,8 @@ def run_compiled(
     values of the named arguments by the caller's (each of its memref's shape and element type,
     placed through its layout; a checked sparse A is then taken as given; an epilogue input is
     then used as given too). The result's `outputs` holds every output (D, and the epilogue's
-    other stores), each shaped like its memref."""
+    other stores), each shaped like its memref. `ahead`: which warpgroups the emulator runs ahead
+    (`Program.run`)."""
     if isinstance(kernel.gemm, AttentionKernel):
         from tilemma.compiler.driver.attention_run import run_attention
 
@@ -414,7 +416,7 @@ def run_compiled(
     scratch = kernel.abi.scratch_buffers()
     for at, buffer in scratch:
         args.insert(at, buffer)
-    outs = execute(kernel, kernel.abi.arguments(args, kernel.scalars), on)
+    outs = execute(kernel, kernel.abi.arguments(args, kernel.scalars), on, ahead)
     broken = (sparsity_error(int(outs[error_at][0]), g, kernel.abi.params[error_at].init)  # type: ignore[arg-type]
               if error_at is not None else None)
     differs = _gpu_twin_differs(kernel, args, outs) if on == "gpu" else None
@@ -452,10 +454,10 @@ def run_compiled(
     )
 
 
-def execute(kernel: CompiledKernel, args: list, on: str) -> list[np.ndarray]:
+def execute(kernel: CompiledKernel, args: list, on: str, ahead: str = "leaders") -> list[np.ndarray]:
     """Run `kernel` on `args` (host buffers, size parameters and tensor maps, in parameter order:
-    `kernel.abi.arguments`) on `on` ("gpu", or "emulator": the CPU emulator of the same PTX);
-    every buffer after the run."""
+    `kernel.abi.arguments`) on `on` ("gpu", or "emulator": the CPU emulator of the same PTX, its
+    warpgroups apart with `ahead` running ahead, `Program.run`); every buffer after the run."""
     if on == "gpu":
         from tilemma.compiler.runtime import cuda_runtime
 
@@ -465,7 +467,7 @@ def execute(kernel: CompiledKernel, args: list, on: str) -> list[np.ndarray]:
         from tilemma.compiler.verify import emulator
 
         return emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args,
-                                shared_bytes=kernel.abi.shared_bytes)
+                                shared_bytes=kernel.abi.shared_bytes, ahead=ahead)
     raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
 
 

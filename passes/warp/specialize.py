@@ -495,7 +495,7 @@ def loads_ahead(kernel: func.FuncOp, fill: list[Operation], accs: list[SSAValue]
     with the producers keeping both stages' words, still take their accumulators' registers and
     `CONSUMER_HEADROOM` more. H200, a 128 x 128 CTA's producers filling, a stage ahead against
     with their loads (results/h200-2026-11-28g-fill-ahead-ab.csv): TOP/s s8 with A M-major and B
-    N-major 4096^3 512 / 401, 4096x11008x4096 504 / 399; TFLOP/s tf32 rna with B N-major 4096^3
+    N-major 4096^3 512 / 401, 4096x11008x4096 503 / 399; TFLOP/s tf32 rna with B N-major 4096^3
     159 / 108, 512x4096x4096 155 / 103, both transposed 121 / 80. Two or three stages ahead gained
     nothing more (-fill-ahead2-*.csv): one warp a scheduler issues the fill's instructions."""
     if not any(isinstance(o, warp.FillLoadOp) for o in fill):

@@ -18,8 +18,9 @@ How it runs, and why:
   fewer K steps), the side behind runs first and the others wait where both meet again (a
   forward branch's target, the instruction after a backward one). A branch that parts whole warps
   of a CTA (a warp-specialized kernel's roles) starts contexts of their own, one a warpgroup of
-  either side, the first warpgroup of a role ahead of the others (see `mbarrier` below, and
-  `warpgroups_apart=False` for one context a side); one that parts the lanes of a
+  either side, the first warpgroup of a role ahead of the others (see `mbarrier` below;
+  `ahead="laggards"` for the others ahead of it, `warpgroups_apart=False` for one context a
+  side); one that parts the lanes of a
   warp raises `EmulationError` instead of being executed wrongly. Guards (`@%p` / `@!%p`) become
   masks.
 * Memory is the argument arrays, addressed through fake 64-bit pointers (argument i lives at

@@ -33,6 +33,9 @@ from tilemma.compiler.verify.ptx_text import ParsedPtx, parse_ptx_modules, print
 from tilemma.dialects import ptx
 from xdsl.dialects.builtin import ModuleOp
 
+# which contexts `Program.run` runs ahead where warpgroups run apart (`_execute_apart`)
+AHEAD = ("leaders", "laggards")
+
 
 def _dec_barrier(d, op, mods, args, where):
     """barrier.cluster.* (`cluster_ops`) or a CTA's barrier.sync (`shared_ops._dec_bar`)."""
@@ -178,7 +181,8 @@ class Program:
         return _Step(decoder(d, op, parts[1:], args, where), "op", guard, where)
 
     def run(self, grid, block, args: Sequence, *, shared_bytes: int = 0, max_steps: int = 10_000_000,
-            memory_budget: int = 256 << 20, warpgroups_apart: bool = True) -> list[np.ndarray]:
+            memory_budget: int = 256 << 20, warpgroups_apart: bool = True,
+            ahead: str = "leaders") -> list[np.ndarray]:
         """Run the kernel for `grid` x `block` on `args` (like `cuda_runtime.run_kernel`): the
         final contents of every ndarray argument, in order. Scalars are passed by value; a
         TensorMap (for a `.align 64 .b8 NAME[128]` parameter) in the emulator's encoding, its base
@@ -186,7 +190,11 @@ class Program:
         shared memory per CTA (what `.extern .shared` names). `warpgroups_apart`: where warps part
         into roles, each warpgroup of a role (of each CTA rank of a cluster) runs as a context of
         its own, so that one runs ahead of another, as on a GPU (`_execute_apart`); False: the
-        role's warpgroups, and a cluster's CTAs, in lockstep."""
+        role's warpgroups, and a cluster's CTAs, in lockstep. `ahead` (apart): which contexts run
+        ahead, "leaders" (the first warpgroup of each role, rank 0) or "laggards" (the others,
+        the leaders as late as the barriers allow): a kernel right on a GPU is right either way."""
+        if ahead not in AHEAD:
+            raise ValueError(f"ahead: expected one of {', '.join(AHEAD)}, got {ahead!r}")
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         threads = block[0] * block[1] * block[2]
         if threads > 1024:
@@ -234,7 +242,7 @@ class Program:
         with Progress(f"emulating {self.name}", ctas, "CTAs") as progress:  # only on a terminal
             for cta0 in range(0, ctas, chunk):
                 m = _Machine(self, memory, params, grid, block, cta0, min(chunk, ctas - cta0), shared_size)
-                stats.instructions += self._execute(m, max_steps, warpgroups_apart)
+                stats.instructions += self._execute(m, max_steps, warpgroups_apart, ahead)
                 stats.mma += m.mma_count
                 stats.chunks += 1
                 progress.advance(m.nctas)
@@ -265,7 +273,7 @@ class Program:
                 f"exceed the {limit} bytes ({limit // 1024} KiB) one CTA may use on {target}")
         return self.dynamic_at - _SHARED_BASE + int(shared_bytes)
 
-    def _execute(self, m: _Machine, max_steps: int, apart: bool = False) -> int:
+    def _execute(self, m: _Machine, max_steps: int, apart: bool = False, ahead: str = "leaders") -> int:
         """Run the chunk's threads to the end. They start as one context (pc, active threads); a
         branch that parts whole warps of a CTA (a warp-specialized kernel's roles) gives the warps
         that take it a context of their own, and the contexts take turns: one runs until it ends,
@@ -273,7 +281,7 @@ class Program:
         the next. With `apart`, `_execute_apart` runs them instead, a warpgroup a context."""
         contexts = [_Context(0, m.active)]
         if apart:
-            return self._execute_apart(m, contexts, max_steps)
+            return self._execute_apart(m, contexts, max_steps, ahead)
         count, turn, idle = 0, 0, 0
         while contexts:
             turn %= len(contexts)
@@ -291,7 +299,7 @@ class Program:
             turn += 1
         return count
 
-    def _execute_apart(self, m: _Machine, contexts: list[_Context], max_steps: int) -> int:
+    def _execute_apart(self, m: _Machine, contexts: list[_Context], max_steps: int, ahead: str = "leaders") -> int:
         """`_execute` with each warpgroup of a role its own context (in a cluster, each CTA rank's),
         by priority instead of in turns: the first warpgroup of each role (of rank 0) before the
         others (`_Context.lags`), the first context that can go on runs. So the leading warpgroup of
@@ -299,13 +307,15 @@ class Program:
         refill what was freed, and the other consumer warpgroups, and the peer CTAs, read their
         stages as late as the barriers allow. A CTA whose threads have all ended is marked
         (`_Machine.exited`): a peer's arrival at its barriers, or a multicast into its shared
-        memory, is then an error."""
+        memory, is then an error. With `ahead` "laggards" the order is reversed: the other
+        warpgroups and ranks run ahead, the leaders behind."""
         if self.cluster > 1:  # each CTA rank from the start, rank 0 ahead (barrier.cluster waits for all)
             rank = np.asarray(m.specials["%cluster_ctarank"], np.int64)
             contexts[:] = [_Context(0, rank == r, lags=r > 0) for r in range(self.cluster)]
         count, tried = 0, set()
         while contexts:
-            ctx = next((c for c in sorted(contexts, key=lambda c: c.lags) if id(c) not in tried), None)
+            order = sorted(contexts, key=lambda c: c.lags != (ahead == "laggards"))
+            ctx = next((c for c in order if id(c) not in tried), None)
             if ctx is None:
                 self._deadlock(contexts)
             ran, paused = self._turn(m, ctx, contexts, max_steps - count, True)
