@@ -42,10 +42,17 @@ against the kernel as built (tests/test_ptx_sims.py). H200, samples interleaved:
 929 / 940; K-major 850 / 864, 926 / 939; f16 576 / 582): the exchange costs more than the stores
 it saves; not built.
 
+`stagger`: the second consumer warpgroup of a warp-specialized kernel starting a counting loop
+after the first (`stagger`), so that it trails by what the ring allows and the two warpgroups'
+epilogues need not coincide. Checked in the emulator with either warpgroup ahead. H200, samples
+interleaved: a wash (results/h200-2026-11-28g-stagger-sim.csv: 200 and 1000 turns, sparse
+N-major B 4096^3 876 / 875 and 867 / 867, 8192^3 943 / 943 and 937 / 933, K-major alike); not built.
+
     python -m benchmarks.ptx_sims restage out.csv
     python -m benchmarks.ptx_sims mn-order out.csv
     python -m benchmarks.ptx_sims release out.csv
     python -m benchmarks.ptx_sims quad-stores out.csv
+    python -m benchmarks.ptx_sims stagger out.csv
 """
 
 from __future__ import annotations
@@ -204,6 +211,20 @@ def quad_stores(build: gb.TilemmaBuild) -> gb.TilemmaBuild:
     return dataclasses.replace(build, ptx=text, config=build.config + " +quad-stores-sim")
 
 
+def stagger(build: gb.TilemmaBuild, spins: int = 200) -> gb.TilemmaBuild:
+    """`build` (warp-specialized, two consumer warpgroups) with the second consumer warpgroup
+    starting `spins` turns of a counting loop after the first: it then trails the first by what the
+    ring allows, so that one warpgroup's epilogue runs while the other's products keep the tensor
+    cores busy, as two warpgroups alternating tiles would (CUTLASS's ping-pong) but on shared stages."""
+    [entry] = [m.end() for m in re.finditer(r"setmaxnreg\.inc[^\n]*\n", build.ptx)]
+    delay = ("    mov.u32 %xz0, %tid.x;\n    setp.lt.u32 %xzp0, %xz0, 128;\n    @%xzp0 bra.uni $xz_done;\n"
+             "    mov.u32 %xz1, 0;\n$xz_loop:\n    add.u32 %xz1, %xz1, 1;\n"
+             f"    setp.lt.u32 %xzp1, %xz1, {spins};\n    @%xzp1 bra.uni $xz_loop;\n$xz_done:\n")
+    text = build.ptx[:entry] + delay + build.ptx[entry:]
+    text = re.sub(r"(\.reg \.pred %p<\d+>;)", r"\1\n    .reg .pred %xzp<2>;\n    .reg .b32 %xz<2>;", text, count=1)
+    return dataclasses.replace(build, ptx=text, config=build.config + f" +stagger-{spins}-sim")
+
+
 def build(fam: str, size, config: str, ptx: str | None = None) -> gb.TilemmaBuild:
     text, name = gb.tilemma_ir(gb.FAMILIES[fam], size)
     return gb.tilemma_build(text, name, gb.compile_options("90a", ptx, **gb.parse_config(config)))
@@ -230,8 +251,8 @@ def sim_rows(out: str, families: tuple[str, ...], sizes: tuple, sim) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("restage", "mn-order", "release", "quad-stores"):
-        print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-4:]), file=sys.stderr)
+    if len(argv) != 2 or argv[0] not in ("restage", "mn-order", "release", "quad-stores", "stagger"):
+        print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-5:]), file=sys.stderr)
         return 2
     gb.set_timing(6, 20)
     if argv[0] == "mn-order":  # the sparse kernels with an N-major B
@@ -239,6 +260,11 @@ def main(argv: list[str]) -> int:
     if argv[0] == "quad-stores":  # the persistent sparse kernels, both B orders, and f16's
         return sim_rows(argv[1], ("sparse-f16-pre", "sparse-f16-pre-bcol", "f16"), (4096, 8192, (4096, 4096, 2048)),
                         quad_stores)
+    if argv[0] == "stagger":  # the persistent sparse kernels, both B orders, a short and a long delay
+        for spins in (200, 1000):
+            sim_rows(argv[1].replace(".csv", f"-{spins}.csv"), ("sparse-f16-pre", "sparse-f16-pre-bcol"),
+                     (4096, 8192, (4096, 4096, 2048)), lambda b: stagger(b, spins))
+        return 0
     if argv[0] == "release":  # the sparse kernels, both B orders
         return sim_rows(argv[1], ("sparse-f16-pre", "sparse-f16-pre-bcol"), (4096, 8192, (4096, 11008, 4096)),
                         release)

@@ -183,6 +183,18 @@ def test_quad_stores_assemble():
     assert result.ok, result.log
 
 
+@pytest.mark.parametrize("ahead", ["leaders", "laggards"])
+def test_stagger_computes_the_kernel_s_words(ahead):
+    """The second consumer warpgroup starting after a counting loop gives every word of D the
+    kernel as built gives, with either warpgroup ahead in the emulator."""
+    build, k = _sparse_tma(persistent=3)
+    sim = ptx_sims.stagger(build, 50)
+    assert sim.ptx.count("$xz_loop:") == 1 and "setp.lt.u32 %xzp1, %xz1, 50;" in sim.ptx
+    want, got = _run(k, build), _run(k, sim, ahead)
+    assert want.ok and got.ok
+    assert _same_words(want, got)
+
+
 def test_ptx_ab_saves_builds_and_refuses_one_that_launches_otherwise(tmp_path):
     """`ptx_ab write` saves each cell's build as this checkout makes it (a TMA kernel's tensor maps
     included), `pairs` reads it back equal and pairs it with a fresh build; a saved build whose

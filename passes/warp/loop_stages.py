@@ -48,8 +48,9 @@ def is_pure(op: Operation) -> bool:
 
 
 def operand_chain(ops: list[Operation], within: list[Operation]) -> list[Operation]:
-    """The ops of `within` (in their order) that compute the operands of `ops`."""
-    need, work = set(), [v.owner for o in ops for v in o.operands]
+    """The ops of `within` (in their order) that compute the operands of `ops`, and of the ops in
+    their regions."""
+    need, work = set(), [v.owner for o in ops for x in o.walk() for v in x.operands]
     while work:
         o = work.pop()
         if isinstance(o, Operation) and o in within and o not in need:

@@ -216,9 +216,9 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     first, later = _Builder(), _Builder(dict(p.map))
     if loads:
         first.map[kt] = loop.lb
-        first.clone_all(_chain(loads, within) + loads)
+        first.clone_all(operand_chain(loads, within) + loads)
         later.map[kt] = later.op(arith.AddiOp(pk, later.const(1)))
-        later.clone_all(_chain(loads, within) + loads)
+        later.clone_all(operand_chain(loads, within) + loads)
         p.ops.extend(later.ops)
 
     def copy(b: _Builder) -> None:
@@ -226,7 +226,7 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
         slot, parity = b.slot_parity(step, stages, 1)
         slots.append(slot)
         b.op(warp.MbarrierWaitOp(empty, slot, parity))
-        b.clone_all(_chain(stores, within) + stores if loads else
+        b.clone_all(operand_chain(stores, within) + stores if loads else
                     fill_chain + [o for o in fill if not isinstance(o, warp.AsyncCommitOp)])
         if ring.rebased:
             _on_the_ring(loop, b.ops, pk, step, stages)
@@ -261,17 +261,6 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     if ring.tiles is not None:
         kernel.attributes["warp.grid"] = DenseArrayBase.from_list(i64, [ring.tiles[0], 1, 1])
         _per_tile(kernel)
-
-
-def _chain(ops: list[Operation], within: list[Operation]) -> list[Operation]:
-    """The ops of `within` (in their order) that compute what `ops` read, their regions included."""
-    need, work = set(), [v.owner for o in ops for x in o.walk() for v in x.operands]
-    while work:
-        o = work.pop()
-        if isinstance(o, Operation) and o in within and o not in need:
-            need.add(o)
-            work.extend(v.owner for v in o.operands)
-    return [o for o in within if o in need]
 
 
 def _constant(v: SSAValue) -> int | None:
