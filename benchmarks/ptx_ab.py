@@ -3,10 +3,11 @@ compiler change is measured against the code before it rather than against anoth
 (which drift about 4% between calls). One checkout writes its builds (no GPU); the other, on the
 GPU, builds the same cells and times both, with the peers, in 3 rounds (`config_ab.interleaved`).
 Each cell's two kernels must launch alike (grid, block, shared memory, scratch, tensor maps): a
-change that alters those is a different kernel, not a rewrite of its body, and is refused.
+change that alters those is a different kernel, not a rewrite of its body, and is refused, unless
+`--any-launch` says the change retiles kernels on purpose (each build's D is checked either way).
 
     python -m benchmarks.ptx_ab write DIR tf32-brow:512x4096x4096 tf32:4096 ...   # in the base checkout
-    python -m benchmarks.ptx_ab run DIR out.csv                                   # in this one, on the GPU
+    python -m benchmarks.ptx_ab run DIR out.csv [--any-launch]                    # in this one, on the GPU
 
 A cell is FAMILY:SIZE (`gemm_bench` families; N or MxNxK), compiled for sm_90a with its default
 configuration or FAMILY:SIZE:CONFIG (`gemm_bench.parse_config`).
@@ -59,25 +60,26 @@ def saved(path: str) -> tuple[str, gb.TilemmaBuild]:
                                             "tensor_maps": maps})
 
 
-def pairs(in_dir: str) -> list[tuple[str, gb.Shape, gb.TilemmaBuild, gb.TilemmaBuild]]:
+def pairs(in_dir: str, any_launch: bool = False) -> list[tuple[str, gb.Shape, gb.TilemmaBuild, gb.TilemmaBuild]]:
     """Each saved cell's family and shape, this checkout's build of it and the saved one (its
-    config marked `+base`); a SystemExit where the two would launch differently."""
+    config marked `+base`); a SystemExit where the two would launch differently, unless
+    `any_launch` (a change that retiles the kernel: both still compute the cell's D, checked)."""
     out = []
     for name in sorted(n for n in os.listdir(in_dir) if n.endswith(".json")):
         text, base = saved(os.path.join(in_dir, name))
         fam, size, config = _cell(text)
         shape = gb.as_shape(gb.parse_shape(size))
         ours = build(fam, shape, config)
-        if _launch(base) != _launch(ours):
+        if _launch(base) != _launch(ours) and not any_launch:
             raise SystemExit(f"ptx_ab: {text}: the two builds launch differently "
                              f"({_launch(base)} against {_launch(ours)})")
         out.append((fam, shape, ours, dataclasses.replace(base, config=base.config + " +base")))
     return out
 
 
-def run(in_dir: str, out: str) -> int:
+def run(in_dir: str, out: str, any_launch: bool = False) -> int:
     """Every saved cell: this checkout's kernel and the saved one, interleaved, with the peers."""
-    cells = pairs(in_dir)
+    cells = pairs(in_dir, any_launch)
     import torch
 
     from benchmarks.config_ab import interleaved
@@ -95,8 +97,8 @@ def run(in_dir: str, out: str) -> int:
 def main(argv: list[str]) -> int:
     if len(argv) >= 3 and argv[0] == "write":
         return write(argv[1], argv[2:])
-    if len(argv) == 3 and argv[0] == "run":
-        return run(argv[1], argv[2])
+    if len(argv) in (3, 4) and argv[0] == "run" and argv[3:] in ([], ["--any-launch"]):
+        return run(argv[1], argv[2], argv[3:] == ["--any-launch"])
     print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-6:-4]), file=sys.stderr)
     return 2
 

@@ -2,16 +2,22 @@
 an N-major B computed as D^T = B^T A^T through transposed views of its arguments, so that the
 warpgroups take A' = B^T from registers; where it applies and where not; D exactly A B (numpy on
 the arguments as given, and word for word the sm_90 mma.sync kernel's); the view's type, its
-verifier and the located refusals. (GPU: tests/gpu/test_wgmma_gpu.py.)"""
+verifier and the located refusals; tf32 (A' = B^T filled M-major, B' = A^T copied K-major) from 512
+rows, in the emulator at odd sizes. (GPU: tests/gpu/test_wgmma_gpu.py.)"""
 
 import pytest
 from xdsl.dialects.builtin import MemRefType, StridedLayoutAttr, i8, i32
 from xdsl.utils.exceptions import VerifyException
 
+from xdsl.dialects import func
+
 from tilemma.compiler.driver.diagnostics import LocatedVerifyError
+from tilemma.compiler.driver.instrument import PassInstrument
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import compile_text
 from tilemma.dialects.tile_view import transposed_type
+from tilemma.passes.tile.plan import TilePlan
+from tilemma.passes.tile.transpose_product import transpose
 
 from tests.wgmma_cases import compiled, exactly_a_times_b, options, same_words_as_mma_sync, schedule, warp_module
 
@@ -47,6 +53,61 @@ def test_where_it_applies(s, kw, want):
     if want:  # and what tile-plan then makes of it
         sched = schedule(s, **kw)
         assert (sched.mma, sched.pair_bytes, sched.fill) == ("wgmma", "a", "")
+
+
+def tf32(m, n, k, rounding="rna", **kw) -> GemmSpec:
+    return GemmSpec(m, n, k, "tf32", "tf32", "f32", rounding=rounding, **kw)
+
+
+@pytest.mark.parametrize("s, kw, want", [
+    (tf32(512, 4096, 4096), {}, True),  # A K-major, B N-major: A' = B^T filled, B' = A^T copied
+    (tf32(4096, 4096, 4096), {}, True),
+    (tf32(2048, 2048, 256, "rn"), {}, True),
+    (tf32(4096, 4096, 4096, "trunc"), {}, True),  # B' copied as stored, not rounded
+    (tf32(128, 4096, 4096), {}, False),  # 128 rows: the transpose's narrow CTAs lose
+    (tf32(4096, 4096, 4096, b_layout="col"), {}, False),  # K-major B: as it is
+    (tf32(4096, 4096, 4096, a_layout="col"), {}, False),  # both the wrong way
+    (tf32(4096, 4096, 4096, bias="col", act="relu"), {}, True),  # an epilogue, transposed with it
+    (tf32(4096, 4096, 4096), {"wgmma": True}, False),  # forced warpgroups: B filled, as asked
+])
+def test_where_it_applies_to_tf32(s, kw, want):
+    """tf32 with a K-major A and an N-major B from 512 rows (`configs.TRANSPOSED_MIN_ROWS`): the
+    transpose fills A' (M-major) instead of B and copies B' K-major."""
+    assert transposed(s, **kw) == want
+    if want:
+        sched = schedule(s, **kw)
+        assert (sched.mma, sched.pair_bytes, sched.fill) == ("wgmma", "", "a")
+
+
+class _TransposeFirst(PassInstrument):
+    """Transposes every kernel before `tile-plan` (a forced tiling runs no `tile-transpose-product`):
+    the transpose of a problem small enough to emulate, which the pass leaves to mma.sync."""
+
+    def __call__(self, previous, module, next_) -> None:
+        super().__call__(previous, module, next_)
+        if isinstance(next_, TilePlan):
+            for k in [o for o in module.walk() if isinstance(o, func.FuncOp)]:
+                transpose(k)
+
+
+@pytest.mark.parametrize("s", [
+    tf32(200, 136, 72),  # ragged everywhere, K not a whole stage
+    tf32(130, 264, 300, "rn", c=True),  # D = A B + C, C through its view
+    tf32(96, 128, 128, "trunc", batch=2),
+])
+def test_tf32_transposed_emulated(s):
+    """A tf32 kernel computed as its transpose (A' = B^T filled M-major, B' = A^T copied K-major, by
+    warpgroups) gives D within the reference's bound of the product as written, from the arguments
+    as the caller gives them, in the emulator."""
+    from tilemma.compiler.driver.runner import run_compiled
+
+    forced = options(wgmma=True, warps="8x1", warp_tile="1x32")
+    [kernel] = compile_text(str(gemm_module(s)), s.name, forced, _TransposeFirst())
+    assert kernel.variant.startswith("wgmma.mma_async"), kernel.variant
+    [written] = compile_text(str(gemm_module(s)), s.name, forced)
+    assert kernel.ptx != written.ptx  # (the product as written fills B)
+    result = run_compiled(kernel, 5, "emulator")
+    assert result.ok, result.line()
 
 
 def test_sm90_keeps_mma_sync():

@@ -267,6 +267,18 @@ WGMMA_NARROW = {"16bit-wgmma": Config("8x1", "1x16", 4, 64), "sparse-wgmma": Con
 #   (`WGMMA_WAVE`, below); 64 rows 0.71-1.0x.
 WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-b": 512, "8bit-wgmma": 512,
                   "tf32-wgmma": 256, "tf32-wgmma-rounded": 128, "tf32-wgmma-fill": 128}
+# Kernels `tile-transpose-product` computes as D^T = B^T A^T (a K-major A, an N-major B) from this
+# many rows on, by the wgmma schedule of the transpose:
+# - 8-bit integers: the warpgroups' own threshold (A' = B^T from registers by byte pairs).
+# - tf32 (both operands cast alike): A' = B^T filled M-major (a 128-row stage, half the N-major
+#   B's 256) and B' = A^T copied K-major. H200, samples interleaved against the kernel as written
+#   (results/h200-2026-11-28g-tf32-transpose-ab.csv), rna TFLOP/s: 512x4096x4096 190 / 173,
+#   512x4096x11008 197 / 184, 512x11008x4096 179 / 178, 1024x4096x4096 211 / 200, 4096^3 210 / 202,
+#   4096x11008x4096 208 / 199, 2048x2048x256 142 / 133; at 128 rows it loses (128x4096x4096 93 /
+#   114, 128x11008x4096 107 / 146: the transpose's 4096 rows in narrow CTAs against mma.sync's
+#   split K). Truncated, B' is copied as stored, rounded nowhere (-tf32-trunc-transpose-ab.csv):
+#   4096^3 279 / 247, 512x4096x4096 234 / 212, 512x11008x4096 221 / 202.
+TRANSPOSED_MIN_ROWS = {"8bit-wgmma": WGMMA_MIN_ROWS["8bit-wgmma"], "tf32-wgmma-fill": 512}
 # wgmma schedules chosen by themselves only where their CTAs (128 x 256, `WGMMA_NARROW`), K split in
 # at most (splits) many (`plan.split`), fill a wave (`targets` one_wave) and keep at least (use) of
 # the SMs' CTA slots busy over their waves (`plan.wave_use`): tf32 rounded in place or filled,

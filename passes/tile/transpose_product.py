@@ -18,6 +18,12 @@ where mma.sync's byte pairs ran 810 at 4096^3 (-s8-mma-sync-baseline.csv, the ca
 quantized linear layer's epilogue (scales, bias, f16 D) 1160 against 735 in one call
 (-s8-quantized-epilogue.txt).
 
+tf32 wgmma reads both operands K-major from shared memory too, so an N-major B is transposed by
+the fill on its way there (`warp.fill_load`, rounding as it stores). In the transpose the filled
+operand is A' = B^T, M-major: a stage of the CTA's 128 rows rather than B's 256 columns, and B' =
+A^T is copied K-major as stored (and rounded where it lies). From 512 rows on (`configs.TRANSPOSED_MIN_ROWS`) that is the
+faster kernel (H200, rna, 4096^3 210 against 202 TFLOP/s, 512x4096x4096 190 against 173).
+
 It runs before `tile-plan`, only where the tiling is left to it (`TilePlan.automatic`): a forced
 configuration names the kernel's own M and N, and so does a tuning cache's entry for the kernel
 (`tune-cache`: those kernels are left as they are, as `tilemma tune` measured them).
@@ -39,6 +45,7 @@ from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.gemm_kernel import GemmKernel, read_kernel
 from tilemma.passes.tile.plan import kernel_target, plan, tuned_config, wrong_order
+from tilemma.passes.tile.plan_warpgroups import tf32_rounding
 
 
 def _swapped(ty: tile.TileType) -> tile.TileType:
@@ -68,11 +75,12 @@ def _broadcast_dims(op: tile.BroadcastOp) -> list[int]:
 
 
 def candidate(kernel: func.FuncOp) -> GemmKernel | None:
-    """`kernel`'s GEMM (`read_kernel`) where it is one of 8-bit integers for sm_90a, A K-major and B N-major, of static
-    sizes and as many rows as the warpgroups take by themselves (`configs.WGMMA_MIN_ROWS`: fewer,
-    the transpose's few columns lost to mma.sync's split K, H200 64 / 128 x 11008 x 4096 304 / 373
-    against 349 / 429 TOP/s), made of loads, constants, broadcasts (of one dimension), maps, casts
-    and stores around its mma (the forms `transpose` rewrites); None otherwise."""
+    """`kernel`'s GEMM (`read_kernel`) where it is one of 8-bit integers, or of tf32 (f32 operands
+    cast alike, each through its one cast), for sm_90a, A K-major and B N-major, of static sizes and
+    as many rows as `configs.TRANSPOSED_MIN_ROWS` says (fewer, the transpose's few columns lost to
+    mma.sync's split K, H200 s8 64 / 128 x 11008 x 4096 304 / 373 against 349 / 429 TOP/s), made of
+    loads, constants, broadcasts (of one dimension), maps, casts and stores around its mma (the
+    forms `transpose` rewrites); None otherwise."""
     if not kernel_target(kernel).is_arch(90):
         return None
     try:
@@ -81,11 +89,20 @@ def candidate(kernel: func.FuncOp) -> GemmKernel | None:
         return None  # (tile-plan reports it)
     v = g.mma.variant.variant  # type: ignore[union-attr]
     ops = list(kernel.body.block.ops)
-    ok = (v.atype in ("s8", "u8") and v.sparse is None and g.scales is None and g.a_meta is None
-            and g.m >= configs.WGMMA_MIN_ROWS["8bit-wgmma"]
-            and not g.a.casts and not g.b.casts and not g.dynamic
+    tf32 = v.atype == "tf32" and tf32_rounding(g.a) is not None and tf32_rounding(g.a) == tf32_rounding(g.b)
+
+    def loaded(x: SSAValue) -> bool:  # (tf32: through its one cast)
+        owner = x.owner
+        if tf32 and isinstance(owner, tile.CastOp):
+            owner = owner.source.owner
+        return isinstance(owner, tile.LoadOp)
+
+    ok = ((v.atype in ("s8", "u8") and not g.a.casts and not g.b.casts
+           and g.m >= configs.TRANSPOSED_MIN_ROWS["8bit-wgmma"])
+            or (tf32 and g.m >= configs.TRANSPOSED_MIN_ROWS["tf32-wgmma-fill"]))
+    ok = (ok and v.sparse is None and g.scales is None and g.a_meta is None and not g.dynamic
             and not wrong_order(g, "a") and wrong_order(g, "b")
-            and all(isinstance(op.owner, tile.LoadOp) for op in (g.mma.lhs, g.mma.rhs))
+            and all(loaded(op) for op in (g.mma.lhs, g.mma.rhs))
             and all(isinstance(o, _OPS) or o is g.mma for o in ops)
             and all(d == sorted(d) for d in (_broadcast_dims(o) for o in ops if isinstance(o, tile.BroadcastOp))))
     return g if ok else None
@@ -140,7 +157,8 @@ def transpose(kernel: func.FuncOp) -> None:
 @dataclass(frozen=True)
 class TileTransposeProduct(ModulePass):
     """Transpose each `candidate` kernel's product where `tile-plan` multiplies the transpose by
-    warpgroups with A from registers (`#warp.schedule` mma wgmma, pair_bytes `a`). Option:
+    warpgroups with A from registers (`#warp.schedule` mma wgmma, pair_bytes `a`) or, for tf32, A
+    filled (fill `a`) and B copied K-major. Option:
     `tune-cache`, tile-plan's: a kernel it holds a configuration for is left as it is."""
 
     name = "tile-transpose-product"
@@ -158,5 +176,5 @@ class TileTransposeProduct(ModulePass):
                 schedule = plan(trial, read_kernel(trial), None, None)
             except LoweringError:
                 continue  # (the product as written: tile-plan reports what it cannot take)
-            if schedule.mma == "wgmma" and "a" in schedule.pair_bytes:
+            if schedule.mma == "wgmma" and ("a" in schedule.pair_bytes or schedule.fill == "a"):
                 Rewriter.replace_op(kernel, trial)

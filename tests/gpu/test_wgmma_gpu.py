@@ -140,6 +140,9 @@ TF32_CASES = [  # (spec, options): every order, every rounding, ragged sizes, a 
     (GemmSpec(64, 128, 1024, "tf32", "tf32", "f32"), {"split_k": 4}),  # the fill, K split in 4
     (GemmSpec(96, 64, 128, "tf32", "tf32", "f32", b_layout="col", bias="col", act="gelu", out="f16"), {}),
     (GemmSpec(512, 4096, 1024, "tf32", "tf32", "f32", b_layout="col"), {}),  # 128 x 256 CTAs, K split in 2
+    # an N-major B with a K-major A from 512 rows: D^T = B^T A^T (tile-transpose-product), A' filled
+    (GemmSpec(512, 4096, 1024, "tf32", "tf32", "f32"), {}),
+    (GemmSpec(2048, 2048, 256, "tf32", "tf32", "f32", rounding="rn"), {}),
 ]
 
 
