@@ -198,7 +198,8 @@ def test_stagger_computes_the_kernel_s_words(ahead):
 def test_ptx_ab_saves_builds_and_refuses_one_that_launches_otherwise(tmp_path):
     """`ptx_ab write` saves each cell's build as this checkout makes it (a TMA kernel's tensor maps
     included), `pairs` reads it back equal and pairs it with a fresh build; a saved build whose
-    launch differs (here its grid) is refused."""
+    launch differs (here its grid) is refused, unless the run says the change retiles on purpose
+    (`--any-launch`)."""
     import json
 
     from benchmarks import ptx_ab
@@ -215,3 +216,6 @@ def test_ptx_ab_saves_builds_and_refuses_one_that_launches_otherwise(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(SystemExit, match="launch differently"):
         ptx_ab.pairs(str(tmp_path))
+    [_, (_, _, ours, base)] = ptx_ab.pairs(str(tmp_path), any_launch=True)
+    assert base.grid[0] == ours.grid[0] + 1
+    assert ptx_ab.main(["run", str(tmp_path), "out.csv", "--other"]) == 2  # (the usage, no run)
