@@ -176,5 +176,6 @@ class TileTransposeProduct(ModulePass):
                 schedule = plan(trial, read_kernel(trial), None, None)
             except LoweringError:
                 continue  # (the product as written: tile-plan reports what it cannot take)
-            if schedule.mma == "wgmma" and ("a" in schedule.pair_bytes or schedule.fill == "a"):
+            tf32 = g.mma.variant.variant.atype == "tf32"  # type: ignore[union-attr]
+            if schedule.mma == "wgmma" and ("a" in schedule.pair_bytes if not tf32 else schedule.fill == "a"):
                 Rewriter.replace_op(kernel, trial)
