@@ -21,8 +21,9 @@ quantized linear layer's epilogue (scales, bias, f16 D) 1160 against 735 in one 
 tf32 wgmma reads both operands K-major from shared memory too, so an N-major B is transposed by
 the fill on its way there (`warp.fill_load`, rounding as it stores). In the transpose the filled
 operand is A' = B^T, M-major: a stage of the CTA's 128 rows rather than B's 256 columns, and B' =
-A^T is copied K-major as stored (and rounded where it lies). From 512 rows on (`configs.TRANSPOSED_MIN_ROWS`) that is the
-faster kernel (H200, rna, 4096^3 210 against 202 TFLOP/s, 512x4096x4096 190 against 173).
+A^T is copied K-major as stored (and rounded where it lies). From 512 rows on
+(`configs.TRANSPOSED_MIN_ROWS`) that is the faster kernel (H200, rna, 4096^3 210 against 202
+TFLOP/s, 512x4096x4096 190 against 173).
 
 It runs before `tile-plan`, only where the tiling is left to it (`TilePlan.automatic`): a forced
 configuration names the kernel's own M and N, and so does a tuning cache's entry for the kernel
