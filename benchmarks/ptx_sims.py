@@ -65,6 +65,21 @@ import time
 from benchmarks import gemm_bench as gb
 
 
+def _declare(ptx: str, *regs: str) -> str:
+    """`ptx` with a simulation's own registers (".b32 %xa<4>", ...) declared after the kernel's."""
+    return re.sub(r"(\.reg \.b32 %r<\d+>;)", lambda m: m.group(1) + "".join(f"\n    .reg {r};" for r in regs),
+                  ptx, count=1)
+
+
+def _at_consumers(ptx: str, code: str) -> str:
+    """`ptx` (a warp-specialized kernel) with `code` (PTX lines) where its consumer warpgroups start,
+    after their `setmaxnreg.inc`."""
+    ends = [m.end() for m in re.finditer(r"setmaxnreg\.inc[^\n]*\n", ptx)]
+    if len(ends) != 1:
+        raise ValueError("ptx_sims: expected a warp-specialized kernel (one setmaxnreg.inc: the consumers' start)")
+    return ptx[:ends[0]] + code + ptx[ends[0]:]
+
+
 def restage(build: gb.TilemmaBuild, kind: str = "s8", barrier_only: bool = False) -> gb.TilemmaBuild:
     """`build` (a warpgroup kernel, not warp-specialized) with the restage pass's shared traffic
     and second barrier after each stage's barrier (`barrier_only`: the barrier alone)."""
@@ -113,9 +128,7 @@ def restage(build: gb.TilemmaBuild, kind: str = "s8", barrier_only: bool = False
                 e(f"    st.shared.b32 [%xs6+{b * 512 + j * 128}], {a[8 + j]};")
     out += ["    fence.proxy.async.shared::cta;", "    bar.sync 0;"]
     lines[bar + 1:bar + 1] = out
-    text = "\n".join(lines)
-    text = re.sub(r"(\.reg \.b32 %r<\d+>;)", r"\1\n    .reg .b32 %xs<8>;\n    .reg .b32 %xa<" + str(12 * max(blocks, 1)) + ">;",
-                  text, count=1)
+    text = _declare("\n".join(lines), ".b32 %xs<8>", f".b32 %xa<{12 * max(blocks, 1)}>")
     return dataclasses.replace(build, ptx=text, shared=build.shared if barrier_only else ring + 2 * stage_bytes,
                                config=build.config + (" +barrier" if barrier_only else " +restage-sim"))
 
@@ -156,7 +169,7 @@ def mn_order(build: gb.TilemmaBuild) -> gb.TilemmaBuild:
             lines[j] = f"{d.group(1)}{int(d.group(3)) * 4};"
     maps = list(build.tensor_maps)
     maps[index] = new
-    text = re.sub(r"(\.reg \.b32 %r<\d+>;)", r"\1\n    .reg .b32 %xm<1>;", "\n".join(lines), count=1)
+    text = _declare("\n".join(lines), ".b32 %xm<1>")
     return dataclasses.replace(build, ptx=text, tensor_maps=tuple(maps), config=build.config + " +mn-order-sim")
 
 
@@ -174,10 +187,9 @@ def release(build: gb.TilemmaBuild, warpgroups: int = 2, counted: int | None = N
         lines[i] = lines[i].replace(f", {consumers};", f", {warpgroups if counted is None else counted};")
     for i in arrives:
         lines[i] = re.sub(r"^(\s*)", r"\1@%xr0 ", lines[i])
-    lines[entry] += ("\n    mov.u32 %xt0, %tid.x;\n    and.b32 %xt0, %xt0, 127;\n"
-                     "    setp.eq.u32 %xr0, %xt0, 0;")
-    text = "\n".join(lines)
-    text = re.sub(r"(\.reg \.pred %p<\d+>;)", r"\1\n    .reg .pred %xr<1>;\n    .reg .b32 %xt<1>;", text, count=1)
+    text = _at_consumers("\n".join(lines), "    mov.u32 %xt0, %tid.x;\n    and.b32 %xt0, %xt0, 127;\n"
+                                          "    setp.eq.u32 %xr0, %xt0, 0;\n")
+    text = _declare(text, ".pred %xr<1>", ".b32 %xt<1>")
     return dataclasses.replace(build, ptx=text, config=build.config + " +release-sim")
 
 
@@ -202,12 +214,10 @@ def quad_stores(build: gb.TilemmaBuild) -> gb.TilemmaBuild:
 
     text, count = pair.subn(swap, build.ptx)
     assert count, "no pair of accumulator stores"
-    [entry] = [m.end() for m in re.finditer(r"setmaxnreg\.inc[^\n]*\n", text)] or [None]
-    odd = "    mov.u32 %xqt0, %tid.x;\n    and.b32 %xqt0, %xqt0, 1;\n    setp.ne.u32 %xqp0, %xqt0, 0;\n"
-    text = text[:entry] + odd + text[entry:]
-    text = re.sub(r"(\.reg \.pred %p<\d+>;)", r"\1\n    .reg .pred %xqp<1>;\n    .reg .b32 %xqt<1>;\n"
-                  r"    .reg .f32 %xqs<2>;\n    .reg .f32 %xqr<2>;\n    .reg .f32 %xqv<4>;\n    .reg .b64 %xqa<1>;",
-                  text, count=1)
+    text = _at_consumers(text, "    mov.u32 %xqt0, %tid.x;\n    and.b32 %xqt0, %xqt0, 1;\n"
+                               "    setp.ne.u32 %xqp0, %xqt0, 0;\n")
+    text = _declare(text, ".pred %xqp<1>", ".b32 %xqt<1>", ".f32 %xqs<2>", ".f32 %xqr<2>", ".f32 %xqv<4>",
+                    ".b64 %xqa<1>")
     return dataclasses.replace(build, ptx=text, config=build.config + " +quad-stores-sim")
 
 
@@ -216,12 +226,10 @@ def stagger(build: gb.TilemmaBuild, spins: int = 200) -> gb.TilemmaBuild:
     starting `spins` turns of a counting loop after the first: it then trails the first by what the
     ring allows, so that one warpgroup's epilogue runs while the other's products keep the tensor
     cores busy, as two warpgroups alternating tiles would (CUTLASS's ping-pong) but on shared stages."""
-    [entry] = [m.end() for m in re.finditer(r"setmaxnreg\.inc[^\n]*\n", build.ptx)]
     delay = ("    mov.u32 %xz0, %tid.x;\n    setp.lt.u32 %xzp0, %xz0, 128;\n    @%xzp0 bra.uni $xz_done;\n"
              "    mov.u32 %xz1, 0;\n$xz_loop:\n    add.u32 %xz1, %xz1, 1;\n"
              f"    setp.lt.u32 %xzp1, %xz1, {spins};\n    @%xzp1 bra.uni $xz_loop;\n$xz_done:\n")
-    text = build.ptx[:entry] + delay + build.ptx[entry:]
-    text = re.sub(r"(\.reg \.pred %p<\d+>;)", r"\1\n    .reg .pred %xzp<2>;\n    .reg .b32 %xz<2>;", text, count=1)
+    text = _declare(_at_consumers(build.ptx, delay), ".pred %xzp<2>", ".b32 %xz<2>")
     return dataclasses.replace(build, ptx=text, config=build.config + f" +stagger-{spins}-sim")
 
 

@@ -203,6 +203,11 @@ class FragmentLayout:
         return self.reg_bits // self.elem_bits
 
     @property
+    def b32_registers(self) -> int:
+        """32-bit registers a lane holds (a 64-bit register is two)."""
+        return self.regs * max(1, self.reg_bits // 32)
+
+    @property
     def nvals(self) -> int:
         return 1 << len(self.value_bits)
 

@@ -115,7 +115,7 @@ def choose_tiling(mma: Operation, variant, m: int, n: int, batch: int,
         )
     # 32-bit registers: an f64 value takes two
     held = ((rm * rn, lays.c),) if wgmma else ((rm * rn, lays.c), (rm, lays.a), (rn, lays.b))
-    regs = sum(n * lay.regs * max(1, lay.reg_bits // 32) for n, lay in held)
+    regs = sum(n * lay.b32_registers for n, lay in held)
     if variant.sparse:
         regs += 4 * rm if wgmma else rm
     budget = limits.thread_registers(t.threads)  # .maxntid: the CTA shares the SM's file

@@ -205,7 +205,7 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     # (`loads_ahead`): stage kt + 1's words load before the producers wait to store stage kt's
     # (carried from the iteration before), so that their latency hides behind a stage of mmas
     loads = [o for o in fill if isinstance(o, warp.FillLoadOp)]
-    if not loads_ahead(kernel, fill, list(body.args[1:]), consumers + producers, consumers):
+    if not loads_ahead(kernel, fill, list(body.args[1:]), consumers, producers):
         loads = []
     stores = [o for o in fill if not is_pure(o) and o not in loads and not isinstance(o, warp.AsyncCommitOp)]
     within = [o for o in body.ops if is_pure(o)]
@@ -479,7 +479,8 @@ def producer_registers(kernel: func.FuncOp, fill: list[Operation], threads: int,
     return min(kernel_target(kernel).limits.launch_registers(threads), PRODUCER_REGISTERS + -(-words // 8) * 8)
 
 
-def loads_ahead(kernel: func.FuncOp, fill: list[Operation], accs: list[SSAValue], threads: int, consumers: int) -> bool:
+def loads_ahead(kernel: func.FuncOp, fill: list[Operation], accs: list[SSAValue], consumers: int,
+                producers: int) -> bool:
     """Whether a transposing fill's loads run a stage ahead of its stores: where the consumers,
     with the producers keeping both stages' words, still take their accumulators' registers and
     `CONSUMER_HEADROOM` more. H200, a 128 x 128 CTA's producers filling, a stage ahead against
@@ -489,10 +490,9 @@ def loads_ahead(kernel: func.FuncOp, fill: list[Operation], accs: list[SSAValue]
     nothing more (-fill-ahead2-*.csv): one warp a scheduler issues the fill's instructions."""
     if not any(isinstance(o, warp.FillLoadOp) for o in fill):
         return False
-    held = sum(a.type.layout().regs * max(1, a.type.layout().reg_bits // 32) for a in accs
-               if isinstance(a.type, warp.FragType))
-    keep = producer_registers(kernel, fill, threads, ahead=True)
-    return consumer_registers(kernel, consumers, threads - consumers, keep) >= held + CONSUMER_HEADROOM
+    held = sum(a.type.layout().b32_registers for a in accs if isinstance(a.type, warp.FragType))
+    keep = producer_registers(kernel, fill, consumers + producers, ahead=True)
+    return consumer_registers(kernel, consumers, producers, keep) >= held + CONSUMER_HEADROOM
 
 
 def consumer_registers(kernel: func.FuncOp, consumers: int, producers: int,
