@@ -48,11 +48,24 @@ epilogues need not coincide. Checked in the emulator with either warpgroup ahead
 interleaved: a wash (results/h200-2026-11-28g-stagger-sim.csv: 200 and 1000 turns, sparse
 N-major B 4096^3 876 / 875 and 867 / 867, 8192^3 943 / 943 and 937 / 933, K-major alike); not built.
 
+`staged-stores`: the epilogue of a warpgroup kernel with an f32 D through shared memory
+(`staged_stores`): each warp owns 16 whole rows of its warpgroup's m64nN accumulators, so it
+stages them 32 columns at a time in its own 2 KiB of shared memory (16-byte chunks swizzled by
+the row, so that neither the fragments' 8-byte writes nor the rows' 16-byte reads conflict),
+with only `bar.warp.sync` between, and stores them as whole 128-byte rows (`st.global.v4.f32`,
+4 rows a warp instruction) instead of 8 rows' 32-byte pieces a `st.global.v2.f32`. Checked in
+the emulator word for word against the kernel as built (tests/test_ptx_sims.py). H200, samples
+interleaved (results/h200-2026-11-28h-staged-stores-sim.csv): sparse N-major B 4096^3 898 / 919 /
+892 against 864 / 886 / 862 (cuSPARSELt 895 / 916 / 888), 8192^3 946 / 939 / 940 against 919 /
+920 / 913, K-major 4096^3 +4%; built as `warp-stage-stores` (the simulations of the epilogue
+start from kernels built without it: `staged-stores=0`).
+
     python -m benchmarks.ptx_sims restage out.csv
     python -m benchmarks.ptx_sims mn-order out.csv
     python -m benchmarks.ptx_sims release out.csv
     python -m benchmarks.ptx_sims quad-stores out.csv
     python -m benchmarks.ptx_sims stagger out.csv
+    python -m benchmarks.ptx_sims staged-stores out.csv
 """
 
 from __future__ import annotations
@@ -233,14 +246,67 @@ def stagger(build: gb.TilemmaBuild, spins: int = 200) -> gb.TilemmaBuild:
     return dataclasses.replace(build, ptx=text, config=build.config + f" +stagger-{spins}-sim")
 
 
+def staged_stores(build: gb.TilemmaBuild) -> gb.TilemmaBuild:
+    """`build` (a warpgroup kernel with an f32 D, unguarded stores, the pairs of a fragment's rows r
+    and r + 8 in column order) storing its accumulators through shared memory, 32 columns (4 pairs)
+    at a time: each lane writes its 8-byte pieces into its warp's 16 x 32 buffer, and after a warp
+    barrier reads back 4 rows' 16 bytes and stores them whole."""
+    pair = re.compile(r"(\s*)st\.global\.v2\.f32 \[(%rd\d+)\+0\], \{(%f\d+), (%f\d+)\};\n"
+                      r"\s*st\.global\.v2\.f32 \[\2\+(\d+)\], \{(%f\d+), (%f\d+)\};")
+    found = list(pair.finditer(build.ptx))
+    assert found and len(found) % 4 == 0, "staged_stores: expected the accumulators' pairs of stores, 4 a chunk"
+    row_bytes = int(found[0].group(5)) // 8  # D's row in bytes: the pair's rows are 8 apart
+    out, at = [], 0
+    for n, m in enumerate(found):
+        ind, rd, a, b, _, c, d = m.groups()
+        out.append(build.ptx[at:m.start()])
+        j = n % 4
+        code = [f"st.shared.v2.f32 [%xgw{j}], {{{a}, {b}}};", f"st.shared.v2.f32 [%xgw{j}+1024], {{{c}, {d}}};"]
+        if j == 0:
+            code.insert(0, f"mov.b64 %xga0, {rd};")
+        if j == 3:
+            code.append("bar.warp.sync -1;")
+            for i in range(4):
+                code.append(f"ld.shared.v4.f32 {{%xgv{4 * i}, %xgv{4 * i + 1}, %xgv{4 * i + 2}, %xgv{4 * i + 3}}}, [%xg7+{512 * i}];")
+            code.append("add.s64 %xga0, %xga0, %xgo0;")
+            for i in range(4):
+                code.append(f"st.global.v4.f32 [%xga0+{4 * i * row_bytes}], {{%xgv{4 * i}, %xgv{4 * i + 1}, %xgv{4 * i + 2}, %xgv{4 * i + 3}}};")
+            code.append("bar.warp.sync -1;")
+        out.append("".join(ind + line for line in code))
+        at = m.end()
+    out.append(build.ptx[at:])
+    base = (build.shared + 127) // 128 * 128
+    setup = ["mov.u32 %xg0, %tid.x;", "shr.u32 %xg1, %xg0, 5;", "and.b32 %xg1, %xg1, 7;",  # the warp's buffer
+             "mov.u32 %xg2, smem;", f"add.u32 %xg2, %xg2, {base};", "mad.lo.u32 %xg2, %xg1, 2048, %xg2;",
+             "and.b32 %xg0, %xg0, 31;", "shr.u32 %xg3, %xg0, 2;", "and.b32 %xg4, %xg0, 3;",  # lane: row r, pair cp
+             "shl.b32 %xg5, %xg3, 1;", "and.b32 %xg5, %xg5, 7;",  # the row's swizzle: 2r mod 8 chunks
+             "mad.lo.u32 %xg6, %xg3, 128, %xg2;", "and.b32 %xg1, %xg4, 1;", "mad.lo.u32 %xg6, %xg1, 8, %xg6;",
+             "shr.u32 %xg1, %xg4, 1;", "mad.lo.u32 %xg6, %xg1, 16, %xg6;"]
+    for j in range(4):  # chunk (2j ^ s) + cp / 2 of row r, half cp % 2
+        setup += [f"xor.b32 %xg1, %xg5, {2 * j};", f"mad.lo.u32 %xgw{j}, %xg1, 16, %xg6;"]
+    setup += ["shr.u32 %xg3, %xg0, 3;", "and.b32 %xg4, %xg0, 7;",  # reading: row 4i + L / 8, chunk L % 8
+              "mad.lo.u32 %xg7, %xg3, 128, %xg2;", "shl.b32 %xg5, %xg3, 1;", "and.b32 %xg5, %xg5, 7;",
+              "xor.b32 %xg1, %xg4, %xg5;", "mad.lo.u32 %xg7, %xg1, 16, %xg7;",
+              # the global offset from the lane's own first piece (row r, column 2 cp) to its row's 16 bytes
+              "shr.u32 %xg3, %xg0, 2;", "and.b32 %xg5, %xg0, 3;", "shr.u32 %xg1, %xg0, 3;",
+              "cvt.s64.u32 %xgo0, %xg1;", "cvt.s64.u32 %xgl0, %xg3;", "sub.s64 %xgo0, %xgo0, %xgl0;",
+              f"mul.lo.s64 %xgo0, %xgo0, {row_bytes};", "shl.b32 %xg4, %xg4, 4;", "shl.b32 %xg5, %xg5, 3;",
+              "sub.u32 %xg4, %xg4, %xg5;", "cvt.s64.s32 %xgl0, %xg4;", "add.s64 %xgo0, %xgo0, %xgl0;"]
+    text = _at_consumers("".join(out), "".join(f"    {line}\n" for line in setup))
+    text = _declare(text, ".b32 %xg<8>", ".b32 %xgw<4>", ".f32 %xgv<16>",
+                    ".b64 %xga<1>", ".b64 %xgo<1>", ".b64 %xgl<1>")
+    return dataclasses.replace(build, ptx=text, shared=base + 8 * 2048, config=build.config + " +staged-stores-sim")
+
+
 def build(fam: str, size, config: str, ptx: str | None = None) -> gb.TilemmaBuild:
     text, name = gb.tilemma_ir(gb.FAMILIES[fam], size)
     return gb.tilemma_build(text, name, gb.compile_options("90a", ptx, **gb.parse_config(config)))
 
 
-def sim_rows(out: str, families: tuple[str, ...], sizes: tuple, sim) -> int:
-    """A simulation's run: each family's kernels at `sizes` as built and as `sim` makes them, with
-    the peers (cuSPARSELt for sparse ones), samples interleaved in 3 rounds (`config_ab.interleaved`)."""
+def sim_rows(out: str, families: tuple[str, ...], sizes: tuple, sim, config: str = "") -> int:
+    """A simulation's run: each family's kernels at `sizes` as built (with `config`) and as `sim`
+    makes them, with the peers (cuSPARSELt for sparse ones), samples interleaved in 3 rounds
+    (`config_ab.interleaved`)."""
     import torch
 
     from benchmarks.config_ab import interleaved
@@ -249,7 +315,7 @@ def sim_rows(out: str, families: tuple[str, ...], sizes: tuple, sim) -> int:
     for name in families:
         fam = gb.FAMILIES[name]
         for size in sizes:
-            plain = build(fam.name, size, "")
+            plain = build(fam.name, size, config)
             torch.cuda.empty_cache()
             inp = gb.make_inputs(fam, size, torch)
             rows += interleaved(fam, gb.as_shape(size), [gb.kernel_from(plain), gb.kernel_from(sim(plain))], inp, 3,
@@ -259,15 +325,18 @@ def sim_rows(out: str, families: tuple[str, ...], sizes: tuple, sim) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("restage", "mn-order", "release", "quad-stores", "stagger"):
-        print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-5:]), file=sys.stderr)
+    if len(argv) != 2 or argv[0] not in ("restage", "mn-order", "release", "quad-stores", "stagger", "staged-stores"):
+        print("\n".join(line.strip() for line in __doc__.strip().splitlines()[-6:]), file=sys.stderr)
         return 2
     gb.set_timing(6, 20)
     if argv[0] == "mn-order":  # the sparse kernels with an N-major B
         return sim_rows(argv[1], ("sparse-f16-pre",), (4096, 8192, (4096, 4096, 11008)), mn_order)
     if argv[0] == "quad-stores":  # the persistent sparse kernels, both B orders, and f16's
         return sim_rows(argv[1], ("sparse-f16-pre", "sparse-f16-pre-bcol", "f16"), (4096, 8192, (4096, 4096, 2048)),
-                        quad_stores)
+                        quad_stores, "staged-stores=0")
+    if argv[0] == "staged-stores":  # the persistent sparse kernels, both B orders
+        return sim_rows(argv[1], ("sparse-f16-pre", "sparse-f16-pre-bcol"), (4096, 8192, (4096, 4096, 2048)),
+                        staged_stores, "staged-stores=0")
     if argv[0] == "stagger":  # the persistent sparse kernels, both B orders, a short and a long delay
         for spins in (200, 1000):
             sim_rows(argv[1].replace(".csv", f"-{spins}.csv"), ("sparse-f16-pre", "sparse-f16-pre-bcol"),

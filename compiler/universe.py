@@ -90,6 +90,12 @@ def _tma_blocks():
     return WarpTmaBlocks
 
 
+def _stage_stores():
+    from tilemma.passes.warp.stage_stores import WarpStageStores
+
+    return WarpStageStores
+
+
 def _unroll_sparse():
     from tilemma.passes.warp.unroll_sparse import WarpUnrollSparse
 
@@ -177,6 +183,7 @@ PASSES = {
     "warp-pipeline": _pipeline,
     "warp-specialize": _specialize,
     "warp-tma-blocks": _tma_blocks,
+    "warp-stage-stores": _stage_stores,
     "warp-unroll-sparse": _unroll_sparse,
     "warp-prefetch-fragments": _prefetch,
     "warp-widen-int4": _widen_int4,

@@ -687,6 +687,9 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
     LoadMetaSharedOp,
     LoadSharedOp,
     RoundStageOp,
+    STAGED_COLS,
+    STAGED_ROWS,
+    StoreStagedOp,
     first_thread,
     is_shared,
 )
@@ -702,7 +705,7 @@ Warp = Dialect(
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, UnpairColumnsOp, PairColumnsOp, UnpairRowsOp, PairRowsOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp, CopyMetaAsyncOp, LoadMetaSharedOp,
      DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp,
-     RowReduceOp, MaskOp, ToLhsOp, WgmmaOp, WgmmaWaitOp, RoundStageOp,
+     RowReduceOp, MaskOp, ToLhsOp, WgmmaOp, WgmmaWaitOp, RoundStageOp, StoreStagedOp,
      MbarrierInitOp, MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp, CopyTmaOp,
      MbarrierArrivePeersOp, ClusterSyncOp, AsyncArriveOp],
     [VariantAttr, TargetAttr, FragType, SwizzledLayoutAttr, AsyncTokenType, ScheduleAttr, StagedType, RowsType],

@@ -1,8 +1,9 @@
 """The `warp` ops of shared memory: CTA-wide asynchronous copies into the stages of a shared
 buffer (`warp.copy_async`; a pre-compressed sparse A's metadata: `warp.copy_meta_async`), their
 groups and waits (`warp.async_commit`, `warp.async_wait` and its `!warp.async_token`, which every
-read of a stage takes), the tf32 rounding of a copied stage in place (`warp.round_stage`), and the reads of fragments from a stage (`warp.ldmatrix`,
-`warp.load_shared`, `warp.load_meta_shared`). A shared buffer is a `memref<stages x rows x cols, 3>`,
+read of a stage takes), the tf32 rounding of a copied stage in place (`warp.round_stage`), the reads of fragments from a stage (`warp.ldmatrix`,
+`warp.load_shared`, `warp.load_meta_shared`), and the epilogue's stores through a warp's own
+staging buffer (`warp.store_staged`). A shared buffer is a `memref<stages x rows x cols, 3>`,
 row-major or `#warp.swizzled` (`swizzle`); the lowering addresses it by that type alone.
 """
 
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, MemRefType, NoneAttr, UnitAttr, i64
+from xdsl.dialects.builtin import DYNAMIC_INDEX, DenseArrayBase, IndexType, IntegerAttr, MemRefType, NoneAttr, UnitAttr, i64
 from xdsl.ir import Attribute, ParametrizedAttribute, SSAValue, TypeAttribute
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     ParsePropInAttrDict,
     irdl_attr_definition,
@@ -429,3 +431,70 @@ def _meta_stage(ref: Attribute, what: str) -> MemRefType:
         raise VerifyException(f"{what}: {fmt.META_LANES} rows a tile and 1, 2 or {fmt.STEPS_PER_GROUP} k32 steps "
                               f"a stage (one cp.async of a lane's words), not {rows} x {steps}")
     return ref
+
+
+STAGED_ROWS, STAGED_COLS = 16, 32  # a staging buffer's slot: one fragment row of 4 m16n8 blocks (128-byte rows)
+
+
+@irdl_op_definition
+class StoreStagedOp(_WindowOp):
+    """`warp.store_staged %f0, %f1, %f2, %f3 via %buf[%slot] to %d[%b, %row, %col]`: four m16n8
+    accumulator fragments of 32-bit elements at columns col, col + 8, col + 16, col + 24 of one
+    16-row block, stored to a memref window (as `warp.store` would each) through slot `slot` of a
+    shared staging buffer (`memref<slots x 16 x 32, #warp.swizzled<...>, 3>`) that only this warp
+    uses: each lane writes its values there, the warp meets (`bar.warp.sync`), and each lane
+    reads back 16 bytes of a row and stores them whole, so that a warp's store covers 4 rows'
+    128 bytes instead of 8 rows' 32, each guarded as a whole where the window's edge may cut it
+    (`in_bounds`). The window's columns are contiguous, its rows start 16-byte aligned and its
+    columns are whole 16-byte pieces (the verifier checks what is static; `col_align` a multiple
+    of 4 promises the column)."""
+
+    name = "warp.store_staged"
+    values = var_operand_def(FragType)
+    buffer = operand_def(MemRefType)
+    slot = operand_def(IndexType)
+    ref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    window = prop_def(DenseArrayBase)
+    extent = prop_def(DenseArrayBase)
+    in_bounds = opt_prop_def(DenseArrayBase)
+    col_align = opt_prop_def(IntegerAttr)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
+
+    assembly_format = ("$values `via` $buffer `[` $slot `]` `to` $ref `[` $indices `]` attr-dict `:` type($buffer) "
+                       "`,` type($ref) `,` type($values)")
+
+    def __init__(self, values: Sequence[SSAValue], buffer: SSAValue, slot: SSAValue, ref: SSAValue,
+                 indices: Sequence[SSAValue], window: Sequence[int], extent: Sequence[int], col_align: int,
+                 in_bounds: tuple[bool, bool] = (False, False)):
+        super().__init__(operands=[values, buffer, slot, ref, indices],
+                         properties={"window": _ints(window), "extent": _ints(extent),
+                                     "col_align": IntegerAttr(col_align, i64)})
+        self.set_in_bounds(*in_bounds)
+
+    def verify_(self) -> None:
+        from tilemma.compiler.core.memref_layout import symbolic_layout
+
+        self.verify_window(self.ref.type, self.indices)
+        frags = [_frag(v, "warp.store_staged value") for v in self.values]
+        frag = frags[0]
+        v = frag.variant
+        if len(frags) != STAGED_COLS // 8 or any(f != frag for f in frags) or frag.role != Operand.ACC \
+                or (v.m, v.n) != (16, 8) or _element_bits(frag.element) != 32:
+            raise VerifyException(f"warp.store_staged: {STAGED_COLS // 8} accumulator fragments of one m16n8 "
+                                  "variant with 32-bit elements")
+        buf = _shared_stage(self.buffer.type, "warp.store_staged buffer")
+        if tuple(buf.get_shape()[1:]) != (STAGED_ROWS, STAGED_COLS) or buf.element_type != frag.element:
+            raise VerifyException(f"warp.store_staged: the buffer is slots x {STAGED_ROWS} x {STAGED_COLS} of the "
+                                  f"fragments' element, not {buf}")
+        cols = self.extent_values()[2]
+        if self.col_align_value() % 4 or (not self.in_bounds_values()[1] and (cols == DYNAMIC_INDEX or cols % 4)):
+            raise VerifyException("warp.store_staged: the column is a multiple of 4 (col_align) and the window's "
+                                  "columns whole 16-byte pieces (in bounds, or a static extent that is a multiple of "
+                                  "4): each lane stores 16 bytes inside or outside together")
+        layout = symbolic_layout(self.ref.type)
+        strides = layout.strides[-2:] if len(layout.strides) >= 2 else (0, *layout.strides)
+        static = [s for s in (*strides[:-1], layout.offset) if isinstance(s, int) and s >= 0]
+        if strides[-1] != 1 or any(s % 4 for s in static):
+            raise VerifyException("warp.store_staged: the window's columns are contiguous and its rows and origin "
+                                  "16-byte aligned (strides and offset multiples of 4 elements)")

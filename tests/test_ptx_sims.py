@@ -75,7 +75,8 @@ def _run(k, build, ahead: str = "leaders"):
 
     from tilemma.compiler.driver.runner import run_compiled
 
-    swapped = dataclasses.replace(k, ptx=build.ptx, abi=dataclasses.replace(k.abi, tensor_maps=build.tensor_maps))
+    swapped = dataclasses.replace(k, ptx=build.ptx, abi=dataclasses.replace(k.abi, tensor_maps=build.tensor_maps,
+                                                                            shared_bytes=build.shared))
     return run_compiled(swapped, 3, "emulator", ahead=ahead)
 
 
@@ -165,7 +166,7 @@ def test_quad_stores_compute_the_kernel_s_words(kw):
     """The accumulators stored 16 bytes a lane (a pair of rows' stores exchanged with the
     neighbouring lane) give every word of D the kernel as built gives, in the emulator; with the
     exchange's partner lane 2 instead of 1 they do not."""
-    build, k = _sparse_tma(**kw)
+    build, k = _sparse_tma(staged_stores=False, **kw)
     sim = ptx_sims.quad_stores(build)
     assert "st.global.v2.f32" not in sim.ptx
     assert sim.ptx.count("st.global.v4.f32") * 2 == build.ptx.count("st.global.v2.f32")
@@ -179,7 +180,7 @@ def test_quad_stores_compute_the_kernel_s_words(kw):
 
 @needs_ptxas
 def test_quad_stores_assemble():
-    result = run_ptxas(ptx_sims.quad_stores(_sparse_tma()[0]).ptx, "sm_90a")
+    result = run_ptxas(ptx_sims.quad_stores(_sparse_tma(staged_stores=False)[0]).ptx, "sm_90a")
     assert result.ok, result.log
 
 
@@ -219,3 +220,27 @@ def test_ptx_ab_saves_builds_and_refuses_one_that_launches_otherwise(tmp_path):
     [_, (_, _, ours, base)] = ptx_ab.pairs(str(tmp_path), any_launch=True)
     assert base.grid[0] == ours.grid[0] + 1
     assert ptx_ab.main(["run", str(tmp_path), "out.csv", "--other"]) == 2  # (the usage, no run)
+
+
+@pytest.mark.parametrize("kw", [{}, {"persistent": 3}], ids=["a-cta-a-tile", "persistent"])
+def test_staged_stores_compute_the_kernel_s_words(kw):
+    """The accumulators staged through each warp's shared buffer and stored as whole rows give
+    every word of D the kernel as built gives, in the emulator; with the reads' swizzle left out
+    they do not."""
+    build, k = _sparse_tma(staged_stores=False, **kw)
+    sim = ptx_sims.staged_stores(build)
+    assert "st.global.v2.f32" not in sim.ptx
+    assert sim.ptx.count("st.global.v4.f32") * 2 == build.ptx.count("st.global.v2.f32")
+    assert sim.shared == -(-build.shared // 128) * 128 + 8 * 2048
+    want, got = _run(k, build), _run(k, sim)
+    assert want.ok and got.ok
+    assert _same_words(want, got)
+    if not kw:
+        wrong = dataclasses.replace(sim, ptx=sim.ptx.replace("xor.b32 %xg1, %xg4, %xg5;", "mov.b32 %xg1, %xg4;"))
+        assert not _same_words(want, _run(k, wrong))
+
+
+@needs_ptxas
+def test_staged_stores_assemble():
+    result = run_ptxas(ptx_sims.staged_stores(_sparse_tma(staged_stores=False)[0]).ptx, "sm_90a")
+    assert result.ok, result.log

@@ -94,6 +94,7 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "stage_k": (int, "an int: 0 (automatic) or 16, 32, ..., 1024"),
     "split_k": (int, "an int: 0 (automatic), 1 (none) or up to 16, the CTAs sharing a tile's K"),
     "swizzle": (bool, "True or False"),
+    "staged_stores": (bool, "True or False: a warpgroup kernel's accumulators stored through shared memory, as whole rows"),
     "pair_bytes": (bool, "True or False: an M-major 8-bit A or N-major B read by byte-pair ldmatrix .trans, "
                          "or transposed by the fill"),
     "wgmma": (bool, "True or False: each stage multiplied by warpgroups' wgmma.mma_async (sm_90a)"),

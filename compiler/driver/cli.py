@@ -37,6 +37,7 @@ def _option_values(args: argparse.Namespace) -> dict:
         stage_k=args.stage_k or 0,
         split_k=args.split_k,
         swizzle=not args.no_swizzle,
+        staged_stores=not args.no_staged_stores,
         pair_bytes=not args.no_pair_bytes,
         wgmma=args.wgmma,
         producers=args.producers,
@@ -63,7 +64,7 @@ def _compile_options(args: argparse.Namespace):
 #: and `tilemma.compile(text)` share an entry. (Were one to differ from CompileOptions' default,
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
-                      sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, pair_bytes=True, wgmma=False,
+                      sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, staged_stores=True, pair_bytes=True, wgmma=False,
                       producers=-1, tma=-1, cluster=-1, persistent=-1, attention_rows=0,
                       attention_block_n=0, attention_q_shared="", attention_ctas=0)
 
@@ -137,6 +138,8 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tune-cache", help="tuning cache written by `tilemma tune` (default $TILEMMA_TUNE_CACHE)")
     p.add_argument("--no-swizzle", action="store_true",
                    help="keep shared buffers row-major (skip warp-swizzle-shared): for measuring bank conflicts")
+    p.add_argument("--no-staged-stores", action="store_true",
+                   help="store a warpgroup kernel's accumulators directly (skip warp-stage-stores): for measuring")
     p.add_argument("--no-pair-bytes", action="store_true",
                    help="transpose an M-major 8-bit A or N-major B with the fill (registers) instead of reading it "
                         "by byte-pair ldmatrix .trans")

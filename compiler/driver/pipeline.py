@@ -30,6 +30,7 @@ from tilemma.passes.tile.attention_kernel import AttentionKernel, is_attention, 
 from tilemma.passes.tile.linalg_to_tile import LinalgToTile
 from tilemma.passes.tile.select_mma import SelectMma
 from tilemma.passes.warp.split_tf32 import SplitTf32
+from tilemma.passes.warp.stage_stores import WarpStageStores
 from tilemma.passes.warp.swizzle_shared import SwizzleShared
 from tilemma.passes.tile.plan import TilePlan
 from tilemma.passes.tile_to_warp import chain
@@ -54,6 +55,8 @@ class CompileOptions:
     stage_k: int = 0
     split_k: int = 0  # CTAs sharing an output tile's K: 0 automatic, 1 none, N at most N (`tile-plan`)
     swizzle: bool = True
+    # warpgroup kernels' accumulators stored through a warp's staging buffer, as whole rows (`warp-stage-stores`)
+    staged_stores: bool = True
     # an M-major 8-bit A or N-major B read by byte-pair ldmatrix .trans (True) or transposed by the
     # fill (`tile-plan`)
     pair_bytes: bool = True
@@ -87,6 +90,7 @@ class CompileOptions:
             *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
                             self.pair_bytes, self.wgmma, self.producers, self.tma, self.cluster,
                             self.persistent)),
+            *([WarpStageStores()] if self.staged_stores else []),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
             CommonSubexpressionElimination(),

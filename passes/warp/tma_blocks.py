@@ -30,29 +30,11 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
-from xdsl.traits import ConstantLike
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 
 from tilemma.dialects import warp
 from tilemma.dialects.warp_tma import TMA_MAX_BOX
-from tilemma.passes.warp.index_facts import multiple_of
-
-
-def _split(v: SSAValue) -> tuple[SSAValue, int]:
-    """(x, c) where `v` is x + the constant c (`arith.addi`), else (v, 0)."""
-    owner = v.owner
-    if isinstance(owner, arith.AddiOp):
-        for x, y in ((owner.lhs, owner.rhs), (owner.rhs, owner.lhs)):
-            c = ConstantLike.get_constant_value(y)
-            if isinstance(c, IntegerAttr):
-                return x, c.value.data
-    return v, 0
-
-
-def _step(first: SSAValue, later: SSAValue) -> int | None:
-    """later - first, where both are one value plus constants."""
-    (x, a), (y, b) = _split(first), _split(later)
-    return b - a if x is y else None
+from tilemma.passes.warp.index_facts import constant_step, multiple_of
 
 
 def _contiguous(op: warp.CopyTmaOp) -> int:
@@ -67,7 +49,7 @@ def _continues(first: warp.CopyTmaOp, op: warp.CopyTmaOp, j: int) -> bool:
              and all(op.indices[i] is first.indices[i] for i in range(3) if i != inner)
              and op.window == first.window and op.extent == first.extent and op.thread == first.thread
              and op.transpose == first.transpose and op.multicast is None and op.blocks is None)
-    return alike and _step(first.stage, op.stage) == j and _step(first.indices[inner], op.indices[inner]) == j * width
+    return alike and constant_step(first.stage, op.stage) == j and constant_step(first.indices[inner], op.indices[inner]) == j * width
 
 
 def _run(first: warp.CopyTmaOp) -> list[warp.CopyTmaOp]:

@@ -221,10 +221,22 @@ class _Machine:
                 f"of CTA ({c[0]}, {c[1]}, {c[2]})")
 
 
+def _warp_mark(threads: np.ndarray) -> np.ndarray:
+    """The mark of an access by `threads` ordered for their warps' lanes (`_Shared.warp_sync`)."""
+    return (-3 - threads // 32).astype(np.int32)
+
+
+def _foreign(marks: np.ndarray, me: np.ndarray) -> np.ndarray:
+    """Whether marks of earlier accesses are unordered before accesses by threads `me`: another
+    thread's, several threads', or another warp's warp-ordered ones."""
+    return (marks != -1) & (marks != me) & (marks != _warp_mark(me))
+
+
 class _Shared:
     """The shared memory of one chunk of CTAs, plus what makes the GPU's undefined cases visible
     although all threads run in lockstep here: per byte, the thread that wrote it and the
-    thread that read it (-2: several) since the last barrier, whether a cp.async to it is
+    thread that read it (-2: several; -3 - w: a thread of warp w, ordered for that warp's threads
+    by a `bar.warp.sync`) since the last barrier, whether a cp.async to it is
     in flight, and how many reads of wgmma.mma_async still pending (not yet retired by a
     wgmma.wait_group) it has; and the copies issued but not yet waited for. A copy lands only when
     its thread waits for its group, so a kernel that forgets a wait reads stale data on the GPU,
@@ -277,13 +289,13 @@ class _Shared:
                 "a cp.async has not yet landed on; missing cp.async.wait_group?")
         me = threads[:, None].astype(np.int32)
         w = self.writer[idx]
-        bad = (w >= 0) & (w != me)
+        bad = _foreign(w, me)
         if bad.any():
             k, j = (int(x) for x in np.argwhere(bad)[0])
             self._race(m, where, threads[k], "reads" if not write else "writes", idx[k, j], "wrote", w[k, j])
         r = self.reader[idx]
         if write:
-            bad = (r != -1) & (r != me)
+            bad = _foreign(r, me)
             if bad.any():
                 k, j = (int(x) for x in np.argwhere(bad)[0])
                 self._race(m, where, threads[k], "writes", idx[k, j], "read", r[k, j])
@@ -294,7 +306,7 @@ class _Shared:
                 self._race(m, where, threads[k], "writes", idx[k, j], "also writes in the same instruction",
                            self.writer[idx[k, j]], window="")
         else:
-            new = np.where((r == -1) | (r == me), me, np.int32(-2))
+            new = np.where((r == -1) | (r == me) | (r == _warp_mark(me)), me, np.int32(-2))
             self.reader[idx] = new
             clash = self.reader[idx] != new  # another thread of this instruction read it too
             if clash.any():
@@ -325,10 +337,26 @@ class _Shared:
 
     def _race(self, m: _Machine, where: str, t, verb: str, byte, other_verb: str, other,
               window: str = " since the last bar.sync") -> None:
-        who = "other threads" if other == -2 else m.thread(int(other))
+        who = self.who(m, int(other))
         raise EmulationError(
             f"{where}: shared-memory race: {m.thread(int(t))} {verb} shared address {self.address(int(byte))}, "
             f"which {who} {other_verb}{window}; missing bar.sync?")
+
+    def who(self, m: _Machine, mark: int) -> str:
+        """The thread or threads a writer or reader mark names."""
+        if mark == -2:
+            return "other threads"
+        if mark <= -3:
+            return f"a lane of the warp of {m.thread(32 * (-3 - mark))}"
+        return m.thread(mark)
+
+    def warp_sync(self, there: np.ndarray) -> None:
+        """bar.warp.sync by whole warps (`there`, bool per thread): what their lanes wrote or read
+        alone is ordered for the other lanes of the same warp, not for other warps (a byte read by
+        several threads stays unordered until a bar.sync: imprecise, never missing a race)."""
+        for marks in (self.writer, self.reader):
+            mine = (marks >= 0) & there[np.maximum(marks, 0)]
+            marks[mine] = _warp_mark(marks[mine])
 
     def barrier(self, ctas: np.ndarray | None) -> None:
         """bar.sync by every live thread of `ctas` (bool per CTA; None: all): forget the marks."""
@@ -347,6 +375,10 @@ class _Shared:
         w, r = self.writer, self.reader
         mine = (w >= 0) & seen[np.maximum(w, 0)]
         w[mine] = -1
+        warps = seen.reshape(-1, 32).any(1)  # a warp-ordered mark goes when any lane of its warp arrived
+        for marks in (w, r):
+            scoped = marks <= -3
+            marks[scoped & warps[np.maximum(-3 - marks, 0)]] = -1
         someone = np.repeat(seen.reshape(-1, per_cta).any(1), self.size)
         r[((r >= 0) & seen[np.maximum(r, 0)]) | ((r == -2) & someone)] = -1
 
@@ -360,7 +392,7 @@ class _Shared:
         me = threads[:, None].astype(np.int32)
         for marks, verb in ((self.writer, "wrote"), (self.reader, "read")):
             other = marks[idx]
-            bad = (other != -1) & (other != me)
+            bad = _foreign(other, me)
             if bad.any():
                 k, j = (int(x) for x in np.argwhere(bad)[0])
                 self._race(m, where, threads[k], "copies to", idx[k, j], verb, other[k, j])

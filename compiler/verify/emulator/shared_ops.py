@@ -179,6 +179,30 @@ def _dec_bar_red_or(d, op, args, where) -> Fn:
     return run
 
 
+def _dec_bar_warp(d, op, args, where) -> Fn:
+    """bar.warp.sync -1: the lanes of a warp wait for each other. They run in lockstep here, so its
+    work is to order the shared-memory accesses of each lane before the other lanes' of its warp
+    (`_Shared.warp_sync`), and to refuse it where a lane of the warp does not run it."""
+    ops = [d.operand(a, op) for a in args]
+    if len(ops) != 1 or not isinstance(ops[0], _Imm) or int(ops[0].value) & 0xFFFFFFFF != 0xFFFFFFFF:
+        raise EmulationError(f"{where}: bar.warp.sync is emulated with a full member mask (-1) only")
+
+    def run(m, mask):
+        live = np.ones(m.T, bool) if m.active is None else m.active
+        there = live if mask is None else mask
+        lanes = there.reshape(-1, 32)
+        partial = lanes.any(1) & ~lanes.all(1)
+        if partial.any():
+            w = int(np.flatnonzero(partial)[0])
+            missing = 32 * w + int(np.flatnonzero(~lanes[w])[0])
+            raise EmulationError(f"{where}: {m.thread(missing)} does not reach the bar.warp.sync -1 its warp runs "
+                                 "(every lane of the member mask must)")
+        if m.shared is not None:
+            m.shared.warp_sync(there)
+
+    return run
+
+
 def _dec_bar(d, op, mods, args, where) -> Fn:
     """bar.sync B [, N] / barrier.sync[.aligned] B [, N]: the warps of a context run in lockstep,
     so the barrier's work here is to end the race-detection window and to refuse a barrier that
@@ -188,6 +212,8 @@ def _dec_bar(d, op, mods, args, where) -> Fn:
     head = op.opcode.data.split(".")[0]
     if head == "bar" and mods == ["red", "or", "pred"]:
         return _dec_bar_red_or(d, op, args, where)
+    if head == "bar" and mods == ["warp", "sync"]:
+        return _dec_bar_warp(d, op, args, where)
     if mods not in (["sync"], ["sync", "aligned"]) or (head == "bar" and mods != ["sync"]):
         raise EmulationError(f"{where}: expected bar.sync B or barrier.sync[.aligned] B (optionally ', N')")
     ops = [d.operand(a, op) for a in args]

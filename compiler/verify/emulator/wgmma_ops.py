@@ -456,12 +456,12 @@ def _dec_mma_async(d, op, args, where) -> Fn:
         addr = np.concatenate(starts, 1).reshape(-1)
         threads = np.repeat(groups * 128, cells)
         idx = sh.bytes(m, where, "wgmma.mma_async operand read", addr, threads, elem)
-        for busy in (sh.inflight[idx], sh.writer[idx] >= 0):  # copies in flight first
+        for busy in (sh.inflight[idx], (sh.writer[idx] >= 0) | (sh.writer[idx] <= -3)):  # copies in flight first
             if busy.any():
                 k, j = (int(x) for x in np.argwhere(busy)[0])
                 byte = int(idx[k, j])
                 why = ("a cp.async has not yet landed on; missing cp.async.wait_group?" if sh.inflight[byte] else
-                       f"{m.thread(int(sh.writer[byte]))} wrote since the last bar.sync; missing bar.sync "
+                       f"{sh.who(m, int(sh.writer[byte]))} wrote since the last bar.sync; missing bar.sync "
                        "(after fence.proxy.async)?")
                 raise EmulationError(f"{where}: the warpgroup of {m.thread(int(threads[k]))} reads shared address "
                                      f"{sh.address(byte)}, which {why}")

@@ -1,0 +1,159 @@
+"""`warp-stage-stores`: the epilogue of a warpgroup kernel stores its accumulators through shared
+memory, as whole rows.
+
+A `warp.store` of an m16n8 fragment of 32-bit values writes, per warp instruction, 8 rows' 32
+bytes (`st.global.v2`): a 128 x 256 f32 tile takes 64 such stores a thread, which stall on the LSU
+queue (ncu: `lg_throttle`) while the next tile's products wait. Four adjacent fragments of one
+16-row block (16 x 32 values: 16 rows of 128 bytes) become one `warp.store_staged`, which writes
+them into the warp's own slot of a shared staging buffer and stores them back as 16-byte pieces
+of whole rows: half the store instructions, each covering 4 rows' 128-byte lines. The slot is the
+warp's alone (`slot` = thread / 32; a warp-specialized kernel's computing warps come first), so
+only the warp meets (`bar.warp.sync`), never the CTA. The buffer's 16-byte granules are swizzled
+by the row times 5 (`#warp.swizzled<5>`): the lanes' 8-byte writes of rows g and g + 8 and the
+16-byte reads of one row each touch every bank once.
+
+Simulated on an H200 before it was built (`benchmarks/ptx_sims.py staged-stores`,
+results/h200-2026-11-28h-staged-stores-sim.csv), persistent 2:4 sparse f16 with an f32 D,
+dense-equivalent TFLOP/s, samples interleaved: N-major B 4096^3 898 / 919 / 892 against 864 /
+886 / 862 as built (cuSPARSELt 895 / 916 / 888), 8192^3 946 / 939 / 940 against 919 / 920 / 913.
+
+It applies to kernels whose `#warp.schedule` has `mma = wgmma` (where it was measured), to runs
+of four stores of one memref window with contiguous columns, rows and origin aligned to 16 bytes,
+the column a multiple of 4 and whole 16-byte pieces of columns (in bounds, or a static number of
+columns that is a multiple of 4: a ragged edge of rows or columns is guarded piece by piece); and only where the buffer (computing warps x
+2 KiB) fits beside the kernel's other shared buffers in the target's shared memory a CTA. Other
+stores are left as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, gpu, memref
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from tilemma.compiler.core.memref_layout import DYNAMIC, symbolic_layout
+from tilemma.dialects import warp
+from tilemma.dialects.attributes import element_bits, element_name
+from tilemma.dialects.schedule import ScheduleAttr
+from tilemma.dialects.swizzle import SwizzledLayoutAttr
+from tilemma.passes.tile.plan import kernel_target
+from tilemma.passes.warp.index_facts import constant_step, multiple_of
+from tilemma.passes.warp_to_ptx.shared import place_shared
+
+SWIZZLE_MULT = 5  # rows 0-3 (and 4-7) of a half-warp's 8-byte writes on 4 different granule pairs
+BLOCKS = warp.STAGED_COLS // 8  # m16n8 fragments a staged store takes
+
+
+def _stageable(op: warp.StoreOp) -> bool:
+    """Whether `op` can start a staged store: an m16n8 accumulator of 32-bit values, to a window with
+    contiguous columns, rows and origin 16-byte aligned and whole 16-byte pieces of columns (in
+    bounds, or a static column extent that is a multiple of 4), at a column that is a multiple of 4."""
+    frag = op.value.type
+    assert isinstance(frag, warp.FragType)
+    v = frag.variant
+    if (v.m, v.n) != (16, 8) or element_bits(element_name(frag.element)) != 32:
+        return False
+    cols = op.extent_values()[2]
+    if not op.in_bounds_values()[1] and (cols == DYNAMIC or cols % 4):  # a 16-byte piece inside or outside whole
+        return False
+    layout = symbolic_layout(op.ref.type)
+    strides = layout.strides
+    if len(strides) < 2 or strides[-1] != 1:
+        return False
+    static = [s for s in (*strides[:-1], layout.offset) if isinstance(s, int) and s >= 0]
+    if len(static) != len(strides) or any(s % 4 for s in static):  # (a `?` stride: not taken)
+        return False
+    return op.col_align_value() % 4 == 0 or multiple_of(op.indices[2], 4)
+
+
+def _run(first: warp.StoreOp) -> list[warp.StoreOp]:
+    """`first` and the stores after it in its block (only `arith` ops between) of the next columns
+    of the same block row and window, up to BLOCKS."""
+    run = [first]
+    op = first.next_op
+    while op is not None and len(run) < BLOCKS:
+        if isinstance(op, warp.StoreOp):
+            if not (op.value.type == first.value.type and op.ref is first.ref
+                    and op.indices[0] is first.indices[0] and op.indices[1] is first.indices[1]
+                    and constant_step(first.indices[2], op.indices[2]) == 8 * len(run)
+                    and op.window == first.window and op.extent == first.extent
+                    and op.in_bounds == first.in_bounds):
+                break
+            run.append(op)
+        elif not op.name.startswith("arith."):
+            break
+        op = op.next_op
+    return run
+
+
+def _runs(kernel: func.FuncOp) -> list[list[warp.StoreOp]]:
+    runs, taken = [], set()
+    for op in kernel.walk():
+        if isinstance(op, warp.StoreOp) and op not in taken and _stageable(op):
+            run = _run(op)
+            if len(run) == BLOCKS:
+                runs.append(run)
+                taken.update(run)
+    return runs
+
+
+def _shared_in_use(kernel: func.FuncOp) -> tuple[int, Operation | None]:
+    """Bytes of shared memory the kernel's buffers take (placed as the lowering places them), and
+    the last of their allocs in the entry block."""
+    used, last = 0, None
+    for op in kernel.walk():
+        if isinstance(op, memref.AllocOp) and warp.is_shared(op.memref.type):
+            align = op.alignment.value.data if op.alignment is not None else 128
+            used = place_shared(used, op.memref.type, align)[1]
+            if op.parent is kernel.body.block:
+                last = op
+    return used, last
+
+
+def stage_stores(kernel: func.FuncOp, slots: int) -> int:
+    """Rewrite the kernel's runs of stores (`slots` computing warps); how many became staged."""
+    runs = _runs(kernel)
+    if not runs:
+        return 0
+    frag = runs[0][0].value.type
+    assert isinstance(frag, warp.FragType)
+    buffer_type = MemRefType(frag.element, [slots, warp.STAGED_ROWS, warp.STAGED_COLS],
+                             SwizzledLayoutAttr(SWIZZLE_MULT), IntegerAttr(warp.SHARED, i64))
+    used, last = _shared_in_use(kernel)
+    if place_shared(used, buffer_type)[1] > kernel_target(kernel).limits.shared_per_cta:
+        return 0
+    runs = [r for r in runs if r[0].value.type.element == frag.element]  # one buffer, of one element type
+    alloc = memref.AllocOp([], [], buffer_type, IntegerAttr(128, i64))
+    tid = gpu.ThreadIdOp(gpu.DimensionAttr(gpu.DimensionEnum.X))
+    lanes = arith.ConstantOp(IntegerAttr(32, IndexType()))
+    slot = arith.DivUIOp(tid.result, lanes.result)
+    where = InsertPoint.after(last) if last is not None else InsertPoint.at_start(kernel.body.block)
+    Rewriter.insert_op([alloc, tid, lanes, slot], where)
+    for run in runs:
+        first = run[0]
+        align = first.col_align_value() if first.col_align_value() % 4 == 0 else 4  # (or `multiple_of` proved 4)
+        staged = warp.StoreStagedOp([s.value for s in run], alloc.memref, slot.result, first.ref,
+                                    list(first.indices), first.window_values(), first.extent_values(), align,
+                                    first.in_bounds_values())
+        Rewriter.insert_op(staged, InsertPoint.after(run[-1]))
+        for s in run:
+            Rewriter.erase_op(s)
+    return len(runs)
+
+
+@dataclass(frozen=True)
+class WarpStageStores(ModulePass):
+    """Store the accumulators of every warpgroup kernel through shared memory (see the module)."""
+
+    name = "warp-stage-stores"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
+            attr = kernel.attributes.get("warp.schedule")
+            if isinstance(attr, ScheduleAttr) and attr.schedule.mma == "wgmma":
+                stage_stores(kernel, attr.schedule.threads // 32)
