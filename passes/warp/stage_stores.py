@@ -18,7 +18,10 @@ dense-equivalent TFLOP/s, samples interleaved: N-major B 4096^3 898 / 919 / 892 
 886 / 862 as built (cuSPARSELt 895 / 916 / 888), 8192^3 946 / 939 / 940 against 919 / 920 / 913.
 
 It applies to kernels whose `#warp.schedule` has `mma = wgmma` (where it was measured) and no split
-of K (a tf32 512x4096x4096 kernel of split-k 2 lost 1%: 189 / 189 against 191 / 192, two runs), to runs
+of K (a tf32 512x4096x4096 kernel of split-k 2 lost 1%: 189 / 189 against 191 / 192, two runs) nor
+both operands transposed by the fill (tf32 with A M-major and B N-major, 4096^3: rna 160 against
+198 TFLOP/s, ncu 978 against 821 us, the same PTX K loop assembled into 213 registers against 238
+and 2% more instructions; trunc 711 against 702 us), to runs
 of four stores of one memref window with contiguous columns, rows and origin aligned to 16 bytes,
 the column a multiple of 4 and whole 16-byte pieces of columns (in bounds, or a static number of
 columns that is a multiple of 4: a ragged edge of rows or columns is guarded piece by piece); and only where the buffer (computing warps x
@@ -156,5 +159,6 @@ class WarpStageStores(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in [k for k in op.walk() if isinstance(k, func.FuncOp)]:
             attr = kernel.attributes.get("warp.schedule")
-            if isinstance(attr, ScheduleAttr) and attr.schedule.mma == "wgmma" and attr.schedule.split_k == 1:
+            if isinstance(attr, ScheduleAttr) and attr.schedule.mma == "wgmma" and attr.schedule.split_k == 1 \
+                    and attr.schedule.fill != "ab":
                 stage_stores(kernel, attr.schedule.threads // 32)
