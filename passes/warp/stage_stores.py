@@ -47,6 +47,7 @@ from tilemma.dialects.schedule import ScheduleAttr
 from tilemma.dialects.swizzle import SwizzledLayoutAttr
 from tilemma.passes.tile.plan import kernel_target
 from tilemma.passes.warp.index_facts import constant_step, multiple_of
+from tilemma.passes.warp.op_runs import run_after
 from tilemma.passes.warp_to_ptx.shared import place_shared
 
 SWIZZLE_MULT = 5  # rows 0-3 (and 4-7) of a half-warp's 8-byte writes on 4 different granule pairs
@@ -75,31 +76,19 @@ def _stageable(op: warp.StoreOp) -> bool:
     return op.col_align_value() % 4 == 0 or multiple_of(op.indices[2], 4)
 
 
-def _run(first: warp.StoreOp) -> list[warp.StoreOp]:
-    """`first` and the stores after it in its block (only `arith` ops between) of the next columns
-    of the same block row and window, up to BLOCKS."""
-    run = [first]
-    op = first.next_op
-    while op is not None and len(run) < BLOCKS:
-        if isinstance(op, warp.StoreOp):
-            if not (op.value.type == first.value.type and op.ref is first.ref
-                    and op.indices[0] is first.indices[0] and op.indices[1] is first.indices[1]
-                    and constant_step(first.indices[2], op.indices[2]) == 8 * len(run)
-                    and op.window == first.window and op.extent == first.extent
-                    and op.in_bounds == first.in_bounds):
-                break
-            run.append(op)
-        elif not op.name.startswith("arith."):
-            break
-        op = op.next_op
-    return run
+def _continues(first: warp.StoreOp, op: warp.StoreOp, j: int) -> bool:
+    """Whether `op` stores block j of the run `first` starts: the next 8 columns of its block row."""
+    return (op.value.type == first.value.type and op.ref is first.ref
+            and op.indices[0] is first.indices[0] and op.indices[1] is first.indices[1]
+            and constant_step(first.indices[2], op.indices[2]) == 8 * j
+            and op.window == first.window and op.extent == first.extent and op.in_bounds == first.in_bounds)
 
 
 def _runs(kernel: func.FuncOp) -> list[list[warp.StoreOp]]:
     runs, taken = [], set()
     for op in kernel.walk():
         if isinstance(op, warp.StoreOp) and op not in taken and _stageable(op):
-            run = _run(op)
+            run = run_after(op, BLOCKS, lambda later, j, first=op: _continues(first, later, j))
             if len(run) == BLOCKS:
                 runs.append(run)
                 taken.update(run)

@@ -35,6 +35,7 @@ from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from tilemma.dialects import warp
 from tilemma.dialects.warp_tma import TMA_MAX_BOX
 from tilemma.passes.warp.index_facts import constant_step, multiple_of
+from tilemma.passes.warp.op_runs import run_after
 
 
 def _contiguous(op: warp.CopyTmaOp) -> int:
@@ -59,17 +60,7 @@ def _run(first: warp.CopyTmaOp) -> list[warp.CopyTmaOp]:
             or first.extent_values()[_contiguous(first)] % width \
             or not multiple_of(first.indices[_contiguous(first)], width):
         return [first]
-    run = [first]
-    op = first.next_op
-    while op is not None and len(run) < TMA_MAX_BOX:
-        if isinstance(op, warp.CopyTmaOp):
-            if not _continues(first, op, len(run)):
-                break
-            run.append(op)
-        elif not op.name.startswith("arith."):
-            break
-        op = op.next_op
-    return run
+    return run_after(first, TMA_MAX_BOX, lambda op, j: _continues(first, op, j))
 
 
 def _erase_dead(values: list[SSAValue]) -> None:
