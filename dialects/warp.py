@@ -687,11 +687,14 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
     LoadMetaSharedOp,
     LoadSharedOp,
     RoundStageOp,
-    STAGED_COLS,
+    STAGED_BITS,
+    STAGED_ROW_BYTES,
     STAGED_ROWS,
     StoreStagedOp,
     first_thread,
     is_shared,
+    staged_blocks,
+    staged_cols,
 )
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_fill import FILL_BITS, WIDE_BITS, FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)

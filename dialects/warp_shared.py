@@ -433,15 +433,27 @@ def _meta_stage(ref: Attribute, what: str) -> MemRefType:
     return ref
 
 
-STAGED_ROWS, STAGED_COLS = 16, 32  # a staging buffer's slot: one fragment row of 4 m16n8 blocks (128-byte rows)
+STAGED_ROWS, STAGED_ROW_BYTES = 16, 128  # a staging buffer's slot: one m16 block row, 128 bytes of columns
+STAGED_BITS = (16, 32)  # the elements a staged store moves
+
+
+def staged_cols(bits: int) -> int:
+    """Columns of a staging slot's 128-byte rows of `bits`-bit elements (f32: 32, f16: 64)."""
+    return STAGED_ROW_BYTES * 8 // bits
+
+
+def staged_blocks(bits: int) -> int:
+    """m16n8 fragments one staged store takes: a slot's columns in blocks of 8 (f32: 4, f16: 8)."""
+    return staged_cols(bits) // 8
 
 
 @irdl_op_definition
 class StoreStagedOp(_WindowOp):
-    """`warp.store_staged %f0, %f1, %f2, %f3 via %buf[%slot] to %d[%b, %row, %col]`: four m16n8
-    accumulator fragments of 32-bit elements at columns col, col + 8, col + 16, col + 24 of one
-    16-row block, stored to a memref window (as `warp.store` would each) through slot `slot` of a
-    shared staging buffer (`memref<slots x 16 x 32, #warp.swizzled<...>, 3>`) that only this warp
+    """`warp.store_staged %f0, ..., %f3 via %buf[%slot] to %d[%b, %row, %col]`: the m16n8
+    accumulator fragments of one 16-row block at columns col, col + 8, ... that make 128-byte rows
+    (four of 32-bit elements, eight of 16-bit ones), stored to a memref window of their element type
+    (as `warp.store` would each) through slot `slot` of a shared staging buffer
+    (`memref<slots x 16 x 32xf32, #warp.swizzled<...>, 3>`; 16 x 64 for 16-bit) that only this warp
     uses: each lane writes its values there, the warp meets (`bar.warp.sync`), and each lane
     reads back 16 bytes of a row and stores them whole, so that a warp's store covers 4 rows'
     128 bytes instead of 8 rows' 32, each guarded as a whole where the window's edge may cut it
@@ -479,22 +491,27 @@ class StoreStagedOp(_WindowOp):
         frags = [_frag(v, "warp.store_staged value") for v in self.values]
         frag = frags[0]
         v = frag.variant
-        if len(frags) != STAGED_COLS // 8 or any(f != frag for f in frags) or frag.role != Operand.ACC \
-                or (v.m, v.n) != (16, 8) or _element_bits(frag.element) != 32:
-            raise VerifyException(f"warp.store_staged: {STAGED_COLS // 8} accumulator fragments of one m16n8 "
-                                  "variant with 32-bit elements")
+        bits = _element_bits(frag.element)
+        if bits not in STAGED_BITS or frag.role != Operand.ACC or (v.m, v.n) != (16, 8) \
+                or len(frags) != staged_blocks(bits) or any(f != frag for f in frags):
+            raise VerifyException("warp.store_staged: the m16n8 accumulator fragments of one variant that make "
+                                  f"{STAGED_ROW_BYTES}-byte rows (four of 32-bit elements, eight of 16-bit ones)")
         buf = _shared_stage(self.buffer.type, "warp.store_staged buffer")
-        if tuple(buf.get_shape()[1:]) != (STAGED_ROWS, STAGED_COLS) or buf.element_type != frag.element:
-            raise VerifyException(f"warp.store_staged: the buffer is slots x {STAGED_ROWS} x {STAGED_COLS} of the "
+        cols = staged_cols(bits)
+        if tuple(buf.get_shape()[1:]) != (STAGED_ROWS, cols) or buf.element_type != frag.element:
+            raise VerifyException(f"warp.store_staged: the buffer is slots x {STAGED_ROWS} x {cols} of the "
                                   f"fragments' element, not {buf}")
-        cols = self.extent_values()[2]
-        if self.col_align_value() % 4 or (not self.in_bounds_values()[1] and (cols == DYNAMIC_INDEX or cols % 4)):
-            raise VerifyException("warp.store_staged: the column is a multiple of 4 (col_align) and the window's "
-                                  "columns whole 16-byte pieces (in bounds, or a static extent that is a multiple of "
-                                  "4): each lane stores 16 bytes inside or outside together")
+        if self.ref.type.element_type != frag.element:  # type: ignore[attr-defined]
+            raise VerifyException("warp.store_staged: the window holds the fragments' element (a cast comes first)")
+        piece = 128 // bits  # elements in 16 bytes
+        extent = self.extent_values()[2]
+        if self.col_align_value() % piece or (not self.in_bounds_values()[1] and (extent == DYNAMIC_INDEX or extent % piece)):
+            raise VerifyException(f"warp.store_staged: the column is a multiple of {piece} (col_align) and the "
+                                  "window's columns whole 16-byte pieces (in bounds, or a static extent that is a "
+                                  f"multiple of {piece}): each lane stores 16 bytes inside or outside together")
         layout = symbolic_layout(self.ref.type)
         strides = layout.strides[-2:] if len(layout.strides) >= 2 else (0, *layout.strides)
         static = [s for s in (*strides[:-1], layout.offset) if isinstance(s, int) and s >= 0]
-        if strides[-1] != 1 or any(s % 4 for s in static):
+        if strides[-1] != 1 or any(s % piece for s in static):
             raise VerifyException("warp.store_staged: the window's columns are contiguous and its rows and origin "
-                                  "16-byte aligned (strides and offset multiples of 4 elements)")
+                                  f"16-byte aligned (strides and offset multiples of {piece} elements)")

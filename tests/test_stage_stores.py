@@ -32,6 +32,11 @@ CASES = {
     "s8": (GemmSpec(136, 256, 128, "s8", "s8", "s32", b_layout="col"), {}),
     # tf32 from f32 operands
     "tf32": (GemmSpec(128, 136, 64, "f32", "f32", "f32"), dict(f32_precision="tf32")),
+    # 16-bit outputs (eight fragments a store, one register a row): ragged rows; a persistent sparse one
+    "f16-out-ragged": (GemmSpec(200, 264, 136, "f16", "f16", "f32", out="f16"), {}),
+    "bf16-out": (GemmSpec(130, 136, 72, "bf16", "bf16", "f32", out="bf16", c=False), {}),
+    "sparse-d16-persistent": (GemmSpec(256, 512, 512, "f16", "f16", "f32", pre_compressed=True, out="f16"),
+                              dict(producers=4, tma=1, warps="8x1", warp_tile="1x32", persistent=3)),
 }
 
 
@@ -49,6 +54,8 @@ def test_staged_stores_give_the_plain_stores_words(name):
     staged, plain = _pair(name)
     assert "st.global.v2" not in staged.ptx and staged.ptx.count("bar.warp.sync -1;") >= 2
     assert "st.global.v4" not in plain.ptx and "bar.warp.sync" not in plain.ptx
+    if "out" in name or "d16" in name:  # 16-bit values: one register a row piece, no 4-byte global stores left
+        assert "st.shared.b32" in staged.ptx and "st.global.b32" not in staged.ptx and "st.global.b32" in plain.ptx
     assert staged.abi.shared_bytes >= plain.abi.shared_bytes + 8 * 16 * 32 * 4
     want, got = run_compiled(plain, 5, "emulator"), run_compiled(staged, 5, "emulator")
     assert want.ok and got.ok, (want.detail, got.detail)
@@ -59,7 +66,7 @@ def _swap(kernel, ptx: str):
     return dataclasses.replace(kernel, ptx=ptx)
 
 
-@pytest.mark.parametrize("name", ["f16-ragged-rows", "sparse-persistent"])
+@pytest.mark.parametrize("name", ["f16-ragged-rows", "sparse-persistent", "f16-out-ragged"])
 def test_a_missing_warp_barrier_is_a_race(name):
     """Without the barrier between the writes and the reads, a lane reads what another lane wrote
     unordered; without the one after the reads, the next staged store overwrites what another lane
@@ -101,7 +108,7 @@ def test_mma_sync_kernels_keep_their_stores():
 
 
 @needs_ptxas
-@pytest.mark.parametrize("name", ["sparse-persistent", "f16-ragged-rows", "s8"])
+@pytest.mark.parametrize("name", ["sparse-persistent", "f16-ragged-rows", "s8", "f16-out-ragged"])
 def test_it_assembles(name):
     result = run_ptxas(_pair(name)[0].ptx, "sm_90a")
     assert result.ok, result.log[-500:]

@@ -2,11 +2,12 @@
 memory, as whole rows.
 
 A `warp.store` of an m16n8 fragment of 32-bit values writes, per warp instruction, 8 rows' 32
-bytes (`st.global.v2`): a 128 x 256 f32 tile takes 64 such stores a thread, which stall on the LSU
-queue (ncu: `lg_throttle`) while the next tile's products wait. Four adjacent fragments of one
-16-row block (16 x 32 values: 16 rows of 128 bytes) become one `warp.store_staged`, which writes
-them into the warp's own slot of a shared staging buffer and stores them back as 16-byte pieces
-of whole rows: half the store instructions, each covering 4 rows' 128-byte lines. The slot is the
+bytes (`st.global.v2`; of 16-bit values 8 rows' 16 bytes, `st.global.b32`): a 128 x 256 f32 tile
+takes 64 such stores a thread, which stall on the LSU queue (ncu: `lg_throttle`) while the next
+tile's products wait. The adjacent fragments of one 16-row block that make 128-byte rows (four
+of 32-bit values, eight of 16-bit ones) become one `warp.store_staged`, which writes them into
+the warp's own slot of a shared staging buffer and stores them back as 16-byte pieces of whole
+rows: each store covering 4 rows' 128-byte lines. The slot is the
 warp's alone (`slot` = thread / 32; a warp-specialized kernel's computing warps come first), so
 only the warp meets (`bar.warp.sync`), never the CTA. The buffer's 16-byte granules are swizzled
 by the row times 5 (`#warp.swizzled<5>`): the lanes' 8-byte writes of rows g and g + 8 and the
@@ -16,6 +17,9 @@ Simulated on an H200 before it was built (`benchmarks/ptx_sims.py staged-stores`
 results/h200-2026-11-28h-staged-stores-sim.csv), persistent 2:4 sparse f16 with an f32 D,
 dense-equivalent TFLOP/s, samples interleaved: N-major B 4096^3 898 / 919 / 892 against 864 /
 886 / 862 as built (cuSPARSELt 895 / 916 / 888), 8192^3 946 / 939 / 940 against 919 / 920 / 913.
+As built (results/h200-2026-11-28h-staged-stores-ab.csv, medians of 3 rounds, staged / plain):
+sparse N-major B 4096^3 908 / 873 (cuSPARSELt 905), 8192^3 941 / 928 (958); with an f16 D, as
+cuSPARSELt writes it, 945 / 801 (895) and 965 / 874 (958); f16 4096^3 609 / 593, s8 1256 / 1196.
 
 It applies to kernels whose `#warp.schedule` has `mma = wgmma` (where it was measured) and no split
 of K (a tf32 512x4096x4096 kernel of split-k 2 lost 1%: 189 / 189 against 191 / 192, two runs) nor
@@ -51,29 +55,36 @@ from tilemma.passes.warp.op_runs import run_after
 from tilemma.passes.warp_to_ptx.shared import place_shared
 
 SWIZZLE_MULT = 5  # rows 0-3 (and 4-7) of a half-warp's 8-byte writes on 4 different granule pairs
-BLOCKS = warp.STAGED_COLS // 8  # m16n8 fragments a staged store takes
+
+
+def _bits(op: warp.StoreOp) -> int:
+    frag = op.value.type
+    assert isinstance(frag, warp.FragType)
+    return element_bits(element_name(frag.element))
 
 
 def _stageable(op: warp.StoreOp) -> bool:
-    """Whether `op` can start a staged store: an m16n8 accumulator of 32-bit values, to a window with
-    contiguous columns, rows and origin 16-byte aligned and whole 16-byte pieces of columns (in
-    bounds, or a static column extent that is a multiple of 4), at a column that is a multiple of 4."""
+    """Whether `op` can start a staged store: an m16n8 accumulator of 32- or 16-bit values, to a
+    window of its element with contiguous columns, rows and origin 16-byte aligned and whole 16-byte
+    pieces of columns (in bounds, or a static column extent that is a multiple of a piece), at a
+    column that is a multiple of a piece (4 elements, or 8)."""
     frag = op.value.type
     assert isinstance(frag, warp.FragType)
     v = frag.variant
-    if (v.m, v.n) != (16, 8) or element_bits(element_name(frag.element)) != 32:
+    if (v.m, v.n) != (16, 8) or _bits(op) not in warp.STAGED_BITS or op.ref.type.element_type != frag.element:
         return False
+    piece = 128 // _bits(op)
     cols = op.extent_values()[2]
-    if not op.in_bounds_values()[1] and (cols == DYNAMIC or cols % 4):  # a 16-byte piece inside or outside whole
+    if not op.in_bounds_values()[1] and (cols == DYNAMIC or cols % piece):  # a piece inside or outside whole
         return False
     layout = symbolic_layout(op.ref.type)
     strides = layout.strides
     if len(strides) < 2 or strides[-1] != 1:
         return False
     static = [s for s in (*strides[:-1], layout.offset) if isinstance(s, int) and s >= 0]
-    if len(static) != len(strides) or any(s % 4 for s in static):  # (a `?` stride: not taken)
+    if len(static) != len(strides) or any(s % piece for s in static):  # (a `?` stride: not taken)
         return False
-    return op.col_align_value() % 4 == 0 or multiple_of(op.indices[2], 4)
+    return op.col_align_value() % piece == 0 or multiple_of(op.indices[2], piece)
 
 
 def _continues(first: warp.StoreOp, op: warp.StoreOp, j: int) -> bool:
@@ -88,8 +99,9 @@ def _runs(kernel: func.FuncOp) -> list[list[warp.StoreOp]]:
     runs, taken = [], set()
     for op in kernel.walk():
         if isinstance(op, warp.StoreOp) and op not in taken and _stageable(op):
-            run = run_after(op, BLOCKS, lambda later, j, first=op: _continues(first, later, j))
-            if len(run) == BLOCKS:
+            blocks = warp.staged_blocks(_bits(op))
+            run = run_after(op, blocks, lambda later, j, first=op: _continues(first, later, j))
+            if len(run) == blocks:
                 runs.append(run)
                 taken.update(run)
     return runs
@@ -115,7 +127,7 @@ def stage_stores(kernel: func.FuncOp, slots: int) -> int:
         return 0
     frag = runs[0][0].value.type
     assert isinstance(frag, warp.FragType)
-    buffer_type = MemRefType(frag.element, [slots, warp.STAGED_ROWS, warp.STAGED_COLS],
+    buffer_type = MemRefType(frag.element, [slots, warp.STAGED_ROWS, warp.staged_cols(_bits(runs[0][0]))],
                              SwizzledLayoutAttr(SWIZZLE_MULT), IntegerAttr(warp.SHARED, i64))
     used, last = _shared_in_use(kernel)
     if place_shared(used, buffer_type)[1] > kernel_target(kernel).limits.shared_per_cta:
@@ -129,7 +141,8 @@ def stage_stores(kernel: func.FuncOp, slots: int) -> int:
     Rewriter.insert_op([alloc, tid, lanes, slot], where)
     for run in runs:
         first = run[0]
-        align = first.col_align_value() if first.col_align_value() % 4 == 0 else 4  # (or `multiple_of` proved 4)
+        piece = 128 // _bits(first)
+        align = first.col_align_value() if first.col_align_value() % piece == 0 else piece  # (or `multiple_of`)
         staged = warp.StoreStagedOp([s.value for s in run], alloc.memref, slot.result, first.ref,
                                     list(first.indices), first.window_values(), first.extent_values(), align,
                                     first.in_bounds_values())

@@ -1,9 +1,10 @@
-"""`warp.store_staged` in PTX: four accumulator fragments into the warp's slot of a staging
-buffer, a warp barrier, and back as 16-byte pieces of whole rows to global memory.
+"""`warp.store_staged` in PTX: accumulator fragments into the warp's slot of a staging buffer, a
+warp barrier, and back as 16-byte pieces of whole rows to global memory.
 
 A lane of an m16n8 accumulator holds rows g and g + 8 at columns 2t, 2t + 1 (g = lane / 4,
 t = lane % 4): fragment j's pair goes to row g (and g + 8) of the slot at byte 8t + 32j of the
-row's 128. After `bar.warp.sync`, lane L reads row L / 8 + 4i (i < 4) at bytes 16 (L % 8) and
+row's 128 (`st.shared.v2` of two 32-bit registers; of 16-bit values, one register's two halves at
+byte 4t + 16j, `st.shared.b32`). After `bar.warp.sync`, lane L reads row L / 8 + 4i (i < 4) at bytes 16 (L % 8) and
 stores them at the window's row row0 + L / 8 + 4i, columns col0 + 4 (L % 8): 8 lanes a row, 4 rows a
 store, each piece guarded as a whole where the window's edge can cut (its columns come in whole
 pieces: the op's verifier). A second `bar.warp.sync` keeps the next staged store of the warp from overwriting the slot
@@ -71,6 +72,7 @@ class LowerStoreStaged(RewritePattern):
                 offset = _shared_offset(e, at, row_bytes, col_bytes, swizzle, mult, fold)
                 e.emit("add.u32", offset, offset, base)
                 written[rows] = offset
+        per = lay.elems_per_reg  # 1: a pair is two registers (st.shared.v2); 2: one (16-bit halves)
         for j, frag_regs in enumerate(values):
             for v in starts:
                 addr = written[lin.row_off[v]]
@@ -78,7 +80,10 @@ class LowerStoreStaged(RewritePattern):
                     moved = e.reg("b32")
                     e.emit("xor.b32", moved, addr, 8 * j * bits // 8)
                     addr = moved
-                e.emit(f"st.shared.v2.{suffix}", f"[{addr}]", f"{{{frag_regs[v]}, {frag_regs[v + 1]}}}")
+                if per == 2:
+                    e.emit("st.shared.b32", f"[{addr}]", frag_regs[v // 2])
+                else:
+                    e.emit(f"st.shared.v2.{suffix}", f"[{addr}]", f"{{{frag_regs[v]}, {frag_regs[v + 1]}}}")
         e.emit("bar.warp.sync", "-1")
         # the lane's reads and stores: row L / 8 + 4i, 16 bytes at L % 8
         per_row = row_bytes // 16
@@ -93,13 +98,13 @@ class LowerStoreStaged(RewritePattern):
         e.emit("shr.u32", g_col, granule, (bits // 8).bit_length() - 1)
         e.emit("add.u32", g_col, g_col, e.in_register(col0))
         access = fio.open_access(e, window_of(op, kernel.memrefs.get(ptr)), ptr, batch, g_row, g_col)
-        words = 16 * 8 // bits
+        words = 4  # 16 bytes: four registers of one 32-bit element, or of two 16-bit ones
         for i in range(warp.STAGED_ROWS // rows_per_read):
             at = e.reg("b32")
             e.emit("add.u32", at, read_row, rows_per_read * i)
             offset = _shared_offset(e, at, row_bytes, granule, swizzle, mult, fold)
             e.emit("add.u32", offset, offset, base)
-            out = e.reg_list(bank, words)
+            out = e.reg_list(bank if per == 1 else "b32", words)
             group = "{" + ", ".join(out) + "}"
             e.emit(f"ld.shared.v{words}.{suffix}", group, f"[{offset}]")
             e.emit(f"st.global.v{words}.{suffix}", access.place(e, rows_per_read * i, 0).operand(bits), group,
