@@ -20,6 +20,10 @@
 // CHECK-NOT:     memref<8x16x32xf32
 // CHECK-COUNT-16: warp.store %{{.*}}, %d[{{.*}}] {window = array<i64: 0, 0>, extent = array<i64: 1, 512, 510>
 // CHECK-NOT:     warp.store_staged
+// A 16-bit D: eight fragments a 128-byte row, a 16 x 64 slot.
+// CHECK-LABEL: func.func @half
+// CHECK:         %[[HBUF:.*]] = memref.alloc() {alignment = 128 : i64} : memref<8x16x64xf16, #warp.swizzled<5>, 3 : i64>
+// CHECK-COUNT-2: warp.store_staged %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} via %[[HBUF]][%{{.*}}] to %d[{{.*}}] {{.*}} : memref<8x16x64xf16
 
 // A lane writes its pairs of rows g and g + 8 (the second 1 KiB on), each fragment's 32 bytes
 // further by an XOR of the address; the warp meets; each lane reads 16 bytes of 4 rows and
@@ -45,6 +49,15 @@
 // PTX-NOT:     st.global.v4
 // PTX-NOT:     bar.warp.sync
 // PTX:         st.global.v2.f32
+// One register (two halves) a row piece, 16 bytes further a fragment; rows stored as 16-byte pieces.
+// PTX-LABEL:   .visible .entry half(
+// PTX-NOT:     st.global.b32
+// PTX:         st.shared.b32 [[[H0:%r[0-9]+]]], {{%r[0-9]+}};
+// PTX-NEXT:    st.shared.b32 [{{%r[0-9]+}}], {{%r[0-9]+}};
+// PTX-NEXT:    xor.b32 [[H1:%r[0-9]+]], [[H0]], 16;
+// PTX:         bar.warp.sync -1;
+// PTX:         ld.shared.v4.b32
+// PTX-NEXT:    st.global.v4.b32
 func.func @whole(%a: memref<512x512xf16>, %b: memref<512x512xf16>, %d: memref<512x512xf32>) {
   %ta = tile.load %a[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>
   %tb = tile.load %b[0, 0] : memref<512x512xf16> -> !tile.tile<512x512xf16>
@@ -67,5 +80,14 @@ func.func @narrow(%a: memref<512x512xf16>, %b: memref<512x510xf16>, %d: memref<5
   %zero = tile.constant 0.0 : !tile.tile<512x510xf32>
   %td = tile.mma %ta, %tb, %zero : !tile.tile<512x512xf16>, !tile.tile<512x510xf16>, !tile.tile<512x510xf32> -> !tile.tile<512x510xf32>
   tile.store %td, %d[0, 0] : !tile.tile<512x510xf32>, memref<512x510xf32>
+  func.return
+}
+func.func @half(%a: memref<256x64xf16>, %b: memref<64x256xf16>, %d: memref<256x256xf16>) {
+  %ta = tile.load %a[0, 0] : memref<256x64xf16> -> !tile.tile<256x64xf16>
+  %tb = tile.load %b[0, 0] : memref<64x256xf16> -> !tile.tile<64x256xf16>
+  %zero = tile.constant 0.0 : !tile.tile<256x256xf32>
+  %acc = tile.mma %ta, %tb, %zero : !tile.tile<256x64xf16>, !tile.tile<64x256xf16>, !tile.tile<256x256xf32> -> !tile.tile<256x256xf32>
+  %td = tile.cast %acc : !tile.tile<256x256xf32> -> !tile.tile<256x256xf16>
+  tile.store %td, %d[0, 0] : !tile.tile<256x256xf16>, memref<256x256xf16>
   func.return
 }
