@@ -21,16 +21,16 @@ As built (results/h200-2026-11-28h-staged-stores-ab.csv, medians of 3 rounds, st
 sparse N-major B 4096^3 908 / 873 (cuSPARSELt 905), 8192^3 941 / 928 (958); with an f16 D, as
 cuSPARSELt writes it, 945 / 801 (895) and 965 / 874 (958); f16 4096^3 609 / 593, s8 1256 / 1196.
 
-It applies to kernels whose `#warp.schedule` has `mma = wgmma` (where it was measured) and no split
-of K (a tf32 512x4096x4096 kernel of split-k 2 lost 1%: 189 / 189 against 191 / 192, two runs) nor
-both operands transposed by the fill (tf32 with A M-major and B N-major, 4096^3: rna 160 against
-198 TFLOP/s, ncu 978 against 821 us, the same PTX K loop assembled into 213 registers against 238
-and 2% more instructions; trunc 711 against 702 us), to runs
-of four stores of one memref window with contiguous columns, rows and origin aligned to 16 bytes,
-the column a multiple of 4 and whole 16-byte pieces of columns (in bounds, or a static number of
-columns that is a multiple of 4: a ragged edge of rows or columns is guarded piece by piece); and only where the buffer (computing warps x
-2 KiB) fits beside the kernel's other shared buffers in the target's shared memory a CTA. Other
-stores are left as they are.
+It applies to kernels whose `#warp.schedule` has `mma = wgmma` (where it was measured), with no
+split of K (a tf32 512x4096x4096 kernel of split-k 2 lost 1%: 189 / 189 against 191 / 192, two
+runs) and not both operands transposed by the fill (tf32 with A M-major and B N-major, 4096^3: rna
+160 against 198 TFLOP/s; ncu 978 against 821 us, the same PTX K loop assembled into 213 registers
+against 238 and 2% more instructions; trunc 711 against 702 us). It takes runs of stores of one
+memref window of the fragments' element with contiguous columns, rows and origin aligned to 16
+bytes, the column a multiple of a 16-byte piece and the columns whole pieces (in bounds, or a
+static number of columns that is a multiple of a piece: a ragged edge is guarded piece by piece);
+and only where the buffer (computing warps x 2 KiB) fits beside the kernel's other shared buffers
+in the target's shared memory a CTA. Other stores are left as they are.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import arith, func, gpu, memref
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 

@@ -28,6 +28,78 @@ from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _shared_offset, 
 from tilemma.passes.warp_to_ptx.state import LoweringState, _bank_of, _finish, _layout, all_reg, reg, regs
 
 
+@dataclass(frozen=True)
+class _Slot:
+    """The warp's slot of the staging buffer: its base address and what addressing it needs."""
+
+    base: str  # .b32 shared address of the slot
+    row_bytes: int
+    bits: int  # of an element
+    swizzle: bool
+    mult: int
+    fold: bool
+
+    def offset(self, e: fio.Emitter, row: str, col_bytes: str) -> str:
+        """The shared address of (row, byte column) of the slot, swizzled as the buffer's type says."""
+        offset = _shared_offset(e, row, self.row_bytes, col_bytes, self.swizzle, self.mult, self.fold)
+        e.emit("add.u32", offset, offset, self.base)
+        return offset
+
+
+def _write(e: fio.Emitter, slot: _Slot, lane: str, lay, values: list, suffix: str) -> None:
+    """Each lane's values of the fragments into the slot: a pair of columns of rows g and g + 8 a
+    fragment, fragment j 8j columns further (an XOR of the address: the swizzle moves whole granules)."""
+    lin = fragments.linear_form(lay)
+    row = e.lane_linear(lane, lin.row_w, "0")
+    col = e.lane_linear(lane, lin.col_w, "0")
+    starts = [v for v in range(0, lay.nvals, 2)
+              if lin.row_off[v] == lin.row_off[v + 1] and lin.col_off[v + 1] == lin.col_off[v] + 1]
+    if len(starts) * 2 != lay.nvals or any(lin.col_off[v] for v in starts):
+        raise AssertionError(f"warp.store_staged: {lay} is not pairs of columns 2t, 2t + 1")
+    col_bytes = e.reg("b32")
+    e.emit("shl.b32", col_bytes, col, (slot.bits // 8).bit_length() - 1)
+    at_row = {}
+    for v in starts:
+        if lin.row_off[v] not in at_row:
+            r = e.reg("b32")
+            e.emit("add.u32", r, row, lin.row_off[v])
+            at_row[lin.row_off[v]] = slot.offset(e, r, col_bytes)
+    for j, frag_regs in enumerate(values):
+        for v in starts:
+            addr = at_row[lin.row_off[v]]
+            if j:
+                moved = e.reg("b32")
+                e.emit("xor.b32", moved, addr, 8 * j * slot.bits // 8)
+                addr = moved
+            if lay.elems_per_reg == 2:  # 16-bit halves: the pair is one register
+                e.emit("st.shared.b32", f"[{addr}]", frag_regs[v // 2])
+            else:
+                e.emit(f"st.shared.v2.{suffix}", f"[{addr}]", f"{{{frag_regs[v]}, {frag_regs[v + 1]}}}")
+
+
+def _store_rows(e: fio.Emitter, slot: _Slot, lane: str, access_at, bank: str, suffix: str) -> None:
+    """Each lane's 16 bytes of rows L / 8 + 4i of the slot, read back and stored whole (guarded as a
+    piece where the window's edge can cut); `access_at(row, col)` opens the window's access there."""
+    per_row = slot.row_bytes // 16
+    read_row, granule = e.reg("b32"), e.reg("b32")
+    e.emit("shr.u32", read_row, lane, per_row.bit_length() - 1)
+    e.emit("and.b32", granule, lane, per_row - 1)
+    e.emit("shl.b32", granule, granule, 4)
+    col = e.reg("b32")
+    e.emit("shr.u32", col, granule, (slot.bits // 8).bit_length() - 1)
+    access = access_at(read_row, col)
+    rows_per_read = 32 // per_row
+    for i in range(warp.STAGED_ROWS // rows_per_read):
+        r = e.reg("b32")
+        e.emit("add.u32", r, read_row, rows_per_read * i)
+        offset = slot.offset(e, r, granule)
+        out = e.reg_list(bank, 4)  # 16 bytes: four registers of one 32-bit element, or of two 16-bit ones
+        group = "{" + ", ".join(out) + "}"
+        e.emit(f"ld.shared.v4.{suffix}", group, f"[{offset}]")
+        e.emit(f"st.global.v4.{suffix}", access.place(e, rows_per_read * i, 0).operand(slot.bits), group,
+               guard=access.pred(e, rows_per_read * i, 0))
+
+
 @dataclass
 class LowerStoreStaged(RewritePattern):
     """`warp.store_staged` (see the module)."""
@@ -37,77 +109,31 @@ class LowerStoreStaged(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: warp.StoreStagedOp, rewriter: PatternRewriter) -> None:
         values = [regs(v) for v in op.values]
-        buf, slot, ptr, idx = reg(op.buffer), reg(op.slot), reg(op.ref), all_reg(op.indices)
-        if any(v is None for v in values) or None in (buf, slot, ptr) or idx is None:
+        buf, slot_index, ptr, idx = reg(op.buffer), reg(op.slot), reg(op.ref), all_reg(op.indices)
+        if any(v is None for v in values) or None in (buf, slot_index, ptr) or idx is None:
             return
         frag = op.values[0].type
         buffer = op.buffer.type
         assert isinstance(frag, warp.FragType) and isinstance(buffer, MemRefType)
         kernel = self.state.kernel(op)
         e = fio.Emitter(kernel.regs)
-        lane = kernel.lane
         lay = _layout(frag)
-        lin = fragments.linear_form(lay)
-        bank = _bank_of(frag)
+        bank = _bank_of(frag) if lay.elems_per_reg == 1 else "b32"
         suffix = fio._word_suffix(bank)
-        swizzle, mult, fold = _swizzle(buffer)
         bits, row_bytes, slot_bytes = _shared_geometry(buffer)
         base = e.reg("b32")
-        e.emit("mad.lo.u32", base, slot, slot_bytes, buf)
-        # the lane's writes: value pairs (v, v + 1) of one row at columns c, c + 1
-        row = e.lane_linear(lane, lin.row_w, "0")
-        col = e.lane_linear(lane, lin.col_w, "0")
-        starts = [v for v in range(0, lay.nvals, 2)
-                  if lin.row_off[v] == lin.row_off[v + 1] and lin.col_off[v + 1] == lin.col_off[v] + 1]
-        if len(starts) * 2 != lay.nvals or any(lin.col_off[v] for v in starts):
-            raise AssertionError(f"warp.store_staged: {frag} is not pairs of columns 2t, 2t + 1")
-        col_bytes = e.reg("b32")
-        e.emit("shl.b32", col_bytes, col, (bits // 8).bit_length() - 1)
-        written = {}
-        for v in starts:
-            rows = lin.row_off[v]
-            if rows not in written:
-                at = e.reg("b32")
-                e.emit("add.u32", at, row, rows)
-                offset = _shared_offset(e, at, row_bytes, col_bytes, swizzle, mult, fold)
-                e.emit("add.u32", offset, offset, base)
-                written[rows] = offset
-        per = lay.elems_per_reg  # 1: a pair is two registers (st.shared.v2); 2: one (16-bit halves)
-        for j, frag_regs in enumerate(values):
-            for v in starts:
-                addr = written[lin.row_off[v]]
-                if j:
-                    moved = e.reg("b32")
-                    e.emit("xor.b32", moved, addr, 8 * j * bits // 8)
-                    addr = moved
-                if per == 2:
-                    e.emit("st.shared.b32", f"[{addr}]", frag_regs[v // 2])
-                else:
-                    e.emit(f"st.shared.v2.{suffix}", f"[{addr}]", f"{{{frag_regs[v]}, {frag_regs[v + 1]}}}")
+        e.emit("mad.lo.u32", base, slot_index, slot_bytes, buf)
+        slot = _Slot(base, row_bytes, bits, *_swizzle(buffer))
+        _write(e, slot, kernel.lane, lay, values, suffix)
         e.emit("bar.warp.sync", "-1")
-        # the lane's reads and stores: row L / 8 + 4i, 16 bytes at L % 8
-        per_row = row_bytes // 16
-        read_row, granule = e.reg("b32"), e.reg("b32")
-        e.emit("shr.u32", read_row, lane, per_row.bit_length() - 1)
-        e.emit("and.b32", granule, lane, per_row - 1)
-        e.emit("shl.b32", granule, granule, 4)
-        rows_per_read = 32 // per_row
         batch, row0, col0 = idx
-        g_row, g_col = e.reg("b32"), e.reg("b32")
-        e.emit("add.u32", g_row, read_row, e.in_register(row0))
-        e.emit("shr.u32", g_col, granule, (bits // 8).bit_length() - 1)
-        e.emit("add.u32", g_col, g_col, e.in_register(col0))
-        access = fio.open_access(e, window_of(op, kernel.memrefs.get(ptr)), ptr, batch, g_row, g_col)
-        words = 4  # 16 bytes: four registers of one 32-bit element, or of two 16-bit ones
-        for i in range(warp.STAGED_ROWS // rows_per_read):
-            at = e.reg("b32")
-            e.emit("add.u32", at, read_row, rows_per_read * i)
-            offset = _shared_offset(e, at, row_bytes, granule, swizzle, mult, fold)
-            e.emit("add.u32", offset, offset, base)
-            out = e.reg_list(bank if per == 1 else "b32", words)
-            group = "{" + ", ".join(out) + "}"
-            e.emit(f"ld.shared.v{words}.{suffix}", group, f"[{offset}]")
-            e.emit(f"st.global.v{words}.{suffix}", access.place(e, rows_per_read * i, 0).operand(bits), group,
-                   guard=access.pred(e, rows_per_read * i, 0))
-        e.emit("bar.warp.sync", "-1")
+
+        def access_at(row: str, col: str) -> fio.Access:
+            g_row, g_col = e.reg("b32"), e.reg("b32")
+            e.emit("add.u32", g_row, row, e.in_register(row0))
+            e.emit("add.u32", g_col, col, e.in_register(col0))
+            return fio.open_access(e, window_of(op, kernel.memrefs.get(ptr)), ptr, batch, g_row, g_col)
+
+        _store_rows(e, slot, kernel.lane, access_at, bank, suffix)
+        e.emit("bar.warp.sync", "-1")  # before the warp's next staged store writes the slot again
         _finish(op, rewriter, e)
