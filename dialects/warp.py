@@ -695,6 +695,7 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
     is_shared,
     staged_blocks,
     staged_cols,
+    staged_window_problem,
 )
 from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_fill import FILL_BITS, WIDE_BITS, FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType  # noqa: E402,F401  (one dialect)

@@ -447,6 +447,33 @@ def staged_blocks(bits: int) -> int:
     return staged_cols(bits) // 8
 
 
+def staged_window_problem(ref: Attribute, element: Attribute, cols: int, cols_in_bounds: bool) -> str | None:
+    """Why a memref window of `cols` columns (`cols_in_bounds`: no column predicate needed) cannot
+    take a staged store of `element` values, None where it can: each lane stores 16 bytes of a row
+    whole, so the window holds that element (a cast comes first), its columns are contiguous, its
+    rows and origin 16-byte aligned (static strides and offset: a `?` one promises no alignment),
+    and its columns whole 16-byte pieces, inside or outside together. `warp-stage-stores` takes a
+    window only where this is None, and `warp.store_staged`'s verifier refuses one where it is not."""
+    from tilemma.compiler.core.memref_layout import symbolic_layout
+
+    bits = _element_bits(element)
+    if bits not in STAGED_BITS:
+        return f"a staged store moves 16- or 32-bit values, not {bits}-bit"
+    assert isinstance(ref, MemRefType)
+    if ref.element_type != element:
+        return "the window holds the fragments' element (a cast comes first)"
+    piece = 128 // bits  # elements in 16 bytes
+    if not cols_in_bounds and (cols == DYNAMIC_INDEX or cols % piece):
+        return (f"the window's columns are whole 16-byte pieces (in bounds, or a static extent that is a multiple of "
+                f"{piece}): each lane stores 16 bytes inside or outside together")
+    layout = symbolic_layout(ref)
+    if len(layout.strides) < 2 or layout.strides[-1] != 1 \
+            or any(s == DYNAMIC_INDEX or s % piece for s in (*layout.strides[:-1], layout.offset)):
+        return ("the window's columns are contiguous and its rows and origin 16-byte aligned (static strides and "
+                f"offset, multiples of {piece} elements)")
+    return None
+
+
 @irdl_op_definition
 class StoreStagedOp(_WindowOp):
     """`warp.store_staged %f0, ..., %f3 via %buf[%slot] to %d[%b, %row, %col]`: the m16n8
@@ -457,9 +484,8 @@ class StoreStagedOp(_WindowOp):
     uses: each lane writes its values there, the warp meets (`bar.warp.sync`), and each lane
     reads back 16 bytes of a row and stores them whole, so that a warp's store covers 4 rows'
     128 bytes instead of 8 rows' 32, each guarded as a whole where the window's edge may cut it
-    (`in_bounds`). The window's columns are contiguous, its rows start 16-byte aligned and its
-    columns are whole 16-byte pieces (the verifier checks what is static; `col_align` a multiple
-    of 4 promises the column)."""
+    (`in_bounds`). The window must take it (`staged_window_problem`), and `col_align` a multiple of
+    a piece (4 or 8 elements) promises the column."""
 
     name = "warp.store_staged"
     values = var_operand_def(FragType)
@@ -485,8 +511,6 @@ class StoreStagedOp(_WindowOp):
         self.set_in_bounds(*in_bounds)
 
     def verify_(self) -> None:
-        from tilemma.compiler.core.memref_layout import symbolic_layout
-
         self.verify_window(self.ref.type, self.indices)
         frags = [_frag(v, "warp.store_staged value") for v in self.values]
         frag = frags[0]
@@ -501,17 +525,9 @@ class StoreStagedOp(_WindowOp):
         if tuple(buf.get_shape()[1:]) != (STAGED_ROWS, cols) or buf.element_type != frag.element:
             raise VerifyException(f"warp.store_staged: the buffer is slots x {STAGED_ROWS} x {cols} of the "
                                   f"fragments' element, not {buf}")
-        if self.ref.type.element_type != frag.element:  # type: ignore[attr-defined]
-            raise VerifyException("warp.store_staged: the window holds the fragments' element (a cast comes first)")
-        piece = 128 // bits  # elements in 16 bytes
-        extent = self.extent_values()[2]
-        if self.col_align_value() % piece or (not self.in_bounds_values()[1] and (extent == DYNAMIC_INDEX or extent % piece)):
-            raise VerifyException(f"warp.store_staged: the column is a multiple of {piece} (col_align) and the "
-                                  "window's columns whole 16-byte pieces (in bounds, or a static extent that is a "
-                                  f"multiple of {piece}): each lane stores 16 bytes inside or outside together")
-        layout = symbolic_layout(self.ref.type)
-        strides = layout.strides[-2:] if len(layout.strides) >= 2 else (0, *layout.strides)
-        static = [s for s in (*strides[:-1], layout.offset) if isinstance(s, int) and s >= 0]
-        if strides[-1] != 1 or any(s % piece for s in static):
-            raise VerifyException("warp.store_staged: the window's columns are contiguous and its rows and origin "
-                                  f"16-byte aligned (strides and offset multiples of {piece} elements)")
+        if problem := staged_window_problem(self.ref.type, frag.element, self.extent_values()[2],
+                                            self.in_bounds_values()[1]):
+            raise VerifyException(f"warp.store_staged: {problem}")
+        if self.col_align_value() % (piece := 128 // bits):
+            raise VerifyException(f"warp.store_staged: the column is a multiple of {piece} (col_align): each lane "
+                                  "stores 16 bytes of a row whole")

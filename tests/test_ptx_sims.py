@@ -161,29 +161,6 @@ def test_release_assembles():
     assert result.ok, result.log
 
 
-@pytest.mark.parametrize("kw", [{}, {"persistent": 3}], ids=["a-cta-a-tile", "persistent"])
-def test_quad_stores_compute_the_kernel_s_words(kw):
-    """The accumulators stored 16 bytes a lane (a pair of rows' stores exchanged with the
-    neighbouring lane) give every word of D the kernel as built gives, in the emulator; with the
-    exchange's partner lane 2 instead of 1 they do not."""
-    build, k = _sparse_tma(staged_stores=False, **kw)
-    sim = ptx_sims.quad_stores(build)
-    assert "st.global.v2.f32" not in sim.ptx
-    assert sim.ptx.count("st.global.v4.f32") * 2 == build.ptx.count("st.global.v2.f32")
-    want, got = _run(k, build), _run(k, sim)
-    assert want.ok and got.ok
-    assert _same_words(want, got)
-    if not kw:
-        wrong = dataclasses.replace(sim, ptx=sim.ptx.replace("%xqs0, 1, 31, -1;", "%xqs0, 2, 31, -1;"))
-        assert not _same_words(want, _run(k, wrong))
-
-
-@needs_ptxas
-def test_quad_stores_assemble():
-    result = run_ptxas(ptx_sims.quad_stores(_sparse_tma(staged_stores=False)[0]).ptx, "sm_90a")
-    assert result.ok, result.log
-
-
 @pytest.mark.parametrize("ahead", ["leaders", "laggards"])
 def test_stagger_computes_the_kernel_s_words(ahead):
     """The second consumer warpgroup starting after a counting loop gives every word of D the
@@ -222,25 +199,39 @@ def test_ptx_ab_saves_builds_and_refuses_one_that_launches_otherwise(tmp_path):
     assert ptx_ab.main(["run", str(tmp_path), "out.csv", "--other"]) == 2  # (the usage, no run)
 
 
+# The epilogue simulations, each on the kernel built with its stores as they were (`staged_stores=False`):
+# (simulation, the mutation that must change D's words, the simulation's shared bytes from the kernel's)
+EPILOGUE_SIMS = {
+    # 16 bytes a lane, a pair of rows' stores exchanged with the neighbouring lane; the wrong partner lane
+    "quad-stores": (ptx_sims.quad_stores, ("%xqs0, 1, 31, -1;", "%xqs0, 2, 31, -1;"), lambda shared: shared),
+    # through each warp's shared slot as whole rows; the reads' swizzle left out
+    "staged-stores": (ptx_sims.staged_stores, ("xor.b32 %xg1, %xg4, %xg5;", "mov.b32 %xg1, %xg4;"),
+                      lambda shared: -(-shared // 128) * 128 + 8 * 2048),
+}
+
+
+@pytest.mark.parametrize("name", list(EPILOGUE_SIMS))
 @pytest.mark.parametrize("kw", [{}, {"persistent": 3}], ids=["a-cta-a-tile", "persistent"])
-def test_staged_stores_compute_the_kernel_s_words(kw):
-    """The accumulators staged through each warp's shared buffer and stored as whole rows give
-    every word of D the kernel as built gives, in the emulator; with the reads' swizzle left out
-    they do not."""
+def test_epilogue_sims_compute_the_kernel_s_words(name, kw):
+    """The accumulators stored 16 bytes a lane, half the stores, give every word of D the kernel
+    as built gives, in the emulator; with the simulation's mutation they do not."""
+    sim_of, (before, after), shared = EPILOGUE_SIMS[name]
     build, k = _sparse_tma(staged_stores=False, **kw)
-    sim = ptx_sims.staged_stores(build)
+    sim = sim_of(build)
     assert "st.global.v2.f32" not in sim.ptx
     assert sim.ptx.count("st.global.v4.f32") * 2 == build.ptx.count("st.global.v2.f32")
-    assert sim.shared == -(-build.shared // 128) * 128 + 8 * 2048
+    assert sim.shared == shared(build.shared)
     want, got = _run(k, build), _run(k, sim)
     assert want.ok and got.ok
     assert _same_words(want, got)
     if not kw:
-        wrong = dataclasses.replace(sim, ptx=sim.ptx.replace("xor.b32 %xg1, %xg4, %xg5;", "mov.b32 %xg1, %xg4;"))
+        wrong = dataclasses.replace(sim, ptx=sim.ptx.replace(before, after))
+        assert wrong.ptx != sim.ptx
         assert not _same_words(want, _run(k, wrong))
 
 
 @needs_ptxas
-def test_staged_stores_assemble():
-    result = run_ptxas(ptx_sims.staged_stores(_sparse_tma(staged_stores=False)[0]).ptx, "sm_90a")
+@pytest.mark.parametrize("name", list(EPILOGUE_SIMS))
+def test_epilogue_sims_assemble(name):
+    result = run_ptxas(EPILOGUE_SIMS[name][0](_sparse_tma(staged_stores=False)[0]).ptx, "sm_90a")
     assert result.ok, result.log

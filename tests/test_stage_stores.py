@@ -131,3 +131,36 @@ def test_kernels_filling_both_operands_keep_their_stores():
     one = GemmSpec(128, 256, 128, "f32", "f32", "f32", a_layout="col", b_layout="col")
     assert schedule(one, wgmma=True, f32_precision="tf32").fill == "a"
     assert "bar.warp.sync" in compiled(one, wgmma=True, f32_precision="tf32").ptx
+
+
+def test_what_a_window_must_be_for_a_staged_store():
+    """One rule for the pass and the op's verifier (`staged_window_problem`): the fragments'
+    element, contiguous columns, static strides and offset in 16-byte multiples, whole pieces."""
+    from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, StridedLayoutAttr, f16, f32
+
+    from tilemma.dialects import warp
+
+    assert warp.staged_window_problem(MemRefType(f32, [64, 64]), f32, 64, False) is None
+    assert warp.staged_window_problem(MemRefType(f16, [64, 64]), f16, 64, False) is None
+    assert "element" in warp.staged_window_problem(MemRefType(f16, [64, 64]), f32, 64, False)
+    assert "whole 16-byte pieces" in warp.staged_window_problem(MemRefType(f32, [64, 30]), f32, 30, False)
+    assert warp.staged_window_problem(MemRefType(f32, [64, 30]), f32, 30, True) is not None  # rows of 30: unaligned
+    unknown = MemRefType(f32, [64, 64], StridedLayoutAttr([DYNAMIC_INDEX, 1], 0))
+    assert "static strides" in warp.staged_window_problem(unknown, f32, 64, True)
+    column_major = MemRefType(f32, [64, 64], StridedLayoutAttr([1, 64], 0))
+    assert "contiguous" in warp.staged_window_problem(column_major, f32, 64, True)
+
+
+def test_the_verifier_refuses_a_column_not_a_whole_piece():
+    from xdsl.dialects.builtin import IntegerAttr, i64
+    from xdsl.utils.exceptions import VerifyException
+
+    from tests.wgmma_cases import warp_module
+    from tilemma.dialects import warp
+
+    module = warp_module(GemmSpec(256, 256, 64, "f16", "f16", "f32"), wgmma=True)
+    [op, *_] = [o for o in module.walk() if isinstance(o, warp.StoreStagedOp)]
+    op.verify()
+    op.col_align = IntegerAttr(2, i64)
+    with pytest.raises(VerifyException, match="multiple of 4"):
+        op.verify()

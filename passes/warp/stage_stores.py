@@ -44,7 +44,6 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from tilemma.compiler.core.memref_layout import DYNAMIC, symbolic_layout
 from tilemma.dialects import warp
 from tilemma.dialects.attributes import element_bits, element_name
 from tilemma.dialects.schedule import ScheduleAttr
@@ -52,7 +51,7 @@ from tilemma.dialects.swizzle import SwizzledLayoutAttr
 from tilemma.passes.tile.plan import kernel_target
 from tilemma.passes.warp.index_facts import constant_step, multiple_of
 from tilemma.passes.warp.op_runs import run_after
-from tilemma.passes.warp_to_ptx.shared import place_shared
+from tilemma.passes.warp_to_ptx.shared import place_alloc, place_shared
 
 SWIZZLE_MULT = 5  # rows 0-3 (and 4-7) of a half-warp's 8-byte writes on 4 different granule pairs
 
@@ -64,26 +63,15 @@ def _bits(op: warp.StoreOp) -> int:
 
 
 def _stageable(op: warp.StoreOp) -> bool:
-    """Whether `op` can start a staged store: an m16n8 accumulator of 32- or 16-bit values, to a
-    window of its element with contiguous columns, rows and origin 16-byte aligned and whole 16-byte
-    pieces of columns (in bounds, or a static column extent that is a multiple of a piece), at a
-    column that is a multiple of a piece (4 elements, or 8)."""
+    """Whether `op` can start a staged store: an m16n8 accumulator of a window that takes one
+    (`warp.staged_window_problem`), at a column that is a multiple of a 16-byte piece (its
+    `col_align`, or what the index provably is)."""
     frag = op.value.type
     assert isinstance(frag, warp.FragType)
-    v = frag.variant
-    if (v.m, v.n) != (16, 8) or _bits(op) not in warp.STAGED_BITS or op.ref.type.element_type != frag.element:
+    if (frag.variant.m, frag.variant.n) != (16, 8) or warp.staged_window_problem(
+            op.ref.type, frag.element, op.extent_values()[2], op.in_bounds_values()[1]) is not None:
         return False
     piece = 128 // _bits(op)
-    cols = op.extent_values()[2]
-    if not op.in_bounds_values()[1] and (cols == DYNAMIC or cols % piece):  # a piece inside or outside whole
-        return False
-    layout = symbolic_layout(op.ref.type)
-    strides = layout.strides
-    if len(strides) < 2 or strides[-1] != 1:
-        return False
-    static = [s for s in (*strides[:-1], layout.offset) if isinstance(s, int) and s >= 0]
-    if len(static) != len(strides) or any(s % piece for s in static):  # (a `?` stride: not taken)
-        return False
     return op.col_align_value() % piece == 0 or multiple_of(op.indices[2], piece)
 
 
@@ -113,8 +101,7 @@ def _shared_in_use(kernel: func.FuncOp) -> tuple[int, Operation | None]:
     used, last = 0, None
     for op in kernel.walk():
         if isinstance(op, memref.AllocOp) and warp.is_shared(op.memref.type):
-            align = op.alignment.value.data if op.alignment is not None else 128
-            used = place_shared(used, op.memref.type, align)[1]
+            used = place_alloc(used, op)[1]
             if op.parent is kernel.body.block:
                 last = op
     return used, last

@@ -47,9 +47,8 @@ class LowerSharedAlloc(RewritePattern):
         if not warp.is_shared(ref):
             return
         kernel = self.state.kernel(op)
-        align = op.alignment.value.data if op.alignment is not None else 128
-        offset, kernel.shared_bytes = place_shared(kernel.shared_bytes, ref, align)
-        kernel.shared_align = max(kernel.shared_align, align)
+        offset, kernel.shared_bytes = place_alloc(kernel.shared_bytes, op)
+        kernel.shared_align = max(kernel.shared_align, _alignment(op))
         e = fio.Emitter(kernel.regs)
         r = e.reg("b32")
         e.emit("mov.u32", r, SHARED_SYMBOL)
@@ -65,6 +64,17 @@ def place_shared(used: int, ref: MemRefType, align: int = 128) -> tuple[int, int
     align = max(align, 128)
     offset = -(-used // align) * align
     return offset, offset + prod(ref.get_shape()) * _stored_bits(ref) // 8
+
+
+def _alignment(op: memref.AllocOp) -> int:
+    """The alignment a shared alloc asks for (128 bytes where it names none)."""
+    return op.alignment.value.data if op.alignment is not None else 128
+
+
+def place_alloc(used: int, op: memref.AllocOp) -> tuple[int, int]:
+    """`place_shared` for the buffer of shared alloc `op`, as it asks to be aligned: what the
+    lowering does with each, in order, and what a pass that adds one counts first."""
+    return place_shared(used, op.memref.type, _alignment(op))
 
 
 def _stored_bits(ref: MemRefType) -> int:
