@@ -561,7 +561,7 @@ def parse_config(text: str) -> dict[str, Any]:
         key, _, value = item.partition("=")
         key = key.strip().replace("-", "_")
         ints = ("stages", "stage_k", "split_k", "producers", "tma", "cluster", "persistent")
-        out[key] = int(value) if key in ints else (value.strip() != "0" if key in ("swizzle", "pair_bytes", "wgmma", "staged_stores") else value.strip())
+        out[key] = int(value) if key in ints else (value.strip() != "0" if key in ("swizzle", "pair_bytes", "wgmma", "staged_stores", "shared_transpose") else value.strip())
     return out
 
 

@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma|transpose
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma|transpose}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -118,6 +118,17 @@ tma)  # the producers' copies by the TMA (--tma 1), clusters sharing B (--cluste
     timeout 560 python3 -m benchmarks.gemm_bench --sm 90a --families ${FAMILIES:-sparse-f16-pre sparse-f16-pre-bcol f16 s8} \
         --shapes ${SHAPES:-4096x4096x4096 8192x8192x8192} --tilemma-configs ${CONFIGS:-'' 'wgmma=1,producers=4,tma=0' 'wgmma=1,producers=4,tma=1' 'wgmma=1,producers=4,tma=1,cluster=2' 'wgmma=1,producers=4,tma=1,persistent=132'} \
         ${SKIP:---skip triton triton-mma.sync} --samples 5 --warmup-ms 15 --budget ${BUDGET:-420} --csv "$OUT/tma.csv" 2>&1 | tail -${TAIL:-40}
+    ;;
+transpose)  # an 8-bit N-major B transposed in shared memory (`#warp.schedule` transpose): its GPU tests,
+    # memcheck / racecheck / synccheck of one odd batched kernel, then s8 with A M-major and B N-major at
+    # SHAPES by default against the kernel without it (mma.sync), samples interleaved
+    timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_transpose_stage_gpu.py > "$OUT/transpose_tests.txt" 2>&1
+    echo "transpose tests: $(tail -1 "$OUT/transpose_tests.txt")"; grep -E "^FAILED|^ERROR" "$OUT/transpose_tests.txt" | head -5
+    tilemma gemm --m 200 --n 272 --k 456 --batch 2 --a s8 --b s8 --acc s32 --a-layout col > /tmp/t.mlir
+    sanitize "s8 A col, B row (transposed in shared)" /tmp/t.mlir "memcheck racecheck synccheck" 200 --sm 90a --wgmma
+    timeout 330 python3 -m benchmarks.config_ab --family s8-acol-brow --sm 90a --rounds 2 --csv "$OUT/transpose-ab.csv" \
+        --shapes ${SHAPES:-4096 512x4096x4096 4096x11008x4096 4096x4096x11008 512x11008x4096 2048x2048x256} \
+        --configs '' 'shared-transpose=0' 2>&1 | grep -E "x[0-9]|tilemma|cublas"
     ;;
 tests)  # every GPU test (pytest -m gpu) in four shards at once, and what was skipped and why
     late="tests/gpu/test_specialize_gpu.py tests/gpu/test_wgmma_gpu.py tests/gpu/test_tma_gpu.py tests/gpu/test_tma_launch_gpu.py"

@@ -44,7 +44,10 @@ blocks to every CTA of the cluster (multicast), and a stage is free once all the
 done with it. `persistent` (printed when set): a TMA kernel launched as that many CTAs (at most the
 tiles), each of which loops over the output tiles pid, pid + persistent, ...: its producers run
 into the next tile's stages while its consumers store the last one's products, the stage ring and
-its mbarriers' phases carried on from tile to tile (`warp-specialize`).
+its mbarriers' phases carried on from tile to tile (`warp-specialize`). `transpose` (printed
+when set: `b`): a warpgroup kernel's 8-bit N-major B copied by `cp.async` as stored into a ring of
+its own and written K-major stage by stage from there, in shared memory (`warp.transpose_stage`),
+instead of by the transposing fill from global memory.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ class Schedule:
     copy: str = "async"
     cluster: int = 1
     persistent: int = 0
+    transpose: str = ""
 
     @property
     def threads(self) -> int:
@@ -106,8 +110,11 @@ class Schedule:
         """Stages of warpgroup mmas left running when the next stage's begin (`warp.wgmma`
         pending): one where the ring has a stage to spare for it (3 or more), so the copies run
         S - 2 stages ahead (`warp-pipeline`), else none (a sparse A's loop is then unrolled by
-        two, `warp-unroll-sparse`, for its metadata registers)."""
-        return int(self.mma == "wgmma" and self.stages >= 3)
+        two, `warp-unroll-sparse`, for its metadata registers). None where B is transposed in
+        shared memory (`transpose`): its K-major ring then takes 2 stages instead of 3, which
+        leaves room for 3 stages of copies (H200, s8 with A M-major and B N-major 4096^3: 818
+        against 684 TOP/s with one in flight)."""
+        return int(self.mma == "wgmma" and self.stages >= 3 and not self.transpose)
 
 
 @irdl_attr_definition
@@ -133,6 +140,7 @@ class ScheduleAttr(ParametrizedAttribute):
     copy: StringAttr
     cluster: IntegerAttr
     persistent: IntegerAttr
+    transpose: StringAttr
 
     def __init__(self, s: Schedule):
         super().__init__(
@@ -153,6 +161,7 @@ class ScheduleAttr(ParametrizedAttribute):
             StringAttr(s.copy),
             IntegerAttr(s.cluster, i64),
             IntegerAttr(s.persistent, i64),
+            StringAttr(s.transpose),
         )
 
     @property
@@ -175,6 +184,7 @@ class ScheduleAttr(ParametrizedAttribute):
             self.copy.data,
             self.cluster.value.data,
             self.persistent.value.data,
+            self.transpose.data,
         )
 
     def verify(self) -> None:
@@ -217,6 +227,11 @@ class ScheduleAttr(ParametrizedAttribute):
         if s.persistent < 0 or (s.persistent and (s.copy != "tma" or s.cluster > 1)):
             raise VerifyException("#warp.schedule: persistent is 0 or the CTAs of a TMA kernel (copy = tma) "
                                   f"without a cluster that loop over its tiles, not {s.persistent}")
+        if s.transpose not in ("", "b") or (s.transpose and (s.mma != "wgmma" or s.copy != "async"
+                                                             or "b" in s.fill + s.gather + s.pair_bytes)):
+            raise VerifyException("#warp.schedule: transpose names a warpgroup kernel's B (b) copied by cp.async as "
+                                  f"stored and transposed in shared memory, which no fill or gather stages, not "
+                                  f"{s.transpose!r}")
         if not isinstance(self.widen, VariantAttr | NoneAttr):
             raise VerifyException("#warp.schedule: widen names a #warp.variant")
 
@@ -242,6 +257,8 @@ class ScheduleAttr(ParametrizedAttribute):
                 parts.append(f"cluster = {s.cluster}")
             if s.persistent:
                 parts.append(f"persistent = {s.persistent}")
+            if s.transpose:
+                parts.append(f"transpose = {s.transpose}")
         if s.split_k > 1:
             parts += [f"split_k = {s.split_k}", f"split_chunk = {s.split_chunk}"]
         printer.print_string("<" + ", ".join(parts))
@@ -264,7 +281,7 @@ class ScheduleAttr(ParametrizedAttribute):
                 elif key in ("stages", "stage_k", "group_m", "split_k", "split_chunk", "producers", "cluster",
                              "persistent"):
                     fields[key] = parser.parse_integer()
-                elif key in ("reads", "fill", "gather", "pair_bytes", "mma", "copy"):
+                elif key in ("reads", "fill", "gather", "pair_bytes", "mma", "copy", "transpose"):
                     fields[key] = parser.parse_identifier()
                 elif key == "widen":
                     v = parser.parse_attribute()

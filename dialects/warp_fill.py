@@ -48,7 +48,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from tilemma.dialects.attributes import Rounding, RoundingAttr, element_bits, element_name
 from tilemma.dialects.warp import _ints, _WindowOp, flag_pair
-from tilemma.dialects.warp_shared import _shared_stage, first_thread, thread_props
+from tilemma.dialects.warp_shared import AsyncTokenType, _shared_stage, first_thread, thread_props
 
 # Lanes of a warp that read neighbouring words of one line (a 32-byte sector each at 8), the
 # others reading the next blocks of lines; tried in this order.
@@ -129,6 +129,71 @@ class FillLayout:
             groups = words // lanes if words % lanes == 0 else 0
             if groups and blocks % (32 // lanes) == 0 and (threads // 32) % groups == 0:
                 return cls(lines, across, bits, threads, lanes)
+        return None
+
+
+TRANSPOSE_LINES = 16  # lines of a chunk of `warp.transpose_stage`: one 16-byte read holds an element of each
+BANK_SPAN = 128  # bytes one pass over the 32 banks of shared memory serves
+PHASE_LANES = 8  # lanes of a warp served together by a 16-byte shared access
+
+
+@dataclass(frozen=True)
+class TransposeLayout:
+    """Chunks of `warp.transpose_stage`: the K-major stage is `lines` lines (N or M) of `across`
+    8-bit elements (K); a chunk is `TRANSPOSE_LINES` consecutive lines by `chunk_across`
+    consecutive elements across, read from the stage as stored (its rows are K, its columns the
+    lines) as `chunk_across` 16-byte reads, one row each, and written once transposed as 16
+    stores of `chunk_across` bytes, one line each.
+
+    Chunk c = t + i T of thread t (T threads) is at block b = c % blocks across and line group
+    (c // blocks + b) % groups: the groups skewed by the block, so that the 8 lanes a 16-byte read
+    serves together (neighbouring blocks, rows `chunk_across` apart: one swizzle phase) read 8
+    different granules of their rows, and the lanes a store serves together (again neighbouring
+    blocks) write distinct granules of their lines. A thread's block is the same for all its
+    chunks (T a multiple of blocks)."""
+
+    lines: int
+    across: int
+    threads: int
+    chunk_across: int
+
+    @property
+    def groups(self) -> int:
+        return self.lines // TRANSPOSE_LINES
+
+    @property
+    def blocks(self) -> int:
+        return self.across // self.chunk_across
+
+    @property
+    def chunks_per_thread(self) -> int:
+        return self.groups * self.blocks // self.threads
+
+    @property
+    def words_per_chunk(self) -> int:
+        """Words a chunk's reads hold: 4 (16 lines) a read."""
+        return 4 * self.chunk_across
+
+    def block(self, thread: int) -> int:
+        return thread % self.blocks
+
+    def group(self, thread: int, chunk: int) -> int:
+        """The line group of a thread's chunk `chunk` (0 ..)."""
+        return (thread // self.blocks + chunk * (self.threads // self.blocks) + self.block(thread)) % self.groups
+
+    @classmethod
+    def of(cls, lines: int, across: int, bits: int, threads: int) -> TransposeLayout | None:
+        """The widest layout (16 or 8 elements across a chunk) that splits a stage evenly over the
+        threads with neither its reads nor its stores meeting in a bank; None where none does
+        (8-bit elements, at least 8 line groups and blocks)."""
+        if bits != 8 or threads % 32 or lines % TRANSPOSE_LINES or lines // TRANSPOSE_LINES < PHASE_LANES:
+            return None
+        for chunk_across in (16, 8):
+            blocks = across // chunk_across if across % chunk_across == 0 else 0
+            store_lanes = BANK_SPAN // chunk_across  # lanes served together by one store
+            if blocks and (lines // TRANSPOSE_LINES * blocks) % threads == 0 and threads % blocks == 0 \
+                    and blocks % store_lanes == 0:
+                return cls(lines, across, threads, chunk_across)
         return None
 
 
@@ -356,3 +421,62 @@ class FillStoreOp(IRDLOperation):
                 raise VerifyException("warp.fill_store: stored by other threads, or otherwise, than its fill_load loaded")
             if load.ref.type.element_type != self.dest.type.element_type:  # type: ignore[attr-defined]
                 raise VerifyException("warp.fill_store: source and destination element types differ")
+
+
+@irdl_op_definition
+class TransposeStageOp(IRDLOperation):
+    """`warp.transpose_stage %src[%stage] -> %dest[%dest_stage] after %token`: the CTA's threads
+    (`threads` from `first_thread`) write stage `dest_stage` of `dest` (lines x K, K-major) as the
+    transpose of stage `stage` of `src` (K x lines, as `warp.copy_async` copied an 8-bit M-major A
+    or N-major B), once the wait whose `token` it takes has landed it: a transposing fill from
+    shared memory instead of global. Each thread reads its chunks (`TransposeLayout`) 16 bytes a
+    row, transposes them in registers and stores each line's bytes across as one vector, both
+    buffers swizzled as their types say. Every thread reads other threads' copies, so the wait
+    must be the CTA's (a barrier before it, `warp-stage-shared`'s, or the producers' own copies
+    and a named barrier); with `proxy_fence` the thread then fences its stores for the async proxy
+    (the warpgroups read `dest`). Its token orders the stage's reads after it."""
+
+    name = "warp.transpose_stage"
+    src = operand_def(MemRefType)
+    stage = operand_def(IndexType)
+    dest = operand_def(MemRefType)
+    dest_stage = operand_def(IndexType)
+    token = operand_def(AsyncTokenType)
+    threads = prop_def(IntegerAttr)
+    first_thread = opt_prop_def(IntegerAttr)
+    proxy_fence = opt_prop_def(UnitAttr)
+    result = result_def(AsyncTokenType)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = ("$src `[` $stage `]` `->` $dest `[` $dest_stage `]` `after` $token attr-dict `:` type($src) "
+                       "`,` type($dest)")
+
+    def __init__(self, src: SSAValue, stage: SSAValue, dest: SSAValue, dest_stage: SSAValue, token: SSAValue,
+                 threads: int, first_thread: int = 0, proxy_fence: bool = False):
+        props: dict[str, Attribute] = thread_props(threads, first_thread)
+        if proxy_fence:
+            props["proxy_fence"] = UnitAttr()
+        super().__init__(operands=[src, stage, dest, dest_stage, token], properties=props,
+                         result_types=[AsyncTokenType()])
+
+    def layout(self) -> TransposeLayout:
+        dest = _shared_stage(self.dest.type, "warp.transpose_stage destination")
+        _, lines, across = dest.get_shape()
+        layout = TransposeLayout.of(lines, across, element_bits(element_name(dest.element_type)),
+                                    self.threads.value.data)
+        if layout is None:
+            raise VerifyException(f"warp.transpose_stage: a {lines} x {across} stage of {dest.element_type} does not "
+                                  f"split into {TRANSPOSE_LINES}-line chunks evenly over "
+                                  f"{self.threads.value.data} threads without bank conflicts")
+        return layout
+
+    def verify_(self) -> None:
+        src = _shared_stage(self.src.type, "warp.transpose_stage source")
+        dest = _shared_stage(self.dest.type, "warp.transpose_stage destination")
+        if src.element_type != dest.element_type:
+            raise VerifyException("warp.transpose_stage: source and destination element types differ")
+        if tuple(src.get_shape()[1:]) != tuple(dest.get_shape()[1:][::-1]):
+            raise VerifyException(f"warp.transpose_stage: the source stage ({src.get_shape()[1]} x "
+                                  f"{src.get_shape()[2]}) must be the destination's ({dest.get_shape()[1]} x "
+                                  f"{dest.get_shape()[2]}) transposed")
+        self.layout()

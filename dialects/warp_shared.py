@@ -80,7 +80,10 @@ class CopyAsyncOp(_WindowOp):
     each shared row is then one contiguous run of the window. A `#warp.swizzled` destination
     stores each shared row's 16-byte granules XORed with the row (see `swizzle_granule`). With
     `one_offset`, where a thread's chunks are whole swizzle periods of rows apart inside the
-    window, the lowering keeps one thread offset and puts each chunk at an immediate from it."""
+    window, the lowering keeps one thread offset and puts each chunk at an immediate from it.
+    With `for_transpose` (16-byte chunks of an 8-bit stage) each thread copies the rows of its own
+    chunks of the `warp.transpose_stage` that reads the stage (`TransposeLayout`), so that the
+    transpose reads back only what the same thread copied: its wait needs no barrier."""
 
     name = "warp.copy_async"
     ref = operand_def(MemRefType)
@@ -98,6 +101,7 @@ class CopyAsyncOp(_WindowOp):
     # immediate from it, where they can (measured: attention, short of registers, gains; the
     # GEMMs lose 1-7% on an H200, so they keep an offset per chunk).
     one_offset = opt_prop_def(UnitAttr)
+    for_transpose = opt_prop_def(UnitAttr)
     irdl_options = (ParsePropInAttrDict(),)
 
     assembly_format = (
@@ -106,13 +110,12 @@ class CopyAsyncOp(_WindowOp):
 
     def __init__(self, ref: SSAValue, indices: Sequence[SSAValue], dest: SSAValue, stage: SSAValue,
                  window: Sequence[int], extent: Sequence[int], threads: int, vector: int, transpose: bool = False,
-                 one_offset: bool = False, first_thread: int = 0):
+                 one_offset: bool = False, first_thread: int = 0, for_transpose: bool = False):
         props: dict[str, Attribute] = {"window": _ints(window), "extent": _ints(extent),
                                        **thread_props(threads, first_thread), "vector": IntegerAttr(vector, i64)}
-        if transpose:
-            props["transpose"] = UnitAttr()
-        if one_offset:
-            props["one_offset"] = UnitAttr()
+        for name, on in (("transpose", transpose), ("one_offset", one_offset), ("for_transpose", for_transpose)):
+            if on:
+                props[name] = UnitAttr()
         super().__init__(operands=[ref, indices, dest, stage], properties=props)
 
     def verify_(self) -> None:
@@ -122,6 +125,21 @@ class CopyAsyncOp(_WindowOp):
             raise VerifyException("warp.copy_async: source and destination element types differ")
         if self.vector.value.data not in (4, 8, 16):
             raise VerifyException("warp.copy_async: vector must be 4, 8 or 16 bytes (cp.async sizes)")
+        if self.for_transpose is not None:
+            self.transpose_layout()
+
+    def transpose_layout(self):
+        """With `for_transpose`, the chunks of the `warp.transpose_stage` that reads the stage."""
+        from tilemma.dialects.warp_fill import TransposeLayout
+
+        dest = _shared_stage(self.dest.type, "warp.copy_async destination")
+        _, rows, cols = dest.get_shape()
+        layout = TransposeLayout.of(cols, rows, element_bits(element_name(dest.element_type)), self.threads.value.data)
+        if layout is None or self.vector.value.data != 16 or self.transpose is not None or self.one_offset is not None:
+            raise VerifyException(f"warp.copy_async {{for_transpose}}: a {rows} x {cols} stage of {dest.element_type}, "
+                                  "copied 16 bytes at a time as stored, that warp.transpose_stage can read over "
+                                  f"{self.threads.value.data} threads")
+        return layout
 
 
 @irdl_op_definition

@@ -75,19 +75,20 @@ WGMMA_ALIGN = 1024  # bytes a wgmma stage's start is aligned to: the 128-byte sw
 
 @irdl_op_definition
 class WgmmaOp(IRDLOperation):
-    """`warp.wgmma %a[stage, row], %b[stage] after %token, %accs`: this warp's part of its
+    """`warp.wgmma %a[stage, row(, b stage)], %b after %token, %accs`: this warp's part of its
     warpgroup's product of A rows `row` .. + 63 of stage `stage` (an S x BM x BK buffer, K-major,
     or with `a_blocks` = BM / 64 an (S * a_blocks) x BK x 64 M-major one whose stage s is blocks
     s * a_blocks .., the warpgroup's rows one block) and the stage's B (S x BN x BK K-major, or with
     `b_blocks` = BN / 64 an (S * b_blocks) x BK x 64 N-major buffer, its stage s blocks
     s * b_blocks ..), every K step of the stage; `accs` are the warp's N / 8 accumulator fragments,
-    the results the same after the stage. With `metas` (one word a k32 step of the stage) A is a
+    the results the same after the stage. A third index is B's stage where B's ring is shorter
+    than A's (a B transposed in shared memory, `warp.transpose_stage`). With `metas` (one word a k32 step of the stage) A is a
     pre-compressed 2:4 A's kept values (K-major, K / 2 columns) and the instruction the sparse one."""
 
     name = "warp.wgmma"
     a = operand_def(MemRefType)
     b = operand_def(MemRefType)
-    indices = var_operand_def(IndexType)  # [stage, A row]
+    indices = var_operand_def(IndexType)  # [stage, A row] or [stage, A row, B stage]
     token = operand_def(AsyncTokenType)
     accs = var_operand_def(FragType)
     metas = var_operand_def(FragType)  # a sparse A's metadata words, one a k32 step (none: dense)
@@ -140,8 +141,8 @@ class WgmmaOp(IRDLOperation):
     def verify_(self) -> None:
         a = _shared_stage(self.a.type, "warp.wgmma A")
         b = _shared_stage(self.b.type, "warp.wgmma B")
-        if len(self.indices) != 2:
-            raise VerifyException("warp.wgmma: indices are [stage, A row]")
+        if len(self.indices) not in (2, 3):
+            raise VerifyException("warp.wgmma: indices are [stage, A row] or [stage, A row, B stage]")
         if not self.accs or len(self.accs) != len(self.outs) or self.n > WGMMA_MAX_N:
             raise VerifyException(f"warp.wgmma: 1 to {WGMMA_MAX_N // 8} accumulators (N up to {WGMMA_MAX_N}), "
                                   "as many results")
@@ -188,8 +189,10 @@ class WgmmaOp(IRDLOperation):
         blocks = self.b_blocks.value.data
         sb, rb, cb = b.get_shape()
         if blocks == 0:
-            if (rb, cb) != (self.n, bk) or sb != self.stages:
-                raise VerifyException(f"warp.wgmma: a K-major B stage is N x K = {self.n} x {bk}, as many stages as A")
+            own = len(self.indices) == 3  # (B's stage its own index: a ring no longer than A's)
+            if (rb, cb) != (self.n, bk) or (sb > self.stages if own else sb != self.stages):
+                raise VerifyException(f"warp.wgmma: a K-major B stage is N x K = {self.n} x {bk}, as many stages as A "
+                                      "(at most as many with an index of its own)")
         elif blocks * N_BLOCK != self.n or (rb, cb) != (bk, N_BLOCK) or sb != blocks * self.stages:
             raise VerifyException(f"warp.wgmma: an N-major B is {blocks} blocks of K x {N_BLOCK} = {bk} x {N_BLOCK} "
                                   f"a stage (N = {self.n})")

@@ -39,7 +39,7 @@ def chain(plan: TilePlan) -> list[ModulePass]:
 @dataclass(frozen=True)
 class TileToWarp(ModulePass):
     """Options: those of `tile-plan` (`warps`, `warp-tile`, `stages`, `stage-k`, `tune-cache`, `split-k`,
-    `pair-bytes`, `wgmma`, `producers`, `tma`, `cluster`, `persistent`)."""
+    `pair-bytes`, `wgmma`, `producers`, `tma`, `cluster`, `persistent`, `shared-transpose`)."""
 
     name = "tile-to-warp"
 
@@ -55,9 +55,10 @@ class TileToWarp(ModulePass):
     tma: int = -1
     cluster: int = -1
     persistent: int = -1
+    shared_transpose: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for p in chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
                                  self.pair_bytes, self.wgmma, self.producers, self.tma, self.cluster,
-                                 self.persistent)):
+                                 self.persistent, self.shared_transpose)):
             p.apply(ctx, op)

@@ -319,7 +319,7 @@ def test_fills_dealt_to_a_producer_warpgroup_and_a_gather_that_cannot_be():
     gather.properties["first_thread"] = IntegerAttr(256, i64)
     with pytest.raises(VerifyException, match="a gather is dealt to the whole CTA"):
         gather.verify()
-    filled = warp_module(GemmSpec(256, 256, 512, "s8", "s8", "s32"), wgmma=True, producers=4)
+    filled = warp_module(GemmSpec(256, 256, 512, "s8", "s8", "s32"), wgmma=True, producers=4, shared_transpose=False)
     store = next(o for o in filled.walk() if isinstance(o, warp.FillStoreOp))
     assert (store.threads.value.data, warp.first_thread(store)) == (128, 256)
     store.properties["first_thread"] = IntegerAttr(0, i64)

@@ -226,9 +226,10 @@ def test_registers_beyond_the_share_deadlock_in_the_emulator():
 
 
 def test_fill_producers_keep_their_words():
-    """An N-major 8-bit B transposed by the producers: each keeps the fill's 64 words a thread
-    (128 x 256 CTAs, K 128 stages) besides its addresses, and the consumers take the rest."""
-    kernel = compiled(GemmSpec(4096, 4096, 4096, "s8", "s8", "s32"), wgmma=True, **SPECIALIZED)
+    """An N-major 8-bit B transposed by the producers' fill (not in shared memory): each keeps the
+    fill's 64 words a thread (128 x 256 CTAs, K 128 stages) besides its addresses, and the
+    consumers take the rest."""
+    kernel = compiled(GemmSpec(4096, 4096, 4096, "s8", "s8", "s32"), wgmma=True, shared_transpose=False, **SPECIALIZED)
     assert "st.shared.b32" in kernel.ptx and "ld.global" in kernel.ptx  # the fill, not cp.async, for B
     assert f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS + 64};" in kernel.ptx
     assert "setmaxnreg.inc.sync.aligned.u32 200;" in kernel.ptx  # 168 + (168 - 104) * 128 / 256
@@ -244,7 +245,7 @@ def test_fill_loads_a_stage_ahead():
     from tilemma.dialects.warp_fill import StagedType
 
     spec = GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", a_layout="col")
-    narrow = dict(warps="8x1", warp_tile="1x16")
+    narrow = dict(warps="8x1", warp_tile="1x16", shared_transpose=False)  # (the fill, not the shared transpose)
 
     def carried(module) -> list:
         return [o for o in module.walk() if isinstance(o, scf.ForOp)
@@ -257,4 +258,4 @@ def test_fill_loads_a_stage_ahead():
     kernel = compiled(spec, wgmma=True, **SPECIALIZED, **narrow)
     assert f"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGISTERS + 2 * 32};" in kernel.ptx
     assert "setmaxnreg.inc.sync.aligned.u32 200;" in kernel.ptx  # 168 + (168 - 104) * 128 / 256
-    assert not carried(warp_module(spec, wgmma=True, **SPECIALIZED))
+    assert not carried(warp_module(spec, wgmma=True, shared_transpose=False, **SPECIALIZED))

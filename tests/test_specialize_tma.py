@@ -151,8 +151,10 @@ def test_a_cluster_kernel_shares_b():
 @pytest.mark.parametrize("s, sm, kw, message", [
     (F16, "90a", {"wgmma": True, "producers": 0}, "tma: the TMA's copies are a producer warpgroup's (producers=4)"),
     (F16, "90", {}, "tma: the TMA's copies are a producer warpgroup's, which feeds the warpgroup mma"),
-    (GemmSpec(256, 256, 512, "s8", "s8", "s32"), "90a", {"wgmma": True},
+    (GemmSpec(256, 256, 512, "s8", "s8", "s32"), "90a", {"wgmma": True, "shared_transpose": False},
      "tma: the transposing fill stages B through registers"),
+    (GemmSpec(256, 256, 512, "s8", "s8", "s32"), "90a", {"wgmma": True},
+     "tma: each producer thread copies the rows of B it transposes in shared memory itself"),
     (GemmSpec(256, 256, 512, "tf32", "tf32", "f32", b_layout="col", rounding="rna"), "90a", {"wgmma": True},
      "tma: a tf32 stage is rounded where it lies"),
     (GemmSpec(256, 256, 512, "f16", "f16", "f32", dynamic="mnk"), "90a", {"wgmma": True, "stride_multiple": 8},

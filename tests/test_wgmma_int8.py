@@ -29,8 +29,12 @@ def spec(m, n, k, t="s8", **kw) -> GemmSpec:
     (spec(4096, 4096, 4096, b_layout="row"), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # its transpose
     (spec(4096, 264, 4096, b_layout="row"), "90a", {}, ("sync",)),  # ... not for 264 columns: byte pairs
     (spec(4096, 4096, 4096, a_layout="col"), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # A from registers
-    (spec(4096, 4096, 4096, a_layout="col", b_layout="row"), "90a", {}, ("sync",)),  # B: byte pairs win
-    (spec(4096, 4096, 4096, b_layout="row"), "90a", {"wgmma": True}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # filled
+    # B transposed in shared memory by a producer warpgroup (3 stages fit beside its K-major ring)
+    (spec(4096, 4096, 4096, a_layout="col", b_layout="row"), "90a", {}, ("wgmma", (8, 1), (1, 32), 3, 128)),
+    (spec(4096, 4096, 4096, a_layout="col", b_layout="row"), "90a", {"shared_transpose": False}, ("sync",)),  # the fill loses
+    (spec(4096, 4096, 4096, b_layout="row"), "90a", {"wgmma": True}, ("wgmma", (8, 1), (1, 32), 3, 128)),
+    (spec(4096, 4096, 4096, b_layout="row"), "90a", {"wgmma": True, "shared_transpose": False},
+     ("wgmma", (8, 1), (1, 32), 4, 128)),  # filled
 ])
 def test_plan(s, sm, kw, want):
     got = schedule(s, sm, **kw)
@@ -59,7 +63,7 @@ def test_the_integer_n_table_is_ptxas_own():
 
 
 def test_a_transposed_b_is_filled_k_major_and_an_m_major_a_read_from_registers():
-    s = schedule(spec(256, 256, 256, b_layout="row", a_layout="col"), wgmma=True)
+    s = schedule(spec(256, 256, 256, b_layout="row", a_layout="col"), wgmma=True, shared_transpose=False)
     assert (s.mma, s.fill, s.pair_bytes) == ("wgmma", "b", "a")
     assert schedule(spec(256, 256, 256, a_layout="col"), pair_bytes=False, wgmma=True).fill == "a"  # without pairs
 

@@ -98,6 +98,8 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "pair_bytes": (bool, "True or False: an M-major 8-bit A or N-major B read by byte-pair ldmatrix .trans, "
                          "or transposed by the fill"),
     "wgmma": (bool, "True or False: each stage multiplied by warpgroups' wgmma.mma_async (sm_90a)"),
+    "shared_transpose": (bool, "True or False: a warpgroup kernel's 8-bit N-major B transposed in shared memory by "
+                               "a producer warpgroup (where it can), or by the fill through registers"),
     "producers": (int, "an int: -1 (automatic), 0 (none) or 4: a producer warpgroup fills a wgmma kernel's stages"),
     "tma": (int, "an int: -1 (automatic), 0 (cp.async) or 1: the producer warpgroup copies the stages with the TMA"),
     "cluster": (int, "an int: -1 (automatic), 1 (none) or 2: a TMA kernel's CTAs in pairs that share B's stages"),

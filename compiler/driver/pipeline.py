@@ -62,6 +62,9 @@ class CompileOptions:
     pair_bytes: bool = True
     # each stage multiplied by warpgroups' wgmma.mma_async (sm_90a, `tile-plan`)
     wgmma: bool = False
+    # an 8-bit N-major B of a warpgroup kernel transposed in shared memory by a producer warpgroup
+    # (True, where it can) or by the fill through registers (`tile-plan`)
+    shared_transpose: bool = True
     # a producer warpgroup that fills the stages of a wgmma kernel: -1 automatic, 0 none, 4 (`tile-plan`)
     producers: int = -1
     # that producer warpgroup's copies of A's and B's stages by the TMA: -1 automatic, 0 cp.async, 1 (`tile-plan`)
@@ -89,7 +92,7 @@ class CompileOptions:
             TileAttention(self.attention_rows, self.attention_block_n, self.attention_q_shared, self.attention_ctas),
             *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
                             self.pair_bytes, self.wgmma, self.producers, self.tma, self.cluster,
-                            self.persistent)),
+                            self.persistent, self.shared_transpose)),
             *([WarpStageStores()] if self.staged_stores else []),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),

@@ -472,7 +472,7 @@ def default_tiles(g, variant, schedule: str, default: configs.Config, warps: tup
 
 def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1, stage_k: int = 0,
          split_k: int = 0, pair_bytes: bool = True, wgmma: bool = False, producers: int = -1,
-         tma: int = -1, cluster: int = -1, persistent: int = -1) -> Schedule:
+         tma: int = -1, cluster: int = -1, persistent: int = -1, shared_transpose: bool = True) -> Schedule:
     """The schedule of one kernel (`read_kernel`'s GEMM) under the given options (None, -1, 0:
     not forced), or a LoweringError at its mma saying which limit a configuration breaks."""
     mma = g.mma
@@ -504,11 +504,12 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
     # 8-bit operands the fill would transpose, read by byte-pair ldmatrix .trans instead
     pair = pairable(g, variant, fill, gather) if pair_bytes else ""
     # the warpgroups read 8-bit stages K-major: an M-major A they take from registers instead, read
-    # by byte pairs (`wgmma_pair`); the other operands the fill transposes, when asked for them
-    # (`--wgmma`); never by themselves, the fill loses to the byte-pair reads there (H200, s8 B
-    # row-major 4096^3 632 against 805 TOP/s, results/h200-2026-11-27-s8-wgmma-fill.csv)
+    # by byte pairs (`wgmma_pair`); the other operands the fill transposes, or for an N-major B a
+    # producer warpgroup in shared memory (`plan_warpgroups.shared_transpose`); by themselves only
+    # the latter, the fill loses to the byte-pair reads (H200, s8 B row-major 4096^3 632 against
+    # 805 TOP/s, results/h200-2026-11-27-s8-wgmma-fill.csv)
     wgmma_pair = "a" if "a" in pair and g.a.bits == 8 else ""
-    wgmma_fill = "".join(w for w in fill if w not in wgmma_pair) if g.a.bits == 8 and wgmma else ""
+    wgmma_fill = "".join(w for w in fill if w not in wgmma_pair) if g.a.bits == 8 else ""
     fill = "".join(w for w in fill if w not in pair)
     forced_stages = max(stages, 0)
     if stages > 0 and why_not:
@@ -522,7 +523,7 @@ def plan(kernel: func.FuncOp, g: GemmKernel, warps, warp_tile, stages: int = -1,
         planned = plan_warpgroups.plan_wgmma(kernel, g, variant, target, why_not, wgmma_fill, gather, warps,
                                              warp_tile, stages, stage_k, split_k, automatic=not wgmma,
                                              producers=producers, tma=tma, cluster=cluster,
-                                             persistent=persistent, pair=wgmma_pair)
+                                             persistent=persistent, pair=wgmma_pair, transpose_b=shared_transpose)
         if planned is not None:
             return planned
     if persistent > 0:
@@ -654,7 +655,10 @@ class TilePlan(ModulePass):
     kernels' CTAs in pairs that share B's stages, `Schedule.cluster`, or a located refusal; 1: none;
     -1, the default: `configs.WGMMA_CLUSTER`'s choice, where they can) and `persistent` (N: those TMA
     kernels launched as N CTAs that loop over the tiles, `Schedule.persistent`, or a located refusal;
-    0: none; -1, the default: `configs.WGMMA_PERSISTENT`'s, as many as the SMs hold). When none of
+    0: none; -1, the default: `configs.WGMMA_PERSISTENT`'s, as many as the SMs hold) and
+    `shared-transpose` (true, the default: a warpgroup kernel's 8-bit N-major B transposed in shared
+    memory by a producer warpgroup where it can, `plan_warpgroups.shared_transpose`, which the
+    warpgroups then take by themselves; false: by the fill). When none of
     warps, warp-tile and stages is given, a configuration in the tuning cache `tune-cache` (JSON,
     `compiler/core/configs.py`) wins. Defaults are the kernel's target's (`configs.default`), their
     stages and stage K cut to fit its shared memory."""
@@ -673,13 +677,14 @@ class TilePlan(ModulePass):
     tma: int = -1
     cluster: int = -1
     persistent: int = -1
+    shared_transpose: bool = True
 
     @property
     def automatic(self) -> bool:
         """Whether the tiling is left to the planner (nothing forced, the byte pairs allowed):
         where `tile-transpose-product` may change which product it plans."""
         return ((self.warps, self.warp_tile, self.stages, self.stage_k, self.split_k)
-                == ("", "", -1, 0, 0) and self.pair_bytes and not self.wgmma
+                == ("", "", -1, 0, 0) and self.pair_bytes and self.shared_transpose and not self.wgmma
                 and (self.producers, self.tma, self.cluster, self.persistent) == (-1, -1, -1, -1))
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -719,7 +724,8 @@ class TilePlan(ModulePass):
             kernel.attributes["warp.schedule"] = ScheduleAttr(schedule or plan(kernel, g, w, t, st, sk, self.split_k,
                                                                                self.pair_bytes, self.wgmma,
                                                                                self.producers, self.tma,
-                                                                               self.cluster, self.persistent))
+                                                                               self.cluster, self.persistent,
+                                                                               self.shared_transpose))
 
 # The warpgroup kernels' planning builds on this module's tiling and split-K; imported last so
 # that either module may be imported first (its functions are looked up when `plan` runs).

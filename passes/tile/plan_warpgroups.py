@@ -23,6 +23,7 @@ from tilemma.passes.tile.plan import (
     ceil_div,
     choose_tiling,
     column_major,
+    copy_vector,
     parse_pair,
     split,
     wave_use,
@@ -57,7 +58,7 @@ def wgmma_unsupported(g, variant, target: targets.SmTarget, why_not: str | None,
     return None
 
 
-def tma_unsupported(g, variant, producers: int, fill: str, pair: str = "") -> str | None:
+def tma_unsupported(g, variant, producers: int, fill: str, pair: str = "", transpose: str = "") -> str | None:
     """Why a warpgroup kernel's stages cannot be copied by the TMA (`Schedule.copy` tma), None if
     they can: a producer warpgroup issues the copies, of stages as stored (no fill; a tf32 stage
     rounded in place would need the producers to wait for the TMA's bytes first), of static sizes
@@ -67,6 +68,9 @@ def tma_unsupported(g, variant, producers: int, fill: str, pair: str = "") -> st
         return "the TMA's copies are a producer warpgroup's (producers=4)"
     if fill:
         return f"the transposing fill stages {' and '.join(fill.upper())} through registers, not by copies"
+    if transpose:
+        return (f"each producer thread copies the rows of {transpose.upper()} it transposes in shared memory itself "
+                "(cp.async), so that it reads back only its own copies")
     if pair:  # (`#warp.swizzled<1, fold>`: `warp-swizzle-shared`)
         return "an A read from registers by byte pairs is staged in a swizzle no tensor map writes"
     if variant.atype == "tf32" and any(tf32_rounding(m) != "trunc" for m in (g.a, g.b)):
@@ -130,6 +134,28 @@ def producers_by_themselves(g, t, bn: int, stage_k: int, need: int, target: targ
     one_an_sm = target.limits.shared_per_sm // (need + target.limits.shared_reserve) <= 1  # (shared memory)
     return whole and tma_unsupported(g, variant, 4, fill, pair) is None and splits == 1 and t.warps[0] >= 8 \
         and (t.tiles <= target.limits.sms or one_an_sm)
+
+
+def shared_transpose(g, bn: int, stage_k: int, fill: str, producers: int) -> str:
+    """The operand ("b", or "" for none) a warpgroup kernel copies as stored and transposes in
+    shared memory stage by stage (`#warp.schedule` transpose, `warp.transpose_stage`) instead of
+    filling it through registers from global memory: an 8-bit N-major B the fill would stage, its
+    rows whole 16-byte copies, its stage split evenly over a producer warpgroup
+    (`warp.TransposeLayout`), which transposes each stage while the consumers multiply the one
+    before (not where producers are refused: 0). The fill's loads wait on global memory with one
+    stage in flight; the copies run stages ahead. H200, s8 with A M-major and B N-major 4096^3
+    (results/h200-2026-11-28i-s8-transpose-ab.csv): 818 TOP/s against the fill's 580 (producers)
+    and 548 (none), mma.sync's 778."""
+    if "b" not in fill or g.b.bits != 8 or producers == 0 or copy_vector(g.b) < 16:
+        return ""
+    return "b" if warp.TransposeLayout.of(bn, stage_k, g.b.bits, 4 * 32) is not None else ""
+
+
+def transposed_shared(stages: int, stage_k: int, bits_per_k: int, bn: int) -> int:
+    """Bytes of shared memory of a kernel that transposes B in shared memory (8-bit): A's stages
+    and B's as stored (`bits_per_k`), and B's K-major ring (`warp-stage-shared`'s, 2 stages: no
+    products in flight, `Schedule.wgmma_in_flight`)."""
+    return stages * stage_k * bits_per_k // 8 + min(stages, 2) * bn * stage_k
 
 
 def persistent_ctas(threads: int, need: int, target: targets.SmTarget) -> int:
@@ -242,7 +268,7 @@ def wgmma_tiling_error(g, warps, warp_tile, stage_k: int) -> str | None:
 def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_not, fill: str, gather: str,
                warps, warp_tile, stages: int, stage_k: int, split_k: int, automatic: bool = False,
                producers: int = -1, tma: int = -1, cluster: int = -1, persistent: int = -1,
-               pair: str = "") -> Schedule | None:
+               pair: str = "", transpose_b: bool = True) -> Schedule | None:
     """The schedule of a kernel multiplied by warpgroups (`wgmma`): its tiles (`wgmma_tiles`), the
     default stages of 128-byte K rows (`configs` 16bit-wgmma), as many as fit the target's shared
     memory (at least 2), the 8-bit operands `fill` names (tf32: `tf32_staging`'s) transposed K-major
@@ -274,13 +300,22 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         raise LoweringError(mma, f"{t.grid[0] * t.grid[1]} CTAs exceed the CUDA limit of {GRID_LIMITS[0]}")
     bm, bn = t.cta_tile
     limit = target.limits.shared_per_cta
+    transpose = shared_transpose(g, bn, stage_k, fill, producers) if transpose_b else ""
+    if transpose:  # (`shared_transpose`: a producer warpgroup transposes, its copies each thread's own)
+        fill, producers = fill.replace(transpose, ""), 4
+    elif automatic and g.a.bits == 8 and fill:
+        return None  # the register fill loses to mma.sync's byte-pair reads (results/h200-2026-11-27-s8-wgmma-fill.csv)
     # a pre-compressed A: K / 2 values, and their metadata staged with them (2 bits a value)
     bits_per_k = bm * (g.a.bits // 2 + 1 if g.a_meta is not None else g.a.bits) + bn * g.b.bits
     forced = stages > 0
     # the stage K is the descriptors' (128-byte rows): only a default's stages are cut
     stages, _ = configs.fit_shared(stages if forced else default_stages, stage_k, bits_per_k, limit, schedule,
                                    cut_stages=not forced, cut_k=False, read_k=warp.WGMMA_K)
-    if (need := stages * stage_k * bits_per_k // 8) > limit:
+    if transpose:  # B's own K-major ring beside the stages of B as stored: as many stages as fit
+        while stages > 2 and not forced and transposed_shared(stages, stage_k, bits_per_k, bn) > limit:
+            stages -= 1
+    if (need := transposed_shared(stages, stage_k, bits_per_k, bn) if transpose
+            else stages * stage_k * bits_per_k // 8) > limit:
         raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {need} bytes of "
                             f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")
     if producers < 0:  # (`configs.WGMMA_PRODUCERS`, where they cost no residency: `producers_by_themselves`)
@@ -294,6 +329,8 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                                            read_k=warp.WGMMA_K)
             need = stages * stage_k * bits_per_k // 8
     fillers = 32 * producers if producers else t.threads  # the threads that fill (a producer warpgroup's)
+    if transpose and warp.TransposeLayout.of(bn, stage_k, 8, fillers) is None:
+        return None
     for what in fill:  # each filled operand's K-major stage over those threads (`FillLayout`)
         lines, mem = (bm, g.a) if what == "a" else (bn, g.b)
         if warp.FillLayout.of(lines, stage_k, mem.bits, fillers) is None:
@@ -303,7 +340,7 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                                 f"{stage_k} stage evenly over {fillers} threads; choose other warps or warp-tile")
     if producers and split_k > 1:
         raise LoweringError(mma, "producers: a producer warpgroup's kernel does not split K (split-k 1)")
-    why = tma_unsupported(g, variant, producers, fill, pair)
+    why = tma_unsupported(g, variant, producers, fill, pair, transpose)
     if tma > 0 and why:
         raise LoweringError(mma, f"tma: {why}")
     if tma < 0:  # (`configs.WGMMA_TMA`)
@@ -321,10 +358,10 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
         persistent = persistent_ctas(t.threads + 32 * producers, need, target) if by_itself else 0
     persistent = persistent if persistent < t.tiles else 0  # (no fewer tiles than CTAs: one a CTA)
     splits, chunk = split(g, variant, t, stages, stage_k, 1 if producers else split_k, target, mma, schedule)
-    wave = configs.WGMMA_WAVE.get(schedule)
+    wave = configs.WGMMA_WAVE.get(f"{schedule}-transpose" if transpose else schedule)
     if automatic and wave is not None and (splits > wave[0] or t.tiles * splits < target.limits.one_wave
                                            or wave_use(t.tiles * splits, target) < wave[1]):
         return None  # (`configs.WGMMA_WAVE`) mma.sync's smaller tiles do better
     return Schedule(t.warps, t.warp_tile, stages, stage_k, "ahead", GROUP_M, None, splits, chunk, fill, mma="wgmma",
                     producers=producers, copy="tma" if tma else "async", cluster=cluster, persistent=persistent,
-                    pair_bytes=pair)
+                    pair_bytes=pair, transpose=transpose)

@@ -68,7 +68,7 @@ from tilemma.passes.warp.loop_clone import Cloner, const_before, hoist_constants
 from tilemma.passes.warp.loop_stages import fill_ops, is_pure, operand_chain, wgmma_pending
 from tilemma.passes.warp.stage_shared import k_loop
 
-_LANDING = (warp.AsyncWaitOp, warp.RoundStageOp)
+_LANDING = (warp.AsyncWaitOp, warp.RoundStageOp, warp.TransposeStageOp)
 # registers a producer thread keeps (`setmaxnreg`) for its copies' addresses (CUTLASS's producers keep
 # 40); a transposing fill's words come on top (`producer_registers`)
 PRODUCER_REGISTERS = 40
@@ -221,11 +221,39 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
         later.clone_all(operand_chain(loads, within) + loads)
         p.ops.extend(later.ops)
 
-    def copy(b: _Builder) -> None:
+    def wait_empty(b: _Builder) -> SSAValue:
+        """Stage pk's slot released by the consumers (stage pk - S's products retired)."""
         step = b.ring_step(pk, p_base)
         slot, parity = b.slot_parity(step, stages, 1)
         slots.append(slot)
         b.op(warp.MbarrierWaitOp(empty, slot, parity))
+        return step
+
+    def land(b: _Builder, pending: int) -> None:
+        b.map[kt] = b.op(arith.SubiOp(pk, b.const(ahead)))
+        b.clone_all(landing_chain)
+        for op in landing:
+            b.clone(op)
+            if isinstance(op, warp.AsyncWaitOp):
+                b.map[op.token].owner.pending = IntegerAttr(pending, i64)  # type: ignore[union-attr]
+        b.op(warp.MbarrierArriveOp(full, b.slot(b.map[kt], stages)))
+
+    # a B transposed in shared memory (`warp.transpose_stage`): stage pk - L is transposed before
+    # the producers wait for stage pk's slot and copy it (L - 1 groups then still in flight), so
+    # that its transpose waits only for the release the iteration before waited for, not for the
+    # consumers to finish the stage before it. Its K-major ring may be shorter than the stages':
+    # its slot for stage pk - L was last stage pk - L - R's, released with stage pk - 1 - S's
+    # (R >= in_flight + 2), which the producers then wait for on every iteration, the last L (no
+    # copies) too.
+    transposes = lands and any(isinstance(o, warp.TransposeStageOp) for o in landing)
+    if transposes:
+        p.when(p.op(arith.CmpiOp(pk, p.const(ahead), "uge")), lambda b: land(b, ahead - 1))
+    shorter = any(isinstance(o, warp.TransposeStageOp) and o.dest.type.get_shape()[0] < stages for o in landing)
+    if shorter:
+        wait_empty(p)
+
+    def copy(b: _Builder) -> None:
+        step = b.ring_step(pk, p_base) if shorter else wait_empty(b)
         b.clone_all(operand_chain(stores, within) + stores if loads else
                     fill_chain + [o for o in fill if not isinstance(o, warp.AsyncCommitOp)])
         if ring.rebased:
@@ -234,17 +262,8 @@ def specialize(kernel: func.FuncOp, loop: scf.ForOp, stages: int, in_flight: int
     p.when(p.op(arith.CmpiOp(pk, n, "ult")), copy)
     if lands:
         p.op(warp.AsyncCommitOp())
-
-        def land(b: _Builder) -> None:
-            b.map[kt] = b.op(arith.SubiOp(pk, b.const(ahead)))
-            b.clone_all(landing_chain)
-            for op in landing:
-                b.clone(op)
-                if isinstance(op, warp.AsyncWaitOp):
-                    b.map[op.token].owner.pending = IntegerAttr(ahead, i64)  # type: ignore[union-attr]
-            b.op(warp.MbarrierArriveOp(full, b.slot(b.map[kt], stages)))
-
-        p.when(p.op(arith.CmpiOp(pk, p.const(ahead), "uge")), land)
+    if lands and not transposes:
+        p.when(p.op(arith.CmpiOp(pk, p.const(ahead), "uge")), lambda b: land(b, ahead))
     # (every copy the TMA's: nothing to commit, wait for or arrive with)
     p.ops.append(scf.YieldOp(*(later.value(o.result) for o in loads)))
     p_body.add_ops(p.ops)
@@ -474,8 +493,11 @@ def _after(op: Operation):
 def producer_registers(kernel: func.FuncOp, fill: list[Operation], threads: int, ahead: bool = False) -> int:
     """Registers a producer thread keeps (`setmaxnreg.dec`): `PRODUCER_REGISTERS` for its copies'
     addresses, plus the words a transposing fill holds between its loads and stores (twice where
-    the loads run a stage ahead; in multiples of 8, at most what it starts with)."""
+    the loads run a stage ahead) or a `warp.transpose_stage` holds of a chunk (in multiples of 8,
+    at most what it starts with)."""
     words = (1 + ahead) * sum(o.result.type.words.data for o in fill if isinstance(o, warp.FillLoadOp))  # type: ignore[attr-defined]
+    words += max((o.layout().words_per_chunk * 3 // 2 for o in kernel.walk() if isinstance(o, warp.TransposeStageOp)),
+                 default=0)
     return min(kernel_target(kernel).limits.launch_registers(threads), PRODUCER_REGISTERS + -(-words // 8) * 8)
 
 

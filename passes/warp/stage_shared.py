@@ -117,13 +117,17 @@ class _Stage(IndexBuilder):
         # either way not copied by cp.async
         self.through_a, self.through_b = self.fill_a or "a" in s.gather, self.fill_b or "b" in s.gather
         self.a_m_major = column_major(self.a) and not self.fill_a
-        self.b_k_major = column_major(self.b) or self.fill_b
+        # an 8-bit N-major B copied as stored into a ring of its own and written K-major from there
+        # (`#warp.schedule` transpose, `warp.transpose_stage`): the warpgroups read it K-major
+        self.transpose_b = "b" in s.transpose
+        self.b_k_major = column_major(self.b) or self.fill_b or self.transpose_b
         # an 8-bit M-major A the warpgroups take from registers: its stage as stored (K x M), each
         # k32 step's fragments read by byte pairs (`#warp.schedule` pair_bytes "a" with wgmma)
         self.a_registers = s.mma == "wgmma" and "a" in s.pair_bytes
         # bytes a cp.async of A's and of B's stage copies (their runs' alignment), which the
         # warpgroups' in-place rounding follows chunk for chunk
-        self.a_vector, self.b_vector = copy_vector(self.a, self.a_m_major), copy_vector(self.b, self.b_k_major)
+        self.a_vector = copy_vector(self.a, self.a_m_major)
+        self.b_vector = copy_vector(self.b, self.b_k_major and not self.transpose_b)
         v = self.mmas[0].a.type.variant
         self.variant = v
         # one element per register (f64; tf32 stored across its fragments' K rows): warp.load_shared
@@ -166,17 +170,23 @@ class _Stage(IndexBuilder):
         self.b_blocks = bn // warp.N_BLOCK if self.wgmma and not self.b_k_major else 0
         a_shape = ([S * self.a_blocks, bk, warp.N_BLOCK] if self.a_blocks
                    else [S, bk, bm] if self.a_m_major else [S, bm, bk // 2 if self.pre else bk])
+        # a B transposed in shared memory: a ring of its K-major stages as long as the stages the
+        # warpgroups may still read while the next is written (`b_ring`)
+        self.b_ring = self.transposed_ring(S) if self.transpose_b else S
         b_shape = ([S * self.b_blocks, bk, warp.N_BLOCK] if self.b_blocks
-                   else [S, bn, bk] if self.b_k_major else [S, bk, bn])
+                   else [self.b_ring, bn, bk] if self.b_k_major else [S, bk, bn])
         shared = [MemRefType(a_elem, a_shape, memory_space=space), MemRefType(b_elem, b_shape, memory_space=space)]
         if self.pre:  # a lane's words for the stage's k32 steps, 16 lanes a tile of the CTA's rows
             shared.append(MemRefType(self.metas[0].ref.type.element_type, [S, bm, bk // self.variant.k],
                                      memory_space=space))
+        if self.transpose_b:  # B's stages as stored (K x N), which `warp.transpose_stage` reads
+            shared.append(MemRefType(b_elem, [S, bk, bn], memory_space=space))
         # wgmma's 128-byte swizzle is a function of the address: its stages start on 1024 bytes
         align = warp.WGMMA_ALIGN if self.wgmma else 128
-        self.s_a, self.s_b, *meta = (self.add(memref.AllocOp([], [], ty, IntegerAttr(align, i64))).results[0]
+        self.s_a, self.s_b, *rest = (self.add(memref.AllocOp([], [], ty, IntegerAttr(align, i64))).results[0]
                                      for ty in shared)
-        self.s_meta = meta[0] if meta else None
+        self.s_meta = rest.pop(0) if self.pre else None
+        self.s_raw_b = rest.pop(0) if self.transpose_b else None
         k_size = self.size(self.b_ref, 1, self.k)
         base = self.k_base()
         if base is not None:  # a split of K (`split_k`): its part, from `base`, is the loop's range
@@ -211,6 +221,12 @@ class _Stage(IndexBuilder):
         for i, (dest, vector, rounding) in enumerate(rounded):  # the last one fences for the warpgroups
             token = self.add(warp.RoundStageOp(dest, stage, token, self.threads, vector, rounding,
                                                proxy_fence=i == len(rounded) - 1, first_thread=self.first_thread)).result
+        self.b_stage = stage
+        if self.s_raw_b is not None:  # (each thread reads back its own copies: no barrier before)
+            if self.b_ring != S:
+                self.b_stage = self.add(arith.RemUIOp(kt, self.const(self.b_ring))).results[0]
+            token = self.add(warp.TransposeStageOp(self.s_raw_b, stage, self.s_b, self.b_stage, token,
+                                                   self.threads, self.first_thread, proxy_fence=self.wgmma)).result
         self.add(gpu.BarrierOp())
         metas = self.stage_meta(stage, token)
         if self.wgmma:
@@ -229,6 +245,15 @@ class _Stage(IndexBuilder):
         for old, new in zip(loop.results, out):
             old.replace_all_uses_with(new)
         Rewriter.erase_op(loop, safe_erase=False)
+
+    def transposed_ring(self, stages: int) -> int:
+        """Stages of the K-major ring of a B transposed in shared memory (`#warp.schedule`
+        transpose): the stage the warpgroups read, those whose products are in flight, and the one
+        written meanwhile. Stage j's slot was stage j - R's: without producers every thread has
+        passed the barrier of stage j - 1, which it reaches once its wait retired stage j - 1 -
+        in_flight's products; with producers, `warp-specialize` transposes stage j once the
+        release of stage j - in_flight - 2 is waited for (R >= in_flight + 2 either way)."""
+        return min(stages, self.in_flight + 2)
 
     def rounded_in_place(self) -> list[tuple[SSAValue, int, str]]:
         """(stage buffer, copy vector, rounding) of each operand the warpgroups read as tf32 that
@@ -313,6 +338,10 @@ class _Stage(IndexBuilder):
             self.block_copies(b0, self.s_b, stage, self.b_blocks,
                               lambda j: [self.bz, k, self.plus(self.cta_col, j * warp.N_BLOCK)],
                               (k_exact, n_exact), self.b_vector)
+        elif self.s_raw_b is not None:  # as stored, each thread the rows its transpose reads
+            self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_raw_b, stage, b0.window_values(),
+                                          b0.extent_values(), self.threads, self.b_vector,
+                                          first_thread=self.first_thread, for_transpose=True), k_exact, n_exact)
         elif not self.through_b:
             self.bounded(warp.CopyAsyncOp(b0.ref, [self.bz, k, self.cta_col], self.s_b, stage, b0.window_values(),
                                           b0.extent_values(), self.threads, self.b_vector,
@@ -388,7 +417,8 @@ class _Stage(IndexBuilder):
             frags = [self.add(warp.LdMatrixOp(self.s_a, [stage, zero, self.warp_row], token, (kk, 0), a_type,
                                               trans=True)).results[0]
                      for kk in range(0, self.s.stage_k, self.variant.k)]
-        return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, self.group_row], token, accs,
+        b_stage = [self.b_stage] if self.b_stage is not stage else []
+        return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, self.group_row, *b_stage], token, accs,
                                            self.b_blocks, self.in_flight, self.a_blocks, metas, frags)).results)
 
     def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):

@@ -92,7 +92,7 @@ class SwizzleShared(ModulePass):
             if not isinstance(ref, MemRefType) or not warp.is_shared(ref) or not isinstance(ref.layout, NoneAttr):
                 continue  # a layout given already is kept
             users = [use.operation for use in alloc.memref.uses]
-            if not all(isinstance(u, (warp.CopyAsyncOp, warp.CopyTmaOp, warp.FillStoreOp, warp.RoundStageOp, warp.LdMatrixOp,
+            if not all(isinstance(u, (warp.CopyAsyncOp, warp.CopyTmaOp, warp.FillStoreOp, warp.RoundStageOp, warp.TransposeStageOp, warp.LdMatrixOp,
                                       warp.LoadSharedOp, warp.WgmmaOp))
                        for u in users):
                 continue  # an access that does not know the swizzle (metadata stages): keep the plain layout

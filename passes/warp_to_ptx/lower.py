@@ -73,6 +73,7 @@ from tilemma.passes.warp_to_ptx.shared import (
     LowerSharedAlloc,
 )
 from tilemma.passes.warp_to_ptx.staged_stores import LowerStoreStaged
+from tilemma.passes.warp_to_ptx.transpose_stage import LowerTransposeStage
 from tilemma.passes.warp_to_ptx.rows import LowerMask, LowerRowReduce, LowerToLhs
 from tilemma.passes.warp_to_ptx.split_k import LowerSplitKReduce
 from tilemma.passes.warp_to_ptx.sparse_a import LowerCopyMetaAsync, LowerLoadMeta, LowerLoadMetaShared, LowerSparseA
@@ -159,7 +160,7 @@ class WarpToPtx(ModulePass):
                 LowerRowReduce(state), LowerMask(state), LowerToLhs(state), LowerWgmma(state), LowerWgmmaWait(state),
                 LowerMbarrierInit(state), LowerMbarrierArrive(state), LowerAsyncArrive(state), LowerMbarrierWait(state), LowerRetire(state),
                 LowerSetMaxRegisters(), LowerCopyTma(state), LowerMbarrierExpectTx(state),
-                LowerMbarrierArrivePeers(state), LowerClusterSync(), LowerStoreStaged(state),
+                LowerMbarrierArrivePeers(state), LowerClusterSync(), LowerStoreStaged(state), LowerTransposeStage(state),
             ]),
         ).rewrite_module(op)
         modules: dict[tuple[str, str], ptx.ModuleOp_] = {}

@@ -280,6 +280,43 @@ class LowerRoundStage(RewritePattern):
         rewriter.replace(op, e.ops, [token.results[0]])
 
 
+def transpose_thread(e: fio.Emitter, layout: warp.TransposeLayout, first: int) -> tuple[str, list[str]]:
+    """(block across, and per chunk the first line) of this thread's `warp.transpose_stage` chunks
+    (`TransposeLayout`): one computation for the copies that place them and the transpose."""
+    tid = _thread(e, first)
+    block, q = e.reg("b32"), e.reg("b32")
+    e.emit("rem.u32", block, tid, layout.blocks)
+    e.emit("div.u32", q, tid, layout.blocks)
+    lines = []
+    for i in range(layout.chunks_per_thread):
+        line = e.reg("b32")
+        e.emit("add.u32", line, q, block)
+        if i:
+            e.emit("add.u32", line, line, i * (layout.threads // layout.blocks))
+        e.emit("rem.u32", line, line, layout.groups)
+        e.emit("mul.lo.u32", line, line, warp.TRANSPOSE_LINES)
+        lines.append(line)
+    return block, lines
+
+
+def transpose_chunks(e: fio.Emitter, layout: warp.TransposeLayout, first: int) -> list[tuple[str, str]]:
+    """(stage row, element in the row) of each 16-byte row of this thread's `warp.transpose_stage`
+    chunks: chunk i's rows b A .. b A + A - 1 at its first line, where `warp.copy_async
+    {for_transpose}` puts them."""
+    block, lines = transpose_thread(e, layout, first)
+    first_row = e.reg("b32")
+    e.emit("mul.lo.u32", first_row, block, layout.chunk_across)
+    out = []
+    for line in lines:
+        for a in range(layout.chunk_across):
+            row = first_row
+            if a:
+                row = e.reg("b32")
+                e.emit("add.u32", row, first_row, a)
+            out.append((row, line))
+    return out
+
+
 def chunk_position(e: fio.Emitter, c: str, per_row: int) -> tuple[str, str]:
     """(row, chunk in the row) of a copy's chunk `c` (row-major, `per_row` chunks a row): where
     `warp.copy_async` puts it and `warp.round_stage` finds it."""
@@ -366,6 +403,24 @@ class LowerCopyAsync(RewritePattern):
                 parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult, fold)))
             return parts
 
+        if op.for_transpose is not None:  # (`TransposeLayout`'s chunks, a row each)
+            layout = op.transpose_layout()
+
+            def thread_parts(e: fio.Emitter, count: int = chunks) -> list:  # noqa: F811
+                parts = []
+                for row, col in transpose_chunks(e, layout, first_thread):
+                    col_bytes, offset, col64 = e.reg("b32"), e.reg("b64"), e.reg("b64")
+                    e.emit("mul.lo.u32", col_bytes, col, bits // 8)
+                    fio._mul_wide(e, offset, row, row_step)
+                    e.emit("cvt.u64.u32", col64, col_bytes)
+                    e.emit("add.s64", offset, offset, col64)
+                    parts.append((None, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult, fold)))
+                return parts
+
+            dealt = ("for-transpose", first_thread)
+            parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold)
+                                            + dealt, thread_parts)
+            steps = None
         steps = (_uniform_steps(threads, per_row, total, row_step, row_bytes, swizzle, mult, fold)
                  if op.one_offset is not None and o_in and i_in else None)
         dealt = (first_thread,) if first_thread else ()  # in the keys only where set: PTX as before
@@ -375,7 +430,7 @@ class LowerCopyAsync(RewritePattern):
             guards = [None if (i + 1) * threads <= total else kernel.thread_invariant(
                 ("copy-guard", threads, total - i * threads) + dealt,
                 lambda e, n=total - i * threads: [_below(e, n, first_thread)])[0] for i in range(chunks)]
-        else:
+        elif op.for_transpose is None:
             parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold)
                                             + dealt, thread_parts)
         e = fio.Emitter(kernel.regs)

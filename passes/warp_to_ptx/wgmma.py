@@ -57,7 +57,7 @@ class LowerWgmma(RewritePattern):
             if not on or mult != 1 or fold:
                 raise LoweringError(op, f"warp.wgmma reads 128-byte-swizzled stages (#warp.swizzled<1>); its {what} "
                                     "buffer is not (run warp-swizzle-shared; --no-swizzle cannot take mma = wgmma)")
-        stage, row = idx
+        stage, row, *b_stage = idx  # (B's own stage where its ring is its own)
         a_ref, b_ref = op.a.type, op.b.type
         assert isinstance(a_ref, MemRefType) and isinstance(b_ref, MemRefType)
         a_blocks, b_blocks = op.a_blocks.value.data, op.b_blocks.value.data
@@ -69,7 +69,7 @@ class LowerWgmma(RewritePattern):
         # K of a step: B's the instruction's, A's half that for a sparse A's kept values
         a_desc, a_step = ("", 0) if a_frags else \
             self._operand(e, a_base, stage, a_ref, a_blocks, op.k_step // (2 if op.sparse else 1), row)
-        b_desc, b_step = self._operand(e, b_base, stage, b_ref, b_blocks, op.k_step)
+        b_desc, b_step = self._operand(e, b_base, b_stage[0] if b_stage else stage, b_ref, b_blocks, op.k_step)
         dtype = frag.variant.dtype  # f32, or s32 for 8-bit integers
         flat = [r for regs in accs for r in regs]
         in_place = all(accumulates_in_place(op, v, regs) for v, regs in zip(op.accs, accs))
