@@ -37,6 +37,12 @@ def test_the_default_for_both_operands_in_the_other_order():
     assert (forced.transpose, forced.fill) == ("", "b")
 
 
+def test_by_itself_only_where_its_ctas_fill_the_waves():
+    """512 x 11008: 172 CTAs of 128 x 256, the second wave 30% full (`configs.WGMMA_WAVE`): mma.sync."""
+    assert schedule(spec(512, 11008, 4096)).mma == "sync"
+    assert schedule(spec(512, 4096, 4096)).transpose == "b"  # 128 narrow CTAs: one wave
+
+
 @pytest.mark.parametrize("problem, options", [
     (spec(256, 264, 512), {}),  # B's rows 264 bytes: not whole 16-byte copies
     (spec(256, 256, 512), {"producers": 0}),  # no producer warpgroup to transpose

@@ -289,7 +289,13 @@ TRANSPOSED_MIN_ROWS = {"8bit-wgmma": WGMMA_MIN_ROWS["8bit-wgmma"], "tf32-wgmma-f
 # 1.03x and 1.11-1.17x, 172 x 1 (512x11008x4096: two waves, the second 30% full) 1.16x and
 # 0.89-0.96x (hence the fill's 3/4; `EVEN_WAVES` now splits it in 3, which passes); 16 x 8
 # (128x4096x4096, 128x4096x11008) 0.87-1.02x and 0.74-0.96x, 32 x 1 (1000^3) 0.49x and 0.54-0.68x.
-WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fraction(3, 4))}
+# 8-bit with B transposed in shared memory (`plan_warpgroups.shared_transpose`), whose producers'
+# transposes the wide CTAs share: H200, samples interleaved, against mma.sync's byte pairs
+# (results/h200-2026-11-28i-s8-transpose-ab.csv, TOP/s): 256 CTAs (4096^3) 804 / 762, 1376
+# (4096x11008x4096) 799 / 753, 4096x4096x11008 852 / 816, 128 narrow ones (512x4096x4096) 581 / 566;
+# 172 (512x11008x4096: the second wave 30% full) 542 / 606, 64 (2048x2048x256) 218 / 220.
+WGMMA_WAVE = {"tf32-wgmma-rounded": (4, Fraction(0)), "tf32-wgmma-fill": (4, Fraction(3, 4)),
+              "8bit-wgmma-transpose": (1, Fraction(3, 4))}
 # wgmma schedules whose kernels take a producer warpgroup by themselves (`Schedule.producers`:
 # it fills the stages, the others multiply, mbarriers between; `warp-specialize`), where N and K
 # divide into B's stages and the producers cost no residency (`plan_warpgroups.producers_by_themselves`).
