@@ -112,8 +112,8 @@ class Schedule:
         S - 2 stages ahead (`warp-pipeline`), else none (a sparse A's loop is then unrolled by
         two, `warp-unroll-sparse`, for its metadata registers). None where B is transposed in
         shared memory (`transpose`): its K-major ring then takes 2 stages instead of 3, which
-        leaves room for 3 stages of copies (H200, s8 with A M-major and B N-major 4096^3: 818
-        against 684 TOP/s with one in flight)."""
+        leaves room for 3 stages of copies instead of 2 (H200, s8 with A M-major and B N-major
+        4096^3, one call: 818 against 684 TOP/s with one in flight)."""
         return int(self.mma == "wgmma" and self.stages >= 3 and not self.transpose)
 
 

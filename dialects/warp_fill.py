@@ -21,6 +21,11 @@ that the global latency hides behind a stage of mmas:
 
 Which thread holds which chunk is `FillLayout`, the meaning of a `!warp.staged` value; both ops'
 lowerings read it, and `tile-plan` asks it whether a tile can be filled at all.
+
+`warp.transpose_stage` does the fill's byte transposes from shared memory instead: an 8-bit stage
+that `warp.copy_async {for_transpose}` copied as stored, written K-major into another buffer by
+the threads that copied its rows (`TransposeLayout`), so that the copies can run stages ahead
+where the fill's loads wait on global memory a stage at a time.
 """
 
 from __future__ import annotations

@@ -143,9 +143,11 @@ def shared_transpose(g, bn: int, stage_k: int, fill: str, producers: int) -> str
     rows whole 16-byte copies, its stage split evenly over a producer warpgroup
     (`warp.TransposeLayout`), which transposes each stage while the consumers multiply the one
     before (not where producers are refused: 0). The fill's loads wait on global memory with one
-    stage in flight; the copies run stages ahead. H200, s8 with A M-major and B N-major 4096^3
-    (results/h200-2026-11-28i-s8-transpose-ab.csv): 818 TOP/s against the fill's 580 (producers)
-    and 548 (none), mma.sync's 778."""
+    stage in flight (ncu: long-scoreboard stalls; with its loads replaced by a register read the
+    same kernel ran 1047-1231 TOP/s), where the copies run stages ahead. H200, s8 with A M-major
+    and B N-major 4096^3: 804 TOP/s against mma.sync's byte pairs' 762, samples interleaved
+    (results/h200-2026-11-28i-s8-transpose-ab.csv); the fill reached 548 (no producers) and 580
+    (producers) in calls of the same session."""
     if "b" not in fill or g.b.bits != 8 or producers == 0 or copy_vector(g.b) < 16:
         return ""
     return "b" if warp.TransposeLayout.of(bn, stage_k, g.b.bits, 4 * 32) is not None else ""
@@ -329,8 +331,6 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
                                            read_k=warp.WGMMA_K)
             need = stages * stage_k * bits_per_k // 8
     fillers = 32 * producers if producers else t.threads  # the threads that fill (a producer warpgroup's)
-    if transpose and warp.TransposeLayout.of(bn, stage_k, 8, fillers) is None:
-        return None
     for what in fill:  # each filled operand's K-major stage over those threads (`FillLayout`)
         lines, mem = (bm, g.a) if what == "a" else (bn, g.b)
         if warp.FillLayout.of(lines, stage_k, mem.bits, fillers) is None:

@@ -349,7 +349,8 @@ class LowerCopyAsync(RewritePattern):
     that moves with K) plus the thread's byte offset (loop-invariant), so the K loop advances
     one pointer. Unless `in_bounds` says the tile lies inside the window, each chunk's source
     size is the part inside the window (0 past its edge: nothing is read, it is zero-filled).
-    `one_offset`: one thread offset for all its chunks, at immediates (`_uniform_steps`)."""
+    `one_offset`: one thread offset for all its chunks, at immediates (`_uniform_steps`);
+    `for_transpose`: the thread's chunks are the rows its `warp.transpose_stage` reads."""
 
     state: LoweringState
 
@@ -385,15 +386,28 @@ class LowerCopyAsync(RewritePattern):
         swizzle, mult, fold = _swizzle(ref)
         chunks = -(-total // threads)
 
-        def thread_parts(e: fio.Emitter, count: int = chunks) -> list:
-            """Per chunk (the first `count`): (guard, shared row, element in the row, global byte
-            offset, shared byte offset)."""
-            parts = []
+        def positions(e: fio.Emitter, count: int):
+            """Per chunk (the first `count`): (guard, shared row, element in the row, its byte):
+            chunk t + i T, row-major, or with `for_transpose` the rows of the thread's chunks of
+            the transpose (`transpose_chunks`)."""
+            if op.for_transpose is not None:
+                for row, col in transpose_chunks(e, op.transpose_layout(), first_thread):
+                    col_bytes = e.reg("b32")
+                    e.emit("mul.lo.u32", col_bytes, col, bits // 8)
+                    yield None, row, col, col_bytes
+                return
             for c, guard in thread_chunks(e, threads, total, count, first_thread):
                 row, vec = chunk_position(e, c, per_row)
                 col, col_bytes = e.reg("b32"), e.reg("b32")
                 e.emit("mul.lo.u32", col, vec, w * 8 // bits)
                 e.emit("mul.lo.u32", col_bytes, vec, w)
+                yield guard, row, col, col_bytes
+
+        def thread_parts(e: fio.Emitter, count: int = chunks) -> list:
+            """Per chunk (the first `count`): (guard, shared row, element in the row, global byte
+            offset, shared byte offset)."""
+            parts = []
+            for guard, row, col, col_bytes in positions(e, count):
                 offset, col64 = e.reg("b64"), e.reg("b64")
                 fio._mul_wide(e, offset, row, row_step)
                 if isinstance(row_step, str) and bits > 8:
@@ -403,34 +417,18 @@ class LowerCopyAsync(RewritePattern):
                 parts.append((guard, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult, fold)))
             return parts
 
-        if op.for_transpose is not None:  # (`TransposeLayout`'s chunks, a row each)
-            layout = op.transpose_layout()
-
-            def thread_parts(e: fio.Emitter, count: int = chunks) -> list:  # noqa: F811
-                parts = []
-                for row, col in transpose_chunks(e, layout, first_thread):
-                    col_bytes, offset, col64 = e.reg("b32"), e.reg("b64"), e.reg("b64")
-                    e.emit("mul.lo.u32", col_bytes, col, bits // 8)
-                    fio._mul_wide(e, offset, row, row_step)
-                    e.emit("cvt.u64.u32", col64, col_bytes)
-                    e.emit("add.s64", offset, offset, col64)
-                    parts.append((None, row, col, offset, _shared_offset(e, row, row_bytes, col_bytes, swizzle, mult, fold)))
-                return parts
-
-            dealt = ("for-transpose", first_thread)
-            parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold)
-                                            + dealt, thread_parts)
-            steps = None
         steps = (_uniform_steps(threads, per_row, total, row_step, row_bytes, swizzle, mult, fold)
                  if op.one_offset is not None and o_in and i_in else None)
         dealt = (first_thread,) if first_thread else ()  # in the keys only where set: PTX as before
+        if op.for_transpose is not None:
+            dealt += ("for-transpose",)
         if steps is not None:  # one thread offset, the chunks at immediates from it
             first = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold, 1)
                                             + dealt, lambda e: thread_parts(e, 1))[0]
             guards = [None if (i + 1) * threads <= total else kernel.thread_invariant(
                 ("copy-guard", threads, total - i * threads) + dealt,
                 lambda e, n=total - i * threads: [_below(e, n, first_thread)])[0] for i in range(chunks)]
-        elif op.for_transpose is None:
+        else:
             parts = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold)
                                             + dealt, thread_parts)
         e = fio.Emitter(kernel.regs)
