@@ -684,7 +684,7 @@ class TilePlan(ModulePass):
         """Whether the tiling is left to the planner (nothing forced, the byte pairs allowed):
         where `tile-transpose-product` may change which product it plans."""
         return ((self.warps, self.warp_tile, self.stages, self.stage_k, self.split_k)
-                == ("", "", -1, 0, 0) and self.pair_bytes and self.shared_transpose and not self.wgmma
+                == ("", "", -1, 0, 0) and self.pair_bytes and not self.wgmma
                 and (self.producers, self.tma, self.cluster, self.persistent) == (-1, -1, -1, -1))
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

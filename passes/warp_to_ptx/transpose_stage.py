@@ -22,13 +22,14 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tilemma.dialects import ptx, warp
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp_to_ptx import fragment_io as fio
+from tilemma.passes.warp_to_ptx.fill import _HALVES_LOW, _PAIRS_LOW, _SWAP
 from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _swizzle, transpose_thread
 from tilemma.passes.warp_to_ptx.state import LoweringState, reg
 
 # prmt selectors of a 4 x 4 byte transpose: the low and high byte pairs of two words interleaved,
-# then the low and high halves of two words joined (`fill.py`'s, without its rotation)
-_PAIRS = (0x5140, 0x7362)
-_HALVES = (0x5410, 0x7632)
+# then the low and high halves of two words joined (the fill's, without its rotation)
+_PAIRS = (_PAIRS_LOW, _PAIRS_LOW + _SWAP)
+_HALVES = (_HALVES_LOW, _HALVES_LOW + _SWAP)
 _STORES = {4: "st.shared.v4.b32", 2: "st.shared.v2.b32"}
 
 
