@@ -5,6 +5,7 @@ emulator refusing the kernel without the waits that order it, the chunks' banks,
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -79,12 +80,14 @@ def test_d_is_a_times_b_in_the_emulator(name):
     exactly_a_times_b(problem, kernel, "emulator", seed=3)
 
 
-def _mutated(kernel, pattern: str, replace: str):
-    import dataclasses
+def _swap(kernel, ptx: str):
+    return dataclasses.replace(kernel, ptx=ptx)
 
+
+def _mutated(kernel, pattern: str, replace: str):
     ptx, n = re.subn(pattern, replace, kernel.ptx, count=1, flags=re.M)
     assert n == 1
-    return dataclasses.replace(kernel, ptx=ptx)
+    return _swap(kernel, ptx)
 
 
 def test_the_waits_that_order_it_are_needed():
@@ -107,12 +110,6 @@ def test_the_waits_that_order_it_are_needed():
         assert not run_compiled(dropped, 5, "emulator").ok
     except EmulationError as e:
         assert "shared" in str(e)
-
-
-def _swap(kernel, ptx: str):
-    import dataclasses
-
-    return dataclasses.replace(kernel, ptx=ptx)
 
 
 @needs_ptxas
