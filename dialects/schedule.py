@@ -116,6 +116,17 @@ class Schedule:
         4096^3, one call: 818 against 684 TOP/s with one in flight)."""
         return int(self.mma == "wgmma" and self.stages >= 3 and not self.transpose)
 
+    @property
+    def b_stages(self) -> int:
+        """Stages of B's K-major ring: the ring's, or for a B transposed in shared memory
+        (`transpose`) those the warpgroups may still read - the stage, and those whose products are
+        in flight - and the one written meanwhile. Stage j's slot was stage j - R's: without
+        producers every thread has passed the barrier of stage j - 1, which it reaches once its
+        wait retired stage j - 1 - in_flight's products; with producers, `warp-specialize`
+        transposes stage j once the release of stage j - in_flight - 2 is waited for (R >=
+        in_flight + 2 either way)."""
+        return min(self.stages, self.wgmma_in_flight + 2) if self.transpose else self.stages
+
 
 @irdl_attr_definition
 class ScheduleAttr(ParametrizedAttribute):

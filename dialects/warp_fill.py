@@ -436,10 +436,10 @@ class TransposeStageOp(IRDLOperation):
     or N-major B), once the wait whose `token` it takes has landed it: a transposing fill from
     shared memory instead of global. Each thread reads its chunks (`TransposeLayout`) 16 bytes a
     row, transposes them in registers and stores each line's bytes across as one vector, both
-    buffers swizzled as their types say. Every thread reads other threads' copies, so the wait
-    must be the CTA's (a barrier before it, `warp-stage-shared`'s, or the producers' own copies
-    and a named barrier); with `proxy_fence` the thread then fences its stores for the async proxy
-    (the warpgroups read `dest`). Its token orders the stage's reads after it."""
+    buffers swizzled as their types say. Each thread reads only the rows it copied itself
+    (`warp.copy_async {for_transpose}`), so its own wait lands them: no barrier before it. With
+    `proxy_fence` the thread then fences its stores for the async proxy (the warpgroups read
+    `dest`). Its token orders the stage's reads after it."""
 
     name = "warp.transpose_stage"
     src = operand_def(MemRefType)

@@ -153,11 +153,12 @@ def shared_transpose(g, bn: int, stage_k: int, fill: str, producers: int) -> str
     return "b" if warp.TransposeLayout.of(bn, stage_k, g.b.bits, 4 * 32) is not None else ""
 
 
-def transposed_shared(stages: int, stage_k: int, bits_per_k: int, bn: int) -> int:
-    """Bytes of shared memory of a kernel that transposes B in shared memory (8-bit): A's stages
-    and B's as stored (`bits_per_k`), and B's K-major ring (`warp-stage-shared`'s, 2 stages: no
-    products in flight, `Schedule.wgmma_in_flight`)."""
-    return stages * stage_k * bits_per_k // 8 + min(stages, 2) * bn * stage_k
+def transposed_shared(t, stages: int, stage_k: int, bits_per_k: int) -> int:
+    """Bytes of shared memory of a kernel of tiling `t` that transposes B in shared memory
+    (8-bit): A's stages and B's as stored (`bits_per_k`), and B's K-major ring
+    (`Schedule.b_stages`)."""
+    ring = Schedule(t.warps, t.warp_tile, stages, stage_k, mma="wgmma", transpose="b").b_stages
+    return stages * stage_k * bits_per_k // 8 + ring * t.cta_tile[1] * stage_k
 
 
 def persistent_ctas(threads: int, need: int, target: targets.SmTarget) -> int:
@@ -314,9 +315,9 @@ def plan_wgmma(kernel: func.FuncOp, g, variant, target: targets.SmTarget, why_no
     stages, _ = configs.fit_shared(stages if forced else default_stages, stage_k, bits_per_k, limit, schedule,
                                    cut_stages=not forced, cut_k=False, read_k=warp.WGMMA_K)
     if transpose:  # B's own K-major ring beside the stages of B as stored: as many stages as fit
-        while stages > 2 and not forced and transposed_shared(stages, stage_k, bits_per_k, bn) > limit:
+        while stages > 2 and not forced and transposed_shared(t, stages, stage_k, bits_per_k) > limit:
             stages -= 1
-    if (need := transposed_shared(stages, stage_k, bits_per_k, bn) if transpose
+    if (need := transposed_shared(t, stages, stage_k, bits_per_k) if transpose
             else stages * stage_k * bits_per_k // 8) > limit:
         raise LoweringError(mma, f"wgmma: {stages} stages of a {bm}x{bn} CTA tile need {need} bytes of "
                             f"shared memory; a CTA has at most {limit} on {target}: use fewer stages or a smaller tile")

@@ -170,11 +170,9 @@ class _Stage(IndexBuilder):
         self.b_blocks = bn // warp.N_BLOCK if self.wgmma and not self.b_k_major else 0
         a_shape = ([S * self.a_blocks, bk, warp.N_BLOCK] if self.a_blocks
                    else [S, bk, bm] if self.a_m_major else [S, bm, bk // 2 if self.pre else bk])
-        # a B transposed in shared memory: a ring of its K-major stages as long as the stages the
-        # warpgroups may still read while the next is written (`b_ring`)
-        self.b_ring = self.transposed_ring(S) if self.transpose_b else S
+        # a B transposed in shared memory: a ring of its K-major stages of its own (`b_stages`)
         b_shape = ([S * self.b_blocks, bk, warp.N_BLOCK] if self.b_blocks
-                   else [self.b_ring, bn, bk] if self.b_k_major else [S, bk, bn])
+                   else [s.b_stages, bn, bk] if self.b_k_major else [S, bk, bn])
         shared = [MemRefType(a_elem, a_shape, memory_space=space), MemRefType(b_elem, b_shape, memory_space=space)]
         if self.pre:  # a lane's words for the stage's k32 steps, 16 lanes a tile of the CTA's rows
             shared.append(MemRefType(self.metas[0].ref.type.element_type, [S, bm, bk // self.variant.k],
@@ -221,16 +219,16 @@ class _Stage(IndexBuilder):
         for i, (dest, vector, rounding) in enumerate(rounded):  # the last one fences for the warpgroups
             token = self.add(warp.RoundStageOp(dest, stage, token, self.threads, vector, rounding,
                                                proxy_fence=i == len(rounded) - 1, first_thread=self.first_thread)).result
-        self.b_stage = stage
+        b_stage = stage  # (B's slot in a K-major ring of its own)
         if self.s_raw_b is not None:  # (each thread reads back its own copies: no barrier before)
-            if self.b_ring != S:
-                self.b_stage = self.add(arith.RemUIOp(kt, self.const(self.b_ring))).results[0]
-            token = self.add(warp.TransposeStageOp(self.s_raw_b, stage, self.s_b, self.b_stage, token,
+            if s.b_stages != S:
+                b_stage = self.add(arith.RemUIOp(kt, self.const(s.b_stages))).results[0]
+            token = self.add(warp.TransposeStageOp(self.s_raw_b, stage, self.s_b, b_stage, token,
                                                    self.threads, self.first_thread, proxy_fence=self.wgmma)).result
         self.add(gpu.BarrierOp())
         metas = self.stage_meta(stage, token)
         if self.wgmma:
-            results = self.stage_wgmma(stage, token, carried, metas)
+            results = self.stage_wgmma(stage, token, carried, metas, b_stage)
         else:
             results = self.stage_mmas(stage, token, carried, metas)
         self.add(scf.YieldOp(*results))
@@ -245,15 +243,6 @@ class _Stage(IndexBuilder):
         for old, new in zip(loop.results, out):
             old.replace_all_uses_with(new)
         Rewriter.erase_op(loop, safe_erase=False)
-
-    def transposed_ring(self, stages: int) -> int:
-        """Stages of the K-major ring of a B transposed in shared memory (`#warp.schedule`
-        transpose): the stage the warpgroups read, those whose products are in flight, and the one
-        written meanwhile. Stage j's slot was stage j - R's: without producers every thread has
-        passed the barrier of stage j - 1, which it reaches once its wait retired stage j - 1 -
-        in_flight's products; with producers, `warp-specialize` transposes stage j once the
-        release of stage j - in_flight - 2 is waited for (R >= in_flight + 2 either way)."""
-        return min(stages, self.in_flight + 2)
 
     def rounded_in_place(self) -> list[tuple[SSAValue, int, str]]:
         """(stage buffer, copy vector, rounding) of each operand the warpgroups read as tf32 that
@@ -406,19 +395,20 @@ class _Stage(IndexBuilder):
             self.s_meta, [stage, self.plus(self.warp_row, i * self.variant.m)], token, frag)).results]
 
     def stage_wgmma(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue],
-                    metas: list[SSAValue]) -> list[SSAValue]:
+                    metas: list[SSAValue], b_stage: SSAValue) -> list[SSAValue]:
         """The stage multiplied by this warp's warpgroup (`#warp.schedule` mma = wgmma): its A rows
         are the group's 64 (`group_row`, computed once before the loop); a pre-compressed A's
         metadata words are this warp's own 16 rows' (`stage_meta`); an A from registers is this
-        warp's 16 rows, a fragment a K step read by byte pairs (`a_registers`)."""
+        warp's 16 rows, a fragment a K step read by byte pairs (`a_registers`); B at `b_stage` of
+        its ring (`stage`, or its slot in a K-major ring of its own)."""
         frags = []
         if self.a_registers:
             a_type, zero = self.a_loads[0].result.type, self.const(0)
             frags = [self.add(warp.LdMatrixOp(self.s_a, [stage, zero, self.warp_row], token, (kk, 0), a_type,
                                               trans=True)).results[0]
                      for kk in range(0, self.s.stage_k, self.variant.k)]
-        b_stage = [self.b_stage] if self.b_stage is not stage else []
-        return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, self.group_row, *b_stage], token, accs,
+        own = [b_stage] if b_stage is not stage else []  # (B's stage where its ring is its own)
+        return list(self.add(warp.WgmmaOp(self.s_a, self.s_b, [stage, self.group_row, *own], token, accs,
                                            self.b_blocks, self.in_flight, self.a_blocks, metas, frags)).results)
 
     def stage_mmas(self, stage: SSAValue, token: SSAValue, accs: list[SSAValue], metas: list[SSAValue]):
