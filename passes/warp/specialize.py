@@ -73,7 +73,7 @@ _LANDING = (warp.AsyncWaitOp, warp.RoundStageOp, warp.TransposeStageOp)
 # 40); a transposing fill's words come on top (`producer_registers`)
 PRODUCER_REGISTERS = 40
 # ... and a `warp.transpose_stage`'s words of a chunk plus these, for what it builds from them
-TRANSPOSE_HEADROOM = 32
+TRANSPOSE_HEADROOM = 24
 # registers a consumer thread keeps beside its accumulators for a fill's loads to run a stage ahead
 # (`loads_ahead`): a 128 x 256 CTA's m64n256 accumulators (128) with an 8-bit fill's two stages of
 # words kept by the producers (168 each) spill
@@ -497,9 +497,9 @@ def producer_registers(kernel: func.FuncOp, fill: list[Operation], threads: int,
     addresses, plus the words a transposing fill holds between its loads and stores (twice where
     the loads run a stage ahead) or the words a `warp.transpose_stage` reads of a chunk and
     `TRANSPOSE_HEADROOM` more for what it builds from them (in multiples of 8, at most what it
-    starts with). ptxas (CUDA 13.0), the kernels with B transposed in `tests/test_transpose_stage.py`
-    and at 4096^3: with 32 none spills (128 x 256 CTAs: 64 + 32 words, 136 registers; 128 x 128:
-    104; the consumers' share as with less); with 24 the ragged 128 x 128 ones spilled 4 bytes."""
+    starts with). ptxas (CUDA 13.0) on the 128 x 256 s8 kernels with B transposed: 64 + 24 words
+    (128 registers, the consumers 184) spill nothing; 64 + 32 (136) spilled 20 bytes, 64 alone
+    (104) 116."""
     words = (1 + ahead) * sum(o.result.type.words.data for o in fill if isinstance(o, warp.FillLoadOp))  # type: ignore[attr-defined]
     words += max((o.layout().words_per_chunk + TRANSPOSE_HEADROOM for o in kernel.walk()
                   if isinstance(o, warp.TransposeStageOp)), default=0)

@@ -12,7 +12,7 @@ from math import prod
 
 from xdsl.dialects import gpu, memref
 from xdsl.dialects.builtin import IntegerType, MemRefType
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tilemma.compiler.core.elements import ELEMENTS
@@ -26,7 +26,6 @@ from tilemma.passes.warp_to_ptx.state import (
     SHARED_SYMBOL,
     LoweringState,
     _bank_of,
-    _Kernel,
     _finish,
     _layout,
     all_reg,
@@ -300,120 +299,22 @@ def transpose_thread(e: fio.Emitter, layout: warp.TransposeLayout, first: int) -
     return block, lines
 
 
-def transpose_row_phases(op: Operation, ref: MemRefType, count: int, period: int, what: str) -> list[int]:
-    """The swizzle phase (bytes XORed into the column) of rows 0 .. count - 1 of `ref`, checked to
-    repeat every `period` rows over the stage: the phase of a row of a `warp.transpose_stage`
-    chunk is that of its place in the chunk, so that one register per phase serves a chunk."""
-    _, row_bytes, _ = _shared_geometry(ref)
-    swizzle, mult, fold = _swizzle(ref)
-    if fold:
-        raise LoweringError(op, f"{op.name}: the {what} takes the plain swizzle, not a folded one")
-    if not swizzle:
-        return [0] * count
-    rows = ref.get_shape()[1]
-    phase = [warp.swizzle_granule(r, 0, row_bytes, mult) * 16 for r in range(rows)]
-    if any(phase[r] != phase[r % period] for r in range(rows)):
-        raise LoweringError(op, f"{op.name}: the {what}'s swizzle ({row_bytes}-byte rows) does not repeat "
-                            f"every {period} rows")
-    return phase[:count]
-
-
-def phase_addresses(e: fio.Emitter, column: str, base: str, phases: list[int]) -> dict[int, str]:
-    """One register a distinct swizzle phase: (`column` ^ phase) + `base`; the rows or lines of a
-    `warp.transpose_stage` chunk are immediates from their phase's register."""
-    out = {}
-    for phase in sorted(set(phases)):
-        at = e.reg("b32")
-        if phase:
-            e.emit("xor.b32", at, column, phase)
-            e.emit("add.u32", at, at, base)
-        else:
-            e.emit("add.u32", at, column, base)
-        out[phase] = at
-    return out
-
-
-def _transposed_rows(e: fio.Emitter, layout: warp.TransposeLayout, first: int, row_step: int,
-                     row_bytes: int) -> tuple[str, str, list[str], list[str]]:
-    """The thread-invariant part of `warp.copy_async {for_transpose}`'s addresses: (the thread's
-    first row, its shared byte offset, and per chunk its first line (its byte column: 8-bit) and
-    the global byte offset of that row and line)."""
+def transpose_chunks(e: fio.Emitter, layout: warp.TransposeLayout, first: int) -> list[tuple[str, str]]:
+    """(stage row, element in the row) of each 16-byte row of this thread's `warp.transpose_stage`
+    chunks: chunk i's rows b A .. b A + A - 1 at its first line, where `warp.copy_async
+    {for_transpose}` puts them."""
     block, lines = transpose_thread(e, layout, first)
-    first_row, shared = e.reg("b32"), e.reg("b32")
+    first_row = e.reg("b32")
     e.emit("mul.lo.u32", first_row, block, layout.chunk_across)
-    e.emit("mul.lo.u32", shared, first_row, row_bytes)
-    offsets = []
+    out = []
     for line in lines:
-        offset, col64 = e.reg("b64"), e.reg("b64")
-        fio._mul_wide(e, offset, first_row, row_step)
-        e.emit("cvt.u64.u32", col64, line)
-        e.emit("add.s64", offset, offset, col64)
-        offsets.append(offset)
-    return first_row, shared, lines, offsets
-
-
-def _copy_for_transpose(op: warp.CopyAsyncOp, rewriter: PatternRewriter, kernel: _Kernel, window: fio.Window,
-                        ptr: str, origin_at: tuple, at: tuple, extent: tuple, inside: tuple[bool, bool],
-                        row_step: int | str) -> None:
-    """`warp.copy_async {for_transpose}`: each 16-byte row of the thread's `warp.transpose_stage`
-    chunks, where the transpose reads it: per chunk one global offset with the rows at
-    immediates (`row_step` apart) and one shared register per swizzle phase
-    (`phase_addresses`, as the transpose's reads), so that a thread keeps a few registers through
-    the loop instead of two a row (which spilled in the ragged kernels)."""
-    layout = op.transpose_layout()
-    # (tile-plan stages B's rows only where their alignment, so their stride, is known)
-    if not isinstance(row_step, int) or (layout.chunk_across - 1) * row_step >= 2**31:
-        raise LoweringError(op, "warp.copy_async {for_transpose}: the window's row stride must be static and "
-                            f"{layout.chunk_across - 1} rows of it fit an address's 32-bit offset")
-    first = warp.first_thread(op)
-    ref = op.dest.type
-    assert isinstance(ref, MemRefType)
-    _, row_bytes, stage_bytes = _shared_geometry(ref)
-    n, w = layout.chunk_across, op.vector.value.data
-    phases = transpose_row_phases(op, ref, n, n, "stage copied for the transpose")
-    first_row, shared, lines, offsets = kernel.thread_invariant(
-        ("copy-for-transpose", layout, first, row_step, row_bytes),
-        lambda e: _transposed_rows(e, layout, first, row_step, row_bytes))
-    (o0, i0), (o_ext, i_ext), (o_in, i_in) = at, extent, inside  # (outer: the shared rows; inner: along them)
-    batch, row0, col0 = origin_at
-    e = fio.Emitter(kernel.regs)
-    origin = fio.open_access(e, window, ptr, batch, row0, col0)
-    rows = e.reg("b32")
-    e.emit("mad.lo.u32", rows, e.in_register(reg(op.stage)), stage_bytes, reg(op.dest))
-    e.emit("add.u32", rows, rows, shared)
-    limit = None
-    if not o_in:  # rows of the chunk inside the window: a < o_ext - (first row + o0)
-        limit = e.reg("b32")
-        e.emit("add.u32", limit, first_row, e.in_register(o0))
-        e.emit("sub.s32", limit, o_ext, limit)
-    for line, offset in zip(lines, offsets):
-        src = e.reg("b64")
-        e.emit("add.s64", src, origin.ptr, offset)
-        rows_at = phase_addresses(e, line, rows, phases)
-        size: str | int = w
-        if not i_in:  # bytes of the chunk's lines inside the window (8-bit: one a line)
-            size = e.reg("b32")
-            e.emit("add.u32", size, line, e.in_register(i0))
-            e.emit("sub.s32", size, i_ext, size)
-            e.emit("min.s32", size, size, w)
-            e.emit("max.s32", size, size, 0)
-        for a in range(n):
-            dst = f"[{rows_at[phases[a]]}+{a * row_bytes}]" if a else f"[{rows_at[phases[a]]}]"
-            step = a * row_step
-            if o_in and i_in:
-                e.emit("cp.async.cg.shared.global", dst, f"[{src}+{step}]" if step else f"[{src}]", w)
-                continue
-            row_size = size
-            if limit is not None:
-                row_size, within = e.reg("b32"), e.reg("pred")
-                e.emit("setp.gt.s32", within, limit, a)
-                e.emit("selp.b32", row_size, size, 0, within)
-            some, read = e.reg("pred"), e.reg("b64")
-            e.emit("setp.ne.u32", some, row_size, 0)
-            e.emit("add.s64", read, src, step)
-            e.emit("selp.b64", read, read, ptr, some)  # nothing is read: any valid address
-            e.emit("cp.async.cg.shared.global", dst, f"[{read}]", w, row_size)
-    _finish(op, rewriter, e)
+        for a in range(layout.chunk_across):
+            row = first_row
+            if a:
+                row = e.reg("b32")
+                e.emit("add.u32", row, first_row, a)
+            out.append((row, line))
+    return out
 
 
 def chunk_position(e: fio.Emitter, c: str, per_row: int) -> tuple[str, str]:
@@ -487,7 +388,14 @@ class LowerCopyAsync(RewritePattern):
 
         def positions(e: fio.Emitter, count: int):
             """Per chunk (the first `count`): (guard, shared row, element in the row, its byte):
-            chunk t + i T, row-major."""
+            chunk t + i T, row-major, or with `for_transpose` the rows of the thread's chunks of
+            the transpose (`transpose_chunks`)."""
+            if op.for_transpose is not None:
+                for row, col in transpose_chunks(e, op.transpose_layout(), first_thread):
+                    col_bytes = e.reg("b32")
+                    e.emit("mul.lo.u32", col_bytes, col, bits // 8)
+                    yield None, row, col, col_bytes
+                return
             for c, guard in thread_chunks(e, threads, total, count, first_thread):
                 row, vec = chunk_position(e, c, per_row)
                 col, col_bytes = e.reg("b32"), e.reg("b32")
@@ -511,11 +419,9 @@ class LowerCopyAsync(RewritePattern):
 
         steps = (_uniform_steps(threads, per_row, total, row_step, row_bytes, swizzle, mult, fold)
                  if op.one_offset is not None and o_in and i_in else None)
-        if op.for_transpose is not None:
-            _copy_for_transpose(op, rewriter, kernel, window, ptr, (batch, row0, col0), (o0, i0), (o_ext, i_ext),
-                                (o_in, i_in), row_step)
-            return
         dealt = (first_thread,) if first_thread else ()  # in the keys only where set: PTX as before
+        if op.for_transpose is not None:
+            dealt += ("for-transpose",)
         if steps is not None:  # one thread offset, the chunks at immediates from it
             first = kernel.thread_invariant(("copy", threads, w, per_row, total, row_step, row_bytes, swizzle, mult, fold, 1)
                                             + dealt, lambda e: thread_parts(e, 1))[0]

@@ -20,9 +20,10 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tilemma.dialects import ptx, warp
+from tilemma.passes.errors import LoweringError
 from tilemma.passes.warp_to_ptx import fragment_io as fio
 from tilemma.passes.warp_to_ptx.fill import _HALVES_LOW, _PAIRS_LOW, _SWAP
-from tilemma.passes.warp_to_ptx.shared import _shared_geometry, phase_addresses, transpose_row_phases, transpose_thread
+from tilemma.passes.warp_to_ptx.shared import _shared_geometry, _swizzle, transpose_thread
 from tilemma.passes.warp_to_ptx.state import LoweringState, reg
 
 # prmt selectors of a 4 x 4 byte transpose: the low and high byte pairs of two words interleaved,
@@ -30,6 +31,23 @@ from tilemma.passes.warp_to_ptx.state import LoweringState, reg
 _PAIRS = (_PAIRS_LOW, _PAIRS_LOW + _SWAP)
 _HALVES = (_HALVES_LOW, _HALVES_LOW + _SWAP)
 _STORES = {4: "st.shared.v4.b32", 2: "st.shared.v2.b32"}
+
+
+def _phases(op: warp.TransposeStageOp, ref: MemRefType, count: int, period: int, what: str) -> list[int]:
+    """The swizzle phase (bytes XORed into the column) of rows 0 .. count - 1 of `ref`, checked to
+    repeat every `period` rows over the stage (the phase of a row is that of its place in a chunk)."""
+    _, row_bytes, _ = _shared_geometry(ref)
+    swizzle, mult, fold = _swizzle(ref)
+    if fold:
+        raise LoweringError(op, f"warp.transpose_stage: the {what} takes the plain swizzle, not a folded one")
+    if not swizzle:
+        return [0] * count
+    rows = ref.get_shape()[1]
+    phase = [warp.swizzle_granule(r, 0, row_bytes, mult) * 16 for r in range(rows)]
+    if any(phase[r] != phase[r % period] for r in range(rows)):
+        raise LoweringError(op, f"warp.transpose_stage: the {what}'s swizzle ({row_bytes}-byte rows) does not repeat "
+                            f"every {period} rows")
+    return phase[:count]
 
 
 def _thread_parts(e: fio.Emitter, layout: warp.TransposeLayout, first: int, src_row: int,
@@ -67,8 +85,8 @@ class LowerTransposeStage(RewritePattern):
         _, src_row, src_stage = _shared_geometry(src_ref)
         _, dst_row, dst_stage = _shared_geometry(dst_ref)
         n = layout.chunk_across
-        read_phase = transpose_row_phases(op, src_ref, n, n, "source")
-        store_phase = transpose_row_phases(op, dst_ref, warp.TRANSPOSE_LINES, warp.TRANSPOSE_LINES, "destination")
+        read_phase = _phases(op, src_ref, n, n, "source")
+        store_phase = _phases(op, dst_ref, warp.TRANSPOSE_LINES, warp.TRANSPOSE_LINES, "destination")
         rows, across, cols, lines = kernel.thread_invariant(
             ("transpose-stage", layout, first, src_row, dst_row),
             lambda e2: _thread_parts(e2, layout, first, src_row, dst_row))
@@ -79,7 +97,15 @@ class LowerTransposeStage(RewritePattern):
         e.emit("mad.lo.u32", dst_base, e.in_register(dstage), dst_stage, dst)
         words = n // 4  # a line's words across
         for i in range(layout.chunks_per_thread):
-            reads = phase_addresses(e, cols[i], src_base, read_phase)
+            reads = {}
+            for phase in sorted(set(read_phase)):
+                at = e.reg("b32")
+                if phase:
+                    e.emit("xor.b32", at, cols[i], phase)
+                    e.emit("add.u32", at, at, src_base)
+                else:
+                    e.emit("add.u32", at, cols[i], src_base)
+                reads[phase] = at
             chunk = []  # word 4a + q: row a, lines 4q .. 4q + 3
             for a in range(n):
                 quad = [e.reg("b32") for _ in range(4)]
@@ -89,7 +115,15 @@ class LowerTransposeStage(RewritePattern):
                 e.emit("ld.shared.v4.b32", "{" + ", ".join(quad) + "}", f"[{at}+{offset}]" if offset else f"[{at}]")
             line_base = e.reg("b32")
             e.emit("add.u32", line_base, dst_base, lines[i])
-            stores = phase_addresses(e, across, line_base, store_phase)
+            stores = {}
+            for phase in sorted(set(store_phase)):
+                at = e.reg("b32")
+                if phase:
+                    e.emit("xor.b32", at, across, phase)
+                    e.emit("add.u32", at, at, line_base)
+                else:
+                    e.emit("add.u32", at, across, line_base)
+                stores[phase] = at
             for q in range(4):
                 out: list[list[str]] = [[] for _ in range(4)]  # line 4q + j's words across
                 for p in range(words):
