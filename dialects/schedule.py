@@ -15,7 +15,7 @@ stored, their m16n8k64 fragments widened to this 8-bit instruction's (`warp-wide
 `split_k`, `split_chunk` (printed only when split_k > 1): K split across `split_k` CTAs per
 output tile (grid z is batch x split), each multiplying `split_chunk` elements of K (the last the
 rest); the partial sums meet in a workspace and the last CTA to arrive adds them in split order
-(`warp.split_k_reduce`). `fill` (printed when set): the operands (`a`, `b`, `ab`) staged by a
+(`warp.split_k_publish`, `warp.split_k_sum`). `fill` (printed when set): the operands (`a`, `b`, `ab`) staged by a
 transposing fill through registers (`warp.fill_load` / `warp.fill_store`) instead of `cp.async`:
 8- or 4-bit operands stored with M or N contiguous, whose K-major stage neither `cp.async` nor
 `ldmatrix` produces. `gather` (printed when set): the operands (8- or 16-bit) whose rows are not

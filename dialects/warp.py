@@ -697,7 +697,7 @@ from tilemma.dialects.warp_shared import (  # noqa: E402,F401  (one dialect)
     staged_cols,
     staged_window_problem,
 )
-from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKReduceOp  # noqa: E402,F401  (one dialect)
+from tilemma.dialects.warp_epilogue import SPLIT_ELEMENTS, CastOp, DistributedOp, MapOp, MapYieldOp, SplitKPublishOp, SplitKSumOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_fill import FILL_BITS, WIDE_BITS, FillLayout, FillLoadOp, FillStoreOp, GatherLayout, StagedType, TRANSPOSE_LINES, TransposeLayout, TransposeStageOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_rows import MaskOp, RowReduceOp, RowsType, ToLhsOp  # noqa: E402,F401  (one dialect)
 from tilemma.dialects.warp_mbarrier import CLUSTERS, AsyncArriveOp, ClusterSyncOp, MbarrierArriveOp, MbarrierArrivePeersOp, MbarrierExpectTxOp, MbarrierInitOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp  # noqa: E402,F401  (one dialect)
@@ -708,7 +708,7 @@ Warp = Dialect(
     "warp",
     [LoadOp, StoreOp, ConstantOp, LoadSparseAOp, LoadScaleOp, SplitTf32Op, WidenOp, UnpairColumnsOp, PairColumnsOp, UnpairRowsOp, PairRowsOp, MmaOp,
      CopyAsyncOp, AsyncCommitOp, AsyncWaitOp, LdMatrixOp, LoadMetaOp, LoadSharedOp, CopyMetaAsyncOp, LoadMetaSharedOp,
-     DistributedOp, MapOp, MapYieldOp, CastOp, SplitKReduceOp, FillLoadOp, FillStoreOp, TransposeStageOp,
+     DistributedOp, MapOp, MapYieldOp, CastOp, SplitKPublishOp, SplitKSumOp, FillLoadOp, FillStoreOp, TransposeStageOp,
      RowReduceOp, MaskOp, ToLhsOp, WgmmaOp, WgmmaWaitOp, RoundStageOp, StoreStagedOp,
      MbarrierInitOp, MbarrierArriveOp, MbarrierExpectTxOp, MbarrierWaitOp, RetireOp, SetMaxRegistersOp, CopyTmaOp,
      MbarrierArrivePeersOp, ClusterSyncOp, AsyncArriveOp],

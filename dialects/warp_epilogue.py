@@ -9,7 +9,8 @@ on every fragment: `warp.map` (the `tile.map` body, applied to each value a lane
 its final type. An accumulator-shaped fragment of another element type (f16 after a cast, a
 bias loaded in the accumulator's layout) is `!warp.frag<acc, f16, ...>`: the instruction's C
 layout, its values packed by their width. Where `#warp.schedule` splits K across CTAs,
-`warp.split_k_reduce` first makes the partial accumulators of an output tile's CTAs one sum.
+`warp.split_k_publish` and `warp.split_k_sum` first make the partial accumulators of an output tile's
+CTAs one sum.
 """
 
 from __future__ import annotations
@@ -101,56 +102,93 @@ class DistributedOp(IRDLOperation):
             raise VerifyException("warp.distributed: in_bounds has two flags (rows, cols)")
 
 
+def _split_buffers(name: str, partials: list[FragType], workspace: SSAValue, counters: SSAValue | None,
+                   splits: int) -> None:
+    """The checks `warp.split_k_publish` and `warp.split_k_sum` share: partial sums of an element
+    split-K adds, at least two splits, one-dimensional buffers, the workspace of that element."""
+    if partials and element_name(partials[0].element) not in SPLIT_ELEMENTS:
+        raise VerifyException(f"{name}: partial sums of {element_name(partials[0].element)} "
+                              f"are not added up (only {', '.join(SPLIT_ELEMENTS)})")
+    if splits < 2:
+        raise VerifyException(f"{name}: splits is 2 or more")
+    for what, ref, want in (("workspace", workspace, None), ("counters", counters, "ui32")):
+        if ref is None:
+            continue
+        t = ref.type
+        assert isinstance(t, MemRefType)
+        if len(t.get_shape()) != 1 or (want and element_name(t.element_type) != want):
+            raise VerifyException(f"{name}: {what} is a one-dimensional memref{' of ' + want if want else ''}")
+    if partials and element_name(workspace.type.element_type) != element_name(partials[0].element):  # type: ignore[attr-defined]
+        raise VerifyException(f"{name}: the workspace holds the partials' element type")
+
+
 @irdl_op_definition
-class SplitKReduceOp(IRDLOperation):
-    """`warp.split_k_reduce`: the `splits` CTAs that share output tile `tile` (each multiplied
+class SplitKPublishOp(IRDLOperation):
+    """`warp.split_k_publish`: the `splits` CTAs that share output tile `tile` (each multiplied
     its own part of K, `split` of them) meet here. Each stores its partial accumulators into
     `workspace` (per tile, split, register and thread: one word or double each) and counts
     itself in the tile's word of `counters` (atomically, after a fence); every CTA but the last
-    to arrive then leaves the kernel, and the last one loads the partials and returns
-    `((init + p_0) + p_1) + ... + p_{splits-1}` in split order whichever CTA it is, so the sum
-    does not depend on the order CTAs finish, and sets the counter back to 0 for the next launch.
-    `init` is C (or its constant): the splits multiply from zero."""
+    to arrive then leaves the kernel. The last one sets the counter back to 0 for the next launch
+    and goes on to `warp.split_k_sum`: its accumulators are free from here, so that C, which
+    joins the sum, is loaded after this op rather than held beside them."""
 
-    name = "warp.split_k_reduce"
+    name = "warp.split_k_publish"
     partials = var_operand_def(FragType)
-    init = var_operand_def(FragType)
     split = operand_def(IndexType)
     tile = operand_def(IndexType)
     workspace = operand_def(MemRefType)
     counters = operand_def(MemRefType)
     splits = prop_def(IntegerAttr)
-    results_ = var_result_def(FragType)
-    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    irdl_options = (ParsePropInAttrDict(),)
 
-    assembly_format = ("`(` $partials `)` `+` `(` $init `)` `split` $split `of` $splits `tile` $tile `in` $workspace "
-                       "`,` $counters attr-dict `:` type($workspace) `,` type($counters) `,` `(` type($partials) `)` "
-                       "`+` `(` type($init) `)` `->` type($results_)")
+    assembly_format = ("`(` $partials `)` `split` $split `of` $splits `tile` $tile `in` $workspace `,` $counters "
+                       "attr-dict `:` type($workspace) `,` type($counters) `,` `(` type($partials) `)`")
 
-    def __init__(self, partials: Sequence[SSAValue], init: Sequence[SSAValue], split: SSAValue, tile: SSAValue,
-                 workspace: SSAValue, counters: SSAValue, splits: int):
-        super().__init__(operands=[list(partials), list(init), split, tile, workspace, counters],
-                         result_types=[[p.type for p in partials]],
+    def __init__(self, partials: Sequence[SSAValue], split: SSAValue, tile: SSAValue, workspace: SSAValue,
+                 counters: SSAValue, splits: int):
+        super().__init__(operands=[list(partials), split, tile, workspace, counters],
                          properties={"splits": IntegerAttr(splits, i64)})
 
     def verify_(self) -> None:
-        parts = _acc_frags(self.partials, "warp.split_k_reduce partials")
-        inits = _acc_frags(self.init, "warp.split_k_reduce init")
-        if inits != parts or [r.type for r in self.results_] != parts:
-            raise VerifyException("warp.split_k_reduce: init and the results have the partials' types, one each")
-        if parts and element_name(parts[0].element) not in SPLIT_ELEMENTS:
-            raise VerifyException(f"warp.split_k_reduce: partial sums of {element_name(parts[0].element)} "
-                                  f"are not added up (only {', '.join(SPLIT_ELEMENTS)})")
-        if self.splits.value.data < 2:
-            raise VerifyException("warp.split_k_reduce: splits is 2 or more")
-        for what, ref, want in (("workspace", self.workspace, None), ("counters", self.counters, "ui32")):
-            t = ref.type
-            assert isinstance(t, MemRefType)
-            if len(t.get_shape()) != 1 or (want and element_name(t.element_type) != want):
-                raise VerifyException(f"warp.split_k_reduce: {what} is a one-dimensional memref"
-                                      f"{' of ' + want if want else ''}")
-        if parts and element_name(self.workspace.type.element_type) != element_name(parts[0].element):
-            raise VerifyException("warp.split_k_reduce: the workspace holds the partials' element type")
+        parts = _acc_frags(self.partials, "warp.split_k_publish partials")
+        _split_buffers(self.name, parts, self.workspace, self.counters, self.splits.value.data)
+
+
+@irdl_op_definition
+class SplitKSumOp(IRDLOperation):
+    """`warp.split_k_sum`: in the CTA a `warp.split_k_publish` of the same tile and workspace
+    let through (the last of the tile's `splits`), the tile's sum
+    `((init + p_0) + p_1) + ... + p_{splits-1}` of the partials the CTAs published, in split
+    order whichever CTA it is, so the sum does not depend on the order CTAs finish. `init` is C
+    (or its constant): the splits multiply from zero."""
+
+    name = "warp.split_k_sum"
+    init = var_operand_def(FragType)
+    tile = operand_def(IndexType)
+    workspace = operand_def(MemRefType)
+    splits = prop_def(IntegerAttr)
+    results_ = var_result_def(FragType)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    assembly_format = ("`(` $init `)` `of` $splits `tile` $tile `in` $workspace attr-dict `:` type($workspace) "
+                       "`,` `(` type($init) `)` `->` type($results_)")
+
+    def __init__(self, init: Sequence[SSAValue], tile: SSAValue, workspace: SSAValue, splits: int):
+        super().__init__(operands=[list(init), tile, workspace], result_types=[[i.type for i in init]],
+                         properties={"splits": IntegerAttr(splits, i64)})
+
+    def verify_(self) -> None:
+        inits = _acc_frags(self.init, "warp.split_k_sum init")
+        if [r.type for r in self.results_] != inits:
+            raise VerifyException("warp.split_k_sum: the results have init's types, one each")
+        _split_buffers(self.name, inits, self.workspace, None, self.splits.value.data)
+        publish = self.prev_op
+        while publish is not None and not (isinstance(publish, SplitKPublishOp) and publish.workspace == self.workspace):
+            publish = publish.prev_op
+        if publish is None or publish.tile != self.tile or publish.splits != self.splits \
+                or [p.type for p in publish.partials] != inits:
+            raise VerifyException("warp.split_k_sum: follows the warp.split_k_publish of its tile and workspace "
+                                  "in its block, of as many splits and fragments")
 
 
 #: Accumulator elements whose partial sums split-K adds (wrapping or rounding, never saturating).

@@ -1,8 +1,11 @@
 """Split-K: an output tile's K shared by several CTAs whose partial sums the last to arrive adds,
-in split order, to C (`warp.split_k_reduce`). In the emulator, against the project's reference
-(every element; integers exactly), staged and simple, with an epilogue after the sum; the
-counters left at 0 for the next launch; the automatic choice where tiles leave SMs idle; and the
-kernels it cannot serve refused with the reason. (On the GPU: tests/gpu/test_split_k_gpu.py.)"""
+in split order, to C (`warp.split_k_publish`, `warp.split_k_sum`). In the emulator, against the
+project's reference (every element; integers exactly), staged and simple, with an epilogue after
+the sum; the counters left at 0 for the next launch; the automatic choice where tiles leave SMs
+idle; C loaded after the partials are stored (no spills); and the kernels it cannot serve refused
+with the reason. (On the GPU: tests/gpu/test_split_k_gpu.py.)"""
+
+import re
 
 import numpy as np
 import pytest
@@ -12,6 +15,9 @@ from tilemma.compiler.driver.diagnostics import LocatedVerifyError
 from tilemma.compiler.driver.gemm_generator import GemmSpec, gemm_module
 from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 from tilemma.compiler.driver.runner import run_compiled
+
+from tests.wgmma_cases import assert_assembles_without_spills, needs_ptxas
+from tests.wgmma_cases import compiled as wgmma_compiled
 
 
 def compiled(spec: GemmSpec, **options):
@@ -99,3 +105,20 @@ def test_automatic_split_where_tiles_leave_sms_idle():
 def test_what_cannot_be_split_says_why(spec, why):
     with pytest.raises(LocatedVerifyError, match=f"split-k=(2|16): .*{why}"):
         compiled(spec, split_k=16 if spec.m == 16384 else 2)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("spec", [
+    GemmSpec(512, 4096, 4096, "tf32", "tf32", "f32", a_layout="col"),  # split 2, both operands filled
+    GemmSpec(128, 11008, 4096, "tf32", "tf32", "f32", b_layout="col"),  # split 3, cp.async
+])
+def test_c_is_loaded_once_the_partials_are_published(spec):
+    """The last CTA loads C after `warp.split_k_publish` has stored the partials and let it on,
+    not beside them: the 128 x 256 tf32 warpgroup kernels (128 accumulators a thread) held 256
+    values there and spilled 770-784 bytes at 255 registers."""
+    kernel = wgmma_compiled(spec)
+    assert kernel.grid[2] > 1 and kernel.variant.startswith("wgmma")
+    leave = kernel.ptx.index(" ret;", kernel.ptx.index("// split-K"))
+    assert not re.search(r"ld\.global(\.v2)?\.f32", kernel.ptx[:leave])
+    assert re.search(r"ld\.global(\.v2)?\.f32", kernel.ptx[leave:])
+    assert_assembles_without_spills(kernel.ptx)

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 # Roles of uint32 word buffers (outside the tile element types): the sparsity error word and the
 # metadata words of a pre-compressed A (`tile.sparse_from`, whose values have the role a_values).
 WORD_ROLES = ("sparsity_error", "a_meta", "split_counters")
-# Roles of the scratch a split-K kernel needs (`warp.split_k_reduce`): the partial sums' workspace
-# and a counter word per output tile, which must hold 0 before a launch (and does after one).
+# Roles of the scratch a split-K kernel needs (`warp.split_k_publish`, `warp.split_k_sum`): the
+# partial sums' workspace and a counter word per output tile, which must hold 0 before a launch
+# (and does after one).
 # `Kernel.launch` and the runner provide them when the caller does not.
 SCRATCH_ROLES = ("split_workspace", "split_counters")
 # Roles of the parameters a kernel writes (every output of its epilogue is a `d`); the others it

@@ -8,8 +8,9 @@ asks), the accumulator fragments (`warp.load` of C or `warp.constant`), an `scf.
 instruction's K an iteration, carrying them, whose body loads the A and B fragments from global
 memory (`warp.load`, `warp.load_sparse_a`, `warp.load_meta`, `warp.load_scale`) and multiplies
 (`warp.mma`), and the stores of D (`warp.store`). Where the schedule splits K, grid z is batch x
-split: the loop covers the split's part of K from zero, and `warp.split_k_reduce` adds the splits'
-partials and C (appending the workspace and counter arguments it needs). Where the schedule
+split: the loop covers the split's part of K from zero, `warp.split_k_publish` hands the partials
+to the tile's last CTA (appending the workspace and counter arguments it needs) and
+`warp.split_k_sum` adds them and C, which is loaded between the two. Where the schedule
 widens 4-bit operands, the loop multiplies their stored m16n8k64 fragments (`warp-widen-int4`
 turns each of those mmas into the selected 8-bit ones). Staging through shared memory is
 `warp-stage-shared`'s.
@@ -239,9 +240,10 @@ class _Kernel(IndexBuilder):
         if self.split is None:
             accs = initial(c_value)
             results = list(self.simple_loop(arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero).results)
-        else:  # each split multiplies from zero; C joins the sum of the partials
+        else:  # each split multiplies from zero; C joins the sum of the partials, loaded once they are stored
             partials = list(self.simple_loop(arg_of, roles, bz, rows, cols, initial(0), acc_frag, error, zero).results)
-            results = self.split_reduce(new_body, partials, initial(c_value), acc_type)
+            workspace = self.split_publish(new_body, partials, acc_type)
+            results = list(self.add(warp.SplitKSumOp(initial(c_value), self.tile_id, workspace, self.s.split_k)).results)
         self.finish_body(kernel, new_body, args, roles, arg_of, bz, rows, cols, results, check)
 
     def simple_loop(self, arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero):
@@ -281,11 +283,11 @@ class _Kernel(IndexBuilder):
         self.ops = outer
         return self.add(scf.ForOp(zero, k_end, self.const(ki), accs, body))
 
-    def split_reduce(self, new_body: Block, partials: list[SSAValue], init: list[SSAValue], acc_type) -> list[SSAValue]:
-        """The tile's sum over its splits (`warp.split_k_reduce`), with the two arguments it needs
+    def split_publish(self, new_body: Block, partials: list[SSAValue], acc_type) -> SSAValue:
+        """`warp.split_k_publish` of the tile's partial sums, with the two arguments it needs
         appended to the kernel: the workspace (one word, or double, per split, accumulator
-        register and thread of every tile) and a counter word per tile (0 before a launch, and
-        after it)."""
+        register and thread of every tile), which it returns for `warp.split_k_sum`, and a counter
+        word per tile (0 before a launch, and after it)."""
         t, s = self.t, self.s
         tiles = t.tiles
         regs = len(partials) * instruction_layouts(self.variant).c.regs
@@ -294,8 +296,8 @@ class _Kernel(IndexBuilder):
         workspace.name_hint = "split_workspace"
         counters = new_body.insert_arg(MemRefType(IntegerType(32, Signedness.UNSIGNED), [tiles]), len(new_body.args))
         counters.name_hint = "split_counters"
-        return list(self.add(warp.SplitKReduceOp(partials, init, self.split, self.tile_id, workspace, counters,
-                                                 s.split_k)).results)
+        self.add(warp.SplitKPublishOp(partials, self.split, self.tile_id, workspace, counters, s.split_k))
+        return workspace
 
     def rasterize(self, pid, tiles_m: SSAValue, tiles_n: SSAValue):
         """(tile row, tile col) of CTA `pid` when CTAs run in groups of `group_m` tile rows."""

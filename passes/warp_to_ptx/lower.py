@@ -75,7 +75,7 @@ from tilemma.passes.warp_to_ptx.shared import (
 from tilemma.passes.warp_to_ptx.staged_stores import LowerStoreStaged
 from tilemma.passes.warp_to_ptx.transpose_stage import LowerTransposeStage
 from tilemma.passes.warp_to_ptx.rows import LowerMask, LowerRowReduce, LowerToLhs
-from tilemma.passes.warp_to_ptx.split_k import LowerSplitKReduce
+from tilemma.passes.warp_to_ptx.split_k import LowerSplitKPublish, LowerSplitKSum
 from tilemma.passes.warp_to_ptx.sparse_a import LowerCopyMetaAsync, LowerLoadMeta, LowerLoadMetaShared, LowerSparseA
 from tilemma.passes.warp_to_ptx.state import _PTX_OPS, SHARED_SYMBOL, LoweringState, _Kernel
 from tilemma.passes.warp_to_ptx.tma import LowerClusterSync, LowerCopyTma, LowerMbarrierArrivePeers, LowerMbarrierExpectTx
@@ -156,7 +156,7 @@ class WarpToPtx(ModulePass):
                 LowerScale(state), LowerSplitTf32(state), LowerWiden(state), LowerColumnPairs(state), LowerRowPairs(state), LowerMma(state), LowerReturn(state),
                 LowerSharedAlloc(state), LowerCopyAsync(state), LowerAsyncGroups(), LowerRoundStage(state), LowerLdMatrix(state),
                 LowerLoadMeta(state), LowerCopyMetaAsync(state), LowerLoadMetaShared(state), LowerLoadShared(state), LowerMap(state), LowerCast(state),
-                LowerSplitKReduce(state), LowerFillLoad(state), LowerFillStore(state),
+                LowerSplitKPublish(state), LowerSplitKSum(state), LowerFillLoad(state), LowerFillStore(state),
                 LowerRowReduce(state), LowerMask(state), LowerToLhs(state), LowerWgmma(state), LowerWgmmaWait(state),
                 LowerMbarrierInit(state), LowerMbarrierArrive(state), LowerAsyncArrive(state), LowerMbarrierWait(state), LowerRetire(state),
                 LowerSetMaxRegisters(), LowerCopyTma(state), LowerMbarrierExpectTx(state),

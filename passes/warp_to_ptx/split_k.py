@@ -1,12 +1,14 @@
-"""`warp.split_k_reduce` in PTX: the CTAs that share an output tile's K meet in a workspace.
+"""`warp.split_k_publish` and `warp.split_k_sum` in PTX: the CTAs that share an output tile's K
+meet in a workspace.
 
 Every thread stores its accumulator registers into the tile's and split's slab of the workspace
 (register r of thread t at word r * T + t, so a warp's stores are coalesced), fences them
 (`fence.acq_rel.gpu`) and meets the CTA at a barrier; thread 0 then counts the CTA in the tile's
 counter (`atom.global.add.u32`), and `bar.red.or.pred` hands every thread whether this CTA was the
 last of the tile's `splits` to arrive. The others leave (`ret`). The last one sets the counter back
-to 0, fences again, and adds the slabs to C in split order, reading them at L2 (`ld.global.cg`: the
-other CTAs wrote them from other SMs), so that the sum is the same whichever CTA finishes last.
+to 0 and fences again (`warp.split_k_publish`); after it has loaded C, it adds the slabs to C in
+split order, reading them at L2 (`ld.global.cg`: the other CTAs wrote them from other SMs), so that
+the sum is the same whichever CTA finishes last (`warp.split_k_sum`).
 """
 
 from __future__ import annotations
@@ -25,37 +27,38 @@ _ADD = {"f32": "add.rn.f32", "f64": "add.rn.f64", "s32": "add.s32"}
 _MEM = {"f32": "f32", "f64": "f64", "s32": "b32"}
 
 
+def _first_slab(e: fio.Emitter, tile: str, splits: int, per_slab: int) -> tuple[str, str]:
+    """(%tid.x, the thread's word in the tile's first slab)."""
+    tid, first = e.reg("b32"), e.reg("b32")
+    e.emit("mov.u32", tid, "%tid.x")
+    e.emit("mul.lo.u32", first, e.in_register(tile), splits)
+    e.emit("mul.lo.u32", first, first, per_slab)
+    e.emit("add.u32", first, first, tid)
+    return tid, first
+
+
 @dataclass
-class LowerSplitKReduce(RewritePattern):
+class LowerSplitKPublish(RewritePattern):
     state: LoweringState
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: warp.SplitKReduceOp, rewriter: PatternRewriter) -> None:
-        partials, init = all_regs(op.partials), all_regs(op.init)
+    def match_and_rewrite(self, op: warp.SplitKPublishOp, rewriter: PatternRewriter) -> None:
+        partials = all_regs(op.partials)
         split, tile, workspace, counters = (reg(v) for v in (op.split, op.tile, op.workspace, op.counters))
-        if partials is None or init is None or None in (split, tile, workspace, counters):
+        if partials is None or None in (split, tile, workspace, counters):
             return
         kernel = self.state.kernel(op)
-        frag = op.partials[0].type
-        assert isinstance(frag, warp.FragType)
-        t, bank = _ptx_type(frag), _bank_of(frag)
-        size = 8 if t == "f64" else 4
-        splits = op.splits.value.data
-        threads = kernel_threads(op)
-        regs_per_thread = sum(len(r) for r in partials)
-        slab = regs_per_thread * threads * size  # one split's bytes of one tile
+        flat = [r for frag_regs in partials for r in frag_regs]
+        t = _ptx_type(op.partials[0].type)  # type: ignore[arg-type]
+        size, threads, splits = (8 if t == "f64" else 4), kernel_threads(op), op.splits.value.data
         e = fio.Emitter(kernel.regs)
         e.comment(f"split-K: {splits} CTAs meet in the workspace; the last adds the partials in split order")
-        tid, first, at, words = e.reg("b32"), e.reg("b32"), e.reg("b32"), e.reg("b64")
-        e.emit("mov.u32", tid, "%tid.x")
-        e.emit("mul.lo.u32", first, e.in_register(tile), splits)  # the tile's first slab
-        e.emit("add.u32", at, first, e.in_register(split))
-        e.emit("mul.lo.u32", at, at, regs_per_thread * threads)
-        e.emit("add.u32", at, at, tid)
-        mine = e.reg("b64")
+        tid, at = _first_slab(e, tile, splits, len(flat) * threads)  # type: ignore[arg-type]
+        mine, words, split_words = e.reg("b64"), e.reg("b64"), e.reg("b32")
+        e.emit("mul.lo.u32", split_words, e.in_register(split), len(flat) * threads)  # type: ignore[arg-type]
+        e.emit("add.u32", at, at, split_words)
         e.emit("mul.wide.u32", words, at, size)
         e.emit("add.s64", mine, workspace, words)
-        flat = [r for frag_regs in partials for r in frag_regs]
         for i, r in enumerate(flat):
             e.emit(f"st.global.{_MEM[t]}", f"[{mine}+{i * threads * size}]", r)
         e.emit("fence.acq_rel.gpu")
@@ -63,7 +66,7 @@ class LowerSplitKReduce(RewritePattern):
         leader, last = e.reg("pred"), e.reg("pred")
         counter, arrived, word = e.reg("b64"), e.reg("b32"), e.reg("b64")
         e.emit("setp.eq.u32", leader, tid, 0)
-        e.emit("mul.wide.u32", word, e.in_register(tile), 4)
+        e.emit("mul.wide.u32", word, e.in_register(tile), 4)  # type: ignore[arg-type]
         e.emit("add.s64", counter, counters, word)
         e.emit("mov.u32", arrived, 0)
         e.emit("atom.global.add.u32", arrived, f"[{counter}]", 1, guard=leader)
@@ -73,14 +76,32 @@ class LowerSplitKReduce(RewritePattern):
         e.emit("ret", guard=f"!{last}")
         e.emit("st.global.u32", f"[{counter}]", 0, guard=leader)  # ready for the next launch
         e.emit("fence.acq_rel.gpu")
-        base = e.reg("b64")
-        e.emit("mul.lo.u32", first, first, regs_per_thread * threads)
-        e.emit("add.u32", first, first, tid)
+        _finish(op, rewriter, e)
+
+
+@dataclass
+class LowerSplitKSum(RewritePattern):
+    state: LoweringState
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: warp.SplitKSumOp, rewriter: PatternRewriter) -> None:
+        init, tile, workspace = all_regs(op.init), reg(op.tile), reg(op.workspace)
+        if init is None or tile is None or workspace is None:
+            return
+        kernel = self.state.kernel(op)
+        frag = op.init[0].type
+        assert isinstance(frag, warp.FragType)
+        t, bank = _ptx_type(frag), _bank_of(frag)
+        flat_init = [r for frag_regs in init for r in frag_regs]
+        size, threads, splits = (8 if t == "f64" else 4), kernel_threads(op), op.splits.value.data
+        slab = len(flat_init) * threads * size  # one split's bytes of one tile
+        e = fio.Emitter(kernel.regs)
+        _, first = _first_slab(e, tile, splits, len(flat_init) * threads)
+        base, words = e.reg("b64"), e.reg("b64")
         e.emit("mul.wide.u32", words, first, size)
         e.emit("add.s64", base, workspace, words)
-        out = [[e.reg(bank) for _ in frag_regs] for frag_regs in partials]
+        out = [[e.reg(bank) for _ in frag_regs] for frag_regs in init]
         part = e.reg(bank)
-        flat_init = [r for frag_regs in init for r in frag_regs]
         for i, (r, c) in enumerate(zip((r for o in out for r in o), flat_init)):
             e.emit(f"mov.{bank}", r, c)
             for s in range(splits):

@@ -1,7 +1,7 @@
 // Split-K through the chain: tile-plan writes the split into the schedule (at most what
 // split-k asks, whole stages each), tile-distribute gives grid z to the split, runs the loop over
-// its part of K (loads at base + k) from zero and ends it with warp.split_k_reduce (C joins
-// there), appending the workspace and the counters; warp-stage-shared stages that part from its
+// its part of K (loads at base + k) from zero and ends it with warp.split_k_publish, appending the
+// workspace and the counters, then loads C, which warp.split_k_sum adds the partials to; warp-stage-shared stages that part from its
 // base; warp-to-ptx stores the partials, counts the CTA and lets the last add them in order.
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{split-k=3}' | filecheck %s --check-prefix=PLAN
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{split-k=3},tile-distribute' | filecheck %s --check-prefix=DIST
@@ -34,9 +34,10 @@ func.func @g(%a: memref<64x1000xf16>, %b: memref<1000x32xf16>, %c: memref<64x32x
 // DIST:        %[[AT:.*]] = arith.addi %[[BASE]], %[[K]]
 // DIST:        warp.load %a[%{{.*}}, %{{.*}}, %[[AT]]]
 // DIST:        scf.yield
-// DIST:        warp.load %c
-// DIST:        warp.split_k_reduce({{.*}}) + ({{.*}}) split %[[SPLIT]] of 3 : i64 tile %{{.*}} in %split_workspace, %split_counters
-// DIST:        warp.distributed
+// DIST:        warp.split_k_publish({{.*}}) split %[[SPLIT]] of 3 : i64 tile %[[TILE:[0-9]+]] in %split_workspace, %split_counters
+// DIST-NEXT:   warp.load %c
+// DIST:        warp.split_k_sum({{.*}}) of 3 : i64 tile %[[TILE]] in %split_workspace
+// DIST-NEXT:   warp.distributed
 
 // STAGE:       %[[Z:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
 // STAGE:       %[[SPLIT:.*]] = arith.remui %[[Z]], %{{.*}} : index
@@ -45,7 +46,8 @@ func.func @g(%a: memref<64x1000xf16>, %b: memref<1000x32xf16>, %c: memref<64x32x
 // STAGE:       %[[SCALED:.*]] = arith.muli %[[KT]], %{{.*}} : index
 // STAGE-NEXT:  %[[K:.*]] = arith.addi %[[SCALED]], %[[BASE]] : index
 // STAGE:       warp.copy_async %a[%{{.*}}, %{{.*}}, %[[K]]]
-// STAGE:       warp.split_k_reduce
+// STAGE:       warp.split_k_publish
+// STAGE:       warp.split_k_sum
 
 // PTX:         .visible .entry g(
 // PTX:         .param .u64 p_split_workspace,
@@ -59,11 +61,14 @@ func.func @g(%a: memref<64x1000xf16>, %b: memref<1000x32xf16>, %c: memref<64x32x
 // PTX:         bar.red.or.pred [[LAST]], 0, [[LAST]];
 // PTX-NEXT:    @![[LAST]] ret;
 // PTX-NEXT:    st.global.u32 [%rd{{[0-9]+}}], 0;
+// C only now, once the partials are stored: not held beside them
+// PTX:         ld.global.v2.f32
 // PTX:         ld.global.cg.f32
 // PTX-NEXT:    add.rn.f32
 
 // On the simple schedule the split covers whole instructions' K: 63 steps of 16, 21 a split.
 // SIMPLE:      warp.schedule = #warp.schedule<warps = {{.*}}, stages = 0, split_k = 3, split_chunk = 336>
-// SIMPLE:      warp.split_k_reduce
+// SIMPLE:      warp.split_k_publish
+// SIMPLE:      warp.split_k_sum
 
 // RANGE:       split-k must be 0 (automatic), 1 (none) or up to 16, got 17

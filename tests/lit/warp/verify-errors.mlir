@@ -177,3 +177,29 @@ func.func @shared_strided(%s: memref<2x64x32xf16, strided<[4096, 64, 1]>, 3>, %i
 }
 // CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
 // CHECK: warp.ldmatrix source: a shared buffer is row-major or #warp.swizzled, not strided<[4096, 64, 1]>
+
+// -----
+// Split-K: the sum is the last CTA's, after the publish of the same tile and workspace.
+func.func @sum_without_publish(%c: !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>, %ws: memref<64xf32>, %t: index) {
+  %d = warp.split_k_sum(%c) of 2 : i64 tile %t in %ws : memref<64xf32>, (!warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>) -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.split_k_sum: follows the warp.split_k_publish of its tile and workspace in its block, of as many splits and fragments
+
+// -----
+func.func @sum_of_other_splits(%p: !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>, %c: !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>, %ws: memref<64xf32>, %n: memref<1xui32>, %s: index, %t: index) {
+  warp.split_k_publish(%p) split %s of 2 : i64 tile %t in %ws, %n : memref<64xf32>, memref<1xui32>, (!warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>)
+  %d = warp.split_k_sum(%c) of 3 : i64 tile %t in %ws : memref<64xf32>, (!warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>) -> !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.split_k_sum: follows the warp.split_k_publish
+
+// -----
+func.func @publish_one_split(%p: !warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>, %ws: memref<64xf32>, %n: memref<1xui32>, %s: index, %t: index) {
+  warp.split_k_publish(%p) split %s of 1 : i64 tile %t in %ws, %n : memref<64xf32>, memref<1xui32>, (!warp.frag<acc, f32, #warp.variant<m16n8k16, f32, f16, f16, f32>>)
+  func.return
+}
+// CHECK: verify-errors.mlir:[[# @LINE - 3]]:3
+// CHECK: warp.split_k_publish: splits is 2 or more
