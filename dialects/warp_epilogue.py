@@ -129,8 +129,9 @@ class SplitKPublishOp(IRDLOperation):
     `workspace` (per tile, split, register and thread: one word or double each) and counts
     itself in the tile's word of `counters` (atomically, after a fence); every CTA but the last
     to arrive then leaves the kernel. The last one sets the counter back to 0 for the next launch
-    and goes on to `warp.split_k_sum`: its accumulators are free from here, so that C, which
-    joins the sum, is loaded after this op rather than held beside them."""
+    and goes on to `warp.split_k_sum`. Its accumulators are free from here, so that C, which joins
+    the sum, may be loaded after this op rather than held beside them (`tile-distribute` does
+    where a thread could not hold both)."""
 
     name = "warp.split_k_publish"
     partials = var_operand_def(FragType)

@@ -108,17 +108,20 @@ def test_what_cannot_be_split_says_why(spec, why):
 
 
 @needs_ptxas
-@pytest.mark.parametrize("spec", [
-    GemmSpec(512, 4096, 4096, "tf32", "tf32", "f32", a_layout="col"),  # split 2, both operands filled
-    GemmSpec(128, 11008, 4096, "tf32", "tf32", "f32", b_layout="col"),  # split 3, cp.async
+@pytest.mark.parametrize("spec, after", [
+    (GemmSpec(512, 4096, 4096, "tf32", "tf32", "f32", a_layout="col"), True),  # split 2, both operands filled
+    (GemmSpec(128, 11008, 4096, "tf32", "tf32", "f32", b_layout="col"), True),  # split 3, cp.async
+    (GemmSpec(16, 4096, 4096, "f16", "f16", "f32"), False),  # decode: 32 accumulators a thread
 ])
-def test_c_is_loaded_once_the_partials_are_published(spec):
-    """The last CTA loads C after `warp.split_k_publish` has stored the partials and let it on,
-    not beside them: the 128 x 256 tf32 warpgroup kernels (128 accumulators a thread) held 256
-    values there and spilled 770-784 bytes at 255 registers."""
+def test_c_is_loaded_after_the_publish_where_a_thread_cannot_hold_both(spec, after):
+    """The 128 x 256 tf32 warpgroup kernels (128 accumulators a thread) load C after
+    `warp.split_k_publish` has stored the partials and let the last CTA on: holding both, they
+    spilled 770-784 bytes at 255 registers. Kernels with room load it before, where its loads
+    overlap the publish (the decode kernel ran 14% slower with it after)."""
     kernel = wgmma_compiled(spec)
-    assert kernel.grid[2] > 1 and kernel.variant.startswith("wgmma")
+    assert kernel.grid[2] > 1
     leave = kernel.ptx.index(" ret;", kernel.ptx.index("// split-K"))
-    assert not re.search(r"ld\.global(\.v2)?\.f32", kernel.ptx[:leave])
-    assert re.search(r"ld\.global(\.v2)?\.f32", kernel.ptx[leave:])
+    c_load = re.compile(r"ld\.global(\.v2)?\.f32")
+    assert bool(c_load.search(kernel.ptx[:leave])) != after
+    assert bool(c_load.search(kernel.ptx[leave:])) == after
     assert_assembles_without_spills(kernel.ptx)

@@ -10,7 +10,8 @@ memory (`warp.load`, `warp.load_sparse_a`, `warp.load_meta`, `warp.load_scale`) 
 (`warp.mma`), and the stores of D (`warp.store`). Where the schedule splits K, grid z is batch x
 split: the loop covers the split's part of K from zero, `warp.split_k_publish` hands the partials
 to the tile's last CTA (appending the workspace and counter arguments it needs) and
-`warp.split_k_sum` adds them and C, which is loaded between the two. Where the schedule
+`warp.split_k_sum` adds them and C, which is loaded before the publish, or between the two where
+a thread could not hold it beside the partials. Where the schedule
 widens 4-bit operands, the loop multiplies their stored m16n8k64 fragments (`warp-widen-int4`
 turns each of those mmas into the selected 8-bit ones). Staging through shared memory is
 `warp-stage-shared`'s.
@@ -51,10 +52,19 @@ from tilemma.dialects import tile, warp
 from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError, replaced
 from tilemma.passes.tile.gemm_kernel import DYNAMIC, planning_view, read_kernel
-from tilemma.passes.tile.plan import ceil_div, tiling_of
+from tilemma.passes.tile.plan import ceil_div, kernel_target, tiling_of
 from tilemma.passes.warp_to_ptx.sparse_a import NO_ERROR
 
 ERROR_WORD = MemRefType(IntegerType(32, Signedness.UNSIGNED), [1])
+
+
+# registers a thread keeps beside a split tile's partial sums and C (`_Kernel.c_after_publish`). H200, C
+# loaded after the publish against before it (benchmarks/results/h200-2026-11-28j-split-c-*.csv): the
+# 128 x 256 tf32 warpgroup CTAs (128 accumulator registers a thread) spilled 770-784 bytes with it before,
+# none after, TFLOP/s 156.9-204.1 after against 157.0-201.6 (a wash to +2.5%); with it after everywhere,
+# f16 16x4096x4096 (32 a thread) ran 51.8 against 60.4 (its loads no longer overlap the publish), s8
+# 64x4096x4096 (64) 234 against 228; with this rule those are before again (60.0 / 60.4, 231 / 232)
+SPLIT_C_HEADROOM = 64
 
 
 class IndexBuilder:
@@ -240,10 +250,15 @@ class _Kernel(IndexBuilder):
         if self.split is None:
             accs = initial(c_value)
             results = list(self.simple_loop(arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero).results)
-        else:  # each split multiplies from zero; C joins the sum of the partials, loaded once they are stored
+        else:  # each split multiplies from zero; C joins the sum of the partials
             partials = list(self.simple_loop(arg_of, roles, bz, rows, cols, initial(0), acc_frag, error, zero).results)
-            workspace = self.split_publish(new_body, partials, acc_type)
-            results = list(self.add(warp.SplitKSumOp(initial(c_value), self.tile_id, workspace, self.s.split_k)).results)
+            if self.c_after_publish(partials):
+                workspace = self.split_publish(new_body, partials, acc_type)
+                init = initial(c_value)
+            else:
+                init = initial(c_value)
+                workspace = self.split_publish(new_body, partials, acc_type)
+            results = list(self.add(warp.SplitKSumOp(init, self.tile_id, workspace, self.s.split_k)).results)
         self.finish_body(kernel, new_body, args, roles, arg_of, bz, rows, cols, results, check)
 
     def simple_loop(self, arg_of, roles, bz, rows, cols, accs, acc_frag, error, zero):
@@ -282,6 +297,14 @@ class _Kernel(IndexBuilder):
         body.add_ops(self.ops)
         self.ops = outer
         return self.add(scf.ForOp(zero, k_end, self.const(ki), accs, body))
+
+    def c_after_publish(self, partials: list[SSAValue]) -> bool:
+        """Whether C is loaded after `warp.split_k_publish` (by the tile's last CTA alone, once
+        its partials are stored) rather than before it: where a thread holding both would keep
+        fewer than `SPLIT_C_HEADROOM` of the registers it may have. Before it, C's loads overlap
+        the publish's stores and fences; after it, they add a round trip to the last CTA."""
+        held = sum(p.type.layout().b32_registers for p in partials)  # type: ignore[attr-defined]
+        return 2 * held > kernel_target(self.kernel).limits.launch_registers(self.t.threads) - SPLIT_C_HEADROOM
 
     def split_publish(self, new_body: Block, partials: list[SSAValue], acc_type) -> SSAValue:
         """`warp.split_k_publish` of the tile's partial sums, with the two arguments it needs

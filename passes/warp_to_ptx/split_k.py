@@ -6,9 +6,9 @@ Every thread stores its accumulator registers into the tile's and split's slab o
 (`fence.acq_rel.gpu`) and meets the CTA at a barrier; thread 0 then counts the CTA in the tile's
 counter (`atom.global.add.u32`), and `bar.red.or.pred` hands every thread whether this CTA was the
 last of the tile's `splits` to arrive. The others leave (`ret`). The last one sets the counter back
-to 0 and fences again (`warp.split_k_publish`); after it has loaded C, it adds the slabs to C in
-split order, reading them at L2 (`ld.global.cg`: the other CTAs wrote them from other SMs), so that
-the sum is the same whichever CTA finishes last (`warp.split_k_sum`).
+to 0 and fences again (`warp.split_k_publish`); then (C loaded before or after that) it adds the
+slabs to C in split order, reading them at L2 (`ld.global.cg`: the other CTAs wrote them from other
+SMs), so that the sum is the same whichever CTA finishes last (`warp.split_k_sum`).
 """
 
 from __future__ import annotations
@@ -27,14 +27,17 @@ _ADD = {"f32": "add.rn.f32", "f64": "add.rn.f64", "s32": "add.s32"}
 _MEM = {"f32": "f32", "f64": "f64", "s32": "b32"}
 
 
-def _first_slab(e: fio.Emitter, tile: str, splits: int, per_slab: int) -> tuple[str, str]:
-    """(%tid.x, the thread's word in the tile's first slab)."""
-    tid, first = e.reg("b32"), e.reg("b32")
+def _slab_word(e: fio.Emitter, tile: str, slab: str | None, splits: int, per_slab: int) -> tuple[str, str]:
+    """(%tid.x, the thread's word in the tile's slab `slab`, its first where None): slab
+    (tile * splits + slab), register r of thread t at word r * T + t of it."""
+    tid, at = e.reg("b32"), e.reg("b32")
     e.emit("mov.u32", tid, "%tid.x")
-    e.emit("mul.lo.u32", first, e.in_register(tile), splits)
-    e.emit("mul.lo.u32", first, first, per_slab)
-    e.emit("add.u32", first, first, tid)
-    return tid, first
+    e.emit("mul.lo.u32", at, e.in_register(tile), splits)
+    if slab is not None:
+        e.emit("add.u32", at, at, e.in_register(slab))
+    e.emit("mul.lo.u32", at, at, per_slab)
+    e.emit("add.u32", at, at, tid)
+    return tid, at
 
 
 @dataclass
@@ -53,10 +56,8 @@ class LowerSplitKPublish(RewritePattern):
         size, threads, splits = (8 if t == "f64" else 4), kernel_threads(op), op.splits.value.data
         e = fio.Emitter(kernel.regs)
         e.comment(f"split-K: {splits} CTAs meet in the workspace; the last adds the partials in split order")
-        tid, at = _first_slab(e, tile, splits, len(flat) * threads)  # type: ignore[arg-type]
-        mine, words, split_words = e.reg("b64"), e.reg("b64"), e.reg("b32")
-        e.emit("mul.lo.u32", split_words, e.in_register(split), len(flat) * threads)  # type: ignore[arg-type]
-        e.emit("add.u32", at, at, split_words)
+        tid, at = _slab_word(e, tile, split, splits, len(flat) * threads)  # type: ignore[arg-type]
+        mine, words = e.reg("b64"), e.reg("b64")
         e.emit("mul.wide.u32", words, at, size)
         e.emit("add.s64", mine, workspace, words)
         for i, r in enumerate(flat):
@@ -96,7 +97,7 @@ class LowerSplitKSum(RewritePattern):
         size, threads, splits = (8 if t == "f64" else 4), kernel_threads(op), op.splits.value.data
         slab = len(flat_init) * threads * size  # one split's bytes of one tile
         e = fio.Emitter(kernel.regs)
-        _, first = _first_slab(e, tile, splits, len(flat_init) * threads)
+        _, first = _slab_word(e, tile, None, splits, len(flat_init) * threads)
         base, words = e.reg("b64"), e.reg("b64")
         e.emit("mul.wide.u32", words, first, size)
         e.emit("add.s64", base, workspace, words)

@@ -1,7 +1,8 @@
 // Split-K through the chain: tile-plan writes the split into the schedule (at most what
 // split-k asks, whole stages each), tile-distribute gives grid z to the split, runs the loop over
 // its part of K (loads at base + k) from zero and ends it with warp.split_k_publish, appending the
-// workspace and the counters, then loads C, which warp.split_k_sum adds the partials to; warp-stage-shared stages that part from its
+// workspace and the counters, and warp.split_k_sum, which adds the partials to C (loaded before
+// the publish here: a thread holds both; test_split_k has the kernels that load it after); warp-stage-shared stages that part from its
 // base; warp-to-ptx stores the partials, counts the CTA and lets the last add them in order.
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{split-k=3}' | filecheck %s --check-prefix=PLAN
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{split-k=3},tile-distribute' | filecheck %s --check-prefix=DIST
@@ -34,9 +35,9 @@ func.func @g(%a: memref<64x1000xf16>, %b: memref<1000x32xf16>, %c: memref<64x32x
 // DIST:        %[[AT:.*]] = arith.addi %[[BASE]], %[[K]]
 // DIST:        warp.load %a[%{{.*}}, %{{.*}}, %[[AT]]]
 // DIST:        scf.yield
+// DIST:        warp.load %c
 // DIST:        warp.split_k_publish({{.*}}) split %[[SPLIT]] of 3 : i64 tile %[[TILE:[0-9]+]] in %split_workspace, %split_counters
-// DIST-NEXT:   warp.load %c
-// DIST:        warp.split_k_sum({{.*}}) of 3 : i64 tile %[[TILE]] in %split_workspace
+// DIST-NEXT:   warp.split_k_sum({{.*}}) of 3 : i64 tile %[[TILE]] in %split_workspace
 // DIST-NEXT:   warp.distributed
 
 // STAGE:       %[[Z:.*]] = "gpu.block_id"() <{dimension = #gpu<dim z>}>
@@ -52,6 +53,7 @@ func.func @g(%a: memref<64x1000xf16>, %b: memref<1000x32xf16>, %c: memref<64x32x
 // PTX:         .visible .entry g(
 // PTX:         .param .u64 p_split_workspace,
 // PTX-NEXT:    .param .u64 p_split_counters
+// PTX:         ld.global.v2.f32
 // PTX:         // split-K: 3 CTAs meet in the workspace; the last adds the partials in split order
 // PTX:         st.global.f32
 // PTX:         fence.acq_rel.gpu;
@@ -61,8 +63,6 @@ func.func @g(%a: memref<64x1000xf16>, %b: memref<1000x32xf16>, %c: memref<64x32x
 // PTX:         bar.red.or.pred [[LAST]], 0, [[LAST]];
 // PTX-NEXT:    @![[LAST]] ret;
 // PTX-NEXT:    st.global.u32 [%rd{{[0-9]+}}], 0;
-// C only now, once the partials are stored: not held beside them
-// PTX:         ld.global.v2.f32
 // PTX:         ld.global.cg.f32
 // PTX-NEXT:    add.rn.f32
 
