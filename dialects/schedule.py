@@ -15,13 +15,14 @@ stored, their m16n8k64 fragments widened to this 8-bit instruction's (`warp-wide
 `split_k`, `split_chunk` (printed only when split_k > 1): K split across `split_k` CTAs per
 output tile (grid z is batch x split), each multiplying `split_chunk` elements of K (the last the
 rest); the partial sums meet in a workspace and the last CTA to arrive adds them in split order
-(`warp.split_k_publish`, `warp.split_k_sum`). `fill` (printed when set): the operands (`a`, `b`, `ab`) staged by a
-transposing fill through registers (`warp.fill_load` / `warp.fill_store`) instead of `cp.async`:
-8- or 4-bit operands stored with M or N contiguous, whose K-major stage neither `cp.async` nor
-`ldmatrix` produces. `gather` (printed when set): the operands (8- or 16-bit) whose rows are not
-4-byte aligned for `cp.async`, loaded element by element through registers: copied as stored (the
-same ops, `gather`), or, for those `fill` names too (8-bit, their lines not 4-byte aligned or M or
-N not a multiple of 4), transposed by the fill (`warp.fill_load {by_element}`). `pair_bytes`
+(`warp.split_k_publish`, `warp.split_k_sum`). `fill` (printed when set): the operands (`a`, `b`,
+`ab`) staged by a transposing fill through registers (`warp.fill_load` / `warp.fill_store`)
+instead of `cp.async`: 8- or 4-bit operands stored with M or N contiguous, whose K-major stage
+neither `cp.async` nor `ldmatrix` produces. `gather` (printed when set): the operands (8- or
+16-bit) whose rows are not 4-byte aligned for `cp.async`, loaded element by element through
+registers: copied as stored (the same ops, `gather`), or, for those `fill` names too (8-bit, their
+lines not 4-byte aligned or M or N not a multiple of 4), transposed by the fill
+(`warp.fill_load {by_element}`). `pair_bytes`
 (printed when set: `a`, `b`, `ab`): 8-bit operands stored M- (A) or N-contiguous (B) copied by
 `cp.async` as stored (K x M, K x N) and read by `warp.ldmatrix {trans}` of byte pairs: an A
 fragment's rows g and g + 8 are rows 2g and 2g + 1 of its 16, a B read's two fragments the even

@@ -9,8 +9,8 @@ on every fragment: `warp.map` (the `tile.map` body, applied to each value a lane
 its final type. An accumulator-shaped fragment of another element type (f16 after a cast, a
 bias loaded in the accumulator's layout) is `!warp.frag<acc, f16, ...>`: the instruction's C
 layout, its values packed by their width. Where `#warp.schedule` splits K across CTAs,
-`warp.split_k_publish` and `warp.split_k_sum` first make the partial accumulators of an output tile's
-CTAs one sum.
+`warp.split_k_publish` and `warp.split_k_sum` first make the partial accumulators of an output
+tile's CTAs one sum.
 """
 
 from __future__ import annotations
@@ -184,7 +184,8 @@ class SplitKSumOp(IRDLOperation):
             raise VerifyException("warp.split_k_sum: the results have init's types, one each")
         _split_buffers(self.name, inits, self.workspace, None, self.splits.value.data)
         publish = self.prev_op
-        while publish is not None and not (isinstance(publish, SplitKPublishOp) and publish.workspace == self.workspace):
+        while publish is not None and not (isinstance(publish, SplitKPublishOp)
+                                           and publish.workspace == self.workspace):
             publish = publish.prev_op
         if publish is None or publish.tile != self.tile or publish.splits != self.splits \
                 or [p.type for p in publish.partials] != inits:

@@ -2,8 +2,8 @@
 // split-k asks, whole stages each), tile-distribute gives grid z to the split, runs the loop over
 // its part of K (loads at base + k) from zero and ends it with warp.split_k_publish, appending the
 // workspace and the counters, and warp.split_k_sum, which adds the partials to C (loaded before
-// the publish here: a thread holds both; test_split_k has the kernels that load it after); warp-stage-shared stages that part from its
-// base; warp-to-ptx stores the partials, counts the CTA and lets the last add them in order.
+// the publish here: a thread holds both; test_split_k has kernels that load it after);
+// warp-stage-shared stages that part from its base; warp-to-ptx stores the partials, counts the CTA and lets the last add them in order.
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{split-k=3}' | filecheck %s --check-prefix=PLAN
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{split-k=3},tile-distribute' | filecheck %s --check-prefix=DIST
 // RUN: %tilemma-opt %s -p 'tile-select-mma{sm=90},tile-plan{split-k=3},tile-distribute,tile-distribute-epilogue,warp-stage-shared' | filecheck %s --check-prefix=STAGE
