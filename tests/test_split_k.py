@@ -2,8 +2,8 @@
 in split order, to C (`warp.split_k_publish`, `warp.split_k_sum`). In the emulator, against the
 project's reference (every element; integers exactly), staged and simple, with an epilogue after
 the sum; the counters left at 0 for the next launch; the automatic choice where tiles leave SMs
-idle; C loaded after the partials are stored (no spills); and the kernels it cannot serve refused
-with the reason. (On the GPU: tests/gpu/test_split_k_gpu.py.)"""
+idle; C loaded after the partials are stored where a thread cannot hold both (no spills); and the
+kernels it cannot serve refused with the reason. (On the GPU: tests/gpu/test_split_k_gpu.py.)"""
 
 import re
 
