@@ -66,6 +66,25 @@ def _thread_parts(e: fio.Emitter, layout: warp.TransposeLayout, first: int, src_
     return rows, across, firsts, lines
 
 
+def _phase_addresses(e: fio.Emitter, column: str, base: str, phases: list[int]) -> dict[int, str]:
+    """One register a distinct swizzle phase of a chunk's rows or lines: (`column` ^ phase) +
+    `base`; each row or line is an immediate from its phase's register."""
+    out = {}
+    for phase in sorted(set(phases)):
+        at = e.reg("b32")
+        if phase:
+            e.emit("xor.b32", at, column, phase)
+            e.emit("add.u32", at, at, base)
+        else:
+            e.emit("add.u32", at, column, base)
+        out[phase] = at
+    return out
+
+
+def _address(register: str, offset: int) -> str:
+    return f"[{register}+{offset}]" if offset else f"[{register}]"
+
+
 @dataclass
 class LowerTransposeStage(RewritePattern):
     """`warp.transpose_stage`: per chunk, its reads, 4 x 4 transposes and line stores (the module
@@ -97,33 +116,17 @@ class LowerTransposeStage(RewritePattern):
         e.emit("mad.lo.u32", dst_base, e.in_register(dstage), dst_stage, dst)
         words = n // 4  # a line's words across
         for i in range(layout.chunks_per_thread):
-            reads = {}
-            for phase in sorted(set(read_phase)):
-                at = e.reg("b32")
-                if phase:
-                    e.emit("xor.b32", at, cols[i], phase)
-                    e.emit("add.u32", at, at, src_base)
-                else:
-                    e.emit("add.u32", at, cols[i], src_base)
-                reads[phase] = at
+            reads = _phase_addresses(e, cols[i], src_base, read_phase)
             chunk = []  # word 4a + q: row a, lines 4q .. 4q + 3
             for a in range(n):
                 quad = [e.reg("b32") for _ in range(4)]
                 chunk += quad
                 offset = a * src_row
                 at = reads[read_phase[a]]
-                e.emit("ld.shared.v4.b32", "{" + ", ".join(quad) + "}", f"[{at}+{offset}]" if offset else f"[{at}]")
+                e.emit("ld.shared.v4.b32", "{" + ", ".join(quad) + "}", _address(at, offset))
             line_base = e.reg("b32")
             e.emit("add.u32", line_base, dst_base, lines[i])
-            stores = {}
-            for phase in sorted(set(store_phase)):
-                at = e.reg("b32")
-                if phase:
-                    e.emit("xor.b32", at, across, phase)
-                    e.emit("add.u32", at, at, line_base)
-                else:
-                    e.emit("add.u32", at, across, line_base)
-                stores[phase] = at
+            stores = _phase_addresses(e, across, line_base, store_phase)
             for q in range(4):
                 out: list[list[str]] = [[] for _ in range(4)]  # line 4q + j's words across
                 for p in range(words):
@@ -141,7 +144,7 @@ class LowerTransposeStage(RewritePattern):
                     line = 4 * q + j
                     offset = line * dst_row
                     at = stores[store_phase[line]]
-                    e.emit(_STORES[words], f"[{at}+{offset}]" if offset else f"[{at}]", "{" + ", ".join(out[j]) + "}")
+                    e.emit(_STORES[words], _address(at, offset), "{" + ", ".join(out[j]) + "}")
         if op.proxy_fence is not None:
             e.emit("fence.proxy.async.shared::cta")
         token = ptx.RegsOp([], op.result.type)
