@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma|transpose
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma|transpose|rounding|prepass
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma|transpose}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma|transpose|rounding|prepass}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -129,6 +129,31 @@ transpose)  # an 8-bit N-major B transposed in shared memory (`#warp.schedule` t
     timeout 330 python3 -m benchmarks.config_ab --family s8-acol-brow --sm 90a --rounds 2 --csv "$OUT/transpose-ab.csv" \
         --shapes ${SHAPES:-4096 512x4096x4096 4096x11008x4096 4096x4096x11008 512x11008x4096 2048x2048x256} \
         --configs '' 'shared-transpose=0' 2>&1 | grep -E "x[0-9]|tilemma|cublas"
+    ;;
+rounding)  # issue 23's tf32-acol-brow cells: the rna kernel against its truncating twin at SHAPE (default
+    # 512x4096x4096): SASS opcode counts (cuobjdump) and ncu's instruction counts, issue and tensor-pipe use
+    shape=${SHAPE:-512x4096x4096}; IFS=x read -r M N K <<< "$shape"
+    m=gpu__time_duration.sum,launch__registers_per_thread,smsp__inst_executed.sum,smsp__inst_executed_pipe_alu.sum
+    m=$m,smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_lsu.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
+    m=$m,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed
+    for r in rna trunc; do
+        tilemma gemm --m $M --n $N --k $K --a tf32 --b tf32 --acc f32 --a-layout col --rounding $r --no-c > /tmp/tf32_$r.mlir
+        python3 -m benchmarks.sass_check --ir /tmp/tf32_$r.mlir --sm 90a --sass-dir "$OUT/sass_$r" > "$OUT/sass_$r.txt" 2>&1
+        fam=tf32-acol-brow; [ $r = trunc ] && fam=tf32-acol-brow-trunc
+        timeout 150 ncu --metrics $m --section WarpStateStats --page raw -k regex:^gemm_ --launch-skip 1 --launch-count 1 \
+            python3 -m benchmarks.launch_kernel $fam $shape --sm 90a > "$OUT/ncu_$r.txt" 2>&1
+    done
+    for r in rna trunc; do
+        s=$(ls "$OUT"/sass_$r/*.sass); echo "== $r $shape: $(grep -m1 -E 'gemm' "$OUT/sass_$r.txt" | tr -s ' ')"
+        echo "SASS: $(grep -oE '^\s*/\*[0-9a-f]+\*/\s+(@!?U?P[T0-9]+\s+)?[A-Z][A-Z0-9_.]*' "$s" | awk '{print $NF}' | sed 's/\..*//' \
+            | sort | uniq -c | sort -rn | awk '{printf "%s %s, ", $2, $1}' | head -c 600)"
+        grep -E "^  [a-z]" "$OUT/ncu_$r.txt" | grep -E "duration|registers|inst_executed|issue_active|gmma|dram" | awk '{print $1, $(NF-1), $NF}'
+        grep -E "smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active.ratio" "$OUT/ncu_$r.txt" | awk '{print $NF, $1}' | sort -rn | head -4
+    done
+    ;;
+prepass)  # issue 23's s8 with both operands MN-major: B transposed by a kernel of its own (Triton's, torch's)
+    # into a K-major workspace, then the A-M-major kernel, against the in-kernel transpose and the K-major kernel
+    timeout 400 python3 -m benchmarks.transpose_prepass ${SHAPES:+--shapes $SHAPES} --csv "$OUT/prepass.csv" 2>&1 | tail -12
     ;;
 tests)  # every GPU test (pytest -m gpu) in five shards at once, and what was skipped and why (H200,
     # 2026-11-28: the specialize + wgmma + TMA files in one shard took 505 s of 540, now two shards)

@@ -85,6 +85,7 @@ def check_ptx(ptx: str, kernel: str, config: str = "", arch: str = "sm_90", sass
     usage = ptxas_usage(run_ptxas(ptx, arch, ("-v",)).log)
     sass = disassemble(cubin)
     if sass_out:
+        os.makedirs(os.path.dirname(sass_out) or ".", exist_ok=True)
         with open(sass_out, "w") as f:
             f.write(sass)
     return SassReport(kernel, config, *usage, counts=dict(sass_counts(sass)))
