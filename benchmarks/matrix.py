@@ -45,7 +45,9 @@ from benchmarks.gemm_bench import FAMILIES, Family, Row, Shape
 
 # tf32 twice: rounded as tilemma rounds by default (rna, a cvt a fragment register) and fed as it
 # is (`--rounding trunc`: what Triton's tf32 and cuBLAS do, so the like-for-like comparison)
-BASES = ("f16", "bf16", "s8", "tf32", "tf32-trunc", "f64", "sparse-f16-pre")
+# sparse twice: D as the accumulator (f32) and as f16, what cuSPARSELt writes for f16 operands (torch's
+# `sa @ b`), so the like-for-like comparison
+BASES = ("f16", "bf16", "s8", "tf32", "tf32-trunc", "f64", "sparse-f16-pre", "sparse-f16-pre-d16")
 LAYOUTS = {"rr": (False, False), "rc": (False, True), "cr": (True, False), "cc": (True, True)}  # A, B col-major
 ISSUE_SHAPES: tuple[Shape, ...] = ((4096, 4096, 4096), (257, 129, 4096), (16, 4096, 4096), (512, 4096, 4096),
                                    (2048, 2048, 256), (1000, 1000, 1000))
@@ -182,8 +184,11 @@ def summary(rows: Sequence[Row]) -> list[str]:
             lines.append(f"tilemma / {name}: median {statistics.median(got):.3f} over {len(got)} cells, "
                          f"{sum(1 for x in got if x >= 1)} at or above 1.0x")
     all_ratios = ratios(rows)
-    for peer, name in (("torch-sparse", "cuSPARSELt (sparse cells)"), ("triton-mma.sync", "Triton mma.sync")):
-        cells_ = {c: r for c, (p, r) in all_ratios.items() if p == peer}
+    groups = (("torch-sparse", "cuSPARSELt (sparse cells, f16 D as cuSPARSELt's)", lambda f: f.out == "f16"),
+              ("torch-sparse", "cuSPARSELt (sparse cells, f32 D: twice its bytes)", lambda f: f.out != "f16"),
+              ("triton-mma.sync", "Triton mma.sync", lambda f: True))
+    for peer, name, member in groups:
+        cells_ = {c: r for c, (p, r) in all_ratios.items() if p == peer and member(FAMILIES[c[0]])}
         if not cells_:
             continue
         got = {c: r for c, r in cells_.items() if r is not None}
