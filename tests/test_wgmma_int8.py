@@ -114,3 +114,15 @@ def test_emulated_like_the_mma_sync_kernel(name):
     s, kw = CASES[name]
     result = like_the_sm90_kernel(s, kw, "emulator", 7, "wgmma.mma_async", "mma.sync")
     assert result.max_abs == 0, result.line()
+
+
+def test_integer_accumulators_copied_where_not_updated_in_place():
+    """A M-major, B K-major, sm_90a, no C: the accumulators start from a zero that is not theirs
+    to update in place, copied into registers of the s32 accumulators' bank (b32; an internal
+    error, KeyError 's32', before)."""
+    from tilemma.compiler.driver.runner import run_compiled
+
+    k = compiled(spec(512, 256, 128, a_layout="col", c=False))
+    assert k.abi.instruction.startswith("wgmma.mma_async")
+    result = run_compiled(k, seed=4, on="emulator")
+    assert result.ok, result.line()

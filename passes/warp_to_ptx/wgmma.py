@@ -73,12 +73,13 @@ class LowerWgmma(RewritePattern):
         dtype = frag.variant.dtype  # f32, or s32 for 8-bit integers
         flat = [r for regs in accs for r in regs]
         in_place = all(accumulates_in_place(op, v, regs) for v, regs in zip(op.accs, accs))
-        d = list(flat) if in_place else e.reg_list(dtype, len(flat))
+        bank = "b32" if dtype == "s32" else dtype  # (the register bank of an s32 accumulator)
+        d = list(flat) if in_place else e.reg_list(bank, len(flat))
         if not in_place:
             if op.pending.value.data:  # the accumulators may be a running group's: wait before reading them
                 e.emit("wgmma.wait_group.sync.aligned", 0)
             for dst, src in zip(d, flat):
-                e.emit(f"mov.{'b32' if dtype == 's32' else dtype}", dst, src)
+                e.emit(f"mov.{bank}", dst, src)
         [scale_d] = kernel.thread_invariant(("wgmma scale-d",), _true)  # D = A B + D
         e.emit("wgmma.fence.sync.aligned")
         sp = ".sp" if op.sparse else ""
