@@ -219,21 +219,24 @@ class TilemmaBuild:
     block: tuple[int, int, int]
     shared: int
     config: str  # instruction and tiling
-    scratch: tuple[tuple[int, int, bool], ...] = ()  # split-K: (parameter index, bytes, zeroed)
+    scratch: tuple[tuple[int, int, bool], ...] = ()  # split-K, B's transpose: (parameter index, bytes, zeroed)
     tensor_maps: tuple = ()  # TensorMap per tensor-map parameter: passed after the pointers
+    prologue: tuple = ()  # abi.Prologue per kernel launched first (B transposed first)
 
 
 @dataclass(frozen=True)
 class TilemmaKernel:
-    """A compiled kernel: `launch(pointers, stream)` queues it on device addresses, in argument
-    order, less the split-K scratch (`scratch`: the caller's, at those parameter indices, the
-    counters zeroed); `config` says which instruction and tiling it uses; `ptx` is its module."""
+    """A compiled kernel: `launch(pointers, stream)` queues it (after the kernels it runs first) on
+    device addresses, in argument order, less the scratch (`scratch`: the caller's, at those
+    parameter indices, the counters zeroed); `config` says which instruction and tiling it uses;
+    `ptx` is its module."""
 
     launch: Callable[[Sequence[int], int], None]
     config: str
     ptx: str
     name: str
     scratch: tuple[tuple[int, int, bool], ...] = ()
+    prologue: tuple = ()  # the kernels `launch` runs first (abi.Prologue)
 
 
 def tilemma_build(ir_text: str, name: str, options: Any) -> TilemmaBuild:
@@ -241,10 +244,13 @@ def tilemma_build(ir_text: str, name: str, options: Any) -> TilemmaBuild:
     from tilemma.compiler.driver.pipeline import compile_text
 
     [k] = compile_text(ir_text, name, options)
+    from tilemma.compiler.runtime.abi import SCRATCH_ROLES
+
     scratch = tuple((i, p.nbytes, p.init is not None) for i, p in enumerate(k.abi.params)
-                    if {"split_workspace", "split_counters"} & set(p.roles))
+                    if set(SCRATCH_ROLES) & set(p.roles))
+    first = " + B transposed first" if k.abi.prologue else ""
     return TilemmaBuild(k.ptx, k.name, tuple(k.grid), tuple(k.block), k.abi.shared_bytes,
-                        f"{k.variant} {k.abi.config}", scratch, k.abi.tensor_maps)
+                        f"{k.variant} {k.abi.config}{first}", scratch, k.abi.tensor_maps, k.abi.prologue)
 
 
 def kernel_from(build: TilemmaBuild) -> TilemmaKernel:
@@ -253,10 +259,13 @@ def kernel_from(build: TilemmaBuild) -> TilemmaKernel:
     from tilemma.compiler.runtime import cuda_runtime
 
     def launch(pointers: Sequence[int], stream: int = 0) -> None:
+        for first in build.prologue:
+            cuda_runtime.launch(build.ptx, first.entry, first.grid, first.block, [pointers[i] for i in first.args],
+                                0, stream)
         cuda_runtime.launch(build.ptx, build.name, build.grid, build.block, [*pointers, *build.tensor_maps],
                             build.shared, stream)
 
-    return TilemmaKernel(launch, build.config, build.ptx, build.name, build.scratch)
+    return TilemmaKernel(launch, build.config, build.ptx, build.name, build.scratch, build.prologue)
 
 
 def tilemma_kernel(ir_text: str, name: str, options: Any) -> TilemmaKernel:
@@ -560,7 +569,7 @@ def parse_config(text: str) -> dict[str, Any]:
     for item in filter(None, text.split(",")):
         key, _, value = item.partition("=")
         key = key.strip().replace("-", "_")
-        ints = ("stages", "stage_k", "split_k", "producers", "tma", "cluster", "persistent")
+        ints = ("stages", "stage_k", "split_k", "producers", "tma", "cluster", "persistent", "transpose_first")
         out[key] = int(value) if key in ints else (value.strip() != "0" if key in ("swizzle", "pair_bytes", "wgmma", "staged_stores", "shared_transpose") else value.strip())
     return out
 

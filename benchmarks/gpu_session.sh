@@ -1,11 +1,11 @@
 #!/bin/bash
 # Everything a GPU session checks, in steps that each fit one device call (10 minutes):
-#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma|transpose|rounding|prepass
+#   bash benchmarks/gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma|transpose|transpose-first|rounding|prepass
 # Run from the repository root with tilemma installed; logs go to $OUT (default ./gpu-logs); each
 # step ends with a short summary on stdout.
 set -u
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
-step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma|transpose|rounding|prepass}
+step=${1:?usage: gpu_session.sh tests|sanitize|configs|check|bench|layouts|fill|attention|bench-epilogue|matrix|profile|wgmma|specialize|sparse|tma|transpose|transpose-first|rounding|prepass}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader > "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
 
@@ -154,6 +154,20 @@ rounding)  # issue 23's tf32-acol-brow cells: the rna kernel against its truncat
 prepass)  # issue 23's s8 with both operands MN-major: B transposed by a kernel of its own (Triton's, torch's)
     # into a K-major workspace, then the A-M-major kernel, against the in-kernel transpose and the K-major kernel
     timeout 400 python3 -m benchmarks.transpose_prepass ${SHAPES:+--shapes $SHAPES} --csv "$OUT/prepass.csv" 2>&1 | tail -12
+    ;;
+transpose-first)  # an 8-bit N-major B transposed first by a kernel of its own (`tile-transpose-first`): its GPU
+    # tests and the launch paths' (two shards at once), memcheck / racecheck of both launches, then transpose_prepass
+    timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_transpose_first_gpu.py \
+        tests/gpu/test_transpose_stage_gpu.py > "$OUT/transpose_first_tests.txt" 2>&1 &
+    timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_api_gpu.py tests/gpu/test_launch_torch_gpu.py \
+        tests/gpu/test_split_k_gpu.py > "$OUT/launch_tests.txt" 2>&1
+    wait
+    for f in transpose_first_tests launch_tests; do
+        echo "$f: $(tail -1 "$OUT/$f.txt")"; grep -E "^FAILED|^ERROR" "$OUT/$f.txt" | head -5
+    done
+    tilemma gemm --m 200 --n 272 --k 464 --a s8 --b s8 --acc s32 --a-layout col > /tmp/t.mlir
+    sanitize "s8 A col, B row (transposed first)" /tmp/t.mlir "memcheck racecheck" 200 --sm 90a --transpose-first 1
+    timeout 300 python3 -m benchmarks.transpose_prepass ${SHAPES:+--shapes $SHAPES} --csv "$OUT/prepass.csv" 2>&1 | tail -8
     ;;
 tests)  # every GPU test (pytest -m gpu) in five shards at once, and what was skipped and why (H200,
     # 2026-11-28: the specialize + wgmma + TMA files in one shard took 505 s of 540, now two shards)

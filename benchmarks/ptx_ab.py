@@ -22,6 +22,7 @@ import sys
 
 from benchmarks import gemm_bench as gb
 from benchmarks.ptx_sims import build
+from tilemma.compiler.runtime.abi import Prologue
 from tilemma.compiler.runtime.tensor_map import TensorMap
 
 
@@ -55,9 +56,11 @@ def saved(path: str) -> tuple[str, gb.TilemmaBuild]:
     fields = data["build"]
     maps = tuple(TensorMap(**{k: tuple(v) if isinstance(v, list) else v for k, v in m.items()})
                  for m in fields["tensor_maps"])
+    first = tuple(Prologue(p["entry"], tuple(p["grid"]), tuple(p["block"]), tuple(p["args"]))
+                  for p in fields.get("prologue", ()))  # (builds saved before B was transposed first: none)
     return data["cell"], gb.TilemmaBuild(**{**fields, "grid": tuple(fields["grid"]), "block": tuple(fields["block"]),
                                             "scratch": tuple(tuple(s) for s in fields["scratch"]),
-                                            "tensor_maps": maps})
+                                            "tensor_maps": maps, "prologue": first})
 
 
 def pairs(in_dir: str, any_launch: bool = False) -> list[tuple[str, gb.Shape, gb.TilemmaBuild, gb.TilemmaBuild]]:

@@ -1,11 +1,12 @@
-"""What a transposing pre-pass would give the 8-bit GEMM with both operands MN-major (issue 23,
-item 2): B (K x N, N contiguous) transposed by a kernel of its own into a K-major workspace, then
-tilemma's A-M-major / B-K-major kernel, timed as one, beside tilemma's in-kernel transposing
-kernel and the K-major kernel, all samples interleaved in one call (ratios to the K-major kernel).
+"""The 8-bit GEMM with both operands MN-major (issue 23, item 2): tilemma's default, B transposed
+first by its own kernel into a K-major workspace (`tile-transpose-first`), against its in-kernel
+transpose (`transpose-first=0`), B transposed by Triton's and torch's kernels and then tilemma's
+A-M-major / B-K-major kernel (timed as one), that kernel alone (a free transpose) and the K-major
+kernel, all samples interleaved in one call (ratios to the K-major kernel).
 
-The transpose is Triton's (a block transposed through shared memory, the compiler's own layout
-conversion) and torch's `t().contiguous()`; a plain copy of B gives the bandwidth ceiling. Each
-composite's D is checked exactly against the float64 product.
+Triton's transpose moves a block through shared memory (its layout conversion), torch's is
+`t().contiguous()`; a plain copy of B gives the bandwidth ceiling. Each D is checked exactly
+against the float64 product.
 
     python -m benchmarks.transpose_prepass [--shapes 4096 4096x4096x11008] [--csv out.csv]
 """
@@ -54,12 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     gb.set_timing(8, 30)
     fams = [gb.FAMILIES[f] for f in ("s8", "s8-acol", "s8-acol-brow")]
     shapes = [gb.parse_shape(s) for s in args.shapes]
-    builds = gb.precompile([(f.name, s, "") for s in shapes for f in fams], args.sm, gb.default_ptx(), 8)
+    in_kernel = "transpose-first=0"
+    builds = gb.precompile([(f.name, s, "") for s in shapes for f in fams]
+                           + [("s8-acol-brow", s, in_kernel) for s in shapes], args.sm, gb.default_ptx(), 8)
     transpose = triton_transpose(torch)
     rows = []
     print(f"device {torch.cuda.get_device_name()}")
-    print(f"{'shape':>18} {'K-major':>8} {'acol':>8} {'in-kernel':>9} {'triton+acol':>11} {'torch+acol':>10} "
-          f"{'T us':>6} {'T TB/s':>7} {'copy TB/s':>9}  ratios to K-major")
+    print(f"{'shape':>18} {'K-major':>8} {'acol':>8} {'first':>8} {'in-kernel':>9} {'triton+acol':>11} "
+          f"{'torch+acol':>10} {'T us':>6} {'T TB/s':>7} {'ours TB/s':>9} {'copy TB/s':>9}  ratios to K-major")
     for shape in shapes:
         m, n, k = gb.as_shape(shape)
         torch.cuda.empty_cache()
@@ -72,6 +75,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             inp = gb.make_inputs(fam, shape, torch)
             launches.append((fam, inp, gb.kernel_from(build)))
         (f_k, inp_k, ker_k), (f_a, inp_a, ker_a), (f_ab, inp_ab, ker_ab) = launches
+        build = builds[("s8-acol-brow", tuple(shape), in_kernel)]
+        if isinstance(build, str):
+            print(f"s8-acol-brow {shape} {in_kernel}: {build}", file=sys.stderr)
+            return 1
+        launches.append((f_ab, inp_ab, gb.kernel_from(build)))
+        if not ker_ab.prologue or launches[-1][2].prologue:
+            print(f"{shape}: expected B transposed first by default and not with {in_kernel}", file=sys.stderr)
+            return 1
         plain = [gb.tilemma_checked(f, shape, inp, ker, torch) for f, inp, ker in launches]
         # the composite: s8-acol-brow's operands (A M-major, B N-major), B through the workspace
         bt = torch.empty(n, k, dtype=torch.int8, device="cuda")
@@ -108,18 +119,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             problem = gb.check(d.double(), inp_ab["ab"], None, acc=f_a.acc, k=k)
             if problem:
                 raise AssertionError(f"{composite.__name__} {shape}: {problem}")
-        fns = [*plain, triton_then_gemm, torch_then_gemm, t_only, copy_only]
+        ours = ker_ab.prologue[0]
+        pointers = [inp_ab["b_op"].data_ptr(), bt.data_ptr()]
+
+        def ours_only():  # tilemma's transposing kernel alone, into the same workspace
+            from tilemma.compiler.runtime import cuda_runtime
+
+            cuda_runtime.launch(ker_ab.ptx, ours.entry, ours.grid, ours.block, pointers, 0,
+                                torch.cuda.current_stream().cuda_stream)
+
+        fns = [*plain, triton_then_gemm, torch_then_gemm, t_only, ours_only, copy_only]
         ms = [t for t, _ in gb.median_ms_interleaved(fns, torch)]
         ops = gb.flops(shape) / 1e9
-        tops = [ops / t for t in ms[:5]]
+        tops = [ops / t for t in ms[:6]]
         nbytes = 2 * k * n
-        row = {"shape": gb.shape_label(shape), "k_major": tops[0], "acol": tops[1], "in_kernel": tops[2],
-               "triton_prepass": tops[3], "torch_prepass": tops[4], "transpose_us": ms[5] * 1e3,
-               "transpose_tbs": nbytes / ms[5] / 1e9, "copy_tbs": nbytes / ms[6] / 1e9, "block": f"{bk}x{bn}"}
+        row = {"shape": gb.shape_label(shape), "k_major": tops[0], "acol": tops[1], "first": tops[2],
+               "in_kernel": tops[3], "triton_prepass": tops[4], "torch_prepass": tops[5], "transpose_us": ms[6] * 1e3,
+               "transpose_tbs": nbytes / ms[6] / 1e9, "ours_us": ms[7] * 1e3, "ours_tbs": nbytes / ms[7] / 1e9,
+               "copy_tbs": nbytes / ms[8] / 1e9, "block": f"{bk}x{bn}"}
         rows.append(row)
-        print(f"{row['shape']:>18} {tops[0]:8.0f} {tops[1]:8.0f} {tops[2]:9.0f} {tops[3]:11.0f} {tops[4]:10.0f} "
-              f"{row['transpose_us']:6.1f} {row['transpose_tbs']:7.2f} {row['copy_tbs']:9.2f}  "
-              + " ".join(f"{t / tops[0]:.3f}" for t in tops[1:]))
+        print(f"{row['shape']:>18} {tops[0]:8.0f} {tops[1]:8.0f} {tops[2]:8.0f} {tops[3]:9.0f} {tops[4]:11.0f} "
+              f"{tops[5]:10.0f} {row['transpose_us']:6.1f} {row['transpose_tbs']:7.2f} {row['ours_tbs']:9.2f} "
+              f"{row['copy_tbs']:9.2f}  " + " ".join(f"{t / tops[0]:.3f}" for t in tops[1:]))
     if args.csv:
         import csv
 

@@ -42,6 +42,12 @@ def _plan():
     return TilePlan
 
 
+def _transpose_first():
+    from tilemma.passes.tile.transpose_first import TileTransposeFirst
+
+    return TileTransposeFirst
+
+
 def _transpose_product():
     from tilemma.passes.tile.transpose_product import TileTransposeProduct
 
@@ -176,6 +182,7 @@ PASSES = {
     "tile-select-mma": _select_mma,
     "tile-attention": _attention,
     "tile-transpose-product": _transpose_product,
+    "tile-transpose-first": _transpose_first,
     "tile-plan": _plan,
     "tile-distribute": _distribute,
     "tile-distribute-epilogue": _distribute_epilogue,

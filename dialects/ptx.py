@@ -116,6 +116,10 @@ class EntryOp(IRDLOperation):
     stride_multiple = opt_prop_def(IntegerAttr)
     size_multiple = opt_prop_def(DenseArrayBase)  # of M, N, K
     tensor_maps = opt_prop_def(ArrayAttr[DictionaryAttr])  # per tensor-map parameter (see above)
+    # kernels of the same module every launch of this one runs first, in order, on its stream: per
+    # kernel `entry` (its name), `grid`, `block` (i64 dense arrays) and `args` (i64 dense array:
+    # the index of this kernel's parameter each of its parameters is), e.g. `tile-transpose-first`'s
+    prologue = opt_prop_def(ArrayAttr[DictionaryAttr])
     body = region_def("single_block")
     traits = traits_def(NoTerminator())
     irdl_options = (ParsePropInAttrDict(),)

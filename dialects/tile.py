@@ -702,6 +702,19 @@ def plan_sizes(kernel: Operation) -> tuple[int, int, int] | None:
     return None
 
 
+#: The kernel attribute `tile-transpose-first` leaves on a kernel whose 8-bit N-major B a kernel of
+#: its own transposes first: [B's argument, its K-major workspace's argument] (indices), which
+#: `tile-distribute` gives their roles (b, transposed_b) and `warp-to-ptx` turns into that kernel.
+TRANSPOSE_FIRST = "tile.transpose_first"
+
+
+def transpose_first(kernel: Operation) -> tuple[int, int] | None:
+    attr = kernel.attributes.get(TRANSPOSE_FIRST)
+    if isinstance(attr, DenseArrayBase) and len(attr.get_values()) == 2:
+        return tuple(attr.get_values())  # type: ignore[return-value]
+    return None
+
+
 def tiles_exactly(size: int, step: int, multiple: int) -> bool:
     """Whether tiles of `step` cover `size` without a ragged edge: a static size by division, a
     `?` one (DYNAMIC) by what the kernel promises of it (`tile.size_multiple`)."""

@@ -27,21 +27,22 @@ def spec(m: int, n: int, k: int, a: str = "s8", b: str = "s8", **kw) -> GemmSpec
 
 
 def test_the_default_for_both_operands_in_the_other_order():
-    """s8 with A M-major and B N-major: the warpgroups by themselves, A from registers by byte
-    pairs, B transposed in shared memory by a producer warpgroup on cp.async, no products in
-    flight (its K-major ring then 2 stages), as many stages as fit."""
-    s = schedule(spec(4096, 4096, 4096))
+    """s8 with A M-major and B N-major, B not transposed first (`tile-transpose-first`, which takes
+    such kernels by default: tests/test_transpose_first.py): the warpgroups by themselves, A from
+    registers by byte pairs, B transposed in shared memory by a producer warpgroup on cp.async, no
+    products in flight (its K-major ring then 2 stages), as many stages as fit."""
+    s = schedule(spec(4096, 4096, 4096), transpose_first=0)
     assert (s.mma, s.transpose, s.fill, s.pair_bytes, s.producers, s.copy) == ("wgmma", "b", "", "a", 4, "async")
     assert (s.stages, s.wgmma_in_flight) == (3, 0)
-    assert schedule(spec(4096, 4096, 4096), shared_transpose=False).mma == "sync"  # the fill loses to mma.sync
+    assert schedule(spec(4096, 4096, 4096), shared_transpose=False, transpose_first=0).mma == "sync"  # the fill loses
     forced = schedule(spec(4096, 4096, 4096), wgmma=True, shared_transpose=False)
     assert (forced.transpose, forced.fill) == ("", "b")
 
 
 def test_by_itself_only_where_its_ctas_fill_the_waves():
     """512 x 11008: 172 CTAs of 128 x 256, the second wave 30% full (`configs.WGMMA_WAVE`): mma.sync."""
-    assert schedule(spec(512, 11008, 4096)).mma == "sync"
-    assert schedule(spec(512, 4096, 4096)).transpose == "b"  # 128 narrow CTAs: one wave
+    assert schedule(spec(512, 11008, 4096), transpose_first=0).mma == "sync"
+    assert schedule(spec(512, 4096, 4096), transpose_first=0).transpose == "b"  # 128 narrow CTAs: one wave
 
 
 @pytest.mark.parametrize("problem, options", [

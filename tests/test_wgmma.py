@@ -38,7 +38,8 @@ def test_plan_tiles(m, n, k, b_layout, warps, warp_tile, stages):
     (GemmSpec(4096, 4096, 4096, "s8", "s8", "s32"), "90a", {}, "wgmma"),  # 8-bit N-major B: its transpose
     # both 8-bit operands in the other order: A from registers, B transposed in shared memory
     (GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", a_layout="col"), "90a", {}, "wgmma"),
-    (GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", a_layout="col"), "90a", {"shared_transpose": False}, "sync"),
+    (GemmSpec(4096, 4096, 4096, "s8", "s8", "s32", a_layout="col"), "90a", {"shared_transpose": False,
+                                                                           "transpose_first": 0}, "sync"),
     (GemmSpec(4096, 4096, 4096, "f64", "f64", "f64", b_layout="col"), "90a", {}, "sync"),
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", a_layout="col"), "90a", {}, "wgmma"),  # A M-major too
     (GemmSpec(4096, 4096, 4096, "f16", "f16", "f32", a_layout="col"), "90a", {"split_k": 1, "stage_k": 32}, "sync"),

@@ -29,9 +29,13 @@ def spec(m, n, k, t="s8", **kw) -> GemmSpec:
     (spec(4096, 4096, 4096, b_layout="row"), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # its transpose
     (spec(4096, 264, 4096, b_layout="row"), "90a", {}, ("sync",)),  # ... not for 264 columns: byte pairs
     (spec(4096, 4096, 4096, a_layout="col"), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),  # A from registers
-    # B transposed in shared memory by a producer warpgroup (3 stages fit beside its K-major ring)
-    (spec(4096, 4096, 4096, a_layout="col", b_layout="row"), "90a", {}, ("wgmma", (8, 1), (1, 32), 3, 128)),
-    (spec(4096, 4096, 4096, a_layout="col", b_layout="row"), "90a", {"shared_transpose": False}, ("sync",)),  # the fill loses
+    # B transposed first (`tile-transpose-first`): the A-M-major kernel on its K-major copy
+    (spec(4096, 4096, 4096, a_layout="col", b_layout="row"), "90a", {}, ("wgmma", (8, 1), (1, 32), 4, 128)),
+    # not: B transposed in shared memory by a producer warpgroup (3 stages fit beside its K-major ring)
+    (spec(4096, 4096, 4096, a_layout="col", b_layout="row"), "90a", {"transpose_first": 0},
+     ("wgmma", (8, 1), (1, 32), 3, 128)),
+    (spec(4096, 4096, 4096, a_layout="col", b_layout="row"), "90a", {"shared_transpose": False, "transpose_first": 0},
+     ("sync",)),  # the fill loses
     (spec(4096, 4096, 4096, b_layout="row"), "90a", {"wgmma": True}, ("wgmma", (8, 1), (1, 32), 3, 128)),
     (spec(4096, 4096, 4096, b_layout="row"), "90a", {"wgmma": True, "shared_transpose": False},
      ("wgmma", (8, 1), (1, 32), 4, 128)),  # filled

@@ -120,7 +120,7 @@ def custom_op(kernel: Kernel, name: str, *, device_types: str | tuple[str, ...] 
                      for t, p, want in zip(tensors, inputs, wants))
         out = iter(made)
         extra = iter(torch.zeros(p.shape, dtype=torch.int32, device=device) if p.init is not None
-                     else torch.empty(p.shape, dtype=_torch_dtype(p), device=device) for p in scratch)
+                     else torch.empty_strided(p.shape, p.strides, dtype=_torch_dtype(p), device=device) for p in scratch)
         kernel.launch(*[next(out) if p in outputs else next(extra) if p in scratch else next(given) for p in params],
                       stream=stream_of(device))
         return made[0] if len(made) == 1 else tuple(made)

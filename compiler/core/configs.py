@@ -279,6 +279,15 @@ WGMMA_MIN_ROWS = {"16bit-wgmma": 256, "sparse-wgmma": 16, "sparse-wgmma-k-major-
 #   split K). Truncated, B' is copied as stored, rounded nowhere (-tf32-trunc-transpose-ab.csv):
 #   4096^3 279 / 247, 512x4096x4096 234 / 212, 512x11008x4096 221 / 202.
 TRANSPOSED_MIN_ROWS = {"8bit-wgmma": WGMMA_MIN_ROWS["8bit-wgmma"], "tf32-wgmma-fill": 512}
+# 8-bit kernels whose N-major B a kernel of its own transposes into a K-major workspace first
+# (`tile-transpose-first`), where the warpgroups would transpose it in shared memory (an M-major A
+# too: the product's transpose has the same orders), from this many rows on. H200, s8 with A
+# M-major and B N-major, TOP/s, transposed first against in shared memory, samples interleaved in
+# one call (results/h200-2026-11-29-transpose-first.csv): 4096^3 1168 / 788, 4096x4096x11008
+# 1320 / 839, 4096x11008x4096 1144 / 780, 512x4096x4096 682 / 561 (the transpose 5.5 TB/s at
+# 4096^2 bytes). Fewer rows than 512 read B a few times only, where a pass of its own over it costs
+# as much again (and the warpgroups do not take them by themselves: `WGMMA_MIN_ROWS`).
+TRANSPOSE_FIRST_MIN_ROWS = 512
 # wgmma schedules chosen by themselves only where their CTAs (128 x 256, `WGMMA_NARROW`), K split in
 # at most (splits) many (`plan.split`), fill a wave (`targets` one_wave) and keep at least (use) of
 # the SMs' CTA slots busy over their waves (`plan.wave_use`): tf32 rounded in place or filled,

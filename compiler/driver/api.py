@@ -100,6 +100,8 @@ _OPTION_TYPES: dict[str, tuple[type, str]] = {
     "wgmma": (bool, "True or False: each stage multiplied by warpgroups' wgmma.mma_async (sm_90a)"),
     "shared_transpose": (bool, "True or False: a warpgroup kernel's 8-bit N-major B transposed in shared memory by "
                                "a producer warpgroup (where it can), or by the fill through registers"),
+    "transpose_first": (int, "an int: -1 (automatic), 0 (never) or 1: an 8-bit N-major B transposed into a K-major "
+                              "workspace by a kernel of its own, launched first"),
     "producers": (int, "an int: -1 (automatic), 0 (none) or 4: a producer warpgroup fills a wgmma kernel's stages"),
     "tma": (int, "an int: -1 (automatic), 0 (cp.async) or 1: the producer warpgroup copies the stages with the TMA"),
     "cluster": (int, "an int: -1 (automatic), 1 (none) or 2: a TMA kernel's CTAs in pairs that share B's stages"),
@@ -370,10 +372,10 @@ class Kernel:
         with prepared.lock:
             if not prepared.fast(args):
                 prepared.checked(args, handle)
-            if len(args) < prepared.n:  # a split-K kernel's scratch: the launcher's own
+            if len(args) < prepared.n:  # the scratch (split-K's, B's copy): the launcher's own
                 prepared.own_scratch(handle)
             prepared.fill_maps()
-            prepared.launcher(prepared.device).launch(handle)
+            prepared.launch(prepared.device, handle)
 
     def emulate(self, *arrays: Any, arch: str | None = None, max_macs: int | None = None,
                 ahead: str = "leaders") -> None:
@@ -414,8 +416,8 @@ class Kernel:
 
         params = self.abi.params
         scratch = self.abi.scratch_buffers()
-        if scratch and len(arrays) == len(params) - len(scratch):  # a split-K kernel's: provided here
-            arrays = (*arrays, *(b for _, b in scratch))
+        if scratch and len(arrays) == len(params) - len(scratch):  # split-K's, B's copy: provided here
+            arrays = (*arrays, *(b.reshape(params[i].shape) for i, b in scratch))  # (B's copy: K x N)
         if len(arrays) != len(params):
             raise LaunchError(count_message(self, len(arrays)))
         if self.dynamic:
@@ -441,10 +443,12 @@ class Kernel:
             raise LaunchError(f"{self.name}: {macs} multiply-adds (batch x M x N x K) are more than the "
                               f"emulator runs quickly (max_macs={limit}); pass a larger max_macs to emulate "
                               "it anyway")
-        program = self._program(arch or self._emulator_arch())
+        arch = arch or self._emulator_arch()
         buffers = [host_buffer(x, p, want) for x, p, want in zip(arrays, params, wants)]
-        outs = program.run(self.grid, self.block, self.abi.arguments(buffers, self.scalars),
-                           shared_bytes=self.shared_bytes, ahead=ahead)
+        buffers = self.abi.after_prologue(buffers, lambda entry, grid, block, values: self._program(
+            arch, entry).run(grid, block, values))
+        outs = self._program(arch).run(self.grid, self.block, self.abi.arguments(buffers, self.scalars),
+                                       shared_bytes=self.shared_bytes, ahead=ahead)
         for x, p, want, out in zip(arrays, params, wants, outs):
             if p.is_output:
                 x[...] = out.reshape(x.shape) if whole(p, want) else out[positions(p)]
@@ -482,14 +486,16 @@ class Kernel:
             return mma_arith.DEFAULT_ARCH
         return sm
 
-    def _program(self, arch: str) -> Any:
-        """The kernel decoded for the emulator with `arch`'s arithmetic (once per arch)."""
+    def _program(self, arch: str, entry: str | None = None) -> Any:
+        """The kernel (or `entry` of its module, one it runs first) decoded for the emulator with
+        `arch`'s arithmetic (once per arch)."""
         programs = self.__dict__.setdefault("_programs", {})
-        if arch not in programs:
+        key = (arch, entry or self.name)
+        if key not in programs:
             from tilemma.compiler.verify import emulator
 
-            programs[arch] = emulator.compile_entry(self.ptx, self.name, arch)
-        return programs[arch]
+            programs[key] = emulator.compile_entry(self.ptx, key[1], arch)
+        return programs[key]
 
     def _macs_over(self, limit: float) -> int | None:
         """The GEMM's multiply-adds (batch x M x N x K) if they exceed `limit`, else None. First a
@@ -525,4 +531,4 @@ class Kernel:
             for i, address in enumerate(addresses):
                 slots[i] = address
             prepared.fill_maps()
-            prepared.launcher(device).launch(stream)
+            prepared.launch(device, stream)

@@ -41,6 +41,7 @@ def _option_values(args: argparse.Namespace) -> dict:
         pair_bytes=not args.no_pair_bytes,
         wgmma=args.wgmma,
         shared_transpose=not args.no_shared_transpose,
+        transpose_first=args.transpose_first,
         producers=args.producers,
         # (--emit gpu-binary passes no tensor maps: the automatic TMA kernels keep cp.async there)
         tma=0 if args.tma == -1 and getattr(args, "emit", None) == "gpu-binary" else args.tma,
@@ -65,7 +66,7 @@ def _compile_options(args: argparse.Namespace):
 #: and `tilemma.compile(text)` share an entry. (Were one to differ from CompileOptions' default,
 #: the two would only keep separate entries.)
 _FLAG_DEFAULTS = dict(sm="90", ptx="", f32_precision="exact", allow_slow=False, warps="", warp_tile="",
-                      sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, staged_stores=True, pair_bytes=True, wgmma=False, shared_transpose=True,
+                      sparse_form="ordered", stages=-1, stage_k=0, split_k=0, swizzle=True, staged_stores=True, pair_bytes=True, wgmma=False, shared_transpose=True, transpose_first=-1,
                       producers=-1, tma=-1, cluster=-1, persistent=-1, attention_rows=0,
                       attention_block_n=0, attention_q_shared="", attention_ctas=0)
 
@@ -147,6 +148,10 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-shared-transpose", action="store_true",
                    help="transpose a warpgroup kernel's 8-bit N-major B with the fill (registers) instead of in "
                         "shared memory by a producer warpgroup")
+    p.add_argument("--transpose-first", type=int, choices=(-1, 0, 1), default=-1, metavar="{-1,0,1}",
+                   help="an 8-bit N-major B transposed into a K-major workspace by a kernel of its own, launched "
+                        "before the GEMM: -1 automatic (sm_90a, A M-major too, 512 rows and up), 0 never, 1 where "
+                        "it can (an error where not)")
     p.add_argument("--wgmma", action="store_true",
                    help="multiply each stage by warpgroups' wgmma.mma_async from the swizzled shared stages "
                         "(--sm 90a; f16/bf16 into f32, A and B in either order; a pre-compressed sparse A; "

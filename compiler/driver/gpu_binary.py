@@ -70,7 +70,7 @@ def _host_function(abi: KernelABI, binary: str) -> list[str]:
     sig = ", ".join(f"%{n}: {t}" for n, t in zip(names, types))
     body = []
     consts: dict[int, str] = {}
-    for v in (*abi.grid, *abi.block):
+    for v in (*abi.grid, *abi.block, *(v for first in abi.prologue for v in (*first.grid, *first.block))):
         if v not in consts:
             consts[v] = f"%c{v}"
             body.append(f"%c{v} = arith.constant {v} : index")
@@ -94,6 +94,13 @@ def _host_function(abi: KernelABI, binary: str) -> list[str]:
         body.append(f"%{n}_init = arith.constant {value} : i32")
         body.append(f"%{n}_set = gpu.memset async [{token}] %{n}, %{n}_init : {t}, i32")
         token = f"%{n}_set"
+    for j, first in enumerate(abi.prologue):  # the kernels each launch runs first (`KernelABI.prologue`)
+        grid = ", ".join(consts[v] for v in first.grid)
+        block = ", ".join(consts[v] for v in first.block)
+        args = ", ".join(f"%{names[i]}_ptr : i64" for i in first.args)
+        body.append(f"%first{j} = gpu.launch_func async [{token}] @{binary}::@{first.entry} blocks in ({grid}) "
+                    f"threads in ({block}) args({args})")
+        token = f"%first{j}"
     grid = ", ".join(consts[v] for v in abi.grid)
     block = ", ".join(consts[v] for v in abi.block)
     args = ", ".join(f"%{n}_ptr : i64" for n in names)

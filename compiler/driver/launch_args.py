@@ -273,7 +273,7 @@ class Prepared:
         self.maps = MapSlots(kernel.abi.tensor_maps) if kernel.abi.tensor_maps else None
         self.lock = threading.Lock()
         self.device = 0
-        self._launchers: dict[int, Any] = {}
+        self._launchers: dict[Any, Any] = {}  # per device, and per (prologue entry, device)
         self.torch: tuple | None = None  # (torch.Tensor, per-parameter (dtypes, shape, strides, offset bytes))
         if "torch" in sys.modules:
             self._with_torch(sys.modules["torch"])
@@ -303,9 +303,10 @@ class Prepared:
                 scratch = next((s for (device, _), s in self._scratch.items() if device == self.device), None)
                 if scratch is None:
                     raise LaunchError(
-                        f"{self.kernel.name}: a split-K kernel's first launch on a device cannot be captured in a "
-                        "CUDA graph (its workspace is allocated then): launch it once before capturing, or pass "
-                        "split_workspace and split_counters (counters zeroed) yourself")
+                        f"{self.kernel.name}: the first launch on a device of a kernel with scratch cannot be "
+                        "captured in a CUDA graph (its scratch is allocated then): launch it once before capturing, "
+                        f"or pass {', '.join(self.params[i].name.removeprefix('p_') for i in self.scratch)} "
+                        "(counters zeroed) yourself")
             else:
                 ps = [self.params[i] for i in self.scratch]
                 scratch = cuda_runtime.Scratch([p.nbytes for p in ps], [p.init is not None for p in ps], self.device)
@@ -363,6 +364,29 @@ class Prepared:
                 self.maps.fill(self.slots)
             except TensorMapError as e:
                 raise LaunchError(f"{self.kernel.name}: {e}") from None
+
+    def launch(self, device: int, stream: int) -> None:
+        """Queue the kernels the kernel runs first (`KernelABI.prologue`, on their arguments' slots)
+        and then the kernel, with the values now in the slots."""
+        for first in self.kernel.abi.prologue:
+            launcher, slots = self._first(first, device)
+            for j, i in enumerate(first.args):
+                slots[j] = self.slots[i]
+            launcher.launch(stream)
+        self.launcher(device).launch(stream)
+
+    def _first(self, first: Any, device: int) -> tuple[Any, Any]:
+        """The launcher of a kernel run first on `device`, and its slots."""
+        key = (first.entry, device)
+        found = self._launchers.get(key)  # (keyed apart from the kernel's own, by device alone)
+        if found is None:
+            from tilemma.compiler.runtime import cuda_runtime
+
+            slots = (ctypes.c_uint64 * max(1, len(first.args)))()
+            found = self._launchers[key] = (cuda_runtime.Launcher(self.kernel.ptx, first.entry, first.grid,
+                                                                  first.block, slots, len(first.args),
+                                                                  ordinal=device), slots)
+        return found
 
     def launcher(self, device: int) -> Any:
         launcher = self._launchers.get(device)

@@ -65,6 +65,9 @@ class CompileOptions:
     # an 8-bit N-major B of a warpgroup kernel transposed in shared memory by a producer warpgroup
     # (True, where it can) or by the fill through registers (`tile-plan`)
     shared_transpose: bool = True
+    # an 8-bit N-major B transposed into a K-major workspace by a kernel of its own, launched first:
+    # -1 automatic, 0 never, 1 where it can (`tile-transpose-first`)
+    transpose_first: int = -1
     # a producer warpgroup that fills the stages of a wgmma kernel: -1 automatic, 0 none, 4 (`tile-plan`)
     producers: int = -1
     # that producer warpgroup's copies of A's and B's stages by the TMA: -1 automatic, 0 cp.async, 1 (`tile-plan`)
@@ -92,7 +95,7 @@ class CompileOptions:
             TileAttention(self.attention_rows, self.attention_block_n, self.attention_q_shared, self.attention_ctas),
             *chain(TilePlan(self.warps, self.warp_tile, self.stages, self.stage_k, self.tune_cache, self.split_k,
                             self.pair_bytes, self.wgmma, self.producers, self.tma, self.cluster,
-                            self.persistent, self.shared_transpose)),
+                            self.persistent, self.shared_transpose), self.transpose_first),
             *([WarpStageStores()] if self.staged_stores else []),
             *([SwizzleShared()] if self.swizzle else []),
             SplitTf32(),
@@ -213,8 +216,14 @@ def compile_module(module: ModuleOp, locations: dict, name: str, options: Compil
             continue
         out = io.StringIO()
         ptx.print_module(pm, out)
-        for entry in pm.body.ops:
+        entries = list(pm.body.ops)
+        # the kernels others launch first (`ptx.entry` prologue) are parts of those, not kernels of their own
+        first = {r.data["entry"].data for e in entries if isinstance(e, ptx.EntryOp) and e.prologue is not None  # type: ignore[union-attr]
+                 for r in e.prologue.data}
+        for entry in entries:
             assert isinstance(entry, ptx.EntryOp)
+            if entry.sym_name.data in first:
+                continue
             abi = KernelABI.from_entry(entry)
             compiled.append(CompiledKernel(entry.sym_name.data, out.getvalue(), abi.instruction, abi, described[abi.name]))
     return compiled

@@ -457,18 +457,21 @@ def run_compiled(
 def execute(kernel: CompiledKernel, args: list, on: str, ahead: str = "leaders") -> list[np.ndarray]:
     """Run `kernel` on `args` (host buffers, size parameters and tensor maps, in parameter order:
     `kernel.abi.arguments`) on `on` ("gpu", or "emulator": the CPU emulator of the same PTX, its
-    warpgroups apart with `ahead` running ahead, `Program.run`); every buffer after the run."""
+    warpgroups apart with `ahead` running ahead, `Program.run`), after the kernels it runs first
+    (`KernelABI.prologue`); every buffer after the run."""
+    if on not in ("gpu", "emulator"):
+        raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
     if on == "gpu":
         from tilemma.compiler.runtime import cuda_runtime
 
-        return cuda_runtime.run_kernel(kernel.ptx, kernel.name, kernel.grid, kernel.block, args,
-                                       shared_bytes=kernel.abi.shared_bytes)
-    if on == "emulator":
+        def run(entry: str, grid, block, values: list, shared_bytes: int = 0) -> list[np.ndarray]:
+            return cuda_runtime.run_kernel(kernel.ptx, entry, grid, block, values, shared_bytes=shared_bytes)
+    else:
         from tilemma.compiler.verify import emulator
 
-        return emulator.emulate(kernel.ptx, kernel.name, kernel.grid, kernel.block, args,
-                                shared_bytes=kernel.abi.shared_bytes, ahead=ahead)
-    raise ValueError(f"--on {on}: expected 'gpu' or 'emulator'")
+        def run(entry: str, grid, block, values: list, shared_bytes: int = 0) -> list[np.ndarray]:
+            return emulator.emulate(kernel.ptx, entry, grid, block, values, shared_bytes=shared_bytes, ahead=ahead)
+    return run(kernel.name, kernel.grid, kernel.block, kernel.abi.after_prologue(args, run), kernel.abi.shared_bytes)
 
 
 def _outside_unchanged(g: GemmKernel, args: list[np.ndarray], outs: list[np.ndarray], param: int,
@@ -585,6 +588,8 @@ def _gpu_twin_differs(kernel: CompiledKernel, args: list[np.ndarray], outs: list
     program = emulator.compile_entry(kernel.ptx, kernel.name, arch)
     if program.approximate:
         return None
+    args = kernel.abi.after_prologue(args, lambda entry, grid, block, values: emulator.compile_entry(
+        kernel.ptx, entry, arch).run(grid, block, values))
     twin = program.run(kernel.grid, kernel.block, kernel.abi.arguments(args, kernel.scalars),
                        shared_bytes=kernel.abi.shared_bytes)
     for param in dict.fromkeys(mem.param for _, mem in g.outputs):

@@ -26,11 +26,12 @@ if TYPE_CHECKING:
 # Roles of uint32 word buffers (outside the tile element types): the sparsity error word and the
 # metadata words of a pre-compressed A (`tile.sparse_from`, whose values have the role a_values).
 WORD_ROLES = ("sparsity_error", "a_meta", "split_counters")
-# Roles of the scratch a split-K kernel needs (`warp.split_k_publish`, `warp.split_k_sum`): the
-# partial sums' workspace and a counter word per output tile, which must hold 0 before a launch
-# (and does after one).
+# Roles of the scratch a kernel needs: a split-K kernel's (`warp.split_k_publish`,
+# `warp.split_k_sum`) partial sums' workspace and a counter word per output tile, which must hold 0
+# before a launch (and does after one); B's K-major copy, which a kernel whose B is transposed
+# first writes before the GEMM reads it (`tile-transpose-first`, `KernelABI.prologue`).
 # `Kernel.launch` and the runner provide them when the caller does not.
-SCRATCH_ROLES = ("split_workspace", "split_counters")
+SCRATCH_ROLES = ("split_workspace", "split_counters", "transposed_b")
 # Roles of the parameters a kernel writes (every output of its epilogue is a `d`); the others it
 # only reads.
 OUTPUT_ROLES = ("d", "sparsity_error")
@@ -152,6 +153,20 @@ class Param:
 
 
 @dataclass(frozen=True)
+class Prologue:
+    """A kernel of the same module that every launch runs first, on the same stream: its entry
+    name, launch shape and parameters, each the main kernel's parameter `args[i]`."""
+
+    entry: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: tuple[int, ...]
+
+    def to_dict(self) -> dict:
+        return {"entry": self.entry, "grid": list(self.grid), "block": list(self.block), "args": list(self.args)}
+
+
+@dataclass(frozen=True)
 class KernelABI:
     name: str
     grid: tuple[int, int, int]
@@ -176,6 +191,8 @@ class KernelABI:
     cluster: int = 1
     # a persistent kernel's CTAs (its grid), which loop over its tiles; 0: one CTA a tile
     persistent: int = 0
+    # kernels every launch runs first (`ptx.entry` prologue): B's transpose (`tile-transpose-first`)
+    prologue: tuple[Prologue, ...] = ()
 
     @property
     def dynamic(self) -> bool:
@@ -251,13 +268,14 @@ class KernelABI:
                      for g, (count, factors) in zip(self.grid, self.grid_sizes or [(g, ()) for g in self.grid]))
         bound_abi = KernelABI(self.name, grid, self.block, tuple(params), self.shared_bytes,  # type: ignore[arg-type]
                               self.tiling, self.sm, self.ptx_version, self.instruction, cluster=self.cluster,
-                              persistent=self.persistent)
+                              persistent=self.persistent, prologue=self.prologue)
         return bound_abi, tuple(values[s][0] for s in self.symbols)
 
     def scratch_buffers(self) -> list:
         """(parameter index, host buffer) for each scratch parameter (`SCRATCH_ROLES`), in order,
         for a run that provides them: the workspace full of NaN (0x7FFFFFFF words for integers),
-        so that a partial read before it is written shows, and the counters at their `init` (0)."""
+        so that a partial read before it is written shows, the counters at their `init` (0), and a
+        transposed B's copy full of 0x5A bytes."""
         import numpy as np
 
         out = []
@@ -266,6 +284,8 @@ class KernelABI:
                 out.append((i, np.full(p.span, np.nan if p.element in ("f32", "f64") else 0x7FFFFFFF, p.dtype)))
             elif "split_counters" in p.roles:
                 out.append((i, np.full(p.span, p.init or 0, np.uint32)))
+            elif "transposed_b" in p.roles:  # (0x5A bytes: what a GEMM reading it before the transpose would see)
+                out.append((i, np.full(p.span, 0x5A, np.uint8).view(p.dtype)))
         return out
 
     @property
@@ -299,6 +319,8 @@ class KernelABI:
             d["cluster"] = self.cluster
         if self.persistent:
             d["persistent"] = self.persistent
+        if self.prologue:
+            d["prologue"] = [p.to_dict() for p in self.prologue]
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -367,10 +389,15 @@ class KernelABI:
         persistent = d.get("persistent", 0)
         if type(persistent) is not int or persistent < 0:
             raise TypeError(f"persistent: expected a count of CTAs, got {persistent!r}")
+        records = d.get("prologue", [])
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise TypeError(f"prologue: expected a list of records, got {records!r}")
+        prologue = tuple(_checked_prologue(Prologue(text(r["entry"]), ints(r["grid"], 3), ints(r["block"], 3),  # type: ignore[arg-type]
+                                                    ints(r["args"])), params) for r in records)
         return KernelABI(text(d["name"]), ints(d["grid"], 3), ints(d["block"], 3),  # type: ignore[arg-type]
                          tuple(params), shared, ints(list(tiling)), text(d["sm"]), text(d["ptx_version"]),
                          text(d["instruction"]), symbols, grid_sizes, multiple, sizes_multiple, tuple(tensor_maps),
-                         cluster, persistent)
+                         cluster, persistent, prologue)
 
     @staticmethod
     def from_entry(entry: ptx.EntryOp) -> KernelABI:
@@ -442,7 +469,21 @@ class KernelABI:
             tensor_maps,
             entry.cluster.value.data if entry.cluster is not None else 1,
             entry.persistent.value.data if entry.persistent is not None else 0,
+            tuple(_checked_prologue(Prologue(r.data["entry"].data, tuple(r.data["grid"].get_values()),  # type: ignore[arg-type,union-attr]
+                                             tuple(r.data["block"].get_values()),  # type: ignore[union-attr]
+                                             tuple(r.data["args"].get_values())), params)  # type: ignore[union-attr]
+                  for r in (entry.prologue.data if entry.prologue is not None else ())),
         )
+
+    def after_prologue(self, args: Sequence[Any], run: Any) -> list:
+        """`args` (host arrays, in parameter order) with what the kernels this one runs first
+        (`prologue`) leave in them: `run(entry, grid, block, values)` runs one on its values and
+        returns them after it (the GPU's `run_kernel`, the emulator's), each reshaped as given."""
+        args = list(args)
+        for first in self.prologue:
+            for i, out in zip(first.args, run(first.entry, first.grid, first.block, [args[i] for i in first.args])):
+                args[i] = out.view(args[i].dtype).reshape(args[i].shape)
+        return args
 
     def index(self, role: str) -> int | None:
         """Position of the parameter playing `role` (None if none does)."""
@@ -491,6 +532,13 @@ def _checked_map(m: TensorMap, params: list[Param]) -> TensorMap:
     if not 0 <= m.of < len(params):
         raise ValueError(f"tensor map of argument {m.of}: the kernel has {len(params)} array arguments")
     return m
+
+
+def _checked_prologue(p: Prologue, params: list[Param]) -> Prologue:
+    """`p`, where its arguments are parameters of the kernel; else ValueError."""
+    if not all(0 <= i < len(params) for i in p.args):
+        raise ValueError(f"prologue {p.entry}: arguments {list(p.args)}, but the kernel has {len(params)}")
+    return p
 
 
 def _prod(xs) -> int:

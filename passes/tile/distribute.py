@@ -53,6 +53,7 @@ from tilemma.dialects.schedule import Schedule, ScheduleAttr
 from tilemma.passes.errors import LoweringError, replaced
 from tilemma.passes.tile.gemm_kernel import DYNAMIC, planning_view, read_kernel
 from tilemma.passes.tile.plan import ceil_div, kernel_target, tiling_of
+from tilemma.passes.tile.transpose_first import workspace_roles
 from tilemma.passes.warp_to_ptx.sparse_a import NO_ERROR
 
 ERROR_WORD = MemRefType(IntegerType(32, Signedness.UNSIGNED), [1])
@@ -362,6 +363,7 @@ class _Kernel(IndexBuilder):
         old.erase(safe_erase=False)
         arg_types = [a.type for a in new_body.args]
         kernel.function_type = func.FunctionType.from_lists(arg_types, [])
+        workspace_roles(kernel, args, roles)
         arg_attrs = [
             DictionaryAttr({"warp.role": ArrayAttr(StringAttr(r) for r in roles[a])}) for a in args
         ]

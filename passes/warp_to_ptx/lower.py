@@ -37,6 +37,7 @@ from tilemma.passes.tile.plan import kernel_target
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.rewriting import TypedPatternApplier, TypedPatternWalker
 from tilemma.passes.warp_to_ptx import fragment_io as fio
+from tilemma.passes.warp_to_ptx import transpose_kernel
 from tilemma.passes.warp_to_ptx.elementwise import LowerCast, LowerMap
 from tilemma.passes.warp_to_ptx.fill import LowerFillLoad, LowerFillStore
 from tilemma.passes.warp_to_ptx.mbarrier import (
@@ -172,6 +173,11 @@ class WarpToPtx(ModulePass):
             if key not in modules:
                 modules[key] = ptx.ModuleOp_(key[1], key[0], [])
                 op.body.block.insert_op_before(modules[key], k)
+            first = tile.transpose_first(k)
+            if first is not None:  # (`tile-transpose-first`: B's transposing kernel, launched first)
+                prologue = _transpose_first(k, *first)
+                modules[key].body.block.add_op(prologue[0])
+                entry.prologue = ArrayAttr([prologue[1]])
             modules[key].body.block.add_op(entry)
             k.detach()
             k.erase()
@@ -275,6 +281,21 @@ class WarpToPtx(ModulePass):
             entry.tiling = DenseArrayBase.from_list(i64, [v for part in tiling for v in (
                 part if isinstance(part, tuple) else (part,))] + ([splits] if splits > 1 else []))
         return entry
+
+
+def _transpose_first(kernel: func.FuncOp, source: int, workspace: int) -> tuple[ptx.EntryOp, DictionaryAttr]:
+    """The kernel that transposes `kernel`'s N-major B (argument `source`) into its K-major
+    workspace (`workspace`), and the prologue record that names it."""
+    args = kernel.body.block.args
+    k, n = args[source].type.get_shape()  # type: ignore[union-attr]
+    name = f"{kernel.sym_name.data}_transpose_b"
+    entry = transpose_kernel.transpose_entry(name, k, n, _param_name(args[source], source),
+                                             _param_name(args[workspace], workspace))
+    grid, block = transpose_kernel.launch(k, n)
+    return entry, DictionaryAttr({
+        "entry": StringAttr(name), "grid": DenseArrayBase.from_list(i64, list(grid)),
+        "block": DenseArrayBase.from_list(i64, list(block)),
+        "args": DenseArrayBase.from_list(i64, [source, workspace])})
 
 
 def _grid_text(kernel: func.FuncOp) -> list[str]:

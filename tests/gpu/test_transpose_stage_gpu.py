@@ -22,7 +22,8 @@ def test_d_is_a_times_b_on_the_gpu(name):
 
 
 def test_the_default_kernel_on_the_gpu():
-    """The kernel tile-plan chooses by itself (no --wgmma) at a size where it takes the transpose."""
+    """The kernel tile-plan chooses by itself (no --wgmma) at a size where it takes the transpose,
+    B not transposed first (`tile-transpose-first`, tests/gpu/test_transpose_first_gpu.py)."""
     problem: GemmSpec = spec(4096, 2048, 256)
-    assert schedule(problem).transpose == "b"
-    exactly_a_times_b(problem, compiled(problem), "gpu", seed=2)
+    assert schedule(problem, transpose_first=0).transpose == "b"
+    exactly_a_times_b(problem, compiled(problem, transpose_first=0), "gpu", seed=2)

@@ -6,7 +6,7 @@
 // the warpgroups read by their third index. (128 CTAs of 128 x 256: a wave, `configs.WGMMA_WAVE`.)
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{tune-cache=""},tile-distribute,tile-distribute-epilogue,warp-stage-shared' | filecheck %s
 // RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-plan{tune-cache=""},tile-distribute,tile-distribute-epilogue,warp-stage-shared,warp-specialize' | filecheck %s --check-prefix=SPEC
-// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{tune-cache=""},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
+// RUN: tilemma-opt %s -p 'tile-select-mma{sm=90a},tile-to-warp{tune-cache="" transpose-first=0},warp-swizzle-shared,cse,warp-to-ptx' -t ptx | filecheck %s --check-prefix=PTX
 
 // CHECK-LABEL: func.func @both
 // CHECK-SAME:    pair_bytes = a, mma = wgmma, producers = 4, transpose = b>
