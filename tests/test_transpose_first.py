@@ -71,6 +71,7 @@ def test_automatic_rule():
     (GemmSpec(64, 40, 64, "s8", "s8", "s32", a_layout="col"), "90a", "multiples of 16"),
     (GemmSpec(64, 48, 64, "f16", "f16", "f32"), "90a", "not an 8-bit type"),
     (GemmSpec(64, 48, 64, "s8", "s8", "s32", batch=2), "90a", "batched"),
+    (GemmSpec(64, 48, 65535 * 128 + 16, "s8", "s8", "s32", a_layout="col"), "90a", "exceeds"),  # K / 128 CTAs
 ])
 def test_forced_where_it_cannot_is_a_located_error(spec, sm, why):
     with pytest.raises(tilemma.CompileError, match=f"transpose-first: B cannot be transposed first: .*{why}"):

@@ -41,7 +41,8 @@ from tilemma.compiler.core.memref_layout import row_major
 from tilemma.dialects import tile
 from tilemma.passes.errors import LoweringError
 from tilemma.passes.tile.gemm_kernel import GemmKernel, read_kernel
-from tilemma.passes.tile.plan import kernel_target, plan, tuned_config, wrong_order
+from tilemma.passes.tile.plan import GRID_LIMITS, kernel_target, plan, tuned_config, wrong_order
+from tilemma.passes.warp_to_ptx import transpose_kernel
 
 
 def b_load(g: GemmKernel) -> tile.LoadOp:
@@ -80,6 +81,9 @@ def why_not(kernel: func.FuncOp, g: GemmKernel) -> str:
         return "B's memref is not row-major and contiguous"
     if shape[0] % 16 or shape[1] % 16:
         return f"B's memref is {shape[0]} x {shape[1]}; its sizes must be multiples of 16"
+    grid = transpose_kernel.launch(*shape)[0]
+    if any(g > limit for g, limit in zip(grid, GRID_LIMITS)):
+        return f"the transposing kernel's grid {grid} of a {shape[0]} x {shape[1]} B exceeds {GRID_LIMITS}"
     return ""
 
 
