@@ -20,7 +20,8 @@ CSVs into one table, summary and plot (later files win, except that an error nev
 figure). `--dry-run` compiles every cell's kernel (tilemma's default configuration: its
 instruction, tiling and whether it is staged) and runs a small analogue of each (family, layout,
 shape class) in the CPU emulator against float64 NumPy (`runner.run_compiled`, as `tilemma run --on
-emulator`); no torch, no GPU.
+emulator`; 8-bit with A M-major and B N-major on sm_90a a second time with B transposed first, as
+their kernels from 512 rows are); no torch, no GPU.
 
 Shapes (`SHAPES`): issue 23's table (4096^3, 257x129x4096, 16x4096x4096, 512x4096x4096,
 2048x2048x256, 1000^3; 8192^3 for sparse) and the LLM decode/prefill set of
@@ -267,13 +268,21 @@ def dry_job(job: tuple) -> dict:
             from tilemma.compiler.driver import runner
             from tilemma.compiler.driver.pipeline import CompileOptions, compile_text
 
-            text, name = gb.tilemma_ir(FAMILIES[fam_name], shape)
-            [kernel] = compile_text(text, name, CompileOptions(sm=sm, ptx="9.0"))
-            result = runner.run_compiled(kernel, 0, "emulator")
-            out["config"] = kernel.abi.config
-            out["ok"] = result.ok
-            if not result.ok:
-                out["error"] = result.detail or "FAIL"
+            fam = FAMILIES[fam_name]
+            text, name = gb.tilemma_ir(fam, shape)
+            options = [CompileOptions(sm=sm, ptx="9.0")]
+            _, n, k = shape
+            if fam.a in ("si8", "ui8") and fam.a_col and not fam.b_col and sm == "90a" and not n % 16 and not k % 16:
+                # the analogue of a kernel whose B is transposed first (512 rows and up) as that one
+                options.append(CompileOptions(sm=sm, ptx="9.0", transpose_first=1))
+            for option in options:
+                [kernel] = compile_text(text, name, option)
+                result = runner.run_compiled(kernel, 0, "emulator")
+                out["config"] = kernel.abi.config
+                out["ok"] = result.ok
+                if not result.ok:
+                    out["error"] = result.detail or "FAIL"
+                    break
     except Exception as exc:
         out["error"] = gb._error(exc)
     out["seconds"] = time.perf_counter() - began
