@@ -13,10 +13,9 @@ kernel the flash backend ran is read from the profiler (FlashAttention-2 is `fla
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 
-from benchmarks.gemm_bench import median_ms_interleaved
+from benchmarks.gemm_bench import median_ms_interleaved, write_dicts
 from tilemma.compiler.driver import api
 from tilemma.compiler.driver.attention_generator import AttentionSpec, attention_text
 
@@ -126,10 +125,7 @@ def main(argv=None) -> int:
                 print(f"{r['shape']:<24} {'causal' if causal else 'full':<7} {r['impl']:<18} {r['tflops']:>7.1f} TFLOP/s "
                       f"{ratio:>10} {r['check']} {r['kernel']}", flush=True)
     if args.csv and rows:
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_dicts(rows, args.csv)
     return 0
 
 

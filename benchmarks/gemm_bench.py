@@ -963,6 +963,14 @@ def write_csv(rows: list[Row], path: str) -> None:
             writer.writerow(asdict(row))
 
 
+def write_dicts(rows: Sequence[dict], path: str) -> None:
+    """Rows as plain dicts (the benchmarks that have their own columns), the first row's keys the header."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def read_csv(path: str, row_cls: type = Row) -> list[Row]:
     types = {fl.name: fl.type for fl in fields(row_cls)}
 

@@ -142,12 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{tops[5]:10.0f} {row['transpose_us']:6.1f} {row['transpose_tbs']:7.2f} {row['ours_tbs']:9.2f} "
               f"{row['copy_tbs']:9.2f}  " + " ".join(f"{t / tops[0]:.3f}" for t in tops[1:]))
     if args.csv:
-        import csv
-
-        with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        gb.write_dicts(rows, args.csv)
     return 0
 
 
