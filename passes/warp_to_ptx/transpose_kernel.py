@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from tilemma.dialects import ptx
 from tilemma.dialects.ptx_builder import PtxBuilder
+from tilemma.passes.warp_to_ptx.transpose_stage import transpose_bytes
 
 TILE = 128  # bytes of K and of N a CTA moves
 THREADS = 256
 _SHARED = "transpose_tile"
-# prmt selectors of a 4 x 4 byte transpose: rows' byte pairs interleaved, then the pairs joined
-_PAIRS_LOW, _PAIRS_HIGH, _JOIN_LOW, _JOIN_HIGH = "0x5140", "0x7362", "0x5410", "0x7632"
 
 
 def launch(k: int, n: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -94,19 +93,8 @@ def transpose_entry(name: str, k: int, n: int, source: str, dest: str) -> ptx.En
     rows = b.regs("b32", 16)
     for j, reg in enumerate(rows):
         b.emit("ld.shared.u32", reg, f"[{first}+{j * TILE}]")
-    columns: list[list[str]] = [[], [], [], []]  # per column: its 16 bytes of K as four words
-    for block in range(4):
-        w0, w1, w2, w3 = rows[4 * block:4 * block + 4]
-        low01, low23, high01, high23 = b.regs("b32", 4)
-        b.emit("prmt.b32", low01, w0, w1, _PAIRS_LOW)
-        b.emit("prmt.b32", low23, w2, w3, _PAIRS_LOW)
-        b.emit("prmt.b32", high01, w0, w1, _PAIRS_HIGH)
-        b.emit("prmt.b32", high23, w2, w3, _PAIRS_HIGH)
-        for c, (x, y, sel) in enumerate(((low01, low23, _JOIN_LOW), (low01, low23, _JOIN_HIGH),
-                                         (high01, high23, _JOIN_LOW), (high01, high23, _JOIN_HIGH))):
-            out = b.reg("b32")
-            b.emit("prmt.b32", out, x, y, sel)
-            columns[c].append(out)
+    # per column: its 16 bytes of K as four words, each 4 x 4 block of bytes transposed
+    columns = [list(c) for c in zip(*(transpose_bytes(b, *rows[4 * i:4 * i + 4]) for i in range(4)))]
     k_at, n_at, ok, in_k = b.reg("b32"), b.reg("b32"), b.reg("pred"), b.reg("pred")
     b.emit("shl.b32", k_at, kg, 4)
     b.emit("add.u32", k_at, k_at, k0)

@@ -33,6 +33,23 @@ _HALVES = (_HALVES_LOW, _HALVES_LOW + _SWAP)
 _STORES = {4: "st.shared.v4.b32", 2: "st.shared.v2.b32"}
 
 
+def transpose_bytes(e, w0: str, w1: str, w2: str, w3: str) -> list[str]:
+    """The 4 x 4 bytes of four words (word m's byte j: row m, column j) transposed by 8 `prmt`:
+    word j of the result holds column j, row 0 in its low byte. `e` allocates registers and
+    emits (`fio.Emitter`, or a `PtxBuilder`: the transposing kernel of `transpose_kernel`)."""
+    x = [e.reg("b32") for _ in range(4)]
+    for r, (u, v), sel in ((x[0], (w0, w1), _PAIRS[0]), (x[1], (w0, w1), _PAIRS[1]),
+                           (x[2], (w2, w3), _PAIRS[0]), (x[3], (w2, w3), _PAIRS[1])):
+        e.emit("prmt.b32", r, u, v, sel)
+    out = []
+    for lo, hi, sel in ((x[0], x[2], _HALVES[0]), (x[0], x[2], _HALVES[1]),
+                        (x[1], x[3], _HALVES[0]), (x[1], x[3], _HALVES[1])):
+        r = e.reg("b32")
+        e.emit("prmt.b32", r, lo, hi, sel)
+        out.append(r)
+    return out
+
+
 def _phases(op: warp.TransposeStageOp, ref: MemRefType, count: int, period: int, what: str) -> list[int]:
     """The swizzle phase (bytes XORed into the column) of rows 0 .. count - 1 of `ref`, checked to
     repeat every `period` rows over the stage (the phase of a row is that of its place in a chunk)."""
@@ -130,15 +147,8 @@ class LowerTransposeStage(RewritePattern):
             for q in range(4):
                 out: list[list[str]] = [[] for _ in range(4)]  # line 4q + j's words across
                 for p in range(words):
-                    w0, w1, w2, w3 = (chunk[4 * (4 * p + m) + q] for m in range(4))
-                    x = [e.reg("b32") for _ in range(4)]
-                    for r, (u, v), sel in ((x[0], (w0, w1), _PAIRS[0]), (x[1], (w0, w1), _PAIRS[1]),
-                                           (x[2], (w2, w3), _PAIRS[0]), (x[3], (w2, w3), _PAIRS[1])):
-                        e.emit("prmt.b32", r, u, v, sel)
-                    for j, (lo, hi, sel) in enumerate(((x[0], x[2], _HALVES[0]), (x[0], x[2], _HALVES[1]),
-                                                       (x[1], x[3], _HALVES[0]), (x[1], x[3], _HALVES[1]))):
-                        r = e.reg("b32")
-                        e.emit("prmt.b32", r, lo, hi, sel)
+                    columns = transpose_bytes(e, *(chunk[4 * (4 * p + m) + q] for m in range(4)))
+                    for j, r in enumerate(columns):
                         out[j].append(r)
                 for j in range(4):
                     line = 4 * q + j

@@ -28,7 +28,7 @@
 // PTX:         .shared .align 16 .b8 transpose_tile[16384];
 // PTX:         ld.global.v4.u32
 // PTX:         bar.sync 0;
-// PTX:         prmt.b32 {{.*}}, 0x5140;
+// PTX:         prmt.b32 {{.*}}, 20800;
 // PTX:         st.global.v4.u32
 // PTX-LABEL: .visible .entry both(
 // PTX:         wgmma.mma_async.sync.aligned.m64n{{[0-9]+}}k32.s32.s8.s8
