@@ -27,9 +27,11 @@ _ADD = {"f32": "add.rn.f32", "f64": "add.rn.f64", "s32": "add.s32"}
 _MEM = {"f32": "f32", "f64": "f64", "s32": "b32"}
 
 
-def _slab_word(e: fio.Emitter, tile: str, slab: str | None, splits: int, per_slab: int) -> tuple[str, str]:
-    """(%tid.x, the thread's word in the tile's slab `slab`, its first where None): slab
-    (tile * splits + slab), register r of thread t at word r * T + t of it."""
+def _slab_address(e: fio.Emitter, workspace: str, tile: str, slab: str | None, splits: int, per_slab: int,
+                  size: int) -> tuple[str, str]:
+    """(%tid.x, the address of the thread's first word in the tile's slab `slab`, its first slab
+    where None): slab (tile * splits + slab) of `per_slab` words of `size` bytes, register r of
+    thread t at word r * T + t of it."""
     tid, at = e.reg("b32"), e.reg("b32")
     e.emit("mov.u32", tid, "%tid.x")
     e.emit("mul.lo.u32", at, e.in_register(tile), splits)
@@ -37,7 +39,10 @@ def _slab_word(e: fio.Emitter, tile: str, slab: str | None, splits: int, per_sla
         e.emit("add.u32", at, at, e.in_register(slab))
     e.emit("mul.lo.u32", at, at, per_slab)
     e.emit("add.u32", at, at, tid)
-    return tid, at
+    address, words = e.reg("b64"), e.reg("b64")
+    e.emit("mul.wide.u32", words, at, size)
+    e.emit("add.s64", address, workspace, words)
+    return tid, address
 
 
 @dataclass
@@ -56,10 +61,7 @@ class LowerSplitKPublish(RewritePattern):
         size, threads, splits = (8 if t == "f64" else 4), kernel_threads(op), op.splits.value.data
         e = fio.Emitter(kernel.regs)
         e.comment(f"split-K: {splits} CTAs meet in the workspace; the last adds the partials in split order")
-        tid, at = _slab_word(e, tile, split, splits, len(flat) * threads)  # type: ignore[arg-type]
-        mine, words = e.reg("b64"), e.reg("b64")
-        e.emit("mul.wide.u32", words, at, size)
-        e.emit("add.s64", mine, workspace, words)
+        tid, mine = _slab_address(e, workspace, tile, split, splits, len(flat) * threads, size)  # type: ignore[arg-type]
         for i, r in enumerate(flat):
             e.emit(f"st.global.{_MEM[t]}", f"[{mine}+{i * threads * size}]", r)
         e.emit("fence.acq_rel.gpu")
@@ -97,10 +99,7 @@ class LowerSplitKSum(RewritePattern):
         size, threads, splits = (8 if t == "f64" else 4), kernel_threads(op), op.splits.value.data
         slab = len(flat_init) * threads * size  # one split's bytes of one tile
         e = fio.Emitter(kernel.regs)
-        _, first = _slab_word(e, tile, None, splits, len(flat_init) * threads)
-        base, words = e.reg("b64"), e.reg("b64")
-        e.emit("mul.wide.u32", words, first, size)
-        e.emit("add.s64", base, workspace, words)
+        _, base = _slab_address(e, workspace, tile, None, splits, len(flat_init) * threads, size)
         out = [[e.reg(bank) for _ in frag_regs] for frag_regs in init]
         part = e.reg(bank)
         for i, (r, c) in enumerate(zip((r for o in out for r in o), flat_init)):
