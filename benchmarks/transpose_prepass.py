@@ -52,6 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     import torch
 
+    from tilemma.compiler.runtime import cuda_runtime
+
     gb.set_timing(8, 30)
     fams = [gb.FAMILIES[f] for f in ("s8", "s8-acol", "s8-acol-brow")]
     shapes = [gb.parse_shape(s) for s in args.shapes]
@@ -123,8 +125,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         pointers = [inp_ab["b_op"].data_ptr(), bt.data_ptr()]
 
         def ours_only():  # tilemma's transposing kernel alone, into the same workspace
-            from tilemma.compiler.runtime import cuda_runtime
-
             cuda_runtime.launch(ker_ab.ptx, ours.entry, ours.grid, ours.block, pointers, 0,
                                 torch.cuda.current_stream().cuda_stream)
 
